@@ -1,0 +1,44 @@
+#pragma once
+
+// Limits of the wire protocol and conversions between wire enums and common types.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/block_id.h"
+#include "common/status.h"
+#include "common/storage_level.h"
+#include "common/tier.h"
+#include "schema/messages.capnp.h"
+
+namespace bm {
+
+// Block bytes are sent in frames of this size (the last frame of a block may be shorter).
+constexpr size_t kChunkBytes = 1 << 20;
+// A receiver rejects a payload frame above this size.
+constexpr size_t kMaxPayloadFrameBytes = 4 << 20;
+// A receiver rejects a header (Cap'n Proto) frame above this size.
+constexpr size_t kMaxHeaderBytes = 16 << 20;
+// ZMQ_MAXMSGSIZE on every socket: a peer sending a bigger frame is disconnected by ZeroMQ.
+constexpr int64_t kMaxFrameBytes = kMaxHeaderBytes;
+// A receiver rejects a message with more payload frames than this.
+constexpr size_t kMaxPayloadFrames = 64;
+// Bytes of block data in one PutBlock piece or one GetReply.
+constexpr uint64_t kMaxPieceBytes = 16 << 20;
+// Cap'n Proto traversal limit for one header, in 8-byte words.
+constexpr uint64_t kTraversalLimitWords = kMaxHeaderBytes / 8 * 2;
+
+proto::StorageLevel ToProto(StorageLevel level);
+StorageLevel FromProto(proto::StorageLevel level);
+proto::Tier ToProto(Tier tier);
+Tier FromProto(proto::Tier tier);
+
+// Fills an Error struct from a failed status.
+void SetError(proto::Error::Builder error, const Status& status);
+// The status an Error reply stands for.
+Status StatusFromError(proto::Error::Reader error);
+
+// Parses a block id received from the network.
+Result<BlockId> ParseWireBlockId(capnp::Text::Reader text);
+
+}  // namespace bm

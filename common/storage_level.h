@@ -1,0 +1,30 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace bm {
+
+// Spark's storage levels. Replication (the _2 forms) is recorded but one copy is stored.
+enum class StorageLevel {
+  kMemoryOnly,
+  kMemoryAndDisk,
+  kDiskOnly,
+  kMemoryOnly2,
+  kMemoryAndDisk2,
+  kDiskOnly2,
+};
+
+// "MEMORY_ONLY" etc.; case-insensitive. Fails with kInvalidArgument listing the valid names.
+Result<StorageLevel> ParseStorageLevel(std::string_view text);
+std::string_view StorageLevelName(StorageLevel level);
+// The valid names, comma separated, for help texts and errors.
+std::string StorageLevelNames();
+
+bool UsesMemory(StorageLevel level);
+bool UsesDisk(StorageLevel level);
+int ReplicationOf(StorageLevel level);
+
+}  // namespace bm

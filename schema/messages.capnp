@@ -1,0 +1,224 @@
+@0xc4f1a7d2b35e9e01;
+# Every message blockmgr sends. A message on the wire is one ZeroMQ multipart message:
+#   [routing id, added/removed by ROUTER sockets] [header: one Request or Reply] [payload frames...]
+# Block bytes never travel inside a header; they follow it as payload frames of at most
+# kMaxPayloadFrameBytes each (see common/protocol.h), so they can be sent and kept zero-copy.
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("bm::proto");
+
+enum Tier {
+  memory @0;
+  disk @1;
+}
+
+# Spark's storage levels. The _2 forms ask for two copies (replication is not implemented
+# yet: one copy is stored, and the level is recorded).
+enum StorageLevel {
+  memoryOnly @0;
+  memoryAndDisk @1;
+  diskOnly @2;
+  memoryOnly2 @3;
+  memoryAndDisk2 @4;
+  diskOnly2 @5;
+}
+
+# Semantic error codes: they tell the caller what to do, not what broke inside.
+enum ErrorCode {
+  internal @0;         # a bug or an unexpected failure on the server; not retryable
+  notFound @1;         # the block, worker or RDD does not exist
+  invalidArgument @2;  # malformed request, bad id, bad level
+  outOfSpace @3;       # memory budget or disk limit cannot hold the block
+  unavailable @4;      # peer unreachable or shutting down; retry later
+  unknownWorker @5;    # the master does not know this worker: register again
+  aborted @6;          # the operation lost a race (block replaced during a read); retry
+  tooLarge @7;         # a frame or message over the protocol's limits
+}
+
+struct Error {
+  code @0 :ErrorCode;
+  message @1 :Text;
+}
+
+# A block as one worker holds it.
+struct BlockStatus {
+  blockId @0 :Text;
+  tier @1 :Tier;
+  size @2 :UInt64;
+  level @3 :StorageLevel;
+}
+
+# One change a worker reports: the block is now held as `status`, or it is gone.
+struct BlockUpdate {
+  status @0 :BlockStatus;
+  removed @1 :Bool;
+}
+
+struct WorkerStats {
+  memoryCapacity @0 :UInt64;
+  memoryUsed @1 :UInt64;
+  diskUsed @2 :UInt64;
+  diskCapacity @3 :UInt64;   # 0 = unlimited
+  blockCount @4 :UInt64;
+}
+
+# ---- worker -> master ----
+
+struct RegisterWorker {
+  workerId @0 :Text;
+  address @1 :Text;            # where clients and the master reach this worker's data port
+  stats @2 :WorkerStats;
+  blocks @3 :List(BlockStatus);  # full block report: everything the worker holds now
+}
+
+struct RegisterReply {
+  heartbeatIntervalMs @0 :UInt32;  # how often the master wants heartbeats
+}
+
+struct Heartbeat {
+  workerId @0 :Text;
+  stats @1 :WorkerStats;
+}
+
+struct ReportBlocks {
+  workerId @0 :Text;
+  updates @1 :List(BlockUpdate);
+  stats @2 :WorkerStats;
+}
+
+# ---- client -> master ----
+
+struct GetLocations {
+  blockIds @0 :List(Text);
+}
+
+struct Location {
+  workerId @0 :Text;
+  address @1 :Text;
+  tier @2 :Tier;
+  size @3 :UInt64;
+}
+
+struct BlockLocations {
+  blockId @0 :Text;
+  level @1 :StorageLevel;
+  locations @2 :List(Location);  # empty when no live worker holds the block
+}
+
+struct WorkerInfo {
+  workerId @0 :Text;
+  address @1 :Text;
+  stats @2 :WorkerStats;
+  lastHeartbeatAgeMs @3 :UInt64;
+}
+
+struct ListBlocks {
+  union {
+    all @0 :Void;
+    rddId @1 :UInt64;
+  }
+}
+
+struct RddInfo {
+  rddId @0 :UInt64;
+  cachedPartitions @1 :UInt64;
+  memoryBytes @2 :UInt64;
+  diskBytes @3 :UInt64;
+  workers @4 :List(Text);
+}
+
+# Client -> master: remove these blocks wherever they are.
+# Master -> worker and client -> worker: remove these blocks from this worker.
+struct RemoveBlocks {
+  blockIds @0 :List(Text);
+}
+
+struct RemoveRdd {
+  rddId @0 :UInt64;
+}
+
+# ---- client -> worker (data plane) ----
+
+# One piece of an upload. A block arrives as one or more PutBlock messages with increasing
+# offsets, each followed by its bytes as payload frames; the one with `last` set commits it.
+# The worker replies to each piece, so the client never has more than one piece unacknowledged
+# per upload, and a big block never has to sit whole in any one message.
+struct PutBlock {
+  blockId @0 :Text;
+  level @1 :StorageLevel;
+  totalSize @2 :UInt64;
+  offset @3 :UInt64;
+  last @4 :Bool;
+  uploadId @5 :UInt64;   # chosen by the client; pieces of one upload share it
+}
+
+struct PutReply {
+  tier @0 :Tier;         # where the block landed (meaningful once committed)
+  committed @1 :Bool;
+}
+
+# Read [offset, offset + maxLength) of a block. The worker may return fewer bytes than asked
+# (it bounds the bytes of one reply); the client asks again from where the reply ended.
+struct GetBlock {
+  blockId @0 :Text;
+  offset @1 :UInt64;
+  maxLength @2 :UInt64;
+}
+
+struct GetReply {
+  totalSize @0 :UInt64;
+  offset @1 :UInt64;
+  length @2 :UInt64;
+  # Changes whenever the block is rewritten; a client reading in several replies checks it
+  # stays the same so it never stitches together two versions of a block.
+  generation @3 :UInt64;
+  tier @4 :Tier;
+  level @5 :StorageLevel;
+}
+
+struct ContainsBlock {
+  blockId @0 :Text;
+}
+
+struct ContainsReply {
+  present @0 :Bool;
+  status @1 :BlockStatus;
+}
+
+# ---- envelopes ----
+
+struct Request {
+  id @0 :UInt64;   # echoed in the reply; lets a client match replies and drop stale ones
+  union {
+    registerWorker @1 :RegisterWorker;
+    heartbeat @2 :Heartbeat;
+    reportBlocks @3 :ReportBlocks;
+    getLocations @4 :GetLocations;
+    listWorkers @5 :Void;
+    listBlocks @6 :ListBlocks;
+    listRdds @7 :Void;
+    removeBlocks @8 :RemoveBlocks;
+    removeRdd @9 :RemoveRdd;
+    putBlock @10 :PutBlock;
+    getBlock @11 :GetBlock;
+    containsBlock @12 :ContainsBlock;
+    ping @13 :Void;
+  }
+}
+
+struct Reply {
+  id @0 :UInt64;
+  union {
+    error @1 :Error;
+    ok @2 :Void;
+    registered @3 :RegisterReply;
+    locations @4 :List(BlockLocations);
+    workers @5 :List(WorkerInfo);
+    blocks @6 :List(BlockLocations);
+    rdds @7 :List(RddInfo);
+    removed @8 :UInt64;       # number of blocks removed
+    put @9 :PutReply;
+    get @10 :GetReply;
+    contains @11 :ContainsReply;
+  }
+}
