@@ -33,7 +33,10 @@ class VectorChunk final : public Chunk {
   std::vector<std::byte> data_;
 };
 
+// A chunk holding a copy of `bytes`.
 ChunkPtr MakeChunk(std::span<const std::byte> bytes);
+// A view of [offset, offset + length) of `chunk` that keeps `chunk` alive; no copy.
+ChunkPtr SliceChunk(ChunkPtr chunk, size_t offset, size_t length);
 
 // A whole block's bytes as a list of chunks.
 struct BlockData {

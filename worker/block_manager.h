@@ -1,0 +1,99 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "common/block_id.h"
+#include "common/chunk.h"
+#include "common/status.h"
+#include "common/storage_level.h"
+#include "common/tier.h"
+#include "worker/block_status.h"
+#include "worker/disk_store.h"
+#include "worker/memory_store.h"
+
+namespace bm {
+
+// A range of a stored block, ready to send.
+struct BlockRead {
+  uint64_t total_size;
+  uint64_t offset;
+  uint64_t generation;
+  Tier tier;
+  StorageLevel level;
+  std::vector<ChunkPtr> chunks;  // the bytes of the range, in order; no copies for memory blocks
+};
+
+struct StoreStats {
+  uint64_t memory_capacity;
+  uint64_t memory_used;
+  uint64_t disk_used;
+  uint64_t disk_limit;  // 0 = unlimited
+  uint64_t block_count;
+};
+
+// The worker's storage policy over its memory and disk stores: where a block of each level
+// goes, what eviction spills or drops, and the list of changes the master must hear about.
+//
+// Placement by level:
+//   MEMORY_ONLY      memory; if room cannot be made (see MemoryStore), kOutOfSpace.
+//   MEMORY_AND_DISK  memory; if room cannot be made, straight to disk. When evicted later it is
+//                    spilled to disk.
+//   DISK_ONLY        disk.
+//   (_2 forms behave like their one-copy forms here.)
+// A put of an existing id replaces the old version once the new one is committed; until then
+// readers see the old one.
+//
+// Not thread-safe: owned by the worker's event loop.
+class BlockManager {
+ public:
+  using UploadId = uint64_t;
+
+  BlockManager(std::unique_ptr<MemoryStore> memory, std::unique_ptr<DiskStore> disk);
+  ~BlockManager();
+
+  // Starts an upload of `total_size` bytes; claims its space up front (memory or disk by the
+  // level rules above), so a put that cannot fit fails before any bytes are sent.
+  Result<UploadId> BeginPut(const BlockId& id, StorageLevel level, uint64_t total_size);
+  // Adds the next bytes of the upload (chunks are kept as they are for memory blocks, without
+  // copying). Fails past the declared size; a failed upload is aborted.
+  Status AppendPut(UploadId upload, std::vector<ChunkPtr> chunks);
+  // Makes the block visible; returns the tier it landed on. Fails if bytes are missing.
+  Result<Tier> CommitPut(UploadId upload);
+  // Drops an upload and releases its space. Unknown ids are ignored.
+  void AbortPut(UploadId upload);
+  bool HasUpload(UploadId upload) const;
+
+  // Reads a range of a block, clamped to the block and to `max_length`.
+  Result<BlockRead> Read(const BlockId& id, uint64_t offset, uint64_t max_length);
+  std::optional<BlockStatus> Find(const BlockId& id) const;
+  // Removes the block from whichever tier holds it. kNotFound when absent.
+  Status Remove(const BlockId& id);
+
+  std::vector<BlockStatus> List() const;
+  StoreStats Stats() const;
+
+  // Every change since the last call, in the order it happened (stored, moved tier, removed),
+  // for the master.
+  std::vector<BlockChange> TakeChanges();
+
+ private:
+  struct Upload;
+
+  void RecordStored(const BlockId& id, StorageLevel level, Tier tier, uint64_t size);
+  void RecordRemoved(const BlockStatus& status);
+  // Spills MEMORY_AND_DISK blocks evicted from memory to disk and records every change.
+  void HandleEvicted(std::vector<MemoryBlock> evicted);
+
+  std::unique_ptr<MemoryStore> memory_;
+  std::unique_ptr<DiskStore> disk_;
+  std::unordered_map<UploadId, std::unique_ptr<Upload>> uploads_;
+  UploadId next_upload_id_ = 1;
+  uint64_t next_generation_ = 1;
+  std::vector<BlockChange> changes_;
+};
+
+}  // namespace bm
