@@ -1,0 +1,138 @@
+#include "tests/support/local_cluster.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "common/transport.h"
+
+namespace bm::testing {
+namespace {
+
+constexpr auto kStartTimeout = std::chrono::seconds(30);
+
+// Asks the master for its workers over a fresh channel; nullopt when it does not answer.
+std::optional<std::vector<std::string>> QueryWorkers(zmq::context_t& context,
+                                                     const std::string& endpoint) {
+  RpcChannel channel(context, endpoint, std::chrono::milliseconds(500));
+  capnp::MallocMessageBuilder request;
+  request.initRoot<proto::Request>().setListWorkers();
+  Result<IncomingMessage> reply = channel.Call(request);
+  if (!reply.ok()) return std::nullopt;
+  std::vector<std::string> ids;
+  for (proto::WorkerInfo::Reader w : reply->reply().getWorkers()) ids.push_back(w.getWorkerId());
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+}  // namespace
+
+LocalCluster::LocalCluster(double heartbeat_timeout_seconds)
+    : heartbeat_timeout_seconds_(heartbeat_timeout_seconds) {}
+
+LocalCluster::~LocalCluster() {
+  for (auto& [id, slot] : workers_) {
+    if (slot.process) slot.process->Kill();
+  }
+  if (master_) master_->Kill();
+}
+
+void LocalCluster::StartMaster() {
+  // A port can be taken between choosing and binding it; then the master exits and we retry.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    int port = FreeLoopbackPort();
+    master_endpoint_ = LoopbackEndpoint(port);
+    master_ = std::make_unique<Process>(Process::Start(
+        BinaryPath("bm-master"),
+        {"--listen", master_endpoint_, "--heartbeat-timeout",
+         std::to_string(heartbeat_timeout_seconds_)},
+        dir_.Sub("master.log")));
+    bool up = WaitFor(
+        [&] { return !master_->Running() || QueryWorkers(context_, master_endpoint_).has_value(); },
+        kStartTimeout);
+    if (up && master_->Running()) return;
+  }
+  FAIL() << "bm-master did not start:\n" << LogTail("master");
+}
+
+void LocalCluster::StartWorker(const WorkerSpec& spec) {
+  auto it = workers_.find(spec.id);
+  int port = it != workers_.end() ? it->second.port : FreeLoopbackPort();
+  WorkerSlot& slot = workers_[spec.id];
+  slot.spec = spec;
+  slot.port = port;
+  std::vector<std::string> args = {"--master",   master_endpoint_,
+                                   "--listen",   LoopbackEndpoint(port),
+                                   "--memory",   spec.memory,
+                                   "--disk-dir", worker_disk_dir(spec.id),
+                                   "--id",       spec.id};
+  if (!spec.disk_limit.empty()) {
+    args.push_back("--disk-limit");
+    args.push_back(spec.disk_limit);
+  }
+  slot.process = std::make_unique<Process>(
+      Process::Start(BinaryPath("bm-worker"), args, dir_.Sub(spec.id + ".log")));
+  bool up = WaitFor(
+      [&] {
+        if (!slot.process->Running()) return true;
+        std::vector<std::string> listed = ListedWorkers();
+        return std::find(listed.begin(), listed.end(), spec.id) != listed.end();
+      },
+      kStartTimeout);
+  ASSERT_TRUE(up && slot.process->Running())
+      << "bm-worker " << spec.id << " did not register:\n"
+      << LogTail(spec.id);
+}
+
+void LocalCluster::StartWorkers(int count, const std::string& memory) {
+  for (int i = 1; i <= count; ++i) StartWorker({"w" + std::to_string(i), memory, ""});
+}
+
+void LocalCluster::SignalWorker(const std::string& id, int signal) {
+  worker_process(id).Signal(signal);
+}
+
+void LocalCluster::KillWorker(const std::string& id) { worker_process(id).Kill(); }
+
+void LocalCluster::KillMaster() { master_->Kill(); }
+
+std::string LocalCluster::worker_endpoint(const std::string& id) const {
+  return LoopbackEndpoint(workers_.at(id).port);
+}
+
+std::string LocalCluster::worker_disk_dir(const std::string& id) const {
+  return dir_.Sub("disk-" + id);
+}
+
+Process& LocalCluster::worker_process(const std::string& id) {
+  return *workers_.at(id).process;
+}
+
+std::vector<std::string> LocalCluster::ListedWorkers() {
+  return QueryWorkers(context_, master_endpoint_).value_or(std::vector<std::string>{});
+}
+
+bool LocalCluster::WaitForWorkers(std::vector<std::string> ids,
+                                  std::chrono::milliseconds timeout) {
+  std::sort(ids.begin(), ids.end());
+  return WaitFor([&] { return ListedWorkers() == ids; }, timeout);
+}
+
+CommandResult LocalCluster::Bmctl(const std::vector<std::string>& args, const std::string& input) {
+  std::vector<std::string> full = {"--master", master_endpoint_};
+  full.insert(full.end(), args.begin(), args.end());
+  return RunCommand(BinaryPath("bmctl"), full, input);
+}
+
+std::string LocalCluster::LogTail(const std::string& name) const {
+  std::ifstream in(dir_.Sub(name + ".log"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string all = ss.str();
+  return all.size() > 4000 ? all.substr(all.size() - 4000) : all;
+}
+
+}  // namespace bm::testing

@@ -1,0 +1,71 @@
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
+
+namespace bm::testing {
+
+struct WorkerSpec {
+  std::string id;
+  std::string memory = "64MiB";
+  std::string disk_limit;  // empty = no limit
+};
+
+// A real bm-master and bm-workers as child processes on free 127.0.0.1 ports, each with its own
+// log file and disk directory under one temporary folder. Everything is killed on destruction.
+// Readiness is awaited by asking the master over ZeroMQ, never by sleeping.
+class LocalCluster {
+ public:
+  explicit LocalCluster(double heartbeat_timeout_seconds = 10);
+  ~LocalCluster();
+
+  // Starts bm-master and waits until it answers.
+  void StartMaster();
+  // Starts (or restarts, with the same port and disk dir) a worker and waits until the master
+  // lists it.
+  void StartWorker(const WorkerSpec& spec);
+  void StartWorkers(int count, const std::string& memory = "64MiB");
+  void SignalWorker(const std::string& id, int signal);
+  void KillWorker(const std::string& id);
+  void KillMaster();
+
+  const std::string& master_endpoint() const { return master_endpoint_; }
+  std::string worker_endpoint(const std::string& id) const;
+  std::string worker_disk_dir(const std::string& id) const;
+  Process& worker_process(const std::string& id);
+  Process& master_process() { return *master_; }
+  const TempDir& dir() const { return dir_; }
+
+  // Ids of the workers the master lists now (empty if it does not answer).
+  std::vector<std::string> ListedWorkers();
+  // Waits until the master lists exactly these workers.
+  bool WaitForWorkers(std::vector<std::string> ids,
+                      std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  // Runs `bmctl --master <endpoint> args...`.
+  CommandResult Bmctl(const std::vector<std::string>& args, const std::string& input = "");
+  // The tail of a process's log, for failure messages.
+  std::string LogTail(const std::string& name) const;
+
+ private:
+  struct WorkerSlot {
+    WorkerSpec spec;
+    int port;
+    std::unique_ptr<Process> process;
+  };
+
+  TempDir dir_;
+  double heartbeat_timeout_seconds_;
+  zmq::context_t context_;
+  std::string master_endpoint_;
+  std::unique_ptr<Process> master_;
+  std::map<std::string, WorkerSlot> workers_;
+};
+
+}  // namespace bm::testing
