@@ -42,9 +42,10 @@ LocalCluster::~LocalCluster() {
 
 void LocalCluster::StartMaster() {
   // A port can be taken between choosing and binding it; then the master exits and we retry.
+  // A restart reuses the endpoint, since running workers know the master by it.
+  const bool restart = !master_endpoint_.empty();
   for (int attempt = 0; attempt < 5; ++attempt) {
-    int port = FreeLoopbackPort();
-    master_endpoint_ = LoopbackEndpoint(port);
+    if (!restart) master_endpoint_ = LoopbackEndpoint(FreeLoopbackPort());
     master_ = std::make_unique<Process>(Process::Start(
         BinaryPath("bm-master"),
         {"--listen", master_endpoint_, "--heartbeat-timeout",
@@ -125,6 +126,38 @@ CommandResult LocalCluster::Bmctl(const std::vector<std::string>& args, const st
   std::vector<std::string> full = {"--master", master_endpoint_};
   full.insert(full.end(), args.begin(), args.end());
   return RunCommand(BinaryPath("bmctl"), full, input);
+}
+
+nlohmann::json LocalCluster::BmctlJson(const std::vector<std::string>& args,
+                                       const std::string& input) {
+  std::vector<std::string> full = {"--json"};
+  full.insert(full.end(), args.begin(), args.end());
+  CommandResult r = Bmctl(full, input);
+  if (r.exit_code != 0) {
+    ADD_FAILURE() << "bmctl " << ::testing::PrintToString(args) << " exited " << r.exit_code
+                  << ": " << r.err;
+    return nullptr;
+  }
+  nlohmann::json parsed = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) ADD_FAILURE() << "bmctl printed invalid JSON: " << r.out;
+  return parsed;
+}
+
+std::map<std::string, std::vector<std::tuple<std::string, std::string, uint64_t>>>
+LocalCluster::Locations(const std::vector<std::string>& block_ids) {
+  std::vector<std::string> args = {"locations"};
+  args.insert(args.end(), block_ids.begin(), block_ids.end());
+  nlohmann::json j = BmctlJson(args);
+  std::map<std::string, std::vector<std::tuple<std::string, std::string, uint64_t>>> out;
+  if (!j.is_array()) return out;
+  for (const auto& entry : j) {
+    auto& locs = out[entry.at("block").get<std::string>()];
+    for (const auto& l : entry.at("locations")) {
+      locs.emplace_back(l.at("worker").get<std::string>(), l.at("tier").get<std::string>(),
+                        l.at("size").get<uint64_t>());
+    }
+  }
+  return out;
 }
 
 std::string LocalCluster::LogTail(const std::string& name) const {

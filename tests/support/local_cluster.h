@@ -4,7 +4,9 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
+#include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
 #include "tests/support/process.h"
@@ -26,7 +28,7 @@ class LocalCluster {
   explicit LocalCluster(double heartbeat_timeout_seconds = 10);
   ~LocalCluster();
 
-  // Starts bm-master and waits until it answers.
+  // Starts bm-master (again on the same endpoint after KillMaster) and waits until it answers.
   void StartMaster();
   // Starts (or restarts, with the same port and disk dir) a worker and waits until the master
   // lists it.
@@ -50,6 +52,11 @@ class LocalCluster {
                       std::chrono::milliseconds timeout = std::chrono::seconds(30));
   // Runs `bmctl --master <endpoint> args...`.
   CommandResult Bmctl(const std::vector<std::string>& args, const std::string& input = "");
+  // Runs `bmctl --json ...`, records a test failure unless it exits 0, returns its output.
+  nlohmann::json BmctlJson(const std::vector<std::string>& args, const std::string& input = "");
+  // Where each listed block is, as {block id -> [(worker id, tier, size)]}, from `locations`.
+  std::map<std::string, std::vector<std::tuple<std::string, std::string, uint64_t>>> Locations(
+      const std::vector<std::string>& block_ids);
   // The tail of a process's log, for failure messages.
   std::string LogTail(const std::string& name) const;
 

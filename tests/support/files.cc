@@ -1,0 +1,37 @@
+#include "tests/support/files.h"
+
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+namespace bm::testing {
+
+std::string RandomBytes(size_t size, uint64_t seed) {
+  std::string out(size, '\0');
+  std::mt19937_64 rng(seed);
+  size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    uint64_t v = rng();
+    std::memcpy(out.data() + i, &v, 8);
+  }
+  for (; i < size; ++i) out[i] = static_cast<char>(rng());
+  return out;
+}
+
+void WriteFile(const std::string& path, const std::string& contents) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace bm::testing
