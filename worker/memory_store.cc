@@ -1,1 +1,107 @@
-// placeholder: being written
+#include "worker/memory_store.h"
+
+#include <algorithm>
+
+#include "common/byte_size.h"
+
+namespace bm {
+
+MemoryStore::MemoryStore(uint64_t capacity_bytes) : capacity_(capacity_bytes) {}
+
+Result<std::vector<MemoryBlock>> MemoryStore::Reserve(const BlockId& for_block, uint64_t size) {
+  if (size > capacity_) {
+    return OutOfSpaceError("block " + for_block.ToString() + " of " + FormatBytes(size) +
+                           " is bigger than the whole memory budget of " +
+                           FormatBytes(capacity_));
+  }
+  const uint64_t free_bytes = capacity_ - used();
+  if (size <= free_bytes) {
+    reserved_bytes_ += size;
+    return std::vector<MemoryBlock>{};
+  }
+
+  // Pick victims oldest first, skipping the block's own RDD (and an older version of the block
+  // itself, which stays readable until its replacement commits). Evict only if they suffice.
+  const uint64_t needed = size - free_bytes;
+  const std::optional<uint64_t> rdd = for_block.rdd_id();
+  std::vector<LruList::iterator> victims;
+  uint64_t freed = 0;
+  for (auto it = lru_.begin(); it != lru_.end() && freed < needed; ++it) {
+    if (it->id == for_block) continue;
+    if (rdd.has_value() && it->id.rdd_id() == rdd) continue;
+    victims.push_back(it);
+    freed += it->data.size;
+  }
+  if (freed < needed) {
+    return OutOfSpaceError(
+        "cannot make room for block " + for_block.ToString() + " of " + FormatBytes(size) +
+        ": memory budget " + FormatBytes(capacity_) + ", " + FormatBytes(stored_bytes_) +
+        " stored, " + FormatBytes(reserved_bytes_) + " reserved, only " + FormatBytes(freed) +
+        " evictable" + (rdd.has_value() ? " (blocks of the same RDD are not evicted)" : ""));
+  }
+
+  std::vector<MemoryBlock> evicted;
+  evicted.reserve(victims.size());
+  for (LruList::iterator it : victims) {
+    stored_bytes_ -= it->data.size;
+    index_.erase(it->id);
+    evicted.push_back(std::move(*it));
+    lru_.erase(it);
+  }
+  reserved_bytes_ += size;
+  return evicted;
+}
+
+void MemoryStore::Release(uint64_t size) {
+  BM_CHECK(size <= reserved_bytes_);
+  reserved_bytes_ -= size;
+}
+
+void MemoryStore::Insert(MemoryBlock block) {
+  BM_CHECK(!index_.contains(block.id));
+  const uint64_t size = block.data.size;
+  BM_CHECK(size <= reserved_bytes_);
+  reserved_bytes_ -= size;
+  stored_bytes_ += size;
+  BlockId id = block.id;
+  lru_.push_back(std::move(block));
+  index_.emplace(id, std::prev(lru_.end()));
+}
+
+const MemoryBlock* MemoryStore::Get(const BlockId& id) {
+  auto found = index_.find(id);
+  if (found == index_.end()) return nullptr;
+  lru_.splice(lru_.end(), lru_, found->second);
+  return &*found->second;
+}
+
+const MemoryBlock* MemoryStore::Peek(const BlockId& id) const {
+  auto found = index_.find(id);
+  return found == index_.end() ? nullptr : &*found->second;
+}
+
+bool MemoryStore::Contains(const BlockId& id) const { return index_.contains(id); }
+
+std::optional<MemoryBlock> MemoryStore::Remove(const BlockId& id) {
+  auto found = index_.find(id);
+  if (found == index_.end()) return std::nullopt;
+  LruList::iterator it = found->second;
+  index_.erase(found);
+  stored_bytes_ -= it->data.size;
+  MemoryBlock block = std::move(*it);
+  lru_.erase(it);
+  return block;
+}
+
+std::vector<BlockStatus> MemoryStore::List() const {
+  std::vector<BlockStatus> blocks;
+  blocks.reserve(lru_.size());
+  for (const MemoryBlock& block : lru_) {
+    blocks.push_back({block.id, block.level, Tier::kMemory, block.data.size});
+  }
+  std::sort(blocks.begin(), blocks.end(),
+            [](const BlockStatus& a, const BlockStatus& b) { return a.id < b.id; });
+  return blocks;
+}
+
+}  // namespace bm

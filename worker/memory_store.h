@@ -48,6 +48,9 @@ class MemoryStore {
   // The block, marked most recently used; nullptr when absent. The pointer is valid until the
   // next non-const call.
   const MemoryBlock* Get(const BlockId& id);
+  // The block without touching its recency; nullptr when absent. Valid until the next non-const
+  // call.
+  const MemoryBlock* Peek(const BlockId& id) const;
   bool Contains(const BlockId& id) const;
   // Removes and returns the block.
   std::optional<MemoryBlock> Remove(const BlockId& id);
@@ -65,6 +68,7 @@ class MemoryStore {
   const uint64_t capacity_;
   uint64_t stored_bytes_ = 0;
   uint64_t reserved_bytes_ = 0;
+  // Every stored block once, ordered by last use; index_ maps each id to its list node.
   LruList lru_;
   std::unordered_map<BlockId, LruList::iterator> index_;
 };
