@@ -1,1 +1,507 @@
-// placeholder: being written
+#include "worker/disk_store.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/iterator.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "common/byte_size.h"
+#include "common/protocol.h"
+
+namespace bm {
+namespace {
+
+// Key layout (all in the default column family):
+//   "m:" + id                                   -> Meta of the committed version
+//   "c:" + id + ":" + be64(generation) + be64(i) -> bytes of chunk i of that version
+// Ids never contain ':', so one id's keys never interleave with another's, and big-endian
+// numbers keep a version's chunks contiguous and in order. A version's chunks are written
+// before its meta; the meta and the version's last chunk go in one batch, so a crash leaves at
+// most chunks without a meta, which Open() deletes.
+constexpr std::string_view kMetaPrefix = "m:";
+constexpr std::string_view kChunkPrefix = "c:";
+constexpr uint8_t kMetaFormat = 1;
+
+struct Meta {
+  StorageLevel level;
+  uint64_t size;
+  uint64_t generation;
+  uint64_t chunk_count;
+  uint32_t chunk_bytes;
+};
+
+void PutBigEndian(std::string& out, uint64_t value) {
+  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>(value >> shift));
+}
+
+uint64_t GetBigEndian(std::string_view in) {
+  uint64_t value = 0;
+  for (size_t i = 0; i < 8; ++i) value = (value << 8) | static_cast<uint8_t>(in[i]);
+  return value;
+}
+
+std::string MetaKey(const BlockId& id) { return std::string(kMetaPrefix) + id.ToString(); }
+
+std::string ChunkPrefix(const BlockId& id) {
+  return std::string(kChunkPrefix) + id.ToString() + ":";
+}
+
+// The first key of `generation`'s chunks; GenerationKey(id, g + 1) is just past its last one.
+std::string GenerationKey(const BlockId& id, uint64_t generation) {
+  std::string key = ChunkPrefix(id);
+  PutBigEndian(key, generation);
+  return key;
+}
+
+std::string ChunkKey(const BlockId& id, uint64_t generation, uint64_t index) {
+  std::string key = GenerationKey(id, generation);
+  PutBigEndian(key, index);
+  return key;
+}
+
+uint64_t ChunkCount(uint64_t size, uint64_t chunk_bytes) {
+  return size / chunk_bytes + (size % chunk_bytes != 0 ? 1 : 0);
+}
+
+std::string EncodeMeta(const Meta& meta) {
+  std::string out;
+  out.push_back(static_cast<char>(kMetaFormat));
+  PutBigEndian(out, meta.size);
+  PutBigEndian(out, meta.generation);
+  PutBigEndian(out, meta.chunk_count);
+  PutBigEndian(out, meta.chunk_bytes);
+  out += StorageLevelName(meta.level);
+  return out;
+}
+
+std::optional<Meta> DecodeMeta(std::string_view in) {
+  constexpr size_t kFixed = 1 + 4 * 8;
+  if (in.size() < kFixed || static_cast<uint8_t>(in[0]) != kMetaFormat) return std::nullopt;
+  Meta meta;
+  meta.size = GetBigEndian(in.substr(1));
+  meta.generation = GetBigEndian(in.substr(9));
+  meta.chunk_count = GetBigEndian(in.substr(17));
+  uint64_t chunk_bytes = GetBigEndian(in.substr(25));
+  Result<StorageLevel> level = ParseStorageLevel(in.substr(kFixed));
+  if (!level.ok() || chunk_bytes == 0 || chunk_bytes > kMaxPayloadFrameBytes ||
+      meta.chunk_count != ChunkCount(meta.size, chunk_bytes)) {
+    return std::nullopt;
+  }
+  meta.chunk_bytes = static_cast<uint32_t>(chunk_bytes);
+  meta.level = *level;
+  return meta;
+}
+
+Status FromRocks(const rocksdb::Status& s, const std::string& what) {
+  if (s.ok()) return Status::Ok();
+  if (s.IsNoSpace()) return OutOfSpaceError(what + ": disk full: " + s.ToString());
+  return InternalError(what + ": " + s.ToString());
+}
+
+// Chunk bytes read from RocksDB, owned without a further copy.
+class StringChunk final : public Chunk {
+ public:
+  explicit StringChunk(std::string data) : data_(std::move(data)) {}
+  std::span<const std::byte> bytes() const override {
+    return {reinterpret_cast<const std::byte*>(data_.data()), data_.size()};
+  }
+
+ private:
+  std::string data_;
+};
+
+rocksdb::Slice ToSlice(std::span<const std::byte> bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
+}  // namespace
+
+struct DiskStore::Impl {
+  // Committed blocks, loaded at Open() and kept in step with every commit and removal.
+  std::map<BlockId, Meta> index;
+  uint64_t committed_bytes = 0;  // sum of index sizes
+  uint64_t claimed_bytes = 0;    // declared sizes of writers not yet committed or abandoned
+  uint64_t next_generation = 1;
+  rocksdb::WriteOptions write_options;  // WAL on, not synced: survives a process kill
+  rocksdb::ReadOptions read_options;
+};
+
+// States: writing -> committed, or writing -> abandoned (failed append, failed commit or
+// destroyed uncommitted). Only a writing writer holds claimed space and may own chunks on disk.
+class RocksDiskWriter final : public DiskWriter {
+ public:
+  RocksDiskWriter(DiskStore* store, const BlockId& id, StorageLevel level, uint64_t total_size,
+                  uint64_t generation)
+      : store_(store), id_(id), level_(level), total_size_(total_size), generation_(generation) {}
+
+  ~RocksDiskWriter() override { Abandon(); }
+
+  Status Append(std::span<const std::byte> bytes) override {
+    if (state_ != State::kWriting) return InvalidArgumentError(Describe() + " is not open");
+    if (bytes.size() > total_size_ - appended_) {
+      Abandon();
+      return InvalidArgumentError(Describe() + ": " + std::to_string(appended_ + bytes.size()) +
+                                  " bytes appended, more than the declared " +
+                                  std::to_string(total_size_));
+    }
+    appended_ += bytes.size();
+    while (!bytes.empty()) {
+      // A whole chunk that is not the block's last goes straight from the caller's bytes.
+      if (buffer_.empty() && bytes.size() >= kChunkBytes && !IsLastChunk()) {
+        Status s = PutChunk(bytes.first(kChunkBytes));
+        if (!s.ok()) return s;
+        bytes = bytes.subspan(kChunkBytes);
+        continue;
+      }
+      size_t n = std::min(kChunkBytes - buffer_.size(), bytes.size());
+      buffer_.insert(buffer_.end(), bytes.begin(), bytes.begin() + n);
+      bytes = bytes.subspan(n);
+      // The last chunk waits for Commit(), which writes it in one batch with the meta.
+      if (buffer_.size() == kChunkBytes && !IsLastChunk()) {
+        Status s = PutChunk(buffer_);
+        if (!s.ok()) return s;
+        buffer_.clear();
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status Commit() override {
+    if (state_ != State::kWriting) return InvalidArgumentError(Describe() + " is not open");
+    if (appended_ != total_size_) {
+      Abandon();
+      return InvalidArgumentError(Describe() + ": only " + std::to_string(appended_) + " of " +
+                                  std::to_string(total_size_) + " bytes were written");
+    }
+    DiskStore::Impl& impl = *store_->impl_;
+    Meta meta{level_, total_size_, generation_, next_chunk_ + (buffer_.empty() ? 0 : 1),
+              static_cast<uint32_t>(kChunkBytes)};
+    BM_CHECK(meta.chunk_count == ChunkCount(total_size_, kChunkBytes));
+
+    rocksdb::WriteBatch batch;
+    if (!buffer_.empty()) {
+      batch.Put(ChunkKey(id_, generation_, next_chunk_), ToSlice(buffer_));
+    }
+    batch.Put(MetaKey(id_), EncodeMeta(meta));
+    auto old = impl.index.find(id_);
+    if (old != impl.index.end() && old->second.chunk_count > 0) {
+      batch.DeleteRange(GenerationKey(id_, old->second.generation),
+                        GenerationKey(id_, old->second.generation + 1));
+    }
+    Status s = FromRocks(store_->db_->Write(impl.write_options, &batch),
+                         "committing " + Describe());
+    if (!s.ok()) {
+      Abandon();
+      return s;
+    }
+    if (old != impl.index.end()) {
+      impl.committed_bytes -= old->second.size;
+      old->second = meta;
+    } else {
+      impl.index.emplace(id_, meta);
+    }
+    impl.committed_bytes += total_size_;
+    impl.claimed_bytes -= total_size_;
+    state_ = State::kCommitted;
+    std::vector<std::byte>().swap(buffer_);
+    return Status::Ok();
+  }
+
+ private:
+  enum class State { kWriting, kCommitted, kAbandoned };
+
+  // Whether the chunk being filled (index next_chunk_) is the block's last.
+  bool IsLastChunk() const { return (next_chunk_ + 1) * kChunkBytes >= total_size_; }
+
+  Status PutChunk(std::span<const std::byte> bytes) {
+    Status s = FromRocks(store_->db_->Put(store_->impl_->write_options,
+                                          ChunkKey(id_, generation_, next_chunk_), ToSlice(bytes)),
+                         "writing " + Describe());
+    if (!s.ok()) {
+      Abandon();
+      return s;
+    }
+    ++next_chunk_;
+    return Status::Ok();
+  }
+
+  // Gives back the claimed space and deletes the chunks written so far.
+  void Abandon() {
+    if (state_ != State::kWriting) return;
+    state_ = State::kAbandoned;
+    store_->impl_->claimed_bytes -= total_size_;
+    std::vector<std::byte>().swap(buffer_);
+    if (next_chunk_ == 0) return;
+    rocksdb::Status s =
+        store_->db_->DeleteRange(store_->impl_->write_options, store_->db_->DefaultColumnFamily(),
+                                 GenerationKey(id_, generation_),
+                                 GenerationKey(id_, generation_ + 1));
+    if (!s.ok()) {
+      // The chunks have no meta, so the next Open() deletes them.
+      spdlog::warn("disk store: could not delete the chunks of abandoned {}: {}", Describe(),
+                   s.ToString());
+    }
+  }
+
+  std::string Describe() const {
+    return "disk write of block " + id_.ToString() + " (generation " +
+           std::to_string(generation_) + ")";
+  }
+
+  DiskStore* const store_;
+  const BlockId id_;
+  const StorageLevel level_;
+  const uint64_t total_size_;
+  const uint64_t generation_;
+  State state_ = State::kWriting;
+  uint64_t appended_ = 0;
+  uint64_t next_chunk_ = 0;        // chunks [0, next_chunk_) are in the database
+  std::vector<std::byte> buffer_;  // bytes of chunk next_chunk_, at most kChunkBytes
+};
+
+DiskStore::DiskStore(std::unique_ptr<rocksdb::DB> db, uint64_t limit)
+    : db_(std::move(db)), limit_(limit), impl_(std::make_unique<Impl>()) {}
+
+DiskStore::~DiskStore() = default;
+
+Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir, uint64_t limit_bytes) {
+  if (dir.empty()) return InvalidArgumentError("disk store directory is empty");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return InvalidArgumentError("cannot create disk store directory " + dir + ": " +
+                                ec.message());
+  }
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return InvalidArgumentError("disk store path " + dir + " is not a directory");
+  }
+
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  // Block bytes are usually already compressed or serialized compactly; metadata is tiny.
+  options.compression = rocksdb::kNoCompression;
+  // Chunks are ~1 MiB values: keep them in blob files so compactions move only small keys and
+  // pointers instead of rewriting every block's bytes at each level.
+  options.enable_blob_files = true;
+  options.min_blob_size = 4 * kKiB;
+  options.blob_file_size = 256 * kMiB;
+  options.enable_blob_garbage_collection = true;
+  options.blob_garbage_collection_force_threshold = 0.5;
+  options.write_buffer_size = 64 * kMiB;
+  options.max_write_buffer_number = 3;
+  options.target_file_size_base = 64 * kMiB;
+  options.level_compaction_dynamic_level_bytes = true;
+  options.max_background_jobs = 2;
+  options.keep_log_file_num = 3;
+  options.max_log_file_size = 16 * kMiB;
+
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
+  if (!s.ok()) {
+    std::string text = s.ToString();
+    if (s.IsIOError() && text.find("lock") != std::string::npos) {
+      return InvalidArgumentError("disk store " + dir +
+                                  " is in use by another process (is another worker using this "
+                                  "directory?): " + text);
+    }
+    return InternalError("cannot open disk store " + dir + ": " + text);
+  }
+  std::unique_ptr<DiskStore> store(new DiskStore(std::unique_ptr<rocksdb::DB>(raw), limit_bytes));
+  RETURN_IF_ERROR(store->LoadIndex());
+  return store;
+}
+
+Status DiskStore::LoadIndex() {
+  Impl& impl = *impl_;
+  rocksdb::WriteBatch garbage;
+  uint64_t max_generation = 0;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(impl.read_options));
+    for (it->Seek(kMetaPrefix); it->Valid() && it->key().starts_with(kMetaPrefix); it->Next()) {
+      std::string_view key = it->key().ToStringView();
+      Result<BlockId> id = BlockId::Parse(key.substr(kMetaPrefix.size()));
+      std::optional<Meta> meta = DecodeMeta(it->value().ToStringView());
+      if (!id.ok() || !meta.has_value()) {
+        // Its chunks, if any, become orphans and go below.
+        spdlog::warn("disk store: dropping unreadable metadata record '{}'", key.substr(0, 200));
+        garbage.Delete(it->key());
+        continue;
+      }
+      max_generation = std::max(max_generation, meta->generation);
+      impl.committed_bytes += meta->size;
+      impl.index.emplace(*id, *meta);
+    }
+    RETURN_IF_ERROR(FromRocks(it->status(), "reading disk store metadata"));
+
+    // One seek per stored generation: live ones are skipped, others deleted as a range.
+    uint64_t orphan_generations = 0;
+    it->Seek(kChunkPrefix);
+    while (it->Valid() && it->key().starts_with(kChunkPrefix)) {
+      std::string_view key = it->key().ToStringView();
+      std::string_view rest = key.substr(kChunkPrefix.size());
+      size_t colon = rest.find(':');
+      Result<BlockId> id = colon == std::string_view::npos
+                               ? Result<BlockId>(InvalidArgumentError("no ':'"))
+                               : BlockId::Parse(rest.substr(0, colon));
+      if (!id.ok() || rest.size() - colon - 1 != 16) {
+        garbage.Delete(it->key());
+        it->Next();
+        continue;
+      }
+      uint64_t generation = GetBigEndian(rest.substr(colon + 1));
+      max_generation = std::max(max_generation, generation);
+      auto found = impl.index.find(*id);
+      if (found == impl.index.end() || found->second.generation != generation) {
+        garbage.DeleteRange(GenerationKey(*id, generation), GenerationKey(*id, generation + 1));
+        ++orphan_generations;
+      }
+      if (generation == UINT64_MAX) break;
+      it->Seek(GenerationKey(*id, generation + 1));
+    }
+    RETURN_IF_ERROR(FromRocks(it->status(), "scanning disk store chunks"));
+    if (orphan_generations > 0) {
+      spdlog::info("disk store: deleting chunks of {} unfinished writes", orphan_generations);
+    }
+  }
+  if (garbage.Count() > 0) {
+    RETURN_IF_ERROR(
+        FromRocks(db_->Write(impl.write_options, &garbage), "deleting disk store garbage"));
+  }
+  impl.next_generation = max_generation + 1;
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<DiskWriter>> DiskStore::BeginWrite(const BlockId& id, StorageLevel level,
+                                                          uint64_t total_size) {
+  const uint64_t in_use = used();
+  if (limit_ != 0 && (in_use > limit_ || total_size > limit_ - in_use)) {
+    return OutOfSpaceError("block " + id.ToString() + " of " + FormatBytes(total_size) +
+                           " does not fit on disk: " + FormatBytes(in_use) + " of the " +
+                           FormatBytes(limit_) + " limit in use");
+  }
+  impl_->claimed_bytes += total_size;
+  const uint64_t generation = impl_->next_generation++;
+  return std::unique_ptr<DiskWriter>(
+      std::make_unique<RocksDiskWriter>(this, id, level, total_size, generation));
+}
+
+Status DiskStore::Write(const BlockId& id, StorageLevel level, const BlockData& data) {
+  ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer, BeginWrite(id, level, data.size));
+  for (const ChunkPtr& chunk : data.chunks) RETURN_IF_ERROR(writer->Append(chunk->bytes()));
+  return writer->Commit();
+}
+
+Result<DiskRead> DiskStore::Read(const BlockId& id, uint64_t offset, uint64_t max_length) {
+  auto found = impl_->index.find(id);
+  if (found == impl_->index.end()) {
+    return NotFoundError("block " + id.ToString() + " is not on disk here");
+  }
+  return ReadGeneration(id, found->second.generation, offset, max_length);
+}
+
+Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generation,
+                                           uint64_t offset, uint64_t max_length) {
+  auto found = impl_->index.find(id);
+  if (found == impl_->index.end()) {
+    return AbortedError("block " + id.ToString() + " generation " + std::to_string(generation) +
+                        " was removed");
+  }
+  const Meta& meta = found->second;
+  if (meta.generation != generation) {
+    return AbortedError("block " + id.ToString() + " generation " + std::to_string(generation) +
+                        " was replaced by generation " + std::to_string(meta.generation));
+  }
+  if (offset > meta.size) {
+    return InvalidArgumentError("offset " + std::to_string(offset) + " is past the end of block " +
+                                id.ToString() + " (" + std::to_string(meta.size) + " bytes)");
+  }
+  DiskRead read{meta.size, meta.generation, meta.level, {}};
+  const uint64_t length = std::min(max_length, meta.size - offset);
+  if (length == 0) return read;
+
+  const uint64_t end = offset + length;
+  const uint64_t first = offset / meta.chunk_bytes;
+  const uint64_t last = (end - 1) / meta.chunk_bytes;
+  // A snapshot so every chunk comes from the same moment, whatever writes happen meanwhile.
+  rocksdb::ReadOptions options = impl_->read_options;
+  const rocksdb::Snapshot* snapshot = db_->GetSnapshot();
+  options.snapshot = snapshot;
+  Status status;
+  for (uint64_t i = first; i <= last && status.ok(); ++i) {
+    std::string value;
+    rocksdb::Status s = db_->Get(options, ChunkKey(id, generation, i), &value);
+    if (s.IsNotFound()) {
+      status = AbortedError("chunk " + std::to_string(i) + " of block " + id.ToString() +
+                            " generation " + std::to_string(generation) + " is gone");
+      break;
+    }
+    status = FromRocks(s, "reading block " + id.ToString());
+    if (!status.ok()) break;
+    const uint64_t chunk_start = i * meta.chunk_bytes;
+    const uint64_t expected = std::min<uint64_t>(meta.chunk_bytes, meta.size - chunk_start);
+    if (value.size() != expected) {
+      status = InternalError("chunk " + std::to_string(i) + " of block " + id.ToString() +
+                             " has " + std::to_string(value.size()) + " bytes, expected " +
+                             std::to_string(expected));
+      break;
+    }
+    const uint64_t from = std::max(offset, chunk_start) - chunk_start;
+    const uint64_t to = std::min(end, chunk_start + expected) - chunk_start;
+    read.chunks.push_back(
+        SliceChunk(std::make_shared<StringChunk>(std::move(value)), from, to - from));
+  }
+  db_->ReleaseSnapshot(snapshot);
+  if (!status.ok()) return status;
+  return read;
+}
+
+std::optional<BlockStatus> DiskStore::Find(const BlockId& id) const {
+  auto found = impl_->index.find(id);
+  if (found == impl_->index.end()) return std::nullopt;
+  return BlockStatus{id, found->second.level, Tier::kDisk, found->second.size};
+}
+
+Status DiskStore::Remove(const BlockId& id) {
+  auto found = impl_->index.find(id);
+  if (found == impl_->index.end()) {
+    return NotFoundError("block " + id.ToString() + " is not on disk here");
+  }
+  const Meta& meta = found->second;
+  rocksdb::WriteBatch batch;
+  batch.Delete(MetaKey(id));
+  if (meta.chunk_count > 0) {
+    batch.DeleteRange(GenerationKey(id, meta.generation), GenerationKey(id, meta.generation + 1));
+  }
+  RETURN_IF_ERROR(
+      FromRocks(db_->Write(impl_->write_options, &batch), "removing block " + id.ToString()));
+  impl_->committed_bytes -= meta.size;
+  impl_->index.erase(found);
+  return Status::Ok();
+}
+
+std::vector<BlockStatus> DiskStore::List() const {
+  std::vector<BlockStatus> blocks;
+  blocks.reserve(impl_->index.size());
+  for (const auto& [id, meta] : impl_->index) {
+    blocks.push_back({id, meta.level, Tier::kDisk, meta.size});
+  }
+  return blocks;
+}
+
+size_t DiskStore::block_count() const { return impl_->index.size(); }
+
+uint64_t DiskStore::used() const { return impl_->committed_bytes + impl_->claimed_bytes; }
+
+uint64_t DiskStore::next_generation() const { return impl_->next_generation; }
+
+void DiskStore::AdvanceGenerationTo(uint64_t generation) {
+  impl_->next_generation = std::max(impl_->next_generation, generation);
+}
+
+}  // namespace bm

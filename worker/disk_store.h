@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -59,20 +61,36 @@ class DiskStore {
   // Writes a whole block held in memory (used when spilling an evicted block).
   Status Write(const BlockId& id, StorageLevel level, const BlockData& data);
 
-  // Reads [offset, offset + max_length) (clamped to the block). kNotFound when absent.
+  // Reads [offset, offset + max_length) (clamped to the block). kNotFound when absent;
+  // kInvalidArgument when offset is past the end (offset == size reads zero bytes).
   Result<DiskRead> Read(const BlockId& id, uint64_t offset, uint64_t max_length);
+  // As Read, but only from version `generation`: kAborted when the block was replaced or removed
+  // since (a reader continuing a ranged read gets no mix of two versions).
+  Result<DiskRead> ReadGeneration(const BlockId& id, uint64_t generation, uint64_t offset,
+                                  uint64_t max_length);
   std::optional<BlockStatus> Find(const BlockId& id) const;
   // Removes the block. kNotFound when absent.
   Status Remove(const BlockId& id);
 
+  // Sorted by id.
   std::vector<BlockStatus> List() const;
+  size_t block_count() const;
   uint64_t limit() const { return limit_; }
   // Bytes of committed blocks plus space claimed by writes in progress.
   uint64_t used() const;
 
+  // Generations come from one increasing sequence, above every generation found on disk. The
+  // block manager draws memory blocks' generations from the same sequence (AdvanceGenerationTo
+  // after taking some), so a generation never names two versions of a block on this worker.
+  uint64_t next_generation() const;
+  void AdvanceGenerationTo(uint64_t generation);
+
  private:
   friend class RocksDiskWriter;
   DiskStore(std::unique_ptr<rocksdb::DB> db, uint64_t limit);
+  // Loads every committed block's metadata and deletes chunks that belong to no committed
+  // version (writes cut short by a crash).
+  Status LoadIndex();
 
   struct Impl;
   std::unique_ptr<rocksdb::DB> db_;
