@@ -1,1 +1,254 @@
-// placeholder: being written
+#include "worker/block_manager.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace bm {
+
+// One block being uploaded. Its space is claimed in `tier` from BeginPut on; memory uploads
+// collect the received chunks as they are, disk uploads stream them through `writer`.
+struct BlockManager::Upload {
+  Upload(const BlockId& id, StorageLevel level, uint64_t total_size)
+      : id(id), level(level), total_size(total_size) {}
+
+  const BlockId id;
+  const StorageLevel level;
+  const uint64_t total_size;
+  Tier tier = Tier::kMemory;
+  uint64_t received = 0;
+  BlockData data;                       // tier == kMemory
+  std::unique_ptr<DiskWriter> writer;  // tier == kDisk
+};
+
+BlockManager::BlockManager(std::unique_ptr<MemoryStore> memory, std::unique_ptr<DiskStore> disk)
+    : memory_(std::move(memory)), disk_(std::move(disk)) {
+  BM_CHECK(memory_ != nullptr && disk_ != nullptr);
+  next_generation_ = disk_->next_generation();
+}
+
+BlockManager::~BlockManager() {
+  // Writers borrow the disk store: drop them (and memory claims) first.
+  while (!uploads_.empty()) AbortPut(uploads_.begin()->first);
+}
+
+Result<BlockManager::UploadId> BlockManager::BeginPut(const BlockId& id, StorageLevel level,
+                                                      uint64_t total_size) {
+  auto upload = std::make_unique<Upload>(id, level, total_size);
+
+  std::string memory_failure;
+  if (UsesMemory(level)) {
+    Result<std::vector<MemoryBlock>> evicted = memory_->Reserve(id, total_size);
+    if (evicted.ok()) {
+      upload->tier = Tier::kMemory;
+      HandleEvicted(std::move(evicted).value());
+    } else if (UsesDisk(level) && evicted.status().code() == StatusCode::kOutOfSpace) {
+      memory_failure = evicted.status().message();
+    } else {
+      return evicted.status();
+    }
+  }
+  if (!UsesMemory(level) || !memory_failure.empty()) {
+    Result<std::unique_ptr<DiskWriter>> writer = disk_->BeginWrite(id, level, total_size);
+    if (!writer.ok()) {
+      if (memory_failure.empty()) return writer.status();
+      return Status(writer.status().code(),
+                    "memory: " + memory_failure + "; disk: " + writer.status().message());
+    }
+    upload->tier = Tier::kDisk;
+    upload->writer = std::move(writer).value();
+  }
+
+  const UploadId upload_id = next_upload_id_++;
+  uploads_.emplace(upload_id, std::move(upload));
+  return upload_id;
+}
+
+Status BlockManager::AppendPut(UploadId upload_id, std::vector<ChunkPtr> chunks) {
+  auto found = uploads_.find(upload_id);
+  if (found == uploads_.end()) {
+    return NotFoundError("upload " + std::to_string(upload_id) + " is not in progress");
+  }
+  Upload& upload = *found->second;
+  uint64_t bytes = 0;
+  for (const ChunkPtr& chunk : chunks) bytes += chunk->size();
+  if (bytes > upload.total_size - upload.received) {
+    std::string message = "upload of block " + upload.id.ToString() + " sent " +
+                          std::to_string(upload.received + bytes) + " bytes, more than the " +
+                          std::to_string(upload.total_size) + " declared";
+    AbortPut(upload_id);
+    return InvalidArgumentError(std::move(message));
+  }
+  for (ChunkPtr& chunk : chunks) {
+    if (chunk->size() == 0) continue;
+    if (upload.tier == Tier::kMemory) {
+      upload.data.Append(std::move(chunk));
+    } else {
+      Status s = upload.writer->Append(chunk->bytes());
+      if (!s.ok()) {
+        AbortPut(upload_id);
+        return s;
+      }
+    }
+  }
+  upload.received += bytes;
+  return Status::Ok();
+}
+
+Result<Tier> BlockManager::CommitPut(UploadId upload_id) {
+  auto found = uploads_.find(upload_id);
+  if (found == uploads_.end()) {
+    return NotFoundError("upload " + std::to_string(upload_id) + " is not in progress");
+  }
+  Upload& upload = *found->second;
+  if (upload.received != upload.total_size) {
+    std::string message = "upload of block " + upload.id.ToString() + " ended after " +
+                          std::to_string(upload.received) + " of " +
+                          std::to_string(upload.total_size) + " bytes";
+    AbortPut(upload_id);
+    return InvalidArgumentError(std::move(message));
+  }
+
+  const BlockId id = upload.id;
+  const std::optional<BlockStatus> old = Find(id);
+  if (upload.tier == Tier::kMemory) {
+    if (old.has_value() && old->tier == Tier::kDisk) {
+      Status s = disk_->Remove(id);
+      if (!s.ok()) {
+        AbortPut(upload_id);
+        return s;
+      }
+    }
+    if (old.has_value() && old->tier == Tier::kMemory) {
+      // Its bytes stay alive for in-flight sends holding its chunks.
+      memory_->Remove(id);
+    }
+    memory_->Insert(MemoryBlock{id, upload.level, std::move(upload.data), NewMemoryGeneration()});
+  } else {
+    // Replaces a disk version atomically.
+    Status s = upload.writer->Commit();
+    if (!s.ok()) {
+      AbortPut(upload_id);
+      return s;
+    }
+    if (old.has_value() && old->tier == Tier::kMemory) memory_->Remove(id);
+  }
+
+  const Tier tier = upload.tier;
+  if (old.has_value() && old->tier != tier) RecordRemoved(*old);
+  RecordStored(id, upload.level, tier, upload.total_size);
+  uploads_.erase(found);
+  return tier;
+}
+
+void BlockManager::AbortPut(UploadId upload_id) {
+  auto found = uploads_.find(upload_id);
+  if (found == uploads_.end()) return;
+  if (found->second->tier == Tier::kMemory) memory_->Release(found->second->total_size);
+  // Destroying an uncommitted writer deletes its chunks and releases its disk claim.
+  uploads_.erase(found);
+}
+
+bool BlockManager::HasUpload(UploadId upload_id) const { return uploads_.contains(upload_id); }
+
+Result<BlockRead> BlockManager::Read(const BlockId& id, uint64_t offset, uint64_t max_length) {
+  if (const MemoryBlock* block = memory_->Get(id)) {
+    const uint64_t size = block->data.size;
+    if (offset > size) {
+      return InvalidArgumentError("offset " + std::to_string(offset) +
+                                  " is past the end of block " + id.ToString() + " (" +
+                                  std::to_string(size) + " bytes)");
+    }
+    BlockRead read{size, offset, block->generation, Tier::kMemory, block->level, {}};
+    const uint64_t end = offset + std::min(max_length, size - offset);
+    uint64_t pos = 0;
+    for (const ChunkPtr& chunk : block->data.chunks) {
+      if (pos >= end) break;
+      const uint64_t chunk_end = pos + chunk->size();
+      if (chunk_end > offset && chunk->size() > 0) {
+        const uint64_t from = std::max(offset, pos) - pos;
+        const uint64_t to = std::min(end, chunk_end) - pos;
+        read.chunks.push_back(SliceChunk(chunk, from, to - from));
+      }
+      pos = chunk_end;
+    }
+    return read;
+  }
+  if (!disk_->Find(id).has_value()) {
+    return NotFoundError("block " + id.ToString() + " is not stored here");
+  }
+  ASSIGN_OR_RETURN(DiskRead disk_read, disk_->Read(id, offset, max_length));
+  return BlockRead{disk_read.total_size, offset,           disk_read.generation,
+                   Tier::kDisk,          disk_read.level, std::move(disk_read.chunks)};
+}
+
+std::optional<BlockStatus> BlockManager::Find(const BlockId& id) const {
+  if (const MemoryBlock* block = memory_->Peek(id)) {
+    return BlockStatus{id, block->level, Tier::kMemory, block->data.size};
+  }
+  return disk_->Find(id);
+}
+
+Status BlockManager::Remove(const BlockId& id) {
+  bool removed = false;
+  if (std::optional<MemoryBlock> block = memory_->Remove(id)) {
+    RecordRemoved({id, block->level, Tier::kMemory, block->data.size});
+    removed = true;
+  }
+  if (std::optional<BlockStatus> on_disk = disk_->Find(id)) {
+    RETURN_IF_ERROR(disk_->Remove(id));
+    RecordRemoved(*on_disk);
+    removed = true;
+  }
+  if (!removed) return NotFoundError("block " + id.ToString() + " is not stored here");
+  return Status::Ok();
+}
+
+std::vector<BlockStatus> BlockManager::List() const {
+  std::vector<BlockStatus> blocks = memory_->List();
+  std::vector<BlockStatus> on_disk = disk_->List();
+  blocks.insert(blocks.end(), on_disk.begin(), on_disk.end());
+  std::sort(blocks.begin(), blocks.end(),
+            [](const BlockStatus& a, const BlockStatus& b) { return a.id < b.id; });
+  return blocks;
+}
+
+StoreStats BlockManager::Stats() const {
+  return StoreStats{memory_->capacity(), memory_->used(), disk_->used(), disk_->limit(),
+                    memory_->block_count() + disk_->block_count()};
+}
+
+std::vector<BlockChange> BlockManager::TakeChanges() { return std::exchange(changes_, {}); }
+
+void BlockManager::RecordStored(const BlockId& id, StorageLevel level, Tier tier, uint64_t size) {
+  changes_.push_back({BlockStatus{id, level, tier, size}, false});
+}
+
+void BlockManager::RecordRemoved(const BlockStatus& status) {
+  changes_.push_back({status, true});
+}
+
+void BlockManager::HandleEvicted(std::vector<MemoryBlock> evicted) {
+  for (MemoryBlock& block : evicted) {
+    const BlockStatus was{block.id, block.level, Tier::kMemory, block.data.size};
+    RecordRemoved(was);
+    if (!UsesDisk(block.level)) continue;
+    Status s = disk_->Write(block.id, block.level, block.data);
+    if (s.ok()) {
+      RecordStored(block.id, block.level, Tier::kDisk, block.data.size);
+    } else {
+      spdlog::warn("could not spill evicted block {} to disk, dropping it: {}",
+                   block.id.ToString(), s.ToString());
+    }
+  }
+}
+
+uint64_t BlockManager::NewMemoryGeneration() {
+  const uint64_t generation = std::max(next_generation_, disk_->next_generation());
+  next_generation_ = generation + 1;
+  disk_->AdvanceGenerationTo(next_generation_);
+  return generation;
+}
+
+}  // namespace bm

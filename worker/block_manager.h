@@ -77,7 +77,9 @@ class BlockManager {
   StoreStats Stats() const;
 
   // Every change since the last call, in the order it happened (stored, moved tier, removed),
-  // for the master.
+  // for the master. A block that changes tier (spilled on eviction, or replaced by a version on
+  // the other tier) yields "removed from the old tier" followed by "stored on the new tier", so
+  // the last change for an id always describes its current state.
   std::vector<BlockChange> TakeChanges();
 
  private:
@@ -87,6 +89,8 @@ class BlockManager {
   void RecordRemoved(const BlockStatus& status);
   // Spills MEMORY_AND_DISK blocks evicted from memory to disk and records every change.
   void HandleEvicted(std::vector<MemoryBlock> evicted);
+  // A generation for a new memory version, from the sequence the disk store draws from too.
+  uint64_t NewMemoryGeneration();
 
   std::unique_ptr<MemoryStore> memory_;
   std::unique_ptr<DiskStore> disk_;
