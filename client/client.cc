@@ -1,1 +1,554 @@
-// placeholder: being written
+#include "client/client.h"
+
+#include <algorithm>
+#include <istream>
+#include <ostream>
+#include <zmq.hpp>
+
+#include "client/placement.h"
+#include "common/byte_size.h"
+#include "common/chunk.h"
+#include "common/protocol.h"
+#include "common/transport.h"
+
+namespace bm {
+namespace {
+
+using std::chrono::milliseconds;
+
+// The worker holds the reply to a put's last piece until the master recorded the block.
+constexpr milliseconds kCommitSlack{2000};
+// The master waits for the workers before it answers a removal.
+constexpr milliseconds kRemoveSlack{5000};
+// How many times a read starts over because the block was replaced meanwhile.
+constexpr int kMaxReadRestarts = 3;
+
+std::string ToStdString(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
+
+// Calls `channel` with `extra` added to its timeout for this call. Errors keep their code and
+// say which peer they came from.
+Result<IncomingMessage> Call(RpcChannel& channel, milliseconds base_timeout,
+                             const std::string& peer, capnp::MallocMessageBuilder& request,
+                             std::vector<zmq::message_t> payload = {},
+                             milliseconds extra = milliseconds(0)) {
+  channel.set_timeout(base_timeout + extra);
+  Result<IncomingMessage> reply = channel.Call(request, std::move(payload));
+  channel.set_timeout(base_timeout);
+  if (!reply.ok()) return Status(reply.status().code(), peer + ": " + reply.status().message());
+  return reply;
+}
+
+Status UnexpectedReply(const std::string& peer, const char* expected) {
+  return InternalError(peer + " answered with something other than '" + expected + "'");
+}
+
+WorkerInfo ToWorkerInfo(proto::WorkerInfo::Reader reader) {
+  proto::WorkerStats::Reader stats = reader.getStats();
+  WorkerInfo info;
+  info.id = ToStdString(reader.getWorkerId());
+  info.address = ToStdString(reader.getAddress());
+  info.memory_capacity = stats.getMemoryCapacity();
+  info.memory_used = stats.getMemoryUsed();
+  info.disk_used = stats.getDiskUsed();
+  info.disk_capacity = stats.getDiskCapacity();
+  info.block_count = stats.getBlockCount();
+  info.last_heartbeat_age_ms = reader.getLastHeartbeatAgeMs();
+  return info;
+}
+
+Status ToBlockLocations(capnp::List<proto::BlockLocations>::Reader list,
+                        std::vector<BlockLocations>* out) {
+  out->reserve(list.size());
+  for (proto::BlockLocations::Reader entry : list) {
+    Result<BlockId> id = ParseWireBlockId(entry.getBlockId());
+    if (!id.ok()) return InternalError("master sent a malformed block id: " + id.status().message());
+    BlockLocations block{*id, FromProto(entry.getLevel()), {}};
+    block.locations.reserve(entry.getLocations().size());
+    for (proto::Location::Reader location : entry.getLocations()) {
+      block.locations.push_back({ToStdString(location.getWorkerId()),
+                                 ToStdString(location.getAddress()),
+                                 FromProto(location.getTier()), location.getSize()});
+    }
+    out->push_back(std::move(block));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// The bytes of an upload, handed out piece by piece. The first piece is kept so the upload can
+// start over on another worker after the first one refused it; a rewindable source (a span, a
+// seekable stream) can start over at any point.
+class Client::PieceSource {
+ public:
+  // `rewind` may be empty: the source cannot be read again.
+  PieceSource(ByteSource read, uint64_t size, std::function<void()> rewind)
+      : read_(std::move(read)), size_(size), rewind_(std::move(rewind)) {}
+
+  uint64_t size() const { return size_; }
+  // Bytes handed out in the current attempt.
+  uint64_t offset() const { return offset_; }
+  // True once reading the source itself failed (not a worker's fault: do not fail over).
+  bool failed() const { return failed_; }
+
+  // The next min(kMaxPieceBytes, size - offset) bytes as chunks of at most kChunkBytes.
+  Result<std::vector<ChunkPtr>> NextPiece() {
+    if (offset_ == 0 && first_piece_) {
+      offset_ = first_piece_bytes_;
+      return *first_piece_;
+    }
+    const uint64_t piece = std::min<uint64_t>(kMaxPieceBytes, size_ - offset_);
+    std::vector<ChunkPtr> chunks;
+    for (uint64_t done = 0; done < piece;) {
+      std::vector<std::byte> buffer(std::min<uint64_t>(kChunkBytes, piece - done));
+      size_t filled = 0;
+      while (filled < buffer.size()) {
+        Result<size_t> got = read_(std::span<std::byte>(buffer).subspan(filled));
+        if (!got.ok()) {
+          failed_ = true;
+          return got.status();
+        }
+        if (*got == 0 || *got > buffer.size() - filled) {
+          failed_ = true;
+          return InvalidArgumentError("the data ended after " +
+                                      std::to_string(offset_ + done + filled) + " of " +
+                                      std::to_string(size_) + " bytes");
+        }
+        filled += *got;
+      }
+      done += buffer.size();
+      chunks.push_back(std::make_shared<VectorChunk>(std::move(buffer)));
+    }
+    if (offset_ == 0) {
+      first_piece_ = chunks;
+      first_piece_bytes_ = piece;
+    }
+    offset_ += piece;
+    read_end_ = std::max(read_end_, offset_);
+    return chunks;
+  }
+
+  // Starts the next attempt at byte 0. False when the bytes read so far cannot be had again.
+  bool Restart() {
+    if (read_end_ <= first_piece_bytes_) {
+      offset_ = 0;
+      return true;
+    }
+    if (!rewind_) return false;
+    rewind_();
+    offset_ = 0;
+    read_end_ = 0;
+    first_piece_.reset();
+    first_piece_bytes_ = 0;
+    return true;
+  }
+
+ private:
+  ByteSource read_;
+  const uint64_t size_;
+  std::function<void()> rewind_;
+  uint64_t offset_ = 0;    // next byte of the current attempt
+  uint64_t read_end_ = 0;  // bytes pulled from read_ since the last rewind
+  std::optional<std::vector<ChunkPtr>> first_piece_;
+  uint64_t first_piece_bytes_ = 0;
+  bool failed_ = false;
+};
+
+Client::Client(ClientOptions options)
+    : options_(std::move(options)),
+      owned_context_(std::make_unique<zmq::context_t>()),
+      context_(*owned_context_),
+      upload_ids_(std::random_device{}()) {}
+
+Client::Client(ClientOptions options, zmq::context_t& context)
+    : options_(std::move(options)),
+      context_(context),
+      upload_ids_(std::random_device{}()) {}
+
+Client::~Client() = default;
+
+Result<RpcChannel*> Client::Connect(std::unique_ptr<RpcChannel>& slot,
+                                    const std::string& address) {
+  if (!slot) {
+    try {
+      slot = std::make_unique<RpcChannel>(context_, address, options_.request_timeout);
+    } catch (const zmq::error_t& e) {
+      return InvalidArgumentError("cannot connect to '" + address + "': " + e.what());
+    }
+  }
+  return slot.get();
+}
+
+Result<RpcChannel*> Client::WorkerChannel(const std::string& address) {
+  Result<RpcChannel*> channel = Connect(workers_[address], address);
+  if (!channel.ok()) workers_.erase(address);
+  return channel;
+}
+
+Result<IncomingMessage> Client::CallMaster(capnp::MallocMessageBuilder& request,
+                                           milliseconds extra) {
+  ASSIGN_OR_RETURN(RpcChannel * master, Connect(master_, options_.master_address));
+  return Call(*master, options_.request_timeout, "master", request, {}, extra);
+}
+
+// ---- writes ----
+
+Result<PutResult> Client::Put(const BlockId& id, std::span<const std::byte> data,
+                              StorageLevel level, const PutOptions& options) {
+  size_t position = 0;
+  ByteSource read = [data, &position](std::span<std::byte> out) -> Result<size_t> {
+    size_t n = std::min(out.size(), data.size() - position);
+    std::copy_n(data.begin() + position, n, out.begin());
+    position += n;
+    return n;
+  };
+  PieceSource source(std::move(read), data.size(), [&position]() { position = 0; });
+  return PutFrom(id, source, level, options);
+}
+
+Result<PutResult> Client::PutStream(const BlockId& id, std::istream& in, uint64_t size,
+                                    StorageLevel level, const PutOptions& options) {
+  ByteSource read = [&in](std::span<std::byte> out) -> Result<size_t> {
+    in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size()));
+    if (in.bad()) return InternalError("reading the input failed");
+    return static_cast<size_t>(in.gcount());
+  };
+  std::function<void()> rewind;
+  const std::streampos start = in.tellg();
+  if (start != std::streampos(-1)) {
+    rewind = [&in, start]() {
+      in.clear();
+      in.seekg(start);
+    };
+  }
+  PieceSource source(std::move(read), size, std::move(rewind));
+  return PutFrom(id, source, level, options);
+}
+
+Result<PutResult> Client::PutStream(const BlockId& id, ByteSource read, uint64_t size,
+                                    StorageLevel level, const PutOptions& options) {
+  PieceSource source(std::move(read), size, nullptr);
+  return PutFrom(id, source, level, options);
+}
+
+Result<PutResult> Client::PutFrom(const BlockId& id, PieceSource& source, StorageLevel level,
+                                  const PutOptions& options) {
+  ASSIGN_OR_RETURN(std::vector<WorkerInfo> workers, Workers());
+  std::vector<WorkerInfo> candidates;
+  if (options.worker_id) {
+    auto named = std::find_if(workers.begin(), workers.end(),
+                              [&](const WorkerInfo& w) { return w.id == *options.worker_id; });
+    if (named == workers.end()) return NotFoundError("no live worker named " + *options.worker_id);
+    candidates.push_back(*named);
+  } else {
+    if (workers.empty()) return UnavailableError("no live workers are registered with the master");
+    candidates = ChooseWorkers(workers, source.size(), level, put_counter_++);
+    if (candidates.empty()) {
+      return OutOfSpaceError("no live worker has room for " + id.ToString() + " (" +
+                             FormatBytes(source.size()) + ", " +
+                             std::string(StorageLevelName(level)) + ")");
+    }
+  }
+  Status last;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (i > 0 && !source.Restart()) return last;
+    Result<PutResult> put = Upload(candidates[i], id, source, level);
+    if (put.ok()) return put;
+    last = put.status();
+    const bool worker_refused = last.code() == StatusCode::kUnavailable ||
+                                last.code() == StatusCode::kOutOfSpace;
+    if (source.failed() || !worker_refused) return last;
+  }
+  return last;
+}
+
+Result<PutResult> Client::Upload(const WorkerInfo& worker, const BlockId& id, PieceSource& source,
+                                 StorageLevel level) {
+  ASSIGN_OR_RETURN(RpcChannel * channel, WorkerChannel(worker.address));
+  const std::string peer = "worker " + worker.id;
+  const std::string block = id.ToString();
+  const uint64_t upload_id = upload_ids_();
+  while (true) {
+    const uint64_t offset = source.offset();
+    ASSIGN_OR_RETURN(std::vector<ChunkPtr> chunks, source.NextPiece());
+    const bool last = source.offset() == source.size();
+
+    capnp::MallocMessageBuilder message;
+    proto::PutBlock::Builder put = message.initRoot<proto::Request>().initPutBlock();
+    put.setBlockId(block);
+    put.setLevel(ToProto(level));
+    put.setTotalSize(source.size());
+    put.setOffset(offset);
+    put.setLast(last);
+    put.setUploadId(upload_id);
+    std::vector<zmq::message_t> payload;
+    payload.reserve(chunks.size());
+    for (ChunkPtr& chunk : chunks) payload.push_back(MessageFromChunk(std::move(chunk)));
+
+    ASSIGN_OR_RETURN(IncomingMessage reply,
+                     Call(*channel, options_.request_timeout, peer, message, std::move(payload),
+                          last ? kCommitSlack : milliseconds(0)));
+    bool committed = false;
+    Tier tier = Tier::kMemory;
+    RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+      proto::Reply::Reader r = reply.reply();
+      if (!r.isPut()) return UnexpectedReply(peer, "put");
+      committed = r.getPut().getCommitted();
+      tier = FromProto(r.getPut().getTier());
+      return Status::Ok();
+    }));
+    if (committed != last) {
+      return InternalError(peer + (last ? " did not commit " : " committed early ") + block);
+    }
+    if (last) return PutResult{worker.id, worker.address, tier, source.size()};
+  }
+}
+
+Result<uint64_t> Client::Remove(const std::vector<BlockId>& ids) {
+  capnp::MallocMessageBuilder message;
+  auto list = message.initRoot<proto::Request>().initRemoveBlocks().initBlockIds(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) list.set(i, ids[i].ToString());
+  ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message, kRemoveSlack));
+  uint64_t removed = 0;
+  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::Reply::Reader r = reply.reply();
+    if (!r.isRemoved()) return UnexpectedReply("master", "removed");
+    removed = r.getRemoved();
+    return Status::Ok();
+  }));
+  return removed;
+}
+
+Result<uint64_t> Client::RemoveRdd(uint64_t rdd_id) {
+  capnp::MallocMessageBuilder message;
+  message.initRoot<proto::Request>().initRemoveRdd().setRddId(rdd_id);
+  ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message, kRemoveSlack));
+  uint64_t removed = 0;
+  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::Reply::Reader r = reply.reply();
+    if (!r.isRemoved()) return UnexpectedReply("master", "removed");
+    removed = r.getRemoved();
+    return Status::Ok();
+  }));
+  return removed;
+}
+
+// ---- reads ----
+
+Result<std::vector<std::byte>> Client::Get(const BlockId& id) {
+  // TODO(perf): reserve the block's size once the first reply announced it.
+  std::vector<std::byte> data;
+  ByteSink sink = [&data](std::span<const std::byte> bytes) {
+    data.insert(data.end(), bytes.begin(), bytes.end());
+    return Status::Ok();
+  };
+  ASSIGN_OR_RETURN(uint64_t size, ReadBlock(id, sink, [&data]() { data.clear(); }));
+  BM_CHECK(size == data.size());
+  return data;
+}
+
+Result<uint64_t> Client::GetTo(const BlockId& id, const ByteSink& sink) {
+  return ReadBlock(id, sink, nullptr);
+}
+
+Result<uint64_t> Client::GetTo(const BlockId& id, std::ostream& out) {
+  ByteSink sink = [&out](std::span<const std::byte> bytes) {
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
+    return out ? Status::Ok() : InternalError("writing the block's bytes failed");
+  };
+  return ReadBlock(id, sink, nullptr);
+}
+
+Result<uint64_t> Client::ReadBlock(const BlockId& id, const ByteSink& sink,
+                                   const std::function<void()>& reset) {
+  const std::string block = id.ToString();
+  int restarts = 0;
+  while (true) {
+    ASSIGN_OR_RETURN(std::vector<BlockLocations> found, Locations({id}));
+    if (found.size() != 1) return InternalError("master sent no entry for " + block);
+    const std::vector<BlockLocation>& locations = found[0].locations;
+    if (locations.empty()) {
+      return NotFoundError("block " + block + " is not stored on any live worker");
+    }
+    bool emitted = false;
+    bool all_not_found = true;
+    bool replaced = false;
+    Status last;
+    for (const BlockLocation& location : locations) {
+      if (emitted) {
+        if (!reset) return last;
+        reset();
+        emitted = false;
+      }
+      ReadProgress progress;
+      Result<uint64_t> read = ReadFrom(location, id, sink, progress);
+      if (read.ok()) return read;
+      emitted = progress.emitted;
+      last = read.status();
+      if (progress.sink_failed) return last;
+      if (last.code() == StatusCode::kAborted) {
+        replaced = true;
+        break;
+      }
+      if (last.code() != StatusCode::kUnavailable && last.code() != StatusCode::kNotFound) {
+        return last;
+      }
+      if (last.code() != StatusCode::kNotFound) all_not_found = false;
+    }
+    if (emitted && !reset) return last;
+    if (!replaced) {
+      if (all_not_found) {
+        return NotFoundError("block " + block + " is not stored on any live worker");
+      }
+      return UnavailableError("cannot read block " + block + " from any of its " +
+                              std::to_string(locations.size()) + " locations; last error: " +
+                              last.message());
+    }
+    if (emitted) reset();
+    if (++restarts > kMaxReadRestarts) {
+      return AbortedError("block " + block + " was replaced while being read " +
+                          std::to_string(restarts) + " times in a row; gave up");
+    }
+  }
+}
+
+Result<uint64_t> Client::ReadFrom(const BlockLocation& location, const BlockId& id,
+                                  const ByteSink& sink, ReadProgress& progress) {
+  ASSIGN_OR_RETURN(RpcChannel * channel, WorkerChannel(location.address));
+  const std::string peer = "worker " + location.worker_id;
+  const std::string block = id.ToString();
+  uint64_t offset = 0;
+  std::optional<uint64_t> generation;
+  uint64_t total = 0;
+  while (true) {
+    capnp::MallocMessageBuilder message;
+    proto::GetBlock::Builder get = message.initRoot<proto::Request>().initGetBlock();
+    get.setBlockId(block);
+    get.setOffset(offset);
+    get.setMaxLength(kMaxPieceBytes);
+    ASSIGN_OR_RETURN(IncomingMessage reply,
+                     Call(*channel, options_.request_timeout, peer, message));
+    uint64_t reply_total = 0, reply_offset = 0, length = 0, reply_generation = 0;
+    RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+      proto::Reply::Reader r = reply.reply();
+      if (!r.isGet()) return UnexpectedReply(peer, "get");
+      proto::GetReply::Reader g = r.getGet();
+      reply_total = g.getTotalSize();
+      reply_offset = g.getOffset();
+      length = g.getLength();
+      reply_generation = g.getGeneration();
+      return Status::Ok();
+    }));
+    if (generation && reply_generation != *generation) {
+      return AbortedError(block + " was replaced on " + peer + " while being read");
+    }
+    if (generation && reply_total != total) {
+      return InternalError(peer + " changed the size of " + block + " within one generation");
+    }
+    generation = reply_generation;
+    total = reply_total;
+    if (reply_offset != offset || offset > total || length > total - offset ||
+        length > kMaxPieceBytes || reply.payload_bytes() != length ||
+        (length == 0 && offset < total)) {
+      return InternalError(peer + " sent a malformed range of " + block);
+    }
+    for (const zmq::message_t& frame : reply.payload()) {
+      if (frame.size() == 0) continue;
+      progress.emitted = true;
+      Status written = sink({static_cast<const std::byte*>(frame.data()), frame.size()});
+      if (!written.ok()) {
+        progress.sink_failed = true;
+        return written;
+      }
+    }
+    offset += length;
+    if (offset == total) return total;
+  }
+}
+
+// ---- metadata ----
+
+Result<std::vector<BlockLocations>> Client::Locations(const std::vector<BlockId>& ids) {
+  if (ids.empty()) return std::vector<BlockLocations>{};
+  capnp::MallocMessageBuilder message;
+  auto list = message.initRoot<proto::Request>().initGetLocations().initBlockIds(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) list.set(i, ids[i].ToString());
+  ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message));
+  std::vector<BlockLocations> out;
+  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::Reply::Reader r = reply.reply();
+    if (!r.isLocations()) return UnexpectedReply("master", "locations");
+    return ToBlockLocations(r.getLocations(), &out);
+  }));
+  if (out.size() != ids.size()) {
+    return InternalError("master answered " + std::to_string(out.size()) + " entries for " +
+                         std::to_string(ids.size()) + " blocks");
+  }
+  return out;
+}
+
+Result<std::vector<WorkerInfo>> Client::Workers() {
+  capnp::MallocMessageBuilder message;
+  message.initRoot<proto::Request>().setListWorkers();
+  ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message));
+  std::vector<WorkerInfo> out;
+  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::Reply::Reader r = reply.reply();
+    if (!r.isWorkers()) return UnexpectedReply("master", "workers");
+    for (proto::WorkerInfo::Reader worker : r.getWorkers()) out.push_back(ToWorkerInfo(worker));
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Result<std::vector<BlockLocations>> Client::Blocks(std::optional<uint64_t> rdd_id) {
+  capnp::MallocMessageBuilder message;
+  proto::ListBlocks::Builder list = message.initRoot<proto::Request>().initListBlocks();
+  if (rdd_id) {
+    list.setRddId(*rdd_id);
+  } else {
+    list.setAll();
+  }
+  ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message));
+  std::vector<BlockLocations> out;
+  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::Reply::Reader r = reply.reply();
+    if (!r.isBlocks()) return UnexpectedReply("master", "blocks");
+    return ToBlockLocations(r.getBlocks(), &out);
+  }));
+  return out;
+}
+
+Result<std::vector<RddInfo>> Client::Rdds() {
+  capnp::MallocMessageBuilder message;
+  message.initRoot<proto::Request>().setListRdds();
+  ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message));
+  std::vector<RddInfo> out;
+  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::Reply::Reader r = reply.reply();
+    if (!r.isRdds()) return UnexpectedReply("master", "rdds");
+    for (proto::RddInfo::Reader rdd : r.getRdds()) {
+      RddInfo info;
+      info.rdd_id = rdd.getRddId();
+      info.cached_partitions = rdd.getCachedPartitions();
+      info.memory_bytes = rdd.getMemoryBytes();
+      info.disk_bytes = rdd.getDiskBytes();
+      for (capnp::Text::Reader worker : rdd.getWorkers()) info.workers.push_back(ToStdString(worker));
+      out.push_back(std::move(info));
+    }
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Status Client::PingMaster() {
+  capnp::MallocMessageBuilder message;
+  message.initRoot<proto::Request>().setPing();
+  ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message));
+  return ReadGuarded([&]() -> Status {
+    return reply.reply().isOk() ? Status::Ok() : UnexpectedReply("master", "ok");
+  });
+}
+
+}  // namespace bm

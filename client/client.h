@@ -1,0 +1,163 @@
+#pragma once
+
+// The C++ API computations use to put, get, locate and remove blocks (bmctl is built on it).
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "client/types.h"
+#include "common/block_id.h"
+#include "common/status.h"
+#include "common/storage_level.h"
+
+namespace capnp {
+class MallocMessageBuilder;
+}
+namespace zmq {
+class context_t;
+}
+
+namespace bm {
+
+class IncomingMessage;
+class RpcChannel;
+
+struct ClientOptions {
+  std::string master_address;  // tcp://HOST:PORT of bm-master
+  // How long to wait for each reply. Calls that the server itself bounds get that bound on
+  // top: the last piece of a put (the worker waits up to 2 s for the master) and removals (the
+  // master waits up to 5 s for the workers).
+  std::chrono::milliseconds request_timeout{5000};
+};
+
+// Fills `out` with the next bytes of an upload and returns how many it wrote (0 < n <=
+// out.size()); returning 0 before the announced size was delivered fails the put.
+using ByteSource = std::function<Result<size_t>(std::span<std::byte> out)>;
+// Receives a block's bytes in order, a range at a time. An error stops the read and is
+// returned by the call.
+using ByteSink = std::function<Status(std::span<const std::byte> bytes)>;
+
+// A connection to a blockmgr cluster: a channel to the master and a cache of channels to the
+// workers it has talked to. Every expected failure is returned as a Status, never thrown:
+//   kNotFound     the block / worker / RDD does not exist
+//   kUnavailable  the master or every worker that could serve the call did not answer in time
+//   kOutOfSpace   no worker has room for the block
+//   kAborted      a block kept being replaced while it was read
+//   kInvalidArgument  the call itself was wrong (e.g. a source shorter than its size)
+// Not thread-safe: use one Client per thread. Owns its ZeroMQ context unless one is lent to it,
+// which must then outlive the Client.
+class Client {
+ public:
+  explicit Client(ClientOptions options);
+  Client(ClientOptions options, zmq::context_t& context);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // ---- writes ----
+
+  // Stores `data` as block `id` at `level`, replacing any block of that id on the chosen
+  // worker. The block is streamed in pieces of at most 16 MiB, one piece in flight; it returns
+  // once the worker has stored it and reported it to the master.
+  //
+  // Placement: with `options.worker_id`, on that worker (kNotFound "no live worker named X" if
+  // the master does not list it). Otherwise the client asks the master for the live workers and
+  // tries them in the order ChooseWorkers() (client/placement.h) gives: memory levels on the
+  // worker with the most free memory that fits the block; DISK_ONLY, or when no worker has the
+  // free memory, on the worker with the least disk used that has room; ties rotate from put to
+  // put. A candidate that is unavailable or out of space is skipped for the next one.
+  // kUnavailable when no worker is registered; kOutOfSpace when no worker can hold the block.
+  // The _2 levels are recorded, but only one copy is stored.
+  Result<PutResult> Put(const BlockId& id, std::span<const std::byte> data, StorageLevel level,
+                        const PutOptions& options = {});
+  // As Put, reading the `size` bytes from `in` (or `source`) 1 MiB at a time, so a block of
+  // any size is never held whole. The first piece (up to 16 MiB) is kept until the first
+  // worker accepted it; a worker failing after that fails the put, as the bytes already read
+  // cannot be read again.
+  Result<PutResult> PutStream(const BlockId& id, std::istream& in, uint64_t size,
+                              StorageLevel level, const PutOptions& options = {});
+  Result<PutResult> PutStream(const BlockId& id, ByteSource source, uint64_t size,
+                              StorageLevel level, const PutOptions& options = {});
+
+  // Removes the blocks wherever they are stored; returns how many existed. Unknown ids count 0.
+  Result<uint64_t> Remove(const std::vector<BlockId>& ids);
+  // Removes every block of the RDD; returns how many there were.
+  Result<uint64_t> RemoveRdd(uint64_t rdd_id);
+
+  // ---- reads ----
+
+  // The whole block. It is read from its first location (memory copies first) in ranges of at
+  // most 16 MiB; a location that fails (unavailable, or no longer holds the block) is skipped
+  // for the next. If the block is replaced while it is read, the read starts over, at most 3
+  // times, then kAborted. kNotFound "block X is not stored on any live worker" when there is no
+  // location.
+  Result<std::vector<std::byte>> Get(const BlockId& id);
+  // As Get, handing the bytes to `sink` range by range so a block of any size is never held
+  // whole; returns the block's size. Falling over to another location, or starting over after
+  // the block was replaced, is only possible before the first byte reached the sink: after
+  // that such failures are returned (kUnavailable / kNotFound / kAborted) and the sink has
+  // received a prefix of the block, which the caller must discard.
+  Result<uint64_t> GetTo(const BlockId& id, const ByteSink& sink);
+  Result<uint64_t> GetTo(const BlockId& id, std::ostream& out);
+
+  // ---- metadata (answered by the master) ----
+
+  // One entry per id, in the same order; an entry has no locations when no live worker holds
+  // the block (its level is then meaningless).
+  Result<std::vector<BlockLocations>> Locations(const std::vector<BlockId>& ids);
+  // Live workers, sorted by id.
+  Result<std::vector<WorkerInfo>> Workers();
+  // Every known block, or those of one RDD, sorted by id.
+  Result<std::vector<BlockLocations>> Blocks(std::optional<uint64_t> rdd_id = std::nullopt);
+  // Cached RDDs, sorted by id.
+  Result<std::vector<RddInfo>> Rdds();
+  // OK when the master answers within the timeout (for waiting until a master is up).
+  Status PingMaster();
+
+ private:
+  class PieceSource;
+  // How far a read from one location got before it stopped.
+  struct ReadProgress {
+    bool emitted = false;      // the sink received at least one byte
+    bool sink_failed = false;  // the error came from the sink, not from the worker
+  };
+
+  Result<PutResult> PutFrom(const BlockId& id, PieceSource& source, StorageLevel level,
+                            const PutOptions& options);
+  Result<PutResult> Upload(const WorkerInfo& worker, const BlockId& id, PieceSource& source,
+                           StorageLevel level);
+  // Reads the block from its locations into `sink`. `reset` (may be empty) discards what the
+  // sink received so the read can start over; without it only a read that has not emitted a
+  // byte yet can start over.
+  Result<uint64_t> ReadBlock(const BlockId& id, const ByteSink& sink,
+                             const std::function<void()>& reset);
+  Result<uint64_t> ReadFrom(const BlockLocation& location, const BlockId& id,
+                            const ByteSink& sink, ReadProgress& progress);
+  // The channel in `slot`, connected to `address` on first use; kInvalidArgument for an
+  // address ZeroMQ cannot connect to (so a bad address fails a call instead of throwing).
+  Result<RpcChannel*> Connect(std::unique_ptr<RpcChannel>& slot, const std::string& address);
+  Result<RpcChannel*> WorkerChannel(const std::string& address);
+  // Sends `request` to the master with `extra` added to the timeout for this call.
+  Result<IncomingMessage> CallMaster(capnp::MallocMessageBuilder& request,
+                                     std::chrono::milliseconds extra = {});
+
+  const ClientOptions options_;
+  std::unique_ptr<zmq::context_t> owned_context_;  // null when the context is borrowed
+  zmq::context_t& context_;
+  std::unique_ptr<RpcChannel> master_;  // connected on first use
+  std::map<std::string, std::unique_ptr<RpcChannel>> workers_;  // by address
+  uint64_t put_counter_ = 0;  // rotates placement ties
+  std::mt19937_64 upload_ids_;
+};
+
+}  // namespace bm

@@ -1,0 +1,55 @@
+#include "client/placement.h"
+
+#include <algorithm>
+#include <tuple>
+
+namespace bm {
+namespace {
+
+bool FitsInFreeMemory(const WorkerInfo& w, uint64_t size) { return w.memory_free() >= size; }
+
+bool FitsOnDisk(const WorkerInfo& w, uint64_t size) {
+  if (w.disk_capacity == 0) return true;
+  return w.disk_used <= w.disk_capacity && w.disk_capacity - w.disk_used >= size;
+}
+
+}  // namespace
+
+std::vector<WorkerInfo> ChooseWorkers(const std::vector<WorkerInfo>& workers, uint64_t size,
+                                      StorageLevel level, uint64_t round_robin) {
+  const size_t n = workers.size();
+  if (n == 0) return {};
+  const size_t start = round_robin % n;
+  // Position in round-robin order: the worker at `start` first, wrapping around.
+  auto rotation = [&](size_t i) { return (i + n - start) % n; };
+
+  // A candidate's sort key: (group, primary key, rotation). Lower sorts first.
+  struct Candidate {
+    int group;
+    uint64_t key;
+    size_t rotation;
+    size_t index;
+  };
+  std::vector<Candidate> candidates;
+  for (size_t i = 0; i < n; ++i) {
+    const WorkerInfo& w = workers[i];
+    // Most free memory first: sort by the negated free memory.
+    const uint64_t by_free_memory = UINT64_MAX - w.memory_free();
+    if (UsesMemory(level) && FitsInFreeMemory(w, size)) {
+      candidates.push_back({0, by_free_memory, rotation(i), i});
+    } else if (UsesDisk(level)) {
+      if (FitsOnDisk(w, size)) candidates.push_back({1, w.disk_used, rotation(i), i});
+    } else if (w.memory_capacity >= size) {
+      candidates.push_back({2, by_free_memory, rotation(i), i});
+    }
+  }
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return std::tie(a.group, a.key, a.rotation) < std::tie(b.group, b.key, b.rotation);
+  });
+  std::vector<WorkerInfo> ordered;
+  ordered.reserve(candidates.size());
+  for (const Candidate& c : candidates) ordered.push_back(workers[c.index]);
+  return ordered;
+}
+
+}  // namespace bm
