@@ -1,1 +1,483 @@
-// placeholder: being written
+#include "worker/worker_server.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/protocol.h"
+#include "worker/address.h"
+#include "worker/wire.h"
+
+namespace bm {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Upper bound on one poll, so a missed wake-up can never stall the loop for long.
+constexpr milliseconds kMaxPollTimeout{1000};
+// Client messages handled per wake-up before timers get a turn.
+constexpr int kMessagesPerWakeup = 64;
+
+std::string PeerKey(const zmq::message_t& peer) {
+  return std::string(static_cast<const char*>(peer.data()), peer.size());
+}
+
+zmq::message_t CopyFrame(const zmq::message_t& frame) {
+  return zmq::message_t(frame.data(), frame.size());
+}
+
+// The Cap'n Proto enum value as sent, so values this build does not know can be rejected.
+bool IsKnownLevel(proto::StorageLevel level) {
+  return static_cast<uint16_t>(level) <= static_cast<uint16_t>(proto::StorageLevel::DISK_ONLY2);
+}
+
+bool IsClientFault(StatusCode code) {
+  return code == StatusCode::kInvalidArgument || code == StatusCode::kTooLarge;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<WorkerServer>> WorkerServer::Create(zmq::context_t& context,
+                                                           WorkerServerOptions options,
+                                                           std::unique_ptr<BlockManager> blocks,
+                                                           const Clock& clock) {
+  BM_CHECK(blocks != nullptr);
+  ASSIGN_OR_RETURN(TcpAddress listen, ParseTcpAddress(options.listen_address, true));
+  (void)listen;
+  if (!options.advertise_address.empty()) {
+    ASSIGN_OR_RETURN(TcpAddress advertised, ParseTcpAddress(options.advertise_address, false));
+    if (IsWildcardHost(advertised.host)) {
+      return InvalidArgumentError("advertised address " + options.advertise_address +
+                                  " is a wildcard; give an address others can connect to");
+    }
+  }
+  if (options.master.master_address.empty()) return InvalidArgumentError("no master address");
+  // Private constructor: Create() is the only way to get a bound server.
+  std::unique_ptr<WorkerServer> server(
+      new WorkerServer(context, std::move(options), std::move(blocks), clock));
+  RETURN_IF_ERROR(server->Bind());
+  return server;
+}
+
+WorkerServer::WorkerServer(zmq::context_t& context, WorkerServerOptions options,
+                           std::unique_ptr<BlockManager> blocks, const Clock& clock)
+    : context_(context), options_(std::move(options)), clock_(clock), blocks_(std::move(blocks)) {}
+
+WorkerServer::~WorkerServer() {
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+Status WorkerServer::Bind() {
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) return InternalError(std::string("eventfd: ") + std::strerror(errno));
+
+  router_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
+  ConfigureSocket(*router_);
+  try {
+    router_->bind(options_.listen_address);
+  } catch (const zmq::error_t& e) {
+    return UnavailableError("cannot listen on " + options_.listen_address + ": " + e.what());
+  }
+  endpoint_ = router_->get(zmq::sockopt::last_endpoint);
+
+  advertised_address_ =
+      options_.advertise_address.empty() ? endpoint_ : options_.advertise_address;
+  ASSIGN_OR_RETURN(TcpAddress advertised, ParseTcpAddress(advertised_address_, false));
+  if (IsWildcardHost(advertised.host)) {
+    return InvalidArgumentError("listening on the wildcard address " + endpoint_ +
+                                " needs an address to advertise");
+  }
+  worker_id_ = options_.worker_id.empty() ? DefaultWorkerId(advertised) : options_.worker_id;
+
+  MasterLinkOptions link_options = options_.master;
+  link_options.worker_id = worker_id_;
+  link_options.advertised_address = advertised_address_;
+  link_ = std::make_unique<MasterLink>(context_, std::move(link_options), *blocks_, clock_);
+  return Status::Ok();
+}
+
+void WorkerServer::Stop() {
+  stop_.store(true);
+  const uint64_t one = 1;
+  // Best effort: the flag alone stops the loop within kMaxPollTimeout.
+  ssize_t written = write(wake_fd_, &one, sizeof(one));
+  (void)written;
+}
+
+void WorkerServer::Run() {
+  spdlog::info("worker {} serving on {} (advertised as {}), master {}", worker_id_, endpoint_,
+               advertised_address_, options_.master.master_address);
+  while (!stop_.load()) {
+    const TimePoint now = clock_.Now();
+    link_->OnTimer();
+    ExpireIdleUploads(now);
+    ReleaseDeferredPuts(now);
+
+    zmq::pollitem_t items[] = {
+        {router_->handle(), 0, ZMQ_POLLIN, 0},
+        {link_->socket().handle(), 0, ZMQ_POLLIN, 0},
+        {nullptr, wake_fd_, ZMQ_POLLIN, 0},
+    };
+    try {
+      zmq::poll(items, 3, PollTimeout(clock_.Now()));
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      spdlog::error("poll failed: {}; stopping", e.what());
+      break;
+    }
+    if (items[2].revents & ZMQ_POLLIN) {
+      uint64_t count;
+      ssize_t got = read(wake_fd_, &count, sizeof(count));
+      (void)got;
+    }
+    if (items[0].revents & ZMQ_POLLIN) HandleClientMessages();
+    // Checks the current socket's readiness itself (the one polled may have been replaced).
+    if (items[1].revents & ZMQ_POLLIN) link_->OnReadable();
+    ReleaseDeferredPuts(clock_.Now());
+  }
+
+  for (const UploadTable::Entry& entry : uploads_.TakeAll()) blocks_->AbortPut(entry.upload);
+  // The blocks are stored; their reports go out with the next registration.
+  ReleaseDeferredPuts(clock_.Now(), /*all=*/true);
+  spdlog::info("worker {} stopped", worker_id_);
+}
+
+milliseconds WorkerServer::PollTimeout(TimePoint now) const {
+  TimePoint next = link_->NextDeadline();
+  if (std::optional<TimePoint> oldest = uploads_.OldestActivity()) {
+    next = std::min(next, *oldest + options_.upload_idle_timeout);
+  }
+  if (!deferred_.empty()) next = std::min(next, deferred_.front().deadline);
+  if (next <= now) return milliseconds(0);
+  if (next - now >= kMaxPollTimeout) return kMaxPollTimeout;
+  // Round up so the loop does not spin through the last fraction of a millisecond.
+  return std::chrono::ceil<milliseconds>(next - now);
+}
+
+void WorkerServer::HandleClientMessages() {
+  for (int i = 0; i < kMessagesPerWakeup; ++i) {
+    if (!(router_->get(zmq::sockopt::events) & ZMQ_POLLIN)) return;
+    HandleClientMessage();
+    // Anything the request changed goes to the master now.
+    link_->CollectChanges();
+  }
+}
+
+void WorkerServer::HandleClientMessage() {
+  std::optional<zmq::message_t> peer;
+  Result<IncomingMessage> received = ReceiveMessage(*router_, /*has_routing_id=*/true, &peer);
+  if (!received.ok()) {
+    spdlog::warn("rejected a message: {}", received.status().ToString());
+    if (peer) SendError(*peer, 0, received.status());
+    return;
+  }
+  IncomingMessage& message = received.value();
+  uint64_t id = 0;
+  Status status;
+  try {
+    status = Dispatch(message, &id);
+  } catch (const kj::Exception& e) {
+    status = InvalidArgumentError(std::string("malformed message: ") + e.getDescription().cStr());
+  } catch (const std::exception& e) {
+    status = InternalError(std::string("unexpected failure: ") + e.what());
+  }
+  if (status.ok()) return;
+  if (IsClientFault(status.code()) || status.code() == StatusCode::kInternal) {
+    spdlog::warn("request {} failed: {}", id, status.ToString());
+  } else {
+    spdlog::debug("request {} failed: {}", id, status.ToString());
+  }
+  SendError(*message.routing_id(), id, status);
+}
+
+Status WorkerServer::Dispatch(IncomingMessage& message, uint64_t* id) {
+  proto::Request::Which which{};
+  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::Request::Reader request = message.request();
+    *id = request.getId();
+    which = request.which();
+    return Status::Ok();
+  }));
+  switch (which) {
+    case proto::Request::PUT_BLOCK: return HandlePut(message, *id);
+    case proto::Request::GET_BLOCK: return HandleGet(message, *id);
+    case proto::Request::CONTAINS_BLOCK: return HandleContains(message, *id);
+    case proto::Request::REMOVE_BLOCKS: return HandleRemove(message, *id);
+    case proto::Request::PING: {
+      capnp::MallocMessageBuilder reply;
+      proto::Reply::Builder root = reply.initRoot<proto::Reply>();
+      root.setId(*id);
+      root.setOk();
+      SendReply(*message.routing_id(), reply);
+      return Status::Ok();
+    }
+    default:
+      break;
+  }
+  return InvalidArgumentError("request kind " + std::to_string(static_cast<int>(which)) +
+                              " is not served by a worker");
+}
+
+Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
+  struct Piece {
+    std::optional<BlockId> block;
+    StorageLevel level = StorageLevel::kMemoryOnly;
+    uint64_t total_size = 0;
+    uint64_t offset = 0;
+    bool last = false;
+    uint64_t upload_id = 0;
+  } piece;
+  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::PutBlock::Reader put = message.request().getPutBlock();
+    ASSIGN_OR_RETURN(BlockId block, ParseWireBlockId(put.getBlockId()));
+    piece.block = block;
+    if (!IsKnownLevel(put.getLevel())) return InvalidArgumentError("unknown storage level");
+    piece.level = FromProto(put.getLevel());
+    piece.total_size = put.getTotalSize();
+    piece.offset = put.getOffset();
+    piece.last = put.getLast();
+    piece.upload_id = put.getUploadId();
+    return Status::Ok();
+  }));
+  const zmq::message_t& peer = *message.routing_id();
+  const UploadTable::Key key{PeerKey(peer), piece.upload_id};
+  const uint64_t bytes = message.payload_bytes();
+  const TimePoint now = clock_.Now();
+
+  if (bytes > kMaxPieceBytes) {
+    AbortUpload(key);
+    return TooLargeError("piece of " + std::to_string(bytes) + " bytes is over the " +
+                         std::to_string(kMaxPieceBytes) + "-byte limit");
+  }
+
+  UploadTable::Entry* upload = uploads_.Find(key);
+  if (piece.offset == 0) {
+    // A first piece always starts afresh, replacing a same-id upload the client gave up on.
+    AbortUpload(key);
+    if (uploads_.size() >= options_.max_uploads) {
+      return UnavailableError("too many uploads in progress; retry later");
+    }
+    ASSIGN_OR_RETURN(BlockManager::UploadId handle,
+                     blocks_->BeginPut(*piece.block, piece.level, piece.total_size));
+    uploads_.Insert(key, UploadTable::Entry{handle, *piece.block, piece.level, piece.total_size,
+                                            0, now});
+    upload = uploads_.Find(key);
+  } else if (upload == nullptr) {
+    return InvalidArgumentError("no upload " + std::to_string(piece.upload_id) +
+                                " in progress from this client (never started, failed or "
+                                "expired); start again from offset 0");
+  }
+
+  Status valid = Status::Ok();
+  const std::string name = piece.block->ToString();
+  if (*piece.block != upload->block || piece.level != upload->level ||
+      piece.total_size != upload->total_size) {
+    valid = InvalidArgumentError("piece of upload " + std::to_string(piece.upload_id) +
+                                 " does not match its block, level or total size");
+  } else if (piece.offset != upload->next_offset) {
+    valid = InvalidArgumentError("piece of " + name + " at offset " +
+                                 std::to_string(piece.offset) + ", expected " +
+                                 std::to_string(upload->next_offset));
+  } else if (bytes > upload->total_size - piece.offset) {
+    valid = InvalidArgumentError("piece of " + name + " runs past its declared size of " +
+                                 std::to_string(upload->total_size) + " bytes");
+  } else if (piece.last && piece.offset + bytes != upload->total_size) {
+    valid = InvalidArgumentError("last piece of " + name + " ends at " +
+                                 std::to_string(piece.offset + bytes) + " of " +
+                                 std::to_string(upload->total_size) + " bytes");
+  }
+  if (!valid.ok()) {
+    AbortUpload(key);
+    return valid;
+  }
+
+  if (bytes > 0) {
+    std::vector<ChunkPtr> chunks = message.TakePayloadChunks();
+    std::erase_if(chunks, [](const ChunkPtr& chunk) { return chunk->size() == 0; });
+    Status appended = blocks_->AppendPut(upload->upload, std::move(chunks));
+    if (!appended.ok()) {
+      AbortUpload(key);
+      return appended;
+    }
+  }
+  upload->next_offset += bytes;
+  upload->last_activity = now;
+
+  if (!piece.last) {
+    SendPutReply(peer, id, Tier::kMemory, /*committed=*/false);
+    return Status::Ok();
+  }
+  const UploadTable::Entry done = *uploads_.Erase(key);
+  Result<Tier> tier = blocks_->CommitPut(done.upload);
+  if (!tier.ok()) {
+    blocks_->AbortPut(done.upload);
+    return tier.status();
+  }
+  const uint64_t seq = link_->CollectChanges();
+  if (link_->acked_seq() >= seq) {
+    SendPutReply(peer, id, *tier, /*committed=*/true);
+  } else {
+    deferred_.push_back(
+        DeferredPut{CopyFrame(peer), id, *tier, seq, now + options_.put_ack_timeout});
+  }
+  return Status::Ok();
+}
+
+Status WorkerServer::HandleGet(IncomingMessage& message, uint64_t id) {
+  std::optional<BlockId> block;
+  uint64_t offset = 0;
+  uint64_t max_length = 0;
+  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::GetBlock::Reader get = message.request().getGetBlock();
+    ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(get.getBlockId()));
+    block = parsed;
+    offset = get.getOffset();
+    max_length = get.getMaxLength();
+    return Status::Ok();
+  }));
+  std::optional<BlockStatus> status = blocks_->Find(*block);
+  if (!status) return NotFoundError("block " + block->ToString() + " is not stored here");
+  if (offset > status->size) {
+    return InvalidArgumentError("offset " + std::to_string(offset) + " is past the end of " +
+                                block->ToString() + " (" + std::to_string(status->size) +
+                                " bytes)");
+  }
+  const uint64_t limit = std::min(max_length, kMaxPieceBytes);
+  ASSIGN_OR_RETURN(BlockRead read, blocks_->Read(*block, offset, limit));
+
+  // Frames of at most kChunkBytes sharing the stored chunks' bytes; a range made of many tiny
+  // chunks is cut short at kMaxPayloadFrames (the client asks again for the rest).
+  std::vector<zmq::message_t> frames;
+  uint64_t length = 0;
+  for (const ChunkPtr& chunk : read.chunks) {
+    for (size_t pos = 0; pos < chunk->size() && length < limit;) {
+      if (frames.size() == kMaxPayloadFrames) break;
+      const size_t take = static_cast<size_t>(
+          std::min<uint64_t>({chunk->size() - pos, kChunkBytes, limit - length}));
+      frames.push_back(MessageFromChunk(SliceChunk(chunk, pos, take)));
+      pos += take;
+      length += take;
+    }
+  }
+
+  capnp::MallocMessageBuilder reply;
+  proto::Reply::Builder root = reply.initRoot<proto::Reply>();
+  root.setId(id);
+  proto::GetReply::Builder get = root.initGet();
+  get.setTotalSize(read.total_size);
+  get.setOffset(read.offset);
+  get.setLength(length);
+  get.setGeneration(read.generation);
+  get.setTier(ToProto(read.tier));
+  get.setLevel(ToProto(read.level));
+  SendReply(*message.routing_id(), reply, std::move(frames));
+  return Status::Ok();
+}
+
+Status WorkerServer::HandleContains(IncomingMessage& message, uint64_t id) {
+  std::optional<BlockId> block;
+  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    ASSIGN_OR_RETURN(BlockId parsed,
+                     ParseWireBlockId(message.request().getContainsBlock().getBlockId()));
+    block = parsed;
+    return Status::Ok();
+  }));
+  std::optional<BlockStatus> status = blocks_->Find(*block);
+  capnp::MallocMessageBuilder reply;
+  proto::Reply::Builder root = reply.initRoot<proto::Reply>();
+  root.setId(id);
+  proto::ContainsReply::Builder contains = root.initContains();
+  contains.setPresent(status.has_value());
+  if (status) {
+    FillBlockStatus(*status, contains.initStatus());
+  } else {
+    contains.initStatus().setBlockId(block->ToString());
+  }
+  SendReply(*message.routing_id(), reply);
+  return Status::Ok();
+}
+
+Status WorkerServer::HandleRemove(IncomingMessage& message, uint64_t id) {
+  // Every id is checked before anything is removed: a bad list changes nothing.
+  std::vector<BlockId> ids;
+  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    for (capnp::Text::Reader text : message.request().getRemoveBlocks().getBlockIds()) {
+      ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(text));
+      ids.push_back(parsed);
+    }
+    return Status::Ok();
+  }));
+  uint64_t removed = 0;
+  for (const BlockId& block : ids) {
+    Status status = blocks_->Remove(block);
+    if (status.ok()) {
+      ++removed;
+    } else if (status.code() != StatusCode::kNotFound) {
+      spdlog::warn("cannot remove {}: {}", block.ToString(), status.ToString());
+    }
+  }
+  capnp::MallocMessageBuilder reply;
+  proto::Reply::Builder root = reply.initRoot<proto::Reply>();
+  root.setId(id);
+  root.setRemoved(removed);
+  SendReply(*message.routing_id(), reply);
+  return Status::Ok();
+}
+
+void WorkerServer::AbortUpload(const UploadTable::Key& key) {
+  if (std::optional<UploadTable::Entry> entry = uploads_.Erase(key)) {
+    blocks_->AbortPut(entry->upload);
+  }
+}
+
+void WorkerServer::ExpireIdleUploads(TimePoint now) {
+  for (const UploadTable::Entry& entry : uploads_.TakeIdleSince(now - options_.upload_idle_timeout)) {
+    spdlog::info("aborting idle upload of {} ({} of {} bytes received)", entry.block.ToString(),
+                 entry.next_offset, entry.total_size);
+    blocks_->AbortPut(entry.upload);
+  }
+}
+
+void WorkerServer::ReleaseDeferredPuts(TimePoint now, bool all) {
+  while (!deferred_.empty()) {
+    DeferredPut& put = deferred_.front();
+    const bool acked = link_->acked_seq() >= put.needs_seq;
+    if (!acked && !all && now < put.deadline) return;
+    if (!acked) {
+      spdlog::debug("answering put {} before the master acknowledged its report", put.request_id);
+    }
+    SendPutReply(put.peer, put.request_id, put.tier, /*committed=*/true);
+    deferred_.pop_front();
+  }
+}
+
+void WorkerServer::SendReply(const zmq::message_t& peer, capnp::MallocMessageBuilder& reply,
+                             std::vector<zmq::message_t> payload) {
+  Status sent = SendMessage(*router_, &peer, reply, std::move(payload));
+  if (!sent.ok()) spdlog::debug("reply not sent: {}", sent.ToString());
+}
+
+void WorkerServer::SendError(const zmq::message_t& peer, uint64_t id, const Status& status) {
+  capnp::MallocMessageBuilder reply;
+  proto::Reply::Builder root = reply.initRoot<proto::Reply>();
+  root.setId(id);
+  SetError(root.initError(), status);
+  SendReply(peer, reply);
+}
+
+void WorkerServer::SendPutReply(const zmq::message_t& peer, uint64_t id, Tier tier,
+                                bool committed) {
+  capnp::MallocMessageBuilder reply;
+  proto::Reply::Builder root = reply.initRoot<proto::Reply>();
+  root.setId(id);
+  proto::PutReply::Builder put = root.initPut();
+  put.setTier(ToProto(tier));
+  put.setCommitted(committed);
+  SendReply(peer, reply);
+}
+
+}  // namespace bm

@@ -1,0 +1,293 @@
+#include "worker/master_link.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "common/protocol.h"
+#include "worker/wire.h"
+
+namespace bm {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr milliseconds kMinHeartbeatInterval{10};
+constexpr milliseconds kMaxHeartbeatInterval{60'000};
+
+long long Millis(Duration d) { return std::chrono::duration_cast<milliseconds>(d).count(); }
+
+}  // namespace
+
+MasterLink::MasterLink(zmq::context_t& context, MasterLinkOptions options, BlockManager& blocks,
+                       const Clock& clock)
+    : context_(context),
+      options_(std::move(options)),
+      blocks_(blocks),
+      clock_(clock),
+      backoff_(options_.backoff_initial) {
+  ResetSocket();
+  next_attempt_ = clock_.Now();
+}
+
+MasterLink::~MasterLink() = default;
+
+const char* MasterLink::KindName(RequestKind kind) {
+  switch (kind) {
+    case RequestKind::kRegister: return "registerWorker";
+    case RequestKind::kHeartbeat: return "heartbeat";
+    case RequestKind::kReport: return "reportBlocks";
+  }
+  return "request";
+}
+
+void MasterLink::ResetSocket() {
+  socket_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+  ConfigureSocket(*socket_);
+  // Sends never wait: a full queue means the master is not taking messages, which the loss
+  // handling deals with.
+  socket_->set(zmq::sockopt::sndtimeo, 0);
+  socket_->connect(options_.master_address);
+}
+
+uint64_t MasterLink::CollectChanges() {
+  for (BlockChange& change : blocks_.TakeChanges()) {
+    queue_.push_back(QueuedChange{++last_seq_, std::move(change)});
+  }
+  MaybeSendReport();
+  return last_seq_;
+}
+
+template <typename Fill>
+bool MasterLink::SendRequest(RequestKind kind, uint64_t covers_seq, Fill&& fill) {
+  capnp::MallocMessageBuilder builder;
+  proto::Request::Builder request = builder.initRoot<proto::Request>();
+  const uint64_t id = next_request_id_++;
+  request.setId(id);
+  fill(request);
+  Status sent = SendMessage(*socket_, nullptr, builder);
+  if (!sent.ok()) {
+    MasterLost(std::string("cannot send ") + KindName(kind) + ": " +
+               sent.message());
+    return false;
+  }
+  outstanding_[id] = Outstanding{kind, clock_.Now(), covers_seq};
+  return true;
+}
+
+void MasterLink::SendRegister() {
+  for (BlockChange& change : blocks_.TakeChanges()) {
+    queue_.push_back(QueuedChange{++last_seq_, std::move(change)});
+  }
+  const uint64_t covers = last_seq_;
+  std::vector<BlockStatus> all = blocks_.List();
+  const StoreStats stats = blocks_.Stats();
+  state_ = State::kRegistering;
+  spdlog::debug("registering with master {} as {} ({} blocks)", options_.master_address,
+                options_.worker_id, all.size());
+  SendRequest(RequestKind::kRegister, covers, [&](proto::Request::Builder request) {
+    proto::RegisterWorker::Builder reg = request.initRegisterWorker();
+    reg.setWorkerId(options_.worker_id);
+    reg.setAddress(options_.advertised_address);
+    FillWorkerStats(stats, reg.initStats());
+    auto list = reg.initBlocks(static_cast<unsigned>(all.size()));
+    for (size_t i = 0; i < all.size(); ++i) FillBlockStatus(all[i], list[i]);
+  });
+}
+
+void MasterLink::SendHeartbeat() {
+  const StoreStats stats = blocks_.Stats();
+  SendRequest(RequestKind::kHeartbeat, 0, [&](proto::Request::Builder request) {
+    proto::Heartbeat::Builder heartbeat = request.initHeartbeat();
+    heartbeat.setWorkerId(options_.worker_id);
+    FillWorkerStats(stats, heartbeat.initStats());
+  });
+}
+
+void MasterLink::MaybeSendReport() {
+  if (state_ != State::kRegistered || report_in_flight_ || queue_.empty()) return;
+  const size_t n = std::min(queue_.size(), options_.max_updates_per_report);
+  const uint64_t covers = queue_[n - 1].seq;
+  const StoreStats stats = blocks_.Stats();
+  bool sent = SendRequest(RequestKind::kReport, covers, [&](proto::Request::Builder request) {
+    proto::ReportBlocks::Builder report = request.initReportBlocks();
+    report.setWorkerId(options_.worker_id);
+    auto updates = report.initUpdates(static_cast<unsigned>(n));
+    for (size_t i = 0; i < n; ++i) {
+      FillBlockStatus(queue_[i].change.status, updates[i].initStatus());
+      updates[i].setRemoved(queue_[i].change.removed);
+    }
+    FillWorkerStats(stats, report.initStats());
+  });
+  if (sent) report_in_flight_ = true;
+}
+
+void MasterLink::OnReadable() {
+  // Bounded so a chatty peer cannot starve the rest of the loop.
+  for (int i = 0; i < 256; ++i) {
+    if (!(socket_->get(zmq::sockopt::events) & ZMQ_POLLIN)) return;
+    Result<IncomingMessage> received = ReceiveMessage(*socket_, /*has_routing_id=*/false);
+    if (!received.ok()) {
+      spdlog::warn("bad message from master {}: {}", options_.master_address,
+                   received.status().ToString());
+      if (received.status().code() == StatusCode::kUnavailable) return;
+      continue;
+    }
+    HandleReply(received.value());
+  }
+}
+
+void MasterLink::HandleReply(IncomingMessage& message) {
+  // Everything the reply says, read under the guard since decoding is lazy.
+  uint64_t id = 0;
+  proto::Reply::Which which = proto::Reply::OK;
+  Status error;
+  uint32_t heartbeat_interval_ms = 0;
+  Status read = ReadGuarded([&]() -> Status {
+    proto::Reply::Reader reply = message.reply();
+    id = reply.getId();
+    which = reply.which();
+    if (reply.isError()) error = StatusFromError(reply.getError());
+    if (reply.isRegistered()) heartbeat_interval_ms = reply.getRegistered().getHeartbeatIntervalMs();
+    return Status::Ok();
+  });
+  if (!read.ok()) {
+    spdlog::warn("unreadable reply from master {}: {}", options_.master_address, read.ToString());
+    return;
+  }
+  auto it = outstanding_.find(id);
+  if (it == outstanding_.end()) {
+    spdlog::debug("dropping stale reply {} from master", id);
+    return;
+  }
+  const Outstanding request = it->second;
+  outstanding_.erase(it);
+
+  const bool unknown_worker = which == proto::Reply::ERROR &&
+                              error.code() == StatusCode::kUnknownWorker;
+  switch (request.kind) {
+    case RequestKind::kRegister:
+      if (which == proto::Reply::REGISTERED) {
+        OnRegistered(request, heartbeat_interval_ms);
+      } else {
+        spdlog::warn("master {} refused registration: {}", options_.master_address,
+                     which == proto::Reply::ERROR ? error.ToString() : "unexpected reply");
+        RetryRegistrationLater();
+      }
+      return;
+    case RequestKind::kHeartbeat:
+    case RequestKind::kReport:
+      if (request.kind == RequestKind::kReport) report_in_flight_ = false;
+      if (unknown_worker) {
+        spdlog::info("master {} does not know worker {}: registering again",
+                     options_.master_address, options_.worker_id);
+        outstanding_.clear();
+        report_in_flight_ = false;
+        SendRegister();
+        return;
+      }
+      if (which == proto::Reply::OK) {
+        if (request.kind == RequestKind::kReport) {
+          Acknowledge(request.covers_seq);
+          MaybeSendReport();
+        }
+        return;
+      }
+      if (request.kind == RequestKind::kHeartbeat) {
+        spdlog::warn("master {} rejected a heartbeat: {}", options_.master_address,
+                     which == proto::Reply::ERROR ? error.ToString() : "unexpected reply");
+        return;
+      }
+      // A rejected report cannot be fixed by resending it; a full report supersedes it.
+      spdlog::warn("master {} rejected a block report: {}; registering again",
+                   options_.master_address,
+                   which == proto::Reply::ERROR ? error.ToString() : "unexpected reply");
+      RetryRegistrationLater();
+      return;
+  }
+}
+
+void MasterLink::OnRegistered(const Outstanding& request, uint32_t heartbeat_interval_ms) {
+  heartbeat_interval_ = std::clamp<Duration>(milliseconds(heartbeat_interval_ms),
+                                             kMinHeartbeatInterval, kMaxHeartbeatInterval);
+  state_ = State::kRegistered;
+  backoff_ = options_.backoff_initial;
+  next_heartbeat_ = clock_.Now() + heartbeat_interval_;
+  Acknowledge(request.covers_seq);
+  spdlog::info("registered with master {} as {} (address {}, heartbeat every {} ms)",
+               options_.master_address, options_.worker_id, options_.advertised_address,
+               Millis(heartbeat_interval_));
+  MaybeSendReport();
+}
+
+void MasterLink::Acknowledge(uint64_t covers_seq) {
+  while (!queue_.empty() && queue_.front().seq <= covers_seq) queue_.pop_front();
+  acked_seq_ = std::max(acked_seq_, covers_seq);
+}
+
+void MasterLink::MasterLost(const std::string& why) {
+  if (state_ == State::kRegistered) {
+    spdlog::warn("lost master {}: {}; registering again", options_.master_address, why);
+  } else {
+    spdlog::info("master {} not reachable: {}; retrying in {} ms", options_.master_address, why,
+                 Millis(backoff_));
+  }
+  ResetSocket();
+  RetryRegistrationLater();
+}
+
+void MasterLink::RetryRegistrationLater() {
+  outstanding_.clear();
+  report_in_flight_ = false;
+  state_ = State::kUnregistered;
+  next_attempt_ = clock_.Now() + backoff_;
+  backoff_ = std::min(backoff_ * 2, options_.backoff_max);
+}
+
+Duration MasterLink::ReplyTimeout(RequestKind kind) const {
+  if (kind == RequestKind::kRegister) return options_.request_timeout;
+  return std::max(options_.request_timeout, heartbeat_interval_ * options_.missed_heartbeats);
+}
+
+bool MasterLink::HeartbeatOutstanding() const {
+  return std::any_of(outstanding_.begin(), outstanding_.end(), [](const auto& entry) {
+    return entry.second.kind == RequestKind::kHeartbeat;
+  });
+}
+
+void MasterLink::OnTimer() {
+  const TimePoint now = clock_.Now();
+  for (const auto& [id, request] : outstanding_) {
+    if (now - request.sent_at >= ReplyTimeout(request.kind)) {
+      MasterLost(std::string("no reply to ") + KindName(request.kind) +
+                 " within " + std::to_string(Millis(ReplyTimeout(request.kind))) + " ms");
+      break;  // MasterLost cleared outstanding_
+    }
+  }
+  switch (state_) {
+    case State::kUnregistered:
+      if (now >= next_attempt_) SendRegister();
+      break;
+    case State::kRegistering:
+      break;
+    case State::kRegistered:
+      if (now >= next_heartbeat_) {
+        if (!HeartbeatOutstanding()) SendHeartbeat();
+        next_heartbeat_ = now + heartbeat_interval_;
+      }
+      MaybeSendReport();
+      break;
+  }
+}
+
+TimePoint MasterLink::NextDeadline() const {
+  TimePoint next = TimePoint::max();
+  for (const auto& [id, request] : outstanding_) {
+    next = std::min(next, request.sent_at + ReplyTimeout(request.kind));
+  }
+  if (state_ == State::kUnregistered) next = std::min(next, next_attempt_);
+  if (state_ == State::kRegistered) next = std::min(next, next_heartbeat_);
+  return next;
+}
+
+}  // namespace bm

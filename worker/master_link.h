@@ -1,0 +1,133 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <zmq.hpp>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "common/transport.h"
+#include "worker/block_manager.h"
+#include "worker/block_status.h"
+
+namespace bm {
+
+struct MasterLinkOptions {
+  std::string master_address;
+  std::string worker_id;
+  std::string advertised_address;
+  // How long to wait for the master's reply to any request before the master counts as lost;
+  // for heartbeats and reports at least `missed_heartbeats` heartbeat intervals.
+  Duration request_timeout = std::chrono::seconds(1);
+  int missed_heartbeats = 3;
+  // Delay before the next registration attempt after a failed one: doubles up to the max.
+  Duration backoff_initial = std::chrono::milliseconds(100);
+  Duration backoff_max = std::chrono::seconds(2);
+  // Bounds the header of one reportBlocks message.
+  size_t max_updates_per_report = 4096;
+};
+
+// The worker's side of its conversation with the master, over one DEALER socket:
+// registration, heartbeats, and reporting every block change in order.
+//
+// Nothing here blocks: requests are sent without waiting, replies are matched to outstanding
+// request ids as they arrive (OnReadable), and timers are driven by the owner's poll loop
+// (OnTimer / NextDeadline).
+//
+// States:
+//   unregistered --(attempt due: send registerWorker with a full report)--> registering
+//   registering  --(registered)--> registered
+//   registering  --(error / no reply: fresh socket)--> unregistered, retry after back-off
+//   registered   --(unknownWorker reply)--> registering (at once, same socket)
+//   registered   --(a request unanswered too long: fresh socket)--> unregistered
+// Block changes are numbered in the order they happened and queued until the master
+// acknowledges a report holding them, or a registration's full report supersedes them.
+// acked_seq() tells the owner how far the master is known to be up to date.
+//
+// Borrows the BlockManager (for full reports, stats and changes) and the clock; both must
+// outlive the link. Not thread-safe: owned by the worker's event loop.
+class MasterLink {
+ public:
+  MasterLink(zmq::context_t& context, MasterLinkOptions options, BlockManager& blocks,
+             const Clock& clock);
+  ~MasterLink();
+  MasterLink(const MasterLink&) = delete;
+  MasterLink& operator=(const MasterLink&) = delete;
+
+  // The socket to poll for replies. It is replaced when the master is lost, so fetch it anew
+  // for every poll.
+  zmq::socket_t& socket() { return *socket_; }
+
+  // Moves the BlockManager's new changes into the report queue and sends a report if one can
+  // go now. Returns the number of the latest change ever queued (0 if none yet): once
+  // acked_seq() reaches it, the master knows of every change made so far.
+  uint64_t CollectChanges();
+  uint64_t acked_seq() const { return acked_seq_; }
+  bool registered() const { return state_ == State::kRegistered; }
+  // Changes waiting for the master's acknowledgement.
+  size_t queued_changes() const { return queue_.size(); }
+
+  // Handles every reply ready on the socket.
+  void OnReadable();
+  // Does what is due now: registration attempts, heartbeats, reports, loss detection.
+  void OnTimer();
+  // When OnTimer next has something to do.
+  TimePoint NextDeadline() const;
+
+ private:
+  enum class State { kUnregistered, kRegistering, kRegistered };
+  enum class RequestKind { kRegister, kHeartbeat, kReport };
+  struct Outstanding {
+    RequestKind kind;
+    TimePoint sent_at;
+    uint64_t covers_seq;  // register / report: every change up to this one is in it
+  };
+  struct QueuedChange {
+    uint64_t seq;
+    BlockChange change;
+  };
+
+  static const char* KindName(RequestKind kind);
+  void ResetSocket();
+  void SendRegister();
+  void SendHeartbeat();
+  void MaybeSendReport();
+  // Sends a request built by `fill` with a fresh id and records it as outstanding.
+  // Returns false (after handling the loss) if it could not be sent.
+  template <typename Fill>
+  bool SendRequest(RequestKind kind, uint64_t covers_seq, Fill&& fill);
+  void HandleReply(IncomingMessage& message);
+  void OnRegistered(const Outstanding& request, uint32_t heartbeat_interval_ms);
+  void Acknowledge(uint64_t covers_seq);
+  // The master is unreachable: drop the socket with whatever it still queues and register
+  // again after the back-off.
+  void MasterLost(const std::string& why);
+  void RetryRegistrationLater();
+  Duration ReplyTimeout(RequestKind kind) const;
+  bool HeartbeatOutstanding() const;
+
+  zmq::context_t& context_;
+  const MasterLinkOptions options_;
+  BlockManager& blocks_;
+  const Clock& clock_;
+
+  std::unique_ptr<zmq::socket_t> socket_;
+  State state_ = State::kUnregistered;
+  TimePoint next_attempt_;   // kUnregistered: when to send registerWorker
+  Duration backoff_;         // the delay after the next failure
+  Duration heartbeat_interval_ = std::chrono::seconds(1);
+  TimePoint next_heartbeat_;  // kRegistered
+  uint64_t next_request_id_ = 1;
+  std::map<uint64_t, Outstanding> outstanding_;
+  bool report_in_flight_ = false;
+
+  std::deque<QueuedChange> queue_;  // in seq order
+  uint64_t last_seq_ = 0;
+  uint64_t acked_seq_ = 0;
+};
+
+}  // namespace bm

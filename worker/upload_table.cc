@@ -1,0 +1,54 @@
+#include "worker/upload_table.h"
+
+#include <algorithm>
+
+namespace bm {
+
+UploadTable::Entry* UploadTable::Find(const Key& key) {
+  auto it = entries_.find(key);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+void UploadTable::Insert(Key key, Entry entry) {
+  bool inserted = entries_.emplace(std::move(key), std::move(entry)).second;
+  BM_CHECK(inserted);
+}
+
+std::optional<UploadTable::Entry> UploadTable::Erase(const Key& key) {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return std::nullopt;
+  Entry entry = std::move(it->second);
+  entries_.erase(it);
+  return entry;
+}
+
+std::vector<UploadTable::Entry> UploadTable::TakeIdleSince(TimePoint cutoff) {
+  std::vector<Entry> idle;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (it->second.last_activity <= cutoff) {
+      idle.push_back(std::move(it->second));
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return idle;
+}
+
+std::vector<UploadTable::Entry> UploadTable::TakeAll() {
+  std::vector<Entry> all;
+  all.reserve(entries_.size());
+  for (auto& [key, entry] : entries_) all.push_back(std::move(entry));
+  entries_.clear();
+  return all;
+}
+
+std::optional<TimePoint> UploadTable::OldestActivity() const {
+  std::optional<TimePoint> oldest;
+  for (const auto& [key, entry] : entries_) {
+    if (!oldest || entry.last_activity < *oldest) oldest = entry.last_activity;
+  }
+  return oldest;
+}
+
+}  // namespace bm

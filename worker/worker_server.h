@@ -1,0 +1,129 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <zmq.hpp>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "common/tier.h"
+#include "common/transport.h"
+#include "worker/block_manager.h"
+#include "worker/master_link.h"
+#include "worker/upload_table.h"
+
+namespace bm {
+
+struct WorkerServerOptions {
+  // Where clients and the master connect: tcp://HOST:PORT; PORT may be "*" (any free port,
+  // see WorkerServer::endpoint()).
+  std::string listen_address;
+  // The address the master hands out to clients. Empty: the bound endpoint. Must not be a
+  // wildcard host.
+  std::string advertise_address;
+  // Empty: DefaultWorkerId() of the advertised address.
+  std::string worker_id;
+  // The master and how to talk to it. The server fills in worker_id and advertised_address.
+  MasterLinkOptions master;
+  // An upload with no piece for this long is aborted.
+  Duration upload_idle_timeout = std::chrono::seconds(60);
+  // How long a committed put's reply waits for the master to acknowledge the block's report.
+  Duration put_ack_timeout = std::chrono::seconds(2);
+  // Uploads in progress at once, over all clients; more are refused as unavailable.
+  size_t max_uploads = 4096;
+};
+
+// The bm-worker server: serves clients and the master on a ROUTER socket (PROTOCOL.md,
+// "Worker requests") and keeps the master informed through a MasterLink.
+//
+// One thread runs everything: Run() polls the ROUTER, the master link's DEALER and a wake-up
+// fd in one loop whose timeout is the next timer (heartbeat, registration retry, idle-upload
+// expiry, deferred put reply). It owns the BlockManager, the sockets and all state, so nothing
+// is locked. Sockets are created by Create() and then used only by the thread calling Run()
+// (moving them to a new thread once, before Run(), is allowed by ZeroMQ).
+//
+// A committed put is answered once the master has acknowledged the report holding the block,
+// or after put_ack_timeout (the report is still delivered later), so a client that saw its put
+// return can find the block through the master.
+//
+// Stop() may be called from any thread or a signal handler. The server must outlive Run();
+// destroy it (closing its sockets) before the ZeroMQ context.
+class WorkerServer {
+ public:
+  // Binds the listen address. kUnavailable when the address cannot be bound, kInvalidArgument
+  // for bad options.
+  static Result<std::unique_ptr<WorkerServer>> Create(zmq::context_t& context,
+                                                      WorkerServerOptions options,
+                                                      std::unique_ptr<BlockManager> blocks,
+                                                      const Clock& clock);
+  ~WorkerServer();
+  WorkerServer(const WorkerServer&) = delete;
+  WorkerServer& operator=(const WorkerServer&) = delete;
+
+  // The bound endpoint, e.g. "tcp://127.0.0.1:40123" for a listen address with port "*".
+  const std::string& endpoint() const { return endpoint_; }
+  const std::string& advertised_address() const { return advertised_address_; }
+  const std::string& worker_id() const { return worker_id_; }
+
+  // Serves until Stop(). Then aborts uploads in progress and answers deferred put replies.
+  void Run();
+  // Makes Run() return soon. Thread-safe and async-signal-safe.
+  void Stop();
+
+ private:
+  // A committed put whose reply waits for the master (see the class comment).
+  struct DeferredPut {
+    zmq::message_t peer;
+    uint64_t request_id;
+    Tier tier;
+    uint64_t needs_seq;  // reply once MasterLink::acked_seq() reaches this
+    TimePoint deadline;  // or now
+  };
+
+  WorkerServer(zmq::context_t& context, WorkerServerOptions options,
+               std::unique_ptr<BlockManager> blocks, const Clock& clock);
+  Status Bind();
+
+  std::chrono::milliseconds PollTimeout(TimePoint now) const;
+  void HandleClientMessages();
+  void HandleClientMessage();
+  // Serves one request; on success it has sent the reply (or deferred it). On failure the
+  // caller sends the error reply. `id` is set as soon as the request's id is read.
+  Status Dispatch(IncomingMessage& message, uint64_t* id);
+  Status HandlePut(IncomingMessage& message, uint64_t id);
+  Status HandleGet(IncomingMessage& message, uint64_t id);
+  Status HandleContains(IncomingMessage& message, uint64_t id);
+  Status HandleRemove(IncomingMessage& message, uint64_t id);
+  void AbortUpload(const UploadTable::Key& key);
+  void ExpireIdleUploads(TimePoint now);
+  void ReleaseDeferredPuts(TimePoint now, bool all = false);
+
+  void SendReply(const zmq::message_t& peer, capnp::MallocMessageBuilder& reply,
+                 std::vector<zmq::message_t> payload = {});
+  void SendError(const zmq::message_t& peer, uint64_t id, const Status& status);
+  void SendPutReply(const zmq::message_t& peer, uint64_t id, Tier tier, bool committed);
+
+  // Constant after construction.
+  zmq::context_t& context_;
+  WorkerServerOptions options_;
+  const Clock& clock_;
+  std::string endpoint_;
+  std::string advertised_address_;
+  std::string worker_id_;
+  int wake_fd_ = -1;  // eventfd written by Stop()
+
+  std::atomic<bool> stop_{false};
+
+  // Owned by the thread in Run().
+  std::unique_ptr<BlockManager> blocks_;
+  std::unique_ptr<zmq::socket_t> router_;
+  std::unique_ptr<MasterLink> link_;
+  UploadTable uploads_;
+  std::deque<DeferredPut> deferred_;  // in seq and deadline order
+};
+
+}  // namespace bm
