@@ -1,1 +1,137 @@
-// placeholder: being written
+// bm-worker: wires the worker's stores and server to the command line, logging and signals.
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <zmq.hpp>
+
+#include "common/byte_size.h"
+#include "common/clock.h"
+#include "common/logging.h"
+#include "worker/address.h"
+#include "worker/block_manager.h"
+#include "worker/disk_store.h"
+#include "worker/memory_store.h"
+#include "worker/worker_server.h"
+
+namespace {
+
+constexpr int kUsageError = 2;
+constexpr int kStartError = 1;
+
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "bm-worker: %s\n", message.c_str());
+  return kUsageError;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bm-worker: a blockmgr worker (stores blocks in memory and on disk)"};
+  std::string master;
+  std::string listen;
+  std::string memory_text;
+  std::string disk_dir;
+  std::string disk_limit_text = "0";
+  std::string id;
+  std::string advertise;
+  std::string log_level = "info";
+  app.add_option("--master", master, "The master's address, e.g. tcp://10.0.0.1:7077")
+      ->required();
+  app.add_option("--listen", listen, "Address to serve on, e.g. tcp://0.0.0.0:7078")->required();
+  app.add_option("--memory", memory_text, "Memory for blocks, e.g. 512MiB or 4GiB")->required();
+  app.add_option("--disk-dir", disk_dir, "Directory of the disk store (RocksDB)")->required();
+  app.add_option("--disk-limit", disk_limit_text, "Disk space for blocks; 0 = unlimited")
+      ->capture_default_str();
+  app.add_option("--id", id, "Worker id (default: worker-HOST-PORT of the advertised address)");
+  app.add_option("--advertise", advertise,
+                 "Address clients use to reach this worker (default: the listen address; "
+                 "required when listening on a wildcard host)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help, or the error and a hint
+    return code == 0 ? 0 : kUsageError;
+  }
+
+  bm::Result<uint64_t> memory = bm::ParseByteSize(memory_text);
+  if (!memory.ok()) return Usage("--memory: " + memory.status().message());
+  bm::Result<uint64_t> disk_limit = bm::ParseByteSize(disk_limit_text);
+  if (!disk_limit.ok()) return Usage("--disk-limit: " + disk_limit.status().message());
+  if (bm::Status s = bm::ParseTcpAddress(master, false).status(); !s.ok()) {
+    return Usage("--master: " + s.message());
+  }
+  bm::Result<bm::TcpAddress> listen_address = bm::ParseTcpAddress(listen, true);
+  if (!listen_address.ok()) return Usage("--listen: " + listen_address.status().message());
+  if (!advertise.empty()) {
+    bm::Result<bm::TcpAddress> advertised = bm::ParseTcpAddress(advertise, false);
+    if (!advertised.ok()) return Usage("--advertise: " + advertised.status().message());
+    if (bm::IsWildcardHost(advertised->host)) {
+      return Usage("--advertise " + advertise + " is a wildcard; give an address clients can "
+                   "connect to");
+    }
+  } else if (bm::IsWildcardHost(listen_address->host)) {
+    return Usage("--listen " + listen + " binds every interface; say which address clients "
+                 "should use with --advertise tcp://HOST:PORT");
+  }
+  if (disk_dir.empty()) return Usage("--disk-dir must not be empty");
+
+  // SIGINT/SIGTERM are blocked in every thread (RocksDB's and ZeroMQ's included, which inherit
+  // the mask) and taken synchronously by one waiting thread, which stops the server.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  bm::InitLogging("bm-worker", log_level);
+
+  bm::Result<std::unique_ptr<bm::DiskStore>> disk = bm::DiskStore::Open(disk_dir, *disk_limit);
+  if (!disk.ok()) {
+    std::fprintf(stderr, "bm-worker: cannot open disk store in %s: %s\n", disk_dir.c_str(),
+                 disk.status().message().c_str());
+    return kStartError;
+  }
+  auto blocks = std::make_unique<bm::BlockManager>(std::make_unique<bm::MemoryStore>(*memory),
+                                                   std::move(disk).value());
+
+  zmq::context_t context(1);
+  bm::SteadyClock clock;
+  bm::WorkerServerOptions options;
+  options.listen_address = listen;
+  options.advertise_address = advertise;
+  options.worker_id = id;
+  options.master.master_address = master;
+  bm::Result<std::unique_ptr<bm::WorkerServer>> created =
+      bm::WorkerServer::Create(context, options, std::move(blocks), clock);
+  if (!created.ok()) {
+    std::fprintf(stderr, "bm-worker: %s\n", created.status().message().c_str());
+    return kStartError;
+  }
+  std::unique_ptr<bm::WorkerServer> server = std::move(created).value();
+  spdlog::info("worker {} listening on {}, memory {}, disk {} (limit {})", server->worker_id(),
+               server->endpoint(), bm::FormatBytes(*memory), disk_dir,
+               *disk_limit == 0 ? std::string("none") : bm::FormatBytes(*disk_limit));
+
+  std::thread signal_waiter([&] {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    if (signal != 0) spdlog::info("signal {}: shutting down", signal);
+    server->Stop();
+  });
+  server->Run();  // returns after Stop(), or if the loop fails
+  // Wakes the waiter if Run() ended on its own (the signal is blocked, so it only ends sigwait).
+  pthread_kill(signal_waiter.native_handle(), SIGTERM);
+  signal_waiter.join();
+  server.reset();  // closes the sockets and the disk store (RocksDB) before the context goes
+  spdlog::info("stopped");
+  return 0;
+}
