@@ -1,1 +1,293 @@
-// placeholder: being written
+// bmctl: the operator's command line for a blockmgr cluster, built on bm::Client.
+// Exit codes: 0 success; 1 operational failure (one line on stderr); 2 usage error.
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "client/bmctl_args.h"
+#include "client/bmctl_output.h"
+#include "client/client.h"
+#include "common/storage_level.h"
+
+namespace bm {
+namespace {
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+std::string ErrnoText() { return std::strerror(errno); }
+
+int Fail(const Status& status) {
+  std::cerr << "bmctl: " << status.ToString() << "\n";
+  return kExitFailure;
+}
+
+int UsageError(const std::string& message) {
+  std::cerr << "bmctl: " << message << " (see bmctl --help)\n";
+  return kExitUsage;
+}
+
+// Writes everything to `fd`, retrying short writes.
+Status WriteAll(int fd, std::span<const std::byte> bytes, const std::string& what) {
+  while (!bytes.empty()) {
+    ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return InternalError("writing " + what + " failed: " + ErrnoText());
+    bytes = bytes.subspan(static_cast<size_t>(n));
+  }
+  return Status::Ok();
+}
+
+// Reads all of stdin (a pipe has no size to announce up front, so it is buffered whole).
+Result<std::vector<std::byte>> ReadStdin() {
+  std::vector<std::byte> data;
+  std::vector<std::byte> buffer(1 << 20);
+  while (true) {
+    ssize_t n = ::read(STDIN_FILENO, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return InternalError("reading stdin failed: " + ErrnoText());
+    if (n == 0) return data;
+    data.insert(data.end(), buffer.begin(), buffer.begin() + n);
+  }
+}
+
+// Writes the block to `path` through a temporary file in the same directory, renamed into
+// place only once every byte arrived, so a failed get leaves no partial file.
+Result<uint64_t> GetToFile(Client& client, const BlockId& id, const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path target(path);
+  fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::string temp = (dir / ("." + target.filename().string() + ".bmctl-XXXXXX")).string();
+  int fd = ::mkstemp(temp.data());
+  if (fd < 0) return InternalError("cannot create a file in " + dir.string() + ": " + ErrnoText());
+  const mode_t umask_bits = ::umask(0);
+  ::umask(umask_bits);
+  ::fchmod(fd, 0666 & ~umask_bits);  // as a plainly created file would be, not mkstemp's 0600
+  Result<uint64_t> got = client.GetTo(
+      id, [&](std::span<const std::byte> bytes) { return WriteAll(fd, bytes, path); });
+  Status finished = got.ok() ? Status::Ok() : got.status();
+  if (finished.ok() && ::fsync(fd) != 0) {
+    finished = InternalError("writing " + path + " failed: " + ErrnoText());
+  }
+  if (::close(fd) != 0 && finished.ok()) {
+    finished = InternalError("writing " + path + " failed: " + ErrnoText());
+  }
+  if (finished.ok() && ::rename(temp.c_str(), path.c_str()) != 0) {
+    finished = InternalError("cannot rename the download to " + path + ": " + ErrnoText());
+  }
+  if (!finished.ok()) {
+    ::unlink(temp.c_str());
+    return finished;
+  }
+  return got;
+}
+
+struct PutArgs {
+  std::string block;
+  std::string file;
+  std::string level = "MEMORY_AND_DISK";
+  std::string worker;
+};
+
+int RunPut(Client& client, const PutArgs& args, const BlockId& id, StorageLevel level,
+           bool json) {
+  PutOptions options;
+  if (!args.worker.empty()) options.worker_id = args.worker;
+  Result<PutResult> put = [&]() -> Result<PutResult> {
+    std::error_code ec;
+    if (args.file != "-" && std::filesystem::is_regular_file(args.file, ec)) {
+      uint64_t size = std::filesystem::file_size(args.file, ec);
+      if (ec) return InternalError("cannot read " + args.file + ": " + ec.message());
+      std::ifstream in(args.file, std::ios::binary);
+      if (!in) return InternalError("cannot open " + args.file + ": " + ErrnoText());
+      return client.PutStream(id, in, size, level, options);
+    }
+    // stdin, or something without a size up front (a pipe, a FIFO): buffer it.
+    std::vector<std::byte> data;
+    if (args.file == "-") {
+      ASSIGN_OR_RETURN(data, ReadStdin());
+    } else {
+      std::ifstream in(args.file, std::ios::binary);
+      if (!in) return NotFoundError("cannot open " + args.file + ": " + ErrnoText());
+      std::vector<char> chars((std::istreambuf_iterator<char>(in)), {});
+      if (in.bad()) return InternalError("cannot read " + args.file);
+      data.resize(chars.size());
+      std::memcpy(data.data(), chars.data(), chars.size());
+    }
+    return client.Put(id, data, level, options);
+  }();
+  if (!put.ok()) return Fail(put.status());
+  if (json) {
+    std::cout << PutToJson(id, *put).dump(2) << "\n";
+  } else {
+    std::cout << PutText(id, *put);
+  }
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"Put, get, locate and remove blocks in a blockmgr cluster.", "bmctl"};
+  app.require_subcommand(1);
+  app.fallthrough();  // global options may also follow the command
+  app.footer(
+      "Exit codes: 0 success, 1 operational failure (not found, master unreachable, out of "
+      "space), 2 usage error.");
+
+  std::string master;
+  bool json = false;
+  std::string timeout = "5";
+  app.add_option("--master", master, "the master's address, tcp://HOST:PORT")->required();
+  app.add_flag("--json", json, "print JSON for scripts instead of tables");
+  app.add_option("--timeout", timeout, "seconds to wait for each reply (default 5)");
+
+  CLI::App* workers = app.add_subcommand("workers", "live workers, memory and disk use");
+
+  const std::string levels_note =
+      "The _2 levels are accepted and recorded but only one copy is stored for now.";
+  PutArgs put_args;
+  CLI::App* put = app.add_subcommand(
+      "put", "Store FILE (or stdin with -) as block BLOCK_ID. " + levels_note);
+  put->add_option("BLOCK_ID", put_args.block, "rdd_<rdd>_<partition>, broadcast_<id> or "
+                                              "shuffle_<shuffle>_<map>_<reduce>")
+      ->required();
+  put->add_option("FILE", put_args.file, "the file to store, or - for stdin")->required();
+  put->add_option("--level", put_args.level,
+                  "storage level: " + StorageLevelNames() + " (default MEMORY_AND_DISK). " +
+                      levels_note);
+  put->add_option("--worker", put_args.worker,
+                  "store on this worker instead of letting bmctl choose");
+
+  std::string get_block;
+  std::string get_output;
+  CLI::App* get = app.add_subcommand("get", "write a block's exact bytes to stdout or a file");
+  get->add_option("BLOCK_ID", get_block, "the block to read")->required();
+  get->add_option("-o,--output", get_output,
+                  "write to FILE (created only once the whole block arrived)");
+
+  std::vector<std::string> locations_blocks;
+  CLI::App* locations =
+      app.add_subcommand("locations", "which workers hold the blocks, tier, size");
+  locations->add_option("BLOCK_ID", locations_blocks, "blocks to look up")->required();
+
+  std::string blocks_rdd;
+  CLI::App* blocks = app.add_subcommand("blocks", "every block (of one RDD)");
+  CLI::Option* blocks_rdd_option =
+      blocks->add_option("--rdd", blocks_rdd, "only the blocks of this RDD");
+
+  CLI::App* rdds = app.add_subcommand("rdds", "cached RDDs: partitions, bytes, workers");
+
+  std::vector<std::string> rm_blocks;
+  CLI::App* rm = app.add_subcommand("rm", "remove blocks everywhere");
+  rm->add_option("BLOCK_ID", rm_blocks, "blocks to remove")->required();
+
+  std::string rm_rdd_id;
+  CLI::App* rm_rdd = app.add_subcommand("rm-rdd", "remove every block of an RDD");
+  rm_rdd->add_option("RDD_ID", rm_rdd_id, "the RDD")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    return UsageError(e.what());
+  }
+
+  // Every argument is checked before the master is contacted.
+  if (Status s = ValidateMasterAddress(master); !s.ok()) return UsageError(s.message());
+  Result<std::chrono::milliseconds> request_timeout = ParseTimeout(timeout);
+  if (!request_timeout.ok()) return UsageError(request_timeout.status().message());
+
+  std::vector<BlockId> ids;
+  std::optional<uint64_t> rdd_id;
+  StorageLevel level = StorageLevel::kMemoryAndDisk;
+  auto parse_ids = [&](const std::vector<std::string>& texts) -> Status {
+    ASSIGN_OR_RETURN(ids, ParseBlockIds(texts));
+    return Status::Ok();
+  };
+  Status valid;
+  if (put->parsed()) {
+    valid = parse_ids({put_args.block});
+    if (valid.ok()) {
+      Result<StorageLevel> parsed = ParseStorageLevel(put_args.level);
+      if (parsed.ok()) level = *parsed;
+      else valid = parsed.status();
+    }
+    if (valid.ok() && put->count("--worker") > 0 && put_args.worker.empty()) {
+      valid = InvalidArgumentError("--worker needs a worker id");
+    }
+  } else if (get->parsed()) {
+    valid = parse_ids({get_block});
+    if (valid.ok() && get->count("--output") > 0 && get_output.empty()) {
+      valid = InvalidArgumentError("--output needs a file name");
+    }
+  } else if (locations->parsed()) {
+    valid = parse_ids(locations_blocks);
+  } else if (rm->parsed()) {
+    valid = parse_ids(rm_blocks);
+  } else if (blocks->parsed() && blocks_rdd_option->count() > 0) {
+    Result<uint64_t> parsed = ParseUnsigned("RDD id", blocks_rdd);
+    if (parsed.ok()) rdd_id = *parsed;
+    else valid = parsed.status();
+  } else if (rm_rdd->parsed()) {
+    Result<uint64_t> parsed = ParseUnsigned("RDD id", rm_rdd_id);
+    if (parsed.ok()) rdd_id = *parsed;
+    else valid = parsed.status();
+  }
+  if (!valid.ok()) return UsageError(valid.message());
+
+  Client client(ClientOptions{master, *request_timeout});
+
+  if (workers->parsed()) {
+    Result<std::vector<WorkerInfo>> list = client.Workers();
+    if (!list.ok()) return Fail(list.status());
+    std::cout << (json ? WorkersToJson(*list).dump(2) + "\n" : WorkersTable(*list));
+  } else if (put->parsed()) {
+    return RunPut(client, put_args, ids[0], level, json);
+  } else if (get->parsed()) {
+    if (!get_output.empty()) {
+      Result<uint64_t> got = GetToFile(client, ids[0], get_output);
+      if (!got.ok()) return Fail(got.status());
+    } else {
+      // Bytes reach stdout as they arrive; a read failing midway leaves a prefix there (the
+      // exit code says so).
+      Result<uint64_t> got = client.GetTo(ids[0], [](std::span<const std::byte> bytes) {
+        return WriteAll(STDOUT_FILENO, bytes, "stdout");
+      });
+      if (!got.ok()) return Fail(got.status());
+    }
+  } else if (locations->parsed()) {
+    Result<std::vector<BlockLocations>> found = client.Locations(ids);
+    if (!found.ok()) return Fail(found.status());
+    std::cout << (json ? LocationsToJson(*found).dump(2) + "\n" : LocationsTable(*found));
+  } else if (blocks->parsed()) {
+    Result<std::vector<BlockLocations>> list = client.Blocks(rdd_id);
+    if (!list.ok()) return Fail(list.status());
+    std::cout << (json ? BlocksToJson(*list).dump(2) + "\n" : BlocksTable(*list));
+  } else if (rdds->parsed()) {
+    Result<std::vector<RddInfo>> list = client.Rdds();
+    if (!list.ok()) return Fail(list.status());
+    std::cout << (json ? RddsToJson(*list).dump(2) + "\n" : RddsTable(*list));
+  } else if (rm->parsed() || rm_rdd->parsed()) {
+    Result<uint64_t> removed = rm->parsed() ? client.Remove(ids) : client.RemoveRdd(*rdd_id);
+    if (!removed.ok()) return Fail(removed.status());
+    std::cout << (json ? RemovedToJson(*removed).dump(2) + "\n" : RemovedText(*removed));
+  }
+  std::cout.flush();
+  if (!std::cout) return Fail(InternalError("writing to stdout failed"));
+  return 0;
+}
+
+}  // namespace
+}  // namespace bm
+
+int main(int argc, char** argv) { return bm::Main(argc, argv); }

@@ -1,1 +1,183 @@
-// placeholder: being written
+#include "client/bmctl_output.h"
+
+#include <algorithm>
+
+#include "common/byte_size.h"
+
+namespace bm {
+namespace {
+
+using nlohmann::json;
+
+json LocationListToJson(const std::vector<BlockLocation>& locations) {
+  json out = json::array();
+  for (const BlockLocation& location : locations) {
+    out.push_back({{"worker", location.worker_id},
+                   {"address", location.address},
+                   {"tier", std::string(TierName(location.tier))},
+                   {"size", location.size}});
+  }
+  return out;
+}
+
+std::string Join(const std::vector<std::string>& parts, const std::string& separator) {
+  std::string out;
+  for (const std::string& part : parts) {
+    if (!out.empty()) out += separator;
+    out += part;
+  }
+  return out;
+}
+
+}  // namespace
+
+json LocationsToJson(const std::vector<BlockLocations>& blocks) {
+  json out = json::array();
+  for (const BlockLocations& block : blocks) {
+    out.push_back(
+        {{"block", block.block.ToString()}, {"locations", LocationListToJson(block.locations)}});
+  }
+  return out;
+}
+
+json BlocksToJson(const std::vector<BlockLocations>& blocks) {
+  json out = json::array();
+  for (const BlockLocations& block : blocks) {
+    out.push_back({{"block", block.block.ToString()},
+                   {"level", std::string(StorageLevelName(block.level))},
+                   {"locations", LocationListToJson(block.locations)}});
+  }
+  return out;
+}
+
+json WorkersToJson(const std::vector<WorkerInfo>& workers) {
+  json out = json::array();
+  for (const WorkerInfo& worker : workers) {
+    out.push_back({{"id", worker.id},
+                   {"address", worker.address},
+                   {"memory_capacity", worker.memory_capacity},
+                   {"memory_used", worker.memory_used},
+                   {"disk_used", worker.disk_used},
+                   {"blocks", worker.block_count}});
+  }
+  return out;
+}
+
+json RddsToJson(const std::vector<RddInfo>& rdds) {
+  json out = json::array();
+  for (const RddInfo& rdd : rdds) {
+    out.push_back({{"rdd", rdd.rdd_id},
+                   {"cached_partitions", rdd.cached_partitions},
+                   {"memory_bytes", rdd.memory_bytes},
+                   {"disk_bytes", rdd.disk_bytes},
+                   {"workers", rdd.workers}});
+  }
+  return out;
+}
+
+json RemovedToJson(uint64_t removed) { return {{"removed", removed}}; }
+
+json PutToJson(const BlockId& id, const PutResult& put) {
+  return {{"block", id.ToString()},
+          {"worker", put.worker_id},
+          {"tier", std::string(TierName(put.tier))},
+          {"size", put.size}};
+}
+
+std::string FormatTable(const std::vector<TableColumn>& columns,
+                        const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths(columns.size());
+  for (size_t c = 0; c < columns.size(); ++c) widths[c] = columns[c].title.size();
+  for (const std::vector<std::string>& row : rows) {
+    for (size_t c = 0; c < columns.size() && c < row.size(); ++c) {
+      widths[c] = std::max(widths[c], row[c].size());
+    }
+  }
+  auto format_row = [&](auto cell_of) {
+    std::string line;
+    for (size_t c = 0; c < columns.size(); ++c) {
+      const std::string cell = cell_of(c);
+      const std::string pad(widths[c] - cell.size(), ' ');
+      if (c > 0) line += "  ";
+      line += columns[c].right_aligned ? pad + cell : cell + pad;
+    }
+    line.erase(line.find_last_not_of(' ') + 1);
+    return line + "\n";
+  };
+  std::string out = format_row([&](size_t c) { return columns[c].title; });
+  for (const std::vector<std::string>& row : rows) {
+    out += format_row([&](size_t c) { return c < row.size() ? row[c] : std::string(); });
+  }
+  return out;
+}
+
+std::string LocationsTable(const std::vector<BlockLocations>& blocks) {
+  std::vector<std::vector<std::string>> rows;
+  for (const BlockLocations& block : blocks) {
+    if (block.locations.empty()) {
+      rows.push_back({block.block.ToString(), "-", "(not stored on any live worker)", "", ""});
+    }
+    for (const BlockLocation& location : block.locations) {
+      rows.push_back({block.block.ToString(), location.worker_id, location.address,
+                      std::string(TierName(location.tier)), FormatBytes(location.size)});
+    }
+  }
+  return FormatTable({{"BLOCK"}, {"WORKER"}, {"ADDRESS"}, {"TIER"}, {"SIZE", true}}, rows);
+}
+
+std::string BlocksTable(const std::vector<BlockLocations>& blocks) {
+  std::vector<std::vector<std::string>> rows;
+  for (const BlockLocations& block : blocks) {
+    std::vector<std::string> where;
+    for (const BlockLocation& location : block.locations) {
+      where.push_back(location.worker_id + ":" + std::string(TierName(location.tier)));
+    }
+    const std::string size =
+        block.locations.empty() ? "-" : FormatBytes(block.locations.front().size);
+    rows.push_back({block.block.ToString(), std::string(StorageLevelName(block.level)), size,
+                    where.empty() ? "-" : Join(where, ", ")});
+  }
+  return FormatTable({{"BLOCK"}, {"LEVEL"}, {"SIZE", true}, {"LOCATIONS"}}, rows);
+}
+
+std::string WorkersTable(const std::vector<WorkerInfo>& workers) {
+  std::vector<std::vector<std::string>> rows;
+  for (const WorkerInfo& worker : workers) {
+    rows.push_back({worker.id, worker.address, FormatBytes(worker.memory_used),
+                    FormatBytes(worker.memory_capacity), FormatBytes(worker.disk_used),
+                    worker.disk_capacity == 0 ? "unlimited" : FormatBytes(worker.disk_capacity),
+                    std::to_string(worker.block_count),
+                    std::to_string(worker.last_heartbeat_age_ms) + " ms ago"});
+  }
+  return FormatTable({{"WORKER"},
+                      {"ADDRESS"},
+                      {"MEM USED", true},
+                      {"MEM CAPACITY", true},
+                      {"DISK USED", true},
+                      {"DISK LIMIT", true},
+                      {"BLOCKS", true},
+                      {"HEARTBEAT", true}},
+                     rows);
+}
+
+std::string RddsTable(const std::vector<RddInfo>& rdds) {
+  std::vector<std::vector<std::string>> rows;
+  for (const RddInfo& rdd : rdds) {
+    rows.push_back({std::to_string(rdd.rdd_id), std::to_string(rdd.cached_partitions),
+                    FormatBytes(rdd.memory_bytes), FormatBytes(rdd.disk_bytes),
+                    rdd.workers.empty() ? "-" : Join(rdd.workers, ", ")});
+  }
+  return FormatTable(
+      {{"RDD", true}, {"PARTITIONS", true}, {"MEMORY", true}, {"DISK", true}, {"WORKERS"}}, rows);
+}
+
+std::string RemovedText(uint64_t removed) {
+  return "removed " + std::to_string(removed) + (removed == 1 ? " block\n" : " blocks\n");
+}
+
+std::string PutText(const BlockId& id, const PutResult& put) {
+  return "stored " + id.ToString() + " (" + FormatBytes(put.size) + ") on " + put.worker_id +
+         " (" + put.address + ") in " + std::string(TierName(put.tier)) + "\n";
+}
+
+}  // namespace bm

@@ -34,7 +34,11 @@ Result<IncomingMessage> Call(RpcChannel& channel, milliseconds base_timeout,
   channel.set_timeout(base_timeout + extra);
   Result<IncomingMessage> reply = channel.Call(request, std::move(payload));
   channel.set_timeout(base_timeout);
-  if (!reply.ok()) return Status(reply.status().code(), peer + ": " + reply.status().message());
+  if (!reply.ok()) {
+    const Status& error = reply.status();
+    const char* what = error.code() == StatusCode::kUnavailable ? " unreachable: " : ": ";
+    return Status(error.code(), peer + what + error.message());
+  }
   return reply;
 }
 

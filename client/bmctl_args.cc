@@ -1,0 +1,73 @@
+#include "client/bmctl_args.h"
+
+#include <charconv>
+#include <cmath>
+
+namespace bm {
+namespace {
+
+std::string Quote(std::string_view text) { return "'" + std::string(text.substr(0, 100)) + "'"; }
+
+bool AllDigits(std::string_view text) {
+  if (text.empty()) return false;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<std::vector<BlockId>> ParseBlockIds(const std::vector<std::string>& texts) {
+  std::vector<BlockId> ids;
+  ids.reserve(texts.size());
+  for (const std::string& text : texts) {
+    ASSIGN_OR_RETURN(BlockId id, BlockId::Parse(text));
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+Result<uint64_t> ParseUnsigned(std::string_view what, std::string_view text) {
+  uint64_t value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (!AllDigits(text) || ec != std::errc() || ptr != text.data() + text.size()) {
+    return InvalidArgumentError("bad " + std::string(what) + " " + Quote(text) +
+                                ": expected a non-negative integer");
+  }
+  return value;
+}
+
+Result<std::chrono::milliseconds> ParseTimeout(std::string_view seconds) {
+  double value = 0;
+  auto [ptr, ec] = std::from_chars(seconds.data(), seconds.data() + seconds.size(), value);
+  constexpr double kMaxSeconds = 24 * 3600;
+  if (seconds.empty() || ec != std::errc() || ptr != seconds.data() + seconds.size() ||
+      !std::isfinite(value) || value <= 0 || value > kMaxSeconds) {
+    return InvalidArgumentError("bad timeout " + Quote(seconds) +
+                                ": expected seconds, more than 0 and at most 86400");
+  }
+  // At least 1 ms, so a tiny positive timeout still waits a little.
+  return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(value * 1000)));
+}
+
+Status ValidateMasterAddress(std::string_view address) {
+  auto bad = [&]() {
+    return InvalidArgumentError("bad master address " + Quote(address) +
+                                ": expected tcp://HOST:PORT");
+  };
+  if (address.starts_with("ipc://") || address.starts_with("inproc://")) {
+    return address.size() > address.find("://") + 3 ? Status::Ok() : bad();
+  }
+  if (!address.starts_with("tcp://")) return bad();
+  std::string_view rest = address.substr(6);
+  size_t colon = rest.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return bad();
+  std::string_view port = rest.substr(colon + 1);
+  if (port == "*") return bad();  // a wildcard port is for binding, not connecting
+  Result<uint64_t> number = ParseUnsigned("port", port);
+  if (!number.ok() || *number == 0 || *number > 65535) return bad();
+  return Status::Ok();
+}
+
+}  // namespace bm

@@ -1,0 +1,30 @@
+#pragma once
+
+// Checks of bmctl's arguments, done before anything is sent so a usage error (exit 2) is never
+// mistaken for a failure of the cluster (exit 1). Pure functions.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/block_id.h"
+#include "common/status.h"
+
+namespace bm {
+
+// Every id parsed, or kInvalidArgument naming the first bad one.
+Result<std::vector<BlockId>> ParseBlockIds(const std::vector<std::string>& texts);
+
+// A non-negative decimal that fits in 64 bits ("7"), e.g. an RDD id. `what` names it in the
+// error: "bad RDD id '-1': expected a non-negative integer".
+Result<uint64_t> ParseUnsigned(std::string_view what, std::string_view text);
+
+// Seconds, possibly fractional ("5", "0.5"), more than 0 and at most a day.
+Result<std::chrono::milliseconds> ParseTimeout(std::string_view seconds);
+
+// A ZeroMQ endpoint bmctl can connect to: tcp://HOST:PORT, ipc://PATH or inproc://NAME.
+Status ValidateMasterAddress(std::string_view address);
+
+}  // namespace bm

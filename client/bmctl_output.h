@@ -1,0 +1,51 @@
+#pragma once
+
+// How bmctl prints results: aligned tables for people (sizes as FormatBytes gives them) and
+// JSON documents for scripts. The JSON shapes are part of bmctl's interface; scripts and tests
+// depend on them:
+//   locations  [{"block", "locations": [{"worker", "address", "tier", "size"}]}]
+//   blocks     [{"block", "level", "locations": [...as above...]}]
+//   workers    [{"id", "address", "memory_capacity", "memory_used", "disk_used", "blocks"}]
+//   rdds       [{"rdd", "cached_partitions", "memory_bytes", "disk_bytes", "workers": [ids]}]
+//   rm, rm-rdd {"removed"}
+//   put        {"block", "worker", "tier", "size"}
+// Sizes are numbers of bytes; tiers are "memory" / "disk"; levels are names like "MEMORY_ONLY".
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "client/types.h"
+#include "common/block_id.h"
+
+namespace bm {
+
+nlohmann::json LocationsToJson(const std::vector<BlockLocations>& blocks);
+nlohmann::json BlocksToJson(const std::vector<BlockLocations>& blocks);
+nlohmann::json WorkersToJson(const std::vector<WorkerInfo>& workers);
+nlohmann::json RddsToJson(const std::vector<RddInfo>& rdds);
+nlohmann::json RemovedToJson(uint64_t removed);
+nlohmann::json PutToJson(const BlockId& id, const PutResult& put);
+
+// Tables: a header row, then one row per item, columns separated by two spaces, no trailing
+// blanks, each ending with a newline.
+std::string LocationsTable(const std::vector<BlockLocations>& blocks);
+std::string BlocksTable(const std::vector<BlockLocations>& blocks);
+std::string WorkersTable(const std::vector<WorkerInfo>& workers);
+std::string RddsTable(const std::vector<RddInfo>& rdds);
+// One line: "removed 3 blocks".
+std::string RemovedText(uint64_t removed);
+// One line: "stored rdd_1_0 (5.0 MiB) on w1 (tcp://...) in memory".
+std::string PutText(const BlockId& id, const PutResult& put);
+
+struct TableColumn {
+  std::string title;
+  bool right_aligned = false;  // for numbers
+};
+// Lays out `rows` under `columns`, each column as wide as its widest cell.
+std::string FormatTable(const std::vector<TableColumn>& columns,
+                        const std::vector<std::vector<std::string>>& rows);
+
+}  // namespace bm
