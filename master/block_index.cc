@@ -1,1 +1,317 @@
-// placeholder: being written
+#include "master/block_index.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace bm {
+
+// ---- Entry ----
+
+BlockIndex::Entry::Location BlockIndex::Entry::at(size_t i) const {
+  BM_CHECK(i < count_);
+  if (i == 0) return Location{first_size_, first_worker_, static_cast<Tier>(first_tier_)};
+  return extra_[i - 1];
+}
+
+bool BlockIndex::Entry::Set(Slot worker, Tier tier, uint64_t size) {
+  const Location location{size, worker, tier};
+  if (count_ > 0 && first_worker_ == worker) {
+    first_size_ = size;
+    first_tier_ = static_cast<uint8_t>(tier);
+    return false;
+  }
+  for (size_t i = 0; i + 1 < count_; ++i) {
+    if (extra_[i].worker == worker) {
+      extra_[i] = location;
+      return false;
+    }
+  }
+  if (count_ == 0) {
+    first_size_ = size;
+    first_worker_ = worker;
+    first_tier_ = static_cast<uint8_t>(tier);
+    count_ = 1;
+    return true;
+  }
+  if (count_ == kMaxLocations) return false;
+  auto grown = std::make_unique<Location[]>(count_);  // count_ - 1 old extras + the new one
+  std::copy(extra_.get(), extra_.get() + (count_ - 1), grown.get());
+  grown[count_ - 1] = location;
+  extra_ = std::move(grown);
+  ++count_;
+  return true;
+}
+
+bool BlockIndex::Entry::Remove(Slot worker) {
+  if (count_ == 0) return false;
+  size_t index = count_;  // 0 = the inline one, i + 1 = extra_[i]
+  if (first_worker_ == worker) {
+    index = 0;
+  } else {
+    for (size_t i = 0; i + 1 < count_; ++i) {
+      if (extra_[i].worker == worker) index = i + 1;
+    }
+  }
+  if (index == count_) return false;
+  if (count_ == 1) {
+    count_ = 0;
+    return true;
+  }
+  // Move the last location into the hole, then shrink the extras by one.
+  const Location last = extra_[count_ - 2];
+  if (index == 0) {
+    first_size_ = last.size;
+    first_worker_ = last.worker;
+    first_tier_ = static_cast<uint8_t>(last.tier);
+  } else {
+    extra_[index - 1] = last;
+  }
+  --count_;
+  if (count_ == 1) {
+    extra_.reset();
+  } else {
+    auto shrunk = std::make_unique<Location[]>(count_ - 1);
+    std::copy(extra_.get(), extra_.get() + (count_ - 1), shrunk.get());
+    extra_ = std::move(shrunk);
+  }
+  return true;
+}
+
+// ---- BlockIndex ----
+
+BlockIndex::BlockIndex() {
+  static_assert(sizeof(Entry) <= 24, "keep a block's entry small: the index holds millions");
+}
+
+BlockIndex::~BlockIndex() = default;
+
+BlockIndex::Slot BlockIndex::Intern(std::string_view worker_id) {
+  auto it = slots_.find(std::string(worker_id));
+  if (it != slots_.end()) return it->second;
+  Slot slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+    slot_names_[slot] = std::string(worker_id);
+  } else {
+    slot = static_cast<Slot>(slot_names_.size());
+    slot_names_.emplace_back(worker_id);
+    slot_locations_.push_back(0);
+  }
+  slots_.emplace(std::string(worker_id), slot);
+  return slot;
+}
+
+std::optional<BlockIndex::Slot> BlockIndex::SlotOf(std::string_view worker_id) const {
+  auto it = slots_.find(std::string(worker_id));
+  if (it == slots_.end()) return std::nullopt;
+  return it->second;
+}
+
+void BlockIndex::ReleaseLocation(Slot slot) {
+  BM_CHECK(slot_locations_[slot] > 0);
+  --slot_locations_[slot];
+  FreeSlotIfUnused(slot);
+}
+
+void BlockIndex::FreeSlotIfUnused(Slot slot) {
+  if (slot_locations_[slot] > 0) return;
+  slots_.erase(slot_names_[slot]);
+  slot_names_[slot].clear();
+  free_slots_.push_back(slot);
+}
+
+BlockIndex::Entry* BlockIndex::FindEntry(const BlockId& id) {
+  return const_cast<Entry*>(std::as_const(*this).FindEntry(id));
+}
+
+const BlockIndex::Entry* BlockIndex::FindEntry(const BlockId& id) const {
+  if (id.is_rdd()) {
+    auto rdd = rdds_.find(*id.rdd_id());
+    if (rdd == rdds_.end()) return nullptr;
+    auto it = rdd->second.find(id.partition());
+    return it == rdd->second.end() ? nullptr : &it->second;
+  }
+  auto it = others_.find(id);
+  return it == others_.end() ? nullptr : &it->second;
+}
+
+BlockIndex::Entry& BlockIndex::FindOrAddEntry(const BlockId& id) {
+  if (id.is_rdd()) {
+    auto [it, added] = rdds_[*id.rdd_id()].try_emplace(id.partition());
+    if (added) ++block_count_;
+    return it->second;
+  }
+  auto [it, added] = others_.try_emplace(id);
+  if (added) ++block_count_;
+  return it->second;
+}
+
+void BlockIndex::EraseEntry(const BlockId& id) {
+  if (id.is_rdd()) {
+    auto rdd = rdds_.find(*id.rdd_id());
+    BM_CHECK(rdd != rdds_.end());
+    BM_CHECK(rdd->second.erase(id.partition()) == 1);
+    if (rdd->second.empty()) rdds_.erase(rdd);
+  } else {
+    BM_CHECK(others_.erase(id) == 1);
+  }
+  --block_count_;
+}
+
+void BlockIndex::Apply(std::string_view worker_id, const BlockChange& change) {
+  if (change.removed) {
+    std::optional<Slot> slot = SlotOf(worker_id);
+    if (!slot) return;
+    Entry* entry = FindEntry(change.id);
+    if (entry == nullptr || !entry->Remove(*slot)) return;
+    ReleaseLocation(*slot);
+    if (entry->count() == 0) EraseEntry(change.id);
+    return;
+  }
+  const Slot slot = Intern(worker_id);
+  Entry& entry = FindOrAddEntry(change.id);
+  entry.set_level(change.level);
+  if (entry.Set(slot, change.tier, change.size)) {
+    ++slot_locations_[slot];
+  } else {
+    FreeSlotIfUnused(slot);  // not recorded (the block is at kMaxLocations): no new location
+  }
+}
+
+size_t BlockIndex::RemoveWorker(std::string_view worker_id) {
+  std::optional<Slot> slot = SlotOf(worker_id);
+  if (!slot) return 0;
+  const size_t held = slot_locations_[*slot];
+  size_t removed = 0;
+  // TODO(perf): a full scan (stopping once all the worker's locations are found). Drops are
+  // rare, and a per-worker list of blocks would cost more memory per block than the index.
+  auto scan = [&](auto& map) {
+    for (auto it = map.begin(); it != map.end() && removed < held;) {
+      if (it->second.Remove(*slot)) {
+        ++removed;
+        if (it->second.count() == 0) {
+          it = map.erase(it);
+          --block_count_;
+          continue;
+        }
+      }
+      ++it;
+    }
+  };
+  for (auto rdd = rdds_.begin(); rdd != rdds_.end() && removed < held;) {
+    scan(rdd->second);
+    rdd = rdd->second.empty() ? rdds_.erase(rdd) : std::next(rdd);
+  }
+  scan(others_);
+  BM_CHECK(removed == held);
+  slot_locations_[*slot] = 0;
+  FreeSlotIfUnused(*slot);
+  return removed;
+}
+
+size_t BlockIndex::LocationCount(std::string_view worker_id) const {
+  std::optional<Slot> slot = SlotOf(worker_id);
+  return slot ? slot_locations_[*slot] : 0;
+}
+
+BlockInfo BlockIndex::MakeInfo(const BlockId& id, const Entry& entry) const {
+  BlockInfo info{id, entry.level(), {}};
+  info.locations.reserve(entry.count());
+  for (size_t i = 0; i < entry.count(); ++i) {
+    Entry::Location location = entry.at(i);
+    info.locations.push_back({slot_names_[location.worker], location.tier, location.size});
+  }
+  std::sort(info.locations.begin(), info.locations.end(),
+            [](const BlockLocation& a, const BlockLocation& b) {
+              if (a.tier != b.tier) return a.tier == Tier::kMemory;
+              return a.worker_id < b.worker_id;
+            });
+  return info;
+}
+
+std::optional<BlockInfo> BlockIndex::Find(const BlockId& id) const {
+  const Entry* entry = FindEntry(id);
+  if (entry == nullptr) return std::nullopt;
+  return MakeInfo(id, *entry);
+}
+
+std::vector<BlockInfo> BlockIndex::List() const {
+  std::vector<BlockInfo> out;
+  out.reserve(block_count_);
+  for (const auto& [rdd_id, partitions] : rdds_) {
+    for (const auto& [partition, entry] : partitions) {
+      out.push_back(MakeInfo(BlockId::Rdd(rdd_id, partition), entry));
+    }
+  }
+  for (const auto& [id, entry] : others_) out.push_back(MakeInfo(id, entry));
+  std::sort(out.begin(), out.end(),
+            [](const BlockInfo& a, const BlockInfo& b) { return a.id < b.id; });
+  return out;
+}
+
+std::vector<BlockInfo> BlockIndex::ListRdd(uint64_t rdd_id) const {
+  std::vector<BlockInfo> out;
+  auto rdd = rdds_.find(rdd_id);
+  if (rdd == rdds_.end()) return out;
+  out.reserve(rdd->second.size());
+  for (const auto& [partition, entry] : rdd->second) {
+    out.push_back(MakeInfo(BlockId::Rdd(rdd_id, partition), entry));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const BlockInfo& a, const BlockInfo& b) { return a.id < b.id; });
+  return out;
+}
+
+std::vector<BlockId> BlockIndex::RddBlockIds(uint64_t rdd_id) const {
+  std::vector<BlockId> out;
+  auto rdd = rdds_.find(rdd_id);
+  if (rdd == rdds_.end()) return out;
+  out.reserve(rdd->second.size());
+  for (const auto& [partition, entry] : rdd->second) out.push_back(BlockId::Rdd(rdd_id, partition));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<RddSummary> BlockIndex::RddSummaries() const {
+  // TODO(perf): computed by a scan of every RDD block; keep running totals if this gets hot.
+  std::vector<RddSummary> out;
+  out.reserve(rdds_.size());
+  for (const auto& [rdd_id, partitions] : rdds_) {
+    RddSummary summary;
+    summary.rdd_id = rdd_id;
+    summary.cached_partitions = partitions.size();
+    std::vector<bool> holds(slot_names_.size(), false);
+    for (const auto& [partition, entry] : partitions) {
+      for (size_t i = 0; i < entry.count(); ++i) {
+        Entry::Location location = entry.at(i);
+        (location.tier == Tier::kMemory ? summary.memory_bytes : summary.disk_bytes) +=
+            location.size;
+        holds[location.worker] = true;
+      }
+    }
+    for (Slot slot = 0; slot < holds.size(); ++slot) {
+      if (holds[slot]) summary.workers.push_back(slot_names_[slot]);
+    }
+    std::sort(summary.workers.begin(), summary.workers.end());
+    out.push_back(std::move(summary));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const RddSummary& a, const RddSummary& b) { return a.rdd_id < b.rdd_id; });
+  return out;
+}
+
+std::map<std::string, std::vector<BlockId>> BlockIndex::Holders(
+    std::span<const BlockId> ids) const {
+  std::map<std::string, std::vector<BlockId>> out;
+  for (const BlockId& id : ids) {
+    const Entry* entry = FindEntry(id);
+    if (entry == nullptr) continue;
+    for (size_t i = 0; i < entry->count(); ++i) {
+      out[slot_names_[entry->at(i).worker]].push_back(id);
+    }
+  }
+  return out;
+}
+
+}  // namespace bm

@@ -1,0 +1,162 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/block_id.h"
+#include "common/status.h"
+#include "common/storage_level.h"
+#include "common/tier.h"
+
+namespace bm {
+
+// One copy of a block on a worker.
+struct BlockLocation {
+  std::string worker_id;
+  Tier tier;
+  uint64_t size;
+
+  bool operator==(const BlockLocation&) const = default;
+};
+
+// What the master knows about one block.
+struct BlockInfo {
+  BlockId id;
+  StorageLevel level;
+  std::vector<BlockLocation> locations;  // never empty; memory before disk, then by worker id
+};
+
+// One change a worker reported: the block is now held as (level, tier, size), or it is gone.
+struct BlockChange {
+  BlockId id;
+  bool removed = false;
+  StorageLevel level = StorageLevel::kMemoryOnly;
+  Tier tier = Tier::kMemory;
+  uint64_t size = 0;
+};
+
+// The cached partitions of one RDD, summed over its blocks' locations.
+struct RddSummary {
+  uint64_t rdd_id = 0;
+  uint64_t cached_partitions = 0;    // blocks of the RDD held by at least one worker
+  uint64_t memory_bytes = 0;         // sizes of all memory copies
+  uint64_t disk_bytes = 0;           // sizes of all disk copies
+  std::vector<std::string> workers;  // sorted
+
+  bool operator==(const RddSummary&) const = default;
+};
+
+// Where every block is: for each block its storage level and the workers holding it (with tier
+// and size). Invariant: a block is tracked exactly while at least one worker holds it; the
+// last removed location erases it.
+//
+// Sorted results are in BlockId order (kind, then numerically: rdd_1_2 before rdd_1_10).
+//
+// Memory: the index is sized for millions of blocks. Workers are interned to small slot
+// numbers, a block's first location is stored inline (more copies go to a small heap array),
+// and RDD blocks are keyed by partition under their RDD, so one RDD block costs about 60 bytes
+// and another block about 90. Queries that list or summarise sort or scan on demand rather
+// than keeping extra per-block indexes.
+//
+// Not thread-safe: owned by the master's event loop.
+class BlockIndex {
+ public:
+  BlockIndex();
+  ~BlockIndex();
+  BlockIndex(const BlockIndex&) = delete;
+  BlockIndex& operator=(const BlockIndex&) = delete;
+
+  // Records a worker's change. A stored block sets (or replaces) that worker's location and the
+  // block's level; a removal drops the worker's location, and the block with its last one.
+  void Apply(std::string_view worker_id, const BlockChange& change);
+
+  // Drops every location on the worker (it was dropped or re-registered). Returns how many
+  // locations went.
+  size_t RemoveWorker(std::string_view worker_id);
+
+  std::optional<BlockInfo> Find(const BlockId& id) const;
+  // Every block, sorted by id.
+  std::vector<BlockInfo> List() const;
+  // The blocks of one RDD, sorted by id.
+  std::vector<BlockInfo> ListRdd(uint64_t rdd_id) const;
+  // The ids of one RDD's blocks, sorted.
+  std::vector<BlockId> RddBlockIds(uint64_t rdd_id) const;
+  // One summary per RDD with at least one cached block, sorted by RDD id.
+  std::vector<RddSummary> RddSummaries() const;
+  // For each worker holding any of `ids`, the ids it holds, in the order given. Ids not tracked
+  // are skipped.
+  std::map<std::string, std::vector<BlockId>> Holders(std::span<const BlockId> ids) const;
+
+  size_t block_count() const { return block_count_; }
+  // Locations currently recorded on the worker.
+  size_t LocationCount(std::string_view worker_id) const;
+
+ private:
+  using Slot = uint32_t;
+
+  // One block: its level and locations, in 24 bytes. The first location lives inline; further
+  // copies (rare: replicas, or the same id put on several workers) live in an exact-size heap
+  // array. At most one location per worker, and at most kMaxLocations in all (more are not
+  // recorded).
+  class Entry {
+   public:
+    struct Location {
+      uint64_t size;
+      Slot worker;
+      Tier tier;
+    };
+
+    static constexpr size_t kMaxLocations = UINT16_MAX;
+
+    size_t count() const { return count_; }
+    Location at(size_t i) const;
+    StorageLevel level() const { return static_cast<StorageLevel>(level_); }
+    void set_level(StorageLevel level) { level_ = static_cast<uint8_t>(level); }
+    // Sets the worker's location. Returns true if the worker had none before (and one was
+    // added: false also when kMaxLocations is reached and the location was not recorded).
+    bool Set(Slot worker, Tier tier, uint64_t size);
+    // Drops the worker's location; returns false if it had none.
+    bool Remove(Slot worker);
+
+   private:
+    uint64_t first_size_ = 0;
+    Slot first_worker_ = 0;
+    uint8_t first_tier_ = 0;
+    uint8_t level_ = 0;
+    uint16_t count_ = 0;
+    std::unique_ptr<Location[]> extra_;  // count_ - 1 locations after the first
+  };
+  using PartitionMap = std::unordered_map<uint64_t, Entry>;
+
+  Slot Intern(std::string_view worker_id);
+  std::optional<Slot> SlotOf(std::string_view worker_id) const;
+  // One location on the slot's worker went; frees the slot when it was the last.
+  void ReleaseLocation(Slot slot);
+  void FreeSlotIfUnused(Slot slot);
+  Entry* FindEntry(const BlockId& id);
+  const Entry* FindEntry(const BlockId& id) const;
+  Entry& FindOrAddEntry(const BlockId& id);
+  void EraseEntry(const BlockId& id);
+  BlockInfo MakeInfo(const BlockId& id, const Entry& entry) const;
+
+  // RDD blocks by RDD id, then partition; other blocks (broadcast, shuffle) by id.
+  std::unordered_map<uint64_t, PartitionMap> rdds_;
+  std::unordered_map<BlockId, Entry> others_;
+  size_t block_count_ = 0;
+
+  // Interned workers. A slot is in use while its worker holds at least one location; freed
+  // slots are reused.
+  std::vector<std::string> slot_names_;
+  std::vector<size_t> slot_locations_;
+  std::vector<Slot> free_slots_;
+  std::unordered_map<std::string, Slot> slots_;
+};
+
+}  // namespace bm

@@ -1,0 +1,63 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+
+namespace bm {
+
+// A worker's storage as it last reported it.
+struct WorkerStats {
+  uint64_t memory_capacity = 0;
+  uint64_t memory_used = 0;
+  uint64_t disk_used = 0;
+  uint64_t disk_capacity = 0;  // 0 = unlimited
+  uint64_t block_count = 0;
+
+  bool operator==(const WorkerStats&) const = default;
+};
+
+struct WorkerRecord {
+  std::string id;
+  std::string address;  // the worker's data port
+  WorkerStats stats;
+  TimePoint last_seen;  // last registration, heartbeat or block report
+};
+
+// The live workers. A worker is live from its registration until it is removed (dropped for
+// silence, see Expired()); registering a known id replaces its record.
+//
+// Not thread-safe: owned by the master's event loop. The clock is borrowed and must outlive
+// the registry.
+class WorkerRegistry {
+ public:
+  explicit WorkerRegistry(const Clock& clock) : clock_(clock) {}
+
+  // Adds the worker, or replaces the record of a known id. Returns true when it replaced one.
+  bool Register(std::string id, std::string address, const WorkerStats& stats);
+  // The worker is alive (a heartbeat or block report) with these stats. kUnknownWorker when
+  // it is not registered.
+  Status Touch(std::string_view id, const WorkerStats& stats);
+  // Returns false when the worker was not registered.
+  bool Remove(std::string_view id);
+
+  const WorkerRecord* Find(std::string_view id) const;
+  bool Contains(std::string_view id) const { return Find(id) != nullptr; }
+  // Workers not seen for longer than `timeout`, sorted by id.
+  std::vector<std::string> Expired(Duration timeout) const;
+  // Every worker, sorted by id.
+  std::vector<WorkerRecord> List() const;
+  size_t size() const { return workers_.size(); }
+
+ private:
+  const Clock& clock_;
+  std::map<std::string, WorkerRecord, std::less<>> workers_;
+};
+
+}  // namespace bm
