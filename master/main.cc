@@ -1,1 +1,80 @@
-// placeholder: being written
+// bm-master: wires the master server to the command line, logging and signals.
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <zmq.hpp>
+
+#include "common/clock.h"
+#include "common/logging.h"
+#include "master/master_server.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"bm-master: the blockmgr master (block locations and live workers)"};
+  std::string listen;
+  double heartbeat_timeout_s = 10;
+  std::string log_level = "info";
+  app.add_option("--listen", listen, "Address to serve on, e.g. tcp://0.0.0.0:7077")->required();
+  app.add_option("--heartbeat-timeout", heartbeat_timeout_s,
+                 "Seconds without a heartbeat before a worker is dropped (fractions allowed)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            double value = 0;
+            if (!CLI::detail::lexical_cast(text, value) || !(value > 0) || value > 1e9) {
+              return "must be a positive number of seconds, got '" + text + "'";
+            }
+            return "";
+          },
+          "SECONDS"))
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help, or the error and a hint
+    return code == 0 ? 0 : 2;
+  }
+
+  // SIGINT/SIGTERM are blocked in every thread (ZeroMQ's included, which inherit the mask) and
+  // taken synchronously by one waiting thread, which stops the server.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  bm::InitLogging("bm-master", log_level);
+  zmq::context_t context(1);
+  bm::SteadyClock clock;
+  bm::MasterOptions options;
+  options.listen = listen;
+  options.heartbeat_timeout =
+      std::chrono::duration_cast<bm::Duration>(std::chrono::duration<double>(heartbeat_timeout_s));
+  bm::Result<std::unique_ptr<bm::MasterServer>> server =
+      bm::MasterServer::Create(context, options, clock);
+  if (!server.ok()) {
+    std::fprintf(stderr, "bm-master: %s\n", server.status().message().c_str());
+    return 1;
+  }
+  spdlog::info("listening on {} (heartbeat timeout {} s)", server.value()->endpoint(),
+               heartbeat_timeout_s);
+
+  std::thread signal_waiter([&] {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    if (signal != 0) spdlog::info("signal {}: shutting down", signal);
+    server.value()->Stop();
+  });
+  server.value()->Run();  // returns after the waiter's Stop()
+  signal_waiter.join();
+  server.value().reset();
+  spdlog::info("stopped");
+  return 0;
+}

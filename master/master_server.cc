@@ -1,1 +1,690 @@
-// placeholder: being written
+#include "master/master_server.h"
+
+#include <capnp/message.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "common/protocol.h"
+#include "common/transport.h"
+#include "master/block_index.h"
+#include "master/worker_registry.h"
+
+namespace bm {
+namespace {
+
+constexpr size_t kMaxWorkerIdBytes = 256;
+constexpr size_t kMaxAddressBytes = 1024;
+// Block ids per removeBlocks message to a worker, so a big RDD's removal stays far below the
+// header size limit.
+constexpr size_t kRemoveBatch = 10000;
+// Messages read from one socket before the loop looks at the others again.
+constexpr int kMaxMessagesPerWake = 256;
+constexpr Duration kMinHeartbeatInterval = std::chrono::milliseconds(50);
+constexpr Duration kMinCheckInterval = std::chrono::milliseconds(10);
+constexpr Duration kMaxCheckInterval = std::chrono::seconds(1);
+
+// ---- decoding: every field of a request is read and checked before any state changes ----
+
+Result<std::string> DecodeName(capnp::Text::Reader text, const char* what, size_t max_bytes) {
+  if (text.size() == 0) return InvalidArgumentError(std::string(what) + " is empty");
+  if (text.size() > max_bytes) {
+    return InvalidArgumentError(std::string(what) + " is longer than " + std::to_string(max_bytes) +
+                                " bytes");
+  }
+  return std::string(text.cStr(), text.size());
+}
+
+WorkerStats DecodeStats(proto::WorkerStats::Reader stats) {
+  WorkerStats out;
+  out.memory_capacity = stats.getMemoryCapacity();
+  out.memory_used = stats.getMemoryUsed();
+  out.disk_used = stats.getDiskUsed();
+  out.disk_capacity = stats.getDiskCapacity();
+  out.block_count = stats.getBlockCount();
+  return out;
+}
+
+Result<BlockChange> DecodeBlockStatus(proto::BlockStatus::Reader status, bool removed) {
+  ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(status.getBlockId()));
+  BlockChange change{id};
+  change.removed = removed;
+  change.level = FromProto(status.getLevel());
+  change.tier = FromProto(status.getTier());
+  change.size = status.getSize();
+  return change;
+}
+
+Result<std::vector<BlockId>> DecodeBlockIds(capnp::List<capnp::Text>::Reader ids) {
+  std::vector<BlockId> out;
+  out.reserve(ids.size());
+  for (capnp::Text::Reader text : ids) {
+    ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(text));
+    out.push_back(id);
+  }
+  return out;
+}
+
+bool IsSupportedWorkerAddress(std::string_view address) {
+  return address.starts_with("tcp://") || address.starts_with("ipc://");
+}
+
+void EncodeStats(const WorkerStats& stats, proto::WorkerStats::Builder out) {
+  out.setMemoryCapacity(stats.memory_capacity);
+  out.setMemoryUsed(stats.memory_used);
+  out.setDiskUsed(stats.disk_used);
+  out.setDiskCapacity(stats.disk_capacity);
+  out.setBlockCount(stats.block_count);
+}
+
+uint64_t ToMillis(Duration d) {
+  return static_cast<uint64_t>(
+      std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(d).count()));
+}
+
+}  // namespace
+
+// The event loop: the sockets and all state of the master. Runs on one thread.
+class MasterServer::Loop {
+ public:
+  Loop(zmq::context_t& context, MasterOptions options, const Clock& clock, zmq::socket_t router,
+       zmq::socket_t control)
+      : context_(context),
+        options_(std::move(options)),
+        clock_(clock),
+        check_interval_(std::clamp<Duration>(options_.heartbeat_timeout / 4, kMinCheckInterval,
+                                             kMaxCheckInterval)),
+        router_(std::move(router)),
+        control_(std::move(control)),
+        registry_(clock) {}
+
+  void Run(const std::atomic<bool>& stop_requested);
+
+ private:
+  // A client's removeBlocks / removeRdd waiting for the workers that hold the blocks. It is
+  // answered when its last worker request is answered (a worker dropped meanwhile counts as
+  // answered) or at its deadline, with the number of distinct blocks confirmed removed.
+  struct PendingRemove {
+    zmq::message_t client;
+    uint64_t request_id = 0;
+    size_t requested = 0;  // distinct ids asked for
+    TimePoint deadline;
+    size_t outstanding = 0;  // worker requests not answered yet
+    std::unordered_set<BlockId> confirmed;
+  };
+  // One removeBlocks sent to a worker for a PendingRemove.
+  struct WorkerRequest {
+    uint64_t op_id;
+    std::string worker_id;
+    std::vector<BlockId> blocks;
+  };
+
+  std::chrono::milliseconds NextTimeout() const;
+  void DrainControl();
+  void DrainWorker(const std::string& worker_id, zmq::socket_t& socket);
+  void DrainClients();
+  void HandleClientMessage();
+  // Handles a request; fills `reply` or (for removals) takes over replying and sets *deferred.
+  Status Dispatch(proto::Request::Reader request, const zmq::message_t& client,
+                  proto::Reply::Builder reply, bool* deferred);
+  Status HandleRegister(proto::RegisterWorker::Reader request, proto::Reply::Builder reply);
+  Status HandleHeartbeat(proto::Heartbeat::Reader request, proto::Reply::Builder reply);
+  Status HandleReportBlocks(proto::ReportBlocks::Reader request, proto::Reply::Builder reply);
+  Status HandleGetLocations(proto::GetLocations::Reader request, proto::Reply::Builder reply);
+  void HandleListWorkers(proto::Reply::Builder reply);
+  Status HandleListBlocks(proto::ListBlocks::Reader request, proto::Reply::Builder reply);
+  void HandleListRdds(proto::Reply::Builder reply);
+  void FillBlockLocations(const BlockId& id, const std::optional<BlockInfo>& info,
+                          proto::BlockLocations::Builder out) const;
+
+  Result<zmq::socket_t> ConnectWorker(const std::string& address);
+  // Forgets the worker: its record, its locations, its link; its outstanding remove requests
+  // count as answered. Returns the number of locations dropped.
+  size_t DropWorker(const std::string& worker_id);
+  void StartRemove(const zmq::message_t& client, uint64_t request_id, std::vector<BlockId> ids);
+  void HandleWorkerReply(const std::string& worker_id, IncomingMessage& message);
+  // Marks a worker request answered; replies to its operation if that was the last.
+  void FinishWorkerRequest(uint64_t op_id);
+  void ReplyRemoved(const PendingRemove& op);
+  void CheckHeartbeats();
+  void ExpireRemoves();
+  void AbortRemoves();
+
+  void Send(const zmq::message_t& client, capnp::MessageBuilder& message);
+  void SendError(const zmq::message_t& client, uint64_t request_id, const Status& status);
+
+  zmq::context_t& context_;
+  const MasterOptions options_;
+  const Clock& clock_;
+  const Duration check_interval_;
+
+  zmq::socket_t router_;
+  zmq::socket_t control_;
+  // A DEALER per registered worker, connected to its data address, for remove commands.
+  std::map<std::string, zmq::socket_t, std::less<>> links_;
+
+  WorkerRegistry registry_;
+  BlockIndex index_;
+  TimePoint next_heartbeat_check_{};
+
+  std::unordered_map<uint64_t, PendingRemove> pending_;
+  std::unordered_map<uint64_t, WorkerRequest> worker_requests_;  // by the id sent to the worker
+  uint64_t next_op_id_ = 1;
+  uint64_t next_worker_request_id_ = 1;
+};
+
+// ---- the loop ----
+
+void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
+  next_heartbeat_check_ = clock_.Now() + check_interval_;
+  std::vector<zmq::pollitem_t> items;
+  std::vector<std::pair<const std::string*, zmq::socket_t*>> workers;
+  while (!stop_requested.load()) {
+    items.clear();
+    workers.clear();
+    items.push_back({router_.handle(), 0, ZMQ_POLLIN, 0});
+    items.push_back({control_.handle(), 0, ZMQ_POLLIN, 0});
+    for (auto& [id, socket] : links_) {
+      items.push_back({socket.handle(), 0, ZMQ_POLLIN, 0});
+      workers.emplace_back(&id, &socket);
+    }
+    try {
+      zmq::poll(items, NextTimeout());
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      throw;
+    }
+    if (items[1].revents & ZMQ_POLLIN) DrainControl();
+    // Worker replies first: handling them never adds or drops links, so `workers` stays valid.
+    for (size_t i = 0; i < workers.size(); ++i) {
+      if (items[i + 2].revents & ZMQ_POLLIN) DrainWorker(*workers[i].first, *workers[i].second);
+    }
+    if (items[0].revents & ZMQ_POLLIN) DrainClients();
+    CheckHeartbeats();
+    ExpireRemoves();
+  }
+  AbortRemoves();
+}
+
+std::chrono::milliseconds MasterServer::Loop::NextTimeout() const {
+  TimePoint wake = next_heartbeat_check_;
+  for (const auto& [id, op] : pending_) wake = std::min(wake, op.deadline);
+  const Duration left = std::max<Duration>(wake - clock_.Now(), Duration::zero());
+  return std::chrono::ceil<std::chrono::milliseconds>(left);
+}
+
+void MasterServer::Loop::DrainControl() {
+  zmq::message_t message;
+  while (control_.recv(message, zmq::recv_flags::dontwait)) {
+  }
+}
+
+void MasterServer::Loop::DrainWorker(const std::string& worker_id, zmq::socket_t& socket) {
+  for (int i = 0; i < kMaxMessagesPerWake; ++i) {
+    if (!(socket.get(zmq::sockopt::events) & ZMQ_POLLIN)) return;
+    Result<IncomingMessage> received = ReceiveMessage(socket, /*has_routing_id=*/false);
+    if (!received.ok()) {
+      spdlog::warn("bad message from worker {}: {}", worker_id, received.status().ToString());
+      continue;
+    }
+    HandleWorkerReply(worker_id, received.value());
+  }
+}
+
+void MasterServer::Loop::DrainClients() {
+  for (int i = 0; i < kMaxMessagesPerWake; ++i) {
+    if (!(router_.get(zmq::sockopt::events) & ZMQ_POLLIN)) return;
+    HandleClientMessage();
+  }
+}
+
+void MasterServer::Loop::HandleClientMessage() {
+  std::optional<zmq::message_t> routing_id;
+  Result<IncomingMessage> received = ReceiveMessage(router_, /*has_routing_id=*/true, &routing_id);
+  if (!received.ok()) {
+    // Rejected before its id could be read: answer with id 0.
+    if (routing_id && received.status().code() != StatusCode::kUnavailable) {
+      SendError(*routing_id, 0, received.status());
+    }
+    return;
+  }
+  IncomingMessage& message = received.value();
+  const zmq::message_t& client = *message.routing_id();
+  uint64_t request_id = 0;
+  bool deferred = false;
+  capnp::MallocMessageBuilder reply_message;
+  proto::Reply::Builder reply = reply_message.initRoot<proto::Reply>();
+  Status status = ReadGuarded([&]() -> Status {
+    proto::Request::Reader request = message.request();
+    request_id = request.getId();
+    return Dispatch(request, client, reply, &deferred);
+  });
+  if (!status.ok()) {
+    SendError(client, request_id, status);
+    return;
+  }
+  if (deferred) return;
+  reply.setId(request_id);
+  Send(client, reply_message);
+}
+
+Status MasterServer::Loop::Dispatch(proto::Request::Reader request, const zmq::message_t& client,
+                                    proto::Reply::Builder reply, bool* deferred) {
+  switch (request.which()) {
+    case proto::Request::REGISTER_WORKER:
+      return HandleRegister(request.getRegisterWorker(), reply);
+    case proto::Request::HEARTBEAT:
+      return HandleHeartbeat(request.getHeartbeat(), reply);
+    case proto::Request::REPORT_BLOCKS:
+      return HandleReportBlocks(request.getReportBlocks(), reply);
+    case proto::Request::GET_LOCATIONS:
+      return HandleGetLocations(request.getGetLocations(), reply);
+    case proto::Request::LIST_WORKERS:
+      HandleListWorkers(reply);
+      return Status::Ok();
+    case proto::Request::LIST_BLOCKS:
+      return HandleListBlocks(request.getListBlocks(), reply);
+    case proto::Request::LIST_RDDS:
+      HandleListRdds(reply);
+      return Status::Ok();
+    case proto::Request::REMOVE_BLOCKS: {
+      ASSIGN_OR_RETURN(std::vector<BlockId> ids,
+                       DecodeBlockIds(request.getRemoveBlocks().getBlockIds()));
+      *deferred = true;
+      StartRemove(client, request.getId(), std::move(ids));
+      return Status::Ok();
+    }
+    case proto::Request::REMOVE_RDD:
+      *deferred = true;
+      StartRemove(client, request.getId(), index_.RddBlockIds(request.getRemoveRdd().getRddId()));
+      return Status::Ok();
+    case proto::Request::PING:
+      reply.setOk();
+      return Status::Ok();
+    default:
+      return InvalidArgumentError("unsupported request");
+  }
+}
+
+// ---- worker requests ----
+
+Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
+                                          proto::Reply::Builder reply) {
+  ASSIGN_OR_RETURN(std::string id,
+                   DecodeName(request.getWorkerId(), "worker id", kMaxWorkerIdBytes));
+  ASSIGN_OR_RETURN(std::string address,
+                   DecodeName(request.getAddress(), "worker address", kMaxAddressBytes));
+  if (!IsSupportedWorkerAddress(address)) {
+    return InvalidArgumentError("worker address '" + address + "' is not tcp:// or ipc://");
+  }
+  const WorkerStats stats = DecodeStats(request.getStats());
+  std::vector<BlockChange> blocks;
+  blocks.reserve(request.getBlocks().size());
+  for (proto::BlockStatus::Reader block : request.getBlocks()) {
+    ASSIGN_OR_RETURN(BlockChange change, DecodeBlockStatus(block, /*removed=*/false));
+    blocks.push_back(change);
+  }
+  ASSIGN_OR_RETURN(zmq::socket_t link, ConnectWorker(address));
+
+  const bool known = registry_.Contains(id);
+  if (known) DropWorker(id);
+  registry_.Register(id, address, stats);
+  links_.insert_or_assign(id, std::move(link));
+  for (const BlockChange& change : blocks) index_.Apply(id, change);
+  spdlog::info("worker {} {} at {} holding {} blocks ({} workers, {} blocks known)", id,
+               known ? "re-registered" : "registered", address, blocks.size(), registry_.size(),
+               index_.block_count());
+
+  const Duration interval = std::max(options_.heartbeat_timeout / 4, kMinHeartbeatInterval);
+  reply.initRegistered().setHeartbeatIntervalMs(
+      static_cast<uint32_t>(std::min<uint64_t>(ToMillis(interval), UINT32_MAX)));
+  return Status::Ok();
+}
+
+Status MasterServer::Loop::HandleHeartbeat(proto::Heartbeat::Reader request,
+                                           proto::Reply::Builder reply) {
+  capnp::Text::Reader id = request.getWorkerId();
+  RETURN_IF_ERROR(
+      registry_.Touch(std::string_view(id.cStr(), id.size()), DecodeStats(request.getStats())));
+  reply.setOk();
+  return Status::Ok();
+}
+
+Status MasterServer::Loop::HandleReportBlocks(proto::ReportBlocks::Reader request,
+                                              proto::Reply::Builder reply) {
+  capnp::Text::Reader id_text = request.getWorkerId();
+  const std::string id(id_text.cStr(), id_text.size());
+  std::vector<BlockChange> changes;
+  changes.reserve(request.getUpdates().size());
+  for (proto::BlockUpdate::Reader update : request.getUpdates()) {
+    ASSIGN_OR_RETURN(BlockChange change,
+                     DecodeBlockStatus(update.getStatus(), update.getRemoved()));
+    changes.push_back(change);
+  }
+  RETURN_IF_ERROR(registry_.Touch(id, DecodeStats(request.getStats())));
+  for (const BlockChange& change : changes) index_.Apply(id, change);
+  reply.setOk();
+  return Status::Ok();
+}
+
+// ---- client requests ----
+
+void MasterServer::Loop::FillBlockLocations(const BlockId& id, const std::optional<BlockInfo>& info,
+                                            proto::BlockLocations::Builder out) const {
+  out.setBlockId(id.ToString());
+  if (!info) {
+    out.initLocations(0);
+    return;
+  }
+  out.setLevel(ToProto(info->level));
+  auto locations = out.initLocations(info->locations.size());
+  for (size_t i = 0; i < info->locations.size(); ++i) {
+    const BlockLocation& location = info->locations[i];
+    const WorkerRecord* worker = registry_.Find(location.worker_id);
+    BM_CHECK(worker != nullptr);  // locations exist only on registered workers
+    locations[i].setWorkerId(location.worker_id);
+    locations[i].setAddress(worker->address);
+    locations[i].setTier(ToProto(location.tier));
+    locations[i].setSize(location.size);
+  }
+}
+
+Status MasterServer::Loop::HandleGetLocations(proto::GetLocations::Reader request,
+                                              proto::Reply::Builder reply) {
+  ASSIGN_OR_RETURN(std::vector<BlockId> ids, DecodeBlockIds(request.getBlockIds()));
+  auto out = reply.initLocations(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) FillBlockLocations(ids[i], index_.Find(ids[i]), out[i]);
+  return Status::Ok();
+}
+
+void MasterServer::Loop::HandleListWorkers(proto::Reply::Builder reply) {
+  const TimePoint now = clock_.Now();
+  std::vector<WorkerRecord> workers = registry_.List();
+  auto out = reply.initWorkers(workers.size());
+  for (size_t i = 0; i < workers.size(); ++i) {
+    out[i].setWorkerId(workers[i].id);
+    out[i].setAddress(workers[i].address);
+    EncodeStats(workers[i].stats, out[i].initStats());
+    out[i].setLastHeartbeatAgeMs(ToMillis(now - workers[i].last_seen));
+  }
+}
+
+Status MasterServer::Loop::HandleListBlocks(proto::ListBlocks::Reader request,
+                                            proto::Reply::Builder reply) {
+  std::vector<BlockInfo> blocks;
+  switch (request.which()) {
+    case proto::ListBlocks::ALL:
+      blocks = index_.List();
+      break;
+    case proto::ListBlocks::RDD_ID:
+      blocks = index_.ListRdd(request.getRddId());
+      break;
+    default:
+      return InvalidArgumentError("unsupported listBlocks filter");
+  }
+  // TODO(scale): one reply holds every block; past ~100k blocks it nears the header limit.
+  auto out = reply.initBlocks(blocks.size());
+  for (size_t i = 0; i < blocks.size(); ++i) FillBlockLocations(blocks[i].id, blocks[i], out[i]);
+  return Status::Ok();
+}
+
+void MasterServer::Loop::HandleListRdds(proto::Reply::Builder reply) {
+  std::vector<RddSummary> rdds = index_.RddSummaries();
+  auto out = reply.initRdds(rdds.size());
+  for (size_t i = 0; i < rdds.size(); ++i) {
+    out[i].setRddId(rdds[i].rdd_id);
+    out[i].setCachedPartitions(rdds[i].cached_partitions);
+    out[i].setMemoryBytes(rdds[i].memory_bytes);
+    out[i].setDiskBytes(rdds[i].disk_bytes);
+    auto workers = out[i].initWorkers(rdds[i].workers.size());
+    for (size_t w = 0; w < rdds[i].workers.size(); ++w) workers.set(w, rdds[i].workers[w]);
+  }
+}
+
+// ---- workers: links, drops, removal fan-out ----
+
+Result<zmq::socket_t> MasterServer::Loop::ConnectWorker(const std::string& address) {
+  try {
+    zmq::socket_t socket(context_, zmq::socket_type::dealer);
+    ConfigureSocket(socket);
+    socket.set(zmq::sockopt::sndtimeo, 0);  // never block the loop on a slow worker
+    socket.connect(address);
+    return Result<zmq::socket_t>(std::move(socket));
+  } catch (const zmq::error_t& e) {
+    return InvalidArgumentError("cannot connect to worker address '" + address + "': " + e.what());
+  }
+}
+
+size_t MasterServer::Loop::DropWorker(const std::string& worker_id) {
+  const size_t locations = index_.RemoveWorker(worker_id);
+  links_.erase(worker_id);
+  registry_.Remove(worker_id);
+  std::vector<uint64_t> answered_ops;
+  for (auto it = worker_requests_.begin(); it != worker_requests_.end();) {
+    if (it->second.worker_id == worker_id) {
+      answered_ops.push_back(it->second.op_id);
+      it = worker_requests_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (uint64_t op_id : answered_ops) FinishWorkerRequest(op_id);
+  return locations;
+}
+
+void MasterServer::Loop::StartRemove(const zmq::message_t& client, uint64_t request_id,
+                                     std::vector<BlockId> ids) {
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  const uint64_t op_id = next_op_id_++;
+  PendingRemove op;
+  op.client = zmq::message_t(client.data(), client.size());
+  op.request_id = request_id;
+  op.requested = ids.size();
+  op.deadline = clock_.Now() + options_.remove_timeout;
+
+  for (auto& [worker_id, blocks] : index_.Holders(ids)) {
+    auto link = links_.find(worker_id);
+    BM_CHECK(link != links_.end());  // every location is on a registered, linked worker
+    for (size_t start = 0; start < blocks.size(); start += kRemoveBatch) {
+      const size_t end = std::min(blocks.size(), start + kRemoveBatch);
+      const uint64_t worker_request_id = next_worker_request_id_++;
+      capnp::MallocMessageBuilder message;
+      proto::Request::Builder request = message.initRoot<proto::Request>();
+      request.setId(worker_request_id);
+      auto list = request.initRemoveBlocks().initBlockIds(end - start);
+      for (size_t i = start; i < end; ++i) list.set(i - start, blocks[i].ToString());
+      Status sent = SendMessage(link->second, nullptr, message);
+      if (!sent.ok()) {
+        spdlog::warn("cannot send removeBlocks to worker {}: {}", worker_id, sent.ToString());
+        continue;
+      }
+      worker_requests_.emplace(
+          worker_request_id,
+          WorkerRequest{op_id, worker_id,
+                        std::vector<BlockId>(blocks.begin() + start, blocks.begin() + end)});
+      ++op.outstanding;
+    }
+  }
+  if (op.outstanding == 0) {
+    ReplyRemoved(op);
+    return;
+  }
+  pending_.emplace(op_id, std::move(op));
+}
+
+void MasterServer::Loop::HandleWorkerReply(const std::string& worker_id, IncomingMessage& message) {
+  uint64_t id = 0;
+  bool removed = false;
+  Status failure;
+  Status read = ReadGuarded([&]() -> Status {
+    proto::Reply::Reader reply = message.reply();
+    id = reply.getId();
+    if (reply.isRemoved()) {
+      removed = true;
+    } else if (reply.isError()) {
+      failure = StatusFromError(reply.getError());
+    } else {
+      failure = InvalidArgumentError("unexpected reply to removeBlocks");
+    }
+    return Status::Ok();
+  });
+  if (!read.ok()) {
+    spdlog::warn("bad reply from worker {}: {}", worker_id, read.ToString());
+    return;
+  }
+  auto it = worker_requests_.find(id);
+  // A late answer to an operation that timed out: the worker reports its removals anyway.
+  if (it == worker_requests_.end() || it->second.worker_id != worker_id) return;
+  WorkerRequest request = std::move(it->second);
+  worker_requests_.erase(it);
+  auto op = pending_.find(request.op_id);
+  BM_CHECK(op != pending_.end());
+  if (removed) {
+    for (const BlockId& block : request.blocks) {
+      index_.Apply(worker_id, BlockChange{block, /*removed=*/true});
+      op->second.confirmed.insert(block);
+    }
+  } else {
+    spdlog::warn("worker {} could not remove {} blocks: {}", worker_id, request.blocks.size(),
+                 failure.ToString());
+  }
+  FinishWorkerRequest(request.op_id);
+}
+
+void MasterServer::Loop::FinishWorkerRequest(uint64_t op_id) {
+  auto op = pending_.find(op_id);
+  BM_CHECK(op != pending_.end());
+  BM_CHECK(op->second.outstanding > 0);
+  if (--op->second.outstanding > 0) return;
+  ReplyRemoved(op->second);
+  pending_.erase(op);
+}
+
+void MasterServer::Loop::ReplyRemoved(const PendingRemove& op) {
+  spdlog::info("removed {} of {} requested blocks", op.confirmed.size(), op.requested);
+  capnp::MallocMessageBuilder message;
+  proto::Reply::Builder reply = message.initRoot<proto::Reply>();
+  reply.setId(op.request_id);
+  reply.setRemoved(op.confirmed.size());
+  Send(op.client, message);
+}
+
+void MasterServer::Loop::CheckHeartbeats() {
+  const TimePoint now = clock_.Now();
+  if (now < next_heartbeat_check_) return;
+  next_heartbeat_check_ = now + check_interval_;
+  for (const std::string& id : registry_.Expired(options_.heartbeat_timeout)) {
+    const size_t locations = DropWorker(id);
+    spdlog::warn("dropped worker {}: no heartbeat for over {} ms; {} block locations lost", id,
+                 ToMillis(options_.heartbeat_timeout), locations);
+  }
+}
+
+void MasterServer::Loop::ExpireRemoves() {
+  const TimePoint now = clock_.Now();
+  std::vector<uint64_t> expired;
+  for (const auto& [op_id, op] : pending_) {
+    if (op.deadline <= now) expired.push_back(op_id);
+  }
+  if (expired.empty()) return;
+  const std::unordered_set<uint64_t> expired_set(expired.begin(), expired.end());
+  std::erase_if(worker_requests_,
+                [&](const auto& entry) { return expired_set.contains(entry.second.op_id); });
+  for (uint64_t op_id : expired) {
+    auto op = pending_.find(op_id);
+    spdlog::warn("remove timed out waiting for {} worker requests", op->second.outstanding);
+    ReplyRemoved(op->second);
+    pending_.erase(op);
+  }
+}
+
+void MasterServer::Loop::AbortRemoves() {
+  for (const auto& [op_id, op] : pending_) {
+    SendError(op.client, op.request_id, UnavailableError("the master is shutting down"));
+  }
+  pending_.clear();
+  worker_requests_.clear();
+}
+
+void MasterServer::Loop::Send(const zmq::message_t& client, capnp::MessageBuilder& message) {
+  Status sent = SendMessage(router_, &client, message);
+  if (!sent.ok()) spdlog::debug("reply not sent: {}", sent.ToString());
+}
+
+void MasterServer::Loop::SendError(const zmq::message_t& client, uint64_t request_id,
+                                   const Status& status) {
+  capnp::MallocMessageBuilder message;
+  proto::Reply::Builder reply = message.initRoot<proto::Reply>();
+  reply.setId(request_id);
+  SetError(reply.initError(), status);
+  Send(client, message);
+}
+
+// ---- MasterServer ----
+
+Result<std::unique_ptr<MasterServer>> MasterServer::Create(zmq::context_t& context,
+                                                           MasterOptions options,
+                                                           const Clock& clock) {
+  if (options.heartbeat_timeout <= Duration::zero()) {
+    return InvalidArgumentError("heartbeat timeout must be positive");
+  }
+  if (options.remove_timeout <= Duration::zero()) {
+    return InvalidArgumentError("remove timeout must be positive");
+  }
+  zmq::socket_t router(context, zmq::socket_type::router);
+  ConfigureSocket(router);
+  try {
+    router.bind(options.listen);
+  } catch (const zmq::error_t& e) {
+    std::string message = "cannot listen on '" + options.listen + "': " + e.what();
+    if (e.num() == EADDRINUSE || e.num() == EADDRNOTAVAIL) return UnavailableError(message);
+    return InvalidArgumentError(message);
+  }
+  std::string endpoint = router.get(zmq::sockopt::last_endpoint);
+  // Unique within the context while the router lives: its handle's address.
+  std::string control_address =
+      "inproc://bm-master-control-" + std::to_string(reinterpret_cast<uintptr_t>(router.handle()));
+  zmq::socket_t control(context, zmq::socket_type::pull);
+  ConfigureSocket(control);
+  control.bind(control_address);
+  auto loop = std::make_unique<Loop>(context, std::move(options), clock, std::move(router),
+                                     std::move(control));
+  return std::unique_ptr<MasterServer>(
+      new MasterServer(context, std::move(endpoint), std::move(control_address), std::move(loop)));
+}
+
+MasterServer::MasterServer(zmq::context_t& context, std::string endpoint,
+                           std::string control_address, std::unique_ptr<Loop> loop)
+    : context_(context),
+      endpoint_(std::move(endpoint)),
+      control_address_(std::move(control_address)),
+      loop_(std::move(loop)) {}
+
+MasterServer::~MasterServer() = default;
+
+void MasterServer::Run() { loop_->Run(stop_requested_); }
+
+void MasterServer::Stop() {
+  stop_requested_.store(true);
+  // Wake the loop now rather than at its next timer. If this fails the loop still sees the
+  // flag within a second.
+  try {
+    zmq::socket_t poke(context_, zmq::socket_type::push);
+    poke.set(zmq::sockopt::linger, 100);
+    poke.connect(control_address_);
+    (void)poke.send(zmq::message_t(), zmq::send_flags::dontwait);
+  } catch (const zmq::error_t& e) {
+    spdlog::debug("could not wake the master loop: {}", e.what());
+  }
+}
+
+}  // namespace bm

@@ -1,0 +1,72 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <zmq.hpp>
+
+#include "common/clock.h"
+#include "common/status.h"
+
+namespace bm {
+
+struct MasterOptions {
+  // Where clients and workers reach the master, e.g. "tcp://0.0.0.0:7077". A "*" port
+  // ("tcp://127.0.0.1:*") binds a free one; endpoint() then tells which.
+  std::string listen;
+  // A worker with no heartbeat or block report for this long is dropped with its locations.
+  Duration heartbeat_timeout = std::chrono::seconds(10);
+  // How long a removeBlocks / removeRdd waits for the workers before replying with what was
+  // confirmed.
+  Duration remove_timeout = std::chrono::seconds(5);
+};
+
+// bm-master: serves the master requests of schema/PROTOCOL.md on a ROUTER socket and keeps the
+// block index and the worker registry.
+//
+// Threads: Create() binds on the calling thread; Run() then owns every socket and all state on
+// whichever one thread calls it, until Stop(). Stop() is thread-safe and may be called any
+// number of times, before or during Run(). Destroy the server after Run() has returned, and
+// before the ZeroMQ context.
+//
+// In-process use (tests):
+//   ASSIGN_OR_RETURN(auto server, MasterServer::Create(context, {.listen = "tcp://127.0.0.1:*"},
+//                                                      clock));
+//   std::thread thread([&] { server->Run(); });
+//   RpcChannel channel(context, server->endpoint(), 2s);  ...
+//   server->Stop();
+//   thread.join();
+class MasterServer {
+ public:
+  // Binds options.listen. kUnavailable when the address cannot be bound (in use, not local),
+  // kInvalidArgument when it is malformed or an option is out of range. `clock` is borrowed
+  // and must outlive the server.
+  static Result<std::unique_ptr<MasterServer>> Create(zmq::context_t& context,
+                                                      MasterOptions options, const Clock& clock);
+  ~MasterServer();
+  MasterServer(const MasterServer&) = delete;
+  MasterServer& operator=(const MasterServer&) = delete;
+
+  // The bound address with its actual port, e.g. "tcp://127.0.0.1:41234".
+  const std::string& endpoint() const { return endpoint_; }
+
+  // Serves until Stop(). Requests still waiting for workers then get an `unavailable` error.
+  void Run();
+  // Makes Run() return soon. Thread-safe.
+  void Stop();
+
+ private:
+  class Loop;
+
+  MasterServer(zmq::context_t& context, std::string endpoint, std::string control_address,
+               std::unique_ptr<Loop> loop);
+
+  zmq::context_t& context_;
+  const std::string endpoint_;
+  const std::string control_address_;  // inproc address Stop() pokes to wake Run() up
+  std::atomic<bool> stop_requested_{false};
+  std::unique_ptr<Loop> loop_;  // the sockets and state Run() owns
+};
+
+}  // namespace bm
