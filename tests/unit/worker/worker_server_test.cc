@@ -1,0 +1,737 @@
+#include "worker/worker_server.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "common/byte_size.h"
+#include "common/protocol.h"
+#include "tests/support/temp_dir.h"
+#include "worker/disk_store.h"
+#include "worker/memory_store.h"
+
+namespace bm {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr auto kAwait = seconds(10);
+
+// What the fake master saw of one request from the worker.
+struct SeenRequest {
+  enum Kind { kRegister, kHeartbeat, kReport, kOther } kind = kOther;
+  std::string worker_id;
+  std::string address;
+  uint64_t memory_used = 0;
+  // register: every block held; report: every update in order (removed or not).
+  std::vector<std::pair<std::string, bool>> blocks;
+
+  bool Has(const std::string& block, bool removed = false) const {
+    return std::find(blocks.begin(), blocks.end(), std::make_pair(block, removed)) !=
+           blocks.end();
+  }
+};
+
+// A master that answers registerWorker / heartbeat / reportBlocks the way PROTOCOL.md says,
+// records what it is sent, and can be told to misbehave. Its socket lives on its own thread;
+// the test thread reads what it recorded and changes its behaviour under the mutex.
+class FakeMaster {
+ public:
+  explicit FakeMaster(zmq::context_t& context) : socket_(context, zmq::socket_type::router) {
+    ConfigureSocket(socket_);
+    socket_.bind("tcp://127.0.0.1:*");
+    endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~FakeMaster() {
+    stop_ = true;
+    thread_.join();
+  }
+
+  const std::string& endpoint() const { return endpoint_; }
+
+  // Reports are recorded but not answered until ReleaseHeldReports().
+  void HoldReports(bool hold) {
+    std::lock_guard lock(mu_);
+    hold_reports_ = hold;
+  }
+  void ReleaseHeldReports() {
+    std::lock_guard lock(mu_);
+    release_held_ = true;
+  }
+  // Records requests but answers none (a hung master).
+  void SetSilent(bool silent) {
+    std::lock_guard lock(mu_);
+    silent_ = silent;
+  }
+  // As after a master restart: heartbeats and reports get unknownWorker until re-registration.
+  void ForgetWorkers() {
+    std::lock_guard lock(mu_);
+    registered_.clear();
+  }
+
+  // Waits until `pred(seen requests)` holds; false after kAwait.
+  template <typename Pred>
+  bool WaitFor(Pred pred) {
+    std::unique_lock lock(mu_);
+    return changed_.wait_for(lock, kAwait, [&] { return pred(seen_); });
+  }
+  size_t CountOf(SeenRequest::Kind kind) {
+    std::lock_guard lock(mu_);
+    return std::count_if(seen_.begin(), seen_.end(),
+                         [&](const SeenRequest& r) { return r.kind == kind; });
+  }
+
+ private:
+  void Loop() {
+    while (!stop_) {
+      zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, milliseconds(5));
+      {
+        std::lock_guard lock(mu_);
+        if (release_held_) {
+          for (auto& [peer, id] : held_) Reply(peer, id, [](proto::Reply::Builder r) { r.setOk(); });
+          held_.clear();
+          release_held_ = false;
+        }
+      }
+      if (item.revents & ZMQ_POLLIN) HandleOne();
+    }
+  }
+
+  template <typename Fill>
+  void Reply(const zmq::message_t& peer, uint64_t id, Fill fill) {
+    capnp::MallocMessageBuilder builder;
+    proto::Reply::Builder reply = builder.initRoot<proto::Reply>();
+    reply.setId(id);
+    fill(reply);
+    ASSERT_TRUE(SendMessage(socket_, &peer, builder).ok());
+  }
+
+  void HandleOne() {
+    Result<IncomingMessage> received = ReceiveMessage(socket_, true);
+    ASSERT_TRUE(received.ok()) << received.status().ToString();
+    proto::Request::Reader request = received->request();
+    SeenRequest seen;
+    switch (request.which()) {
+      case proto::Request::REGISTER_WORKER: {
+        auto reg = request.getRegisterWorker();
+        seen.kind = SeenRequest::kRegister;
+        seen.worker_id = reg.getWorkerId();
+        seen.address = reg.getAddress();
+        seen.memory_used = reg.getStats().getMemoryUsed();
+        for (auto block : reg.getBlocks()) seen.blocks.emplace_back(block.getBlockId(), false);
+        break;
+      }
+      case proto::Request::HEARTBEAT:
+        seen.kind = SeenRequest::kHeartbeat;
+        seen.worker_id = request.getHeartbeat().getWorkerId();
+        seen.memory_used = request.getHeartbeat().getStats().getMemoryUsed();
+        break;
+      case proto::Request::REPORT_BLOCKS: {
+        auto report = request.getReportBlocks();
+        seen.kind = SeenRequest::kReport;
+        seen.worker_id = report.getWorkerId();
+        seen.memory_used = report.getStats().getMemoryUsed();
+        for (auto update : report.getUpdates()) {
+          seen.blocks.emplace_back(update.getStatus().getBlockId(), update.getRemoved());
+        }
+        break;
+      }
+      default:
+        break;
+    }
+    const uint64_t id = request.getId();
+    const zmq::message_t& peer = *received->routing_id();
+    std::lock_guard lock(mu_);
+    seen_.push_back(seen);
+    changed_.notify_all();
+    if (silent_) return;
+    switch (seen.kind) {
+      case SeenRequest::kRegister:
+        registered_.insert(seen.worker_id);
+        Reply(peer, id, [](proto::Reply::Builder r) {
+          r.initRegistered().setHeartbeatIntervalMs(kHeartbeatMs);
+        });
+        return;
+      case SeenRequest::kHeartbeat:
+      case SeenRequest::kReport:
+        if (!registered_.contains(seen.worker_id)) {
+          Reply(peer, id, [](proto::Reply::Builder r) {
+            SetError(r.initError(), Status(StatusCode::kUnknownWorker, "who are you?"));
+          });
+        } else if (seen.kind == SeenRequest::kReport && hold_reports_) {
+          held_.emplace_back(zmq::message_t(peer.data(), peer.size()), id);
+        } else {
+          Reply(peer, id, [](proto::Reply::Builder r) { r.setOk(); });
+        }
+        return;
+      case SeenRequest::kOther:
+        Reply(peer, id, [](proto::Reply::Builder r) {
+          SetError(r.initError(), InvalidArgumentError("not a master request"));
+        });
+        return;
+    }
+  }
+
+  static constexpr uint32_t kHeartbeatMs = 100;
+
+  zmq::socket_t socket_;  // used only by thread_ after construction
+  std::string endpoint_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::vector<std::pair<zmq::message_t, uint64_t>> held_;  // used only by thread_
+
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::vector<SeenRequest> seen_;         // guarded by mu_
+  std::set<std::string> registered_;      // guarded by mu_
+  bool hold_reports_ = false;             // guarded by mu_
+  bool release_held_ = false;             // guarded by mu_
+  bool silent_ = false;                   // guarded by mu_
+};
+
+std::vector<std::byte> RandomBytes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::byte> out(n);
+  for (size_t i = 0; i < n; i += 8) {
+    uint64_t v = rng();
+    std::memcpy(out.data() + i, &v, std::min<size_t>(8, n - i));
+  }
+  return out;
+}
+
+// Payload frames of at most kChunkBytes holding a copy of `bytes`.
+std::vector<zmq::message_t> Frames(std::span<const std::byte> bytes) {
+  std::vector<zmq::message_t> frames;
+  for (size_t pos = 0; pos < bytes.size(); pos += kChunkBytes) {
+    const size_t n = std::min(kChunkBytes, bytes.size() - pos);
+    frames.emplace_back(bytes.data() + pos, n);
+  }
+  return frames;
+}
+
+void FillPut(capnp::MallocMessageBuilder& builder, const std::string& block, StorageLevel level,
+             uint64_t total, uint64_t offset, bool last, uint64_t upload_id) {
+  proto::PutBlock::Builder put = builder.initRoot<proto::Request>().initPutBlock();
+  put.setBlockId(block);
+  put.setLevel(ToProto(level));
+  put.setTotalSize(total);
+  put.setOffset(offset);
+  put.setLast(last);
+  put.setUploadId(upload_id);
+}
+
+// Uploads `data` in pieces of `piece` bytes; returns the reply to the last piece.
+Result<IncomingMessage> Put(RpcChannel& channel, const std::string& block, StorageLevel level,
+                            std::span<const std::byte> data, uint64_t piece = kMaxPieceBytes,
+                            uint64_t upload_id = 1) {
+  uint64_t offset = 0;
+  while (true) {
+    const uint64_t n = std::min<uint64_t>(piece, data.size() - offset);
+    const bool last = offset + n == data.size();
+    capnp::MallocMessageBuilder request;
+    FillPut(request, block, level, data.size(), offset, last, upload_id);
+    Result<IncomingMessage> reply = channel.Call(request, Frames(data.subspan(offset, n)));
+    if (!reply.ok() || last) return reply;
+    if (reply->reply().getPut().getCommitted()) return InternalError("committed before the end");
+    offset += n;
+  }
+}
+
+struct GetResult {
+  uint64_t total_size, offset, length, generation;
+  proto::Tier tier;
+  std::vector<std::byte> bytes;
+};
+
+Result<GetResult> Get(RpcChannel& channel, const std::string& block, uint64_t offset,
+                      uint64_t max_length) {
+  capnp::MallocMessageBuilder request;
+  proto::GetBlock::Builder get = request.initRoot<proto::Request>().initGetBlock();
+  get.setBlockId(block);
+  get.setOffset(offset);
+  get.setMaxLength(max_length);
+  ASSIGN_OR_RETURN(IncomingMessage reply, channel.Call(request));
+  proto::GetReply::Reader header = reply.reply().getGet();
+  GetResult out{header.getTotalSize(), header.getOffset(), header.getLength(),
+                header.getGeneration(), header.getTier(), {}};
+  for (const zmq::message_t& frame : reply.payload()) {
+    const auto* p = static_cast<const std::byte*>(frame.data());
+    out.bytes.insert(out.bytes.end(), p, p + frame.size());
+  }
+  return out;
+}
+
+Result<uint64_t> Remove(RpcChannel& channel, const std::vector<std::string>& blocks) {
+  capnp::MallocMessageBuilder request;
+  auto ids = request.initRoot<proto::Request>().initRemoveBlocks().initBlockIds(blocks.size());
+  for (size_t i = 0; i < blocks.size(); ++i) ids.set(i, blocks[i]);
+  ASSIGN_OR_RETURN(IncomingMessage reply, channel.Call(request));
+  return reply.reply().getRemoved();
+}
+
+Result<bool> Contains(RpcChannel& channel, const std::string& block) {
+  capnp::MallocMessageBuilder request;
+  request.initRoot<proto::Request>().initContainsBlock().setBlockId(block);
+  ASSIGN_OR_RETURN(IncomingMessage reply, channel.Call(request));
+  return reply.reply().getContains().getPresent();
+}
+
+Status Ping(RpcChannel& channel) {
+  capnp::MallocMessageBuilder request;
+  request.initRoot<proto::Request>().setPing();
+  return channel.Call(request).status();
+}
+
+// A DEALER that sends arbitrary frames and reads whatever comes back.
+class RawPeer {
+ public:
+  RawPeer(zmq::context_t& context, const std::string& address)
+      : socket_(context, zmq::socket_type::dealer) {
+    ConfigureSocket(socket_);
+    socket_.connect(address);
+  }
+  void SendFrames(std::vector<zmq::message_t> frames) {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
+      ASSERT_TRUE(socket_.send(frames[i], flags));
+    }
+  }
+  void Send(capnp::MallocMessageBuilder& header, std::vector<zmq::message_t> payload = {}) {
+    ASSERT_TRUE(SendMessage(socket_, nullptr, header, std::move(payload)).ok());
+  }
+  // The next reply, or nullopt after `timeout`.
+  std::optional<IncomingMessage> Receive(milliseconds timeout = kAwait) {
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, timeout);
+    if (!(item.revents & ZMQ_POLLIN)) return std::nullopt;
+    Result<IncomingMessage> received = ReceiveMessage(socket_, false);
+    if (!received.ok()) return std::nullopt;
+    return std::move(received).value();
+  }
+  // The error code of the next reply, which must be an error.
+  std::pair<uint64_t, proto::ErrorCode> ReceiveError() {
+    std::optional<IncomingMessage> reply = Receive();
+    if (!reply) {
+      ADD_FAILURE() << "no reply";
+      return {~0ull, proto::ErrorCode::INTERNAL};
+    }
+    if (!reply->reply().isError()) {
+      ADD_FAILURE() << "not an error reply";
+      return {~0ull, proto::ErrorCode::INTERNAL};
+    }
+    return {reply->reply().getId(), reply->reply().getError().getCode()};
+  }
+
+ private:
+  zmq::socket_t socket_;
+};
+
+class WorkerServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { master_ = std::make_unique<FakeMaster>(context_); }
+  void TearDown() override { StopWorker(); }
+
+  void StartWorker() {
+    Result<std::unique_ptr<DiskStore>> disk = DiskStore::Open(dir_.Sub("disk"), 0);
+    ASSERT_TRUE(disk.ok()) << disk.status().ToString();
+    auto blocks = std::make_unique<BlockManager>(std::make_unique<MemoryStore>(memory_bytes_),
+                                                 std::move(disk).value());
+    options_.listen_address = "tcp://127.0.0.1:*";
+    options_.master.master_address = master_->endpoint();
+    Result<std::unique_ptr<WorkerServer>> server =
+        WorkerServer::Create(context_, options_, std::move(blocks), clock_);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(server).value();
+    thread_ = std::thread([this] { server_->Run(); });
+    channel_ = std::make_unique<RpcChannel>(context_, server_->endpoint(), seconds(10));
+  }
+
+  void StopWorker() {
+    if (!server_) return;
+    server_->Stop();
+    thread_.join();
+    channel_.reset();
+    server_.reset();
+  }
+
+  bool AwaitRegistration() {
+    return master_->WaitFor([](const std::vector<SeenRequest>& seen) {
+      return std::any_of(seen.begin(), seen.end(),
+                         [](const SeenRequest& r) { return r.kind == SeenRequest::kRegister; });
+    });
+  }
+
+  zmq::context_t context_;
+  testing::TempDir dir_;
+  SteadyClock clock_;
+  uint64_t memory_bytes_ = 64 * kMiB;
+  WorkerServerOptions options_;
+  std::unique_ptr<FakeMaster> master_;
+  std::unique_ptr<WorkerServer> server_;
+  std::thread thread_;
+  std::unique_ptr<RpcChannel> channel_;
+};
+
+TEST_F(WorkerServerTest, RegistersWithMasterAndSendsHeartbeats) {
+  StartWorker();
+  ASSERT_TRUE(master_->WaitFor([&](const std::vector<SeenRequest>& seen) {
+    return !seen.empty() && seen.front().kind == SeenRequest::kRegister &&
+           std::count_if(seen.begin(), seen.end(), [](const SeenRequest& r) {
+             return r.kind == SeenRequest::kHeartbeat;
+           }) >= 2;
+  }));
+  master_->WaitFor([&](const std::vector<SeenRequest>& seen) {
+    const SeenRequest& reg = seen.front();
+    EXPECT_EQ(reg.worker_id, server_->worker_id());
+    EXPECT_EQ(reg.address, server_->endpoint());
+    EXPECT_TRUE(reg.blocks.empty());
+    return true;
+  });
+  EXPECT_EQ(server_->worker_id().rfind("worker-127.0.0.1-", 0), 0u) << server_->worker_id();
+  EXPECT_TRUE(Ping(*channel_).ok());
+}
+
+TEST_F(WorkerServerTest, RegistrationCarriesFullReportOfBlocksAlreadyOnDisk) {
+  StartWorker();
+  std::vector<std::byte> data = RandomBytes(3 * kMiB + 5, 1);
+  ASSERT_TRUE(Put(*channel_, "rdd_3_1", StorageLevel::kDiskOnly, data).ok());
+  StopWorker();
+
+  master_ = std::make_unique<FakeMaster>(context_);
+  StartWorker();
+  ASSERT_TRUE(master_->WaitFor([](const std::vector<SeenRequest>& seen) {
+    return !seen.empty() && seen.front().kind == SeenRequest::kRegister &&
+           seen.front().Has("rdd_3_1");
+  }));
+  Result<GetResult> got = Get(*channel_, "rdd_3_1", 0, kMaxPieceBytes);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->bytes, data);
+}
+
+TEST_F(WorkerServerTest, MultiPiecePutThenRangedGetsAreByteExact) {
+  StartWorker();
+  ASSERT_TRUE(AwaitRegistration());
+  const std::vector<std::byte> data = RandomBytes(40 * kMiB + 123, 2);
+  Result<IncomingMessage> put = Put(*channel_, "rdd_1_0", StorageLevel::kMemoryAndDisk, data);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_TRUE(put->reply().getPut().getCommitted());
+  EXPECT_EQ(put->reply().getPut().getTier(), proto::Tier::MEMORY);
+
+  // The whole block in replies of at most kMaxPieceBytes, one generation throughout.
+  std::vector<std::byte> read;
+  std::optional<uint64_t> generation;
+  while (read.size() < data.size()) {
+    Result<GetResult> got = Get(*channel_, "rdd_1_0", read.size(), 1ull << 40);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->total_size, data.size());
+    EXPECT_EQ(got->offset, read.size());
+    EXPECT_LE(got->length, kMaxPieceBytes);
+    ASSERT_GT(got->length, 0u);
+    ASSERT_EQ(got->bytes.size(), got->length);
+    if (generation) {
+      EXPECT_EQ(*generation, got->generation);
+    }
+    generation = got->generation;
+    read.insert(read.end(), got->bytes.begin(), got->bytes.end());
+  }
+  EXPECT_TRUE(read == data);
+
+  Result<GetResult> middle = Get(*channel_, "rdd_1_0", 5 * kMiB + 3, 1000);
+  ASSERT_TRUE(middle.ok());
+  EXPECT_TRUE(std::equal(middle->bytes.begin(), middle->bytes.end(),
+                         data.begin() + 5 * kMiB + 3, data.begin() + 5 * kMiB + 1003));
+  EXPECT_EQ(middle->length, 1000u);
+
+  Result<GetResult> end = Get(*channel_, "rdd_1_0", data.size(), 1000);
+  ASSERT_TRUE(end.ok());
+  EXPECT_EQ(end->length, 0u);
+  EXPECT_EQ(Get(*channel_, "rdd_1_0", data.size() + 1, 1000).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(Get(*channel_, "rdd_1_1", 0, 1000).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(Contains(*channel_, "rdd_1_0").value());
+  EXPECT_FALSE(Contains(*channel_, "rdd_1_1").value());
+}
+
+TEST_F(WorkerServerTest, DiskOnlyPutLandsOnDiskAndReadsBack) {
+  StartWorker();
+  const std::vector<std::byte> data = RandomBytes(5 * kMiB + 7, 3);
+  Result<IncomingMessage> put =
+      Put(*channel_, "broadcast_4", StorageLevel::kDiskOnly, data, 2 * kMiB + 1);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_EQ(put->reply().getPut().getTier(), proto::Tier::DISK);
+  Result<GetResult> got = Get(*channel_, "broadcast_4", 0, kMaxPieceBytes);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->tier, proto::Tier::DISK);
+  EXPECT_TRUE(got->bytes == data);
+}
+
+TEST_F(WorkerServerTest, EmptyBlockIsOnePieceWithNoPayload) {
+  StartWorker();
+  ASSERT_TRUE(Put(*channel_, "rdd_2_0", StorageLevel::kMemoryOnly, {}).ok());
+  Result<GetResult> got = Get(*channel_, "rdd_2_0", 0, 100);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->total_size, 0u);
+  EXPECT_TRUE(got->bytes.empty());
+}
+
+TEST_F(WorkerServerTest, CommittedPutIsAnsweredOnlyAfterTheMasterAcksItsReport) {
+  StartWorker();
+  ASSERT_TRUE(AwaitRegistration());
+  master_->HoldReports(true);
+  RawPeer client(context_, server_->endpoint());
+  const std::vector<std::byte> data = RandomBytes(1000, 4);
+  capnp::MallocMessageBuilder request;
+  FillPut(request, "rdd_5_5", StorageLevel::kMemoryOnly, data.size(), 0, true, 7);
+  request.getRoot<proto::Request>().setId(42);
+  client.Send(request, Frames(data));
+
+  ASSERT_TRUE(master_->WaitFor([](const std::vector<SeenRequest>& seen) {
+    return std::any_of(seen.begin(), seen.end(), [](const SeenRequest& r) {
+      return r.kind == SeenRequest::kReport && r.Has("rdd_5_5");
+    });
+  }));
+  EXPECT_FALSE(client.Receive(milliseconds(0)).has_value()) << "answered before the ack";
+  master_->ReleaseHeldReports();
+  std::optional<IncomingMessage> reply = client.Receive();
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->reply().getId(), 42u);
+  ASSERT_TRUE(reply->reply().isPut());
+  EXPECT_TRUE(reply->reply().getPut().getCommitted());
+}
+
+TEST_F(WorkerServerTest, PutIsAnsweredAfterAckTimeoutAndReportedWhenMasterReturns) {
+  options_.put_ack_timeout = milliseconds(200);
+  master_->SetSilent(true);
+  StartWorker();
+  const std::vector<std::byte> data = RandomBytes(4096, 5);
+  const auto start = std::chrono::steady_clock::now();
+  Result<IncomingMessage> put = Put(*channel_, "rdd_6_0", StorageLevel::kMemoryOnly, data);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_TRUE(put->reply().getPut().getCommitted());
+  EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(200));
+  // Clients are served while the master is away.
+  Result<GetResult> got = Get(*channel_, "rdd_6_0", 0, 1 << 20);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->bytes == data);
+
+  master_->SetSilent(false);
+  ASSERT_TRUE(master_->WaitFor([](const std::vector<SeenRequest>& seen) {
+    return std::any_of(seen.begin(), seen.end(), [](const SeenRequest& r) {
+      return r.kind == SeenRequest::kRegister && r.Has("rdd_6_0");
+    });
+  }));
+}
+
+TEST_F(WorkerServerTest, UnknownWorkerReplyTriggersRegistrationWithFullBlockList) {
+  StartWorker();
+  ASSERT_TRUE(AwaitRegistration());
+  ASSERT_TRUE(Put(*channel_, "rdd_7_0", StorageLevel::kMemoryOnly, RandomBytes(100, 6)).ok());
+  ASSERT_TRUE(Put(*channel_, "rdd_7_1", StorageLevel::kDiskOnly, RandomBytes(200, 7)).ok());
+  master_->ForgetWorkers();
+  ASSERT_TRUE(master_->WaitFor([](const std::vector<SeenRequest>& seen) {
+    return std::count_if(seen.begin(), seen.end(), [](const SeenRequest& r) {
+             return r.kind == SeenRequest::kRegister && r.Has("rdd_7_0") && r.Has("rdd_7_1");
+           }) >= 1;
+  }));
+  // Registered again: heartbeats are accepted once more, and new changes are reported.
+  ASSERT_TRUE(Put(*channel_, "rdd_7_2", StorageLevel::kMemoryOnly, RandomBytes(10, 8)).ok());
+  ASSERT_TRUE(master_->WaitFor([](const std::vector<SeenRequest>& seen) {
+    return std::any_of(seen.begin(), seen.end(), [](const SeenRequest& r) {
+      return r.kind == SeenRequest::kReport && r.Has("rdd_7_2");
+    });
+  }));
+}
+
+TEST_F(WorkerServerTest, RemoveBlocksCountsPresentBlocksAndReportsRemovals) {
+  StartWorker();
+  ASSERT_TRUE(Put(*channel_, "rdd_8_0", StorageLevel::kMemoryOnly, RandomBytes(100, 9)).ok());
+  ASSERT_TRUE(Put(*channel_, "rdd_8_1", StorageLevel::kDiskOnly, RandomBytes(100, 10)).ok());
+  Result<uint64_t> removed = Remove(*channel_, {"rdd_8_0", "rdd_8_1", "rdd_9_9", "rdd_8_0"});
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(*removed, 2u);
+  EXPECT_FALSE(Contains(*channel_, "rdd_8_0").value());
+  EXPECT_FALSE(Contains(*channel_, "rdd_8_1").value());
+  ASSERT_TRUE(master_->WaitFor([](const std::vector<SeenRequest>& seen) {
+    bool a = false, b = false;
+    for (const SeenRequest& r : seen) {
+      if (r.kind != SeenRequest::kReport) continue;
+      a = a || r.Has("rdd_8_0", true);
+      b = b || r.Has("rdd_8_1", true);
+    }
+    return a && b;
+  }));
+  // A bad id anywhere in the list removes nothing.
+  ASSERT_TRUE(Put(*channel_, "rdd_8_2", StorageLevel::kMemoryOnly, RandomBytes(10, 11)).ok());
+  EXPECT_EQ(Remove(*channel_, {"rdd_8_2", "not-a-block"}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(*channel_, "rdd_8_2").value());
+}
+
+TEST_F(WorkerServerTest, MalformedMessagesGetErrorRepliesAndServerKeepsServing) {
+  StartWorker();
+  RawPeer peer(context_, server_->endpoint());
+
+  {  // Random bytes as a header.
+    std::vector<std::byte> junk = RandomBytes(77, 12);
+    std::vector<zmq::message_t> frames;
+    frames.emplace_back(junk.data(), junk.size());
+    peer.SendFrames(std::move(frames));
+    auto [id, code] = peer.ReceiveError();
+    EXPECT_EQ(id, 0u);
+    EXPECT_EQ(code, proto::ErrorCode::INVALID_ARGUMENT);
+  }
+  {  // A truncated header.
+    capnp::MallocMessageBuilder request;
+    FillPut(request, "rdd_1_1", StorageLevel::kMemoryOnly, 10, 0, true, 1);
+    request.getRoot<proto::Request>().setId(5);
+    kj::Array<capnp::word> words = capnp::messageToFlatArray(request);
+    std::vector<zmq::message_t> frames;
+    frames.emplace_back(words.asBytes().begin(), words.asBytes().size() / 2);
+    peer.SendFrames(std::move(frames));
+    EXPECT_EQ(peer.ReceiveError().second, proto::ErrorCode::INVALID_ARGUMENT);
+  }
+  {  // An empty header frame.
+    std::vector<zmq::message_t> frames;
+    frames.emplace_back();
+    peer.SendFrames(std::move(frames));
+    EXPECT_EQ(peer.ReceiveError(), std::make_pair(uint64_t{0}, proto::ErrorCode::INVALID_ARGUMENT));
+  }
+  {  // Too many payload frames.
+    capnp::MallocMessageBuilder request;
+    FillPut(request, "rdd_1_1", StorageLevel::kMemoryOnly, 100, 0, true, 1);
+    std::vector<zmq::message_t> frames;
+    for (size_t i = 0; i < kMaxPayloadFrames + 1; ++i) frames.emplace_back(1);
+    peer.Send(request, std::move(frames));
+    EXPECT_EQ(peer.ReceiveError().second, proto::ErrorCode::TOO_LARGE);
+  }
+  {  // A bad block id.
+    capnp::MallocMessageBuilder request;
+    FillPut(request, "rdd_x", StorageLevel::kMemoryOnly, 0, 0, true, 1);
+    request.getRoot<proto::Request>().setId(6);
+    peer.Send(request);
+    EXPECT_EQ(peer.ReceiveError(), std::make_pair(uint64_t{6}, proto::ErrorCode::INVALID_ARGUMENT));
+  }
+  {  // A request a worker does not serve.
+    capnp::MallocMessageBuilder request;
+    request.initRoot<proto::Request>().setListWorkers();
+    request.getRoot<proto::Request>().setId(7);
+    peer.Send(request);
+    EXPECT_EQ(peer.ReceiveError(), std::make_pair(uint64_t{7}, proto::ErrorCode::INVALID_ARGUMENT));
+  }
+  const std::vector<std::byte> data = RandomBytes(2 * kMiB, 13);
+  auto send_piece = [&](uint64_t request_id, uint64_t upload, uint64_t offset, size_t n,
+                        bool last) {
+    capnp::MallocMessageBuilder request;
+    FillPut(request, "rdd_1_2", StorageLevel::kMemoryOnly, data.size(), offset, last, upload);
+    request.getRoot<proto::Request>().setId(request_id);
+    peer.Send(request, Frames(std::span(data).subspan(offset % data.size(), n)));
+  };
+  {  // A piece at the wrong offset fails and aborts its upload.
+    send_piece(10, 1, 0, kMiB, false);
+    std::optional<IncomingMessage> first = peer.Receive();
+    ASSERT_TRUE(first && first->reply().isPut());
+    EXPECT_FALSE(first->reply().getPut().getCommitted());
+    send_piece(11, 1, 12345, kMiB - 12345, false);
+    EXPECT_EQ(peer.ReceiveError(), std::make_pair(uint64_t{11}, proto::ErrorCode::INVALID_ARGUMENT));
+    send_piece(12, 1, kMiB, kMiB, true);  // would have been right, but the upload is gone
+    EXPECT_EQ(peer.ReceiveError(), std::make_pair(uint64_t{12}, proto::ErrorCode::INVALID_ARGUMENT));
+  }
+  {  // A piece of an upload that never started.
+    send_piece(13, 99, kMiB, kMiB, true);
+    EXPECT_EQ(peer.ReceiveError(), std::make_pair(uint64_t{13}, proto::ErrorCode::INVALID_ARGUMENT));
+  }
+  {  // A last piece that leaves bytes missing.
+    send_piece(14, 2, 0, kMiB, true);
+    EXPECT_EQ(peer.ReceiveError(), std::make_pair(uint64_t{14}, proto::ErrorCode::INVALID_ARGUMENT));
+  }
+  {  // More bytes than declared.
+    capnp::MallocMessageBuilder request;
+    FillPut(request, "rdd_1_3", StorageLevel::kMemoryOnly, 10, 0, true, 3);
+    request.getRoot<proto::Request>().setId(15);
+    peer.Send(request, Frames(std::span(data).subspan(0, 11)));
+    EXPECT_EQ(peer.ReceiveError(), std::make_pair(uint64_t{15}, proto::ErrorCode::INVALID_ARGUMENT));
+  }
+  EXPECT_FALSE(Contains(*channel_, "rdd_1_2").value());
+  EXPECT_FALSE(Contains(*channel_, "rdd_1_3").value());
+
+  // Still serving, and the failed uploads left no claimed memory behind.
+  EXPECT_TRUE(Ping(*channel_).ok());
+  ASSERT_TRUE(Put(*channel_, "rdd_1_2", StorageLevel::kMemoryOnly, data, kMiB).ok());
+  Result<GetResult> got = Get(*channel_, "rdd_1_2", 0, kMaxPieceBytes);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->bytes == data);
+  ASSERT_TRUE(master_->WaitFor([&](const std::vector<SeenRequest>& seen) {
+    return !seen.empty() && seen.back().kind == SeenRequest::kHeartbeat &&
+           seen.back().memory_used == data.size();
+  }));
+}
+
+TEST_F(WorkerServerTest, SameUploadIdFromTwoClientsDoesNotCollide) {
+  StartWorker();
+  RpcChannel other(context_, server_->endpoint(), seconds(10));
+  const std::vector<std::byte> a = RandomBytes(2 * kMiB, 14);
+  const std::vector<std::byte> b = RandomBytes(2 * kMiB, 15);
+  auto piece = [](RpcChannel& channel, const std::string& block,
+                  const std::vector<std::byte>& data, uint64_t offset, bool last) {
+    capnp::MallocMessageBuilder request;
+    FillPut(request, block, StorageLevel::kMemoryOnly, data.size(), offset, last, 1);
+    return channel.Call(request, Frames(std::span(data).subspan(offset, kMiB))).status();
+  };
+  ASSERT_TRUE(piece(*channel_, "rdd_10_0", a, 0, false).ok());
+  ASSERT_TRUE(piece(other, "rdd_10_1", b, 0, false).ok());
+  ASSERT_TRUE(piece(*channel_, "rdd_10_0", a, kMiB, true).ok());
+  ASSERT_TRUE(piece(other, "rdd_10_1", b, kMiB, true).ok());
+  EXPECT_TRUE(Get(*channel_, "rdd_10_0", 0, kMaxPieceBytes)->bytes == a);
+  EXPECT_TRUE(Get(other, "rdd_10_1", 0, kMaxPieceBytes)->bytes == b);
+}
+
+TEST_F(WorkerServerTest, IdleUploadIsAbortedAndItsSpaceReleased) {
+  options_.upload_idle_timeout = milliseconds(500);
+  StartWorker();
+  const std::vector<std::byte> data = RandomBytes(2 * kMiB, 16);
+  capnp::MallocMessageBuilder first;
+  FillPut(first, "rdd_11_0", StorageLevel::kMemoryOnly, 10 * kMiB, 0, false, 1);
+  ASSERT_TRUE(channel_->Call(first, Frames(data)).ok());
+  // The claim shows in the stats the worker sends, then goes once the upload expires.
+  ASSERT_TRUE(master_->WaitFor([](const std::vector<SeenRequest>& seen) {
+    bool claimed = false;
+    for (const SeenRequest& r : seen) {
+      if (r.kind != SeenRequest::kHeartbeat && r.kind != SeenRequest::kReport) continue;
+      if (r.memory_used == 10 * kMiB) claimed = true;
+      if (claimed && r.memory_used == 0) return true;
+    }
+    return false;
+  }));
+  capnp::MallocMessageBuilder next;
+  FillPut(next, "rdd_11_0", StorageLevel::kMemoryOnly, 10 * kMiB, 2 * kMiB, false, 1);
+  EXPECT_EQ(channel_->Call(next, Frames(data)).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(WorkerServerTest, OutOfSpaceUploadFailsOnFirstPiece) {
+  memory_bytes_ = 4 * kMiB;
+  StartWorker();
+  capnp::MallocMessageBuilder first;
+  FillPut(first, "rdd_12_0", StorageLevel::kMemoryOnly, 8 * kMiB, 0, false, 1);
+  EXPECT_EQ(channel_->Call(first).status().code(), StatusCode::kOutOfSpace);
+  EXPECT_TRUE(Ping(*channel_).ok());
+}
+
+TEST_F(WorkerServerTest, StopsPromptlyWhileMasterIsUnreachable) {
+  master_->SetSilent(true);
+  StartWorker();
+  EXPECT_TRUE(Ping(*channel_).ok());
+  StopWorker();  // joins the loop thread; a hang fails the test by timeout
+}
+
+}  // namespace
+}  // namespace bm
