@@ -7,7 +7,7 @@
 namespace bm {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 json LocationListToJson(const std::vector<BlockLocation>& locations) {
   json out = json::array();
@@ -177,7 +177,7 @@ std::string RemovedText(uint64_t removed) {
 
 std::string PutText(const BlockId& id, const PutResult& put) {
   return "stored " + id.ToString() + " (" + FormatBytes(put.size) + ") on " + put.worker_id +
-         " (" + put.address + ") in " + std::string(TierName(put.tier)) + "\n";
+         " (" + put.address + ") " + (put.tier == Tier::kMemory ? "in memory" : "on disk") + "\n";
 }
 
 }  // namespace bm

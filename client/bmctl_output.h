@@ -10,6 +10,7 @@
 //   rm, rm-rdd {"removed"}
 //   put        {"block", "worker", "tier", "size"}
 // Sizes are numbers of bytes; tiers are "memory" / "disk"; levels are names like "MEMORY_ONLY".
+// Keys keep the order above (ordered_json) so the output reads like this list.
 
 #include <cstdint>
 #include <string>
@@ -22,12 +23,12 @@
 
 namespace bm {
 
-nlohmann::json LocationsToJson(const std::vector<BlockLocations>& blocks);
-nlohmann::json BlocksToJson(const std::vector<BlockLocations>& blocks);
-nlohmann::json WorkersToJson(const std::vector<WorkerInfo>& workers);
-nlohmann::json RddsToJson(const std::vector<RddInfo>& rdds);
-nlohmann::json RemovedToJson(uint64_t removed);
-nlohmann::json PutToJson(const BlockId& id, const PutResult& put);
+nlohmann::ordered_json LocationsToJson(const std::vector<BlockLocations>& blocks);
+nlohmann::ordered_json BlocksToJson(const std::vector<BlockLocations>& blocks);
+nlohmann::ordered_json WorkersToJson(const std::vector<WorkerInfo>& workers);
+nlohmann::ordered_json RddsToJson(const std::vector<RddInfo>& rdds);
+nlohmann::ordered_json RemovedToJson(uint64_t removed);
+nlohmann::ordered_json PutToJson(const BlockId& id, const PutResult& put);
 
 // Tables: a header row, then one row per item, columns separated by two spaces, no trailing
 // blanks, each ending with a newline.

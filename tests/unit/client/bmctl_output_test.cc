@@ -1,0 +1,129 @@
+#include "client/bmctl_output.h"
+
+#include <gtest/gtest.h>
+
+namespace bm {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::vector<BlockLocations> TwoBlocks() {
+  return {
+      {BlockId::Rdd(1, 0),
+       StorageLevel::kMemoryOnly,
+       {{"w1", "tcp://10.0.0.1:7701", Tier::kMemory, 123},
+        {"w2", "tcp://10.0.0.2:7701", Tier::kDisk, 123}}},
+      {BlockId::Broadcast(9), StorageLevel::kDiskOnly2, {}},
+  };
+}
+
+TEST(BmctlOutputTest, LocationsJsonShape) {
+  json expected = json::parse(R"([
+    {"block": "rdd_1_0", "locations": [
+      {"worker": "w1", "address": "tcp://10.0.0.1:7701", "tier": "memory", "size": 123},
+      {"worker": "w2", "address": "tcp://10.0.0.2:7701", "tier": "disk", "size": 123}]},
+    {"block": "broadcast_9", "locations": []}
+  ])");
+  EXPECT_EQ(LocationsToJson(TwoBlocks()), expected);
+}
+
+TEST(BmctlOutputTest, BlocksJsonShape) {
+  json out = BlocksToJson(TwoBlocks());
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0]["block"], "rdd_1_0");
+  EXPECT_EQ(out[0]["level"], "MEMORY_ONLY");
+  EXPECT_EQ(out[0]["locations"], LocationsToJson(TwoBlocks())[0]["locations"]);
+  EXPECT_EQ(out[1]["level"], "DISK_ONLY_2");
+  EXPECT_TRUE(out[1]["locations"].is_array());
+  EXPECT_EQ(out[0].size(), 3u);
+}
+
+TEST(BmctlOutputTest, WorkersJsonShape) {
+  WorkerInfo w;
+  w.id = "w1";
+  w.address = "tcp://10.0.0.1:7701";
+  w.memory_capacity = 4096;
+  w.memory_used = 1024;
+  w.disk_used = 77;
+  w.disk_capacity = 1 << 20;
+  w.block_count = 3;
+  w.last_heartbeat_age_ms = 12;
+  json expected = json::parse(R"([{"id": "w1", "address": "tcp://10.0.0.1:7701",
+    "memory_capacity": 4096, "memory_used": 1024, "disk_used": 77, "blocks": 3}])");
+  EXPECT_EQ(WorkersToJson({w}), expected);
+}
+
+TEST(BmctlOutputTest, RddsJsonShape) {
+  RddInfo rdd{1, 4, 1000, 2000, {"w1", "w2"}};
+  json expected = json::parse(R"([{"rdd": 1, "cached_partitions": 4, "memory_bytes": 1000,
+    "disk_bytes": 2000, "workers": ["w1", "w2"]}])");
+  EXPECT_EQ(RddsToJson({rdd}), expected);
+}
+
+TEST(BmctlOutputTest, EmptyListsAreEmptyJsonArrays) {
+  EXPECT_EQ(WorkersToJson({}).dump(), "[]");
+  EXPECT_EQ(RddsToJson({}).dump(), "[]");
+  EXPECT_EQ(BlocksToJson({}).dump(), "[]");
+  EXPECT_EQ(LocationsToJson({}).dump(), "[]");
+  EXPECT_EQ(RddsToJson({RddInfo{}})[0]["workers"].dump(), "[]");
+}
+
+TEST(BmctlOutputTest, RemovedAndPutJsonShapes) {
+  EXPECT_EQ(RemovedToJson(5).dump(), R"({"removed":5})");
+  PutResult put{"w2", "tcp://10.0.0.2:7701", Tier::kDisk, 42};
+  EXPECT_EQ(PutToJson(BlockId::Rdd(3, 1), put).dump(),
+            R"({"block":"rdd_3_1","worker":"w2","tier":"disk","size":42})");
+}
+
+TEST(BmctlOutputTest, TableAlignsColumnsWithoutTrailingBlanks) {
+  std::string table = FormatTable({{"NAME"}, {"SIZE", true}, {"NOTE"}},
+                                  {{"a", "1 B", "x"}, {"longer", "10.0 MiB", ""}});
+  EXPECT_EQ(table,
+            "NAME        SIZE  NOTE\n"
+            "a            1 B  x\n"
+            "longer  10.0 MiB\n");
+}
+
+TEST(BmctlOutputTest, LocationsTableListsEveryCopyAndMissingBlocks) {
+  EXPECT_EQ(LocationsTable(TwoBlocks()),
+            "BLOCK        WORKER  ADDRESS                          TIER     SIZE\n"
+            "rdd_1_0      w1      tcp://10.0.0.1:7701              memory  123 B\n"
+            "rdd_1_0      w2      tcp://10.0.0.2:7701              disk    123 B\n"
+            "broadcast_9  -       (not stored on any live worker)\n");
+}
+
+TEST(BmctlOutputTest, WorkersTableFormatsSizesAndUnlimitedDisk) {
+  WorkerInfo w;
+  w.id = "w1";
+  w.address = "tcp://h:1";
+  w.memory_capacity = 4ull << 30;
+  w.memory_used = 3ull << 29;
+  w.block_count = 2;
+  w.last_heartbeat_age_ms = 5;
+  std::string table = WorkersTable({w});
+  EXPECT_NE(table.find("1.5 GiB"), std::string::npos) << table;
+  EXPECT_NE(table.find("4.0 GiB"), std::string::npos) << table;
+  EXPECT_NE(table.find("unlimited"), std::string::npos) << table;
+  EXPECT_EQ(table.substr(0, table.find('\n')),
+            "WORKER  ADDRESS    MEM USED  MEM CAPACITY  DISK USED  DISK LIMIT  BLOCKS  HEARTBEAT");
+}
+
+TEST(BmctlOutputTest, BlocksAndRddsTables) {
+  EXPECT_EQ(BlocksTable(TwoBlocks()),
+            "BLOCK        LEVEL         SIZE  LOCATIONS\n"
+            "rdd_1_0      MEMORY_ONLY  123 B  w1:memory, w2:disk\n"
+            "broadcast_9  DISK_ONLY_2      -  -\n");
+  EXPECT_EQ(RddsTable({RddInfo{7, 2, 2048, 0, {"w1"}}}),
+            "RDD  PARTITIONS   MEMORY  DISK  WORKERS\n"
+            "  7           2  2.0 KiB   0 B  w1\n");
+}
+
+TEST(BmctlOutputTest, OneLineSummaries) {
+  EXPECT_EQ(RemovedText(1), "removed 1 block\n");
+  EXPECT_EQ(RemovedText(0), "removed 0 blocks\n");
+  EXPECT_EQ(PutText(BlockId::Rdd(1, 0), PutResult{"w1", "tcp://h:1", Tier::kMemory, 2048}),
+            "stored rdd_1_0 (2.0 KiB) on w1 (tcp://h:1) in memory\n");
+}
+
+}  // namespace
+}  // namespace bm
