@@ -1,0 +1,386 @@
+#include "worker/block_manager.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "common/byte_size.h"
+#include "common/protocol.h"
+#include "tests/support/temp_dir.h"
+
+namespace bm {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::vector<std::byte> RandomBytes(size_t size, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::byte> bytes(size);
+  for (std::byte& b : bytes) b = static_cast<std::byte>(rng());
+  return bytes;
+}
+
+// The bytes as chunks of at most `piece` bytes, as they arrive from the network.
+std::vector<ChunkPtr> Chunks(const std::vector<std::byte>& bytes, size_t piece = kChunkBytes) {
+  std::vector<ChunkPtr> chunks;
+  for (size_t pos = 0; pos < bytes.size(); pos += piece) {
+    chunks.push_back(MakeChunk(std::span(bytes).subspan(pos, std::min(piece, bytes.size() - pos))));
+  }
+  return chunks;
+}
+
+std::vector<std::byte> Concat(const std::vector<ChunkPtr>& chunks) {
+  BlockData data;
+  for (const ChunkPtr& chunk : chunks) data.Append(chunk);
+  return data.Flatten();
+}
+
+// A change as a compact string, so a test can state a whole sequence: "+rdd_1_0@memory",
+// "-rdd_1_0@memory".
+std::string Describe(const BlockChange& change) {
+  return (change.removed ? "-" : "+") + change.status.id.ToString() + "@" +
+         std::string(TierName(change.status.tier));
+}
+
+std::vector<std::string> Describe(const std::vector<BlockChange>& changes) {
+  std::vector<std::string> out;
+  for (const BlockChange& change : changes) out.push_back(Describe(change));
+  return out;
+}
+
+class BlockManagerTest : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kMemory = 3 * kKiB;
+
+  void SetUp() override { Make(kMemory, 0); }
+
+  void Make(uint64_t memory_capacity, uint64_t disk_limit) {
+    manager_.reset();
+    Result<std::unique_ptr<DiskStore>> disk = DiskStore::Open(dir_.Sub("db"), disk_limit);
+    ASSERT_TRUE(disk.ok()) << disk.status().ToString();
+    manager_ = std::make_unique<BlockManager>(std::make_unique<MemoryStore>(memory_capacity),
+                                              std::move(disk).value());
+  }
+
+  Result<Tier> Put(const BlockId& id, StorageLevel level, const std::vector<std::byte>& bytes) {
+    ASSIGN_OR_RETURN(BlockManager::UploadId upload, manager_->BeginPut(id, level, bytes.size()));
+    RETURN_IF_ERROR(manager_->AppendPut(upload, Chunks(bytes)));
+    return manager_->CommitPut(upload);
+  }
+
+  std::vector<std::byte> ReadAll(const BlockId& id) {
+    Result<BlockRead> read = manager_->Read(id, 0, UINT64_MAX);
+    EXPECT_TRUE(read.ok()) << read.status().ToString();
+    return read.ok() ? Concat(read->chunks) : std::vector<std::byte>{};
+  }
+
+  std::optional<Tier> TierOf(const BlockId& id) {
+    std::optional<BlockStatus> status = manager_->Find(id);
+    return status.has_value() ? std::optional<Tier>(status->tier) : std::nullopt;
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<BlockManager> manager_;
+};
+
+TEST_F(BlockManagerTest, MemoryBlockIsServedFromTheReceivedChunksWithoutCopy) {
+  const std::vector<std::byte> bytes = RandomBytes(1000, 1);
+  std::vector<ChunkPtr> chunks = Chunks(bytes, 400);
+  std::vector<const Chunk*> received;
+  for (const ChunkPtr& chunk : chunks) received.push_back(chunk.get());
+
+  auto upload = manager_->BeginPut(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, bytes.size());
+  ASSERT_TRUE(upload.ok());
+  ASSERT_TRUE(manager_->AppendPut(*upload, std::move(chunks)).ok());
+  Result<Tier> tier = manager_->CommitPut(*upload);
+  ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+  EXPECT_EQ(*tier, Tier::kMemory);
+
+  Result<BlockRead> read = manager_->Read(BlockId::Rdd(1, 0), 0, UINT64_MAX);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->tier, Tier::kMemory);
+  EXPECT_EQ(read->total_size, 1000u);
+  ASSERT_EQ(read->chunks.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(read->chunks[i].get(), received[i]);
+  EXPECT_TRUE(Concat(read->chunks) == bytes);
+}
+
+TEST_F(BlockManagerTest, ReadsRangesOfMemoryBlockAcrossChunkBoundaries) {
+  const std::vector<std::byte> bytes = RandomBytes(1000, 2);
+  auto upload = manager_->BeginPut(BlockId::Broadcast(1), StorageLevel::kMemoryOnly, 1000);
+  ASSERT_TRUE(upload.ok());
+  ASSERT_TRUE(manager_->AppendPut(*upload, Chunks(bytes, 333)).ok());
+  ASSERT_TRUE(manager_->CommitPut(*upload).ok());
+
+  Result<BlockRead> read = manager_->Read(BlockId::Broadcast(1), 330, 10);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->offset, 330u);
+  EXPECT_EQ(read->chunks.size(), 2u);
+  EXPECT_TRUE(Concat(read->chunks) ==
+              std::vector<std::byte>(bytes.begin() + 330, bytes.begin() + 340));
+  Result<BlockRead> tail = manager_->Read(BlockId::Broadcast(1), 990, 100);
+  ASSERT_TRUE(tail.ok());
+  EXPECT_TRUE(Concat(tail->chunks) == std::vector<std::byte>(bytes.begin() + 990, bytes.end()));
+  EXPECT_TRUE(manager_->Read(BlockId::Broadcast(1), 1000, 5)->chunks.empty());
+  EXPECT_EQ(manager_->Read(BlockId::Broadcast(1), 1001, 5).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_F(BlockManagerTest, DiskOnlyBlockIsStoredOnDisk) {
+  const std::vector<std::byte> bytes = RandomBytes(2 * kChunkBytes + 3, 3);
+  Result<Tier> tier = Put(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, bytes);
+  ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+  EXPECT_EQ(*tier, Tier::kDisk);
+  EXPECT_EQ(TierOf(BlockId::Rdd(1, 0)), Tier::kDisk);
+  EXPECT_TRUE(ReadAll(BlockId::Rdd(1, 0)) == bytes);
+  EXPECT_EQ(manager_->Stats().memory_used, 0u);
+  EXPECT_EQ(manager_->Stats().disk_used, bytes.size());
+  EXPECT_THAT(Describe(manager_->TakeChanges()), ElementsAre("+rdd_1_0@disk"));
+}
+
+TEST_F(BlockManagerTest, SpillsMemoryAndDiskBlockToDiskOnEviction) {
+  const std::vector<std::byte> first = RandomBytes(2 * kKiB, 4);
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryAndDisk, first).ok());
+  Result<Tier> second = Put(BlockId::Rdd(2, 0), StorageLevel::kMemoryAndDisk, RandomBytes(2 * kKiB, 5));
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(*second, Tier::kMemory);
+
+  EXPECT_EQ(TierOf(BlockId::Rdd(1, 0)), Tier::kDisk);
+  EXPECT_TRUE(ReadAll(BlockId::Rdd(1, 0)) == first);
+  EXPECT_EQ(manager_->Find(BlockId::Rdd(1, 0))->level, StorageLevel::kMemoryAndDisk);
+  EXPECT_THAT(Describe(manager_->TakeChanges()),
+              ElementsAre("+rdd_1_0@memory", "-rdd_1_0@memory", "+rdd_1_0@disk",
+                          "+rdd_2_0@memory"));
+}
+
+TEST_F(BlockManagerTest, DropsMemoryOnlyBlockOnEviction) {
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, RandomBytes(2 * kKiB, 4)).ok());
+  ASSERT_TRUE(Put(BlockId::Rdd(2, 0), StorageLevel::kMemoryOnly, RandomBytes(2 * kKiB, 5)).ok());
+  EXPECT_FALSE(manager_->Find(BlockId::Rdd(1, 0)).has_value());
+  EXPECT_EQ(manager_->Stats().disk_used, 0u);
+  EXPECT_THAT(Describe(manager_->TakeChanges()),
+              ElementsAre("+rdd_1_0@memory", "-rdd_1_0@memory", "+rdd_2_0@memory"));
+}
+
+TEST_F(BlockManagerTest, DropsEvictedBlockThatCannotBeSpilled) {
+  Make(kMemory, 1 * kKiB);
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryAndDisk, RandomBytes(2 * kKiB, 4)).ok());
+  ASSERT_TRUE(Put(BlockId::Rdd(2, 0), StorageLevel::kMemoryAndDisk, RandomBytes(2 * kKiB, 5)).ok());
+  EXPECT_FALSE(manager_->Find(BlockId::Rdd(1, 0)).has_value());
+  EXPECT_THAT(Describe(manager_->TakeChanges()),
+              ElementsAre("+rdd_1_0@memory", "-rdd_1_0@memory", "+rdd_2_0@memory"));
+}
+
+TEST_F(BlockManagerTest, MemoryOnlyFailsWhenOnlySameRddBlocksCouldBeEvicted) {
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, RandomBytes(2 * kKiB, 4)).ok());
+  auto upload = manager_->BeginPut(BlockId::Rdd(1, 1), StorageLevel::kMemoryOnly, 2 * kKiB);
+  ASSERT_FALSE(upload.ok());
+  EXPECT_EQ(upload.status().code(), StatusCode::kOutOfSpace);
+  EXPECT_EQ(TierOf(BlockId::Rdd(1, 0)), Tier::kMemory);
+}
+
+TEST_F(BlockManagerTest, MemoryAndDiskGoesToDiskWhenOnlySameRddBlocksCouldBeEvicted) {
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryAndDisk, RandomBytes(2 * kKiB, 4)).ok());
+  Result<Tier> tier = Put(BlockId::Rdd(1, 1), StorageLevel::kMemoryAndDisk, RandomBytes(2 * kKiB, 5));
+  ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+  EXPECT_EQ(*tier, Tier::kDisk);
+  EXPECT_EQ(TierOf(BlockId::Rdd(1, 0)), Tier::kMemory);
+  EXPECT_EQ(TierOf(BlockId::Rdd(1, 1)), Tier::kDisk);
+}
+
+TEST_F(BlockManagerTest, TooBigMemoryAndDiskBlockGoesStraightToDisk) {
+  ASSERT_TRUE(Put(BlockId::Rdd(2, 0), StorageLevel::kMemoryOnly, RandomBytes(1 * kKiB, 4)).ok());
+  const std::vector<std::byte> bytes = RandomBytes(kMemory + 1, 6);
+  Result<Tier> tier = Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryAndDisk2, bytes);
+  ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+  EXPECT_EQ(*tier, Tier::kDisk);
+  EXPECT_TRUE(ReadAll(BlockId::Rdd(1, 0)) == bytes);
+  // Nothing was evicted for it.
+  EXPECT_EQ(TierOf(BlockId::Rdd(2, 0)), Tier::kMemory);
+}
+
+TEST_F(BlockManagerTest, TooBigMemoryOnlyBlockIsOutOfSpace) {
+  auto upload = manager_->BeginPut(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, kMemory + 1);
+  ASSERT_FALSE(upload.ok());
+  EXPECT_EQ(upload.status().code(), StatusCode::kOutOfSpace);
+  EXPECT_EQ(manager_->Stats().disk_used, 0u);
+  EXPECT_TRUE(manager_->TakeChanges().empty());
+}
+
+TEST_F(BlockManagerTest, MemoryAndDiskFailsWhenNeitherTierHasRoom) {
+  Make(kMemory, 1 * kKiB);
+  auto upload = manager_->BeginPut(BlockId::Rdd(1, 0), StorageLevel::kMemoryAndDisk, kMemory + 1);
+  ASSERT_FALSE(upload.ok());
+  EXPECT_EQ(upload.status().code(), StatusCode::kOutOfSpace);
+  EXPECT_THAT(upload.status().message(), HasSubstr("memory:"));
+  EXPECT_THAT(upload.status().message(), HasSubstr("disk:"));
+}
+
+TEST_F(BlockManagerTest, RemovesBlocksFromEitherTier) {
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, RandomBytes(100, 1)).ok());
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 1), StorageLevel::kDiskOnly, RandomBytes(100, 2)).ok());
+  manager_->TakeChanges();
+
+  ASSERT_TRUE(manager_->Remove(BlockId::Rdd(1, 0)).ok());
+  ASSERT_TRUE(manager_->Remove(BlockId::Rdd(1, 1)).ok());
+  EXPECT_FALSE(manager_->Find(BlockId::Rdd(1, 0)).has_value());
+  EXPECT_FALSE(manager_->Find(BlockId::Rdd(1, 1)).has_value());
+  EXPECT_EQ(manager_->Remove(BlockId::Rdd(1, 0)).code(), StatusCode::kNotFound);
+  EXPECT_EQ(manager_->Read(BlockId::Rdd(1, 1), 0, 1).status().code(), StatusCode::kNotFound);
+  StoreStats stats = manager_->Stats();
+  EXPECT_EQ(stats.memory_used, 0u);
+  EXPECT_EQ(stats.disk_used, 0u);
+  EXPECT_EQ(stats.block_count, 0u);
+  EXPECT_THAT(Describe(manager_->TakeChanges()), ElementsAre("-rdd_1_0@memory", "-rdd_1_1@disk"));
+}
+
+TEST_F(BlockManagerTest, ReplacementBecomesVisibleOnlyAtCommit) {
+  const std::vector<std::byte> v1 = RandomBytes(1000, 1);
+  const std::vector<std::byte> v2 = RandomBytes(900, 2);
+  ASSERT_TRUE(Put(BlockId::Broadcast(7), StorageLevel::kMemoryOnly, v1).ok());
+  const uint64_t g1 = manager_->Read(BlockId::Broadcast(7), 0, 1)->generation;
+
+  auto upload = manager_->BeginPut(BlockId::Broadcast(7), StorageLevel::kMemoryOnly, v2.size());
+  ASSERT_TRUE(upload.ok()) << upload.status().ToString();
+  ASSERT_TRUE(manager_->AppendPut(*upload, Chunks(v2)).ok());
+  EXPECT_TRUE(ReadAll(BlockId::Broadcast(7)) == v1);
+
+  ASSERT_TRUE(manager_->CommitPut(*upload).ok());
+  Result<BlockRead> read = manager_->Read(BlockId::Broadcast(7), 0, UINT64_MAX);
+  ASSERT_TRUE(read.ok());
+  EXPECT_TRUE(Concat(read->chunks) == v2);
+  EXPECT_NE(read->generation, g1);
+  EXPECT_EQ(manager_->Stats().memory_used, v2.size());
+  EXPECT_THAT(Describe(manager_->TakeChanges()),
+              ElementsAre("+broadcast_7@memory", "+broadcast_7@memory"));
+}
+
+TEST_F(BlockManagerTest, ReplacingOnTheOtherTierLeavesOneLocation) {
+  const BlockId id = BlockId::Rdd(3, 0);
+  ASSERT_TRUE(Put(id, StorageLevel::kMemoryOnly, RandomBytes(100, 1)).ok());
+  const std::vector<std::byte> on_disk = RandomBytes(200, 2);
+  ASSERT_EQ(*Put(id, StorageLevel::kDiskOnly, on_disk), Tier::kDisk);
+  EXPECT_EQ(TierOf(id), Tier::kDisk);
+  EXPECT_TRUE(ReadAll(id) == on_disk);
+  EXPECT_EQ(manager_->Stats().memory_used, 0u);
+
+  const std::vector<std::byte> in_memory = RandomBytes(300, 3);
+  ASSERT_EQ(*Put(id, StorageLevel::kMemoryOnly, in_memory), Tier::kMemory);
+  EXPECT_EQ(TierOf(id), Tier::kMemory);
+  EXPECT_TRUE(ReadAll(id) == in_memory);
+  EXPECT_EQ(manager_->Stats().disk_used, 0u);
+  EXPECT_EQ(manager_->List().size(), 1u);
+  EXPECT_THAT(Describe(manager_->TakeChanges()),
+              ElementsAre("+rdd_3_0@memory", "-rdd_3_0@memory", "+rdd_3_0@disk", "-rdd_3_0@disk",
+                          "+rdd_3_0@memory"));
+}
+
+TEST_F(BlockManagerTest, AbortPutReleasesClaimedSpace) {
+  auto memory = manager_->BeginPut(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, 2 * kKiB);
+  auto disk = manager_->BeginPut(BlockId::Rdd(1, 1), StorageLevel::kDiskOnly, 5 * kKiB);
+  ASSERT_TRUE(memory.ok() && disk.ok());
+  ASSERT_TRUE(manager_->AppendPut(*disk, Chunks(RandomBytes(3 * kKiB, 1))).ok());
+  EXPECT_EQ(manager_->Stats().memory_used, 2 * kKiB);
+  EXPECT_EQ(manager_->Stats().disk_used, 5 * kKiB);
+
+  manager_->AbortPut(*memory);
+  manager_->AbortPut(*disk);
+  manager_->AbortPut(12345);  // unknown: ignored
+  EXPECT_FALSE(manager_->HasUpload(*memory));
+  EXPECT_EQ(manager_->Stats().memory_used, 0u);
+  EXPECT_EQ(manager_->Stats().disk_used, 0u);
+  EXPECT_TRUE(manager_->List().empty());
+  EXPECT_TRUE(manager_->TakeChanges().empty());
+}
+
+TEST_F(BlockManagerTest, AppendPastDeclaredSizeAbortsUpload) {
+  auto upload = manager_->BeginPut(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, 10);
+  ASSERT_TRUE(upload.ok());
+  EXPECT_TRUE(manager_->HasUpload(*upload));
+  Status s = manager_->AppendPut(*upload, Chunks(RandomBytes(11, 1)));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(manager_->HasUpload(*upload));
+  EXPECT_EQ(manager_->Stats().memory_used, 0u);
+  EXPECT_EQ(manager_->CommitPut(*upload).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(BlockManagerTest, CommitWithMissingBytesFailsAndKeepsOldVersion) {
+  const std::vector<std::byte> v1 = RandomBytes(100, 1);
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, v1).ok());
+  auto upload = manager_->BeginPut(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, 100);
+  ASSERT_TRUE(upload.ok());
+  ASSERT_TRUE(manager_->AppendPut(*upload, Chunks(RandomBytes(50, 2))).ok());
+  Result<Tier> tier = manager_->CommitPut(*upload);
+  ASSERT_FALSE(tier.ok());
+  EXPECT_EQ(tier.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(manager_->HasUpload(*upload));
+  EXPECT_TRUE(ReadAll(BlockId::Rdd(1, 0)) == v1);
+  EXPECT_EQ(manager_->Stats().disk_used, 100u);
+}
+
+TEST_F(BlockManagerTest, EmptyBlockIsStored) {
+  Result<Tier> tier = Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, {});
+  ASSERT_TRUE(tier.ok());
+  Result<BlockRead> read = manager_->Read(BlockId::Rdd(1, 0), 0, 100);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->total_size, 0u);
+  EXPECT_TRUE(read->chunks.empty());
+}
+
+TEST_F(BlockManagerTest, GenerationsAreUniqueAcrossTiersAndRestarts) {
+  const BlockId id = BlockId::Rdd(1, 0);
+  std::vector<uint64_t> generations;
+  for (StorageLevel level : {StorageLevel::kMemoryOnly, StorageLevel::kDiskOnly,
+                             StorageLevel::kMemoryOnly, StorageLevel::kDiskOnly}) {
+    ASSERT_TRUE(Put(id, level, RandomBytes(10, 1)).ok());
+    generations.push_back(manager_->Read(id, 0, 1)->generation);
+  }
+  Make(kMemory, 0);
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 1), StorageLevel::kMemoryOnly, RandomBytes(10, 1)).ok());
+  generations.push_back(manager_->Read(BlockId::Rdd(1, 1), 0, 1)->generation);
+  for (size_t i = 1; i < generations.size(); ++i) {
+    EXPECT_GT(generations[i], generations[i - 1]) << i;
+  }
+}
+
+TEST_F(BlockManagerTest, ListAndStatsCoverBothTiers) {
+  ASSERT_TRUE(Put(BlockId::Rdd(2, 0), StorageLevel::kMemoryOnly, RandomBytes(100, 1)).ok());
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, RandomBytes(200, 2)).ok());
+  std::vector<BlockStatus> list = manager_->List();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].id, BlockId::Rdd(1, 0));
+  EXPECT_EQ(list[0].tier, Tier::kDisk);
+  EXPECT_EQ(list[1].id, BlockId::Rdd(2, 0));
+  EXPECT_EQ(list[1].tier, Tier::kMemory);
+  StoreStats stats = manager_->Stats();
+  EXPECT_EQ(stats.memory_capacity, kMemory);
+  EXPECT_EQ(stats.memory_used, 100u);
+  EXPECT_EQ(stats.disk_used, 200u);
+  EXPECT_EQ(stats.disk_limit, 0u);
+  EXPECT_EQ(stats.block_count, 2u);
+}
+
+TEST_F(BlockManagerTest, TakeChangesReturnsEachChangeOnce) {
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, RandomBytes(10, 1)).ok());
+  std::vector<BlockChange> changes = manager_->TakeChanges();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].status.size, 10u);
+  EXPECT_EQ(changes[0].status.level, StorageLevel::kMemoryOnly);
+  EXPECT_TRUE(manager_->TakeChanges().empty());
+}
+
+TEST_F(BlockManagerTest, DiskBlocksSurviveRestart) {
+  const std::vector<std::byte> bytes = RandomBytes(kChunkBytes + 10, 9);
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, bytes).ok());
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 1), StorageLevel::kMemoryOnly, RandomBytes(10, 1)).ok());
+  Make(kMemory, 0);
+  EXPECT_EQ(TierOf(BlockId::Rdd(1, 0)), Tier::kDisk);
+  EXPECT_FALSE(manager_->Find(BlockId::Rdd(1, 1)).has_value());
+  EXPECT_TRUE(ReadAll(BlockId::Rdd(1, 0)) == bytes);
+}
+
+}  // namespace
+}  // namespace bm

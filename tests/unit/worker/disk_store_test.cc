@@ -1,0 +1,372 @@
+#include "worker/disk_store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+#include <rocksdb/iterator.h>
+#include <rocksdb/options.h>
+
+#include <algorithm>
+#include <fstream>
+#include <random>
+#include <vector>
+
+#include "common/byte_size.h"
+#include "common/protocol.h"
+#include "tests/support/temp_dir.h"
+
+namespace bm {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<std::byte> RandomBytes(size_t size, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::byte> bytes(size);
+  for (std::byte& b : bytes) b = static_cast<std::byte>(rng());
+  return bytes;
+}
+
+std::vector<std::byte> Concat(const std::vector<ChunkPtr>& chunks) {
+  BlockData data;
+  for (const ChunkPtr& chunk : chunks) data.Append(chunk);
+  return data.Flatten();
+}
+
+std::unique_ptr<DiskStore> OpenStore(const std::string& dir, uint64_t limit = 0) {
+  Result<std::unique_ptr<DiskStore>> store = DiskStore::Open(dir, limit);
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  return store.ok() ? std::move(store).value() : nullptr;
+}
+
+// Writes `bytes` through a DiskWriter in appends of `piece` bytes.
+Status WriteBlock(DiskStore& store, const BlockId& id, const std::vector<std::byte>& bytes,
+                  size_t piece = 300 * kKiB) {
+  ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer,
+                   store.BeginWrite(id, StorageLevel::kDiskOnly, bytes.size()));
+  std::span<const std::byte> rest(bytes);
+  while (!rest.empty()) {
+    size_t n = std::min(piece, rest.size());
+    RETURN_IF_ERROR(writer->Append(rest.first(n)));
+    rest = rest.subspan(n);
+  }
+  return writer->Commit();
+}
+
+std::vector<std::byte> ReadAll(DiskStore& store, const BlockId& id) {
+  Result<DiskRead> read = store.Read(id, 0, UINT64_MAX);
+  EXPECT_TRUE(read.ok()) << read.status().ToString();
+  return read.ok() ? Concat(read->chunks) : std::vector<std::byte>{};
+}
+
+// Keys in a closed store's database that start with `prefix`, read with RocksDB directly.
+size_t CountRawKeys(const std::string& dir, const std::string& prefix) {
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::OpenForReadOnly(rocksdb::Options(), dir, &raw);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  if (!s.ok()) return 0;
+  std::unique_ptr<rocksdb::DB> db(raw);
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+  size_t count = 0;
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) ++count;
+  return count;
+}
+
+class DiskStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = OpenStore(dir_.Sub("db"));
+    ASSERT_NE(store_, nullptr);
+  }
+  void Reopen(uint64_t limit = 0) {
+    store_.reset();
+    store_ = OpenStore(dir_.Sub("db"), limit);
+    ASSERT_NE(store_, nullptr);
+  }
+  // Closes the store so the test can inspect its database.
+  size_t RawChunkKeys(const BlockId& id) {
+    store_.reset();
+    return CountRawKeys(dir_.Sub("db"), "c:" + id.ToString() + ":");
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<DiskStore> store_;
+};
+
+class DiskStoreSizeTest : public DiskStoreTest, public ::testing::WithParamInterface<size_t> {};
+
+TEST_P(DiskStoreSizeTest, RoundTripsBytesWrittenInAnyPieces) {
+  const size_t size = GetParam();
+  const std::vector<std::byte> bytes = RandomBytes(size, static_cast<uint32_t>(size));
+  const std::vector<size_t> pieces = {1 << 30, kChunkBytes, 7777};
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const BlockId id = BlockId::Rdd(1, i);
+    ASSERT_TRUE(WriteBlock(*store_, id, bytes, pieces[i]).ok());
+    std::optional<BlockStatus> status = store_->Find(id);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_EQ(status->size, size);
+    EXPECT_EQ(status->tier, Tier::kDisk);
+    EXPECT_EQ(status->level, StorageLevel::kDiskOnly);
+    EXPECT_TRUE(ReadAll(*store_, id) == bytes) << "piece " << pieces[i];
+  }
+  EXPECT_EQ(store_->used(), 3 * size);
+}
+
+INSTANTIATE_TEST_SUITE_P(EdgeSizes, DiskStoreSizeTest,
+                         ::testing::Values(0, 1, 4 * kKiB, kChunkBytes, kChunkBytes + 1,
+                                           5 * kChunkBytes + 12345),
+                         [](const ::testing::TestParamInfo<size_t>& info) {
+                           return std::to_string(info.param) + "Bytes";
+                         });
+
+TEST_F(DiskStoreTest, ReadsRangesAtUnalignedOffsets) {
+  const uint64_t size = 5 * kChunkBytes + 123;
+  const std::vector<std::byte> bytes = RandomBytes(size, 42);
+  const BlockId id = BlockId::Broadcast(3);
+  ASSERT_TRUE(WriteBlock(*store_, id, bytes).ok());
+
+  struct Range {
+    uint64_t offset;
+    uint64_t length;
+  };
+  for (Range r : {Range{0, 1}, Range{1, kChunkBytes}, Range{kChunkBytes - 1, 2},
+                  Range{2 * kChunkBytes + 5, 2 * kChunkBytes}, Range{size - 1, 100},
+                  Range{12345, size}}) {
+    Result<DiskRead> read = store_->Read(id, r.offset, r.length);
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    EXPECT_EQ(read->total_size, size);
+    const uint64_t expected_length = std::min(r.length, size - r.offset);
+    std::vector<std::byte> expected(bytes.begin() + r.offset,
+                                    bytes.begin() + r.offset + expected_length);
+    EXPECT_TRUE(Concat(read->chunks) == expected) << "offset " << r.offset << " length "
+                                                  << r.length;
+  }
+  Result<DiskRead> across = store_->Read(id, kChunkBytes - 1, 2);
+  ASSERT_TRUE(across.ok());
+  EXPECT_EQ(across->chunks.size(), 2u);
+}
+
+TEST_F(DiskStoreTest, ReadAtEndIsEmptyAndPastEndIsInvalid) {
+  const BlockId id = BlockId::Broadcast(3);
+  ASSERT_TRUE(WriteBlock(*store_, id, RandomBytes(100, 1)).ok());
+  Result<DiskRead> at_end = store_->Read(id, 100, 10);
+  ASSERT_TRUE(at_end.ok());
+  EXPECT_TRUE(at_end->chunks.empty());
+  Result<DiskRead> past = store_->Read(id, 101, 10);
+  ASSERT_FALSE(past.ok());
+  EXPECT_EQ(past.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(DiskStoreTest, MissingBlockIsNotFound) {
+  Result<DiskRead> read = store_->Read(BlockId::Rdd(9, 9), 0, 10);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(store_->Find(BlockId::Rdd(9, 9)).has_value());
+  EXPECT_EQ(store_->Remove(BlockId::Rdd(9, 9)).code(), StatusCode::kNotFound);
+}
+
+TEST_F(DiskStoreTest, ReopenFindsCommittedBlocks) {
+  const std::vector<std::byte> big = RandomBytes(3 * kChunkBytes + 7, 5);
+  ASSERT_TRUE(WriteBlock(*store_, BlockId::Rdd(1, 1), big).ok());
+  ASSERT_TRUE(WriteBlock(*store_, BlockId::Rdd(1, 2), {}).ok());
+  const uint64_t generation = store_->Read(BlockId::Rdd(1, 1), 0, 1)->generation;
+
+  Reopen();
+  std::vector<BlockStatus> list = store_->List();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].id, BlockId::Rdd(1, 1));
+  EXPECT_EQ(list[1].id, BlockId::Rdd(1, 2));
+  EXPECT_EQ(list[1].size, 0u);
+  EXPECT_EQ(store_->used(), big.size());
+  EXPECT_TRUE(ReadAll(*store_, BlockId::Rdd(1, 1)) == big);
+  EXPECT_GT(store_->next_generation(), generation);
+}
+
+TEST_F(DiskStoreTest, DestroyedUncommittedWriterLeavesNothing) {
+  {
+    Result<std::unique_ptr<DiskWriter>> writer =
+        store_->BeginWrite(BlockId::Rdd(2, 0), StorageLevel::kDiskOnly, 4 * kChunkBytes);
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE((*writer)->Append(RandomBytes(3 * kChunkBytes, 1)).ok());
+    EXPECT_EQ(store_->used(), 4 * kChunkBytes);
+    EXPECT_FALSE(store_->Find(BlockId::Rdd(2, 0)).has_value());
+  }
+  EXPECT_EQ(store_->used(), 0u);
+  EXPECT_FALSE(store_->Find(BlockId::Rdd(2, 0)).has_value());
+  EXPECT_EQ(RawChunkKeys(BlockId::Rdd(2, 0)), 0u);
+}
+
+// Puts chunk keys for `generation` of `id` straight into a closed store's database, as a write
+// cut short by a crash leaves them (chunks, no metadata). Mirrors the documented key layout.
+void PutRawChunks(const std::string& dir, const BlockId& id, uint64_t generation, int count) {
+  rocksdb::DB* raw = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir, &raw).ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  for (int i = 0; i < count; ++i) {
+    std::string key = "c:" + id.ToString() + ":";
+    for (uint64_t n : {generation, static_cast<uint64_t>(i)}) {
+      for (int shift = 56; shift >= 0; shift -= 8) key.push_back(static_cast<char>(n >> shift));
+    }
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), key, std::string(1000, 'x')).ok());
+  }
+}
+
+TEST_F(DiskStoreTest, ReopenDeletesChunksOfWritesCutShortByCrash) {
+  const std::vector<std::byte> committed = RandomBytes(2 * kChunkBytes, 3);
+  ASSERT_TRUE(WriteBlock(*store_, BlockId::Rdd(1, 0), committed).ok());
+  const uint64_t generation = store_->Read(BlockId::Rdd(1, 0), 0, 1)->generation;
+  store_.reset();
+  // A newer version of the committed block and a brand new block, both unfinished.
+  PutRawChunks(dir_.Sub("db"), BlockId::Rdd(1, 0), generation + 5, 3);
+  PutRawChunks(dir_.Sub("db"), BlockId::Rdd(2, 0), generation + 6, 2);
+  ASSERT_EQ(CountRawKeys(dir_.Sub("db"), "c:rdd_1_0:"), 5u);
+
+  Reopen();
+  EXPECT_TRUE(ReadAll(*store_, BlockId::Rdd(1, 0)) == committed);
+  EXPECT_FALSE(store_->Find(BlockId::Rdd(2, 0)).has_value());
+  EXPECT_EQ(store_->used(), committed.size());
+  EXPECT_GT(store_->next_generation(), generation + 6);
+  EXPECT_EQ(RawChunkKeys(BlockId::Rdd(2, 0)), 0u);
+  EXPECT_EQ(CountRawKeys(dir_.Sub("db"), "c:rdd_1_0:"), 2u);
+}
+
+TEST_F(DiskStoreTest, LimitRejectsWriteWithOutOfSpaceAndKeepsOtherBlocks) {
+  Reopen(3 * kMiB);
+  const std::vector<std::byte> kept = RandomBytes(2 * kMiB, 8);
+  ASSERT_TRUE(WriteBlock(*store_, BlockId::Rdd(1, 0), kept).ok());
+
+  Result<std::unique_ptr<DiskWriter>> writer =
+      store_->BeginWrite(BlockId::Rdd(1, 1), StorageLevel::kDiskOnly, 2 * kMiB);
+  ASSERT_FALSE(writer.ok());
+  EXPECT_EQ(writer.status().code(), StatusCode::kOutOfSpace);
+  EXPECT_THAT(writer.status().message(), HasSubstr(FormatBytes(2 * kMiB)));
+  EXPECT_THAT(writer.status().message(), HasSubstr(FormatBytes(3 * kMiB)));
+  EXPECT_EQ(store_->used(), 2 * kMiB);
+  EXPECT_TRUE(ReadAll(*store_, BlockId::Rdd(1, 0)) == kept);
+}
+
+TEST_F(DiskStoreTest, WritesInProgressClaimTheirSpace) {
+  Reopen(3 * kMiB);
+  auto first = store_->BeginWrite(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, 2 * kMiB);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(store_->used(), 2 * kMiB);
+  auto second = store_->BeginWrite(BlockId::Rdd(1, 1), StorageLevel::kDiskOnly, 2 * kMiB);
+  EXPECT_EQ(second.status().code(), StatusCode::kOutOfSpace);
+  first->reset();
+  EXPECT_EQ(store_->used(), 0u);
+  EXPECT_TRUE(store_->BeginWrite(BlockId::Rdd(1, 1), StorageLevel::kDiskOnly, 3 * kMiB).ok());
+}
+
+TEST_F(DiskStoreTest, ReplacingBlockReleasesOldBytesAtCommit) {
+  Reopen(3 * kMiB);
+  ASSERT_TRUE(WriteBlock(*store_, BlockId::Rdd(1, 0), RandomBytes(1 * kMiB, 1)).ok());
+  ASSERT_TRUE(WriteBlock(*store_, BlockId::Rdd(1, 0), RandomBytes(2 * kMiB, 2)).ok());
+  EXPECT_EQ(store_->used(), 2 * kMiB);
+  EXPECT_EQ(store_->List().size(), 1u);
+}
+
+TEST_F(DiskStoreTest, ReplaceIsAtomicForReaders) {
+  const BlockId id = BlockId::Rdd(4, 0);
+  const std::vector<std::byte> v1 = RandomBytes(3 * kChunkBytes, 1);
+  const std::vector<std::byte> v2 = RandomBytes(3 * kChunkBytes + 10, 2);
+  ASSERT_TRUE(WriteBlock(*store_, id, v1).ok());
+  Result<DiskRead> first = store_->Read(id, 0, kChunkBytes);
+  ASSERT_TRUE(first.ok());
+  const uint64_t old_generation = first->generation;
+
+  auto writer = store_->BeginWrite(id, StorageLevel::kDiskOnly, v2.size());
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE((*writer)->Append(v2).ok());
+  // Not committed yet: readers still see the old version.
+  EXPECT_TRUE(ReadAll(*store_, id) == v1);
+  ASSERT_TRUE(store_->ReadGeneration(id, old_generation, kChunkBytes, kChunkBytes).ok());
+
+  ASSERT_TRUE((*writer)->Commit().ok());
+  Result<DiskRead> rest = store_->ReadGeneration(id, old_generation, kChunkBytes, kChunkBytes);
+  ASSERT_FALSE(rest.ok());
+  EXPECT_EQ(rest.status().code(), StatusCode::kAborted);
+  Result<DiskRead> fresh = store_->Read(id, 0, UINT64_MAX);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_NE(fresh->generation, old_generation);
+  EXPECT_TRUE(Concat(fresh->chunks) == v2);
+  // Only the new version's 4 chunks are left.
+  EXPECT_EQ(RawChunkKeys(id), 4u);
+}
+
+TEST_F(DiskStoreTest, RemoveDeletesBlockAndItsBytes) {
+  const BlockId id = BlockId::Shuffle(1, 2, 3);
+  ASSERT_TRUE(WriteBlock(*store_, id, RandomBytes(2 * kChunkBytes, 1)).ok());
+  const uint64_t generation = store_->Read(id, 0, 1)->generation;
+  ASSERT_TRUE(store_->Remove(id).ok());
+  EXPECT_FALSE(store_->Find(id).has_value());
+  EXPECT_EQ(store_->used(), 0u);
+  EXPECT_EQ(store_->Read(id, 0, 1).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->ReadGeneration(id, generation, 0, 1).status().code(), StatusCode::kAborted);
+  EXPECT_EQ(RawChunkKeys(id), 0u);
+}
+
+TEST_F(DiskStoreTest, AppendPastDeclaredSizeAbandonsWrite) {
+  auto writer = store_->BeginWrite(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, 10);
+  ASSERT_TRUE(writer.ok());
+  Status s = (*writer)->Append(RandomBytes(11, 1));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->used(), 0u);
+  EXPECT_FALSE((*writer)->Commit().ok());
+  EXPECT_FALSE(store_->Find(BlockId::Rdd(1, 0)).has_value());
+}
+
+TEST_F(DiskStoreTest, CommitWithMissingBytesFails) {
+  auto writer = store_->BeginWrite(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, 2 * kChunkBytes);
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE((*writer)->Append(RandomBytes(kChunkBytes + 5, 1)).ok());
+  Status s = (*writer)->Commit();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("bytes were written"));
+  EXPECT_FALSE(store_->Find(BlockId::Rdd(1, 0)).has_value());
+  EXPECT_EQ(store_->used(), 0u);
+  EXPECT_EQ(RawChunkKeys(BlockId::Rdd(1, 0)), 0u);
+}
+
+TEST_F(DiskStoreTest, WriteStoresBlockDataOfUnevenChunks) {
+  const std::vector<std::byte> bytes = RandomBytes(2 * kChunkBytes + 999, 6);
+  BlockData data;
+  data.Append(MakeChunk(std::span(bytes).first(10)));
+  data.Append(MakeChunk(std::span(bytes).subspan(10, kChunkBytes + 3)));
+  data.Append(MakeChunk(std::span(bytes).subspan(kChunkBytes + 13)));
+  ASSERT_TRUE(store_->Write(BlockId::Rdd(7, 7), StorageLevel::kMemoryAndDisk, data).ok());
+  EXPECT_EQ(store_->Find(BlockId::Rdd(7, 7))->level, StorageLevel::kMemoryAndDisk);
+  EXPECT_TRUE(ReadAll(*store_, BlockId::Rdd(7, 7)) == bytes);
+}
+
+TEST_F(DiskStoreTest, GenerationsNeverRepeat) {
+  ASSERT_TRUE(WriteBlock(*store_, BlockId::Rdd(1, 0), RandomBytes(10, 1)).ok());
+  const uint64_t g1 = store_->Read(BlockId::Rdd(1, 0), 0, 1)->generation;
+  store_->AdvanceGenerationTo(g1 + 100);
+  ASSERT_TRUE(WriteBlock(*store_, BlockId::Rdd(1, 0), RandomBytes(10, 2)).ok());
+  const uint64_t g2 = store_->Read(BlockId::Rdd(1, 0), 0, 1)->generation;
+  EXPECT_GE(g2, g1 + 100);
+  Reopen();
+  EXPECT_GT(store_->next_generation(), g2);
+}
+
+TEST(DiskStoreOpenTest, SecondOpenOfSameDirectoryFailsClearly) {
+  testing::TempDir dir;
+  std::unique_ptr<DiskStore> first = OpenStore(dir.Sub("db"));
+  ASSERT_NE(first, nullptr);
+  Result<std::unique_ptr<DiskStore>> second = DiskStore::Open(dir.Sub("db"), 0);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(second.status().message(), HasSubstr("in use"));
+}
+
+TEST(DiskStoreOpenTest, PathThatIsAFileFailsClearly) {
+  testing::TempDir dir;
+  std::ofstream(dir.Sub("file")) << "x";
+  Result<std::unique_ptr<DiskStore>> store = DiskStore::Open(dir.Sub("file"), 0);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(store.status().message(), HasSubstr(dir.Sub("file")));
+}
+
+}  // namespace
+}  // namespace bm
