@@ -1,0 +1,221 @@
+#include "master/block_index.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace bm {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+BlockId Id(const std::string& text) { return BlockId::Parse(text).value(); }
+
+BlockChange Stored(const std::string& id, Tier tier, uint64_t size,
+                   StorageLevel level = StorageLevel::kMemoryAndDisk) {
+  BlockChange change{Id(id)};
+  change.level = level;
+  change.tier = tier;
+  change.size = size;
+  return change;
+}
+
+BlockChange Removed(const std::string& id) {
+  BlockChange change{Id(id)};
+  change.removed = true;
+  return change;
+}
+
+std::vector<std::string> Names(const std::vector<BlockInfo>& blocks) {
+  std::vector<std::string> out;
+  for (const BlockInfo& block : blocks) out.push_back(block.id.ToString());
+  return out;
+}
+
+TEST(BlockIndexTest, StoredBlockIsFoundWithLevelAndLocation) {
+  BlockIndex index;
+  index.Apply("w1", Stored("rdd_1_2", Tier::kDisk, 100, StorageLevel::kDiskOnly));
+  std::optional<BlockInfo> info = index.Find(Id("rdd_1_2"));
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->level, StorageLevel::kDiskOnly);
+  EXPECT_THAT(info->locations, ElementsAre(BlockLocation{"w1", Tier::kDisk, 100}));
+  EXPECT_EQ(index.block_count(), 1u);
+  EXPECT_FALSE(index.Find(Id("rdd_1_3")).has_value());
+}
+
+TEST(BlockIndexTest, LocationsListMemoryBeforeDiskThenByWorker) {
+  BlockIndex index;
+  index.Apply("w3", Stored("broadcast_7", Tier::kDisk, 10));
+  index.Apply("w2", Stored("broadcast_7", Tier::kMemory, 10));
+  index.Apply("w1", Stored("broadcast_7", Tier::kDisk, 10));
+  index.Apply("w4", Stored("broadcast_7", Tier::kMemory, 10));
+  EXPECT_THAT(
+      index.Find(Id("broadcast_7"))->locations,
+      ElementsAre(BlockLocation{"w2", Tier::kMemory, 10}, BlockLocation{"w4", Tier::kMemory, 10},
+                  BlockLocation{"w1", Tier::kDisk, 10}, BlockLocation{"w3", Tier::kDisk, 10}));
+  EXPECT_EQ(index.block_count(), 1u);
+}
+
+TEST(BlockIndexTest, ReportFromSameWorkerReplacesItsLocation) {
+  BlockIndex index;
+  index.Apply("w1", Stored("rdd_1_0", Tier::kMemory, 100, StorageLevel::kMemoryAndDisk));
+  index.Apply("w1", Stored("rdd_1_0", Tier::kDisk, 120, StorageLevel::kMemoryAndDisk));
+  EXPECT_THAT(index.Find(Id("rdd_1_0"))->locations,
+              ElementsAre(BlockLocation{"w1", Tier::kDisk, 120}));
+  EXPECT_EQ(index.LocationCount("w1"), 1u);
+}
+
+TEST(BlockIndexTest, LastRemovedLocationErasesTheBlock) {
+  BlockIndex index;
+  index.Apply("w1", Stored("shuffle_1_2_3", Tier::kMemory, 5));
+  index.Apply("w2", Stored("shuffle_1_2_3", Tier::kMemory, 5));
+  index.Apply("w1", Removed("shuffle_1_2_3"));
+  EXPECT_THAT(index.Find(Id("shuffle_1_2_3"))->locations,
+              ElementsAre(BlockLocation{"w2", Tier::kMemory, 5}));
+  index.Apply("w2", Removed("shuffle_1_2_3"));
+  EXPECT_FALSE(index.Find(Id("shuffle_1_2_3")).has_value());
+  EXPECT_EQ(index.block_count(), 0u);
+  EXPECT_THAT(index.List(), IsEmpty());
+}
+
+TEST(BlockIndexTest, RemovalOfUnheldBlockIsIgnored) {
+  BlockIndex index;
+  index.Apply("w1", Stored("rdd_1_0", Tier::kMemory, 5));
+  index.Apply("w2", Removed("rdd_1_0"));
+  index.Apply("w1", Removed("rdd_9_9"));
+  EXPECT_EQ(index.block_count(), 1u);
+  EXPECT_EQ(index.Find(Id("rdd_1_0"))->locations.size(), 1u);
+}
+
+TEST(BlockIndexTest, RemoveWorkerDropsOnlyItsLocations) {
+  BlockIndex index;
+  index.Apply("w1", Stored("rdd_1_0", Tier::kMemory, 1));
+  index.Apply("w1", Stored("rdd_1_1", Tier::kMemory, 1));
+  index.Apply("w2", Stored("rdd_1_1", Tier::kDisk, 1));
+  index.Apply("w1", Stored("broadcast_1", Tier::kMemory, 1));
+  index.Apply("w2", Stored("broadcast_2", Tier::kMemory, 1));
+
+  EXPECT_EQ(index.RemoveWorker("w1"), 3u);
+  EXPECT_EQ(index.RemoveWorker("w1"), 0u);
+  EXPECT_EQ(index.RemoveWorker("never-seen"), 0u);
+  EXPECT_THAT(Names(index.List()), ElementsAre("rdd_1_1", "broadcast_2"));
+  EXPECT_THAT(index.Find(Id("rdd_1_1"))->locations,
+              ElementsAre(BlockLocation{"w2", Tier::kDisk, 1}));
+  EXPECT_EQ(index.LocationCount("w1"), 0u);
+  EXPECT_EQ(index.LocationCount("w2"), 2u);
+}
+
+TEST(BlockIndexTest, WorkerSlotIsReusedAfterItsLastLocationGoes) {
+  BlockIndex index;
+  index.Apply("w1", Stored("rdd_1_0", Tier::kMemory, 1));
+  index.Apply("w1", Removed("rdd_1_0"));
+  index.Apply("w2", Stored("rdd_1_0", Tier::kMemory, 2));
+  index.Apply("w1", Stored("rdd_1_1", Tier::kDisk, 3));
+  EXPECT_THAT(index.Find(Id("rdd_1_0"))->locations,
+              ElementsAre(BlockLocation{"w2", Tier::kMemory, 2}));
+  EXPECT_THAT(index.Find(Id("rdd_1_1"))->locations,
+              ElementsAre(BlockLocation{"w1", Tier::kDisk, 3}));
+}
+
+TEST(BlockIndexTest, ListsAreSortedByIdNumerically) {
+  BlockIndex index;
+  for (const char* id : {"rdd_1_10", "shuffle_0_1_2", "rdd_1_2", "broadcast_3", "rdd_2_0",
+                         "rdd_10_0", "broadcast_20"}) {
+    index.Apply("w1", Stored(id, Tier::kMemory, 1));
+  }
+  EXPECT_THAT(Names(index.List()), ElementsAre("rdd_1_2", "rdd_1_10", "rdd_2_0", "rdd_10_0",
+                                               "broadcast_3", "broadcast_20", "shuffle_0_1_2"));
+  EXPECT_THAT(Names(index.ListRdd(1)), ElementsAre("rdd_1_2", "rdd_1_10"));
+  EXPECT_THAT(index.ListRdd(3), IsEmpty());
+  EXPECT_THAT(index.RddBlockIds(1), ElementsAre(Id("rdd_1_2"), Id("rdd_1_10")));
+}
+
+TEST(BlockIndexTest, RddSummariesSumCopiesPerTierAndListWorkers) {
+  BlockIndex index;
+  index.Apply("w2", Stored("rdd_5_0", Tier::kMemory, 100));
+  index.Apply("w1", Stored("rdd_5_0", Tier::kDisk, 100));
+  index.Apply("w1", Stored("rdd_5_1", Tier::kMemory, 50));
+  index.Apply("w3", Stored("rdd_3_0", Tier::kDisk, 7));
+  index.Apply("w3", Stored("broadcast_1", Tier::kMemory, 1000));
+
+  std::vector<RddSummary> rdds = index.RddSummaries();
+  ASSERT_EQ(rdds.size(), 2u);
+  EXPECT_EQ(rdds[0], (RddSummary{3, 1, 0, 7, {"w3"}}));
+  EXPECT_EQ(rdds[1], (RddSummary{5, 2, 150, 100, {"w1", "w2"}}));
+}
+
+TEST(BlockIndexTest, HoldersGroupsRequestedBlocksByWorker) {
+  BlockIndex index;
+  index.Apply("w1", Stored("rdd_1_0", Tier::kMemory, 1));
+  index.Apply("w1", Stored("rdd_1_1", Tier::kMemory, 1));
+  index.Apply("w2", Stored("rdd_1_1", Tier::kMemory, 1));
+  index.Apply("w3", Stored("rdd_2_0", Tier::kMemory, 1));
+  std::vector<BlockId> ids = {Id("rdd_1_1"), Id("rdd_1_0"), Id("rdd_7_7")};
+  std::map<std::string, std::vector<BlockId>> holders = index.Holders(ids);
+  ASSERT_EQ(holders.size(), 2u);
+  EXPECT_THAT(holders["w1"], ElementsAre(Id("rdd_1_1"), Id("rdd_1_0")));
+  EXPECT_THAT(holders["w2"], ElementsAre(Id("rdd_1_1")));
+}
+
+// Random stores and removals across workers, checked against a plain map model: exercises the
+// compact entry (inline first location, heap extras) through growth, removal from any position
+// and worker drops.
+TEST(BlockIndexTest, MatchesASimpleModelUnderRandomChanges) {
+  using Model = std::map<BlockId, std::map<std::string, BlockLocation>>;
+  BlockIndex index;
+  Model model;
+  std::mt19937 rng(42);
+  const std::vector<std::string> workers = {"w0", "w1", "w2", "w3", "w4", "w5"};
+  auto pick_id = [&] {
+    uint32_t n = rng() % 12;
+    return n < 8 ? BlockId::Rdd(n % 3, n) : BlockId::Broadcast(n);
+  };
+  for (int step = 0; step < 20000; ++step) {
+    const std::string& worker = workers[rng() % workers.size()];
+    uint32_t action = rng() % 100;
+    if (action < 55) {
+      BlockChange change{pick_id()};
+      change.tier = rng() % 2 ? Tier::kMemory : Tier::kDisk;
+      change.size = rng() % 1000;
+      index.Apply(worker, change);
+      model[change.id][worker] = BlockLocation{worker, change.tier, change.size};
+    } else if (action < 98) {
+      BlockChange change{pick_id()};
+      change.removed = true;
+      index.Apply(worker, change);
+      auto it = model.find(change.id);
+      if (it != model.end()) {
+        it->second.erase(worker);
+        if (it->second.empty()) model.erase(it);
+      }
+    } else {
+      size_t expected = 0;
+      for (auto it = model.begin(); it != model.end();) {
+        expected += it->second.erase(worker);
+        it = it->second.empty() ? model.erase(it) : std::next(it);
+      }
+      ASSERT_EQ(index.RemoveWorker(worker), expected);
+    }
+    if (step % 100 != 0) continue;
+    ASSERT_EQ(index.block_count(), model.size());
+    std::vector<BlockInfo> listed = index.List();
+    ASSERT_EQ(listed.size(), model.size());
+    auto expected = model.begin();
+    for (const BlockInfo& info : listed) {
+      ASSERT_EQ(info.id, expected->first);
+      std::map<std::string, BlockLocation> got;
+      for (const BlockLocation& location : info.locations) got[location.worker_id] = location;
+      ASSERT_EQ(got.size(), info.locations.size()) << "a worker listed twice";
+      ASSERT_EQ(got, expected->second) << info.id.ToString();
+      ++expected;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace bm

@@ -1,0 +1,526 @@
+#include "master/master_server.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/protocol.h"
+#include "common/transport.h"
+
+namespace bm {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
+
+// Polls `condition` until it holds or `timeout` passes.
+template <typename F>
+bool Await(F condition, std::chrono::milliseconds timeout = 5000ms) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+struct BlockSpec {
+  std::string id;
+  Tier tier = Tier::kMemory;
+  uint64_t size = 0;
+  StorageLevel level = StorageLevel::kMemoryAndDisk;
+};
+
+void FillStatus(const BlockSpec& block, proto::BlockStatus::Builder out) {
+  out.setBlockId(block.id);
+  out.setTier(ToProto(block.tier));
+  out.setSize(block.size);
+  out.setLevel(ToProto(block.level));
+}
+
+// A worker's data port as the master sees it: a ROUTER that records the ids of every
+// removeBlocks it gets and, if `answers`, replies `removed` with their count. Serves on its own
+// thread, which owns the socket after construction.
+class FakeWorker {
+ public:
+  FakeWorker(zmq::context_t& context, bool answers)
+      : socket_(context, zmq::socket_type::router), answers_(answers) {
+    ConfigureSocket(socket_);
+    socket_.bind("tcp://127.0.0.1:*");
+    address_ = socket_.get(zmq::sockopt::last_endpoint);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~FakeWorker() {
+    stop_ = true;
+    thread_.join();
+  }
+
+  const std::string& address() const { return address_; }
+  std::multiset<std::string> removed() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return removed_;
+  }
+  int remove_requests() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return remove_requests_;
+  }
+
+ private:
+  void Serve() {
+    while (!stop_) {
+      zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, 10ms);
+      if (!(item.revents & ZMQ_POLLIN)) continue;
+      Result<IncomingMessage> received = ReceiveMessage(socket_, /*has_routing_id=*/true);
+      if (!received.ok()) continue;
+      proto::Request::Reader request = received->request();
+      if (!request.isRemoveBlocks()) continue;
+      uint64_t count = 0;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++remove_requests_;
+        for (capnp::Text::Reader id : request.getRemoveBlocks().getBlockIds()) {
+          removed_.insert(std::string(id.cStr(), id.size()));
+          ++count;
+        }
+      }
+      if (!answers_) continue;
+      capnp::MallocMessageBuilder reply;
+      proto::Reply::Builder root = reply.initRoot<proto::Reply>();
+      root.setId(request.getId());
+      root.setRemoved(count);
+      (void)SendMessage(socket_, &*received->routing_id(), reply);
+    }
+  }
+
+  zmq::socket_t socket_;
+  const bool answers_;
+  std::string address_;
+  std::atomic<bool> stop_{false};
+  mutable std::mutex mutex_;
+  std::multiset<std::string> removed_;  // guarded by mutex_
+  int remove_requests_ = 0;             // guarded by mutex_
+  std::thread thread_;
+};
+
+class MasterServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { spdlog::set_level(spdlog::level::warn); }
+
+  void StartMaster(Duration heartbeat_timeout = 10s, Duration remove_timeout = 5s) {
+    MasterOptions options;
+    options.listen = "tcp://127.0.0.1:*";
+    options.heartbeat_timeout = heartbeat_timeout;
+    options.remove_timeout = remove_timeout;
+    Result<std::unique_ptr<MasterServer>> created = MasterServer::Create(context_, options, clock_);
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+    server_ = std::move(created).value();
+    thread_ = std::thread([this] { server_->Run(); });
+    channel_ = std::make_unique<RpcChannel>(context_, server_->endpoint(), 5000ms);
+  }
+
+  void TearDown() override {
+    if (!server_) return;
+    server_->Stop();
+    thread_.join();
+  }
+
+  Result<IncomingMessage> Register(const std::string& id, const std::string& address,
+                                   const std::vector<BlockSpec>& blocks = {}) {
+    capnp::MallocMessageBuilder message;
+    auto request = message.initRoot<proto::Request>().initRegisterWorker();
+    request.setWorkerId(id);
+    request.setAddress(address);
+    request.initStats().setMemoryCapacity(1000);
+    auto list = request.initBlocks(blocks.size());
+    for (size_t i = 0; i < blocks.size(); ++i) FillStatus(blocks[i], list[i]);
+    return channel_->Call(message);
+  }
+
+  Status Heartbeat(const std::string& id) {
+    capnp::MallocMessageBuilder message;
+    message.initRoot<proto::Request>().initHeartbeat().setWorkerId(id);
+    return channel_->Call(message).status();
+  }
+
+  // `removed` ids are reported removed, the others stored.
+  Status Report(const std::string& id, const std::vector<BlockSpec>& stored,
+                const std::vector<std::string>& removed = {}) {
+    capnp::MallocMessageBuilder message;
+    auto request = message.initRoot<proto::Request>().initReportBlocks();
+    request.setWorkerId(id);
+    auto updates = request.initUpdates(stored.size() + removed.size());
+    for (size_t i = 0; i < stored.size(); ++i) FillStatus(stored[i], updates[i].initStatus());
+    for (size_t i = 0; i < removed.size(); ++i) {
+      auto update = updates[stored.size() + i];
+      update.initStatus().setBlockId(removed[i]);
+      update.setRemoved(true);
+    }
+    return channel_->Call(message).status();
+  }
+
+  // "rdd_1_0 w1:memory:100 w2:disk:100" per block.
+  static std::vector<std::string> Describe(capnp::List<proto::BlockLocations>::Reader list) {
+    std::vector<std::string> out;
+    for (proto::BlockLocations::Reader block : list) {
+      std::string line = block.getBlockId();
+      for (proto::Location::Reader location : block.getLocations()) {
+        line += " " + std::string(location.getWorkerId().cStr()) + ":" +
+                std::string(TierName(FromProto(location.getTier()))) + ":" +
+                std::to_string(location.getSize());
+      }
+      out.push_back(line);
+    }
+    return out;
+  }
+
+  Result<std::vector<std::string>> GetLocations(const std::vector<std::string>& ids) {
+    capnp::MallocMessageBuilder message;
+    auto list = message.initRoot<proto::Request>().initGetLocations().initBlockIds(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
+    ASSIGN_OR_RETURN(IncomingMessage reply, channel_->Call(message));
+    return Describe(reply.reply().getLocations());
+  }
+
+  std::vector<std::string> ListBlocks(std::optional<uint64_t> rdd = std::nullopt) {
+    capnp::MallocMessageBuilder message;
+    auto request = message.initRoot<proto::Request>().initListBlocks();
+    if (rdd) {
+      request.setRddId(*rdd);
+    } else {
+      request.setAll();
+    }
+    Result<IncomingMessage> reply = channel_->Call(message);
+    EXPECT_TRUE(reply.ok()) << reply.status().ToString();
+    if (!reply.ok()) return {};
+    return Describe(reply->reply().getBlocks());
+  }
+
+  std::vector<std::string> ListWorkers() {
+    capnp::MallocMessageBuilder message;
+    message.initRoot<proto::Request>().setListWorkers();
+    Result<IncomingMessage> reply = channel_->Call(message);
+    EXPECT_TRUE(reply.ok()) << reply.status().ToString();
+    if (!reply.ok()) return {};
+    std::vector<std::string> out;
+    for (proto::WorkerInfo::Reader worker : reply->reply().getWorkers()) {
+      out.push_back(std::string(worker.getWorkerId().cStr()) + "@" + worker.getAddress().cStr());
+    }
+    return out;
+  }
+
+  Result<uint64_t> RemoveBlocks(const std::vector<std::string>& ids) {
+    capnp::MallocMessageBuilder message;
+    auto list = message.initRoot<proto::Request>().initRemoveBlocks().initBlockIds(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
+    ASSIGN_OR_RETURN(IncomingMessage reply, channel_->Call(message));
+    return reply.reply().getRemoved();
+  }
+
+  Result<uint64_t> RemoveRdd(uint64_t rdd_id) {
+    capnp::MallocMessageBuilder message;
+    message.initRoot<proto::Request>().initRemoveRdd().setRddId(rdd_id);
+    ASSIGN_OR_RETURN(IncomingMessage reply, channel_->Call(message));
+    return reply.reply().getRemoved();
+  }
+
+  Status Ping() {
+    capnp::MallocMessageBuilder message;
+    message.initRoot<proto::Request>().setPing();
+    return channel_->Call(message).status();
+  }
+
+  zmq::context_t context_{1};
+  SteadyClock clock_;
+  std::unique_ptr<MasterServer> server_;
+  std::thread thread_;
+  std::unique_ptr<RpcChannel> channel_;
+};
+
+TEST_F(MasterServerTest, PingAnswersOk) {
+  StartMaster();
+  EXPECT_TRUE(Ping().ok());
+}
+
+TEST_F(MasterServerTest, RegisterRepliesWithAQuarterOfTheTimeoutAsHeartbeatInterval) {
+  StartMaster(8s);
+  FakeWorker worker(context_, true);
+  Result<IncomingMessage> reply = Register("w1", worker.address());
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  ASSERT_TRUE(reply->reply().isRegistered());
+  EXPECT_EQ(reply->reply().getRegistered().getHeartbeatIntervalMs(), 2000u);
+  EXPECT_THAT(ListWorkers(), ElementsAre("w1@" + worker.address()));
+}
+
+TEST_F(MasterServerTest, HeartbeatIntervalIsAtLeastFiftyMilliseconds) {
+  StartMaster(100ms);
+  Result<IncomingMessage> reply = Register("w1", "tcp://127.0.0.1:1");
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->reply().getRegistered().getHeartbeatIntervalMs(), 50u);
+}
+
+TEST_F(MasterServerTest, RegisterWithEmptyIdOrAddressIsInvalidArgument) {
+  StartMaster();
+  EXPECT_EQ(Register("", "tcp://127.0.0.1:1").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Register("w1", "").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Register("w1", "not-an-endpoint").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Register("w1", "tcp://127.0.0.1:1", {{"bad_id"}}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_THAT(ListWorkers(), IsEmpty());
+}
+
+TEST_F(MasterServerTest, HeartbeatAndReportFromUnknownWorkerAreUnknownWorker) {
+  StartMaster();
+  EXPECT_EQ(Heartbeat("ghost").code(), StatusCode::kUnknownWorker);
+  EXPECT_EQ(Report("ghost", {{"rdd_1_0", Tier::kMemory, 1}}).code(), StatusCode::kUnknownWorker);
+  EXPECT_THAT(ListBlocks(), IsEmpty());
+  ASSERT_TRUE(Register("w1", "tcp://127.0.0.1:1").ok());
+  EXPECT_TRUE(Heartbeat("w1").ok());
+}
+
+TEST_F(MasterServerTest, ReportedBlocksAppearInLocationsListsAndRdds) {
+  StartMaster();
+  ASSERT_TRUE(Register("w2", "tcp://127.0.0.1:2", {{"rdd_1_10", Tier::kDisk, 30}}).ok());
+  ASSERT_TRUE(Register("w1", "tcp://127.0.0.1:1", {{"rdd_1_2", Tier::kMemory, 10}}).ok());
+  ASSERT_TRUE(Report("w1",
+                     {{"rdd_1_10", Tier::kMemory, 30},
+                      {"broadcast_4", Tier::kMemory, 5},
+                      {"rdd_2_0", Tier::kDisk, 7}},
+                     {"rdd_9_9"})
+                  .ok());
+  ASSERT_TRUE(Report("w2", {{"rdd_2_0", Tier::kDisk, 7}}, {"rdd_2_0"}).ok());
+
+  Result<std::vector<std::string>> locations = GetLocations({"rdd_1_10", "rdd_5_5", "rdd_1_2"});
+  ASSERT_TRUE(locations.ok()) << locations.status().ToString();
+  EXPECT_THAT(*locations,
+              ElementsAre("rdd_1_10 w1:memory:30 w2:disk:30", "rdd_5_5", "rdd_1_2 w1:memory:10"));
+  EXPECT_THAT(ListBlocks(), ElementsAre("rdd_1_2 w1:memory:10", "rdd_1_10 w1:memory:30 w2:disk:30",
+                                        "rdd_2_0 w1:disk:7", "broadcast_4 w1:memory:5"));
+  EXPECT_THAT(ListBlocks(1),
+              ElementsAre("rdd_1_2 w1:memory:10", "rdd_1_10 w1:memory:30 w2:disk:30"));
+  EXPECT_THAT(ListWorkers(), ElementsAre("w1@tcp://127.0.0.1:1", "w2@tcp://127.0.0.1:2"));
+
+  capnp::MallocMessageBuilder message;
+  message.initRoot<proto::Request>().setListRdds();
+  Result<IncomingMessage> rdds = channel_->Call(message);
+  ASSERT_TRUE(rdds.ok()) << rdds.status().ToString();
+  auto list = rdds->reply().getRdds();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].getRddId(), 1u);
+  EXPECT_EQ(list[0].getCachedPartitions(), 2u);
+  EXPECT_EQ(list[0].getMemoryBytes(), 40u);
+  EXPECT_EQ(list[0].getDiskBytes(), 30u);
+  ASSERT_EQ(list[0].getWorkers().size(), 2u);
+  EXPECT_EQ(std::string(list[0].getWorkers()[0].cStr()), "w1");
+  EXPECT_EQ(std::string(list[0].getWorkers()[1].cStr()), "w2");
+  EXPECT_EQ(list[1].getRddId(), 2u);
+  EXPECT_EQ(list[1].getCachedPartitions(), 1u);
+}
+
+TEST_F(MasterServerTest, GetLocationsWithABadIdIsInvalidArgument) {
+  StartMaster();
+  EXPECT_EQ(GetLocations({"rdd_1_0", "rdd_01_0"}).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(MasterServerTest, RemoveRddFansOutToExactlyTheHolders) {
+  StartMaster();
+  FakeWorker w1(context_, true), w2(context_, true), w3(context_, true);
+  ASSERT_TRUE(Register("w1", w1.address(), {{"rdd_1_0"}, {"rdd_1_1"}}).ok());
+  ASSERT_TRUE(Register("w2", w2.address(), {{"rdd_1_1"}, {"rdd_2_0"}}).ok());
+  ASSERT_TRUE(Register("w3", w3.address(), {{"rdd_2_1"}}).ok());
+
+  Result<uint64_t> removed = RemoveRdd(1);
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(*removed, 2u);
+  EXPECT_THAT(w1.removed(), UnorderedElementsAre("rdd_1_0", "rdd_1_1"));
+  EXPECT_THAT(w2.removed(), UnorderedElementsAre("rdd_1_1"));
+  EXPECT_EQ(w3.remove_requests(), 0);
+  EXPECT_THAT(ListBlocks(), ElementsAre("rdd_2_0 w2:memory:0", "rdd_2_1 w3:memory:0"));
+}
+
+TEST_F(MasterServerTest, RemoveBlocksCountsDistinctKnownBlocksOnly) {
+  StartMaster();
+  FakeWorker w1(context_, true);
+  ASSERT_TRUE(Register("w1", w1.address(), {{"broadcast_1"}, {"broadcast_2"}}).ok());
+  Result<uint64_t> removed = RemoveBlocks({"broadcast_1", "broadcast_1", "rdd_7_7"});
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(*removed, 1u);
+  EXPECT_THAT(w1.removed(), ElementsAre("broadcast_1"));
+
+  removed = RemoveBlocks({"rdd_7_7"});
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(*removed, 0u);
+  EXPECT_EQ(w1.remove_requests(), 1);
+  EXPECT_EQ(RemoveBlocks({"nonsense"}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(ListBlocks(), ElementsAre("broadcast_2 w1:memory:0"));
+}
+
+TEST_F(MasterServerTest, RemoveRepliesWithWhatWasConfirmedWhenAWorkerStaysSilent) {
+  StartMaster(10s, 300ms);
+  FakeWorker answering(context_, true), silent(context_, false);
+  ASSERT_TRUE(Register("w1", answering.address(), {{"rdd_1_0"}}).ok());
+  ASSERT_TRUE(Register("w2", silent.address(), {{"rdd_1_1"}}).ok());
+
+  Result<uint64_t> removed = RemoveRdd(1);
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(*removed, 1u);
+  EXPECT_THAT(silent.removed(), ElementsAre("rdd_1_1"));
+  EXPECT_THAT(ListBlocks(), ElementsAre("rdd_1_1 w2:memory:0"));
+}
+
+TEST_F(MasterServerTest, WorkerDroppedDuringARemoveCountsAsAnswered) {
+  // The remove would wait 60 s for the silent worker; its drop for silence ends the wait.
+  StartMaster(300ms, 60s);
+  FakeWorker silent(context_, false);
+  ASSERT_TRUE(Register("w1", silent.address(), {{"rdd_1_0"}}).ok());
+  Result<uint64_t> removed = RemoveRdd(1);
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(*removed, 0u);
+  EXPECT_THAT(ListWorkers(), IsEmpty());
+}
+
+TEST_F(MasterServerTest, SilentWorkerIsDroppedWithItsLocations) {
+  StartMaster(200ms);
+  ASSERT_TRUE(Register("w1", "tcp://127.0.0.1:1", {{"rdd_1_0"}}).ok());
+  ASSERT_TRUE(Await([&] { return ListWorkers().empty(); }));
+  EXPECT_THAT(ListBlocks(), IsEmpty());
+  EXPECT_EQ(Heartbeat("w1").code(), StatusCode::kUnknownWorker);
+}
+
+TEST_F(MasterServerTest, ReRegistrationReplacesTheOldAddressAndLocations) {
+  StartMaster();
+  FakeWorker old_port(context_, true), new_port(context_, true);
+  ASSERT_TRUE(Register("w1", old_port.address(), {{"rdd_1_0"}, {"rdd_1_1"}}).ok());
+  ASSERT_TRUE(Register("w1", new_port.address(), {{"rdd_1_1", Tier::kDisk, 4}}).ok());
+  EXPECT_THAT(ListBlocks(), ElementsAre("rdd_1_1 w1:disk:4"));
+  EXPECT_THAT(ListWorkers(), ElementsAre("w1@" + new_port.address()));
+
+  Result<uint64_t> removed = RemoveRdd(1);
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(*removed, 1u);
+  EXPECT_THAT(new_port.removed(), ElementsAre("rdd_1_1"));
+  EXPECT_EQ(old_port.remove_requests(), 0);
+}
+
+// Hostile input: each malformed message gets an error reply and the server goes on serving.
+class RawClient {
+ public:
+  RawClient(zmq::context_t& context, const std::string& address)
+      : socket_(context, zmq::socket_type::dealer) {
+    ConfigureSocket(socket_);
+    socket_.connect(address);
+  }
+
+  void Send(const std::vector<std::string>& frames) {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      zmq::message_t frame(frames[i].data(), frames[i].size());
+      socket_.send(frame, i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+  }
+
+  // The error reply's (id, code), or nullopt if none came within 5 s or it was not an error.
+  std::optional<std::pair<uint64_t, proto::ErrorCode>> ReceiveError() {
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, 5000ms);
+    if (!(item.revents & ZMQ_POLLIN)) return std::nullopt;
+    Result<IncomingMessage> received = ReceiveMessage(socket_, /*has_routing_id=*/false);
+    if (!received.ok()) return std::nullopt;
+    proto::Reply::Reader reply = received->reply();
+    if (!reply.isError()) return std::nullopt;
+    return std::make_pair(reply.getId(), reply.getError().getCode());
+  }
+
+ private:
+  zmq::socket_t socket_;
+};
+
+std::string Serialize(capnp::MessageBuilder& message) {
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+  return std::string(reinterpret_cast<const char*>(words.begin()), words.size() * 8);
+}
+
+TEST_F(MasterServerTest, GarbageFramesAreAnsweredWithErrorsAndServingGoesOn) {
+  StartMaster();
+  RawClient raw(context_, server_->endpoint());
+  using Expected = std::pair<uint64_t, proto::ErrorCode>;
+  const Expected invalid{0, proto::ErrorCode::INVALID_ARGUMENT};
+
+  std::mt19937 rng(7);
+  std::string random_bytes(64, '\0');
+  for (char& c : random_bytes) c = static_cast<char>(rng());
+  raw.Send({random_bytes});
+  EXPECT_EQ(raw.ReceiveError(), invalid) << "random bytes";
+
+  raw.Send({""});
+  EXPECT_EQ(raw.ReceiveError(), invalid) << "empty header";
+
+  capnp::MallocMessageBuilder locations;
+  auto request = locations.initRoot<proto::Request>();
+  request.setId(5);
+  auto ids = request.initGetLocations().initBlockIds(20);
+  for (unsigned i = 0; i < ids.size(); ++i) ids.set(i, "rdd_1_" + std::to_string(i));
+  std::string whole = Serialize(locations);
+  raw.Send({whole.substr(0, whole.size() / 2)});
+  EXPECT_EQ(raw.ReceiveError(), invalid) << "truncated header";
+
+  // A well-formed segment table whose root pointer points far outside the segment: decoding
+  // fails lazily, when the request is read.
+  std::string hostile(16, '\0');
+  hostile[4] = 1;                                                         // one segment of one word
+  const uint64_t far_struct = (uint64_t{1} << 32) | (uint64_t{1} << 26);  // 2^24 words ahead
+  std::memcpy(hostile.data() + 8, &far_struct, 8);
+  raw.Send({hostile});
+  EXPECT_EQ(raw.ReceiveError(), invalid) << "out-of-bounds pointer";
+
+  capnp::MallocMessageBuilder ping;
+  ping.initRoot<proto::Request>().setPing();
+  std::vector<std::string> frames = {Serialize(ping)};
+  frames.resize(101, "x");
+  raw.Send(frames);
+  EXPECT_EQ(raw.ReceiveError(), (Expected{0, proto::ErrorCode::TOO_LARGE})) << "100 payloads";
+
+  capnp::MallocMessageBuilder worker_request;
+  auto contains = worker_request.initRoot<proto::Request>();
+  contains.setId(77);
+  contains.initContainsBlock().setBlockId("rdd_1_0");
+  raw.Send({Serialize(worker_request)});
+  EXPECT_EQ(raw.ReceiveError(), (Expected{77, proto::ErrorCode::INVALID_ARGUMENT}))
+      << "unsupported request";
+
+  EXPECT_TRUE(Ping().ok());
+  EXPECT_TRUE(Register("w1", "tcp://127.0.0.1:1").ok());
+}
+
+TEST_F(MasterServerTest, StopEndsRunPromptly) {
+  StartMaster();
+  ASSERT_TRUE(Ping().ok());
+  const auto start = std::chrono::steady_clock::now();
+  server_->Stop();
+  thread_.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 500ms);
+  server_.reset();
+}
+
+TEST_F(MasterServerTest, BindingAPortInUseIsUnavailable) {
+  StartMaster();
+  Result<std::unique_ptr<MasterServer>> second =
+      MasterServer::Create(context_, {.listen = server_->endpoint()}, clock_);
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace bm
