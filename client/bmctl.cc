@@ -74,8 +74,8 @@ Result<uint64_t> GetToFile(Client& client, const BlockId& id, const std::string&
   const mode_t umask_bits = ::umask(0);
   ::umask(umask_bits);
   ::fchmod(fd, 0666 & ~umask_bits);  // as a plainly created file would be, not mkstemp's 0600
-  Result<uint64_t> got = client.GetTo(
-      id, [&](std::span<const std::byte> bytes) { return WriteAll(fd, bytes, path); });
+  Result<uint64_t> got =
+      client.GetTo(id, [&](std::span<const std::byte> bytes) { return WriteAll(fd, bytes, path); });
   Status finished = got.ok() ? Status::Ok() : got.status();
   if (finished.ok() && ::fsync(fd) != 0) {
     finished = InternalError("writing " + path + " failed: " + ErrnoText());
@@ -100,8 +100,7 @@ struct PutArgs {
   std::string worker;
 };
 
-int RunPut(Client& client, const PutArgs& args, const BlockId& id, StorageLevel level,
-           bool json) {
+int RunPut(Client& client, const PutArgs& args, const BlockId& id, StorageLevel level, bool json) {
   PutOptions options;
   if (!args.worker.empty()) options.worker_id = args.worker;
   Result<PutResult> put = [&]() -> Result<PutResult> {
@@ -156,15 +155,16 @@ int Main(int argc, char** argv) {
   const std::string levels_note =
       "The _2 levels are accepted and recorded but only one copy is stored for now.";
   PutArgs put_args;
-  CLI::App* put = app.add_subcommand(
-      "put", "Store FILE (or stdin with -) as block BLOCK_ID. " + levels_note);
-  put->add_option("BLOCK_ID", put_args.block, "rdd_<rdd>_<partition>, broadcast_<id> or "
-                                              "shuffle_<shuffle>_<map>_<reduce>")
+  CLI::App* put =
+      app.add_subcommand("put", "Store FILE (or stdin with -) as block BLOCK_ID. " + levels_note);
+  put->add_option("BLOCK_ID", put_args.block,
+                  "rdd_<rdd>_<partition>, broadcast_<id> or "
+                  "shuffle_<shuffle>_<map>_<reduce>")
       ->required();
   put->add_option("FILE", put_args.file, "the file to store, or - for stdin")->required();
-  put->add_option("--level", put_args.level,
-                  "storage level: " + StorageLevelNames() + " (default MEMORY_AND_DISK). " +
-                      levels_note);
+  put->add_option(
+      "--level", put_args.level,
+      "storage level: " + StorageLevelNames() + " (default MEMORY_AND_DISK). " + levels_note);
   put->add_option("--worker", put_args.worker,
                   "store on this worker instead of letting bmctl choose");
 
@@ -219,8 +219,10 @@ int Main(int argc, char** argv) {
     valid = parse_ids({put_args.block});
     if (valid.ok()) {
       Result<StorageLevel> parsed = ParseStorageLevel(put_args.level);
-      if (parsed.ok()) level = *parsed;
-      else valid = parsed.status();
+      if (parsed.ok())
+        level = *parsed;
+      else
+        valid = parsed.status();
     }
     if (valid.ok() && put->count("--worker") > 0 && put_args.worker.empty()) {
       valid = InvalidArgumentError("--worker needs a worker id");
@@ -236,12 +238,16 @@ int Main(int argc, char** argv) {
     valid = parse_ids(rm_blocks);
   } else if (blocks->parsed() && blocks_rdd_option->count() > 0) {
     Result<uint64_t> parsed = ParseUnsigned("RDD id", blocks_rdd);
-    if (parsed.ok()) rdd_id = *parsed;
-    else valid = parsed.status();
+    if (parsed.ok())
+      rdd_id = *parsed;
+    else
+      valid = parsed.status();
   } else if (rm_rdd->parsed()) {
     Result<uint64_t> parsed = ParseUnsigned("RDD id", rm_rdd_id);
-    if (parsed.ok()) rdd_id = *parsed;
-    else valid = parsed.status();
+    if (parsed.ok())
+      rdd_id = *parsed;
+    else
+      valid = parsed.status();
   }
   if (!valid.ok()) return UsageError(valid.message());
 

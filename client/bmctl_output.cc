@@ -176,8 +176,8 @@ std::string RemovedText(uint64_t removed) {
 }
 
 std::string PutText(const BlockId& id, const PutResult& put) {
-  return "stored " + id.ToString() + " (" + FormatBytes(put.size) + ") on " + put.worker_id +
-         " (" + put.address + ") " + (put.tier == Tier::kMemory ? "in memory" : "on disk") + "\n";
+  return "stored " + id.ToString() + " (" + FormatBytes(put.size) + ") on " + put.worker_id + " (" +
+         put.address + ") " + (put.tier == Tier::kMemory ? "in memory" : "on disk") + "\n";
 }
 
 }  // namespace bm

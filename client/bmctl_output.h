@@ -13,10 +13,9 @@
 // Keys keep the order above (ordered_json) so the output reads like this list.
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "client/types.h"
 #include "common/block_id.h"

@@ -65,13 +65,14 @@ Status ToBlockLocations(capnp::List<proto::BlockLocations>::Reader list,
   out->reserve(list.size());
   for (proto::BlockLocations::Reader entry : list) {
     Result<BlockId> id = ParseWireBlockId(entry.getBlockId());
-    if (!id.ok()) return InternalError("master sent a malformed block id: " + id.status().message());
+    if (!id.ok())
+      return InternalError("master sent a malformed block id: " + id.status().message());
     BlockLocations block{*id, FromProto(entry.getLevel()), {}};
     block.locations.reserve(entry.getLocations().size());
     for (proto::Location::Reader location : entry.getLocations()) {
       block.locations.push_back({ToStdString(location.getWorkerId()),
-                                 ToStdString(location.getAddress()),
-                                 FromProto(location.getTier()), location.getSize()});
+                                 ToStdString(location.getAddress()), FromProto(location.getTier()),
+                                 location.getSize()});
     }
     out->push_back(std::move(block));
   }
@@ -165,14 +166,11 @@ Client::Client(ClientOptions options)
       upload_ids_(std::random_device{}()) {}
 
 Client::Client(ClientOptions options, zmq::context_t& context)
-    : options_(std::move(options)),
-      context_(context),
-      upload_ids_(std::random_device{}()) {}
+    : options_(std::move(options)), context_(context), upload_ids_(std::random_device{}()) {}
 
 Client::~Client() = default;
 
-Result<RpcChannel*> Client::Connect(std::unique_ptr<RpcChannel>& slot,
-                                    const std::string& address) {
+Result<RpcChannel*> Client::Connect(std::unique_ptr<RpcChannel>& slot, const std::string& address) {
   if (!slot) {
     try {
       slot = std::make_unique<RpcChannel>(context_, address, options_.request_timeout);
@@ -259,8 +257,8 @@ Result<PutResult> Client::PutFrom(const BlockId& id, PieceSource& source, Storag
     Result<PutResult> put = Upload(candidates[i], id, source, level);
     if (put.ok()) return put;
     last = put.status();
-    const bool worker_refused = last.code() == StatusCode::kUnavailable ||
-                                last.code() == StatusCode::kOutOfSpace;
+    const bool worker_refused =
+        last.code() == StatusCode::kUnavailable || last.code() == StatusCode::kOutOfSpace;
     if (source.failed() || !worker_refused) return last;
   }
   return last;
@@ -406,8 +404,8 @@ Result<uint64_t> Client::ReadBlock(const BlockId& id, const ByteSink& sink,
         return NotFoundError("block " + block + " is not stored on any live worker");
       }
       return UnavailableError("cannot read block " + block + " from any of its " +
-                              std::to_string(locations.size()) + " locations; last error: " +
-                              last.message());
+                              std::to_string(locations.size()) +
+                              " locations; last error: " + last.message());
     }
     if (emitted) reset();
     if (++restarts > kMaxReadRestarts) {
@@ -538,7 +536,8 @@ Result<std::vector<RddInfo>> Client::Rdds() {
       info.cached_partitions = rdd.getCachedPartitions();
       info.memory_bytes = rdd.getMemoryBytes();
       info.disk_bytes = rdd.getDiskBytes();
-      for (capnp::Text::Reader worker : rdd.getWorkers()) info.workers.push_back(ToStdString(worker));
+      for (capnp::Text::Reader worker : rdd.getWorkers())
+        info.workers.push_back(ToStdString(worker));
       out.push_back(std::move(info));
     }
     return Status::Ok();

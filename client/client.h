@@ -141,8 +141,8 @@ class Client {
   // byte yet can start over.
   Result<uint64_t> ReadBlock(const BlockId& id, const ByteSink& sink,
                              const std::function<void()>& reset);
-  Result<uint64_t> ReadFrom(const BlockLocation& location, const BlockId& id,
-                            const ByteSink& sink, ReadProgress& progress);
+  Result<uint64_t> ReadFrom(const BlockLocation& location, const BlockId& id, const ByteSink& sink,
+                            ReadProgress& progress);
   // The channel in `slot`, connected to `address` on first use; kInvalidArgument for an
   // address ZeroMQ cannot connect to (so a bad address fails a call instead of throwing).
   Result<RpcChannel*> Connect(std::unique_ptr<RpcChannel>& slot, const std::string& address);
@@ -154,9 +154,9 @@ class Client {
   const ClientOptions options_;
   std::unique_ptr<zmq::context_t> owned_context_;  // null when the context is borrowed
   zmq::context_t& context_;
-  std::unique_ptr<RpcChannel> master_;  // connected on first use
+  std::unique_ptr<RpcChannel> master_;                          // connected on first use
   std::map<std::string, std::unique_ptr<RpcChannel>> workers_;  // by address
-  uint64_t put_counter_ = 0;  // rotates placement ties
+  uint64_t put_counter_ = 0;                                    // rotates placement ties
   std::mt19937_64 upload_ids_;
 };
 

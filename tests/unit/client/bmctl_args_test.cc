@@ -45,9 +45,8 @@ TEST(BmctlArgsTest, MasterAddressMustBeConnectable) {
                            "ipc:///tmp/bm.sock", "inproc://master"}) {
     EXPECT_TRUE(ValidateMasterAddress(good).ok()) << good;
   }
-  for (const char* bad : {"", "127.0.0.1:7700", "tcp://127.0.0.1", "tcp://:7700",
-                          "tcp://host:0", "tcp://host:65536", "tcp://host:*", "http://h:1",
-                          "ipc://"}) {
+  for (const char* bad : {"", "127.0.0.1:7700", "tcp://127.0.0.1", "tcp://:7700", "tcp://host:0",
+                          "tcp://host:65536", "tcp://host:*", "http://h:1", "ipc://"}) {
     EXPECT_FALSE(ValidateMasterAddress(bad).ok()) << bad;
   }
 }

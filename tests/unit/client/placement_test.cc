@@ -59,8 +59,7 @@ TEST(ChooseWorkersTest, DiskOnlyIgnoresMemoryAndSkipsFullDisks) {
   EXPECT_EQ(Ids(ChooseWorkers(workers, kMiB, StorageLevel::kDiskOnly, 0)),
             (Ids_{"w2", "w1", "w3"}));
   // w2's limit leaves 1 MiB: a 2 MiB block does not fit there.
-  EXPECT_EQ(Ids(ChooseWorkers(workers, 2 * kMiB, StorageLevel::kDiskOnly2, 0)),
-            (Ids_{"w1", "w3"}));
+  EXPECT_EQ(Ids(ChooseWorkers(workers, 2 * kMiB, StorageLevel::kDiskOnly2, 0)), (Ids_{"w1", "w3"}));
 }
 
 TEST(ChooseWorkersTest, DiskOverItsLimitHoldsNothing) {
@@ -69,20 +68,16 @@ TEST(ChooseWorkersTest, DiskOverItsLimitHoldsNothing) {
 }
 
 TEST(ChooseWorkersTest, MemoryOnlyNeverFallsBackToDisk) {
-  std::vector<WorkerInfo> workers = {Worker("w1", 2 * kGiB, 2 * kGiB),
-                                     Worker("w2", 512 * kMiB, 0),
+  std::vector<WorkerInfo> workers = {Worker("w1", 2 * kGiB, 2 * kGiB), Worker("w2", 512 * kMiB, 0),
                                      Worker("w3", 4 * kGiB, 3 * kGiB)};
   // No free memory holds 1 GiB; w1 and w3 could evict to make room, w2 never could.
-  EXPECT_EQ(Ids(ChooseWorkers(workers, kGiB, StorageLevel::kMemoryOnly, 0)),
-            (Ids_{"w3", "w1"}));
+  EXPECT_EQ(Ids(ChooseWorkers(workers, kGiB, StorageLevel::kMemoryOnly, 0)), (Ids_{"w3", "w1"}));
   EXPECT_TRUE(ChooseWorkers(workers, 5 * kGiB, StorageLevel::kMemoryOnly2, 0).empty());
 }
 
 TEST(ChooseWorkersTest, MemoryFitsComeBeforeDiskFallbacks) {
-  std::vector<WorkerInfo> workers = {Worker("w1", kGiB, 0, 10 * kGiB),
-                                     Worker("w2", kGiB, kGiB, 0)};
-  EXPECT_EQ(Ids(ChooseWorkers(workers, kMiB, StorageLevel::kMemoryAndDisk, 0)),
-            (Ids_{"w1", "w2"}));
+  std::vector<WorkerInfo> workers = {Worker("w1", kGiB, 0, 10 * kGiB), Worker("w2", kGiB, kGiB, 0)};
+  EXPECT_EQ(Ids(ChooseWorkers(workers, kMiB, StorageLevel::kMemoryAndDisk, 0)), (Ids_{"w1", "w2"}));
 }
 
 TEST(ChooseWorkersTest, TiesRotateWithTheCounter) {
@@ -117,8 +112,7 @@ TEST(ChooseWorkersTest, EmptyBlockFitsEverywhereAndNoWorkersGiveNoCandidates) {
 
 TEST(ChooseWorkersTest, MemoryUsedOverCapacityCountsAsNoFreeMemory) {
   std::vector<WorkerInfo> workers = {Worker("w1", kGiB, 2 * kGiB, 0), Worker("w2", kGiB, 0, 0)};
-  EXPECT_EQ(Ids(ChooseWorkers(workers, kMiB, StorageLevel::kMemoryAndDisk, 0)),
-            (Ids_{"w2", "w1"}));
+  EXPECT_EQ(Ids(ChooseWorkers(workers, kMiB, StorageLevel::kMemoryAndDisk, 0)), (Ids_{"w2", "w1"}));
 }
 
 }  // namespace

@@ -1,0 +1,383 @@
+// Client against in-process fake servers (ROUTER sockets on inproc:// endpoints), to check the
+// protocol side of puts and gets: pieces, ranges, generations, fail-over. Real processes are
+// exercised by the integration tests.
+#include "client/client.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <zmq.hpp>
+
+#include "common/byte_size.h"
+#include "common/protocol.h"
+#include "common/transport.h"
+
+namespace bm {
+namespace {
+
+using std::chrono::milliseconds;
+
+// A server answering each request with `handler` on its own thread.
+class FakeServer {
+ public:
+  using Handler = std::function<void(IncomingMessage& request, proto::Reply::Builder reply,
+                                     std::vector<zmq::message_t>& payload)>;
+
+  FakeServer(zmq::context_t& context, const std::string& address, Handler handler)
+      : socket_(context, zmq::socket_type::router), handler_(std::move(handler)) {
+    ConfigureSocket(socket_);
+    socket_.bind(address);
+    thread_ = std::thread([this]() { Loop(); });
+  }
+  ~FakeServer() {
+    stop_ = true;
+    thread_.join();
+  }
+
+ private:
+  void Loop() {
+    while (!stop_) {
+      zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, milliseconds(5));
+      if (!(item.revents & ZMQ_POLLIN)) continue;
+      Result<IncomingMessage> request = ReceiveMessage(socket_, /*has_routing_id=*/true);
+      if (!request.ok()) continue;
+      capnp::MallocMessageBuilder message;
+      proto::Reply::Builder reply = message.initRoot<proto::Reply>();
+      reply.setId(request->request().getId());
+      std::vector<zmq::message_t> payload;
+      handler_(*request, reply, payload);
+      (void)SendMessage(socket_, &*request->routing_id(), message, std::move(payload));
+    }
+  }
+
+  zmq::socket_t socket_;
+  Handler handler_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+std::vector<std::byte> Pattern(size_t size, int seed = 0) {
+  std::vector<std::byte> data(size);
+  for (size_t i = 0; i < size; ++i) data[i] = static_cast<std::byte>((i + seed) % 251);
+  return data;
+}
+
+void SetError(proto::Reply::Builder reply, StatusCode code, const std::string& message) {
+  bm::SetError(reply.initError(), Status(code, message));
+}
+
+struct FakeWorkerSpec {
+  std::string id;
+  std::string address;
+  uint64_t memory_capacity = kGiB;
+  uint64_t memory_used = 0;
+};
+
+// The master: lists `workers` and answers locations from `locations` (by block id text).
+FakeServer::Handler MasterHandler(std::vector<FakeWorkerSpec> workers,
+                                  std::map<std::string, std::vector<FakeWorkerSpec>> locations,
+                                  uint64_t block_size) {
+  return [=](IncomingMessage& in, proto::Reply::Builder reply, std::vector<zmq::message_t>&) {
+    proto::Request::Reader request = in.request();
+    if (request.isListWorkers()) {
+      auto list = reply.initWorkers(workers.size());
+      for (size_t i = 0; i < workers.size(); ++i) {
+        list[i].setWorkerId(workers[i].id);
+        list[i].setAddress(workers[i].address);
+        list[i].initStats().setMemoryCapacity(workers[i].memory_capacity);
+        list[i].getStats().setMemoryUsed(workers[i].memory_used);
+      }
+    } else if (request.isGetLocations()) {
+      auto ids = request.getGetLocations().getBlockIds();
+      auto list = reply.initLocations(ids.size());
+      for (size_t i = 0; i < ids.size(); ++i) {
+        list[i].setBlockId(ids[i]);
+        auto found = locations.find(std::string(ids[i].cStr()));
+        if (found == locations.end()) continue;
+        auto out = list[i].initLocations(found->second.size());
+        for (size_t j = 0; j < found->second.size(); ++j) {
+          out[j].setWorkerId(found->second[j].id);
+          out[j].setAddress(found->second[j].address);
+          out[j].setSize(block_size);
+        }
+      }
+    } else {
+      SetError(reply, StatusCode::kInvalidArgument, "unexpected request");
+    }
+  };
+}
+
+// Serves `data` in ranges of at most kMaxPieceBytes; `generation(call)` gives each reply's
+// generation, `fail(call)` may turn a call into an error.
+FakeServer::Handler BlockHandler(std::vector<std::byte> data,
+                                 std::function<uint64_t(int)> generation,
+                                 std::function<std::optional<Status>(int)> fail = nullptr) {
+  auto calls = std::make_shared<int>(0);
+  return
+      [=](IncomingMessage& in, proto::Reply::Builder reply, std::vector<zmq::message_t>& payload) {
+        const int call = (*calls)++;
+        if (fail) {
+          if (std::optional<Status> error = fail(call)) {
+            bm::SetError(reply.initError(), *error);
+            return;
+          }
+        }
+        proto::GetBlock::Reader get = in.request().getGetBlock();
+        const uint64_t offset = get.getOffset();
+        const uint64_t length =
+            std::min<uint64_t>({get.getMaxLength(), kMaxPieceBytes, data.size() - offset});
+        proto::GetReply::Builder out = reply.initGet();
+        out.setTotalSize(data.size());
+        out.setOffset(offset);
+        out.setLength(length);
+        out.setGeneration(generation(call));
+        for (uint64_t done = 0; done < length; done += kChunkBytes) {
+          const uint64_t n = std::min<uint64_t>(kChunkBytes, length - done);
+          payload.push_back(MessageFromChunk(MakeChunk(std::span(data).subspan(offset + done, n))));
+        }
+      };
+}
+
+class ClientTest : public ::testing::Test {
+ protected:
+  Client MakeClient(milliseconds timeout = milliseconds(2000)) {
+    return Client(ClientOptions{"inproc://master", timeout}, context_);
+  }
+
+  zmq::context_t context_;
+};
+
+const FakeWorkerSpec kW1{"w1", "inproc://w1"};
+const FakeWorkerSpec kW2{"w2", "inproc://w2"};
+
+TEST_F(ClientTest, GetReadsABlockInRanges) {
+  const std::vector<std::byte> data = Pattern(kMaxPieceBytes + 3 * kChunkBytes + 17);
+  FakeServer master(context_, "inproc://master",
+                    MasterHandler({kW1}, {{"rdd_1_0", {kW1}}}, data.size()));
+  FakeServer w1(context_, "inproc://w1", BlockHandler(data, [](int) { return 7; }));
+  Client client = MakeClient();
+  Result<std::vector<std::byte>> got = client.Get(BlockId::Rdd(1, 0));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(*got == data);
+}
+
+TEST_F(ClientTest, GetOfABlockWithNoLocationIsNotFound) {
+  FakeServer master(context_, "inproc://master", MasterHandler({kW1}, {}, 0));
+  Client client = MakeClient();
+  Result<std::vector<std::byte>> got = client.Get(BlockId::Rdd(9, 9));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(got.status().message(), "block rdd_9_9 is not stored on any live worker");
+}
+
+TEST_F(ClientTest, GetStartsOverWhenTheBlockIsReplacedMidRead) {
+  const std::vector<std::byte> data = Pattern(kMaxPieceBytes + 5);
+  FakeServer master(context_, "inproc://master",
+                    MasterHandler({kW1}, {{"rdd_1_0", {kW1}}}, data.size()));
+  // The second reply comes from a new generation: the first range must be thrown away.
+  FakeServer w1(context_, "inproc://w1",
+                BlockHandler(data, [](int call) { return call < 1 ? 1 : 2; }));
+  Client client = MakeClient();
+  Result<std::vector<std::byte>> got = client.Get(BlockId::Rdd(1, 0));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(*got == data);
+}
+
+TEST_F(ClientTest, GetGivesUpWithAbortedWhenTheBlockKeepsChanging) {
+  const std::vector<std::byte> data = Pattern(kMaxPieceBytes + 5);
+  FakeServer master(context_, "inproc://master",
+                    MasterHandler({kW1}, {{"rdd_1_0", {kW1}}}, data.size()));
+  FakeServer w1(context_, "inproc://w1", BlockHandler(data, [](int call) { return call; }));
+  Client client = MakeClient();
+  Result<std::vector<std::byte>> got = client.Get(BlockId::Rdd(1, 0));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kAborted);
+}
+
+TEST_F(ClientTest, GetFallsOverToTheNextLocation) {
+  const std::vector<std::byte> data = Pattern(3 * kChunkBytes);
+  FakeServer master(context_, "inproc://master",
+                    MasterHandler({kW1, kW2}, {{"rdd_1_0", {kW1, kW2}}}, data.size()));
+  FakeServer w1(context_, "inproc://w1",
+                BlockHandler(
+                    data, [](int) { return 1; },
+                    [](int) -> std::optional<Status> {
+                      return NotFoundError("block rdd_1_0 is not stored here");
+                    }));
+  FakeServer w2(context_, "inproc://w2", BlockHandler(data, [](int) { return 1; }));
+  Client client = MakeClient();
+  Result<std::vector<std::byte>> got = client.Get(BlockId::Rdd(1, 0));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(*got == data);
+}
+
+TEST_F(ClientTest, GetToCannotFallOverOnceBytesReachedTheSink) {
+  const std::vector<std::byte> data = Pattern(kMaxPieceBytes + 5);
+  FakeServer master(context_, "inproc://master",
+                    MasterHandler({kW1, kW2}, {{"rdd_1_0", {kW1, kW2}}}, data.size()));
+  FakeServer w1(context_, "inproc://w1",
+                BlockHandler(
+                    data, [](int) { return 1; },
+                    [](int call) -> std::optional<Status> {
+                      if (call == 0) return std::nullopt;
+                      return UnavailableError("shutting down");
+                    }));
+  FakeServer w2(context_, "inproc://w2", BlockHandler(data, [](int) { return 1; }));
+  Client client = MakeClient();
+  uint64_t received = 0;
+  Result<uint64_t> got = client.GetTo(BlockId::Rdd(1, 0), [&](std::span<const std::byte> b) {
+    received += b.size();
+    return Status::Ok();
+  });
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(received, kMaxPieceBytes);
+}
+
+TEST_F(ClientTest, MasterThatDoesNotAnswerIsUnavailable) {
+  Client client = MakeClient(milliseconds(100));
+  Result<std::vector<WorkerInfo>> workers = client.Workers();
+  ASSERT_FALSE(workers.ok());
+  EXPECT_EQ(workers.status().code(), StatusCode::kUnavailable);
+}
+
+TEST_F(ClientTest, BadMasterAddressIsAnErrorNotAnException) {
+  Client client(ClientOptions{"not-an-endpoint", milliseconds(100)}, context_);
+  EXPECT_EQ(client.Workers().status().code(), StatusCode::kInvalidArgument);
+}
+
+// Records the pieces of uploads; answers outOfSpace when `full`.
+struct UploadLog {
+  struct Piece {
+    uint64_t offset, total, upload_id;
+    bool last;
+    std::vector<size_t> frames;
+  };
+  std::mutex mu;
+  std::vector<Piece> pieces;
+  std::vector<std::byte> bytes;
+};
+
+FakeServer::Handler PutHandler(UploadLog* log, bool full) {
+  return [=](IncomingMessage& in, proto::Reply::Builder reply, std::vector<zmq::message_t>&) {
+    if (full) {
+      SetError(reply, StatusCode::kOutOfSpace, "no room");
+      return;
+    }
+    proto::PutBlock::Reader put = in.request().getPutBlock();
+    std::lock_guard<std::mutex> lock(log->mu);
+    UploadLog::Piece piece{
+        put.getOffset(), put.getTotalSize(), put.getUploadId(), put.getLast(), {}};
+    for (zmq::message_t& frame : in.payload()) {
+      piece.frames.push_back(frame.size());
+      auto* p = static_cast<const std::byte*>(frame.data());
+      log->bytes.insert(log->bytes.end(), p, p + frame.size());
+    }
+    log->pieces.push_back(piece);
+    proto::PutReply::Builder out = reply.initPut();
+    out.setCommitted(put.getLast());
+    out.setTier(proto::Tier::DISK);
+  };
+}
+
+TEST_F(ClientTest, PutStreamsPiecesOfAtMost16MiBInFramesOf1MiB) {
+  const std::vector<std::byte> data = Pattern(2 * kMaxPieceBytes + kChunkBytes / 2, 3);
+  UploadLog log;
+  FakeServer master(context_, "inproc://master", MasterHandler({kW1}, {}, 0));
+  FakeServer w1(context_, "inproc://w1", PutHandler(&log, false));
+  Client client = MakeClient();
+  Result<PutResult> put = client.Put(BlockId::Rdd(2, 0), data, StorageLevel::kDiskOnly);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_EQ(put->worker_id, "w1");
+  EXPECT_EQ(put->tier, Tier::kDisk);
+  EXPECT_EQ(put->size, data.size());
+  std::lock_guard<std::mutex> lock(log.mu);
+  ASSERT_EQ(log.pieces.size(), 3u);
+  uint64_t expected_offset = 0;
+  for (size_t i = 0; i < log.pieces.size(); ++i) {
+    const UploadLog::Piece& piece = log.pieces[i];
+    EXPECT_EQ(piece.offset, expected_offset);
+    EXPECT_EQ(piece.total, data.size());
+    EXPECT_EQ(piece.upload_id, log.pieces[0].upload_id);
+    EXPECT_EQ(piece.last, i + 1 == log.pieces.size());
+    uint64_t bytes = 0;
+    for (size_t frame : piece.frames) {
+      EXPECT_LE(frame, kChunkBytes);
+      bytes += frame;
+    }
+    EXPECT_LE(bytes, kMaxPieceBytes);
+    expected_offset += bytes;
+  }
+  EXPECT_TRUE(log.bytes == data);
+}
+
+TEST_F(ClientTest, PutOfAnEmptyBlockIsOneLastPieceWithoutPayload) {
+  UploadLog log;
+  FakeServer master(context_, "inproc://master", MasterHandler({kW1}, {}, 0));
+  FakeServer w1(context_, "inproc://w1", PutHandler(&log, false));
+  Client client = MakeClient();
+  ASSERT_TRUE(client.Put(BlockId::Broadcast(1), {}, StorageLevel::kMemoryOnly).ok());
+  std::lock_guard<std::mutex> lock(log.mu);
+  ASSERT_EQ(log.pieces.size(), 1u);
+  EXPECT_TRUE(log.pieces[0].last);
+  EXPECT_TRUE(log.pieces[0].frames.empty());
+}
+
+TEST_F(ClientTest, PutSkipsAWorkerThatTurnsOutToBeFull) {
+  const std::vector<std::byte> data = Pattern(kChunkBytes);
+  UploadLog full_log, log;
+  // w1 looks emptier, so it is tried first.
+  FakeWorkerSpec w1 = kW1, w2 = kW2;
+  w2.memory_used = kMiB;
+  FakeServer master(context_, "inproc://master", MasterHandler({w1, w2}, {}, 0));
+  FakeServer s1(context_, "inproc://w1", PutHandler(&full_log, true));
+  FakeServer s2(context_, "inproc://w2", PutHandler(&log, false));
+  Client client = MakeClient();
+  Result<PutResult> put = client.Put(BlockId::Rdd(2, 0), data, StorageLevel::kMemoryOnly);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_EQ(put->worker_id, "w2");
+  std::lock_guard<std::mutex> lock(log.mu);
+  EXPECT_TRUE(log.bytes == data);
+}
+
+TEST_F(ClientTest, PutStreamReadsAnIstream) {
+  const std::vector<std::byte> data = Pattern(kMaxPieceBytes + 1, 5);
+  std::string text(reinterpret_cast<const char*>(data.data()), data.size());
+  std::istringstream in(text);
+  UploadLog log;
+  FakeServer master(context_, "inproc://master", MasterHandler({kW1}, {}, 0));
+  FakeServer w1(context_, "inproc://w1", PutHandler(&log, false));
+  Client client = MakeClient();
+  ASSERT_TRUE(client.PutStream(BlockId::Rdd(3, 0), in, data.size(), StorageLevel::kDiskOnly).ok());
+  std::lock_guard<std::mutex> lock(log.mu);
+  EXPECT_TRUE(log.bytes == data);
+}
+
+TEST_F(ClientTest, PutStreamOfAShortSourceFails) {
+  std::istringstream in("only this");
+  UploadLog log;
+  FakeServer master(context_, "inproc://master", MasterHandler({kW1}, {}, 0));
+  FakeServer w1(context_, "inproc://w1", PutHandler(&log, false));
+  Client client = MakeClient();
+  Result<PutResult> put = client.PutStream(BlockId::Rdd(3, 0), in, 100, StorageLevel::kDiskOnly);
+  EXPECT_EQ(put.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(ClientTest, PutToAWorkerTheMasterDoesNotListIsNotFound) {
+  FakeServer master(context_, "inproc://master", MasterHandler({kW1}, {}, 0));
+  Client client = MakeClient();
+  Result<PutResult> put =
+      client.Put(BlockId::Rdd(2, 0), {}, StorageLevel::kMemoryOnly, PutOptions{"w9"});
+  ASSERT_FALSE(put.ok());
+  EXPECT_EQ(put.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(put.status().message(), "no live worker named w9");
+}
+
+}  // namespace
+}  // namespace bm
