@@ -18,7 +18,7 @@ struct BlockManager::Upload {
   const uint64_t total_size;
   Tier tier = Tier::kMemory;
   uint64_t received = 0;
-  BlockData data;                       // tier == kMemory
+  BlockData data;                      // tier == kMemory
   std::unique_ptr<DiskWriter> writer;  // tier == kDisk
 };
 
@@ -179,7 +179,7 @@ Result<BlockRead> BlockManager::Read(const BlockId& id, uint64_t offset, uint64_
     return NotFoundError("block " + id.ToString() + " is not stored here");
   }
   ASSIGN_OR_RETURN(DiskRead disk_read, disk_->Read(id, offset, max_length));
-  return BlockRead{disk_read.total_size, offset,           disk_read.generation,
+  return BlockRead{disk_read.total_size, offset,          disk_read.generation,
                    Tier::kDisk,          disk_read.level, std::move(disk_read.chunks)};
 }
 
@@ -225,9 +225,7 @@ void BlockManager::RecordStored(const BlockId& id, StorageLevel level, Tier tier
   changes_.push_back({BlockStatus{id, level, tier, size}, false});
 }
 
-void BlockManager::RecordRemoved(const BlockStatus& status) {
-  changes_.push_back({status, true});
-}
+void BlockManager::RecordRemoved(const BlockStatus& status) { changes_.push_back({status, true}); }
 
 void BlockManager::HandleEvicted(std::vector<MemoryBlock> evicted) {
   for (MemoryBlock& block : evicted) {
@@ -238,8 +236,8 @@ void BlockManager::HandleEvicted(std::vector<MemoryBlock> evicted) {
     if (s.ok()) {
       RecordStored(block.id, block.level, Tier::kDisk, block.data.size);
     } else {
-      spdlog::warn("could not spill evicted block {} to disk, dropping it: {}",
-                   block.id.ToString(), s.ToString());
+      spdlog::warn("could not spill evicted block {} to disk, dropping it: {}", block.id.ToString(),
+                   s.ToString());
     }
   }
 }

@@ -194,8 +194,8 @@ class RocksDiskWriter final : public DiskWriter {
       batch.DeleteRange(GenerationKey(id_, old->second.generation),
                         GenerationKey(id_, old->second.generation + 1));
     }
-    Status s = FromRocks(store_->db_->Write(impl.write_options, &batch),
-                         "committing " + Describe());
+    Status s =
+        FromRocks(store_->db_->Write(impl.write_options, &batch), "committing " + Describe());
     if (!s.ok()) {
       Abandon();
       return s;
@@ -238,10 +238,9 @@ class RocksDiskWriter final : public DiskWriter {
     store_->impl_->claimed_bytes -= total_size_;
     std::vector<std::byte>().swap(buffer_);
     if (next_chunk_ == 0) return;
-    rocksdb::Status s =
-        store_->db_->DeleteRange(store_->impl_->write_options, store_->db_->DefaultColumnFamily(),
-                                 GenerationKey(id_, generation_),
-                                 GenerationKey(id_, generation_ + 1));
+    rocksdb::Status s = store_->db_->DeleteRange(
+        store_->impl_->write_options, store_->db_->DefaultColumnFamily(),
+        GenerationKey(id_, generation_), GenerationKey(id_, generation_ + 1));
     if (!s.ok()) {
       // The chunks have no meta, so the next Open() deletes them.
       spdlog::warn("disk store: could not delete the chunks of abandoned {}: {}", Describe(),
@@ -250,8 +249,8 @@ class RocksDiskWriter final : public DiskWriter {
   }
 
   std::string Describe() const {
-    return "disk write of block " + id_.ToString() + " (generation " +
-           std::to_string(generation_) + ")";
+    return "disk write of block " + id_.ToString() + " (generation " + std::to_string(generation_) +
+           ")";
   }
 
   DiskStore* const store_;
@@ -275,8 +274,7 @@ Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir, uint6
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {
-    return InvalidArgumentError("cannot create disk store directory " + dir + ": " +
-                                ec.message());
+    return InvalidArgumentError("cannot create disk store directory " + dir + ": " + ec.message());
   }
   if (!std::filesystem::is_directory(dir, ec)) {
     return InvalidArgumentError("disk store path " + dir + " is not a directory");
@@ -308,7 +306,8 @@ Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir, uint6
     if (s.IsIOError() && text.find("lock") != std::string::npos) {
       return InvalidArgumentError("disk store " + dir +
                                   " is in use by another process (is another worker using this "
-                                  "directory?): " + text);
+                                  "directory?): " +
+                                  text);
     }
     return InternalError("cannot open disk store " + dir + ": " + text);
   }
@@ -405,8 +404,8 @@ Result<DiskRead> DiskStore::Read(const BlockId& id, uint64_t offset, uint64_t ma
   return ReadGeneration(id, found->second.generation, offset, max_length);
 }
 
-Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generation,
-                                           uint64_t offset, uint64_t max_length) {
+Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generation, uint64_t offset,
+                                           uint64_t max_length) {
   auto found = impl_->index.find(id);
   if (found == impl_->index.end()) {
     return AbortedError("block " + id.ToString() + " generation " + std::to_string(generation) +
@@ -446,8 +445,8 @@ Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generatio
     const uint64_t chunk_start = i * meta.chunk_bytes;
     const uint64_t expected = std::min<uint64_t>(meta.chunk_bytes, meta.size - chunk_start);
     if (value.size() != expected) {
-      status = InternalError("chunk " + std::to_string(i) + " of block " + id.ToString() +
-                             " has " + std::to_string(value.size()) + " bytes, expected " +
+      status = InternalError("chunk " + std::to_string(i) + " of block " + id.ToString() + " has " +
+                             std::to_string(value.size()) + " bytes, expected " +
                              std::to_string(expected));
       break;
     }

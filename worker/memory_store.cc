@@ -11,8 +11,7 @@ MemoryStore::MemoryStore(uint64_t capacity_bytes) : capacity_(capacity_bytes) {}
 Result<std::vector<MemoryBlock>> MemoryStore::Reserve(const BlockId& for_block, uint64_t size) {
   if (size > capacity_) {
     return OutOfSpaceError("block " + for_block.ToString() + " of " + FormatBytes(size) +
-                           " is bigger than the whole memory budget of " +
-                           FormatBytes(capacity_));
+                           " is bigger than the whole memory budget of " + FormatBytes(capacity_));
   }
   const uint64_t free_bytes = capacity_ - used();
   if (size <= free_bytes) {
@@ -33,11 +32,11 @@ Result<std::vector<MemoryBlock>> MemoryStore::Reserve(const BlockId& for_block, 
     freed += it->data.size;
   }
   if (freed < needed) {
-    return OutOfSpaceError(
-        "cannot make room for block " + for_block.ToString() + " of " + FormatBytes(size) +
-        ": memory budget " + FormatBytes(capacity_) + ", " + FormatBytes(stored_bytes_) +
-        " stored, " + FormatBytes(reserved_bytes_) + " reserved, only " + FormatBytes(freed) +
-        " evictable" + (rdd.has_value() ? " (blocks of the same RDD are not evicted)" : ""));
+    return OutOfSpaceError("cannot make room for block " + for_block.ToString() + " of " +
+                           FormatBytes(size) + ": memory budget " + FormatBytes(capacity_) + ", " +
+                           FormatBytes(stored_bytes_) + " stored, " + FormatBytes(reserved_bytes_) +
+                           " reserved, only " + FormatBytes(freed) + " evictable" +
+                           (rdd.has_value() ? " (blocks of the same RDD are not evicted)" : ""));
   }
 
   std::vector<MemoryBlock> evicted;

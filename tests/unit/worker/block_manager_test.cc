@@ -144,16 +144,16 @@ TEST_F(BlockManagerTest, DiskOnlyBlockIsStoredOnDisk) {
 TEST_F(BlockManagerTest, SpillsMemoryAndDiskBlockToDiskOnEviction) {
   const std::vector<std::byte> first = RandomBytes(2 * kKiB, 4);
   ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryAndDisk, first).ok());
-  Result<Tier> second = Put(BlockId::Rdd(2, 0), StorageLevel::kMemoryAndDisk, RandomBytes(2 * kKiB, 5));
+  Result<Tier> second =
+      Put(BlockId::Rdd(2, 0), StorageLevel::kMemoryAndDisk, RandomBytes(2 * kKiB, 5));
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(*second, Tier::kMemory);
 
   EXPECT_EQ(TierOf(BlockId::Rdd(1, 0)), Tier::kDisk);
   EXPECT_TRUE(ReadAll(BlockId::Rdd(1, 0)) == first);
   EXPECT_EQ(manager_->Find(BlockId::Rdd(1, 0))->level, StorageLevel::kMemoryAndDisk);
-  EXPECT_THAT(Describe(manager_->TakeChanges()),
-              ElementsAre("+rdd_1_0@memory", "-rdd_1_0@memory", "+rdd_1_0@disk",
-                          "+rdd_2_0@memory"));
+  EXPECT_THAT(Describe(manager_->TakeChanges()), ElementsAre("+rdd_1_0@memory", "-rdd_1_0@memory",
+                                                             "+rdd_1_0@disk", "+rdd_2_0@memory"));
 }
 
 TEST_F(BlockManagerTest, DropsMemoryOnlyBlockOnEviction) {
@@ -184,7 +184,8 @@ TEST_F(BlockManagerTest, MemoryOnlyFailsWhenOnlySameRddBlocksCouldBeEvicted) {
 
 TEST_F(BlockManagerTest, MemoryAndDiskGoesToDiskWhenOnlySameRddBlocksCouldBeEvicted) {
   ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryAndDisk, RandomBytes(2 * kKiB, 4)).ok());
-  Result<Tier> tier = Put(BlockId::Rdd(1, 1), StorageLevel::kMemoryAndDisk, RandomBytes(2 * kKiB, 5));
+  Result<Tier> tier =
+      Put(BlockId::Rdd(1, 1), StorageLevel::kMemoryAndDisk, RandomBytes(2 * kKiB, 5));
   ASSERT_TRUE(tier.ok()) << tier.status().ToString();
   EXPECT_EQ(*tier, Tier::kDisk);
   EXPECT_EQ(TierOf(BlockId::Rdd(1, 0)), Tier::kMemory);

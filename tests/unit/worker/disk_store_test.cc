@@ -129,17 +129,17 @@ TEST_F(DiskStoreTest, ReadsRangesAtUnalignedOffsets) {
     uint64_t offset;
     uint64_t length;
   };
-  for (Range r : {Range{0, 1}, Range{1, kChunkBytes}, Range{kChunkBytes - 1, 2},
-                  Range{2 * kChunkBytes + 5, 2 * kChunkBytes}, Range{size - 1, 100},
-                  Range{12345, size}}) {
+  for (Range r :
+       {Range{0, 1}, Range{1, kChunkBytes}, Range{kChunkBytes - 1, 2},
+        Range{2 * kChunkBytes + 5, 2 * kChunkBytes}, Range{size - 1, 100}, Range{12345, size}}) {
     Result<DiskRead> read = store_->Read(id, r.offset, r.length);
     ASSERT_TRUE(read.ok()) << read.status().ToString();
     EXPECT_EQ(read->total_size, size);
     const uint64_t expected_length = std::min(r.length, size - r.offset);
     std::vector<std::byte> expected(bytes.begin() + r.offset,
                                     bytes.begin() + r.offset + expected_length);
-    EXPECT_TRUE(Concat(read->chunks) == expected) << "offset " << r.offset << " length "
-                                                  << r.length;
+    EXPECT_TRUE(Concat(read->chunks) == expected)
+        << "offset " << r.offset << " length " << r.length;
   }
   Result<DiskRead> across = store_->Read(id, kChunkBytes - 1, 2);
   ASSERT_TRUE(across.ok());
