@@ -46,8 +46,7 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Create(zmq::context_t& conte
                                                            std::unique_ptr<BlockManager> blocks,
                                                            const Clock& clock) {
   BM_CHECK(blocks != nullptr);
-  ASSIGN_OR_RETURN(TcpAddress listen, ParseTcpAddress(options.listen_address, true));
-  (void)listen;
+  RETURN_IF_ERROR(ParseTcpAddress(options.listen_address, /*allow_any_port=*/true).status());
   if (!options.advertise_address.empty()) {
     ASSIGN_OR_RETURN(TcpAddress advertised, ParseTcpAddress(options.advertise_address, false));
     if (IsWildcardHost(advertised.host)) {
