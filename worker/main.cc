@@ -41,8 +41,7 @@ int main(int argc, char** argv) {
   std::string id;
   std::string advertise;
   std::string log_level = "info";
-  app.add_option("--master", master, "The master's address, e.g. tcp://10.0.0.1:7077")
-      ->required();
+  app.add_option("--master", master, "The master's address, e.g. tcp://10.0.0.1:7077")->required();
   app.add_option("--listen", listen, "Address to serve on, e.g. tcp://0.0.0.0:7078")->required();
   app.add_option("--memory", memory_text, "Memory for blocks, e.g. 512MiB or 4GiB")->required();
   app.add_option("--disk-dir", disk_dir, "Directory of the disk store (RocksDB)")->required();
@@ -75,11 +74,13 @@ int main(int argc, char** argv) {
     bm::Result<bm::TcpAddress> advertised = bm::ParseTcpAddress(advertise, false);
     if (!advertised.ok()) return Usage("--advertise: " + advertised.status().message());
     if (bm::IsWildcardHost(advertised->host)) {
-      return Usage("--advertise " + advertise + " is a wildcard; give an address clients can "
+      return Usage("--advertise " + advertise +
+                   " is a wildcard; give an address clients can "
                    "connect to");
     }
   } else if (bm::IsWildcardHost(listen_address->host)) {
-    return Usage("--listen " + listen + " binds every interface; say which address clients "
+    return Usage("--listen " + listen +
+                 " binds every interface; say which address clients "
                  "should use with --advertise tcp://HOST:PORT");
   }
   if (disk_dir.empty()) return Usage("--disk-dir must not be empty");

@@ -34,9 +34,12 @@ MasterLink::~MasterLink() = default;
 
 const char* MasterLink::KindName(RequestKind kind) {
   switch (kind) {
-    case RequestKind::kRegister: return "registerWorker";
-    case RequestKind::kHeartbeat: return "heartbeat";
-    case RequestKind::kReport: return "reportBlocks";
+    case RequestKind::kRegister:
+      return "registerWorker";
+    case RequestKind::kHeartbeat:
+      return "heartbeat";
+    case RequestKind::kReport:
+      return "reportBlocks";
   }
   return "request";
 }
@@ -67,8 +70,7 @@ bool MasterLink::SendRequest(RequestKind kind, uint64_t covers_seq, Fill&& fill)
   fill(request);
   Status sent = SendMessage(*socket_, nullptr, builder);
   if (!sent.ok()) {
-    MasterLost(std::string("cannot send ") + KindName(kind) + ": " +
-               sent.message());
+    MasterLost(std::string("cannot send ") + KindName(kind) + ": " + sent.message());
     return false;
   }
   outstanding_[id] = Outstanding{kind, clock_.Now(), covers_seq};
@@ -148,7 +150,8 @@ void MasterLink::HandleReply(IncomingMessage& message) {
     id = reply.getId();
     which = reply.which();
     if (reply.isError()) error = StatusFromError(reply.getError());
-    if (reply.isRegistered()) heartbeat_interval_ms = reply.getRegistered().getHeartbeatIntervalMs();
+    if (reply.isRegistered())
+      heartbeat_interval_ms = reply.getRegistered().getHeartbeatIntervalMs();
     return Status::Ok();
   });
   if (!read.ok()) {
@@ -163,8 +166,8 @@ void MasterLink::HandleReply(IncomingMessage& message) {
   const Outstanding request = it->second;
   outstanding_.erase(it);
 
-  const bool unknown_worker = which == proto::Reply::ERROR &&
-                              error.code() == StatusCode::kUnknownWorker;
+  const bool unknown_worker =
+      which == proto::Reply::ERROR && error.code() == StatusCode::kUnknownWorker;
   switch (request.kind) {
     case RequestKind::kRegister:
       if (which == proto::Reply::REGISTERED) {
@@ -259,8 +262,8 @@ void MasterLink::OnTimer() {
   const TimePoint now = clock_.Now();
   for (const auto& [id, request] : outstanding_) {
     if (now - request.sent_at >= ReplyTimeout(request.kind)) {
-      MasterLost(std::string("no reply to ") + KindName(request.kind) +
-                 " within " + std::to_string(Millis(ReplyTimeout(request.kind))) + " ms");
+      MasterLost(std::string("no reply to ") + KindName(request.kind) + " within " +
+                 std::to_string(Millis(ReplyTimeout(request.kind))) + " ms");
       break;  // MasterLost cleared outstanding_
     }
   }

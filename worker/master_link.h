@@ -117,8 +117,8 @@ class MasterLink {
 
   std::unique_ptr<zmq::socket_t> socket_;
   State state_ = State::kUnregistered;
-  TimePoint next_attempt_;   // kUnregistered: when to send registerWorker
-  Duration backoff_;         // the delay after the next failure
+  TimePoint next_attempt_;  // kUnregistered: when to send registerWorker
+  Duration backoff_;        // the delay after the next failure
   Duration heartbeat_interval_ = std::chrono::seconds(1);
   TimePoint next_heartbeat_;  // kRegistered
   uint64_t next_request_id_ = 1;

@@ -83,8 +83,7 @@ Status WorkerServer::Bind() {
   }
   endpoint_ = router_->get(zmq::sockopt::last_endpoint);
 
-  advertised_address_ =
-      options_.advertise_address.empty() ? endpoint_ : options_.advertise_address;
+  advertised_address_ = options_.advertise_address.empty() ? endpoint_ : options_.advertise_address;
   ASSIGN_OR_RETURN(TcpAddress advertised, ParseTcpAddress(advertised_address_, false));
   if (IsWildcardHost(advertised.host)) {
     return InvalidArgumentError("listening on the wildcard address " + endpoint_ +
@@ -202,10 +201,14 @@ Status WorkerServer::Dispatch(IncomingMessage& message, uint64_t* id) {
     return Status::Ok();
   }));
   switch (which) {
-    case proto::Request::PUT_BLOCK: return HandlePut(message, *id);
-    case proto::Request::GET_BLOCK: return HandleGet(message, *id);
-    case proto::Request::CONTAINS_BLOCK: return HandleContains(message, *id);
-    case proto::Request::REMOVE_BLOCKS: return HandleRemove(message, *id);
+    case proto::Request::PUT_BLOCK:
+      return HandlePut(message, *id);
+    case proto::Request::GET_BLOCK:
+      return HandleGet(message, *id);
+    case proto::Request::CONTAINS_BLOCK:
+      return HandleContains(message, *id);
+    case proto::Request::REMOVE_BLOCKS:
+      return HandleRemove(message, *id);
     case proto::Request::PING: {
       capnp::MallocMessageBuilder reply;
       proto::Reply::Builder root = reply.initRoot<proto::Reply>();
@@ -262,8 +265,8 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
     }
     ASSIGN_OR_RETURN(BlockManager::UploadId handle,
                      blocks_->BeginPut(*piece.block, piece.level, piece.total_size));
-    uploads_.Insert(key, UploadTable::Entry{handle, *piece.block, piece.level, piece.total_size,
-                                            0, now});
+    uploads_.Insert(
+        key, UploadTable::Entry{handle, *piece.block, piece.level, piece.total_size, 0, now});
     upload = uploads_.Find(key);
   } else if (upload == nullptr) {
     return InvalidArgumentError("no upload " + std::to_string(piece.upload_id) +
@@ -278,9 +281,8 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
     valid = InvalidArgumentError("piece of upload " + std::to_string(piece.upload_id) +
                                  " does not match its block, level or total size");
   } else if (piece.offset != upload->next_offset) {
-    valid = InvalidArgumentError("piece of " + name + " at offset " +
-                                 std::to_string(piece.offset) + ", expected " +
-                                 std::to_string(upload->next_offset));
+    valid = InvalidArgumentError("piece of " + name + " at offset " + std::to_string(piece.offset) +
+                                 ", expected " + std::to_string(upload->next_offset));
   } else if (bytes > upload->total_size - piece.offset) {
     valid = InvalidArgumentError("piece of " + name + " runs past its declared size of " +
                                  std::to_string(upload->total_size) + " bytes");
@@ -434,7 +436,8 @@ void WorkerServer::AbortUpload(const UploadTable::Key& key) {
 }
 
 void WorkerServer::ExpireIdleUploads(TimePoint now) {
-  for (const UploadTable::Entry& entry : uploads_.TakeIdleSince(now - options_.upload_idle_timeout)) {
+  for (const UploadTable::Entry& entry :
+       uploads_.TakeIdleSince(now - options_.upload_idle_timeout)) {
     spdlog::info("aborting idle upload of {} ({} of {} bytes received)", entry.block.ToString(),
                  entry.next_offset, entry.total_size);
     blocks_->AbortPut(entry.upload);

@@ -35,8 +35,7 @@ struct SeenRequest {
   std::vector<std::pair<std::string, bool>> blocks;
 
   bool Has(const std::string& block, bool removed = false) const {
-    return std::find(blocks.begin(), blocks.end(), std::make_pair(block, removed)) !=
-           blocks.end();
+    return std::find(blocks.begin(), blocks.end(), std::make_pair(block, removed)) != blocks.end();
   }
 };
 
@@ -98,7 +97,8 @@ class FakeMaster {
       {
         std::lock_guard lock(mu_);
         if (release_held_) {
-          for (auto& [peer, id] : held_) Reply(peer, id, [](proto::Reply::Builder r) { r.setOk(); });
+          for (auto& [peer, id] : held_)
+            Reply(peer, id, [](proto::Reply::Builder r) { r.setOk(); });
           held_.clear();
           release_held_ = false;
         }
@@ -192,11 +192,11 @@ class FakeMaster {
 
   std::mutex mu_;
   std::condition_variable changed_;
-  std::vector<SeenRequest> seen_;         // guarded by mu_
-  std::set<std::string> registered_;      // guarded by mu_
-  bool hold_reports_ = false;             // guarded by mu_
-  bool release_held_ = false;             // guarded by mu_
-  bool silent_ = false;                   // guarded by mu_
+  std::vector<SeenRequest> seen_;     // guarded by mu_
+  std::set<std::string> registered_;  // guarded by mu_
+  bool hold_reports_ = false;         // guarded by mu_
+  bool release_held_ = false;         // guarded by mu_
+  bool silent_ = false;               // guarded by mu_
 };
 
 std::vector<std::byte> RandomBytes(size_t n, uint64_t seed) {
@@ -262,8 +262,8 @@ Result<GetResult> Get(RpcChannel& channel, const std::string& block, uint64_t of
   get.setMaxLength(max_length);
   ASSIGN_OR_RETURN(IncomingMessage reply, channel.Call(request));
   proto::GetReply::Reader header = reply.reply().getGet();
-  GetResult out{header.getTotalSize(), header.getOffset(), header.getLength(),
-                header.getGeneration(), header.getTier(), {}};
+  GetResult out{header.getTotalSize(),  header.getOffset(), header.getLength(),
+                header.getGeneration(), header.getTier(),   {}};
   for (const zmq::message_t& frame : reply.payload()) {
     const auto* p = static_cast<const std::byte*>(frame.data());
     out.bytes.insert(out.bytes.end(), p, p + frame.size());
@@ -448,8 +448,8 @@ TEST_F(WorkerServerTest, MultiPiecePutThenRangedGetsAreByteExact) {
 
   Result<GetResult> middle = Get(*channel_, "rdd_1_0", 5 * kMiB + 3, 1000);
   ASSERT_TRUE(middle.ok());
-  EXPECT_TRUE(std::equal(middle->bytes.begin(), middle->bytes.end(),
-                         data.begin() + 5 * kMiB + 3, data.begin() + 5 * kMiB + 1003));
+  EXPECT_TRUE(std::equal(middle->bytes.begin(), middle->bytes.end(), data.begin() + 5 * kMiB + 3,
+                         data.begin() + 5 * kMiB + 1003));
   EXPECT_EQ(middle->length, 1000u);
 
   Result<GetResult> end = Get(*channel_, "rdd_1_0", data.size(), 1000);
@@ -642,24 +642,29 @@ TEST_F(WorkerServerTest, MalformedMessagesGetErrorRepliesAndServerKeepsServing) 
     ASSERT_TRUE(first && first->reply().isPut());
     EXPECT_FALSE(first->reply().getPut().getCommitted());
     send_piece(11, 1, 12345, kMiB - 12345, false);
-    EXPECT_EQ(peer.ReceiveError(), std::make_pair(uint64_t{11}, proto::ErrorCode::INVALID_ARGUMENT));
+    EXPECT_EQ(peer.ReceiveError(),
+              std::make_pair(uint64_t{11}, proto::ErrorCode::INVALID_ARGUMENT));
     send_piece(12, 1, kMiB, kMiB, true);  // would have been right, but the upload is gone
-    EXPECT_EQ(peer.ReceiveError(), std::make_pair(uint64_t{12}, proto::ErrorCode::INVALID_ARGUMENT));
+    EXPECT_EQ(peer.ReceiveError(),
+              std::make_pair(uint64_t{12}, proto::ErrorCode::INVALID_ARGUMENT));
   }
   {  // A piece of an upload that never started.
     send_piece(13, 99, kMiB, kMiB, true);
-    EXPECT_EQ(peer.ReceiveError(), std::make_pair(uint64_t{13}, proto::ErrorCode::INVALID_ARGUMENT));
+    EXPECT_EQ(peer.ReceiveError(),
+              std::make_pair(uint64_t{13}, proto::ErrorCode::INVALID_ARGUMENT));
   }
   {  // A last piece that leaves bytes missing.
     send_piece(14, 2, 0, kMiB, true);
-    EXPECT_EQ(peer.ReceiveError(), std::make_pair(uint64_t{14}, proto::ErrorCode::INVALID_ARGUMENT));
+    EXPECT_EQ(peer.ReceiveError(),
+              std::make_pair(uint64_t{14}, proto::ErrorCode::INVALID_ARGUMENT));
   }
   {  // More bytes than declared.
     capnp::MallocMessageBuilder request;
     FillPut(request, "rdd_1_3", StorageLevel::kMemoryOnly, 10, 0, true, 3);
     request.getRoot<proto::Request>().setId(15);
     peer.Send(request, Frames(std::span(data).subspan(0, 11)));
-    EXPECT_EQ(peer.ReceiveError(), std::make_pair(uint64_t{15}, proto::ErrorCode::INVALID_ARGUMENT));
+    EXPECT_EQ(peer.ReceiveError(),
+              std::make_pair(uint64_t{15}, proto::ErrorCode::INVALID_ARGUMENT));
   }
   EXPECT_FALSE(Contains(*channel_, "rdd_1_2").value());
   EXPECT_FALSE(Contains(*channel_, "rdd_1_3").value());
@@ -681,8 +686,8 @@ TEST_F(WorkerServerTest, SameUploadIdFromTwoClientsDoesNotCollide) {
   RpcChannel other(context_, server_->endpoint(), seconds(10));
   const std::vector<std::byte> a = RandomBytes(2 * kMiB, 14);
   const std::vector<std::byte> b = RandomBytes(2 * kMiB, 15);
-  auto piece = [](RpcChannel& channel, const std::string& block,
-                  const std::vector<std::byte>& data, uint64_t offset, bool last) {
+  auto piece = [](RpcChannel& channel, const std::string& block, const std::vector<std::byte>& data,
+                  uint64_t offset, bool last) {
     capnp::MallocMessageBuilder request;
     FillPut(request, block, StorageLevel::kMemoryOnly, data.size(), offset, last, 1);
     return channel.Call(request, Frames(std::span(data).subspan(offset, kMiB))).status();
