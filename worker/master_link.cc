@@ -84,16 +84,25 @@ void MasterLink::SendRegister() {
   const uint64_t covers = last_seq_;
   std::vector<BlockStatus> all = blocks_.List();
   const StoreStats stats = blocks_.Stats();
+  // The full report goes out in bounded pieces so its header stays under the protocol's limit
+  // however many blocks the worker holds: the registration carries the first batch, the rest
+  // is queued as ordinary changes right behind it (ahead of anything that happens later).
+  const size_t in_registration = std::min(all.size(), options_.max_updates_per_report);
+  queue_.clear();  // everything queued so far is superseded by the full report
+  for (size_t i = in_registration; i < all.size(); ++i) {
+    queue_.push_back(QueuedChange{++last_seq_, BlockChange{all[i], /*removed=*/false}});
+  }
   state_ = State::kRegistering;
-  spdlog::debug("registering with master {} as {} ({} blocks)", options_.master_address,
-                options_.worker_id, all.size());
+  spdlog::debug("registering with master {} as {} ({} blocks, {} in follow-up reports)",
+                options_.master_address, options_.worker_id, all.size(),
+                all.size() - in_registration);
   SendRequest(RequestKind::kRegister, covers, [&](proto::Request::Builder request) {
     proto::RegisterWorker::Builder reg = request.initRegisterWorker();
     reg.setWorkerId(options_.worker_id);
     reg.setAddress(options_.advertised_address);
     FillWorkerStats(stats, reg.initStats());
-    auto list = reg.initBlocks(static_cast<unsigned>(all.size()));
-    for (size_t i = 0; i < all.size(); ++i) FillBlockStatus(all[i], list[i]);
+    auto list = reg.initBlocks(static_cast<unsigned>(in_registration));
+    for (size_t i = 0; i < in_registration; ++i) FillBlockStatus(all[i], list[i]);
   });
 }
 

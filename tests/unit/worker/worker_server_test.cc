@@ -418,6 +418,35 @@ TEST_F(WorkerServerTest, RegistrationCarriesFullReportOfBlocksAlreadyOnDisk) {
   EXPECT_EQ(got->bytes, data);
 }
 
+TEST_F(WorkerServerTest, FullReportBiggerThanOneBatchFollowsRegistrationInReports) {
+  options_.master.max_updates_per_report = 2;
+  StartWorker();
+  ASSERT_TRUE(AwaitRegistration());
+  for (int p = 0; p < 5; ++p) {
+    ASSERT_TRUE(Put(*channel_, "rdd_4_" + std::to_string(p), StorageLevel::kMemoryOnly,
+                    RandomBytes(10, p))
+                    .ok());
+  }
+  master_->ForgetWorkers();
+  // The re-registration carries two blocks; the other three follow as reports, and together
+  // they name every block.
+  ASSERT_TRUE(master_->WaitFor([](const std::vector<SeenRequest>& seen) {
+    auto last_register = std::find_if(seen.rbegin(), seen.rend(), [](const SeenRequest& r) {
+      return r.kind == SeenRequest::kRegister && !r.blocks.empty();
+    });
+    if (last_register == seen.rend()) return false;
+    std::set<std::string> named;
+    for (auto it = last_register.base() - 1; it != seen.end(); ++it) {
+      if (it->kind == SeenRequest::kRegister || it->kind == SeenRequest::kReport) {
+        for (const auto& [block, removed] : it->blocks) {
+          if (!removed) named.insert(block);
+        }
+      }
+    }
+    return last_register->blocks.size() == 2 && named.size() == 5;
+  }));
+}
+
 TEST_F(WorkerServerTest, MultiPiecePutThenRangedGetsAreByteExact) {
   StartWorker();
   ASSERT_TRUE(AwaitRegistration());
