@@ -86,7 +86,7 @@ BlockIndex::BlockIndex() {
 BlockIndex::~BlockIndex() = default;
 
 BlockIndex::Slot BlockIndex::Intern(std::string_view worker_id) {
-  auto it = slots_.find(std::string(worker_id));
+  auto it = slots_.find(worker_id);
   if (it != slots_.end()) return it->second;
   Slot slot;
   if (!free_slots_.empty()) {
@@ -103,7 +103,7 @@ BlockIndex::Slot BlockIndex::Intern(std::string_view worker_id) {
 }
 
 std::optional<BlockIndex::Slot> BlockIndex::SlotOf(std::string_view worker_id) const {
-  auto it = slots_.find(std::string(worker_id));
+  auto it = slots_.find(worker_id);
   if (it == slots_.end()) return std::nullopt;
   return it->second;
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -156,7 +157,11 @@ class BlockIndex {
   std::vector<std::string> slot_names_;
   std::vector<size_t> slot_locations_;
   std::vector<Slot> free_slots_;
-  std::unordered_map<std::string, Slot> slots_;
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view name) const { return std::hash<std::string_view>{}(name); }
+  };
+  std::unordered_map<std::string, Slot, NameHash, std::equal_to<>> slots_;
 };
 
 }  // namespace bm

@@ -18,6 +18,7 @@
 
 #include "common/protocol.h"
 #include "common/transport.h"
+#include "tests/support/process.h"
 
 namespace bm {
 namespace {
@@ -26,17 +27,6 @@ using namespace std::chrono_literals;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAre;
-
-// Polls `condition` until it holds or `timeout` passes.
-template <typename F>
-bool Await(F condition, std::chrono::milliseconds timeout = 5000ms) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
 
 struct BlockSpec {
   std::string id;
@@ -396,7 +386,7 @@ TEST_F(MasterServerTest, WorkerDroppedDuringARemoveCountsAsAnswered) {
 TEST_F(MasterServerTest, SilentWorkerIsDroppedWithItsLocations) {
   StartMaster(200ms);
   ASSERT_TRUE(Register("w1", "tcp://127.0.0.1:1", {{"rdd_1_0"}}).ok());
-  ASSERT_TRUE(Await([&] { return ListWorkers().empty(); }));
+  ASSERT_TRUE(testing::WaitFor([&] { return ListWorkers().empty(); }, 5000ms));
   EXPECT_THAT(ListBlocks(), IsEmpty());
   EXPECT_EQ(Heartbeat("w1").code(), StatusCode::kUnknownWorker);
 }
