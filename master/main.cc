@@ -48,10 +48,16 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  // A process started in the background by a shell inherits SIGINT as ignored, and an ignored
+  // signal is discarded even while blocked: restore the default so sigwait() sees it.
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   bm::InitLogging("bm-master", log_level);
   zmq::context_t context(1);
+  // The master keeps one socket per registered worker; ZeroMQ's default cap is 1023 sockets.
+  context.set(zmq::ctxopt::max_sockets, 65536);
   bm::SteadyClock clock;
   bm::MasterOptions options;
   options.listen = listen;

@@ -91,6 +91,10 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  // A process started in the background by a shell inherits SIGINT as ignored, and an ignored
+  // signal is discarded even while blocked: restore the default so sigwait() sees it.
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   bm::InitLogging("bm-worker", log_level);
