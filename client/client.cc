@@ -47,15 +47,15 @@ Status UnexpectedReply(const std::string& peer, const char* expected) {
 }
 
 WorkerInfo ToWorkerInfo(proto::WorkerInfo::Reader reader) {
-  proto::WorkerStats::Reader stats = reader.getStats();
+  const WorkerStats stats = FromProto(reader.getStats());
   WorkerInfo info;
   info.id = ToStdString(reader.getWorkerId());
   info.address = ToStdString(reader.getAddress());
-  info.memory_capacity = stats.getMemoryCapacity();
-  info.memory_used = stats.getMemoryUsed();
-  info.disk_used = stats.getDiskUsed();
-  info.disk_capacity = stats.getDiskCapacity();
-  info.block_count = stats.getBlockCount();
+  info.memory_capacity = stats.memory_capacity;
+  info.memory_used = stats.memory_used;
+  info.disk_used = stats.disk_used;
+  info.disk_capacity = stats.disk_capacity;
+  info.block_count = stats.block_count;
   info.last_heartbeat_age_ms = reader.getLastHeartbeatAgeMs();
   return info;
 }

@@ -38,6 +38,19 @@ Tier FromProto(proto::Tier tier) {
   return tier == proto::Tier::MEMORY ? Tier::kMemory : Tier::kDisk;
 }
 
+void ToProto(const WorkerStats& stats, proto::WorkerStats::Builder out) {
+  out.setMemoryCapacity(stats.memory_capacity);
+  out.setMemoryUsed(stats.memory_used);
+  out.setDiskUsed(stats.disk_used);
+  out.setDiskCapacity(stats.disk_capacity);
+  out.setBlockCount(stats.block_count);
+}
+
+WorkerStats FromProto(proto::WorkerStats::Reader stats) {
+  return WorkerStats{stats.getMemoryCapacity(), stats.getMemoryUsed(), stats.getDiskUsed(),
+                     stats.getDiskCapacity(), stats.getBlockCount()};
+}
+
 void SetError(proto::Error::Builder error, const Status& status) {
   proto::ErrorCode code = proto::ErrorCode::INTERNAL;
   switch (status.code()) {

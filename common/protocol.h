@@ -9,6 +9,7 @@
 #include "common/status.h"
 #include "common/storage_level.h"
 #include "common/tier.h"
+#include "common/worker_stats.h"
 #include "schema/messages.capnp.h"
 
 namespace bm {
@@ -32,6 +33,9 @@ proto::StorageLevel ToProto(StorageLevel level);
 StorageLevel FromProto(proto::StorageLevel level);
 proto::Tier ToProto(Tier tier);
 Tier FromProto(proto::Tier tier);
+
+void ToProto(const WorkerStats& stats, proto::WorkerStats::Builder out);
+WorkerStats FromProto(proto::WorkerStats::Reader stats);
 
 // Fills an Error struct from a failed status.
 void SetError(proto::Error::Builder error, const Status& status);

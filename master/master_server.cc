@@ -43,16 +43,6 @@ Result<std::string> DecodeName(capnp::Text::Reader text, const char* what, size_
   return std::string(text.cStr(), text.size());
 }
 
-WorkerStats DecodeStats(proto::WorkerStats::Reader stats) {
-  WorkerStats out;
-  out.memory_capacity = stats.getMemoryCapacity();
-  out.memory_used = stats.getMemoryUsed();
-  out.disk_used = stats.getDiskUsed();
-  out.disk_capacity = stats.getDiskCapacity();
-  out.block_count = stats.getBlockCount();
-  return out;
-}
-
 Result<BlockChange> DecodeBlockStatus(proto::BlockStatus::Reader status, bool removed) {
   ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(status.getBlockId()));
   BlockChange change{id};
@@ -75,14 +65,6 @@ Result<std::vector<BlockId>> DecodeBlockIds(capnp::List<capnp::Text>::Reader ids
 
 bool IsSupportedWorkerAddress(std::string_view address) {
   return address.starts_with("tcp://") || address.starts_with("ipc://");
-}
-
-void EncodeStats(const WorkerStats& stats, proto::WorkerStats::Builder out) {
-  out.setMemoryCapacity(stats.memory_capacity);
-  out.setMemoryUsed(stats.memory_used);
-  out.setDiskUsed(stats.disk_used);
-  out.setDiskCapacity(stats.disk_capacity);
-  out.setBlockCount(stats.block_count);
 }
 
 uint64_t ToMillis(Duration d) {
@@ -325,7 +307,7 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
   if (!IsSupportedWorkerAddress(address)) {
     return InvalidArgumentError("worker address '" + address + "' is not tcp:// or ipc://");
   }
-  const WorkerStats stats = DecodeStats(request.getStats());
+  const WorkerStats stats = FromProto(request.getStats());
   std::vector<BlockChange> blocks;
   blocks.reserve(request.getBlocks().size());
   for (proto::BlockStatus::Reader block : request.getBlocks()) {
@@ -353,7 +335,7 @@ Status MasterServer::Loop::HandleHeartbeat(proto::Heartbeat::Reader request,
                                            proto::Reply::Builder reply) {
   capnp::Text::Reader id = request.getWorkerId();
   RETURN_IF_ERROR(
-      registry_.Touch(std::string_view(id.cStr(), id.size()), DecodeStats(request.getStats())));
+      registry_.Touch(std::string_view(id.cStr(), id.size()), FromProto(request.getStats())));
   reply.setOk();
   return Status::Ok();
 }
@@ -369,7 +351,7 @@ Status MasterServer::Loop::HandleReportBlocks(proto::ReportBlocks::Reader reques
                      DecodeBlockStatus(update.getStatus(), update.getRemoved()));
     changes.push_back(change);
   }
-  RETURN_IF_ERROR(registry_.Touch(id, DecodeStats(request.getStats())));
+  RETURN_IF_ERROR(registry_.Touch(id, FromProto(request.getStats())));
   for (const BlockChange& change : changes) index_.Apply(id, change);
   reply.setOk();
   return Status::Ok();
@@ -412,7 +394,7 @@ void MasterServer::Loop::HandleListWorkers(proto::Reply::Builder reply) {
   for (size_t i = 0; i < workers.size(); ++i) {
     out[i].setWorkerId(workers[i].id);
     out[i].setAddress(workers[i].address);
-    EncodeStats(workers[i].stats, out[i].initStats());
+    ToProto(workers[i].stats, out[i].initStats());
     out[i].setLastHeartbeatAgeMs(ToMillis(now - workers[i].last_seen));
   }
 }

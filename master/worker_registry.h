@@ -9,19 +9,9 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "common/worker_stats.h"
 
 namespace bm {
-
-// A worker's storage as it last reported it.
-struct WorkerStats {
-  uint64_t memory_capacity = 0;
-  uint64_t memory_used = 0;
-  uint64_t disk_used = 0;
-  uint64_t disk_capacity = 0;  // 0 = unlimited
-  uint64_t block_count = 0;
-
-  bool operator==(const WorkerStats&) const = default;
-};
 
 struct WorkerRecord {
   std::string id;

@@ -214,8 +214,8 @@ std::vector<BlockStatus> BlockManager::List() const {
   return blocks;
 }
 
-StoreStats BlockManager::Stats() const {
-  return StoreStats{memory_->capacity(), memory_->used(), disk_->used(), disk_->limit(),
+WorkerStats BlockManager::Stats() const {
+  return WorkerStats{memory_->capacity(), memory_->used(), disk_->used(), disk_->limit(),
                     memory_->block_count() + disk_->block_count()};
 }
 

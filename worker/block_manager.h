@@ -11,6 +11,7 @@
 #include "common/status.h"
 #include "common/storage_level.h"
 #include "common/tier.h"
+#include "common/worker_stats.h"
 #include "worker/block_status.h"
 #include "worker/disk_store.h"
 #include "worker/memory_store.h"
@@ -25,14 +26,6 @@ struct BlockRead {
   Tier tier;
   StorageLevel level;
   std::vector<ChunkPtr> chunks;  // the bytes of the range, in order; no copies for memory blocks
-};
-
-struct StoreStats {
-  uint64_t memory_capacity;
-  uint64_t memory_used;
-  uint64_t disk_used;
-  uint64_t disk_limit;  // 0 = unlimited
-  uint64_t block_count;
 };
 
 // The worker's storage policy over its memory and disk stores: where a block of each level
@@ -74,7 +67,7 @@ class BlockManager {
   Status Remove(const BlockId& id);
 
   std::vector<BlockStatus> List() const;
-  StoreStats Stats() const;
+  WorkerStats Stats() const;
 
   // Every change since the last call, in the order it happened (stored, moved tier, removed),
   // for the master. A block that changes tier (spilled on eviction, or replaced by a version on

@@ -83,7 +83,7 @@ void MasterLink::SendRegister() {
   }
   const uint64_t covers = last_seq_;
   std::vector<BlockStatus> all = blocks_.List();
-  const StoreStats stats = blocks_.Stats();
+  const WorkerStats stats = blocks_.Stats();
   // The full report goes out in bounded pieces so its header stays under the protocol's limit
   // however many blocks the worker holds: the registration carries the first batch, the rest
   // is queued as ordinary changes right behind it (ahead of anything that happens later).
@@ -100,18 +100,18 @@ void MasterLink::SendRegister() {
     proto::RegisterWorker::Builder reg = request.initRegisterWorker();
     reg.setWorkerId(options_.worker_id);
     reg.setAddress(options_.advertised_address);
-    FillWorkerStats(stats, reg.initStats());
+    ToProto(stats, reg.initStats());
     auto list = reg.initBlocks(static_cast<unsigned>(in_registration));
     for (size_t i = 0; i < in_registration; ++i) FillBlockStatus(all[i], list[i]);
   });
 }
 
 void MasterLink::SendHeartbeat() {
-  const StoreStats stats = blocks_.Stats();
+  const WorkerStats stats = blocks_.Stats();
   SendRequest(RequestKind::kHeartbeat, 0, [&](proto::Request::Builder request) {
     proto::Heartbeat::Builder heartbeat = request.initHeartbeat();
     heartbeat.setWorkerId(options_.worker_id);
-    FillWorkerStats(stats, heartbeat.initStats());
+    ToProto(stats, heartbeat.initStats());
   });
 }
 
@@ -119,7 +119,7 @@ void MasterLink::MaybeSendReport() {
   if (state_ != State::kRegistered || report_in_flight_ || queue_.empty()) return;
   const size_t n = std::min(queue_.size(), options_.max_updates_per_report);
   const uint64_t covers = queue_[n - 1].seq;
-  const StoreStats stats = blocks_.Stats();
+  const WorkerStats stats = blocks_.Stats();
   bool sent = SendRequest(RequestKind::kReport, covers, [&](proto::Request::Builder request) {
     proto::ReportBlocks::Builder report = request.initReportBlocks();
     report.setWorkerId(options_.worker_id);
@@ -128,7 +128,7 @@ void MasterLink::MaybeSendReport() {
       FillBlockStatus(queue_[i].change.status, updates[i].initStatus());
       updates[i].setRemoved(queue_[i].change.removed);
     }
-    FillWorkerStats(stats, report.initStats());
+    ToProto(stats, report.initStats());
   });
   if (sent) report_in_flight_ = true;
 }

@@ -11,12 +11,4 @@ void FillBlockStatus(const BlockStatus& status, proto::BlockStatus::Builder out)
   out.setLevel(ToProto(status.level));
 }
 
-void FillWorkerStats(const StoreStats& stats, proto::WorkerStats::Builder out) {
-  out.setMemoryCapacity(stats.memory_capacity);
-  out.setMemoryUsed(stats.memory_used);
-  out.setDiskUsed(stats.disk_used);
-  out.setDiskCapacity(stats.disk_limit);
-  out.setBlockCount(stats.block_count);
-}
-
 }  // namespace bm

@@ -9,6 +9,5 @@
 namespace bm {
 
 void FillBlockStatus(const BlockStatus& status, proto::BlockStatus::Builder out);
-void FillWorkerStats(const StoreStats& stats, proto::WorkerStats::Builder out);
 
 }  // namespace bm

@@ -20,6 +20,12 @@ std::string RandomBytes(size_t size, uint64_t seed) {
   return out;
 }
 
+std::vector<std::byte> RandomByteVector(size_t size, uint64_t seed) {
+  std::string bytes = RandomBytes(size, seed);
+  const auto* begin = reinterpret_cast<const std::byte*>(bytes.data());
+  return std::vector<std::byte>(begin, begin + bytes.size());
+}
+
 void WriteFile(const std::string& path, const std::string& contents) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(contents.data(), static_cast<std::streamsize>(contents.size()));

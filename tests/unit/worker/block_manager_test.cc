@@ -8,6 +8,7 @@
 
 #include "common/byte_size.h"
 #include "common/protocol.h"
+#include "tests/support/files.h"
 #include "tests/support/temp_dir.h"
 
 namespace bm {
@@ -16,11 +17,8 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-std::vector<std::byte> RandomBytes(size_t size, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::byte> bytes(size);
-  for (std::byte& b : bytes) b = static_cast<std::byte>(rng());
-  return bytes;
+std::vector<std::byte> RandomBytes(size_t size, uint64_t seed) {
+  return testing::RandomByteVector(size, seed);
 }
 
 // The bytes as chunks of at most `piece` bytes, as they arrive from the network.
@@ -231,7 +229,7 @@ TEST_F(BlockManagerTest, RemovesBlocksFromEitherTier) {
   EXPECT_FALSE(manager_->Find(BlockId::Rdd(1, 1)).has_value());
   EXPECT_EQ(manager_->Remove(BlockId::Rdd(1, 0)).code(), StatusCode::kNotFound);
   EXPECT_EQ(manager_->Read(BlockId::Rdd(1, 1), 0, 1).status().code(), StatusCode::kNotFound);
-  StoreStats stats = manager_->Stats();
+  WorkerStats stats = manager_->Stats();
   EXPECT_EQ(stats.memory_used, 0u);
   EXPECT_EQ(stats.disk_used, 0u);
   EXPECT_EQ(stats.block_count, 0u);
@@ -356,11 +354,11 @@ TEST_F(BlockManagerTest, ListAndStatsCoverBothTiers) {
   EXPECT_EQ(list[0].tier, Tier::kDisk);
   EXPECT_EQ(list[1].id, BlockId::Rdd(2, 0));
   EXPECT_EQ(list[1].tier, Tier::kMemory);
-  StoreStats stats = manager_->Stats();
+  WorkerStats stats = manager_->Stats();
   EXPECT_EQ(stats.memory_capacity, kMemory);
   EXPECT_EQ(stats.memory_used, 100u);
   EXPECT_EQ(stats.disk_used, 200u);
-  EXPECT_EQ(stats.disk_limit, 0u);
+  EXPECT_EQ(stats.disk_capacity, 0u);
   EXPECT_EQ(stats.block_count, 2u);
 }
 

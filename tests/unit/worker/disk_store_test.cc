@@ -13,6 +13,7 @@
 
 #include "common/byte_size.h"
 #include "common/protocol.h"
+#include "tests/support/files.h"
 #include "tests/support/temp_dir.h"
 
 namespace bm {
@@ -20,11 +21,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::vector<std::byte> RandomBytes(size_t size, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::byte> bytes(size);
-  for (std::byte& b : bytes) b = static_cast<std::byte>(rng());
-  return bytes;
+std::vector<std::byte> RandomBytes(size_t size, uint64_t seed) {
+  return testing::RandomByteVector(size, seed);
 }
 
 std::vector<std::byte> Concat(const std::vector<ChunkPtr>& chunks) {

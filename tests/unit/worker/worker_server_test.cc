@@ -13,6 +13,7 @@
 
 #include "common/byte_size.h"
 #include "common/protocol.h"
+#include "tests/support/files.h"
 #include "tests/support/temp_dir.h"
 #include "worker/disk_store.h"
 #include "worker/memory_store.h"
@@ -199,14 +200,8 @@ class FakeMaster {
   bool silent_ = false;               // guarded by mu_
 };
 
-std::vector<std::byte> RandomBytes(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::byte> out(n);
-  for (size_t i = 0; i < n; i += 8) {
-    uint64_t v = rng();
-    std::memcpy(out.data() + i, &v, std::min<size_t>(8, n - i));
-  }
-  return out;
+std::vector<std::byte> RandomBytes(size_t size, uint64_t seed) {
+  return testing::RandomByteVector(size, seed);
 }
 
 // Payload frames of at most kChunkBytes holding a copy of `bytes`.

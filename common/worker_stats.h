@@ -1,0 +1,18 @@
+#pragma once
+
+#include <cstdint>
+
+namespace bm {
+
+// A worker's storage use, as the worker measures it and the master and clients see it.
+struct WorkerStats {
+  uint64_t memory_capacity = 0;
+  uint64_t memory_used = 0;
+  uint64_t disk_used = 0;
+  uint64_t disk_capacity = 0;  // 0 = unlimited
+  uint64_t block_count = 0;
+
+  bool operator==(const WorkerStats&) const = default;
+};
+
+}  // namespace bm
