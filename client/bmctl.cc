@@ -18,6 +18,7 @@
 #include "client/bmctl_args.h"
 #include "client/bmctl_output.h"
 #include "client/client.h"
+#include "common/allocator.h"
 #include "common/storage_level.h"
 
 namespace bm {
@@ -296,4 +297,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace bm
 
-int main(int argc, char** argv) { return bm::Main(argc, argv); }
+int main(int argc, char** argv) {
+  bm::TuneAllocatorForBlockBuffers();
+  return bm::Main(argc, argv);
+}

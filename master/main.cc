@@ -10,11 +10,13 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "common/allocator.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "master/master_server.h"
 
 int main(int argc, char** argv) {
+  bm::TuneAllocatorForBlockBuffers();
   CLI::App app{"bm-master: the blockmgr master (block locations and live workers)"};
   std::string listen;
   double heartbeat_timeout_s = 10;

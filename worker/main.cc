@@ -11,6 +11,7 @@
 #include <zmq.hpp>
 
 #include "common/byte_size.h"
+#include "common/allocator.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "worker/address.h"
@@ -32,6 +33,7 @@ int Usage(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  bm::TuneAllocatorForBlockBuffers();
   CLI::App app{"bm-worker: a blockmgr worker (stores blocks in memory and on disk)"};
   std::string master;
   std::string listen;
