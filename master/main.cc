@@ -1,17 +1,15 @@
 // bm-master: wires the master server to the command line, logging and signals.
 
-#include <pthread.h>
-#include <signal.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <string>
-#include <thread>
 #include <zmq.hpp>
 
 #include "common/allocator.h"
 #include "common/clock.h"
+#include "common/shutdown_signals.h"
 #include "common/logging.h"
 #include "master/master_server.h"
 
@@ -44,18 +42,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
 
-  // SIGINT/SIGTERM are blocked in every thread (ZeroMQ's included, which inherit the mask) and
-  // taken synchronously by one waiting thread, which stops the server.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  // A process started in the background by a shell inherits SIGINT as ignored, and an ignored
-  // signal is discarded even while blocked: restore the default so sigwait() sees it.
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
+  bm::ShutdownSignals shutdown_signals;  // before any thread starts
   bm::InitLogging("bm-master", log_level);
   zmq::context_t context(1);
   // The master keeps one socket per registered worker; ZeroMQ's default cap is 1023 sockets.
@@ -74,14 +61,9 @@ int main(int argc, char** argv) {
   spdlog::info("listening on {} (heartbeat timeout {} s)", server.value()->endpoint(),
                heartbeat_timeout_s);
 
-  std::thread signal_waiter([&] {
-    int signal = 0;
-    sigwait(&signals, &signal);
-    if (signal != 0) spdlog::info("signal {}: shutting down", signal);
-    server.value()->Stop();
-  });
-  server.value()->Run();  // returns after the waiter's Stop()
-  signal_waiter.join();
+  shutdown_signals.CallOnSignal([&] { server.value()->Stop(); });
+  server.value()->Run();  // returns after Stop()
+  shutdown_signals.StopWaiting();
   server.value().reset();
   spdlog::info("stopped");
   return 0;

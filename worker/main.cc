@@ -1,18 +1,16 @@
 // bm-worker: wires the worker's stores and server to the command line, logging and signals.
 
-#include <pthread.h>
-#include <signal.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <thread>
 #include <zmq.hpp>
 
 #include "common/byte_size.h"
 #include "common/allocator.h"
 #include "common/clock.h"
+#include "common/shutdown_signals.h"
 #include "common/logging.h"
 #include "worker/address.h"
 #include "worker/block_manager.h"
@@ -87,18 +85,7 @@ int main(int argc, char** argv) {
   }
   if (disk_dir.empty()) return Usage("--disk-dir must not be empty");
 
-  // SIGINT/SIGTERM are blocked in every thread (RocksDB's and ZeroMQ's included, which inherit
-  // the mask) and taken synchronously by one waiting thread, which stops the server.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  // A process started in the background by a shell inherits SIGINT as ignored, and an ignored
-  // signal is discarded even while blocked: restore the default so sigwait() sees it.
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
+  bm::ShutdownSignals shutdown_signals;  // before any thread starts
   bm::InitLogging("bm-worker", log_level);
 
   bm::Result<std::unique_ptr<bm::DiskStore>> disk = bm::DiskStore::Open(disk_dir, *disk_limit);
@@ -128,16 +115,9 @@ int main(int argc, char** argv) {
                server->endpoint(), bm::FormatBytes(*memory), disk_dir,
                *disk_limit == 0 ? std::string("none") : bm::FormatBytes(*disk_limit));
 
-  std::thread signal_waiter([&] {
-    int signal = 0;
-    sigwait(&signals, &signal);
-    if (signal != 0) spdlog::info("signal {}: shutting down", signal);
-    server->Stop();
-  });
+  shutdown_signals.CallOnSignal([&] { server->Stop(); });
   server->Run();  // returns after Stop(), or if the loop fails
-  // Wakes the waiter if Run() ended on its own (the signal is blocked, so it only ends sigwait).
-  pthread_kill(signal_waiter.native_handle(), SIGTERM);
-  signal_waiter.join();
+  shutdown_signals.StopWaiting();
   server.reset();  // closes the sockets and the disk store (RocksDB) before the context goes
   spdlog::info("stopped");
   return 0;
