@@ -139,8 +139,10 @@ class Client {
   // Reads the block from its locations into `sink`. `reset` (may be empty) discards what the
   // sink received so the read can start over; without it only a read that has not emitted a
   // byte yet can start over.
+  // `expect_size` (may be empty) hears each location's block size before it is read.
   Result<uint64_t> ReadBlock(const BlockId& id, const ByteSink& sink,
-                             const std::function<void()>& reset);
+                             const std::function<void()>& reset,
+                             const std::function<void(uint64_t)>& expect_size = {});
   Result<uint64_t> ReadFrom(const BlockLocation& location, const BlockId& id, const ByteSink& sink,
                             ReadProgress& progress);
   // The channel in `slot`, connected to `address` on first use; kInvalidArgument for an
