@@ -9,6 +9,7 @@ packages=(
   librocksdb-dev
   libgtest-dev libgmock-dev
   libcli11-dev libspdlog-dev nlohmann-json3-dev
+  libbenchmark-dev libhiredis-dev libmemcached-dev
 )
 
 missing=()

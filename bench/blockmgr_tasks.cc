@@ -1,0 +1,168 @@
+// Client-side measurements of blockmgr through the real client library (client/client.h).
+
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <zmq.hpp>
+
+#include "bench/child_process.h"
+#include "bench/tasks.h"
+#include "client/client.h"
+
+namespace bm::bench {
+namespace {
+
+ClientOptions OptionsFor(const Json& task) {
+  ClientOptions options;
+  options.master_address = task.at("master").get<std::string>();
+  options.request_timeout = std::chrono::milliseconds(task.value("timeout_ms", 30000));
+  return options;
+}
+
+Result<StorageLevel> LevelOf(const Json& task) {
+  return ParseStorageLevel(task.value("level", std::string("MEMORY_ONLY")));
+}
+
+// Block ids of one RDD per task run, so tasks sharing a cluster never touch each other's blocks.
+BlockId KeyBlock(const Json& task, int key) {
+  return BlockId::Rdd(task.value("rdd", uint64_t{1}), static_cast<uint64_t>(key));
+}
+
+// A sink that takes the bytes where the client library received them (as the raw ZeroMQ and
+// Redis peers do), checking only that they add up to the expected size.
+struct CountingSink {
+  uint64_t bytes = 0;
+  Status operator()(std::span<const std::byte> range) {
+    bytes += range.size();
+    return Status::Ok();
+  }
+};
+
+// The byte at `position` of the big test block: a splitmix64 stream, cheap to make and to check.
+uint64_t StreamWord(uint64_t index) {
+  uint64_t x = index * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Fills `out` with bytes [position, position + out.size()) of the stream.
+void FillStream(uint64_t position, std::span<std::byte> out) {
+  size_t done = 0;
+  while (done < out.size()) {
+    const uint64_t at = position + done;
+    const uint64_t word = StreamWord(at / 8);
+    const size_t skip = at % 8;
+    const size_t n = std::min<size_t>(8 - skip, out.size() - done);
+    std::memcpy(out.data() + done, reinterpret_cast<const char*>(&word) + skip, n);
+    done += n;
+  }
+}
+
+uint64_t MaxRssBytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<uint64_t>(usage.ru_maxrss) * 1024;
+}
+
+}  // namespace
+
+Result<Json> BlockmgrTransferTask(const Json& task) {
+  const uint64_t size = task.at("size").get<uint64_t>();
+  const int ids = task.value("ids", 4);
+  ASSIGN_OR_RETURN(StorageLevel level, LevelOf(task));
+  Client client(OptionsFor(task));
+  const std::vector<std::byte> data = PatternBytes(size);
+  auto put = [&](int key) { return client.Put(KeyBlock(task, key), data, level).status(); };
+  auto get = [&](int key) -> Status {
+    CountingSink counter;
+    ASSIGN_OR_RETURN(uint64_t got, client.GetTo(KeyBlock(task, key), std::ref(counter)));
+    if (got != size || counter.bytes != size) return InternalError("get returned a wrong size");
+    return Status::Ok();
+  };
+  return MeasureTransfer(DurationOf(task), size, ids, put, get);
+}
+
+Result<Json> BlockmgrSmallGetsTask(const Json& task) {
+  const uint64_t size = task.at("size").get<uint64_t>();
+  const int ids = task.value("ids", 1000);
+  const int threads = task.value("threads", 1);
+  const Duration duration = DurationOf(task);
+  zmq::context_t context;
+  {
+    Client loader(OptionsFor(task), context);
+    const std::vector<std::byte> data = PatternBytes(size);
+    for (int key = 0; key < ids; ++key) {
+      RETURN_IF_ERROR(loader.Put(KeyBlock(task, key), data, StorageLevel::kMemoryOnly).status());
+    }
+  }
+  // One Client per thread (a Client is not thread-safe) sharing one ZeroMQ context.
+  std::vector<Result<Timed>> results(threads, Result<Timed>(InternalError("not run")));
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      Client client(OptionsFor(task), context);
+      int next = t * 7919;
+      results[t] = RunTimed(duration, [&]() -> Status {
+        CountingSink counter;
+        ASSIGN_OR_RETURN(uint64_t got,
+                         client.GetTo(KeyBlock(task, next++ % ids), std::ref(counter)));
+        return got == size ? Status::Ok() : InternalError("get returned a wrong size");
+      });
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+  double ops_per_s = 0;
+  for (const Result<Timed>& result : results) {
+    if (!result.ok()) return result.status();
+    ops_per_s += result->per_second();
+  }
+  return Json{{"ops_per_s", ops_per_s}, {"mode", "threads"}};
+}
+
+Result<Json> BlockmgrBigBlockTask(const Json& task) {
+  const uint64_t size = task.at("size").get<uint64_t>();
+  Client client(OptionsFor(task));
+  RETURN_IF_ERROR(client.PingMaster());
+  const uint64_t idle_rss = ProcStatusBytes(getpid(), "VmRSS").value_or(0);
+  const BlockId id = KeyBlock(task, 0);
+  using Clock = std::chrono::steady_clock;
+
+  uint64_t produced = 0;
+  ByteSource source = [&](std::span<std::byte> out) -> Result<size_t> {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(out.size(), size - produced));
+    FillStream(produced, out.first(n));
+    produced += n;
+    return n;
+  };
+  const Clock::time_point put_start = Clock::now();
+  ASSIGN_OR_RETURN(PutResult put, client.PutStream(id, source, size, StorageLevel::kDiskOnly));
+  const double put_seconds = std::chrono::duration<double>(Clock::now() - put_start).count();
+
+  uint64_t checked = 0;
+  bool exact = true;
+  std::vector<std::byte> expected;
+  ByteSink sink = [&](std::span<const std::byte> bytes) {
+    expected.resize(bytes.size());
+    FillStream(checked, expected);
+    if (std::memcmp(expected.data(), bytes.data(), bytes.size()) != 0) exact = false;
+    checked += bytes.size();
+    return Status::Ok();
+  };
+  const Clock::time_point get_start = Clock::now();
+  ASSIGN_OR_RETURN(uint64_t got, client.GetTo(id, sink));
+  const double get_seconds = std::chrono::duration<double>(Clock::now() - get_start).count();
+  RETURN_IF_ERROR(client.Remove({id}).status());
+  return Json{{"put_bytes_per_s", static_cast<double>(size) / put_seconds},
+              {"get_bytes_per_s", static_cast<double>(size) / get_seconds},
+              {"tier", put.tier == Tier::kDisk ? "disk" : "memory"},
+              {"byte_exact", exact && got == size && checked == size},
+              {"client_idle_rss", idle_rss},
+              {"client_peak_rss", MaxRssBytes()}};
+}
+
+}  // namespace bm::bench

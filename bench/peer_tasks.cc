@@ -1,0 +1,140 @@
+// Client-side measurements of the key-value peers, Redis (hiredis) and memcached
+// (libmemcached), with the same value sizes and loops as blockmgr's.
+
+#include <hiredis/hiredis.h>
+#include <libmemcached/memcached.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "bench/tasks.h"
+
+namespace bm::bench {
+namespace {
+
+std::string Key(int key) { return "bench:" + std::to_string(key); }
+
+struct RedisFree {
+  void operator()(redisContext* c) const { redisFree(c); }
+};
+struct ReplyFree {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using RedisConnection = std::unique_ptr<redisContext, RedisFree>;
+using RedisReplyPtr = std::unique_ptr<redisReply, ReplyFree>;
+
+Result<RedisConnection> ConnectRedis(int port) {
+  RedisConnection c(redisConnect("127.0.0.1", port));
+  if (!c || c->err) {
+    return UnavailableError("cannot connect to redis: " + std::string(c ? c->errstr : "oom"));
+  }
+  return c;
+}
+
+// Checks one reply: an error or a broken connection fails; a string of `expect_len` bytes (or
+// any status when expect_len is negative) passes.
+Status CheckReply(redisContext* c, redisReply* reply, long long expect_len) {
+  if (reply == nullptr) return UnavailableError(std::string("redis: ") + c->errstr);
+  RedisReplyPtr owned(reply);
+  if (reply->type == REDIS_REPLY_ERROR) return InternalError(std::string("redis: ") + reply->str);
+  if (expect_len >= 0 && (reply->type != REDIS_REPLY_STRING ||
+                          static_cast<long long>(reply->len) != expect_len)) {
+    return InternalError("redis returned a value of the wrong size");
+  }
+  return Status::Ok();
+}
+
+struct MemcachedFree {
+  void operator()(memcached_st* m) const { memcached_free(m); }
+};
+
+}  // namespace
+
+Result<Json> RedisTransferTask(const Json& task) {
+  const uint64_t size = task.at("size").get<uint64_t>();
+  ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(task.at("port").get<int>()));
+  const std::vector<std::byte> data = PatternBytes(size);
+  auto put = [&](int key) {
+    const std::string k = Key(key);
+    auto* reply = static_cast<redisReply*>(
+        redisCommand(redis.get(), "SET %b %b", k.data(), k.size(), data.data(), data.size()));
+    return CheckReply(redis.get(), reply, -1);
+  };
+  auto get = [&](int key) {
+    const std::string k = Key(key);
+    auto* reply = static_cast<redisReply*>(redisCommand(redis.get(), "GET %b", k.data(), k.size()));
+    return CheckReply(redis.get(), reply, static_cast<long long>(size));
+  };
+  return MeasureTransfer(DurationOf(task), size, task.value("ids", 4), put, get);
+}
+
+Result<Json> RedisSmallGetsTask(const Json& task) {
+  const uint64_t size = task.at("size").get<uint64_t>();
+  const int ids = task.value("ids", 1000);
+  const int pipeline = task.value("pipeline", 1);
+  ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(task.at("port").get<int>()));
+  const std::vector<std::byte> data = PatternBytes(size);
+  for (int key = 0; key < ids; ++key) {
+    const std::string k = Key(key);
+    RETURN_IF_ERROR(CheckReply(redis.get(),
+                               static_cast<redisReply*>(redisCommand(
+                                   redis.get(), "SET %b %b", k.data(), k.size(), data.data(),
+                                   data.size())),
+                               -1));
+  }
+  int next = 0;
+  // One timed operation sends `pipeline` GETs and then reads their replies (redis-benchmark -P).
+  ASSIGN_OR_RETURN(Timed rounds, RunTimed(DurationOf(task), [&]() -> Status {
+                     for (int i = 0; i < pipeline; ++i) {
+                       const std::string k = Key(next++ % ids);
+                       if (redisAppendCommand(redis.get(), "GET %b", k.data(), k.size()) !=
+                           REDIS_OK) {
+                         return UnavailableError("redis: cannot queue a command");
+                       }
+                     }
+                     for (int i = 0; i < pipeline; ++i) {
+                       void* reply = nullptr;
+                       if (redisGetReply(redis.get(), &reply) != REDIS_OK) reply = nullptr;
+                       RETURN_IF_ERROR(CheckReply(redis.get(), static_cast<redisReply*>(reply),
+                                                  static_cast<long long>(size)));
+                     }
+                     return Status::Ok();
+                   }));
+  return Json{{"ops_per_s", rounds.per_second() * pipeline}};
+}
+
+Result<Json> MemcachedTransferTask(const Json& task) {
+  const uint64_t size = task.at("size").get<uint64_t>();
+  std::unique_ptr<memcached_st, MemcachedFree> mc(memcached_create(nullptr));
+  if (!mc) return InternalError("memcached_create failed");
+  memcached_server_add(mc.get(), "127.0.0.1", static_cast<in_port_t>(task.at("port").get<int>()));
+  memcached_behavior_set(mc.get(), MEMCACHED_BEHAVIOR_TCP_NODELAY, 1);
+  const std::vector<std::byte> data = PatternBytes(size);
+  auto put = [&](int key) -> Status {
+    const std::string k = Key(key);
+    memcached_return_t rc =
+        memcached_set(mc.get(), k.data(), k.size(), reinterpret_cast<const char*>(data.data()),
+                      data.size(), 0, 0);
+    if (rc != MEMCACHED_SUCCESS) {
+      return InternalError(std::string("memcached set: ") + memcached_strerror(mc.get(), rc));
+    }
+    return Status::Ok();
+  };
+  auto get = [&](int key) -> Status {
+    const std::string k = Key(key);
+    size_t length = 0;
+    uint32_t flags = 0;
+    memcached_return_t rc;
+    char* value = memcached_get(mc.get(), k.data(), k.size(), &length, &flags, &rc);
+    std::unique_ptr<char, decltype(&std::free)> owned(value, &std::free);
+    if (rc != MEMCACHED_SUCCESS || value == nullptr) {
+      return InternalError(std::string("memcached get: ") + memcached_strerror(mc.get(), rc));
+    }
+    if (length != size) return InternalError("memcached returned a value of the wrong size");
+    return Status::Ok();
+  };
+  return MeasureTransfer(DurationOf(task), size, task.value("ids", 4), put, get);
+}
+
+}  // namespace bm::bench

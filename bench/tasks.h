@@ -1,0 +1,64 @@
+#pragma once
+
+// Client-side measurements. bm-bench runs each one in a child process of its own
+// (`bm-bench --client '<task json>'`), so the client never shares an address space, allocator
+// or CPU accounting with the servers it measures. A task reads its parameters from a JSON
+// object and returns its figures as one.
+//
+// Parameters every task takes: "seconds" and "min_ops" (see Duration).
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/timing.h"
+#include "common/status.h"
+
+namespace bm::bench {
+
+using Json = nlohmann::json;
+
+// Runs the task named by task["task"]. kInvalidArgument for an unknown task.
+Result<Json> RunClientTask(const Json& task);
+
+// ---- the tasks (one per peer and shape of traffic) ----
+
+// blockmgr ("master", "size", "level", "ids"): puts then gets blocks of `size`.
+Result<Json> BlockmgrTransferTask(const Json& task);
+// blockmgr ("master", "size", "ids", "threads"): gets of small blocks, `threads` clients at once.
+Result<Json> BlockmgrSmallGetsTask(const Json& task);
+// blockmgr ("master", "size"): one huge DISK_ONLY block streamed in and out, checked byte for byte.
+Result<Json> BlockmgrBigBlockTask(const Json& task);
+// bm-master ("master", "master_pid", "counts", "batch"): a fake worker reports blocks.
+Result<Json> MasterLoadTask(const Json& task);
+// Redis ("port", "size", "ids"): SET then GET.
+Result<Json> RedisTransferTask(const Json& task);
+// Redis ("port", "size", "ids", "pipeline"): GETs, `pipeline` in flight.
+Result<Json> RedisSmallGetsTask(const Json& task);
+// memcached ("port", "size", "ids"): set then get.
+Result<Json> MemcachedTransferTask(const Json& task);
+// Raw ZeroMQ ("endpoint", "size"): the bytes in 1 MiB zero-copy frames, each way.
+Result<Json> ZmqTransferTask(const Json& task);
+// Raw ZeroMQ ("endpoint", "size"): request/reply round trips carrying `size` bytes back.
+Result<Json> ZmqRoundTripsTask(const Json& task);
+// memcpy ("size") between two buffers already touched: the machine's copy bandwidth.
+Result<Json> MemcpyTask(const Json& task);
+
+// ---- shared by the tasks ----
+
+Duration DurationOf(const Json& task);
+
+// Times `put(key)` over keys 0, 1, ... ids-1, 0, ... and then `get(key)` over the keys put,
+// in a scattered order; returns
+// {"put_bytes_per_s", "get_bytes_per_s", "put_ops", "get_ops"} for values of `size` bytes.
+Result<Json> MeasureTransfer(const Duration& duration, uint64_t size, int ids,
+                             const std::function<Status(int key)>& put,
+                             const std::function<Status(int key)>& get);
+
+// `size` bytes of a repeatable pattern, every page touched (so no timing pays first-touch faults).
+std::vector<std::byte> PatternBytes(uint64_t size);
+
+}  // namespace bm::bench

@@ -1,0 +1,362 @@
+#include "bench/workloads.h"
+
+#include <sys/statvfs.h>
+
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "bench/child_process.h"
+#include "bench/tool_peers.h"
+#include "common/byte_size.h"
+
+namespace bm::bench {
+namespace {
+
+using Json = nlohmann::json;
+constexpr double kGB = 1e9;
+constexpr double kMB = 1e6;
+constexpr double kMiB = 1 << 20;
+
+// `task` with one more parameter.
+Json With(Json task, const std::string& key, Json value) {
+  task[key] = std::move(value);
+  return task;
+}
+
+void Progress(const std::string& what) { std::cerr << "bm-bench: " << what << std::endl; }
+
+// One workload's context: the config, the report, and how to run a client task.
+class Runner {
+ public:
+  Runner(const BenchConfig& config, Report& report) : config_(config), report_(report) {}
+
+  const BenchConfig& config() const { return config_; }
+  Report& report() { return report_; }
+
+  // Runs `task` in a client process of its own (`bm-bench --client`); its figures, or why not.
+  Result<Json> Client(Json task) {
+    task["seconds"] = config_.seconds;
+    const std::string log = config_.env.work_dir + "/clients.log";
+    ASSIGN_OR_RETURN(CommandOutput run,
+                     RunCommand(config_.env.bin_dir + "/bm-bench", {"--client", task.dump()}, log,
+                                std::chrono::minutes(15)));
+    Json result = Json::parse(run.out, nullptr, /*allow_exceptions=*/false);
+    if (run.exit_code != 0 || result.is_discarded() || !result.value("ok", false)) {
+      std::string why = result.is_object() ? result.value("error", "") : "";
+      return InternalError("client task " + task.value("task", "") + " failed (exit " +
+                           std::to_string(run.exit_code) + "): " + why + " (see " + log + ")");
+    }
+    return result;
+  }
+
+  // The figure `key` of a task result scaled by 1/unit, or nothing (and a note) when the task
+  // failed.
+  std::optional<double> Figure(const Result<Json>& result, const std::string& key, double unit,
+                               const std::string& what) {
+    if (!result.ok()) {
+      Note(what + ": " + result.status().message());
+      return std::nullopt;
+    }
+    return result->at(key).get<double>() / unit;
+  }
+
+  void Note(const std::string& note) {
+    Progress(note);
+    report_.AddNote(note);
+  }
+
+  void Add(const std::string& workload, const std::string& metric, std::optional<double> value,
+           const std::string& peer, std::optional<double> peer_value,
+           std::optional<double> target = std::nullopt, Better better = Better::kHigher,
+           const std::string& note = "") {
+    report_.Add(Row{workload, metric, value, peer, peer_value, target, better, note});
+  }
+
+ private:
+  const BenchConfig& config_;
+  Report& report_;
+};
+
+std::optional<double> Value(const Result<double>& result, Runner& runner, const std::string& what,
+                            double unit) {
+  if (!result.ok()) {
+    runner.Note(what + ": " + result.status().message());
+    return std::nullopt;
+  }
+  return *result / unit;
+}
+
+// ---- workload 0: the machine ----
+
+std::optional<double> MeasureMemcpy(Runner& runner) {
+  Progress("memcpy bandwidth");
+  Result<Json> copy = runner.Client({{"task", "memcpy"}, {"size", 256u << 20}});
+  return runner.Figure(copy, "bytes_per_s", kGB, "memcpy");
+}
+
+// ---- workloads 1-4: one cluster ----
+
+void LargeBlocks(Runner& runner, BlockmgrCluster& cluster, std::optional<double> memcpy) {
+  const uint64_t size = 64u << 20;
+  Progress("1: 64 MiB blocks (blockmgr, raw ZeroMQ, iperf3, Redis)");
+  Result<Json> bm = runner.Client({{"task", "bm_transfer"}, {"master", cluster.master_endpoint()},
+                                   {"size", size}, {"ids", 4}, {"rdd", 1},
+                                   {"level", "MEMORY_ONLY"}});
+  Result<Json> zmq = UnavailableError("not run");
+  if (Result<PeerServer> server = StartRawZmqServer(runner.config().env, size); server.ok()) {
+    zmq = runner.Client({{"task", "zmq_transfer"},
+                         {"endpoint", "tcp://127.0.0.1:" + std::to_string(server->port)},
+                         {"size", size}});
+  } else {
+    zmq = server.status();
+  }
+  std::optional<double> iperf =
+      Value(RunIperf(runner.config().env, runner.config().seconds), runner, "iperf3", kGB);
+  Result<Json> redis = UnavailableError("not run");
+  if (Result<PeerServer> server = StartRedis(runner.config().env); server.ok()) {
+    redis = runner.Client({{"task", "redis_transfer"}, {"port", server->port}, {"size", size},
+                           {"ids", 4}});
+  } else {
+    redis = server.status();
+  }
+  for (const char* op : {"get", "put"}) {
+    const std::string key = std::string(op) + "_bytes_per_s";
+    const std::string workload = std::string("1. 64 MiB ") + op + ", memory";
+    std::optional<double> ours = runner.Figure(bm, key, kGB, "blockmgr 64 MiB");
+    const bool get = std::string(op) == "get";
+    runner.Add(workload, "GB/s", ours, "raw ZeroMQ 1 MiB frames",
+               runner.Figure(zmq, key, kGB, "raw ZeroMQ"), get ? std::optional(0.6) : std::nullopt);
+    runner.Add(workload, "GB/s", ours, "iperf3 1 stream", iperf);
+    runner.Add(workload, "GB/s", ours, get ? "redis GET" : "redis SET",
+               runner.Figure(redis, key, kGB, "redis 64 MiB"), get ? std::optional(5.0) : std::nullopt);
+    runner.Add(workload, "GB/s", ours, "memcpy", memcpy);
+  }
+}
+
+void MediumBlocks(Runner& runner, BlockmgrCluster& cluster) {
+  const uint64_t size = 1u << 20;
+  const int ids = 64;
+  Progress("2: 1 MiB blocks (blockmgr, Redis, memcached)");
+  Result<Json> bm = runner.Client({{"task", "bm_transfer"}, {"master", cluster.master_endpoint()},
+                                   {"size", size}, {"ids", ids}, {"rdd", 2},
+                                   {"level", "MEMORY_ONLY"}, {"min_ops", 20}});
+  Result<Json> redis = UnavailableError("not run");
+  if (Result<PeerServer> server = StartRedis(runner.config().env); server.ok()) {
+    redis = runner.Client({{"task", "redis_transfer"}, {"port", server->port}, {"size", size},
+                           {"ids", ids}, {"min_ops", 20}});
+  } else {
+    redis = server.status();
+  }
+  Result<Json> memcached = UnavailableError("not run");
+  if (Result<PeerServer> server = StartMemcached(runner.config().env, 4, 1024); server.ok()) {
+    memcached = runner.Client({{"task", "memcached_transfer"}, {"port", server->port},
+                               {"size", size}, {"ids", ids}, {"min_ops", 20}});
+  } else {
+    memcached = server.status();
+  }
+  for (const char* op : {"get", "put"}) {
+    const std::string key = std::string(op) + "_bytes_per_s";
+    const std::string workload = std::string("2. 1 MiB ") + op + ", memory";
+    std::optional<double> ours = runner.Figure(bm, key, kGB, "blockmgr 1 MiB");
+    runner.Add(workload, "GB/s", ours, "redis", runner.Figure(redis, key, kGB, "redis 1 MiB"), 1.2);
+    runner.Add(workload, "GB/s", ours, "memcached",
+               runner.Figure(memcached, key, kGB, "memcached 1 MiB"), 1.0);
+  }
+}
+
+void SmallGets(Runner& runner, BlockmgrCluster& cluster) {
+  const uint64_t size = 4096;
+  Progress("3: 4 KiB gets (blockmgr, raw ZeroMQ round trips, Redis)");
+  Json bm_task{{"task", "bm_small_gets"}, {"master", cluster.master_endpoint()}, {"size", size},
+               {"ids", 1000}, {"rdd", 3}, {"min_ops", 100}};
+  Result<Json> bm_one = runner.Client(With(bm_task, "threads", 1));
+  Result<Json> bm_16 = runner.Client(With(bm_task, "threads", 16));
+  Result<Json> zmq = UnavailableError("not run");
+  if (Result<PeerServer> server = StartRawZmqServer(runner.config().env, size); server.ok()) {
+    zmq = runner.Client({{"task", "zmq_round_trips"},
+                         {"endpoint", "tcp://127.0.0.1:" + std::to_string(server->port)},
+                         {"size", size}, {"min_ops", 100}});
+  } else {
+    zmq = server.status();
+  }
+  Result<Json> redis_one = UnavailableError("not run");
+  Result<Json> redis_16 = UnavailableError("not run");
+  if (Result<PeerServer> server = StartRedis(runner.config().env); server.ok()) {
+    Json task{{"task", "redis_small_gets"}, {"port", server->port}, {"size", size}, {"ids", 1000},
+              {"min_ops", 100}};
+    redis_one = runner.Client(With(task, "pipeline", 1));
+    redis_16 = runner.Client(With(task, "pipeline", 16));
+  } else {
+    redis_one = redis_16 = server.status();
+  }
+  std::optional<double> one = runner.Figure(bm_one, "ops_per_s", 1, "blockmgr 4 KiB gets");
+  runner.Add("3a. 4 KiB get, one at a time", "ops/s", one, "raw ZeroMQ round trip",
+             runner.Figure(zmq, "ops_per_s", 1, "raw ZeroMQ round trips"), 0.8);
+  runner.Add("3a. 4 KiB get, one at a time", "ops/s", one, "redis GET",
+             runner.Figure(redis_one, "ops_per_s", 1, "redis 4 KiB GET"));
+  const std::string mode = bm_16.ok() ? bm_16->value("mode", "") : "";
+  runner.Add("3b. 4 KiB get, 16 in flight", "ops/s",
+             runner.Figure(bm_16, "ops_per_s", 1, "blockmgr 4 KiB gets x16"), "redis GET -P 16",
+             runner.Figure(redis_16, "ops_per_s", 1, "redis 4 KiB GET -P 16"), 1.0, Better::kHigher,
+             mode == "threads"
+                 ? "blockmgr measured with 16 client threads, one Client each (no multi-get yet)"
+                 : "blockmgr measured with Client::GetMany, 16 gets pipelined");
+}
+
+void DiskBlocks(Runner& runner, BlockmgrCluster& cluster) {
+  const uint64_t size = 1u << 20;
+  Progress("4: 1 MiB DISK_ONLY blocks (blockmgr, db_bench)");
+  // Enough ids that every put in the timed window writes a new block, as fillseq does.
+  Result<Json> bm = runner.Client({{"task", "bm_transfer"}, {"master", cluster.master_endpoint()},
+                                   {"size", size}, {"ids", 100000}, {"rdd", 4},
+                                   {"level", "DISK_ONLY"}, {"min_ops", 20}});
+  Result<DbBenchRates> db = RunDbBench(runner.config().env, size, runner.config().db_bench_values);
+  std::optional<double> fill, read;
+  if (db.ok()) {
+    fill = db->fillseq_bytes_per_s / kMB;
+    read = db->readrandom_bytes_per_s / kMB;
+  } else {
+    runner.Note("db_bench: " + db.status().message());
+  }
+  runner.Add("4. 1 MiB DISK_ONLY put", "MB/s", runner.Figure(bm, "put_bytes_per_s", kMB, "disk put"),
+             "db_bench fillseq", fill, 0.8);
+  runner.Add("4. 1 MiB DISK_ONLY get", "MB/s", runner.Figure(bm, "get_bytes_per_s", kMB, "disk get"),
+             "db_bench readrandom", read, 0.8);
+}
+
+// ---- workload 5: the master alone ----
+
+void MasterLoad(Runner& runner) {
+  Progress("5: master lookups, reports and memory");
+  // A long heartbeat timeout: the fake worker sends reports only.
+  Result<std::unique_ptr<BlockmgrCluster>> cluster = BlockmgrCluster::Start(
+      runner.config().env, {.name = "master-load", .workers = 0, .heartbeat_timeout_s = 3600});
+  Result<Json> load = cluster.ok() ? runner.Client({{"task", "master_load"},
+                                                    {"master", (*cluster)->master_endpoint()},
+                                                    {"master_pid", (*cluster)->master_pid()},
+                                                    {"counts", runner.config().master_blocks},
+                                                    {"batch", 4096},
+                                                    {"min_ops", 100}})
+                                   : Result<Json>(cluster.status());
+  if (!load.ok()) runner.Note("master load: " + load.status().message());
+  const std::string w = "5. master";
+  runner.Add(w + ", reportBlocks of 1 update", "reports/s",
+             load.ok() ? std::optional((*load)["single_reports_per_s"].get<double>()) : std::nullopt,
+             "none", std::nullopt);
+  for (uint64_t count : runner.config().master_blocks) {
+    const std::string at = " @ " + std::to_string(count / 1'000'000) + "M blocks";
+    const Json* figures = nullptr;
+    if (load.ok() && (*load)["at"].contains(std::to_string(count))) {
+      figures = &(*load)["at"][std::to_string(count)];
+    }
+    auto get = [&](const char* key) -> std::optional<double> {
+      return figures ? std::optional((*figures)[key].get<double>()) : std::nullopt;
+    };
+    runner.Add(w + " lookups, single" + at, "lookups/s", get("lookups_single_per_s"), "target",
+               20000.0, 1.0);
+    runner.Add(w + " lookups, batched 100" + at, "lookups/s", get("lookups_batched_per_s"),
+               "target", 200000.0, 1.0);
+    runner.Add(w + " block updates, batches of 4096" + at, "updates/s",
+               get("batched_updates_per_s"), "none", std::nullopt);
+    const bool ten_million = count >= 10'000'000;
+    runner.Add(w + " RSS per tracked block" + at, "bytes", get("bytes_per_block"), "target", 100.0,
+               ten_million ? std::optional(1.0) : std::nullopt, Better::kLower);
+  }
+}
+
+// ---- workload 6: one huge block on disk ----
+
+void BigBlock(Runner& runner) {
+  const uint64_t size = runner.config().big_block_bytes;
+  const std::string w = "6. " + FormatBytes(size) + " DISK_ONLY block";
+  struct statvfs fs {};
+  if (statvfs(runner.config().env.work_dir.c_str(), &fs) == 0) {
+    const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+    // The write-ahead log and the flushed tables each hold a copy for a while.
+    if (free_bytes < 3 * size) {
+      runner.Note(w + " skipped: " + FormatBytes(free_bytes) + " free in " +
+                  runner.config().env.work_dir + ", need " + FormatBytes(3 * size));
+      return;
+    }
+  }
+  Progress("6: " + FormatBytes(size) + " DISK_ONLY block");
+  // A worker of its own, so its idle RSS is not inflated by the other workloads.
+  Result<std::unique_ptr<BlockmgrCluster>> cluster = BlockmgrCluster::Start(
+      runner.config().env, {.name = "big-block", .workers = 1, .worker_memory = "256MiB"});
+  if (!cluster.ok()) {
+    runner.Note(w + ": " + cluster.status().message());
+    return;
+  }
+  const pid_t worker = (*cluster)->worker_pid(0);
+  const std::optional<uint64_t> worker_idle = ProcStatusBytes(worker, "VmRSS");
+  ResetPeakRss(worker);
+  Result<Json> run = runner.Client({{"task", "bm_big_block"},
+                                    {"master", (*cluster)->master_endpoint()},
+                                    {"size", size}, {"rdd", 6}});
+  const std::optional<uint64_t> worker_peak = ProcStatusBytes(worker, "VmHWM");
+  if (!run.ok()) {
+    runner.Note(w + ": " + run.status().message());
+    return;
+  }
+  const bool exact = (*run)["byte_exact"].get<bool>();
+  runner.Add(w + ", byte-exact", "1 = yes", exact ? 1.0 : 0.0, "target", 1.0, 1.0);
+  runner.Add(w + " put", "MB/s", (*run)["put_bytes_per_s"].get<double>() / kMB, "none",
+             std::nullopt);
+  runner.Add(w + " get", "MB/s", (*run)["get_bytes_per_s"].get<double>() / kMB, "none",
+             std::nullopt);
+  std::optional<double> worker_growth;
+  if (worker_idle && worker_peak) {
+    worker_growth = static_cast<double>(*worker_peak - std::min(*worker_peak, *worker_idle)) / kMiB;
+  }
+  runner.Add(w + ", worker peak RSS above idle", "MiB", worker_growth, "target", 256.0, 1.0,
+             Better::kLower);
+  const uint64_t client_peak = (*run)["client_peak_rss"].get<uint64_t>();
+  const uint64_t client_idle = (*run)["client_idle_rss"].get<uint64_t>();
+  runner.Add(w + ", client peak RSS above idle", "MiB",
+             static_cast<double>(client_peak - std::min(client_peak, client_idle)) / kMiB, "target",
+             256.0, 1.0, Better::kLower);
+}
+
+}  // namespace
+
+Report RunBenchmark(const BenchConfig& config) {
+  Report report;
+  Runner runner(config, report);
+  auto selected = [&](int workload) { return config.only.empty() || config.only.count(workload); };
+  std::filesystem::create_directories(config.env.work_dir);
+
+  std::optional<double> memcpy;
+  if (selected(0) || selected(1)) memcpy = MeasureMemcpy(runner);
+  if (selected(0)) runner.Add("0. machine", "memcpy GB/s", memcpy, "none", std::nullopt);
+
+  if (selected(1) || selected(2) || selected(3) || selected(4)) {
+    Result<std::unique_ptr<BlockmgrCluster>> cluster =
+        BlockmgrCluster::Start(config.env, {.name = "main", .workers = 1, .worker_memory = "1GiB"});
+    if (!cluster.ok()) {
+      runner.Note("blockmgr cluster: " + cluster.status().message());
+    } else {
+      if (selected(1)) LargeBlocks(runner, **cluster, memcpy);
+      if (selected(2)) MediumBlocks(runner, **cluster);
+      if (selected(3)) SmallGets(runner, **cluster);
+      if (selected(4)) DiskBlocks(runner, **cluster);
+    }
+  }
+  if (selected(5)) MasterLoad(runner);
+  if (selected(6)) {
+    if (config.big_block_bytes > 0) {
+      BigBlock(runner);
+    } else {
+      runner.Note("6. big DISK_ONLY block skipped (--big-block 0)");
+    }
+  }
+  // The disk directories can be large; the logs stay for reading.
+  for (const auto& entry : std::filesystem::directory_iterator(config.env.work_dir)) {
+    if (entry.path().filename().string().find("-disk-") != std::string::npos) {
+      std::filesystem::remove_all(entry.path());
+    }
+  }
+  return report;
+}
+
+}  // namespace bm::bench

@@ -1,0 +1,32 @@
+#pragma once
+
+// The benchmark of issue 5: each workload run side by side with its peers in one run.
+
+#include <cstdint>
+#include <set>
+#include <vector>
+
+#include "bench/report.h"
+#include "bench/servers.h"
+
+namespace bm::bench {
+
+struct BenchConfig {
+  BenchEnv env;
+  // Seconds each timed measurement runs (at least; see Duration).
+  double seconds = 2;
+  // Size of workload 6's single DISK_ONLY block; 0 skips workload 6.
+  uint64_t big_block_bytes = 3ull << 30;
+  // Blocks registered with the master in workload 5, in increasing order.
+  std::vector<uint64_t> master_blocks = {1'000'000, 10'000'000};
+  // Values db_bench writes and reads in workload 4.
+  uint64_t db_bench_values = 1000;
+  // Which workloads to run (0 = memcpy); empty = all.
+  std::set<int> only;
+};
+
+// Runs the selected workloads, starting and stopping every server they need. A workload whose
+// server or peer cannot run yields rows without that figure and a note saying why.
+Report RunBenchmark(const BenchConfig& config);
+
+}  // namespace bm::bench
