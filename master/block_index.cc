@@ -282,7 +282,12 @@ std::vector<RddSummary> BlockIndex::RddSummaries() const {
     summary.rdd_id = rdd_id;
     summary.cached_partitions = partitions.size();
     std::vector<bool> holds(slot_names_.size(), false);
+    uint64_t lowest_partition = UINT64_MAX;
     for (const auto& [partition, entry] : partitions) {
+      if (partition < lowest_partition) {
+        lowest_partition = partition;
+        summary.level = entry.level();
+      }
       for (size_t i = 0; i < entry.count(); ++i) {
         Entry::Location location = entry.at(i);
         (location.tier == Tier::kMemory ? summary.memory_bytes : summary.disk_bytes) +=

@@ -47,6 +47,7 @@ struct BlockChange {
 struct RddSummary {
   uint64_t rdd_id = 0;
   uint64_t cached_partitions = 0;    // blocks of the RDD held by at least one worker
+  StorageLevel level = StorageLevel::kMemoryOnly;  // of its lowest-numbered cached partition
   uint64_t memory_bytes = 0;         // sizes of all memory copies
   uint64_t disk_bytes = 0;           // sizes of all disk copies
   std::vector<std::string> workers;  // sorted

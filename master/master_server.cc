@@ -16,6 +16,7 @@
 #include "common/protocol.h"
 #include "common/transport.h"
 #include "master/block_index.h"
+#include "master/compute_leases.h"
 #include "master/worker_registry.h"
 
 namespace bm {
@@ -23,6 +24,15 @@ namespace {
 
 constexpr size_t kMaxWorkerIdBytes = 256;
 constexpr size_t kMaxAddressBytes = 1024;
+constexpr size_t kMaxHolderBytes = 256;
+constexpr size_t kMaxRddNameBytes = 256;
+// RDD descriptions are small, but a client registering ids in a loop must not grow the master
+// without bound.
+constexpr size_t kMaxRegisteredRdds = 100000;
+// Bounds on a compute lease and on how long the master keeps a waiting acquireCompute.
+constexpr uint32_t kMinLeaseMs = 50;
+constexpr uint32_t kMaxLeaseMs = 10 * 60 * 1000;
+constexpr uint32_t kMaxComputeWaitMs = 60 * 1000;
 // Block ids per removeBlocks message to a worker, so a big RDD's removal stays far below the
 // header size limit.
 constexpr size_t kRemoveBatch = 10000;
@@ -102,6 +112,18 @@ class MasterServer::Loop {
     size_t outstanding = 0;  // worker requests not answered yet
     std::unordered_set<BlockId> confirmed;
   };
+  // An acquireCompute the leases keep waiting, by waiter id.
+  struct ParkedAcquire {
+    zmq::message_t client;
+    uint64_t request_id = 0;
+  };
+  // What a dataset registered about an RDD.
+  struct RddDescription {
+    std::string name;
+    StorageLevel level;
+    uint64_t total_partitions;
+  };
+
   // One removeBlocks sent to a worker for a PendingRemove.
   struct WorkerRequest {
     uint64_t op_id;
@@ -124,8 +146,20 @@ class MasterServer::Loop {
   void HandleListWorkers(proto::Reply::Builder reply);
   Status HandleListBlocks(proto::ListBlocks::Reader request, proto::Reply::Builder reply);
   void HandleListRdds(proto::Reply::Builder reply);
+  Status HandleRegisterRdd(proto::RegisterRdd::Reader request, proto::Reply::Builder reply);
   void FillBlockLocations(const BlockId& id, const std::optional<BlockInfo>& info,
                           proto::BlockLocations::Builder out) const;
+
+  // ---- compute leases ----
+  Status HandleAcquireCompute(proto::AcquireCompute::Reader request, const zmq::message_t& client,
+                              uint64_t request_id, proto::Reply::Builder reply, bool* deferred);
+  Status HandleRenewCompute(proto::ComputeLease::Reader request, proto::Reply::Builder reply);
+  Status HandleReleaseCompute(proto::ComputeLease::Reader request, proto::Reply::Builder reply);
+  // A worker now holds these blocks: leases on them end and their waiters are answered.
+  void BlocksStored(const std::vector<BlockChange>& changes);
+  void AnswerWaiters(std::vector<ComputeLeases::Answer> answers);
+  void ExpireLeases();
+  void AbortWaiters();
 
   Result<zmq::socket_t> ConnectWorker(const std::string& address);
   // Forgets the worker: its record, its locations, its link; its outstanding remove requests
@@ -155,7 +189,11 @@ class MasterServer::Loop {
 
   WorkerRegistry registry_;
   BlockIndex index_;
+  std::map<uint64_t, RddDescription> rdd_descriptions_;
   TimePoint next_heartbeat_check_{};
+  ComputeLeases leases_{clock_};
+  std::unordered_map<uint64_t, ParkedAcquire> parked_;  // by waiter id
+  uint64_t next_waiter_id_ = 1;
 
   std::unordered_map<uint64_t, PendingRemove> pending_;
   std::unordered_map<uint64_t, WorkerRequest> worker_requests_;  // by the id sent to the worker
@@ -192,13 +230,18 @@ void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
     if (items[0].revents & ZMQ_POLLIN) DrainClients();
     CheckHeartbeats();
     ExpireRemoves();
+    ExpireLeases();
   }
   AbortRemoves();
+  AbortWaiters();
 }
 
 std::chrono::milliseconds MasterServer::Loop::NextTimeout() const {
   TimePoint wake = next_heartbeat_check_;
   for (const auto& [id, op] : pending_) wake = std::min(wake, op.deadline);
+  if (std::optional<TimePoint> lease_deadline = leases_.NextDeadline()) {
+    wake = std::min(wake, *lease_deadline);
+  }
   const Duration left = std::max<Duration>(wake - clock_.Now(), Duration::zero());
   return std::chrono::ceil<std::chrono::milliseconds>(left);
 }
@@ -284,10 +327,22 @@ Status MasterServer::Loop::Dispatch(proto::Request::Reader request, const zmq::m
       StartRemove(client, request.getId(), std::move(ids));
       return Status::Ok();
     }
-    case proto::Request::REMOVE_RDD:
+    case proto::Request::REMOVE_RDD: {
+      const uint64_t rdd_id = request.getRemoveRdd().getRddId();
+      rdd_descriptions_.erase(rdd_id);
       *deferred = true;
-      StartRemove(client, request.getId(), index_.RddBlockIds(request.getRemoveRdd().getRddId()));
+      StartRemove(client, request.getId(), index_.RddBlockIds(rdd_id));
       return Status::Ok();
+    }
+    case proto::Request::REGISTER_RDD:
+      return HandleRegisterRdd(request.getRegisterRdd(), reply);
+    case proto::Request::ACQUIRE_COMPUTE:
+      return HandleAcquireCompute(request.getAcquireCompute(), client, request.getId(), reply,
+                                  deferred);
+    case proto::Request::RENEW_COMPUTE:
+      return HandleRenewCompute(request.getRenewCompute(), reply);
+    case proto::Request::RELEASE_COMPUTE:
+      return HandleReleaseCompute(request.getReleaseCompute(), reply);
     case proto::Request::PING:
       reply.setOk();
       return Status::Ok();
@@ -321,6 +376,7 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
   registry_.Register(id, address, stats);
   links_.insert_or_assign(id, std::move(link));
   for (const BlockChange& change : blocks) index_.Apply(id, change);
+  BlocksStored(blocks);
   spdlog::info("worker {} {} at {} holding {} blocks ({} workers, {} blocks known)", id,
                known ? "re-registered" : "registered", address, blocks.size(), registry_.size(),
                index_.block_count());
@@ -353,6 +409,7 @@ Status MasterServer::Loop::HandleReportBlocks(proto::ReportBlocks::Reader reques
   }
   RETURN_IF_ERROR(registry_.Touch(id, FromProto(request.getStats())));
   for (const BlockChange& change : changes) index_.Apply(id, change);
+  BlocksStored(changes);
   reply.setOk();
   return Status::Ok();
 }
@@ -419,16 +476,167 @@ Status MasterServer::Loop::HandleListBlocks(proto::ListBlocks::Reader request,
 }
 
 void MasterServer::Loop::HandleListRdds(proto::Reply::Builder reply) {
-  std::vector<RddSummary> rdds = index_.RddSummaries();
-  auto out = reply.initRdds(rdds.size());
-  for (size_t i = 0; i < rdds.size(); ++i) {
-    out[i].setRddId(rdds[i].rdd_id);
-    out[i].setCachedPartitions(rdds[i].cached_partitions);
-    out[i].setMemoryBytes(rdds[i].memory_bytes);
-    out[i].setDiskBytes(rdds[i].disk_bytes);
-    auto workers = out[i].initWorkers(rdds[i].workers.size());
-    for (size_t w = 0; w < rdds[i].workers.size(); ++w) workers.set(w, rdds[i].workers[w]);
+  // RDDs with cached blocks, and registered ones with none cached (yet, or any more).
+  std::map<uint64_t, RddSummary> rdds;
+  for (RddSummary& summary : index_.RddSummaries()) rdds.emplace(summary.rdd_id, std::move(summary));
+  for (const auto& [rdd_id, description] : rdd_descriptions_) {
+    RddSummary empty;
+    empty.rdd_id = rdd_id;
+    rdds.try_emplace(rdd_id, std::move(empty));
   }
+  auto out = reply.initRdds(rdds.size());
+  size_t i = 0;
+  for (const auto& [rdd_id, summary] : rdds) {
+    out[i].setRddId(rdd_id);
+    out[i].setCachedPartitions(summary.cached_partitions);
+    out[i].setMemoryBytes(summary.memory_bytes);
+    out[i].setDiskBytes(summary.disk_bytes);
+    out[i].setLevel(ToProto(summary.level));
+    auto workers = out[i].initWorkers(summary.workers.size());
+    for (size_t w = 0; w < summary.workers.size(); ++w) workers.set(w, summary.workers[w]);
+    if (auto description = rdd_descriptions_.find(rdd_id);
+        description != rdd_descriptions_.end()) {
+      out[i].setName(description->second.name);
+      out[i].setLevel(ToProto(description->second.level));
+      out[i].setTotalPartitions(description->second.total_partitions);
+    }
+    ++i;
+  }
+}
+
+Status MasterServer::Loop::HandleRegisterRdd(proto::RegisterRdd::Reader request,
+                                             proto::Reply::Builder reply) {
+  capnp::Text::Reader name = request.getName();
+  if (name.size() > kMaxRddNameBytes) {
+    return InvalidArgumentError("RDD name is longer than " + std::to_string(kMaxRddNameBytes) +
+                                " bytes");
+  }
+  const uint64_t rdd_id = request.getRddId();
+  if (!rdd_descriptions_.contains(rdd_id) && rdd_descriptions_.size() >= kMaxRegisteredRdds) {
+    return OutOfSpaceError("the master already describes " + std::to_string(kMaxRegisteredRdds) +
+                           " RDDs; remove some first");
+  }
+  rdd_descriptions_.insert_or_assign(
+      rdd_id, RddDescription{std::string(name.cStr(), name.size()), FromProto(request.getLevel()),
+                             request.getTotalPartitions()});
+  reply.setOk();
+  return Status::Ok();
+}
+
+// ---- compute leases ----
+
+Status MasterServer::Loop::HandleAcquireCompute(proto::AcquireCompute::Reader request,
+                                                const zmq::message_t& client, uint64_t request_id,
+                                                proto::Reply::Builder reply, bool* deferred) {
+  ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(request.getBlockId()));
+  ASSIGN_OR_RETURN(std::string holder,
+                   DecodeName(request.getHolder(), "lease holder", kMaxHolderBytes));
+  const uint32_t lease_ms = request.getLeaseMs();
+  if (lease_ms < kMinLeaseMs || lease_ms > kMaxLeaseMs) {
+    return InvalidArgumentError("lease of " + std::to_string(lease_ms) + " ms is outside [" +
+                                std::to_string(kMinLeaseMs) + ", " + std::to_string(kMaxLeaseMs) +
+                                "] ms");
+  }
+  const uint32_t wait_ms = std::min(request.getWaitMs(), kMaxComputeWaitMs);
+  std::vector<std::string> failed_workers;
+  for (capnp::Text::Reader worker : request.getFailedWorkers()) {
+    failed_workers.emplace_back(worker.cStr(), worker.size());
+  }
+
+  std::optional<BlockInfo> info = index_.Find(id);
+  if (info) {
+    std::erase_if(info->locations, [&](const BlockLocation& location) {
+      return std::find(failed_workers.begin(), failed_workers.end(), location.worker_id) !=
+             failed_workers.end();
+    });
+    if (!info->locations.empty()) {
+      FillBlockLocations(id, info, reply.initCompute().initCached());
+      return Status::Ok();
+    }
+  }
+  const uint64_t waiter = next_waiter_id_++;
+  std::optional<uint64_t> token = leases_.Acquire(ComputeLeases::Request{
+      .block = id,
+      .holder = holder,
+      .lease = std::chrono::milliseconds(lease_ms),
+      .wait_until = clock_.Now() + std::chrono::milliseconds(wait_ms),
+      .waiter = waiter});
+  if (token) {
+    spdlog::debug("{} computes {}", holder, id.ToString());
+    reply.initCompute().setGranted(*token);
+    return Status::Ok();
+  }
+  // Queued behind the holder: answered by BlocksStored, a release, or ExpireLeases.
+  *deferred = true;
+  parked_.emplace(waiter, ParkedAcquire{zmq::message_t(client.data(), client.size()), request_id});
+  return Status::Ok();
+}
+
+Status MasterServer::Loop::HandleRenewCompute(proto::ComputeLease::Reader request,
+                                              proto::Reply::Builder reply) {
+  ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(request.getBlockId()));
+  RETURN_IF_ERROR(leases_.Renew(id, request.getToken()));
+  reply.setOk();
+  return Status::Ok();
+}
+
+Status MasterServer::Loop::HandleReleaseCompute(proto::ComputeLease::Reader request,
+                                                proto::Reply::Builder reply) {
+  ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(request.getBlockId()));
+  AnswerWaiters(leases_.Release(id, request.getToken()));
+  reply.setOk();
+  return Status::Ok();
+}
+
+void MasterServer::Loop::BlocksStored(const std::vector<BlockChange>& changes) {
+  if (leases_.lease_count() == 0) return;
+  for (const BlockChange& change : changes) {
+    if (!change.removed) AnswerWaiters(leases_.Stored(change.id));
+  }
+}
+
+void MasterServer::Loop::AnswerWaiters(std::vector<ComputeLeases::Answer> answers) {
+  for (ComputeLeases::Answer& answer : answers) {
+    auto parked = parked_.find(answer.waiter);
+    BM_CHECK(parked != parked_.end());
+    capnp::MallocMessageBuilder message;
+    proto::Reply::Builder reply = message.initRoot<proto::Reply>();
+    reply.setId(parked->second.request_id);
+    proto::ComputeReply::Builder compute = reply.initCompute();
+    switch (answer.kind) {
+      case ComputeLeases::Answer::Kind::kGranted:
+        spdlog::info("{} computes {} (the lease was handed over)", answer.holder,
+                     answer.block.ToString());
+        compute.setGranted(answer.token);
+        break;
+      case ComputeLeases::Answer::Kind::kStored:
+        FillBlockLocations(answer.block, index_.Find(answer.block), compute.initCached());
+        break;
+      case ComputeLeases::Answer::Kind::kBusy: {
+        proto::ComputeBusy::Builder busy = compute.initBusy();
+        busy.setHolder(answer.holder);
+        busy.setLeaseLeftMs(ToMillis(answer.lease_left));
+        break;
+      }
+    }
+    Send(parked->second.client, message);
+    parked_.erase(parked);
+  }
+}
+
+void MasterServer::Loop::ExpireLeases() {
+  if (leases_.lease_count() == 0) return;
+  AnswerWaiters(leases_.Expire());
+}
+
+void MasterServer::Loop::AbortWaiters() {
+  for (uint64_t waiter : leases_.TakeAllWaiters()) {
+    auto parked = parked_.find(waiter);
+    BM_CHECK(parked != parked_.end());
+    SendError(parked->second.client, parked->second.request_id,
+              UnavailableError("the master is shutting down"));
+  }
+  parked_.clear();
 }
 
 // ---- workers: links, drops, removal fan-out ----

@@ -125,6 +125,57 @@ struct RddInfo {
   memoryBytes @2 :UInt64;
   diskBytes @3 :UInt64;
   workers @4 :List(Text);
+  name @5 :Text;               # as the dataset registered it; empty when never registered
+  level @6 :StorageLevel;      # the registered level, else the level of its blocks
+  totalPartitions @7 :UInt64;  # as registered; 0 when unknown
+}
+
+# Client -> master: a dataset declares an RDD it persists, so tools can show its name, level
+# and how many of its partitions are cached. Registering again replaces the description;
+# removing the RDD (removeRdd) forgets it.
+struct RegisterRdd {
+  rddId @0 :UInt64;
+  name @1 :Text;
+  level @2 :StorageLevel;
+  totalPartitions @3 :UInt64;
+}
+
+# ---- compute leases (get-or-compute, see PROTOCOL.md) ----
+
+# Client -> master: "I need this block; if nobody has it, may I compute it?"
+# The master answers `cached` when a live worker holds the block (not counting the workers in
+# `failedWorkers`, which the client could not read it from), `granted` with a lease token when
+# nobody holds it and nobody else is computing it, and otherwise keeps the request for up to
+# `waitMs`: it is answered `cached` as soon as the block is stored, `granted` when the holder
+# releases its lease or lets it expire, or `busy` when the wait is over.
+struct AcquireCompute {
+  blockId @0 :Text;
+  holder @1 :Text;              # who asks, for logs and `busy` replies (e.g. host:pid)
+  leaseMs @2 :UInt32;           # how long a granted lease lasts unless renewed
+  waitMs @3 :UInt32;            # how long the master may hold this request
+  failedWorkers @4 :List(Text);
+}
+
+struct ComputeBusy {
+  holder @0 :Text;
+  leaseLeftMs @1 :UInt64;       # until the holder's lease expires unless renewed
+}
+
+struct ComputeReply {
+  union {
+    cached @0 :BlockLocations;
+    granted @1 :UInt64;         # the lease token
+    busy @2 :ComputeBusy;
+  }
+}
+
+# Client -> master: extends a lease by its leaseMs (reply ok), or fails with `aborted` when the
+# lease is no longer held (expired and handed over, or the block was stored meanwhile).
+# ReleaseCompute ends a lease early (reply ok, also for a lease no longer held), handing it
+# to the next waiter.
+struct ComputeLease {
+  blockId @0 :Text;
+  token @1 :UInt64;
 }
 
 # Client -> master: remove these blocks wherever they are.
@@ -203,6 +254,10 @@ struct Request {
     getBlock @11 :GetBlock;
     containsBlock @12 :ContainsBlock;
     ping @13 :Void;
+    registerRdd @14 :RegisterRdd;
+    acquireCompute @15 :AcquireCompute;
+    renewCompute @16 :ComputeLease;
+    releaseCompute @17 :ComputeLease;
   }
 }
 
@@ -220,5 +275,6 @@ struct Reply {
     put @9 :PutReply;
     get @10 :GetReply;
     contains @11 :ContainsReply;
+    compute @12 :ComputeReply;
   }
 }

@@ -140,13 +140,13 @@ TEST(BlockIndexTest, RddSummariesSumCopiesPerTierAndListWorkers) {
   index.Apply("w2", Stored("rdd_5_0", Tier::kMemory, 100));
   index.Apply("w1", Stored("rdd_5_0", Tier::kDisk, 100));
   index.Apply("w1", Stored("rdd_5_1", Tier::kMemory, 50));
-  index.Apply("w3", Stored("rdd_3_0", Tier::kDisk, 7));
+  index.Apply("w3", Stored("rdd_3_0", Tier::kDisk, 7, StorageLevel::kDiskOnly));
   index.Apply("w3", Stored("broadcast_1", Tier::kMemory, 1000));
 
   std::vector<RddSummary> rdds = index.RddSummaries();
   ASSERT_EQ(rdds.size(), 2u);
-  EXPECT_EQ(rdds[0], (RddSummary{3, 1, 0, 7, {"w3"}}));
-  EXPECT_EQ(rdds[1], (RddSummary{5, 2, 150, 100, {"w1", "w2"}}));
+  EXPECT_EQ(rdds[0], (RddSummary{3, 1, StorageLevel::kDiskOnly, 0, 7, {"w3"}}));
+  EXPECT_EQ(rdds[1], (RddSummary{5, 2, StorageLevel::kMemoryAndDisk, 150, 100, {"w1", "w2"}}));
 }
 
 TEST(BlockIndexTest, HoldersGroupsRequestedBlocksByWorker) {
