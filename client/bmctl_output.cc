@@ -67,7 +67,10 @@ json RddsToJson(const std::vector<RddInfo>& rdds) {
   json out = json::array();
   for (const RddInfo& rdd : rdds) {
     out.push_back({{"rdd", rdd.rdd_id},
+                   {"name", rdd.name},
+                   {"level", std::string(StorageLevelName(rdd.level))},
                    {"cached_partitions", rdd.cached_partitions},
+                   {"total_partitions", rdd.total_partitions},
                    {"memory_bytes", rdd.memory_bytes},
                    {"disk_bytes", rdd.disk_bytes},
                    {"workers", rdd.workers}});
@@ -163,12 +166,23 @@ std::string WorkersTable(const std::vector<WorkerInfo>& workers) {
 std::string RddsTable(const std::vector<RddInfo>& rdds) {
   std::vector<std::vector<std::string>> rows;
   for (const RddInfo& rdd : rdds) {
-    rows.push_back({std::to_string(rdd.rdd_id), std::to_string(rdd.cached_partitions),
+    // Cached of total partitions, as Spark's Storage tab shows them; the total is known only
+    // for RDDs a dataset registered.
+    std::string cached = std::to_string(rdd.cached_partitions);
+    if (rdd.total_partitions > 0) cached += "/" + std::to_string(rdd.total_partitions);
+    rows.push_back({std::to_string(rdd.rdd_id), rdd.name.empty() ? "-" : rdd.name,
+                    std::string(StorageLevelName(rdd.level)), cached,
                     FormatBytes(rdd.memory_bytes), FormatBytes(rdd.disk_bytes),
                     rdd.workers.empty() ? "-" : Join(rdd.workers, ", ")});
   }
-  return FormatTable(
-      {{"RDD", true}, {"PARTITIONS", true}, {"MEMORY", true}, {"DISK", true}, {"WORKERS"}}, rows);
+  return FormatTable({{"RDD", true},
+                      {"NAME"},
+                      {"LEVEL"},
+                      {"CACHED", true},
+                      {"MEMORY", true},
+                      {"DISK", true},
+                      {"WORKERS"}},
+                     rows);
 }
 
 std::string RemovedText(uint64_t removed) {

@@ -1,10 +1,14 @@
 #include "client/client.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
 #include <istream>
 #include <ostream>
 #include <zmq.hpp>
 
+#include "client/local_hosts.h"
 #include "client/placement.h"
 #include "common/byte_size.h"
 #include "common/chunk.h"
@@ -79,7 +83,24 @@ Status ToBlockLocations(capnp::List<proto::BlockLocations>::Reader list,
   return Status::Ok();
 }
 
+std::string DefaultHolderName() {
+  std::array<char, 256> host{};
+  if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+  return std::string(host.data()) + ":" + std::to_string(getpid());
+}
+
 }  // namespace
+
+CacheCounters& CacheCounters::operator+=(const CacheCounters& other) {
+  local_hits += other.local_hits;
+  remote_hits += other.remote_hits;
+  misses += other.misses;
+  computes += other.computes;
+  waits += other.waits;
+  bytes_fetched += other.bytes_fetched;
+  store_failures += other.store_failures;
+  return *this;
+}
 
 // The bytes of an upload, handed out piece by piece. The first piece is kept so the upload can
 // start over on another worker after the first one refused it; a rewindable source (a span, a
@@ -163,15 +184,27 @@ class Client::PieceSource {
 };
 
 Client::Client(ClientOptions options)
-    : options_(std::move(options)),
-      owned_context_(std::make_unique<zmq::context_t>()),
-      context_(*owned_context_),
-      upload_ids_(std::random_device{}()) {}
+    : Client(std::move(options), std::make_unique<zmq::context_t>()) {}
 
 Client::Client(ClientOptions options, zmq::context_t& context)
-    : options_(std::move(options)), context_(context), upload_ids_(std::random_device{}()) {}
+    : options_(std::move(options)),
+      context_(context),
+      upload_ids_(std::random_device{}()),
+      local_hosts_(options_.local_hosts.empty() ? DetectLocalHosts() : options_.local_hosts),
+      holder_name_(options_.holder_name.empty() ? DefaultHolderName() : options_.holder_name) {}
+
+Client::Client(ClientOptions options, std::unique_ptr<zmq::context_t> context)
+    : Client(std::move(options), *context) {
+  owned_context_ = std::move(context);
+}
 
 Client::~Client() = default;
+
+bool Client::IsLocalAddress(const std::string& address) const {
+  return bm::IsLocalAddress(address, local_hosts_);
+}
+
+CacheCounters Client::TakeCounters() { return std::exchange(counters_, CacheCounters{}); }
 
 Result<RpcChannel*> Client::Connect(std::unique_ptr<RpcChannel>& slot, const std::string& address) {
   if (!slot) {
@@ -252,6 +285,10 @@ Result<PutResult> Client::PutFrom(const BlockId& id, PieceSource& source, Storag
       return OutOfSpaceError("no live worker has room for " + id.ToString() + " (" +
                              FormatBytes(source.size()) + ", " +
                              std::string(StorageLevelName(level)) + ")");
+    }
+    if (options.prefer_local) {
+      std::stable_partition(candidates.begin(), candidates.end(),
+                            [this](const WorkerInfo& w) { return IsLocalAddress(w.address); });
     }
   }
   Status last;
@@ -366,18 +403,49 @@ Result<uint64_t> Client::GetTo(const BlockId& id, std::ostream& out) {
   return ReadBlock(id, sink, nullptr);
 }
 
+Result<std::vector<std::byte>> Client::ReadWhole(const BlockId& id,
+                                                 std::vector<BlockLocation> known,
+                                                 ReadReport& report) {
+  std::vector<std::byte> data;
+  ByteSink sink = [&data](std::span<const std::byte> bytes) {
+    data.insert(data.end(), bytes.begin(), bytes.end());
+    return Status::Ok();
+  };
+  auto reserve = [&data](uint64_t size) { data.reserve(size); };
+  ASSIGN_OR_RETURN(uint64_t size, ReadBlock(id, sink, [&data]() { data.clear(); }, reserve,
+                                            std::move(known), &report));
+  BM_CHECK(size == data.size());
+  return data;
+}
+
 Result<uint64_t> Client::ReadBlock(const BlockId& id, const ByteSink& sink,
                                    const std::function<void()>& reset,
-                                   const std::function<void(uint64_t)>& expect_size) {
+                                   const std::function<void(uint64_t)>& expect_size,
+                                   std::optional<std::vector<BlockLocation>> known,
+                                   ReadReport* report) {
   const std::string block = id.ToString();
   int restarts = 0;
+  ByteSink counting_sink = [this, &sink](std::span<const std::byte> bytes) {
+    counters_.bytes_fetched += bytes.size();
+    return sink(bytes);
+  };
   while (true) {
-    ASSIGN_OR_RETURN(std::vector<BlockLocations> found, Locations({id}));
-    if (found.size() != 1) return InternalError("master sent no entry for " + block);
-    const std::vector<BlockLocation>& locations = found[0].locations;
+    std::vector<BlockLocation> locations;
+    if (known) {
+      locations = std::move(*known);
+      known.reset();
+    } else {
+      ASSIGN_OR_RETURN(std::vector<BlockLocations> found, Locations({id}));
+      if (found.size() != 1) return InternalError("master sent no entry for " + block);
+      locations = std::move(found[0].locations);
+    }
     if (locations.empty()) {
       return NotFoundError("block " + block + " is not stored on any live worker");
     }
+    // This host's workers first; otherwise the master's order (memory copies before disk).
+    std::stable_partition(locations.begin(), locations.end(), [this](const BlockLocation& l) {
+      return IsLocalAddress(l.address);
+    });
     bool emitted = false;
     bool all_not_found = true;
     bool replaced = false;
@@ -390,8 +458,14 @@ Result<uint64_t> Client::ReadBlock(const BlockId& id, const ByteSink& sink,
       }
       if (expect_size) expect_size(location.size);
       ReadProgress progress;
-      Result<uint64_t> read = ReadFrom(location, id, sink, progress);
-      if (read.ok()) return read;
+      Result<uint64_t> read = ReadFrom(location, id, counting_sink, progress);
+      if (read.ok()) {
+        if (report != nullptr) report->local = IsLocalAddress(location.address);
+        return read;
+      }
+      if (report != nullptr && !progress.sink_failed) {
+        report->failed_workers.push_back(location.worker_id);
+      }
       emitted = progress.emitted;
       last = read.status();
       if (progress.sink_failed) return last;
@@ -539,6 +613,9 @@ Result<std::vector<RddInfo>> Client::Rdds() {
     for (proto::RddInfo::Reader rdd : r.getRdds()) {
       RddInfo info;
       info.rdd_id = rdd.getRddId();
+      info.name = ToStdString(rdd.getName());
+      info.level = FromProto(rdd.getLevel());
+      info.total_partitions = rdd.getTotalPartitions();
       info.cached_partitions = rdd.getCachedPartitions();
       info.memory_bytes = rdd.getMemoryBytes();
       info.disk_bytes = rdd.getDiskBytes();
@@ -549,6 +626,20 @@ Result<std::vector<RddInfo>> Client::Rdds() {
     return Status::Ok();
   }));
   return out;
+}
+
+Status Client::RegisterRdd(uint64_t rdd_id, const std::string& name, StorageLevel level,
+                           uint64_t total_partitions) {
+  capnp::MallocMessageBuilder message;
+  proto::RegisterRdd::Builder rdd = message.initRoot<proto::Request>().initRegisterRdd();
+  rdd.setRddId(rdd_id);
+  rdd.setName(name);
+  rdd.setLevel(ToProto(level));
+  rdd.setTotalPartitions(total_partitions);
+  ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message));
+  return ReadGuarded([&]() -> Status {
+    return reply.reply().isOk() ? Status::Ok() : UnexpectedReply("master", "ok");
+  });
 }
 
 Status Client::PingMaster() {

@@ -38,7 +38,26 @@ struct ClientOptions {
   // top: the last piece of a put (the worker waits up to 2 s for the master) and removals (the
   // master waits up to 5 s for the workers).
   std::chrono::milliseconds request_timeout{5000};
+
+  // Hosts that count as this machine's when choosing a worker "on the same host" (reads try
+  // such workers first; hits from them count as local). A worker is local when the host of its
+  // address is one of these. Empty: detected, as the loopback names, this host's name and the
+  // addresses of its network interfaces.
+  std::vector<std::string> local_hosts{};
+
+  // Get-or-compute: how long this client's lease on a block it computes lasts without renewal.
+  // It is renewed every third of that while the compute runs, so this bounds how long a
+  // client that died while computing keeps the others waiting.
+  std::chrono::milliseconds compute_lease{5000};
+  // Get-or-compute: how long the master holds one request of a client waiting for another's
+  // compute before answering "still busy" (the client then asks again).
+  std::chrono::milliseconds compute_wait{2000};
+  // Names this client in leases (logs, "busy" answers). Empty: "<hostname>:<pid>".
+  std::string holder_name{};
 };
+
+// Computes a block's bytes when no worker has it (see Client::GetOrCompute).
+using ComputeFn = std::function<Result<std::vector<std::byte>>()>;
 
 // Fills `out` with the next bytes of an upload and returns how many it wrote (0 < n <=
 // out.size()); returning 0 before the announced size was delivered fails the put.
@@ -89,6 +108,38 @@ class Client {
   Result<PutResult> PutStream(const BlockId& id, ByteSource source, uint64_t size,
                               StorageLevel level, const PutOptions& options = {});
 
+  // ---- caching computations ----
+
+  // Returns block `id` if any live worker holds it; otherwise runs `compute`, stores its result
+  // at `level` (on a worker on this host first) and returns it. The bytes are the same on
+  // either path.
+  //
+  // Reads try workers on this host first, then the others, falling over to the next location
+  // when one fails. When several clients (threads or processes) ask for the same missing block
+  // at once, exactly one computes it and the others wait for its result: the master grants a
+  // compute lease to the first and holds the others' requests until the block is stored. If
+  // the computing client fails (compute returned an error) the next waiter computes at once;
+  // if it dies, its lease expires within `compute_lease` and the next waiter computes then.
+  // See "Compute leases" in schema/PROTOCOL.md.
+  //
+  // A compute error is returned as is. A result that cannot be stored (no worker has room,
+  // workers down) is still returned, and counted in `store_failures`.
+  Result<std::vector<std::byte>> GetOrCompute(const BlockId& id, StorageLevel level,
+                                              const ComputeFn& compute);
+
+  // Describes an RDD to the master, for `bmctl rdds`: its name, storage level and partition
+  // count. Replaces an earlier description; RemoveRdd forgets it.
+  Status RegisterRdd(uint64_t rdd_id, const std::string& name, StorageLevel level,
+                     uint64_t total_partitions);
+
+  // What this client's get-or-compute calls did so far.
+  const CacheCounters& counters() const { return counters_; }
+  // Returns the counters and starts them again from zero.
+  CacheCounters TakeCounters();
+
+  // True when `address` (tcp://HOST:PORT) is on this client's host (ClientOptions::local_hosts).
+  bool IsLocalAddress(const std::string& address) const;
+
   // Removes the blocks wherever they are stored; returns how many existed. Unknown ids count 0.
   Result<uint64_t> Remove(const std::vector<BlockId>& ids);
   // Removes every block of the RDD; returns how many there were.
@@ -131,18 +182,48 @@ class Client {
     bool emitted = false;      // the sink received at least one byte
     bool sink_failed = false;  // the error came from the sink, not from the worker
   };
+  // Where a successful read came from, and which workers failed to serve it before.
+  struct ReadReport {
+    bool local = false;
+    std::vector<std::string> failed_workers;
+  };
+  // The master's answer to acquireCompute.
+  struct ComputeTicket {
+    enum class Kind { kCached, kGranted, kBusy };
+    Kind kind = Kind::kBusy;
+    std::vector<BlockLocation> locations;  // kCached
+    uint64_t token = 0;                    // kGranted
+  };
 
+  Client(ClientOptions options, std::unique_ptr<zmq::context_t> context);
   Result<PutResult> PutFrom(const BlockId& id, PieceSource& source, StorageLevel level,
                             const PutOptions& options);
   Result<PutResult> Upload(const WorkerInfo& worker, const BlockId& id, PieceSource& source,
                            StorageLevel level);
-  // Reads the block from its locations into `sink`. `reset` (may be empty) discards what the
-  // sink received so the read can start over; without it only a read that has not emitted a
-  // byte yet can start over.
+  // Reads the block from its locations into `sink`: `known` when given (the master's answer
+  // of a moment ago), else those the master lists; local workers first. `reset` (may be empty)
+  // discards what the sink received so the read can start over; without it only a read that
+  // has not emitted a byte yet can start over.
   // `expect_size` (may be empty) hears each location's block size before it is read.
+  // `report` (may be null) hears where the block came from and which workers failed.
   Result<uint64_t> ReadBlock(const BlockId& id, const ByteSink& sink,
                              const std::function<void()>& reset,
-                             const std::function<void(uint64_t)>& expect_size = {});
+                             const std::function<void(uint64_t)>& expect_size = {},
+                             std::optional<std::vector<BlockLocation>> known = std::nullopt,
+                             ReadReport* report = nullptr);
+  // Get(), from `known` locations, reporting as ReadBlock does.
+  Result<std::vector<std::byte>> ReadWhole(const BlockId& id,
+                                           std::vector<BlockLocation> known, ReadReport& report);
+
+  // ---- get-or-compute (client/get_or_compute.cc) ----
+  Result<ComputeTicket> AcquireCompute(const BlockId& id,
+                                       const std::vector<std::string>& failed_workers,
+                                       std::chrono::milliseconds wait);
+  Status ReleaseCompute(const BlockId& id, uint64_t token);
+  // Runs `compute` under the lease `token`, stores the result unless the lease was lost to
+  // another client meanwhile, and releases the lease.
+  Result<std::vector<std::byte>> ComputeAndStore(const BlockId& id, StorageLevel level,
+                                                 const ComputeFn& compute, uint64_t token);
   Result<uint64_t> ReadFrom(const BlockLocation& location, const BlockId& id, const ByteSink& sink,
                             ReadProgress& progress);
   // The channel in `slot`, connected to `address` on first use; kInvalidArgument for an
@@ -160,6 +241,9 @@ class Client {
   std::map<std::string, std::unique_ptr<RpcChannel>> workers_;  // by address
   uint64_t put_counter_ = 0;                                    // rotates placement ties
   std::mt19937_64 upload_ids_;
+  std::vector<std::string> local_hosts_;
+  std::string holder_name_;
+  CacheCounters counters_;
 };
 
 }  // namespace bm

@@ -46,9 +46,12 @@ struct BlockLocations {
   std::vector<BlockLocation> locations;
 };
 
-// A cached RDD, summed over its blocks.
+// A cached or persisted RDD, summed over its blocks (what Spark's Storage tab shows).
 struct RddInfo {
   uint64_t rdd_id = 0;
+  std::string name;                    // empty unless a dataset registered it
+  StorageLevel level = StorageLevel::kMemoryOnly;  // registered, else that of its blocks
+  uint64_t total_partitions = 0;       // 0 = unknown (not registered)
   uint64_t cached_partitions = 0;
   uint64_t memory_bytes = 0;
   uint64_t disk_bytes = 0;
@@ -66,6 +69,25 @@ struct PutResult {
 struct PutOptions {
   // Store the block on this worker instead of letting the client choose (see Client::Put).
   std::optional<std::string> worker_id;
+  // Try workers on this client's own host first (see ClientOptions::local_hosts), in placement
+  // order, then the others. Get-or-compute stores what it computed this way, as Spark does.
+  bool prefer_local = false;
+};
+
+// What a client's get-or-compute calls did, counted since the client was created (or since
+// its counters were last taken). Every GetOrCompute call counts as exactly one hit or miss.
+struct CacheCounters {
+  uint64_t local_hits = 0;      // found cached, read from a worker on this host
+  uint64_t remote_hits = 0;     // found cached, read from a worker on another host
+  uint64_t misses = 0;          // not readable from the cache when asked
+  uint64_t computes = 0;        // compute functions this client ran (misses it computed)
+  uint64_t waits = 0;           // misses served by another client's compute
+  uint64_t bytes_fetched = 0;   // block bytes read from workers, by any read of this client
+  uint64_t store_failures = 0;  // computed blocks that could not be stored (returned anyway)
+
+  uint64_t hits() const { return local_hits + remote_hits; }
+  CacheCounters& operator+=(const CacheCounters& other);
+  bool operator==(const CacheCounters&) const = default;
 };
 
 }  // namespace bm

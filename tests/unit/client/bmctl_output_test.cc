@@ -54,8 +54,9 @@ TEST(BmctlOutputTest, WorkersJsonShape) {
 }
 
 TEST(BmctlOutputTest, RddsJsonShape) {
-  RddInfo rdd{1, 4, 1000, 2000, {"w1", "w2"}};
-  json expected = json::parse(R"([{"rdd": 1, "cached_partitions": 4, "memory_bytes": 1000,
+  RddInfo rdd{1, "counts", StorageLevel::kMemoryAndDisk, 8, 4, 1000, 2000, {"w1", "w2"}};
+  json expected = json::parse(R"([{"rdd": 1, "name": "counts", "level": "MEMORY_AND_DISK",
+    "cached_partitions": 4, "total_partitions": 8, "memory_bytes": 1000,
     "disk_bytes": 2000, "workers": ["w1", "w2"]}])");
   EXPECT_EQ(RddsToJson({rdd}), expected);
 }
@@ -113,9 +114,11 @@ TEST(BmctlOutputTest, BlocksAndRddsTables) {
             "BLOCK        LEVEL         SIZE  LOCATIONS\n"
             "rdd_1_0      MEMORY_ONLY  123 B  w1:memory, w2:disk\n"
             "broadcast_9  DISK_ONLY_2      -  -\n");
-  EXPECT_EQ(RddsTable({RddInfo{7, 2, 2048, 0, {"w1"}}}),
-            "RDD  PARTITIONS   MEMORY  DISK  WORKERS\n"
-            "  7           2  2.0 KiB   0 B  w1\n");
+  EXPECT_EQ(RddsTable({RddInfo{7, "counts", StorageLevel::kMemoryOnly, 16, 2, 2048, 0, {"w1"}},
+                       RddInfo{9, "", StorageLevel::kDiskOnly, 0, 1, 0, 5, {}}}),
+            "RDD  NAME    LEVEL        CACHED   MEMORY  DISK  WORKERS\n"
+            "  7  counts  MEMORY_ONLY    2/16  2.0 KiB   0 B  w1\n"
+            "  9  -       DISK_ONLY         1      0 B   5 B  -\n");
 }
 
 TEST(BmctlOutputTest, OneLineSummaries) {

@@ -1,0 +1,180 @@
+// Client::GetOrCompute and the compute-lease calls behind it (schema/PROTOCOL.md, "Compute
+// leases").
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <zmq.hpp>
+
+#include "client/client.h"
+#include "client/lease_renewer.h"
+#include "common/protocol.h"
+#include "common/transport.h"
+
+namespace bm {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::string ToStdString(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
+
+// Releases a compute lease when the computation leaves scope, however it leaves (an error, an
+// exception from the compute function): the next waiter then computes at once instead of
+// waiting for the lease to expire. After a successful store the lease has already ended
+// (the block's report ends it) and the release is a no-op on the master.
+class LeaseReleaser {
+ public:
+  LeaseReleaser(std::function<Status(uint64_t)> release, uint64_t token)
+      : release_(std::move(release)), token_(token) {}
+  ~LeaseReleaser() {
+    Status released = release_(token_);
+    if (!released.ok()) spdlog::debug("releasing a compute lease failed: {}", released.ToString());
+  }
+  LeaseReleaser(const LeaseReleaser&) = delete;
+  LeaseReleaser& operator=(const LeaseReleaser&) = delete;
+
+  void set_token(uint64_t token) { token_ = token; }
+
+ private:
+  std::function<Status(uint64_t)> release_;
+  uint64_t token_;
+};
+
+}  // namespace
+
+Result<std::vector<std::byte>> Client::GetOrCompute(const BlockId& id, StorageLevel level,
+                                                    const ComputeFn& compute) {
+  std::vector<std::string> failed_workers;  // workers that could not serve a listed copy
+  bool missed = false;
+  while (true) {
+    ASSIGN_OR_RETURN(ComputeTicket ticket,
+                     AcquireCompute(id, failed_workers, options_.compute_wait));
+    switch (ticket.kind) {
+      case ComputeTicket::Kind::kCached: {
+        if (ticket.locations.empty()) break;  // stored and already gone again: ask again
+        ReadReport report;
+        Result<std::vector<std::byte>> data = ReadWhole(id, std::move(ticket.locations), report);
+        if (data.ok()) {
+          if (missed) {
+            ++counters_.waits;
+          } else {
+            ++(report.local ? counters_.local_hits : counters_.remote_hits);
+          }
+          return data;
+        }
+        // Every listed copy failed (a worker died or lost the block): ask again naming them,
+        // so the master treats the block as missing unless another copy exists.
+        const StatusCode code = data.status().code();
+        if (code != StatusCode::kUnavailable && code != StatusCode::kNotFound) {
+          return data.status();
+        }
+        if (report.failed_workers.empty()) return data.status();  // nothing new to exclude
+        spdlog::info("{}: no listed copy could be read ({}); asking again",
+                     id.ToString(), data.status().message());
+        for (std::string& worker : report.failed_workers) {
+          if (std::find(failed_workers.begin(), failed_workers.end(), worker) ==
+              failed_workers.end()) {
+            failed_workers.push_back(std::move(worker));
+          }
+        }
+        break;
+      }
+      case ComputeTicket::Kind::kBusy:
+        break;  // another client is still computing it; ask again
+      case ComputeTicket::Kind::kGranted:
+        if (!missed) ++counters_.misses;
+        return ComputeAndStore(id, level, compute, ticket.token);
+    }
+    if (!missed) {
+      missed = true;
+      ++counters_.misses;
+    }
+  }
+}
+
+Result<std::vector<std::byte>> Client::ComputeAndStore(const BlockId& id, StorageLevel level,
+                                                       const ComputeFn& compute, uint64_t token) {
+  LeaseReleaser releaser([this, id](uint64_t held) { return ReleaseCompute(id, held); }, token);
+  // Renew every third of the lease, so a renewal can be lost or late twice before it expires.
+  LeaseRenewer renewer(context_, options_.master_address, id, token,
+                       std::max(options_.compute_lease / 3, milliseconds(1)),
+                       options_.request_timeout);
+  ++counters_.computes;
+  Result<std::vector<std::byte>> computed = compute();
+  if (!computed.ok()) return computed;
+  if (renewer.lost()) {
+    // The lease expired (this process stalled) and may have been handed to another client, or
+    // the block appeared meanwhile. Store only if the master grants a lease again, so two
+    // clients never both store it.
+    Result<ComputeTicket> again = AcquireCompute(id, {}, milliseconds(0));
+    if (!again.ok() || again->kind != ComputeTicket::Kind::kGranted) {
+      spdlog::info("{}: computed, but not stored: another client took over its computation",
+                   id.ToString());
+      return computed;
+    }
+    releaser.set_token(again->token);
+  }
+  // The renewer keeps running through the put: a big block's upload can outlast the lease.
+  PutOptions put_options;
+  put_options.prefer_local = true;
+  Result<PutResult> stored = Put(id, *computed, level, put_options);
+  renewer.Stop();
+  if (!stored.ok()) {
+    ++counters_.store_failures;
+    spdlog::warn("{}: computed, but could not be cached: {}", id.ToString(),
+                 stored.status().ToString());
+  }
+  return computed;
+}
+
+Result<Client::ComputeTicket> Client::AcquireCompute(const BlockId& id,
+                                                     const std::vector<std::string>& failed_workers,
+                                                     milliseconds wait) {
+  capnp::MallocMessageBuilder message;
+  proto::AcquireCompute::Builder acquire = message.initRoot<proto::Request>().initAcquireCompute();
+  acquire.setBlockId(id.ToString());
+  acquire.setHolder(holder_name_);
+  acquire.setLeaseMs(static_cast<uint32_t>(options_.compute_lease.count()));
+  acquire.setWaitMs(static_cast<uint32_t>(wait.count()));
+  auto failed = acquire.initFailedWorkers(failed_workers.size());
+  for (size_t i = 0; i < failed_workers.size(); ++i) failed.set(i, failed_workers[i]);
+  ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message, wait));
+  ComputeTicket ticket;
+  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::Reply::Reader r = reply.reply();
+    if (!r.isCompute()) {
+      return InternalError("master answered acquireCompute with something other than 'compute'");
+    }
+    proto::ComputeReply::Reader compute = r.getCompute();
+    switch (compute.which()) {
+      case proto::ComputeReply::CACHED:
+        ticket.kind = ComputeTicket::Kind::kCached;
+        for (proto::Location::Reader location : compute.getCached().getLocations()) {
+          ticket.locations.push_back({ToStdString(location.getWorkerId()),
+                                      ToStdString(location.getAddress()),
+                                      FromProto(location.getTier()), location.getSize()});
+        }
+        return Status::Ok();
+      case proto::ComputeReply::GRANTED:
+        ticket.kind = ComputeTicket::Kind::kGranted;
+        ticket.token = compute.getGranted();
+        return Status::Ok();
+      case proto::ComputeReply::BUSY:
+        ticket.kind = ComputeTicket::Kind::kBusy;
+        return Status::Ok();
+      default:
+        return InternalError("master sent an unknown compute answer");
+    }
+  }));
+  return ticket;
+}
+
+Status Client::ReleaseCompute(const BlockId& id, uint64_t token) {
+  capnp::MallocMessageBuilder message;
+  proto::ComputeLease::Builder release = message.initRoot<proto::Request>().initReleaseCompute();
+  release.setBlockId(id.ToString());
+  release.setToken(token);
+  return CallMaster(message).status();
+}
+
+}  // namespace bm
