@@ -23,24 +23,32 @@ zmq::message_t OpFrame(char op, uint64_t bytes) {
 // The bytes stay owned by their buffer, which outlives every send: nothing to free.
 void KeepBuffer(void*, void*) {}
 
-// Sends `bytes` of `buffer` as frames of kFrameBytes without copying; the last one ends the
-// message.
-void SendZeroCopy(zmq::socket_t& socket, const std::vector<std::byte>& buffer, uint64_t bytes) {
+// Sends `bytes` of `buffer` as messages of kFrameBytes without copying, each addressed to `peer`
+// when given (ROUTER side).
+void SendZeroCopy(zmq::socket_t& socket, const zmq::message_t* peer,
+                  const std::vector<std::byte>& buffer, uint64_t bytes) {
   for (uint64_t offset = 0; offset < bytes; offset += kFrameBytes) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kFrameBytes, bytes - offset));
+    if (peer) socket.send(zmq::buffer(peer->data(), peer->size()), zmq::send_flags::sndmore);
     zmq::message_t frame(const_cast<std::byte*>(buffer.data() + offset), n, &KeepBuffer, nullptr);
-    socket.send(frame, offset + n < bytes ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    socket.send(frame, zmq::send_flags::none);
   }
 }
 
-// Receives the rest of a message; returns the payload bytes.
-uint64_t ReceiveRest(zmq::socket_t& socket) {
-  uint64_t bytes = 0;
-  while (socket.get(zmq::sockopt::rcvmore)) {
+// Receives messages until `bytes` have arrived.
+Status ReceiveBytes(zmq::socket_t& socket, uint64_t bytes) {
+  uint64_t received = 0;
+  while (received < bytes) {
     zmq::message_t frame;
-    (void)socket.recv(frame, zmq::recv_flags::none);
-    bytes += frame.size();
+    if (!socket.recv(frame, zmq::recv_flags::none)) return UnavailableError("receive interrupted");
+    received += frame.size();
   }
+  return received == bytes ? Status::Ok() : InternalError("raw ZeroMQ peer sent a wrong size");
+}
+
+uint64_t OpBytes(const zmq::message_t& op) {
+  uint64_t bytes = 0;
+  std::memcpy(&bytes, static_cast<const char*>(op.data()) + 1, sizeof(bytes));
   return bytes;
 }
 
@@ -56,21 +64,24 @@ Status RunRawZmqServer(const std::string& endpoint, uint64_t max_bytes) {
     return UnavailableError("raw ZeroMQ server cannot bind " + endpoint + ": " + e.what());
   }
   const std::vector<std::byte> buffer = PatternBytes(max_bytes);
+  uint64_t upload_left = 0;  // bytes still to come of a 'P'
   while (true) {
-    zmq::message_t peer, op;
-    if (!router.recv(peer, zmq::recv_flags::none)) continue;
-    if (!router.get(zmq::sockopt::rcvmore)) continue;
-    (void)router.recv(op, zmq::recv_flags::none);
-    ReceiveRest(router);
-    if (op.size() != kOpFrameBytes) continue;
-    uint64_t bytes = 0;
-    std::memcpy(&bytes, static_cast<const char*>(op.data()) + 1, sizeof(bytes));
-    const char kind = static_cast<const char*>(op.data())[0];
-    router.send(peer, zmq::send_flags::sndmore);
-    const bool with_payload = kind == 'G' && bytes > 0 && bytes <= max_bytes;
-    zmq::message_t header = OpFrame(kind, with_payload ? bytes : 0);
-    router.send(header, with_payload ? zmq::send_flags::sndmore : zmq::send_flags::none);
-    if (with_payload) SendZeroCopy(router, buffer, bytes);
+    zmq::message_t peer, frame;
+    if (!router.recv(peer, zmq::recv_flags::none) || !router.get(zmq::sockopt::rcvmore)) continue;
+    (void)router.recv(frame, zmq::recv_flags::none);
+    if (upload_left > 0) {
+      upload_left -= std::min<uint64_t>(upload_left, frame.size());
+      if (upload_left == 0) {
+        router.send(peer, zmq::send_flags::sndmore);
+        router.send(OpFrame('P', 0), zmq::send_flags::none);
+      }
+      continue;
+    }
+    if (frame.size() != kOpFrameBytes) continue;
+    const char kind = static_cast<const char*>(frame.data())[0];
+    const uint64_t bytes = OpBytes(frame);
+    if (kind == 'G' && bytes <= max_bytes) SendZeroCopy(router, &peer, buffer, bytes);
+    if (kind == 'P') upload_left = bytes;
   }
 }
 
@@ -82,21 +93,15 @@ Result<Json> ZmqTransferTask(const Json& task) {
   dealer.connect(task.at("endpoint").get<std::string>());
   const std::vector<std::byte> data = PatternBytes(size);
   auto put = [&](int) -> Status {
-    zmq::message_t op = OpFrame('P', size);
-    dealer.send(op, zmq::send_flags::sndmore);
-    SendZeroCopy(dealer, data, size);
-    zmq::message_t reply;
-    (void)dealer.recv(reply, zmq::recv_flags::none);
-    ReceiveRest(dealer);
+    dealer.send(OpFrame('P', size), zmq::send_flags::none);
+    SendZeroCopy(dealer, nullptr, data, size);
+    zmq::message_t ack;
+    if (!dealer.recv(ack, zmq::recv_flags::none)) return UnavailableError("receive interrupted");
     return Status::Ok();
   };
   auto get = [&](int) -> Status {
-    zmq::message_t op = OpFrame('G', size);
-    dealer.send(op, zmq::send_flags::none);
-    zmq::message_t header;
-    (void)dealer.recv(header, zmq::recv_flags::none);
-    if (ReceiveRest(dealer) != size) return InternalError("raw ZeroMQ peer sent a wrong size");
-    return Status::Ok();
+    dealer.send(OpFrame('G', size), zmq::send_flags::none);
+    return ReceiveBytes(dealer, size);
   };
   return MeasureTransfer(DurationOf(task), size, 1, put, get);
 }
@@ -108,14 +113,8 @@ Result<Json> ZmqRoundTripsTask(const Json& task) {
   dealer.set(zmq::sockopt::linger, 0);
   dealer.connect(task.at("endpoint").get<std::string>());
   ASSIGN_OR_RETURN(Timed trips, RunTimed(DurationOf(task), [&]() -> Status {
-                     zmq::message_t op = OpFrame('G', size);
-                     dealer.send(op, zmq::send_flags::none);
-                     zmq::message_t header;
-                     (void)dealer.recv(header, zmq::recv_flags::none);
-                     if (ReceiveRest(dealer) != size) {
-                       return InternalError("raw ZeroMQ peer sent a wrong size");
-                     }
-                     return Status::Ok();
+                     dealer.send(OpFrame('G', size), zmq::send_flags::none);
+                     return ReceiveBytes(dealer, size);
                    }));
   return Json{{"ops_per_s", trips.per_second()}};
 }

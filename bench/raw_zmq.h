@@ -3,10 +3,11 @@
 // The transport's ceiling: block-sized transfers over bare ZeroMQ, with none of blockmgr's
 // protocol, lookups or stores. The server runs in its own process (`bm-bench --serve-zmq`).
 //
-// Wire format: a request is [op frame][payload frames...]. The op frame is one byte ('G' send
-// me N bytes, 'P' here are bytes) and a little-endian uint64 N. 'G' is answered with a header
-// frame and N bytes as 1 MiB frames sent zero-copy from a buffer filled at start-up; 'P' (whose
-// payload follows the op frame) with a header frame alone.
+// Wire format: every message is one frame, so bytes stream without ZeroMQ holding a whole
+// multipart message back until its last frame arrived. A request is an op frame, one byte ('G'
+// send me N bytes, 'P' I send you N bytes) and a little-endian uint64 N. 'G' is answered with N
+// bytes as messages of 1 MiB sent zero-copy from a buffer filled at start-up. After 'P' the
+// client sends N bytes as 1 MiB messages; the server answers with an op frame once all arrived.
 
 #include <cstdint>
 #include <string>
