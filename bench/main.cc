@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   bool quick = false;
   bool json = false;
   double seconds = 0;
+  int rounds = 0;
   std::string big_block = "3GiB";
   std::string master_blocks;
   std::string work_dir = "/tmp/bm-bench";
@@ -64,6 +65,8 @@ int main(int argc, char** argv) {
                "A fast smoke run: short measurements, a 256 MiB big block, 1M master blocks");
   app.add_flag("--json", json, "Print the rows as a JSON list instead of a table");
   app.add_option("--seconds", seconds, "Seconds per timed measurement (default 2, quick 0.5)");
+  app.add_option("--rounds", rounds,
+                 "Rounds of each side-by-side measurement, medians reported (default 3, quick 1)");
   app.add_option("--big-block", big_block, "Size of workload 6's block; 0 skips it")
       ->capture_default_str();
   app.add_option("--master-blocks", master_blocks,
@@ -108,7 +111,8 @@ int main(int argc, char** argv) {
   } else if (quick) {
     config.master_blocks = {1'000'000};
   }
-  if (quick) config.db_bench_values = 200;
+  config.rounds = rounds > 0 ? rounds : (quick ? 1 : 3);
+  config.db_bench_values = quick ? 200 : 500;
   config.only.insert(only.begin(), only.end());
 
   bm::bench::Report report = bm::bench::RunBenchmark(config);

@@ -2,7 +2,9 @@
 
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -78,13 +80,43 @@ class Runner {
   Report& report_;
 };
 
-std::optional<double> Value(const Result<double>& result, Runner& runner, const std::string& what,
-                            double unit) {
-  if (!result.ok()) {
-    runner.Note(what + ": " + result.status().message());
-    return std::nullopt;
+// The median of each number over the rounds that succeeded (the first failure when none did).
+// Medians, not means: on a shared machine a round that ran beside someone else's burst is an
+// outlier to drop, not a sample to average in.
+Result<Json> Median(const std::vector<Result<Json>>& rounds) {
+  std::vector<const Json*> ok;
+  for (const Result<Json>& round : rounds) {
+    if (round.ok()) ok.push_back(&*round);
   }
-  return *result / unit;
+  if (ok.empty()) return rounds.empty() ? InternalError("no rounds ran") : rounds.front().status();
+  Json out = *ok.front();
+  for (auto& [key, value] : out.items()) {
+    if (!value.is_number()) continue;
+    std::vector<double> values;
+    for (const Json* round : ok) values.push_back(round->at(key).get<double>());
+    std::sort(values.begin(), values.end());
+    const size_t n = values.size();
+    value = n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+  }
+  return out;
+}
+
+// Runs the measurements `config.rounds` times, interleaved (a, b, c, a, b, c, ...) so that
+// blockmgr and its peers meet the same background load; returns each one's median.
+std::vector<Result<Json>> Interleaved(const BenchConfig& config,
+                                      const std::vector<std::function<Result<Json>()>>& measure) {
+  std::vector<std::vector<Result<Json>>> rounds(measure.size());
+  for (int round = 0; round < std::max(1, config.rounds); ++round) {
+    for (size_t i = 0; i < measure.size(); ++i) rounds[i].push_back(measure[i]());
+  }
+  std::vector<Result<Json>> medians;
+  for (const auto& results : rounds) medians.push_back(Median(results));
+  return medians;
+}
+
+// A measurement against a peer server that could not be started.
+std::function<Result<Json>()> Failed(Status status) {
+  return [status] { return Result<Json>(status); };
 }
 
 // ---- workload 0: the machine ----
@@ -99,27 +131,38 @@ std::optional<double> MeasureMemcpy(Runner& runner) {
 
 void LargeBlocks(Runner& runner, BlockmgrCluster& cluster, std::optional<double> memcpy) {
   const uint64_t size = 64u << 20;
+  const BenchEnv& env = runner.config().env;
   Progress("1: 64 MiB blocks (blockmgr, raw ZeroMQ, iperf3, Redis)");
-  Result<Json> bm = runner.Client({{"task", "bm_transfer"}, {"master", cluster.master_endpoint()},
-                                   {"size", size}, {"ids", 4}, {"rdd", 1},
-                                   {"level", "MEMORY_ONLY"}});
-  Result<Json> zmq = UnavailableError("not run");
-  if (Result<PeerServer> server = StartRawZmqServer(runner.config().env, size); server.ok()) {
-    zmq = runner.Client({{"task", "zmq_transfer"},
-                         {"endpoint", "tcp://127.0.0.1:" + std::to_string(server->port)},
-                         {"size", size}});
-  } else {
-    zmq = server.status();
-  }
-  std::optional<double> iperf =
-      Value(RunIperf(runner.config().env, runner.config().seconds), runner, "iperf3", kGB);
-  Result<Json> redis = UnavailableError("not run");
-  if (Result<PeerServer> server = StartRedis(runner.config().env); server.ok()) {
-    redis = runner.Client({{"task", "redis_transfer"}, {"port", server->port}, {"size", size},
-                           {"ids", 4}});
-  } else {
-    redis = server.status();
-  }
+  Result<PeerServer> zmq_server = StartRawZmqServer(env, size);
+  Result<PeerServer> redis_server = StartRedis(env);
+  std::vector<Result<Json>> results = Interleaved(
+      runner.config(),
+      {[&] {
+         return runner.Client({{"task", "bm_transfer"}, {"master", cluster.master_endpoint()},
+                               {"size", size}, {"ids", 4}, {"rdd", 1}, {"level", "MEMORY_ONLY"}});
+       },
+       !zmq_server.ok() ? Failed(zmq_server.status())
+                        : [&] {
+                            return runner.Client(
+                                {{"task", "zmq_transfer"},
+                                 {"endpoint", "tcp://127.0.0.1:" + std::to_string(zmq_server->port)},
+                                 {"size", size}});
+                          },
+       [&]() -> Result<Json> {
+         ASSIGN_OR_RETURN(double rate, RunIperf(env, runner.config().seconds));
+         return Json{{"bytes_per_s", rate}};
+       },
+       !redis_server.ok() ? Failed(redis_server.status())
+                          : [&] {
+                              return runner.Client({{"task", "redis_transfer"},
+                                                    {"port", redis_server->port},
+                                                    {"size", size},
+                                                    {"ids", 4}});
+                            }});
+  const Result<Json>& bm = results[0];
+  const Result<Json>& zmq = results[1];
+  const std::optional<double> iperf = runner.Figure(results[2], "bytes_per_s", kGB, "iperf3");
+  const Result<Json>& redis = results[3];
   for (const char* op : {"get", "put"}) {
     const std::string key = std::string(op) + "_bytes_per_s";
     const std::string workload = std::string("1. 64 MiB ") + op + ", memory";
@@ -137,24 +180,36 @@ void LargeBlocks(Runner& runner, BlockmgrCluster& cluster, std::optional<double>
 void MediumBlocks(Runner& runner, BlockmgrCluster& cluster) {
   const uint64_t size = 1u << 20;
   const int ids = 64;
+  const BenchEnv& env = runner.config().env;
   Progress("2: 1 MiB blocks (blockmgr, Redis, memcached)");
-  Result<Json> bm = runner.Client({{"task", "bm_transfer"}, {"master", cluster.master_endpoint()},
-                                   {"size", size}, {"ids", ids}, {"rdd", 2},
-                                   {"level", "MEMORY_ONLY"}, {"min_ops", 20}});
-  Result<Json> redis = UnavailableError("not run");
-  if (Result<PeerServer> server = StartRedis(runner.config().env); server.ok()) {
-    redis = runner.Client({{"task", "redis_transfer"}, {"port", server->port}, {"size", size},
-                           {"ids", ids}, {"min_ops", 20}});
-  } else {
-    redis = server.status();
-  }
-  Result<Json> memcached = UnavailableError("not run");
-  if (Result<PeerServer> server = StartMemcached(runner.config().env, 4, 1024); server.ok()) {
-    memcached = runner.Client({{"task", "memcached_transfer"}, {"port", server->port},
-                               {"size", size}, {"ids", ids}, {"min_ops", 20}});
-  } else {
-    memcached = server.status();
-  }
+  Result<PeerServer> redis_server = StartRedis(env);
+  Result<PeerServer> memcached_server = StartMemcached(env, 4, 1024);
+  std::vector<Result<Json>> results = Interleaved(
+      runner.config(),
+      {[&] {
+         return runner.Client({{"task", "bm_transfer"}, {"master", cluster.master_endpoint()},
+                               {"size", size}, {"ids", ids}, {"rdd", 2},
+                               {"level", "MEMORY_ONLY"}, {"min_ops", 20}});
+       },
+       !redis_server.ok() ? Failed(redis_server.status())
+                          : [&] {
+                              return runner.Client({{"task", "redis_transfer"},
+                                                    {"port", redis_server->port},
+                                                    {"size", size},
+                                                    {"ids", ids},
+                                                    {"min_ops", 20}});
+                            },
+       !memcached_server.ok() ? Failed(memcached_server.status())
+                              : [&] {
+                                  return runner.Client({{"task", "memcached_transfer"},
+                                                        {"port", memcached_server->port},
+                                                        {"size", size},
+                                                        {"ids", ids},
+                                                        {"min_ops", 20}});
+                                }});
+  const Result<Json>& bm = results[0];
+  const Result<Json>& redis = results[1];
+  const Result<Json>& memcached = results[2];
   for (const char* op : {"get", "put"}) {
     const std::string key = std::string(op) + "_bytes_per_s";
     const std::string workload = std::string("2. 1 MiB ") + op + ", memory";
@@ -167,29 +222,35 @@ void MediumBlocks(Runner& runner, BlockmgrCluster& cluster) {
 
 void SmallGets(Runner& runner, BlockmgrCluster& cluster) {
   const uint64_t size = 4096;
+  const BenchEnv& env = runner.config().env;
   Progress("3: 4 KiB gets (blockmgr, raw ZeroMQ round trips, Redis)");
-  Json bm_task{{"task", "bm_small_gets"}, {"master", cluster.master_endpoint()}, {"size", size},
-               {"ids", 1000}, {"rdd", 3}, {"min_ops", 100}};
-  Result<Json> bm_one = runner.Client(With(bm_task, "threads", 1));
-  Result<Json> bm_16 = runner.Client(With(bm_task, "threads", 16));
-  Result<Json> zmq = UnavailableError("not run");
-  if (Result<PeerServer> server = StartRawZmqServer(runner.config().env, size); server.ok()) {
-    zmq = runner.Client({{"task", "zmq_round_trips"},
-                         {"endpoint", "tcp://127.0.0.1:" + std::to_string(server->port)},
-                         {"size", size}, {"min_ops", 100}});
-  } else {
-    zmq = server.status();
-  }
-  Result<Json> redis_one = UnavailableError("not run");
-  Result<Json> redis_16 = UnavailableError("not run");
-  if (Result<PeerServer> server = StartRedis(runner.config().env); server.ok()) {
-    Json task{{"task", "redis_small_gets"}, {"port", server->port}, {"size", size}, {"ids", 1000},
-              {"min_ops", 100}};
-    redis_one = runner.Client(With(task, "pipeline", 1));
-    redis_16 = runner.Client(With(task, "pipeline", 16));
-  } else {
-    redis_one = redis_16 = server.status();
-  }
+  const Json bm_task{{"task", "bm_small_gets"}, {"master", cluster.master_endpoint()},
+                     {"size", size}, {"ids", 1000}, {"rdd", 3}, {"min_ops", 100}};
+  Result<PeerServer> zmq_server = StartRawZmqServer(env, size);
+  Result<PeerServer> redis_server = StartRedis(env);
+  const Json redis_task{{"task", "redis_small_gets"}, {"port", redis_server.ok() ? redis_server->port : 0},
+                        {"size", size}, {"ids", 1000}, {"min_ops", 100}};
+  std::vector<Result<Json>> results = Interleaved(
+      runner.config(),
+      {[&] { return runner.Client(With(bm_task, "threads", 1)); },
+       [&] { return runner.Client(With(bm_task, "threads", 16)); },
+       !zmq_server.ok() ? Failed(zmq_server.status())
+                        : [&] {
+                            return runner.Client(
+                                {{"task", "zmq_round_trips"},
+                                 {"endpoint", "tcp://127.0.0.1:" + std::to_string(zmq_server->port)},
+                                 {"size", size},
+                                 {"min_ops", 100}});
+                          },
+       !redis_server.ok() ? Failed(redis_server.status())
+                          : [&] { return runner.Client(With(redis_task, "pipeline", 1)); },
+       !redis_server.ok() ? Failed(redis_server.status())
+                          : [&] { return runner.Client(With(redis_task, "pipeline", 16)); }});
+  const Result<Json>& bm_one = results[0];
+  const Result<Json>& bm_16 = results[1];
+  const Result<Json>& zmq = results[2];
+  const Result<Json>& redis_one = results[3];
+  const Result<Json>& redis_16 = results[4];
   std::optional<double> one = runner.Figure(bm_one, "ops_per_s", 1, "blockmgr 4 KiB gets");
   runner.Add("3a. 4 KiB get, one at a time", "ops/s", one, "raw ZeroMQ round trip",
              runner.Figure(zmq, "ops_per_s", 1, "raw ZeroMQ round trips"), 0.8);
@@ -207,18 +268,26 @@ void SmallGets(Runner& runner, BlockmgrCluster& cluster) {
 void DiskBlocks(Runner& runner, BlockmgrCluster& cluster) {
   const uint64_t size = 1u << 20;
   Progress("4: 1 MiB DISK_ONLY blocks (blockmgr, db_bench)");
-  // Enough ids that every put in the timed window writes a new block, as fillseq does.
-  Result<Json> bm = runner.Client({{"task", "bm_transfer"}, {"master", cluster.master_endpoint()},
-                                   {"size", size}, {"ids", 100000}, {"rdd", 4},
-                                   {"level", "DISK_ONLY"}, {"min_ops", 20}});
-  Result<DbBenchRates> db = RunDbBench(runner.config().env, size, runner.config().db_bench_values);
-  std::optional<double> fill, read;
-  if (db.ok()) {
-    fill = db->fillseq_bytes_per_s / kMB;
-    read = db->readrandom_bytes_per_s / kMB;
-  } else {
-    runner.Note("db_bench: " + db.status().message());
-  }
+  int round = 0;
+  std::vector<Result<Json>> results = Interleaved(
+      runner.config(),
+      {[&] {
+         // Enough ids that every put in the timed window writes a new block, as fillseq does;
+         // a new RDD each round so no round replaces another's blocks.
+         return runner.Client({{"task", "bm_transfer"}, {"master", cluster.master_endpoint()},
+                               {"size", size}, {"ids", 100000}, {"rdd", 40 + round++},
+                               {"level", "DISK_ONLY"}, {"min_ops", 20}});
+       },
+       [&]() -> Result<Json> {
+         ASSIGN_OR_RETURN(DbBenchRates rates,
+                          RunDbBench(runner.config().env, size, runner.config().db_bench_values));
+         return Json{{"fillseq", rates.fillseq_bytes_per_s},
+                     {"readrandom", rates.readrandom_bytes_per_s}};
+       }});
+  const Result<Json>& bm = results[0];
+  const Result<Json>& db = results[1];
+  const std::optional<double> fill = runner.Figure(db, "fillseq", kMB, "db_bench");
+  const std::optional<double> read = runner.Figure(db, "readrandom", kMB, "db_bench");
   runner.Add("4. 1 MiB DISK_ONLY put", "MB/s", runner.Figure(bm, "put_bytes_per_s", kMB, "disk put"),
              "db_bench fillseq", fill, 0.8);
   runner.Add("4. 1 MiB DISK_ONLY get", "MB/s", runner.Figure(bm, "get_bytes_per_s", kMB, "disk get"),

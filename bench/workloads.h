@@ -15,6 +15,9 @@ struct BenchConfig {
   BenchEnv env;
   // Seconds each timed measurement runs (at least; see Duration).
   double seconds = 2;
+  // Each side-by-side measurement runs this many times, blockmgr and peers taking turns; the
+  // report gives medians.
+  int rounds = 3;
   // Size of workload 6's single DISK_ONLY block; 0 skips workload 6.
   uint64_t big_block_bytes = 3ull << 30;
   // Blocks registered with the master in workload 5, in increasing order.
