@@ -17,15 +17,6 @@ using Loc = std::tuple<std::string, std::string, uint64_t>;
 constexpr uint64_t kMiB = 1 << 20;
 
 // Asks one worker directly whether it holds a block (not the master's view).
-bool WorkerHolds(zmq::context_t& context, const std::string& endpoint, const std::string& block) {
-  RpcChannel channel(context, endpoint, std::chrono::seconds(5));
-  capnp::MallocMessageBuilder request;
-  request.initRoot<proto::Request>().initContainsBlock().setBlockId(block);
-  Result<IncomingMessage> reply = channel.Call(request);
-  EXPECT_TRUE(reply.ok()) << reply.status().ToString();
-  return reply.ok() && reply->reply().getContains().getPresent();
-}
-
 std::string Put(LocalCluster& cluster, const std::string& block, size_t size,
                 const std::string& level, const std::string& worker = "") {
   std::string data = RandomBytes(size, std::hash<std::string>()(block));
@@ -106,13 +97,12 @@ TEST(ClusterBehaviourTest, RemoveRddReachesEveryWorkerHoldingIt) {
   Put(cluster, "rdd_4_0", 1000, "MEMORY_ONLY", "w1");
 
   EXPECT_EQ(cluster.BmctlJson({"rm-rdd", "3"}), nlohmann::json({{"removed", 3}}));
-  zmq::context_t context;
   for (const char* block : {"rdd_3_0", "rdd_3_1", "rdd_3_2"}) {
-    EXPECT_FALSE(WorkerHolds(context, cluster.worker_endpoint("w1"), block)) << block;
-    EXPECT_FALSE(WorkerHolds(context, cluster.worker_endpoint("w2"), block)) << block;
+    EXPECT_FALSE(cluster.WorkerHolds("w1", block)) << block;
+    EXPECT_FALSE(cluster.WorkerHolds("w2", block)) << block;
   }
   EXPECT_EQ(cluster.BmctlJson({"blocks", "--rdd", "3"}), nlohmann::json::array());
-  EXPECT_TRUE(WorkerHolds(context, cluster.worker_endpoint("w1"), "rdd_4_0"));
+  EXPECT_TRUE(cluster.WorkerHolds("w1", "rdd_4_0"));
   EXPECT_EQ(cluster.BmctlJson({"rm-rdd", "3"}), nlohmann::json({{"removed", 0}}));
 }
 

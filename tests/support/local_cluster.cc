@@ -1,5 +1,6 @@
 #include "tests/support/local_cluster.h"
 
+#include <capnp/message.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -7,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/protocol.h"
 #include "common/transport.h"
 
 namespace bm::testing {
@@ -141,6 +143,15 @@ nlohmann::json LocalCluster::BmctlJson(const std::vector<std::string>& args,
   nlohmann::json parsed = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) ADD_FAILURE() << "bmctl printed invalid JSON: " << r.out;
   return parsed;
+}
+
+bool LocalCluster::WorkerHolds(const std::string& worker_id, const std::string& block) {
+  RpcChannel channel(context_, worker_endpoint(worker_id), std::chrono::seconds(5));
+  capnp::MallocMessageBuilder request;
+  request.initRoot<proto::Request>().initContainsBlock().setBlockId(block);
+  Result<IncomingMessage> reply = channel.Call(request);
+  EXPECT_TRUE(reply.ok()) << worker_id << ": " << reply.status().ToString();
+  return reply.ok() && reply->reply().getContains().getPresent();
 }
 
 std::map<std::string, std::vector<std::tuple<std::string, std::string, uint64_t>>>

@@ -57,6 +57,9 @@ class LocalCluster {
   // Where each listed block is, as {block id -> [(worker id, tier, size)]}, from `locations`.
   std::map<std::string, std::vector<std::tuple<std::string, std::string, uint64_t>>> Locations(
       const std::vector<std::string>& block_ids);
+  // Whether the worker itself says it holds the block (asked over its data port, not the
+  // master). Records a test failure if the worker does not answer.
+  bool WorkerHolds(const std::string& worker_id, const std::string& block);
   // The tail of a process's log, for failure messages.
   std::string LogTail(const std::string& name) const;
 

@@ -321,6 +321,146 @@ TEST_F(MasterServerTest, ReportedBlocksAppearInLocationsListsAndRdds) {
   EXPECT_EQ(list[1].getCachedPartitions(), 1u);
 }
 
+// ---- compute leases and RDD descriptions ----
+
+// "cached w1,w2", "granted", "busy <holder>", or the error, for acquireCompute on `channel`.
+std::string Acquire(RpcChannel& channel, const std::string& block, const std::string& holder,
+                    uint32_t wait_ms, const std::vector<std::string>& failed = {},
+                    uint32_t lease_ms = 10000, uint64_t* token = nullptr) {
+  capnp::MallocMessageBuilder message;
+  auto request = message.initRoot<proto::Request>().initAcquireCompute();
+  request.setBlockId(block);
+  request.setHolder(holder);
+  request.setLeaseMs(lease_ms);
+  request.setWaitMs(wait_ms);
+  auto list = request.initFailedWorkers(failed.size());
+  for (size_t i = 0; i < failed.size(); ++i) list.set(i, failed[i]);
+  Result<IncomingMessage> reply = channel.Call(message);
+  if (!reply.ok()) return reply.status().ToString();
+  proto::ComputeReply::Reader compute = reply->reply().getCompute();
+  switch (compute.which()) {
+    case proto::ComputeReply::CACHED: {
+      std::string out = "cached";
+      const char* separator = " ";
+      for (proto::Location::Reader location : compute.getCached().getLocations()) {
+        out += separator + std::string(location.getWorkerId().cStr());
+        separator = ",";
+      }
+      return out;
+    }
+    case proto::ComputeReply::GRANTED:
+      if (token != nullptr) *token = compute.getGranted();
+      return "granted";
+    case proto::ComputeReply::BUSY:
+      return "busy " + std::string(compute.getBusy().getHolder().cStr());
+    default:
+      return "?";
+  }
+}
+
+Status LeaseCall(RpcChannel& channel, bool renew, const std::string& block, uint64_t token) {
+  capnp::MallocMessageBuilder message;
+  auto root = message.initRoot<proto::Request>();
+  auto lease = renew ? root.initRenewCompute() : root.initReleaseCompute();
+  lease.setBlockId(block);
+  lease.setToken(token);
+  return channel.Call(message).status();
+}
+
+TEST_F(MasterServerTest, AcquireComputeGrantsAMissingBlockAndAnswersCachedForAStoredOne) {
+  StartMaster();
+  ASSERT_TRUE(Register("w1", "tcp://127.0.0.1:1", {{"rdd_1_0", Tier::kMemory, 10}}).ok());
+  EXPECT_EQ(Acquire(*channel_, "rdd_1_0", "a", 0), "cached w1");
+  EXPECT_EQ(Acquire(*channel_, "rdd_1_1", "a", 0), "granted");
+  // With w1 failing to serve its copy, the block counts as missing.
+  EXPECT_EQ(Acquire(*channel_, "rdd_1_0", "a", 0, {"w1"}), "granted");
+}
+
+TEST_F(MasterServerTest, WaitersAreAnsweredWithTheLocationOnceTheBlockIsReported) {
+  StartMaster();
+  ASSERT_TRUE(Register("w1", "tcp://127.0.0.1:1").ok());
+  ASSERT_EQ(Acquire(*channel_, "rdd_1_0", "holder", 0), "granted");
+  std::vector<std::string> answers(3);
+  std::vector<std::thread> waiters;
+  for (size_t i = 0; i < answers.size(); ++i) {
+    waiters.emplace_back([&, i] {
+      RpcChannel channel(context_, server_->endpoint(), 20000ms);
+      answers[i] = Acquire(channel, "rdd_1_0", "waiter", 15000);
+    });
+  }
+  ASSERT_TRUE(testing::WaitFor([&] { return Acquire(*channel_, "rdd_1_0", "probe", 0) == "busy holder"; },
+                      5000ms));
+  ASSERT_TRUE(Report("w1", {{"rdd_1_0", Tier::kMemory, 10}}).ok());
+  for (std::thread& waiter : waiters) waiter.join();
+  EXPECT_THAT(answers, ElementsAre("cached w1", "cached w1", "cached w1"));
+}
+
+TEST_F(MasterServerTest, AReleasedLeaseIsGrantedToTheWaiterAndTheOldTokenIsDead) {
+  StartMaster();
+  uint64_t token = 0;
+  ASSERT_EQ(Acquire(*channel_, "rdd_1_0", "a", 0, {}, 10000, &token), "granted");
+  std::string answer;
+  std::thread waiter([&] {
+    RpcChannel channel(context_, server_->endpoint(), 20000ms);
+    answer = Acquire(channel, "rdd_1_0", "b", 15000);
+  });
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return Acquire(*channel_, "rdd_1_0", "probe", 0) == "busy a"; }, 5000ms));
+  EXPECT_TRUE(LeaseCall(*channel_, /*renew=*/true, "rdd_1_0", token).ok());
+  EXPECT_TRUE(LeaseCall(*channel_, /*renew=*/false, "rdd_1_0", token).ok());
+  waiter.join();
+  EXPECT_EQ(answer, "granted");
+  EXPECT_EQ(LeaseCall(*channel_, /*renew=*/true, "rdd_1_0", token).code(), StatusCode::kAborted);
+}
+
+TEST_F(MasterServerTest, ALeaseNotRenewedExpiresAndGoesToTheWaiter) {
+  StartMaster();
+  ASSERT_EQ(Acquire(*channel_, "rdd_1_0", "dead", 0, {}, /*lease_ms=*/200), "granted");
+  RpcChannel channel(context_, server_->endpoint(), 20000ms);
+  EXPECT_EQ(Acquire(channel, "rdd_1_0", "b", 15000), "granted");
+}
+
+TEST_F(MasterServerTest, AcquireComputeRejectsBadArguments) {
+  StartMaster();
+  EXPECT_THAT(Acquire(*channel_, "rdd_x", "a", 0), ::testing::StartsWith("invalid argument"));
+  EXPECT_THAT(Acquire(*channel_, "rdd_1_0", "", 0), ::testing::StartsWith("invalid argument"));
+  EXPECT_THAT(Acquire(*channel_, "rdd_1_0", "a", 0, {}, /*lease_ms=*/0),
+              ::testing::StartsWith("invalid argument"));
+  EXPECT_TRUE(Ping().ok());
+}
+
+TEST_F(MasterServerTest, RegisteredRddsAreListedUntilRemoved) {
+  StartMaster();
+  capnp::MallocMessageBuilder message;
+  auto rdd = message.initRoot<proto::Request>().initRegisterRdd();
+  rdd.setRddId(7);
+  rdd.setName("counts");
+  rdd.setLevel(proto::StorageLevel::DISK_ONLY);
+  rdd.setTotalPartitions(16);
+  ASSERT_TRUE(channel_->Call(message).ok());
+  FakeWorker worker(context_, true);
+  ASSERT_TRUE(Register("w1", worker.address(), {{"rdd_7_3", Tier::kDisk, 10}}).ok());
+
+  auto list_rdds = [&] {
+    capnp::MallocMessageBuilder list;
+    list.initRoot<proto::Request>().setListRdds();
+    std::vector<std::string> out;
+    Result<IncomingMessage> reply = channel_->Call(list);
+    EXPECT_TRUE(reply.ok());
+    if (!reply.ok()) return out;
+    for (proto::RddInfo::Reader info : reply->reply().getRdds()) {
+      out.push_back(std::to_string(info.getRddId()) + " " + info.getName().cStr() + " " +
+                    std::string(StorageLevelName(FromProto(info.getLevel()))) + " " +
+                    std::to_string(info.getCachedPartitions()) + "/" +
+                    std::to_string(info.getTotalPartitions()));
+    }
+    return out;
+  };
+  EXPECT_THAT(list_rdds(), ElementsAre("7 counts DISK_ONLY 1/16"));
+  ASSERT_TRUE(RemoveRdd(7).ok());
+  EXPECT_THAT(list_rdds(), IsEmpty());
+}
+
 TEST_F(MasterServerTest, GetLocationsWithABadIdIsInvalidArgument) {
   StartMaster();
   EXPECT_EQ(GetLocations({"rdd_1_0", "rdd_01_0"}).status().code(), StatusCode::kInvalidArgument);
