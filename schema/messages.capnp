@@ -12,8 +12,7 @@ enum Tier {
   disk @1;
 }
 
-# Spark's storage levels. The _2 forms ask for two copies (replication is not implemented
-# yet: one copy is stored, and the level is recorded).
+# Spark's storage levels. The _2 forms keep two copies on distinct workers.
 enum StorageLevel {
   memoryOnly @0;
   memoryAndDisk @1;
@@ -69,6 +68,16 @@ struct RegisterWorker {
   address @1 :Text;            # where clients and the master reach this worker's data port
   stats @2 :WorkerStats;
   blocks @3 :List(BlockStatus);  # full block report: everything the worker holds now
+  # Placement labels (empty = none). Replicas of a block go to distinct racks first, then
+  # distinct hosts, then distinct workers, as HDFS places them.
+  host @4 :Text;
+  rack @5 :Text;
+}
+
+enum WorkerState {
+  active @0;
+  unconfirmed @1;      # known from the master's journal; has not re-registered since a restart
+  decommissioning @2;  # takes no new blocks; its blocks are being copied elsewhere
 }
 
 struct RegisterReply {
@@ -110,6 +119,30 @@ struct WorkerInfo {
   address @1 :Text;
   stats @2 :WorkerStats;
   lastHeartbeatAgeMs @3 :UInt64;
+  host @4 :Text;
+  rack @5 :Text;
+  state @6 :WorkerState;
+}
+
+# Client -> master: drain a worker. It stops taking new blocks, every block it holds is copied
+# to other workers (keeping its level), and then it is told to shut down. Replies `ok` once
+# the drain has started; `listWorkers` shows its progress.
+struct DecommissionWorker {
+  workerId @0 :Text;
+}
+
+# Master -> worker: copy one of your blocks to these workers (at `level`), then answer
+# `replicated` with how many copies were made. Used to restore a block's replication after a
+# worker died, and to drain a decommissioning worker.
+struct ReplicateBlock {
+  blockId @0 :Text;
+  level @1 :StorageLevel;
+  targets @2 :List(ReplicaTarget);
+}
+
+struct ReplicaTarget {
+  workerId @0 :Text;
+  address @1 :Text;
 }
 
 struct ListBlocks {
@@ -258,6 +291,10 @@ struct Request {
     acquireCompute @15 :AcquireCompute;
     renewCompute @16 :ComputeLease;
     releaseCompute @17 :ComputeLease;
+    decommissionWorker @18 :DecommissionWorker;
+    replicateBlock @19 :ReplicateBlock;
+    decommission @20 :Void;   # master -> worker: refuse new blocks from now on
+    shutdown @21 :Void;       # master -> worker: drained; answer ok and exit
   }
 }
 
@@ -276,5 +313,6 @@ struct Reply {
     get @10 :GetReply;
     contains @11 :ContainsReply;
     compute @12 :ComputeReply;
+    replicated @13 :UInt32;   # copies made by a replicateBlock
   }
 }
