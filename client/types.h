@@ -24,6 +24,9 @@ struct WorkerInfo {
   uint64_t disk_capacity = 0;  // 0 = unlimited
   uint64_t block_count = 0;
   uint64_t last_heartbeat_age_ms = 0;
+  std::string host;  // placement label; empty when the worker declared none
+  std::string rack;  // placement label; empty when the worker declared none
+  std::string state = "active";  // "active", "unconfirmed" or "decommissioning"
 
   uint64_t memory_free() const {
     return memory_capacity > memory_used ? memory_capacity - memory_used : 0;
@@ -58,17 +61,22 @@ struct RddInfo {
   std::vector<std::string> workers;  // ids of the workers holding at least one of its blocks
 };
 
-// Where a Put stored the block.
+// Where a Put stored the block. The first copy's worker, address and tier, and every copy's
+// worker.
 struct PutResult {
   std::string worker_id;
   std::string address;
   Tier tier = Tier::kMemory;
   uint64_t size = 0;
+  std::vector<std::string> replicas{};  // workers holding a copy, `worker_id` first
+  uint32_t copies_wanted = 1;           // less than replicas.size() when too few workers could
 };
 
 struct PutOptions {
   // Store the block on this worker instead of letting the client choose (see Client::Put).
   std::optional<std::string> worker_id;
+  // Copies to store on distinct workers; 0 = as the level says (2 for the _2 levels, else 1).
+  uint32_t replication = 0;
   // Try workers on this client's own host first (see ClientOptions::local_hosts), in placement
   // order, then the others. Get-or-compute stores what it computed this way, as Spark does.
   bool prefer_local = false;
