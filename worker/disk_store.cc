@@ -2,7 +2,9 @@
 
 #include <rocksdb/db.h>
 #include <rocksdb/iterator.h>
+#include <rocksdb/cache.h>
 #include <rocksdb/options.h>
+#include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 #include <spdlog/spdlog.h>
 
@@ -104,16 +106,22 @@ Status FromRocks(const rocksdb::Status& s, const std::string& what) {
   return InternalError(what + ": " + s.ToString());
 }
 
-// Chunk bytes read from RocksDB, owned without a further copy.
-class StringChunk final : public Chunk {
+// Chunk bytes read from RocksDB, pinned where RocksDB read them (the table block it loaded
+// from the file, a block cache entry, or its own copy of a memtable value): handed to the
+// network with no copy. A chunk may outlive the store (a send still queued in ZeroMQ when the
+// worker shuts down), so it shares ownership of the block cache its pin may point into;
+// `cache_` is declared first so it is destroyed after the pin is released.
+class PinnedChunk final : public Chunk {
  public:
-  explicit StringChunk(std::string data) : data_(std::move(data)) {}
+  explicit PinnedChunk(std::shared_ptr<rocksdb::Cache> cache) : cache_(std::move(cache)) {}
+  rocksdb::PinnableSlice& value() { return value_; }
   std::span<const std::byte> bytes() const override {
-    return {reinterpret_cast<const std::byte*>(data_.data()), data_.size()};
+    return {reinterpret_cast<const std::byte*>(value_.data()), value_.size()};
   }
 
  private:
-  std::string data_;
+  std::shared_ptr<rocksdb::Cache> cache_;
+  rocksdb::PinnableSlice value_;
 };
 
 rocksdb::Slice ToSlice(std::span<const std::byte> bytes) {
@@ -130,6 +138,8 @@ struct DiskStore::Impl {
   uint64_t next_generation = 1;
   rocksdb::WriteOptions write_options;  // WAL on, not synced: survives a process kill
   rocksdb::ReadOptions read_options;
+  // The database's block cache, shared with the chunks pinned into it (see PinnedChunk).
+  std::shared_ptr<rocksdb::Cache> block_cache;
 };
 
 // States: writing -> committed, or writing -> abandoned (failed append, failed commit or
@@ -269,7 +279,8 @@ DiskStore::DiskStore(std::unique_ptr<rocksdb::DB> db, uint64_t limit)
 
 DiskStore::~DiskStore() = default;
 
-Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir, uint64_t limit_bytes) {
+Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir, uint64_t limit_bytes,
+                                                   DiskValueFormat format) {
   if (dir.empty()) return InvalidArgumentError("disk store directory is empty");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -284,13 +295,20 @@ Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir, uint6
   options.create_if_missing = true;
   // Block bytes are usually already compressed or serialized compactly; metadata is tiny.
   options.compression = rocksdb::kNoCompression;
-  // Chunks are ~1 MiB values: keep them in blob files so compactions move only small keys and
-  // pointers instead of rewriting every block's bytes at each level.
-  options.enable_blob_files = true;
-  options.min_blob_size = 4 * kKiB;
-  options.blob_file_size = 256 * kMiB;
-  options.enable_blob_garbage_collection = true;
-  options.blob_garbage_collection_force_threshold = 0.5;
+  if (format == DiskValueFormat::kBlobFiles) {
+    // Chunks in blob files: compactions move only small keys and pointers instead of rewriting
+    // every block's bytes at each level, but every read is a file read of its own.
+    options.enable_blob_files = true;
+    options.min_blob_size = 4 * kKiB;
+    options.blob_file_size = 256 * kMiB;
+    options.enable_blob_garbage_collection = true;
+    options.blob_garbage_collection_force_threshold = 0.5;
+  }
+  // RocksDB's default size, made explicit so chunks pinned into it can keep it alive.
+  std::shared_ptr<rocksdb::Cache> block_cache = rocksdb::NewLRUCache(32 * kMiB);
+  rocksdb::BlockBasedTableOptions table_options;
+  table_options.block_cache = block_cache;
+  options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table_options));
   options.write_buffer_size = 64 * kMiB;
   options.max_write_buffer_number = 3;
   options.target_file_size_base = 64 * kMiB;
@@ -312,6 +330,7 @@ Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir, uint6
     return InternalError("cannot open disk store " + dir + ": " + text);
   }
   std::unique_ptr<DiskStore> store(new DiskStore(std::unique_ptr<rocksdb::DB>(raw), limit_bytes));
+  store->impl_->block_cache = std::move(block_cache);
   RETURN_IF_ERROR(store->LoadIndex());
   return store;
 }
@@ -429,12 +448,16 @@ Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generatio
   const uint64_t last = (end - 1) / meta.chunk_bytes;
   // A snapshot so every chunk comes from the same moment, whatever writes happen meanwhile.
   rocksdb::ReadOptions options = impl_->read_options;
+  // A chunk is read whole and sent once; caching it would only churn the block cache.
+  options.fill_cache = false;
   const rocksdb::Snapshot* snapshot = db_->GetSnapshot();
   options.snapshot = snapshot;
   Status status;
   for (uint64_t i = first; i <= last && status.ok(); ++i) {
-    std::string value;
-    rocksdb::Status s = db_->Get(options, ChunkKey(id, generation, i), &value);
+    auto chunk = std::make_shared<PinnedChunk>(impl_->block_cache);
+    rocksdb::PinnableSlice& value = chunk->value();
+    rocksdb::Status s =
+        db_->Get(options, db_->DefaultColumnFamily(), ChunkKey(id, generation, i), &value);
     if (s.IsNotFound()) {
       status = AbortedError("chunk " + std::to_string(i) + " of block " + id.ToString() +
                             " generation " + std::to_string(generation) + " is gone");
@@ -452,8 +475,7 @@ Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generatio
     }
     const uint64_t from = std::max(offset, chunk_start) - chunk_start;
     const uint64_t to = std::min(end, chunk_start + expected) - chunk_start;
-    read.chunks.push_back(
-        SliceChunk(std::make_shared<StringChunk>(std::move(value)), from, to - from));
+    read.chunks.push_back(SliceChunk(std::move(chunk), from, to - from));
   }
   db_->ReleaseSnapshot(snapshot);
   if (!status.ok()) return status;
