@@ -32,6 +32,8 @@ Result<Json> BlockmgrTransferTask(const Json& task);
 Result<Json> BlockmgrSmallGetsTask(const Json& task);
 // blockmgr ("master", "size"): one huge DISK_ONLY block streamed in and out, checked byte for byte.
 Result<Json> BlockmgrBigBlockTask(const Json& task);
+// The worker's disk store in this process ("dir", "size"): plain values against blob files.
+Result<Json> DiskStoreFormatsTask(const Json& task);
 // bm-master ("master", "master_pid", "counts", "batch"): a fake worker reports blocks.
 Result<Json> MasterLoadTask(const Json& task);
 // Redis ("port", "size", "ids"): SET then GET.

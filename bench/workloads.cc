@@ -278,6 +278,12 @@ void DiskBlocks(Runner& runner, BlockmgrCluster& cluster) {
                                {"size", size}, {"ids", 100000}, {"rdd", 40 + round++},
                                {"level", "DISK_ONLY"}, {"min_ops", 20}});
        },
+       [&] {
+         return runner.Client({{"task", "disk_store_formats"},
+                               {"dir", runner.config().env.work_dir + "/formats-disk-store"},
+                               {"size", size},
+                               {"min_ops", 20}});
+       },
        [&]() -> Result<Json> {
          ASSIGN_OR_RETURN(DbBenchRates rates,
                           RunDbBench(runner.config().env, size, runner.config().db_bench_values));
@@ -285,13 +291,22 @@ void DiskBlocks(Runner& runner, BlockmgrCluster& cluster) {
                      {"readrandom", rates.readrandom_bytes_per_s}};
        }});
   const Result<Json>& bm = results[0];
-  const Result<Json>& db = results[1];
+  const Result<Json>& formats = results[1];
+  const Result<Json>& db = results[2];
   const std::optional<double> fill = runner.Figure(db, "fillseq", kMB, "db_bench");
   const std::optional<double> read = runner.Figure(db, "readrandom", kMB, "db_bench");
   runner.Add("4. 1 MiB DISK_ONLY put", "MB/s", runner.Figure(bm, "put_bytes_per_s", kMB, "disk put"),
              "db_bench fillseq", fill, 0.8);
   runner.Add("4. 1 MiB DISK_ONLY get", "MB/s", runner.Figure(bm, "get_bytes_per_s", kMB, "disk get"),
              "db_bench readrandom", read, 0.8);
+  // The disk store alone, its default format against the other (DiskValueFormat).
+  for (const char* op : {"put", "get"}) {
+    const std::string o(op);
+    runner.Add("4s. DiskStore in-process 1 MiB " + o + ", plain values", "MB/s",
+               runner.Figure(formats, "plain_" + o + "_bytes_per_s", kMB, "disk store formats"),
+               "DiskStore with blob files",
+               runner.Figure(formats, "blob_" + o + "_bytes_per_s", kMB, "disk store formats"));
+  }
 }
 
 // ---- workload 5: the master alone ----
