@@ -1,0 +1,138 @@
+// bm-wordcount: word counts over a text file, with the per-partition counts cached in a
+// blockmgr cluster (examples/wordcount/wordcount_job.h), plus a reproducible corpus generator.
+// Exit codes: 0 success; 1 runtime failure (one line on stderr); 2 usage error.
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "client/bmctl_args.h"
+#include "client/client.h"
+#include "common/allocator.h"
+#include "common/byte_size.h"
+#include "common/storage_level.h"
+#include "examples/wordcount/corpus_generator.h"
+#include "examples/wordcount/wordcount_job.h"
+
+namespace bm::wordcount {
+namespace {
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+int Fail(const Status& status) {
+  std::cerr << "bm-wordcount: " << status.ToString() << "\n";
+  return kExitFailure;
+}
+
+int UsageError(const std::string& message) {
+  std::cerr << "bm-wordcount: " << message << " (see bm-wordcount --help)\n";
+  return kExitUsage;
+}
+
+int Generate(const std::string& output, uint64_t size, uint64_t seed) {
+  Result<uint64_t> written = WriteCorpus(output, size, seed);
+  if (!written.ok()) return Fail(written.status());
+  std::cout << "generated " << *written << " bytes (" << FormatBytes(*written) << ", seed "
+            << seed << ") into " << output << "\n";
+  return 0;
+}
+
+int Run(const WordCountOptions& options, size_t top) {
+  Result<WordCountRun> run = RunWordCount(options);
+  if (!run.ok()) return Fail(run.status());
+  const auto top_words = run->counts.Top(top);
+  for (size_t i = 0; i < top_words.size(); ++i) {
+    std::printf("%4zu  %-16s %12llu\n", i + 1, top_words[i].first.c_str(),
+                static_cast<unsigned long long>(top_words[i].second));
+  }
+  std::printf("%s\n%s\n", ChecksumLine(run->counts).c_str(), SummaryLine(*run).c_str());
+  return std::fflush(stdout) == 0 ? 0 : Fail(InternalError("writing to stdout failed"));
+}
+
+int Unpersist(const std::string& master, uint64_t rdd_id) {
+  // Only the blocks' RDD id is needed, not the datasets that computed them: this is bmctl
+  // rm-rdd, and the way to unpersist from outside the job.
+  Client client(ClientOptions{.master_address = master});
+  Result<uint64_t> removed = client.RemoveRdd(rdd_id);
+  if (!removed.ok()) return Fail(removed.status());
+  std::cout << "removed " << *removed << " cached partition(s) of RDD " << rdd_id << "\n";
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"Word counts over a text file, with partitions cached in blockmgr.",
+               "bm-wordcount"};
+  app.require_subcommand(1);
+  app.footer("Exit codes: 0 success, 1 runtime failure, 2 usage error.");
+
+  std::string output;
+  std::string size_text = "64MiB";
+  uint64_t seed = 42;
+  CLI::App* generate = app.add_subcommand(
+      "generate", "write a reproducible English-like text (Zipf-distributed words)");
+  generate->add_option("--output", output, "the file to write")->required();
+  generate->add_option("--size", size_text, "at least this many bytes, e.g. 64MiB (default)");
+  generate->add_option("--seed", seed, "the same seed gives the same bytes (default 42)");
+
+  WordCountOptions options;
+  std::string level_text = std::string(StorageLevelName(options.level));
+  size_t top = 10;
+  CLI::App* run = app.add_subcommand(
+      "run", "count the words of a file; ends with 'partitions=N computed=C hits=H seconds=S'");
+  run->add_option("--master", options.master_address, "the master's address, tcp://HOST:PORT")
+      ->required();
+  run->add_option("--input", options.input, "the text file")->required();
+  run->add_option("--partitions", options.partitions, "partitions (default 16)")
+      ->check(CLI::Range(1u, 1u << 20));
+  run->add_option("--level", level_text,
+                  "storage level of the cached counts: " + StorageLevelNames() +
+                      " (default MEMORY_AND_DISK)");
+  run->add_option("--rdd-id", options.rdd_id,
+                  "RDD id of the cached counts; keep it across runs (default 100)");
+  run->add_option("--parallelism", options.parallelism,
+                  "partitions fetched or computed at once (default: one per core)");
+  run->add_option("--top", top, "how many of the most frequent words to print (default 10)");
+
+  std::string unpersist_master;
+  uint64_t unpersist_rdd = 100;
+  CLI::App* unpersist =
+      app.add_subcommand("unpersist", "remove every cached partition of the counts");
+  unpersist->add_option("--master", unpersist_master, "the master's address, tcp://HOST:PORT")
+      ->required();
+  unpersist->add_option("--rdd-id", unpersist_rdd, "RDD id of the cached counts (default 100)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    return UsageError(e.what());
+  }
+
+  // Every argument is checked before anything is read, written or sent.
+  if (generate->parsed()) {
+    Result<uint64_t> size = ParseByteSize(size_text);
+    if (!size.ok()) return UsageError(size.status().message());
+    return Generate(output, *size, seed);
+  }
+  if (run->parsed()) {
+    if (Status s = ValidateMasterAddress(options.master_address); !s.ok()) {
+      return UsageError(s.message());
+    }
+    Result<StorageLevel> level = ParseStorageLevel(level_text);
+    if (!level.ok()) return UsageError(level.status().message());
+    options.level = *level;
+    return Run(options, top);
+  }
+  if (Status s = ValidateMasterAddress(unpersist_master); !s.ok()) return UsageError(s.message());
+  return Unpersist(unpersist_master, unpersist_rdd);
+}
+
+}  // namespace
+}  // namespace bm::wordcount
+
+int main(int argc, char** argv) {
+  bm::TuneAllocatorForBlockBuffers();
+  return bm::wordcount::Main(argc, argv);
+}

@@ -1,0 +1,66 @@
+#include "examples/wordcount/wordcount_job.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "client/dataset.h"
+#include "examples/wordcount/text_splits.h"
+
+namespace bm::wordcount {
+
+std::string DatasetName(const std::string& input) {
+  return "wordcount:" + std::filesystem::path(input).filename().string();
+}
+
+Result<WordCountRun> RunWordCount(const WordCountOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(std::unique_ptr<TextSplits> splits,
+                   TextSplits::Open(options.input, options.partitions));
+
+  auto session = std::make_shared<CacheSession>(ClientOptions{.master_address = options.master_address});
+  // The lines dataset is never persisted, so its id names no blocks; it only has to differ
+  // from the counts dataset's.
+  auto lines = Dataset::Source(session, options.rdd_id + 1, "lines", options.partitions,
+                               [&splits](uint32_t i) { return splits->Read(i); });
+  auto counts = lines->Map(options.rdd_id, DatasetName(options.input),
+                           [](uint32_t, std::span<const std::byte> text) -> Result<PartitionData> {
+                             return WordCounts::Count(text).Encode();
+                           });
+  RETURN_IF_ERROR(counts->Persist(options.level));
+  ASSIGN_OR_RETURN(std::vector<PartitionData> partitions, counts->Collect(options.parallelism));
+
+  WordCountRun run;
+  run.partitions = options.partitions;
+  for (uint32_t i = 0; i < partitions.size(); ++i) {
+    Result<WordCounts> decoded = WordCounts::Decode(partitions[i]);
+    if (!decoded.ok()) {
+      return InternalError("partition " + std::to_string(i) + " of RDD " +
+                           std::to_string(options.rdd_id) + ": " + decoded.status().message());
+    }
+    run.counts.Merge(*decoded);
+  }
+  run.cache = session->counters();
+  run.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return run;
+}
+
+std::string ChecksumLine(const WordCounts& counts) {
+  char digest[17];
+  std::snprintf(digest, sizeof digest, "%016llx",
+                static_cast<unsigned long long>(counts.Digest()));
+  return "total_words=" + std::to_string(counts.total()) +
+         " distinct=" + std::to_string(counts.distinct()) + " digest=" + digest;
+}
+
+std::string SummaryLine(const WordCountRun& run) {
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.3f", run.seconds);
+  return "partitions=" + std::to_string(run.partitions) +
+         " computed=" + std::to_string(run.cache.computes) +
+         " hits=" + std::to_string(run.cache.hits()) + " seconds=" + seconds;
+}
+
+}  // namespace bm::wordcount

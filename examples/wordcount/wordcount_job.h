@@ -1,0 +1,54 @@
+#pragma once
+
+// The word count as two datasets over a text file:
+//   lines  (source)  partition i = the lines of byte range i of the file (text_splits.h);
+//                    never persisted, so reading it is the expensive part of a recompute
+//   counts (map)     partition i = the word counts of lines partition i, encoded compactly;
+//                    persisted, so later runs read it from the cache instead of recomputing
+// Collecting `counts` and merging its partitions gives the file's word counts. A partition
+// lost with its worker is recomputed from `lines`, so every run gives the same counts.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "client/types.h"
+#include "common/status.h"
+#include "common/storage_level.h"
+#include "examples/wordcount/word_counts.h"
+
+namespace bm::wordcount {
+
+struct WordCountOptions {
+  std::string master_address;
+  std::string input;
+  uint32_t partitions = 16;
+  StorageLevel level = StorageLevel::kMemoryAndDisk;
+  // Names the cached blocks (rdd_<id>_<partition>): the same across runs, so a run finds what
+  // an earlier one cached.
+  uint64_t rdd_id = 100;
+  size_t parallelism = 0;  // partitions fetched or computed at once; 0 = one per core
+};
+
+// What one run found and what caching did for it.
+struct WordCountRun {
+  uint32_t partitions = 0;
+  WordCounts counts;
+  CacheCounters cache;
+  double seconds = 0;  // wall time of the whole run, connecting included
+};
+
+// The name the counts dataset is registered under: "wordcount:<input file name>".
+std::string DatasetName(const std::string& input);
+
+// Counts the words of options.input, reading cached partitions and computing (then caching)
+// the others.
+Result<WordCountRun> RunWordCount(const WordCountOptions& options);
+
+// "total_words=T distinct=D digest=<16 hex digits>": equal across runs exactly when the merged
+// counts are.
+std::string ChecksumLine(const WordCounts& counts);
+// "partitions=N computed=C hits=H seconds=S": what caching bought this run.
+std::string SummaryLine(const WordCountRun& run);
+
+}  // namespace bm::wordcount
