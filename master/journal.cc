@@ -1,0 +1,383 @@
+#include "master/journal.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <rocksdb/db.h>
+#include <rocksdb/iterator.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <system_error>
+#include <unordered_set>
+
+#include "common/protocol.h"
+#include "schema/journal.capnp.h"
+
+namespace bm {
+namespace {
+
+// Key layout (default column family):
+//   "f"                                      -> format version (one byte)
+//   "w" + worker id                          -> JournalWorker (schema/journal.capnp)
+//   "l" + varint(len(worker id)) + worker id + block id -> location value, below
+//   "r" + be64(rdd id)                       -> JournalRdd
+// Locations sort by worker, then block: one worker's are one contiguous range, so dropping or
+// re-registering a worker is one DeleteRange. The length prefix keeps the worker part
+// prefix-free (worker "w1" never captures the locations of worker "w10"). Block ids are their
+// text form ("rdd_7_12"): as short as a binary form for typical ids, and readable in ldb.
+//
+// A location value is 1 byte (bit 0 tier, bits 1-3 level, bits 4-7 zero) and the size as a
+// varint (1-10 bytes): 4 bytes for a 1 MiB block.
+constexpr std::string_view kFormatKey = "f";
+constexpr char kFormatVersion = 1;
+constexpr std::string_view kWorkerPrefix = "w";
+constexpr std::string_view kLocationPrefix = "l";
+constexpr std::string_view kRddPrefix = "r";
+constexpr int kLevelCount = 6;
+
+Status FromRocks(const rocksdb::Status& s, const std::string& what) {
+  if (s.ok()) return Status::Ok();
+  if (s.IsNoSpace()) return OutOfSpaceError(what + ": disk full: " + s.ToString());
+  return InternalError(what + ": " + s.ToString());
+}
+
+void PutVarint(std::string& out, uint64_t value) {
+  while (value >= 0x80) {
+    out.push_back(static_cast<char>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out.push_back(static_cast<char>(value));
+}
+
+// Reads a varint from the front of `in` and advances it; nullopt when malformed or cut short.
+std::optional<uint64_t> GetVarint(std::string_view& in) {
+  uint64_t value = 0;
+  for (int shift = 0; shift < 64 && !in.empty(); shift += 7) {
+    const uint8_t byte = static_cast<uint8_t>(in.front());
+    in.remove_prefix(1);
+    value |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if (!(byte & 0x80)) return value;
+  }
+  return std::nullopt;
+}
+
+void PutBigEndian(std::string& out, uint64_t value) {
+  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>(value >> shift));
+}
+
+uint64_t GetBigEndian(std::string_view in) {
+  uint64_t value = 0;
+  for (size_t i = 0; i < 8; ++i) value = (value << 8) | static_cast<uint8_t>(in[i]);
+  return value;
+}
+
+std::string WorkerKey(std::string_view worker_id) {
+  std::string key(kWorkerPrefix);
+  key += worker_id;
+  return key;
+}
+
+std::string LocationPrefix(std::string_view worker_id) {
+  std::string key(kLocationPrefix);
+  PutVarint(key, worker_id.size());
+  key += worker_id;
+  return key;
+}
+
+// Just past every location key of the worker: block ids are ASCII, so below 0xff.
+std::string LocationPrefixEnd(std::string_view worker_id) {
+  return LocationPrefix(worker_id) + '\xff';
+}
+
+std::string LocationKey(std::string_view worker_id, const BlockId& block) {
+  return LocationPrefix(worker_id) + block.ToString();
+}
+
+std::string RddKey(uint64_t rdd_id) {
+  std::string key(kRddPrefix);
+  PutBigEndian(key, rdd_id);
+  return key;
+}
+
+std::string EncodeLocation(const BlockChange& change) {
+  std::string out;
+  out.push_back(static_cast<char>((change.tier == Tier::kDisk ? 1 : 0) |
+                                  (static_cast<int>(change.level) << 1)));
+  PutVarint(out, change.size);
+  return out;
+}
+
+std::optional<BlockChange> DecodeLocation(const BlockId& id, std::string_view value) {
+  if (value.empty()) return std::nullopt;
+  const uint8_t head = static_cast<uint8_t>(value.front());
+  value.remove_prefix(1);
+  const int level = (head >> 1) & 0x7;
+  if ((head >> 4) != 0 || level >= kLevelCount) return std::nullopt;
+  std::optional<uint64_t> size = GetVarint(value);
+  if (!size || !value.empty()) return std::nullopt;
+  BlockChange change{id};
+  change.tier = (head & 1) ? Tier::kDisk : Tier::kMemory;
+  change.level = static_cast<StorageLevel>(level);
+  change.size = *size;
+  return change;
+}
+
+// Splits a location key into worker id and block id text; nullopt when malformed.
+std::optional<std::pair<std::string, std::string_view>> SplitLocationKey(std::string_view key) {
+  key.remove_prefix(kLocationPrefix.size());
+  std::optional<uint64_t> length = GetVarint(key);
+  if (!length || *length >= key.size()) return std::nullopt;
+  return std::make_pair(std::string(key.substr(0, *length)), key.substr(*length));
+}
+
+std::string Flatten(capnp::MessageBuilder& message) {
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+  kj::ArrayPtr<const char> bytes = words.asChars();
+  return std::string(bytes.begin(), bytes.size());
+}
+
+// Decodes a Cap'n Proto value (copied into aligned words first) with `read`; false when the
+// value is not a valid message.
+template <typename Root, typename F>
+bool ReadValue(std::string_view value, F&& read) {
+  if (value.empty() || value.size() % sizeof(capnp::word) != 0) return false;
+  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(value.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), value.data(), value.size());
+  try {
+    capnp::FlatArrayMessageReader reader(words);
+    read(reader.getRoot<Root>());
+    return true;
+  } catch (const kj::Exception&) {
+    return false;
+  }
+}
+
+std::string Printable(std::string_view key) {
+  std::string out;
+  for (char c : key.substr(0, 200)) {
+    if (c >= 0x20 && c < 0x7f) {
+      out.push_back(c);
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", static_cast<uint8_t>(c));
+      out += hex;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<MasterJournal>> MasterJournal::Open(const std::string& dir) {
+  if (dir.empty()) return InvalidArgumentError("the master journal directory is empty");
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) {
+    return InvalidArgumentError("cannot create the master journal directory " + dir + ": " +
+                                error.message());
+  }
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  // Small values and a few writes per request: modest buffers, few files, a short info log.
+  options.write_buffer_size = 32 << 20;
+  options.max_background_jobs = 2;
+  options.keep_log_file_num = 2;
+  options.max_log_file_size = 4 << 20;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
+  if (!s.ok()) {
+    const std::string text = s.ToString();
+    if (s.IsIOError() && text.find("lock") != std::string::npos) {
+      return UnavailableError("the master journal " + dir +
+                              " is in use by another process (is another bm-master using this "
+                              "--state-dir?): " + text);
+    }
+    return InvalidArgumentError("cannot open the master journal " + dir + ": " + text);
+  }
+  std::unique_ptr<MasterJournal> journal(
+      new MasterJournal(dir, std::unique_ptr<rocksdb::DB>(raw)));
+  RETURN_IF_ERROR(journal->CheckFormat());
+  return journal;
+}
+
+MasterJournal::MasterJournal(std::string dir, std::unique_ptr<rocksdb::DB> db)
+    : dir_(std::move(dir)), db_(std::move(db)) {}
+
+MasterJournal::~MasterJournal() = default;
+
+Status MasterJournal::CheckFormat() {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kFormatKey, &value);
+  if (s.IsNotFound()) {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+    it->SeekToFirst();
+    RETURN_IF_ERROR(FromRocks(it->status(), "reading the master journal " + dir_));
+    if (it->Valid()) {
+      return InternalError("the master journal " + dir_ +
+                           " has data but no format version: not a blockmgr master journal?");
+    }
+    return FromRocks(db_->Put(rocksdb::WriteOptions(), kFormatKey,
+                              std::string_view(&kFormatVersion, 1)),
+                     "initialising the master journal " + dir_);
+  }
+  RETURN_IF_ERROR(FromRocks(s, "reading the master journal " + dir_));
+  if (value != std::string_view(&kFormatVersion, 1)) {
+    return InternalError("the master journal " + dir_ + " has an unknown format version (" +
+                         Printable(value) + "); it was written by another blockmgr version");
+  }
+  return Status::Ok();
+}
+
+Result<JournalSnapshot> MasterJournal::Load(const LocationSink& on_location) {
+  JournalSnapshot snapshot;
+  const auto corrupt = [&](std::string_view key, const std::string& what) {
+    return InternalError("the master journal " + dir_ + " is corrupt: " + what + " at key '" +
+                         Printable(key) + "'");
+  };
+  rocksdb::ReadOptions read_options;
+  read_options.fill_cache = false;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read_options));
+
+  for (it->Seek(kWorkerPrefix); it->Valid() && it->key().starts_with(kWorkerPrefix); it->Next()) {
+    const std::string_view key = it->key().ToStringView();
+    JournaledWorker worker;
+    worker.id = std::string(key.substr(kWorkerPrefix.size()));
+    const bool ok = ReadValue<journal::JournalWorker>(
+        it->value().ToStringView(), [&](journal::JournalWorker::Reader reader) {
+          worker.address = reader.getAddress();
+          worker.host = reader.getHost();
+          worker.rack = reader.getRack();
+        });
+    if (!ok || worker.id.empty() || worker.address.empty()) {
+      return corrupt(key, "a bad worker record");
+    }
+    snapshot.workers.push_back(std::move(worker));
+  }
+  RETURN_IF_ERROR(FromRocks(it->status(), "reading workers from the master journal " + dir_));
+
+  for (it->Seek(kRddPrefix); it->Valid() && it->key().starts_with(kRddPrefix); it->Next()) {
+    const std::string_view key = it->key().ToStringView();
+    if (key.size() != kRddPrefix.size() + 8) return corrupt(key, "a bad RDD key");
+    JournaledRdd rdd;
+    rdd.rdd_id = GetBigEndian(key.substr(kRddPrefix.size()));
+    bool level_ok = true;
+    const bool ok = ReadValue<journal::JournalRdd>(
+        it->value().ToStringView(), [&](journal::JournalRdd::Reader reader) {
+          rdd.name = reader.getName();
+          level_ok = static_cast<int>(reader.getLevel()) < kLevelCount;
+          rdd.level = FromProto(reader.getLevel());
+          rdd.total_partitions = reader.getTotalPartitions();
+        });
+    if (!ok || !level_ok) return corrupt(key, "a bad RDD description");
+    snapshot.rdds.push_back(std::move(rdd));
+  }
+  RETURN_IF_ERROR(FromRocks(it->status(), "reading RDDs from the master journal " + dir_));
+
+  std::unordered_set<std::string_view> known_workers;
+  for (const JournaledWorker& worker : snapshot.workers) known_workers.insert(worker.id);
+  std::optional<std::string> worker_id;  // of the previous location: they come grouped
+  bool worker_known = false;
+  uint64_t skipped = 0;
+  for (it->Seek(kLocationPrefix); it->Valid() && it->key().starts_with(kLocationPrefix);
+       it->Next()) {
+    const std::string_view key = it->key().ToStringView();
+    auto split = SplitLocationKey(key);
+    if (!split) return corrupt(key, "a bad location key");
+    Result<BlockId> id = BlockId::Parse(split->second);
+    if (!id.ok()) return corrupt(key, "a bad block id in a location key");
+    std::optional<BlockChange> change = DecodeLocation(*id, it->value().ToStringView());
+    if (!change) return corrupt(key, "a bad location value");
+    if (split->first != worker_id) {
+      worker_id = std::move(split->first);
+      worker_known = known_workers.contains(*worker_id);
+    }
+    if (!worker_known) {
+      ++skipped;
+      continue;
+    }
+    on_location(*worker_id, *change);
+    ++snapshot.location_count;
+  }
+  RETURN_IF_ERROR(FromRocks(it->status(), "reading locations from the master journal " + dir_));
+  if (skipped > 0) {
+    spdlog::warn("master journal {}: skipped {} locations of workers with no record", dir_,
+                 skipped);
+  }
+  return snapshot;
+}
+
+namespace {
+
+rocksdb::WriteOptions JournalWriteOptions() {
+  rocksdb::WriteOptions options;
+  options.sync = false;  // the WAL survives a process kill in the page cache
+  options.disableWAL = false;
+  return options;
+}
+
+void PutChanges(rocksdb::WriteBatch& batch, std::string_view worker_id,
+                std::span<const BlockChange> changes) {
+  for (const BlockChange& change : changes) {
+    const std::string key = LocationKey(worker_id, change.id);
+    if (change.removed) {
+      batch.Delete(key);
+    } else {
+      batch.Put(key, EncodeLocation(change));
+    }
+  }
+}
+
+}  // namespace
+
+Status MasterJournal::RecordRegistration(const JournaledWorker& worker,
+                                         std::span<const BlockChange> blocks) {
+  capnp::MallocMessageBuilder message;
+  journal::JournalWorker::Builder record = message.initRoot<journal::JournalWorker>();
+  record.setAddress(worker.address);
+  record.setHost(worker.host);
+  record.setRack(worker.rack);
+  rocksdb::WriteBatch batch;
+  batch.DeleteRange(LocationPrefix(worker.id), LocationPrefixEnd(worker.id));
+  batch.Put(WorkerKey(worker.id), Flatten(message));
+  PutChanges(batch, worker.id, blocks);
+  return FromRocks(db_->Write(JournalWriteOptions(), &batch),
+                   "journaling the registration of worker " + worker.id);
+}
+
+Status MasterJournal::RecordChanges(std::string_view worker_id,
+                                    std::span<const BlockChange> changes) {
+  if (changes.empty()) return Status::Ok();
+  rocksdb::WriteBatch batch;
+  PutChanges(batch, worker_id, changes);
+  return FromRocks(db_->Write(JournalWriteOptions(), &batch),
+                   "journaling block changes of worker " + std::string(worker_id));
+}
+
+Status MasterJournal::RecordWorkerDropped(std::string_view worker_id) {
+  rocksdb::WriteBatch batch;
+  batch.DeleteRange(LocationPrefix(worker_id), LocationPrefixEnd(worker_id));
+  batch.Delete(WorkerKey(worker_id));
+  return FromRocks(db_->Write(JournalWriteOptions(), &batch),
+                   "journaling the drop of worker " + std::string(worker_id));
+}
+
+Status MasterJournal::RecordRdd(const JournaledRdd& rdd) {
+  capnp::MallocMessageBuilder message;
+  journal::JournalRdd::Builder record = message.initRoot<journal::JournalRdd>();
+  record.setName(rdd.name);
+  record.setLevel(ToProto(rdd.level));
+  record.setTotalPartitions(rdd.total_partitions);
+  return FromRocks(db_->Put(JournalWriteOptions(), RddKey(rdd.rdd_id), Flatten(message)),
+                   "journaling RDD " + std::to_string(rdd.rdd_id));
+}
+
+Status MasterJournal::RecordRddForgotten(uint64_t rdd_id) {
+  return FromRocks(db_->Delete(JournalWriteOptions(), RddKey(rdd_id)),
+                   "journaling the removal of RDD " + std::to_string(rdd_id));
+}
+
+}  // namespace bm

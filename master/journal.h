@@ -1,0 +1,98 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "common/storage_level.h"
+#include "master/block_index.h"
+
+namespace rocksdb {
+class DB;
+}
+
+namespace bm {
+
+// A worker as the journal remembers it: enough to reach it and show it before it registers
+// again after a master restart.
+struct JournaledWorker {
+  std::string id;
+  std::string address;
+  std::string host;  // placement labels; empty = none
+  std::string rack;
+
+  bool operator==(const JournaledWorker&) const = default;
+};
+
+// What a dataset registered about an RDD (registerRdd).
+struct JournaledRdd {
+  uint64_t rdd_id = 0;
+  std::string name;
+  StorageLevel level = StorageLevel::kMemoryOnly;
+  uint64_t total_partitions = 0;
+
+  bool operator==(const JournaledRdd&) const = default;
+};
+
+// Everything Load() found except the block locations, which are streamed (there may be
+// millions). Both sorted: workers by id, RDDs by id.
+struct JournalSnapshot {
+  std::vector<JournaledWorker> workers;
+  std::vector<JournaledRdd> rdds;
+  uint64_t location_count = 0;
+};
+
+// The master's metadata on disk (bm-master --state-dir): the registered workers, every block
+// location they reported, and the RDD descriptions, in RocksDB, so a restarted master answers
+// from where it stopped while its workers register again.
+//
+// Each Record* call is one atomic RocksDB write batch, written to the WAL without fsync: it
+// survives the master process being killed (the OS keeps the WAL), not a machine crash. That
+// is enough: after a machine crash the workers re-register with full reports anyway.
+//
+// The journal follows the master's in-memory state, which stays the truth while the master
+// runs; a failed write is the caller's to log and count.
+//
+// Not thread-safe: owned by the master's event loop. RocksDB's lock file keeps a second master
+// from opening the same directory.
+class MasterJournal {
+ public:
+  // Creates `dir` (and its parents) if missing. kUnavailable when another process holds the
+  // journal open, kInvalidArgument when the directory cannot be created or opened.
+  static Result<std::unique_ptr<MasterJournal>> Open(const std::string& dir);
+  ~MasterJournal();
+  MasterJournal(const MasterJournal&) = delete;
+  MasterJournal& operator=(const MasterJournal&) = delete;
+
+  // Reads everything back: returns the workers and RDDs, and calls `on_location` for each
+  // block location, grouped by worker. kInternal naming the key when a value is corrupt.
+  // Locations of a worker with no worker record cannot happen (they are written and deleted in
+  // the same batches) and are skipped with a warning.
+  using LocationSink = std::function<void(const std::string& worker_id, const BlockChange&)>;
+  Result<JournalSnapshot> Load(const LocationSink& on_location);
+
+  // A worker registered with a full report: replaces its record and all its old locations.
+  Status RecordRegistration(const JournaledWorker& worker, std::span<const BlockChange> blocks);
+  // A worker's reported changes (or confirmed removals), in order.
+  Status RecordChanges(std::string_view worker_id, std::span<const BlockChange> changes);
+  // The worker was dropped: its record and its locations go.
+  Status RecordWorkerDropped(std::string_view worker_id);
+  Status RecordRdd(const JournaledRdd& rdd);
+  Status RecordRddForgotten(uint64_t rdd_id);
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  MasterJournal(std::string dir, std::unique_ptr<rocksdb::DB> db);
+  Status CheckFormat();
+
+  const std::string dir_;
+  std::unique_ptr<rocksdb::DB> db_;
+};
+
+}  // namespace bm

@@ -1,0 +1,23 @@
+@0xd93b6a4e1c7f2a58;
+# Values the master keeps in its journal (master/journal.h, RocksDB under --state-dir).
+# Block locations are not here: there are millions of them, so their values are a few raw
+# bytes (see master/journal.cc). Workers and RDD descriptions are few and worth a schema that
+# can grow.
+
+using Cxx = import "/capnp/c++.capnp";
+using Messages = import "messages.capnp";
+$Cxx.namespace("bm::journal");
+
+# Key "w" + worker id.
+struct JournalWorker {
+  address @0 :Text;
+  host @1 :Text;
+  rack @2 :Text;
+}
+
+# Key "r" + big-endian RDD id.
+struct JournalRdd {
+  name @0 :Text;
+  level @1 :Messages.StorageLevel;
+  totalPartitions @2 :UInt64;
+}

@@ -1,0 +1,220 @@
+#include "master/journal.h"
+
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+
+#include <fstream>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "tests/support/temp_dir.h"
+
+namespace bm {
+namespace {
+
+using testing::TempDir;
+
+BlockChange Stored(BlockId id, Tier tier, StorageLevel level, uint64_t size) {
+  BlockChange change{id};
+  change.tier = tier;
+  change.level = level;
+  change.size = size;
+  return change;
+}
+
+BlockChange Removed(BlockId id) { return BlockChange{id, /*removed=*/true}; }
+
+// A loaded journal, in comparable form: {worker -> {block -> (tier, level, size)}}.
+struct Loaded {
+  JournalSnapshot snapshot;
+  std::map<std::string, std::map<BlockId, std::tuple<Tier, StorageLevel, uint64_t>>> locations;
+};
+
+Loaded LoadAll(MasterJournal& journal) {
+  Loaded out;
+  Result<JournalSnapshot> snapshot =
+      journal.Load([&](const std::string& worker, const BlockChange& change) {
+        EXPECT_FALSE(change.removed);
+        out.locations[worker][change.id] = {change.tier, change.level, change.size};
+      });
+  EXPECT_TRUE(snapshot.ok()) << snapshot.status().ToString();
+  if (snapshot.ok()) out.snapshot = std::move(snapshot).value();
+  return out;
+}
+
+std::unique_ptr<MasterJournal> OpenOrDie(const std::string& dir) {
+  Result<std::unique_ptr<MasterJournal>> journal = MasterJournal::Open(dir);
+  EXPECT_TRUE(journal.ok()) << journal.status().ToString();
+  return journal.ok() ? std::move(journal).value() : nullptr;
+}
+
+class MasterJournalTest : public ::testing::Test {
+ protected:
+  std::string dir() const { return tmp_.Sub("journal"); }
+  TempDir tmp_;
+};
+
+TEST_F(MasterJournalTest, AFreshJournalLoadsEmpty) {
+  auto journal = OpenOrDie(dir());
+  ASSERT_NE(journal, nullptr);
+  Loaded loaded = LoadAll(*journal);
+  EXPECT_TRUE(loaded.snapshot.workers.empty());
+  EXPECT_TRUE(loaded.snapshot.rdds.empty());
+  EXPECT_TRUE(loaded.locations.empty());
+}
+
+TEST_F(MasterJournalTest, RecordsSurviveReopening) {
+  const JournaledWorker w1{"w1", "tcp://127.0.0.1:7701", "host-a", "rack-1"};
+  const JournaledWorker w2{"w2", "tcp://127.0.0.1:7702", "", ""};
+  {
+    auto journal = OpenOrDie(dir());
+    ASSERT_NE(journal, nullptr);
+    const std::vector<BlockChange> report1 = {
+        Stored(BlockId::Rdd(1, 0), Tier::kMemory, StorageLevel::kMemoryOnly, 100),
+        Stored(BlockId::Rdd(1, 1), Tier::kDisk, StorageLevel::kMemoryAndDisk2, 5ull << 30)};
+    ASSERT_TRUE(journal->RecordRegistration(w1, report1).ok());
+    ASSERT_TRUE(journal->RecordRegistration(w2, {}).ok());
+    const std::vector<BlockChange> changes = {
+        Stored(BlockId::Broadcast(9), Tier::kDisk, StorageLevel::kDiskOnly, 0),
+        Stored(BlockId::Shuffle(3, 4, 5), Tier::kMemory, StorageLevel::kMemoryAndDisk, 7),
+        Stored(BlockId::Rdd(1, 0), Tier::kDisk, StorageLevel::kMemoryAndDisk, 100),  // moved
+        Removed(BlockId::Shuffle(3, 4, 5))};
+    ASSERT_TRUE(journal->RecordChanges("w2", changes).ok());
+    ASSERT_TRUE(journal->RecordChanges("w1", {{Removed(BlockId::Rdd(1, 1))}}).ok());
+    ASSERT_TRUE(journal->RecordRdd({7, "counts", StorageLevel::kMemoryAndDisk, 16}).ok());
+    ASSERT_TRUE(journal->RecordRdd({3, "gone", StorageLevel::kDiskOnly, 2}).ok());
+    ASSERT_TRUE(journal->RecordRdd({7, "counts v2", StorageLevel::kDiskOnly2, 32}).ok());
+    ASSERT_TRUE(journal->RecordRddForgotten(3).ok());
+  }
+  auto journal = OpenOrDie(dir());
+  ASSERT_NE(journal, nullptr);
+  Loaded loaded = LoadAll(*journal);
+  EXPECT_EQ(loaded.snapshot.workers, (std::vector<JournaledWorker>{w1, w2}));
+  EXPECT_EQ(loaded.snapshot.rdds,
+            (std::vector<JournaledRdd>{{7, "counts v2", StorageLevel::kDiskOnly2, 32}}));
+  EXPECT_EQ(loaded.snapshot.location_count, 3u);
+  using L = std::map<BlockId, std::tuple<Tier, StorageLevel, uint64_t>>;
+  EXPECT_EQ(loaded.locations["w1"],
+            (L{{BlockId::Rdd(1, 0), {Tier::kMemory, StorageLevel::kMemoryOnly, 100}}}));
+  EXPECT_EQ(loaded.locations["w2"],
+            (L{{BlockId::Rdd(1, 0), {Tier::kDisk, StorageLevel::kMemoryAndDisk, 100}},
+               {BlockId::Broadcast(9), {Tier::kDisk, StorageLevel::kDiskOnly, 0}}}));
+}
+
+TEST_F(MasterJournalTest, ReRegistrationReplacesTheWorkersOldLocations) {
+  auto journal = OpenOrDie(dir());
+  ASSERT_NE(journal, nullptr);
+  const JournaledWorker w1{"w1", "tcp://127.0.0.1:7701", "", ""};
+  ASSERT_TRUE(journal
+                  ->RecordRegistration(w1, {{Stored(BlockId::Rdd(1, 0), Tier::kMemory,
+                                                    StorageLevel::kMemoryOnly, 1),
+                                             Stored(BlockId::Rdd(1, 1), Tier::kMemory,
+                                                    StorageLevel::kMemoryOnly, 1)}})
+                  .ok());
+  const JournaledWorker moved{"w1", "tcp://127.0.0.1:9999", "h", "r"};
+  ASSERT_TRUE(journal
+                  ->RecordRegistration(moved, {{Stored(BlockId::Rdd(2, 0), Tier::kDisk,
+                                                       StorageLevel::kDiskOnly, 2)}})
+                  .ok());
+  Loaded loaded = LoadAll(*journal);
+  EXPECT_EQ(loaded.snapshot.workers, (std::vector<JournaledWorker>{moved}));
+  ASSERT_EQ(loaded.locations["w1"].size(), 1u);
+  EXPECT_TRUE(loaded.locations["w1"].contains(BlockId::Rdd(2, 0)));
+}
+
+TEST_F(MasterJournalTest, DroppingAWorkerDropsItsLocationsOnly) {
+  auto journal = OpenOrDie(dir());
+  ASSERT_NE(journal, nullptr);
+  // "w1" is a prefix of "w10": the drop of w1 must not touch w10's locations.
+  for (const char* id : {"w1", "w10", "w2"}) {
+    ASSERT_TRUE(journal
+                    ->RecordRegistration({id, "tcp://127.0.0.1:1", "", ""},
+                                         {{Stored(BlockId::Rdd(1, 0), Tier::kMemory,
+                                                  StorageLevel::kMemoryOnly, 1),
+                                           Stored(BlockId::Rdd(1, 1), Tier::kDisk,
+                                                  StorageLevel::kDiskOnly, 1)}})
+                    .ok());
+  }
+  ASSERT_TRUE(journal->RecordWorkerDropped("w1").ok());
+  Loaded loaded = LoadAll(*journal);
+  ASSERT_EQ(loaded.snapshot.workers.size(), 2u);
+  EXPECT_EQ(loaded.snapshot.workers[0].id, "w10");
+  EXPECT_EQ(loaded.snapshot.workers[1].id, "w2");
+  EXPECT_FALSE(loaded.locations.contains("w1"));
+  EXPECT_EQ(loaded.locations["w10"].size(), 2u);
+  EXPECT_EQ(loaded.locations["w2"].size(), 2u);
+  EXPECT_EQ(loaded.snapshot.location_count, 4u);
+}
+
+TEST_F(MasterJournalTest, ACorruptLocationValueIsAClearError) {
+  {
+    auto journal = OpenOrDie(dir());
+    ASSERT_NE(journal, nullptr);
+    ASSERT_TRUE(journal
+                    ->RecordRegistration({"w1", "tcp://127.0.0.1:1", "", ""},
+                                         {{Stored(BlockId::Rdd(4, 2), Tier::kMemory,
+                                                  StorageLevel::kMemoryOnly, 1)}})
+                    .ok());
+  }
+  {
+    // Overwrite the one location value with bytes no encoder writes (reserved bits set).
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir(), &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+    it->Seek("l");
+    ASSERT_TRUE(it->Valid());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), it->key(), "\xf0\x01").ok());
+  }
+  auto journal = OpenOrDie(dir());
+  ASSERT_NE(journal, nullptr);
+  Result<JournalSnapshot> loaded = journal->Load([](const std::string&, const BlockChange&) {});
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kInternal);
+  EXPECT_NE(loaded.status().message().find("corrupt"), std::string::npos)
+      << loaded.status().ToString();
+  EXPECT_NE(loaded.status().message().find("rdd_4_2"), std::string::npos)
+      << loaded.status().ToString();
+}
+
+TEST_F(MasterJournalTest, AnUncreatableDirectoryIsAClearError) {
+  // Tests may run as root, who may write anywhere: a path under a regular file cannot be a
+  // directory for anyone.
+  const std::string file = tmp_.Sub("a-file");
+  std::ofstream(file) << "x";
+  Result<std::unique_ptr<MasterJournal>> journal = MasterJournal::Open(file + "/journal");
+  ASSERT_FALSE(journal.ok());
+  EXPECT_EQ(journal.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(journal.status().message().find("cannot create the master journal directory"),
+            std::string::npos)
+      << journal.status().ToString();
+}
+
+TEST_F(MasterJournalTest, ASecondOpenOfTheSameDirectoryIsUnavailable) {
+  auto first = OpenOrDie(dir());
+  ASSERT_NE(first, nullptr);
+  Result<std::unique_ptr<MasterJournal>> second = MasterJournal::Open(dir());
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(second.status().message().find("another bm-master"), std::string::npos)
+      << second.status().ToString();
+}
+
+TEST_F(MasterJournalTest, ADirectoryOfAnotherRocksDbIsRefused) {
+  {
+    rocksdb::Options options;
+    options.create_if_missing = true;
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(options, dir(), &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), "m:rdd_1_0", "x").ok());
+  }
+  Result<std::unique_ptr<MasterJournal>> journal = MasterJournal::Open(dir());
+  ASSERT_FALSE(journal.ok());
+  EXPECT_NE(journal.status().message().find("not a blockmgr master journal"), std::string::npos)
+      << journal.status().ToString();
+}
+
+}  // namespace
+}  // namespace bm
