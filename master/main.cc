@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   std::string listen;
   double heartbeat_timeout_s = 10;
   std::string log_level = "info";
+  std::string state_dir;
   app.add_option("--listen", listen, "Address to serve on, e.g. tcp://0.0.0.0:7077")->required();
   app.add_option("--heartbeat-timeout", heartbeat_timeout_s,
                  "Seconds without a heartbeat before a worker is dropped (fractions allowed)")
@@ -32,6 +33,9 @@ int main(int argc, char** argv) {
           },
           "SECONDS"))
       ->capture_default_str();
+  app.add_option("--state-dir", state_dir,
+                 "Directory of the master's journal (RocksDB; created if missing): workers, "
+                 "block locations and RDD descriptions survive a master restart. Default: none");
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
@@ -50,6 +54,7 @@ int main(int argc, char** argv) {
   bm::SteadyClock clock;
   bm::MasterOptions options;
   options.listen = listen;
+  options.state_dir = state_dir;
   options.heartbeat_timeout =
       std::chrono::duration_cast<bm::Duration>(std::chrono::duration<double>(heartbeat_timeout_s));
   bm::Result<std::unique_ptr<bm::MasterServer>> server =
@@ -58,8 +63,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bm-master: %s\n", server.status().message().c_str());
     return 1;
   }
-  spdlog::info("listening on {} (heartbeat timeout {} s)", server.value()->endpoint(),
-               heartbeat_timeout_s);
+  spdlog::info("listening on {} (heartbeat timeout {} s, journal {})", server.value()->endpoint(),
+               heartbeat_timeout_s, state_dir.empty() ? std::string("none") : state_dir);
 
   shutdown_signals.CallOnSignal([&] { server.value()->Stop(); });
   server.value()->Run();  // returns after Stop()

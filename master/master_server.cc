@@ -17,6 +17,7 @@
 #include "common/transport.h"
 #include "master/block_index.h"
 #include "master/compute_leases.h"
+#include "master/journal.h"
 #include "master/worker_registry.h"
 
 namespace bm {
@@ -26,6 +27,7 @@ constexpr size_t kMaxWorkerIdBytes = 256;
 constexpr size_t kMaxAddressBytes = 1024;
 constexpr size_t kMaxHolderBytes = 256;
 constexpr size_t kMaxRddNameBytes = 256;
+constexpr size_t kMaxLabelBytes = 256;
 // RDD descriptions are small, but a client registering ids in a loop must not grow the master
 // without bound.
 constexpr size_t kMaxRegisteredRdds = 100000;
@@ -73,6 +75,26 @@ Result<std::vector<BlockId>> DecodeBlockIds(capnp::List<capnp::Text>::Reader ids
   return out;
 }
 
+Result<std::string> DecodeLabel(capnp::Text::Reader text, const char* what) {
+  if (text.size() > kMaxLabelBytes) {
+    return InvalidArgumentError(std::string(what) + " is longer than " +
+                                std::to_string(kMaxLabelBytes) + " bytes");
+  }
+  return std::string(text.cStr(), text.size());
+}
+
+proto::WorkerState ToProto(WorkerState state) {
+  switch (state) {
+    case WorkerState::kActive:
+      return proto::WorkerState::ACTIVE;
+    case WorkerState::kUnconfirmed:
+      return proto::WorkerState::UNCONFIRMED;
+    case WorkerState::kDecommissioning:
+      return proto::WorkerState::DECOMMISSIONING;
+  }
+  return proto::WorkerState::ACTIVE;
+}
+
 bool IsSupportedWorkerAddress(std::string_view address) {
   return address.starts_with("tcp://") || address.starts_with("ipc://");
 }
@@ -88,7 +110,7 @@ uint64_t ToMillis(Duration d) {
 class MasterServer::Loop {
  public:
   Loop(zmq::context_t& context, MasterOptions options, const Clock& clock, zmq::socket_t router,
-       zmq::socket_t control)
+       zmq::socket_t control, std::unique_ptr<MasterJournal> journal)
       : context_(context),
         options_(std::move(options)),
         clock_(clock),
@@ -96,8 +118,12 @@ class MasterServer::Loop {
                                              kMaxCheckInterval)),
         router_(std::move(router)),
         control_(std::move(control)),
-        registry_(clock) {}
+        registry_(clock),
+        journal_(std::move(journal)) {}
 
+  // Loads the journal (if any) into the index, the registry (workers unconfirmed, with links)
+  // and the RDD descriptions. Before Run().
+  Status RestoreFromJournal();
   void Run(const std::atomic<bool>& stop_requested);
 
  private:
@@ -163,8 +189,13 @@ class MasterServer::Loop {
 
   Result<zmq::socket_t> ConnectWorker(const std::string& address);
   // Forgets the worker: its record, its locations, its link; its outstanding remove requests
-  // count as answered. Returns the number of locations dropped.
+  // count as answered. Returns the number of locations dropped. Does not journal it.
+  size_t ForgetWorker(const std::string& worker_id);
+  // ForgetWorker, journaled.
   size_t DropWorker(const std::string& worker_id);
+  // A journal write's outcome: a failure is logged and counted, and the master goes on from
+  // memory (which stays the truth while it runs; workers re-register after a restart anyway).
+  void Journaled(const Status& written);
   void StartRemove(const zmq::message_t& client, uint64_t request_id, std::vector<BlockId> ids);
   void HandleWorkerReply(const std::string& worker_id, IncomingMessage& message);
   // Marks a worker request answered; replies to its operation if that was the last.
@@ -190,6 +221,9 @@ class MasterServer::Loop {
   WorkerRegistry registry_;
   BlockIndex index_;
   std::map<uint64_t, RddDescription> rdd_descriptions_;
+  // Follows registry_, index_ and rdd_descriptions_ on disk; null without --state-dir.
+  std::unique_ptr<MasterJournal> journal_;
+  uint64_t journal_failures_ = 0;
   TimePoint next_heartbeat_check_{};
   ComputeLeases leases_{clock_};
   std::unordered_map<uint64_t, ParkedAcquire> parked_;  // by waiter id
@@ -202,6 +236,38 @@ class MasterServer::Loop {
 };
 
 // ---- the loop ----
+
+Status MasterServer::Loop::RestoreFromJournal() {
+  if (!journal_) return Status::Ok();
+  const TimePoint start = clock_.Now();
+  ASSIGN_OR_RETURN(JournalSnapshot snapshot,
+                   journal_->Load([&](const std::string& worker_id, const BlockChange& change) {
+                     index_.Apply(worker_id, change);
+                   }));
+  for (JournaledWorker& worker : snapshot.workers) {
+    // Connected now, so removes fan out to it before it registers again.
+    Result<zmq::socket_t> link = ConnectWorker(worker.address);
+    if (!link.ok()) {
+      spdlog::warn("journaled worker {}: {}; forgetting it", worker.id, link.status().ToString());
+      index_.RemoveWorker(worker.id);
+      Journaled(journal_->RecordWorkerDropped(worker.id));
+      continue;
+    }
+    links_.insert_or_assign(worker.id, std::move(link).value());
+    registry_.Restore(worker.id, worker.address,
+                      WorkerLabels{std::move(worker.host), std::move(worker.rack)});
+  }
+  for (JournaledRdd& rdd : snapshot.rdds) {
+    rdd_descriptions_.insert_or_assign(
+        rdd.rdd_id, RddDescription{std::move(rdd.name), rdd.level, rdd.total_partitions});
+  }
+  spdlog::info(
+      "restored from the master journal {}: {} workers (unconfirmed until they register again), "
+      "{} block locations, {} RDD descriptions in {} ms",
+      journal_->dir(), registry_.size(), snapshot.location_count, rdd_descriptions_.size(),
+      ToMillis(clock_.Now() - start));
+  return Status::Ok();
+}
 
 void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
   next_heartbeat_check_ = clock_.Now() + check_interval_;
@@ -329,7 +395,9 @@ Status MasterServer::Loop::Dispatch(proto::Request::Reader request, const zmq::m
     }
     case proto::Request::REMOVE_RDD: {
       const uint64_t rdd_id = request.getRemoveRdd().getRddId();
-      rdd_descriptions_.erase(rdd_id);
+      if (rdd_descriptions_.erase(rdd_id) > 0 && journal_) {
+        Journaled(journal_->RecordRddForgotten(rdd_id));
+      }
       *deferred = true;
       StartRemove(client, request.getId(), index_.RddBlockIds(rdd_id));
       return Status::Ok();
@@ -362,6 +430,8 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
   if (!IsSupportedWorkerAddress(address)) {
     return InvalidArgumentError("worker address '" + address + "' is not tcp:// or ipc://");
   }
+  ASSIGN_OR_RETURN(std::string host, DecodeLabel(request.getHost(), "host label"));
+  ASSIGN_OR_RETURN(std::string rack, DecodeLabel(request.getRack(), "rack label"));
   const WorkerStats stats = FromProto(request.getStats());
   std::vector<BlockChange> blocks;
   blocks.reserve(request.getBlocks().size());
@@ -372,8 +442,13 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
   ASSIGN_OR_RETURN(zmq::socket_t link, ConnectWorker(address));
 
   const bool known = registry_.Contains(id);
-  if (known) DropWorker(id);
-  registry_.Register(id, address, stats);
+  // The journal's registration record replaces the old locations in the same batch.
+  if (known) ForgetWorker(id);
+  if (journal_) {
+    Journaled(journal_->RecordRegistration(
+        JournaledWorker{.id = id, .address = address, .host = host, .rack = rack}, blocks));
+  }
+  registry_.Register(id, address, stats, WorkerLabels{std::move(host), std::move(rack)});
   links_.insert_or_assign(id, std::move(link));
   for (const BlockChange& change : blocks) index_.Apply(id, change);
   BlocksStored(blocks);
@@ -409,6 +484,7 @@ Status MasterServer::Loop::HandleReportBlocks(proto::ReportBlocks::Reader reques
   }
   RETURN_IF_ERROR(registry_.Touch(id, FromProto(request.getStats())));
   for (const BlockChange& change : changes) index_.Apply(id, change);
+  if (journal_) Journaled(journal_->RecordChanges(id, changes));
   BlocksStored(changes);
   reply.setOk();
   return Status::Ok();
@@ -453,6 +529,9 @@ void MasterServer::Loop::HandleListWorkers(proto::Reply::Builder reply) {
     out[i].setAddress(workers[i].address);
     ToProto(workers[i].stats, out[i].initStats());
     out[i].setLastHeartbeatAgeMs(ToMillis(now - workers[i].last_seen));
+    out[i].setHost(workers[i].labels.host);
+    out[i].setRack(workers[i].labels.rack);
+    out[i].setState(ToProto(workers[i].state));
   }
 }
 
@@ -516,9 +595,15 @@ Status MasterServer::Loop::HandleRegisterRdd(proto::RegisterRdd::Reader request,
     return OutOfSpaceError("the master already describes " + std::to_string(kMaxRegisteredRdds) +
                            " RDDs; remove some first");
   }
-  rdd_descriptions_.insert_or_assign(
-      rdd_id, RddDescription{std::string(name.cStr(), name.size()), FromProto(request.getLevel()),
-                             request.getTotalPartitions()});
+  RddDescription description{std::string(name.cStr(), name.size()),
+                             FromProto(request.getLevel()), request.getTotalPartitions()};
+  if (journal_) {
+    Journaled(journal_->RecordRdd(JournaledRdd{.rdd_id = rdd_id,
+                                               .name = description.name,
+                                               .level = description.level,
+                                               .total_partitions = description.total_partitions}));
+  }
+  rdd_descriptions_.insert_or_assign(rdd_id, std::move(description));
   reply.setOk();
   return Status::Ok();
 }
@@ -654,6 +739,19 @@ Result<zmq::socket_t> MasterServer::Loop::ConnectWorker(const std::string& addre
 }
 
 size_t MasterServer::Loop::DropWorker(const std::string& worker_id) {
+  const size_t locations = ForgetWorker(worker_id);
+  if (journal_) Journaled(journal_->RecordWorkerDropped(worker_id));
+  return locations;
+}
+
+void MasterServer::Loop::Journaled(const Status& written) {
+  if (written.ok()) return;
+  ++journal_failures_;
+  spdlog::error("{} ({} journal write failures so far; serving from memory)", written.ToString(),
+                journal_failures_);
+}
+
+size_t MasterServer::Loop::ForgetWorker(const std::string& worker_id) {
   const size_t locations = index_.RemoveWorker(worker_id);
   links_.erase(worker_id);
   registry_.Remove(worker_id);
@@ -739,10 +837,14 @@ void MasterServer::Loop::HandleWorkerReply(const std::string& worker_id, Incomin
   auto op = pending_.find(request.op_id);
   BM_CHECK(op != pending_.end());
   if (removed) {
+    std::vector<BlockChange> removals;
+    removals.reserve(request.blocks.size());
     for (const BlockId& block : request.blocks) {
-      index_.Apply(worker_id, BlockChange{block, /*removed=*/true});
+      removals.push_back(BlockChange{block, /*removed=*/true});
+      index_.Apply(worker_id, removals.back());
       op->second.confirmed.insert(block);
     }
+    if (journal_) Journaled(journal_->RecordChanges(worker_id, removals));
   } else {
     spdlog::warn("worker {} could not remove {} blocks: {}", worker_id, request.blocks.size(),
                  failure.ToString());
@@ -830,6 +932,10 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Create(zmq::context_t& conte
   if (options.remove_timeout <= Duration::zero()) {
     return InvalidArgumentError("remove timeout must be positive");
   }
+  std::unique_ptr<MasterJournal> journal;
+  if (!options.state_dir.empty()) {
+    ASSIGN_OR_RETURN(journal, MasterJournal::Open(options.state_dir));
+  }
   zmq::socket_t router(context, zmq::socket_type::router);
   ConfigureSocket(router);
   try {
@@ -847,7 +953,8 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Create(zmq::context_t& conte
   ConfigureSocket(control);
   control.bind(control_address);
   auto loop = std::make_unique<Loop>(context, std::move(options), clock, std::move(router),
-                                     std::move(control));
+                                     std::move(control), std::move(journal));
+  RETURN_IF_ERROR(loop->RestoreFromJournal());
   return std::unique_ptr<MasterServer>(
       new MasterServer(context, std::move(endpoint), std::move(control_address), std::move(loop)));
 }

@@ -20,6 +20,10 @@ struct MasterOptions {
   // How long a removeBlocks / removeRdd waits for the workers before replying with what was
   // confirmed.
   Duration remove_timeout = std::chrono::seconds(5);
+  // Where the master journals its metadata (master/journal.h), created if missing; empty = no
+  // journal. On start the master reloads it: workers come back unconfirmed, with their
+  // locations, until they register again.
+  std::string state_dir{};
 };
 
 // bm-master: serves the master requests of schema/PROTOCOL.md on a ROUTER socket and keeps the
@@ -39,9 +43,10 @@ struct MasterOptions {
 //   thread.join();
 class MasterServer {
  public:
-  // Binds options.listen. kUnavailable when the address cannot be bound (in use, not local),
-  // kInvalidArgument when it is malformed or an option is out of range. `clock` is borrowed
-  // and must outlive the server.
+  // Opens and loads the journal (options.state_dir) and binds options.listen. kUnavailable
+  // when the address cannot be bound (in use, not local) or another process holds the journal,
+  // kInvalidArgument when the address is malformed or an option is out of range, kInternal when
+  // the journal is corrupt. `clock` is borrowed and must outlive the server.
   static Result<std::unique_ptr<MasterServer>> Create(zmq::context_t& context,
                                                       MasterOptions options, const Clock& clock);
   ~MasterServer();

@@ -2,10 +2,30 @@
 
 namespace bm {
 
-bool WorkerRegistry::Register(std::string id, std::string address, const WorkerStats& stats) {
-  WorkerRecord record{id, std::move(address), stats, clock_.Now()};
+std::string_view WorkerStateName(WorkerState state) {
+  switch (state) {
+    case WorkerState::kActive:
+      return "active";
+    case WorkerState::kUnconfirmed:
+      return "unconfirmed";
+    case WorkerState::kDecommissioning:
+      return "decommissioning";
+  }
+  return "unknown";
+}
+
+bool WorkerRegistry::Register(std::string id, std::string address, const WorkerStats& stats,
+                              WorkerLabels labels) {
+  WorkerRecord record{id, std::move(address), stats, clock_.Now(), std::move(labels),
+                      WorkerState::kActive};
   auto [it, added] = workers_.insert_or_assign(std::move(id), std::move(record));
   return !added;
+}
+
+void WorkerRegistry::Restore(std::string id, std::string address, WorkerLabels labels) {
+  WorkerRecord record{id, std::move(address), WorkerStats{}, clock_.Now(), std::move(labels),
+                      WorkerState::kUnconfirmed};
+  workers_.insert_or_assign(std::move(id), std::move(record));
 }
 
 Status WorkerRegistry::Touch(std::string_view id, const WorkerStats& stats) {
@@ -13,6 +33,11 @@ Status WorkerRegistry::Touch(std::string_view id, const WorkerStats& stats) {
   if (it == workers_.end()) {
     return Status(StatusCode::kUnknownWorker,
                   "worker '" + std::string(id.substr(0, 200)) + "' is not registered");
+  }
+  if (it->second.state == WorkerState::kUnconfirmed) {
+    return Status(StatusCode::kUnknownWorker,
+                  "worker '" + std::string(id.substr(0, 200)) +
+                      "' has not registered since the master restarted");
   }
   it->second.stats = stats;
   it->second.last_seen = clock_.Now();

@@ -13,11 +13,33 @@
 
 namespace bm {
 
+// A worker's lifecycle as the master sees it:
+//   (restored from the journal at start) -> unconfirmed --(registers)--> active
+//   (registers)                          -> active
+//   active / unconfirmed --(silent past the heartbeat timeout)--> removed
+// An unconfirmed worker's locations are served, but its heartbeats and reports are refused as
+// unknown, so that it registers again with a full report that replaces them.
+enum class WorkerState {
+  kActive,
+  kUnconfirmed,
+  kDecommissioning,  // reserved for draining a worker; not entered yet
+};
+
+std::string_view WorkerStateName(WorkerState state);
+
+// Placement labels a worker declares (empty = none).
+struct WorkerLabels {
+  std::string host{};
+  std::string rack{};
+};
+
 struct WorkerRecord {
   std::string id;
   std::string address;  // the worker's data port
   WorkerStats stats;
-  TimePoint last_seen;  // last registration, heartbeat or block report
+  TimePoint last_seen;  // last registration, heartbeat or block report; restore time if none
+  WorkerLabels labels;
+  WorkerState state = WorkerState::kActive;
 };
 
 // The live workers. A worker is live from its registration until it is removed (dropped for
@@ -29,10 +51,15 @@ class WorkerRegistry {
  public:
   explicit WorkerRegistry(const Clock& clock) : clock_(clock) {}
 
-  // Adds the worker, or replaces the record of a known id. Returns true when it replaced one.
-  bool Register(std::string id, std::string address, const WorkerStats& stats);
+  // Adds the worker as active, or replaces the record of a known id. Returns true when it
+  // replaced one.
+  bool Register(std::string id, std::string address, const WorkerStats& stats,
+                WorkerLabels labels = {});
+  // Adds a worker known from the master's journal, unconfirmed, as last seen now (so it is
+  // dropped after the heartbeat timeout unless it registers again).
+  void Restore(std::string id, std::string address, WorkerLabels labels);
   // The worker is alive (a heartbeat or block report) with these stats. kUnknownWorker when
-  // it is not registered.
+  // it is not registered, or unconfirmed (it must register again).
   Status Touch(std::string_view id, const WorkerStats& stats);
   // Returns false when the worker was not registered.
   bool Remove(std::string_view id);

@@ -19,6 +19,7 @@
 #include "common/protocol.h"
 #include "common/transport.h"
 #include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
 
 namespace bm {
 namespace {
@@ -111,9 +112,11 @@ class MasterServerTest : public ::testing::Test {
  protected:
   void SetUp() override { spdlog::set_level(spdlog::level::warn); }
 
-  void StartMaster(Duration heartbeat_timeout = 10s, Duration remove_timeout = 5s) {
+  void StartMaster(Duration heartbeat_timeout = 10s, Duration remove_timeout = 5s,
+                   std::string state_dir = "") {
     MasterOptions options;
     options.listen = "tcp://127.0.0.1:*";
+    options.state_dir = std::move(state_dir);
     options.heartbeat_timeout = heartbeat_timeout;
     options.remove_timeout = remove_timeout;
     Result<std::unique_ptr<MasterServer>> created = MasterServer::Create(context_, options, clock_);
@@ -123,10 +126,14 @@ class MasterServerTest : public ::testing::Test {
     channel_ = std::make_unique<RpcChannel>(context_, server_->endpoint(), 5000ms);
   }
 
-  void TearDown() override {
+  void TearDown() override { StopMaster(); }
+
+  void StopMaster() {
     if (!server_) return;
     server_->Stop();
     thread_.join();
+    channel_.reset();
+    server_.reset();
   }
 
   Result<IncomingMessage> Register(const std::string& id, const std::string& address,
@@ -209,6 +216,47 @@ class MasterServerTest : public ::testing::Test {
     std::vector<std::string> out;
     for (proto::WorkerInfo::Reader worker : reply->reply().getWorkers()) {
       out.push_back(std::string(worker.getWorkerId().cStr()) + "@" + worker.getAddress().cStr());
+    }
+    return out;
+  }
+
+  // "w1 unconfirmed h1/r1" per worker.
+  std::vector<std::string> ListWorkerStates() {
+    capnp::MallocMessageBuilder message;
+    message.initRoot<proto::Request>().setListWorkers();
+    Result<IncomingMessage> reply = channel_->Call(message);
+    EXPECT_TRUE(reply.ok()) << reply.status().ToString();
+    if (!reply.ok()) return {};
+    std::vector<std::string> out;
+    for (proto::WorkerInfo::Reader worker : reply->reply().getWorkers()) {
+      const char* state = worker.getState() == proto::WorkerState::ACTIVE        ? "active"
+                          : worker.getState() == proto::WorkerState::UNCONFIRMED ? "unconfirmed"
+                                                                                 : "other";
+      out.push_back(std::string(worker.getWorkerId().cStr()) + " " + state + " " +
+                    worker.getHost().cStr() + "/" + worker.getRack().cStr());
+    }
+    return out;
+  }
+
+  Status RegisterRdd(uint64_t rdd_id, const std::string& name) {
+    capnp::MallocMessageBuilder message;
+    auto request = message.initRoot<proto::Request>().initRegisterRdd();
+    request.setRddId(rdd_id);
+    request.setName(name);
+    request.setLevel(proto::StorageLevel::DISK_ONLY);
+    request.setTotalPartitions(4);
+    return channel_->Call(message).status();
+  }
+
+  std::vector<std::string> ListRddNames() {
+    capnp::MallocMessageBuilder message;
+    message.initRoot<proto::Request>().setListRdds();
+    Result<IncomingMessage> reply = channel_->Call(message);
+    EXPECT_TRUE(reply.ok()) << reply.status().ToString();
+    if (!reply.ok()) return {};
+    std::vector<std::string> out;
+    for (proto::RddInfo::Reader rdd : reply->reply().getRdds()) {
+      out.push_back(std::to_string(rdd.getRddId()) + ":" + rdd.getName().cStr());
     }
     return out;
   }
@@ -649,6 +697,81 @@ TEST_F(MasterServerTest, BindingAPortInUseIsUnavailable) {
   StartMaster();
   Result<std::unique_ptr<MasterServer>> second =
       MasterServer::Create(context_, {.listen = server_->endpoint()}, clock_);
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+}
+
+// ---- the journal (--state-dir) ----
+
+TEST_F(MasterServerTest, AJournaledMasterRestartsWithUnconfirmedWorkersAndTheirLocations) {
+  testing::TempDir state;
+  FakeWorker w1(context_, true), w2(context_, true);
+  StartMaster(10s, 5s, state.Sub("journal"));
+  {
+    capnp::MallocMessageBuilder message;
+    auto request = message.initRoot<proto::Request>().initRegisterWorker();
+    request.setWorkerId("w1");
+    request.setAddress(w1.address());
+    request.setHost("h1");
+    request.setRack("r1");
+    auto blocks = request.initBlocks(1);
+    FillStatus({"rdd_1_0", Tier::kMemory, 10}, blocks[0]);
+    ASSERT_TRUE(channel_->Call(message).ok());
+  }
+  ASSERT_TRUE(Register("w2", w2.address(), {{"rdd_1_1", Tier::kDisk, 20}}).ok());
+  ASSERT_TRUE(Report("w2", {{"rdd_2_0", Tier::kMemory, 30}, {"broadcast_3", Tier::kDisk, 40}},
+                     {"rdd_1_1"})
+                  .ok());
+  ASSERT_TRUE(RegisterRdd(1, "ones").ok());
+  ASSERT_TRUE(RegisterRdd(9, "nines").ok());
+  ASSERT_TRUE(RemoveRdd(9).ok());
+  const std::vector<std::string> before = ListBlocks();
+  ASSERT_THAT(before, ElementsAre("rdd_1_0 w1:memory:10", "rdd_2_0 w2:memory:30",
+                                  "broadcast_3 w2:disk:40"));
+
+  StopMaster();
+  StartMaster(10s, 5s, state.Sub("journal"));
+  EXPECT_THAT(ListWorkerStates(), ElementsAre("w1 unconfirmed h1/r1", "w2 unconfirmed /"));
+  EXPECT_EQ(ListBlocks(), before);
+  EXPECT_THAT(ListRddNames(), ElementsAre("1:ones", "2:"));
+  // Unconfirmed workers are asked to register again.
+  EXPECT_EQ(Heartbeat("w1").code(), StatusCode::kUnknownWorker);
+  EXPECT_EQ(Report("w1", {{"rdd_1_5"}}).code(), StatusCode::kUnknownWorker);
+  // Removes reach restored workers before they register again.
+  Result<uint64_t> removed = RemoveRdd(2);
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(*removed, 1u);
+  EXPECT_THAT(w2.removed(), ElementsAre("rdd_2_0"));
+
+  // A re-registration's full report replaces the restored locations.
+  ASSERT_TRUE(Register("w1", w1.address(), {{"rdd_1_0", Tier::kDisk, 10}}).ok());
+  EXPECT_THAT(ListWorkerStates(), ElementsAre("w1 active /", "w2 unconfirmed /"));
+  EXPECT_THAT(ListBlocks(), ElementsAre("rdd_1_0 w1:disk:10", "broadcast_3 w2:disk:40"));
+}
+
+TEST_F(MasterServerTest, AnUnconfirmedWorkerThatNeverComesBackIsDroppedWithItsLocations) {
+  testing::TempDir state;
+  StartMaster(200ms, 5s, state.Sub("journal"));
+  ASSERT_TRUE(Register("w1", "tcp://127.0.0.1:1", {{"rdd_1_0"}}).ok());
+  StopMaster();
+  StartMaster(200ms, 5s, state.Sub("journal"));
+  EXPECT_THAT(ListWorkerStates(), ElementsAre("w1 unconfirmed /"));
+  ASSERT_TRUE(testing::WaitFor([&] { return ListWorkers().empty(); }, 5000ms));
+  EXPECT_THAT(ListBlocks(), IsEmpty());
+  // The drop is journaled too: another restart does not bring it back.
+  StopMaster();
+  StartMaster(200ms, 5s, state.Sub("journal"));
+  EXPECT_THAT(ListWorkers(), IsEmpty());
+  EXPECT_THAT(ListBlocks(), IsEmpty());
+}
+
+TEST_F(MasterServerTest, AJournalHeldByAnotherMasterIsUnavailable) {
+  testing::TempDir state;
+  StartMaster(10s, 5s, state.Sub("journal"));
+  MasterOptions options;
+  options.listen = "tcp://127.0.0.1:*";
+  options.state_dir = state.Sub("journal");
+  Result<std::unique_ptr<MasterServer>> second = MasterServer::Create(context_, options, clock_);
+  ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
 }
 

@@ -80,5 +80,30 @@ TEST_F(WorkerRegistryTest, RemovedWorkerIsGone) {
   EXPECT_EQ(registry_.Touch("w1", {}).code(), StatusCode::kUnknownWorker);
 }
 
+TEST_F(WorkerRegistryTest, RestoredWorkerIsUnconfirmedUntilItRegisters) {
+  registry_.Restore("w1", "tcp://127.0.0.1:1", {.host = "h1", .rack = "r1"});
+  const WorkerRecord* record = registry_.Find("w1");
+  ASSERT_NE(record, nullptr);
+  EXPECT_EQ(record->state, WorkerState::kUnconfirmed);
+  EXPECT_EQ(record->labels.host, "h1");
+  EXPECT_EQ(record->labels.rack, "r1");
+  // Its heartbeats are refused so that it registers again with a full report.
+  EXPECT_EQ(registry_.Touch("w1", WorkerStats{}).code(), StatusCode::kUnknownWorker);
+
+  EXPECT_TRUE(registry_.Register("w1", "tcp://127.0.0.1:2", WorkerStats{}, {.host = "h2"}));
+  record = registry_.Find("w1");
+  EXPECT_EQ(record->state, WorkerState::kActive);
+  EXPECT_EQ(record->labels.host, "h2");
+  EXPECT_TRUE(registry_.Touch("w1", WorkerStats{}).ok());
+}
+
+TEST_F(WorkerRegistryTest, RestoredWorkerThatNeverRegistersExpiresFromItsRestoreTime) {
+  registry_.Restore("w1", "tcp://127.0.0.1:1", {});
+  clock_.Advance(seconds(10));
+  EXPECT_THAT(registry_.Expired(seconds(10)), IsEmpty());
+  clock_.Advance(seconds(1));
+  EXPECT_THAT(registry_.Expired(seconds(10)), ElementsAre("w1"));
+}
+
 }  // namespace
 }  // namespace bm
