@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
   std::string disk_limit_text = "0";
   std::string id;
   std::string advertise;
+  std::string host_label;
+  std::string rack_label;
   std::string log_level = "info";
   app.add_option("--master", master, "The master's address, e.g. tcp://10.0.0.1:7077")->required();
   app.add_option("--listen", listen, "Address to serve on, e.g. tcp://0.0.0.0:7078")->required();
@@ -51,6 +53,12 @@ int main(int argc, char** argv) {
   app.add_option("--advertise", advertise,
                  "Address clients use to reach this worker (default: the listen address; "
                  "required when listening on a wildcard host)");
+  app.add_option("--host", host_label,
+                 "Placement label: the machine this worker runs on (replicas go to distinct "
+                 "hosts); default none");
+  app.add_option("--rack", rack_label,
+                 "Placement label: the rack this worker is in (replicas go to distinct racks "
+                 "first); default none");
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
@@ -104,6 +112,8 @@ int main(int argc, char** argv) {
   options.advertise_address = advertise;
   options.worker_id = id;
   options.master.master_address = master;
+  options.master.host = host_label;
+  options.master.rack = rack_label;
   bm::Result<std::unique_ptr<bm::WorkerServer>> created =
       bm::WorkerServer::Create(context, options, std::move(blocks), clock);
   if (!created.ok()) {

@@ -100,6 +100,8 @@ void MasterLink::SendRegister() {
     proto::RegisterWorker::Builder reg = request.initRegisterWorker();
     reg.setWorkerId(options_.worker_id);
     reg.setAddress(options_.advertised_address);
+    reg.setHost(options_.host);
+    reg.setRack(options_.rack);
     ToProto(stats, reg.initStats());
     auto list = reg.initBlocks(static_cast<unsigned>(in_registration));
     for (size_t i = 0; i < in_registration; ++i) FillBlockStatus(all[i], list[i]);

@@ -20,6 +20,9 @@ struct MasterLinkOptions {
   std::string master_address;
   std::string worker_id;
   std::string advertised_address;
+  // Placement labels sent with each registration (empty = none).
+  std::string host{};
+  std::string rack{};
   // How long to wait for the master's reply to any request before the master counts as lost;
   // for heartbeats and reports at least `missed_heartbeats` heartbeat intervals.
   Duration request_timeout = std::chrono::seconds(1);
