@@ -58,7 +58,10 @@ json WorkersToJson(const std::vector<WorkerInfo>& workers) {
                    {"memory_capacity", worker.memory_capacity},
                    {"memory_used", worker.memory_used},
                    {"disk_used", worker.disk_used},
-                   {"blocks", worker.block_count}});
+                   {"blocks", worker.block_count},
+                   {"host", worker.host},
+                   {"rack", worker.rack},
+                   {"state", worker.state}});
   }
   return out;
 }
@@ -146,7 +149,9 @@ std::string BlocksTable(const std::vector<BlockLocations>& blocks) {
 std::string WorkersTable(const std::vector<WorkerInfo>& workers) {
   std::vector<std::vector<std::string>> rows;
   for (const WorkerInfo& worker : workers) {
-    rows.push_back({worker.id, worker.address, FormatBytes(worker.memory_used),
+    rows.push_back({worker.id, worker.address, worker.state,
+                    worker.host.empty() ? "-" : worker.host,
+                    worker.rack.empty() ? "-" : worker.rack, FormatBytes(worker.memory_used),
                     FormatBytes(worker.memory_capacity), FormatBytes(worker.disk_used),
                     worker.disk_capacity == 0 ? "unlimited" : FormatBytes(worker.disk_capacity),
                     std::to_string(worker.block_count),
@@ -154,6 +159,9 @@ std::string WorkersTable(const std::vector<WorkerInfo>& workers) {
   }
   return FormatTable({{"WORKER"},
                       {"ADDRESS"},
+                      {"STATE"},
+                      {"HOST"},
+                      {"RACK"},
                       {"MEM USED", true},
                       {"MEM CAPACITY", true},
                       {"DISK USED", true},

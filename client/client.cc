@@ -61,6 +61,22 @@ WorkerInfo ToWorkerInfo(proto::WorkerInfo::Reader reader) {
   info.disk_capacity = stats.disk_capacity;
   info.block_count = stats.block_count;
   info.last_heartbeat_age_ms = reader.getLastHeartbeatAgeMs();
+  info.host = ToStdString(reader.getHost());
+  info.rack = ToStdString(reader.getRack());
+  switch (reader.getState()) {
+    case proto::WorkerState::ACTIVE:
+      info.state = "active";
+      break;
+    case proto::WorkerState::UNCONFIRMED:
+      info.state = "unconfirmed";
+      break;
+    case proto::WorkerState::DECOMMISSIONING:
+      info.state = "decommissioning";
+      break;
+    default:
+      info.state = "unknown";
+      break;
+  }
   return info;
 }
 

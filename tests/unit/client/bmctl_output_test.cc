@@ -48,8 +48,12 @@ TEST(BmctlOutputTest, WorkersJsonShape) {
   w.disk_capacity = 1 << 20;
   w.block_count = 3;
   w.last_heartbeat_age_ms = 12;
+  w.host = "h1";
+  w.rack = "r1";
+  w.state = "unconfirmed";
   json expected = json::parse(R"([{"id": "w1", "address": "tcp://10.0.0.1:7701",
-    "memory_capacity": 4096, "memory_used": 1024, "disk_used": 77, "blocks": 3}])");
+    "memory_capacity": 4096, "memory_used": 1024, "disk_used": 77, "blocks": 3,
+    "host": "h1", "rack": "r1", "state": "unconfirmed"}])");
   EXPECT_EQ(WorkersToJson({w}), expected);
 }
 
@@ -106,7 +110,10 @@ TEST(BmctlOutputTest, WorkersTableFormatsSizesAndUnlimitedDisk) {
   EXPECT_NE(table.find("4.0 GiB"), std::string::npos) << table;
   EXPECT_NE(table.find("unlimited"), std::string::npos) << table;
   EXPECT_EQ(table.substr(0, table.find('\n')),
-            "WORKER  ADDRESS    MEM USED  MEM CAPACITY  DISK USED  DISK LIMIT  BLOCKS  HEARTBEAT");
+            "WORKER  ADDRESS    STATE   HOST  RACK  MEM USED  MEM CAPACITY  DISK USED  DISK LIMIT  "
+            "BLOCKS  HEARTBEAT");
+  // No labels: a dash, as for other empty cells.
+  EXPECT_NE(table.find("active  -     -"), std::string::npos) << table;
 }
 
 TEST(BmctlOutputTest, BlocksAndRddsTables) {
