@@ -48,11 +48,14 @@ void LocalCluster::StartMaster() {
   const bool restart = !master_endpoint_.empty();
   for (int attempt = 0; attempt < 5; ++attempt) {
     if (!restart) master_endpoint_ = LoopbackEndpoint(FreeLoopbackPort());
-    master_ = std::make_unique<Process>(Process::Start(
-        BinaryPath("bm-master"),
-        {"--listen", master_endpoint_, "--heartbeat-timeout",
-         std::to_string(heartbeat_timeout_seconds_)},
-        dir_.Sub("master.log")));
+    std::vector<std::string> args = {"--listen", master_endpoint_, "--heartbeat-timeout",
+                                     std::to_string(heartbeat_timeout_seconds_)};
+    if (!master_state_dir_.empty()) {
+      args.push_back("--state-dir");
+      args.push_back(master_state_dir_);
+    }
+    master_ = std::make_unique<Process>(
+        Process::Start(BinaryPath("bm-master"), args, dir_.Sub("master.log")));
     bool up = WaitFor(
         [&] { return !master_->Running() || QueryWorkers(context_, master_endpoint_).has_value(); },
         kStartTimeout);

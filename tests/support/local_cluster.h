@@ -30,6 +30,8 @@ class LocalCluster {
 
   // Starts bm-master (again on the same endpoint after KillMaster) and waits until it answers.
   void StartMaster();
+  // From the next StartMaster on, the master journals to `dir` (--state-dir); empty = none.
+  void SetMasterStateDir(std::string dir) { master_state_dir_ = std::move(dir); }
   // Starts (or restarts, with the same port and disk dir) a worker and waits until the master
   // lists it.
   void StartWorker(const WorkerSpec& spec);
@@ -74,6 +76,7 @@ class LocalCluster {
   double heartbeat_timeout_seconds_;
   zmq::context_t context_;
   std::string master_endpoint_;
+  std::string master_state_dir_;
   std::unique_ptr<Process> master_;
   std::map<std::string, WorkerSlot> workers_;
 };
