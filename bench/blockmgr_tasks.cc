@@ -12,6 +12,7 @@
 #include "bench/child_process.h"
 #include "bench/tasks.h"
 #include "client/client.h"
+#include "common/transport.h"
 
 namespace bm::bench {
 namespace {
@@ -163,6 +164,31 @@ Result<Json> BlockmgrBigBlockTask(const Json& task) {
               {"byte_exact", exact && got == size && checked == size},
               {"client_idle_rss", idle_rss},
               {"client_peak_rss", MaxRssBytes()}};
+}
+
+}  // namespace bm::bench
+
+namespace bm::bench {
+
+// Diagnostic: getBlock requests straight to a worker ("worker" address), no master lookup, one
+// at a time; splits a client get's latency into its lookup and its read.
+Result<Json> WorkerGetsTask(const Json& task) {
+  const uint64_t size = task.at("size").get<uint64_t>();
+  const int ids = task.value("ids", 1000);
+  zmq::context_t context;
+  RpcChannel channel(context, task.at("worker").get<std::string>(), std::chrono::seconds(10));
+  int next = 0;
+  ASSIGN_OR_RETURN(Timed gets, RunTimed(DurationOf(task), [&]() -> Status {
+                     capnp::MallocMessageBuilder message;
+                     proto::GetBlock::Builder get = message.initRoot<proto::Request>().initGetBlock();
+                     get.setBlockId(KeyBlock(task, next++ % ids).ToString());
+                     get.setOffset(0);
+                     get.setMaxLength(size);
+                     ASSIGN_OR_RETURN(IncomingMessage reply, channel.Call(message));
+                     return reply.payload_bytes() == size ? Status::Ok()
+                                                          : InternalError("wrong size");
+                   }));
+  return Json{{"ops_per_s", gets.per_second()}};
 }
 
 }  // namespace bm::bench

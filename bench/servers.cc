@@ -80,6 +80,7 @@ Result<std::unique_ptr<BlockmgrCluster>> BlockmgrCluster::Start(const BenchEnv& 
                          },
                          prefix + "-" + id + ".log"));
     cluster->workers_.push_back(std::move(worker.process));
+    cluster->worker_endpoints_.push_back(Loopback(worker.port));
   }
   // Ready when the master lists every worker.
   ClientOptions client_options;

@@ -33,6 +33,7 @@ class BlockmgrCluster {
   const std::string& master_endpoint() const { return master_endpoint_; }
   pid_t master_pid() const { return master_.pid(); }
   pid_t worker_pid(size_t i) const { return workers_.at(i).pid(); }
+  const std::string& worker_endpoint(size_t i) const { return worker_endpoints_.at(i); }
 
  private:
   BlockmgrCluster(std::string master_endpoint, ChildProcess master)
@@ -41,6 +42,7 @@ class BlockmgrCluster {
   std::string master_endpoint_;
   ChildProcess master_;
   std::vector<ChildProcess> workers_;
+  std::vector<std::string> worker_endpoints_;
 };
 
 // A peer server listening on `port`.

@@ -13,6 +13,7 @@ Result<Json> RunClientTask(const Json& task) {
   static const std::map<std::string, TaskFn> kTasks = {
       {"bm_transfer", &BlockmgrTransferTask},     {"bm_small_gets", &BlockmgrSmallGetsTask},
       {"bm_big_block", &BlockmgrBigBlockTask},    {"disk_store_formats", &DiskStoreFormatsTask},    {"master_load", &MasterLoadTask},
+      {"worker_gets", &WorkerGetsTask},
       {"redis_transfer", &RedisTransferTask},     {"redis_small_gets", &RedisSmallGetsTask},
       {"memcached_transfer", &MemcachedTransferTask}, {"zmq_transfer", &ZmqTransferTask},
       {"zmq_round_trips", &ZmqRoundTripsTask},    {"memcpy", &MemcpyTask},

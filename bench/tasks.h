@@ -30,6 +30,8 @@ Result<Json> RunClientTask(const Json& task);
 Result<Json> BlockmgrTransferTask(const Json& task);
 // blockmgr ("master", "size", "ids", "threads"): gets of small blocks, `threads` clients at once.
 Result<Json> BlockmgrSmallGetsTask(const Json& task);
+// A worker alone ("worker", "size", "ids"): getBlock round trips with no master lookup.
+Result<Json> WorkerGetsTask(const Json& task);
 // blockmgr ("master", "size"): one huge DISK_ONLY block streamed in and out, checked byte for byte.
 Result<Json> BlockmgrBigBlockTask(const Json& task);
 // The worker's disk store in this process ("dir", "size"): plain values against blob files.
