@@ -90,7 +90,8 @@ int Main(int argc, char** argv) {
                   "storage level of the cached counts: " + StorageLevelNames() +
                       " (default MEMORY_AND_DISK)");
   run->add_option("--rdd-id", options.rdd_id,
-                  "RDD id of the cached counts; keep it across runs (default 100)");
+                  "RDD id of the cached counts: the same across runs of one input, another for "
+                  "another input (default 100)");
   run->add_option("--parallelism", options.parallelism,
                   "partitions fetched or computed at once (default: one per core)");
   run->add_option("--top", top, "how many of the most frequent words to print (default 10)");

@@ -14,12 +14,36 @@ std::string DatasetName(const std::string& input) {
   return "wordcount:" + std::filesystem::path(input).filename().string();
 }
 
+namespace {
+
+// Blocks are found by RDD id and partition only, so cached counts of another input, or of the
+// same input cut differently, would be read as this one's. The description an earlier run
+// registered tells: refuse to mix them up.
+Status CheckCacheIsOurs(CacheSession& session, const WordCountOptions& options) {
+  ASSIGN_OR_RETURN(std::vector<RddInfo> rdds,
+                   session.WithClient([](Client& client) { return client.Rdds(); }));
+  const std::string name = DatasetName(options.input);
+  for (const RddInfo& rdd : rdds) {
+    if (rdd.rdd_id != options.rdd_id || rdd.cached_partitions == 0 || rdd.name.empty()) continue;
+    if (rdd.name != name || rdd.total_partitions != options.partitions) {
+      return InvalidArgumentError(
+          "RDD " + std::to_string(rdd.rdd_id) + " already caches " + rdd.name + " in " +
+          std::to_string(rdd.total_partitions) + " partitions; remove it (bm-wordcount " +
+          "unpersist --rdd-id " + std::to_string(rdd.rdd_id) + ") or choose another --rdd-id");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<WordCountRun> RunWordCount(const WordCountOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(std::unique_ptr<TextSplits> splits,
                    TextSplits::Open(options.input, options.partitions));
 
-  auto session = std::make_shared<CacheSession>(ClientOptions{.master_address = options.master_address});
+  auto session =
+      std::make_shared<CacheSession>(ClientOptions{.master_address = options.master_address});
   // The lines dataset is never persisted, so its id names no blocks; it only has to differ
   // from the counts dataset's.
   auto lines = Dataset::Source(session, options.rdd_id + 1, "lines", options.partitions,
@@ -28,6 +52,7 @@ Result<WordCountRun> RunWordCount(const WordCountOptions& options) {
                            [](uint32_t, std::span<const std::byte> text) -> Result<PartitionData> {
                              return WordCounts::Count(text).Encode();
                            });
+  RETURN_IF_ERROR(CheckCacheIsOurs(*session, options));
   RETURN_IF_ERROR(counts->Persist(options.level));
   ASSIGN_OR_RETURN(std::vector<PartitionData> partitions, counts->Collect(options.parallelism));
 

@@ -42,7 +42,9 @@ struct WordCountRun {
 std::string DatasetName(const std::string& input);
 
 // Counts the words of options.input, reading cached partitions and computing (then caching)
-// the others.
+// the others. Fails (kInvalidArgument) when options.rdd_id caches the counts of a file of
+// another name or cut into another number of partitions. A file changed under the same name
+// is not detected: unpersist its counts first.
 Result<WordCountRun> RunWordCount(const WordCountOptions& options);
 
 // "total_words=T distinct=D digest=<16 hex digits>": equal across runs exactly when the merged

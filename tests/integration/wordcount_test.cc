@@ -141,6 +141,15 @@ TEST_F(WordcountTest, UnpersistRemovesEveryPartitionSoTheNextRunComputesAgain) {
   EXPECT_EQ(again.checksum, first.checksum);
 }
 
+TEST_F(WordcountTest, RefusesToReadCountsCachedForAnotherSplitOfTheInput) {
+  EXPECT_EQ(RunCount(cluster_, corpus_).computed, kPartitions);
+  CommandResult r = Wordcount({"run", "--master", cluster_.master_endpoint(), "--input", corpus_,
+                               "--partitions", "3", "--rdd-id", std::to_string(kRddId)});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("already caches wordcount:corpus.txt in 8 partitions"), std::string::npos)
+      << r.err;
+}
+
 TEST_F(WordcountTest, ExitCodesSeparateUsageErrorsFromRuntimeFailures) {
   EXPECT_EQ(Wordcount({"run", "--input", corpus_}).exit_code, 2);  // no --master
   EXPECT_EQ(Wordcount({"run", "--master", cluster_.master_endpoint(), "--input", corpus_,
