@@ -99,11 +99,13 @@ struct PutArgs {
   std::string file;
   std::string level = "MEMORY_AND_DISK";
   std::string worker;
+  uint32_t replication = 0;  // 0: as the level says
 };
 
 int RunPut(Client& client, const PutArgs& args, const BlockId& id, StorageLevel level, bool json) {
   PutOptions options;
   if (!args.worker.empty()) options.worker_id = args.worker;
+  options.replication = args.replication;
   Result<PutResult> put = [&]() -> Result<PutResult> {
     std::error_code ec;
     if (args.file != "-" && std::filesystem::is_regular_file(args.file, ec)) {
@@ -128,6 +130,10 @@ int RunPut(Client& client, const PutArgs& args, const BlockId& id, StorageLevel 
     return client.Put(id, data, level, options);
   }();
   if (!put.ok()) return Fail(put.status());
+  if (put->replicas.size() < put->copies_wanted) {
+    std::cerr << "bmctl: warning: only " << put->replicas.size() << " of " << put->copies_wanted
+              << " copies stored: not enough workers could take the block\n";
+  }
   if (json) {
     std::cout << PutToJson(id, *put).dump(2) << "\n";
   } else {
@@ -153,8 +159,7 @@ int Main(int argc, char** argv) {
 
   CLI::App* workers = app.add_subcommand("workers", "live workers, memory and disk use");
 
-  const std::string levels_note =
-      "The _2 levels are accepted and recorded but only one copy is stored for now.";
+  const std::string levels_note = "The _2 levels store two copies on distinct workers.";
   PutArgs put_args;
   CLI::App* put =
       app.add_subcommand("put", "Store FILE (or stdin with -) as block BLOCK_ID. " + levels_note);
@@ -168,6 +173,9 @@ int Main(int argc, char** argv) {
       "storage level: " + StorageLevelNames() + " (default MEMORY_AND_DISK). " + levels_note);
   put->add_option("--worker", put_args.worker,
                   "store on this worker instead of letting bmctl choose");
+  put->add_option("--replication", put_args.replication,
+                  "copies to store on distinct workers (default: 2 for the _2 levels, else 1)")
+      ->check(CLI::Range(1, 16));
 
   std::string get_block;
   std::string get_output;

@@ -87,7 +87,9 @@ json PutToJson(const BlockId& id, const PutResult& put) {
   return {{"block", id.ToString()},
           {"worker", put.worker_id},
           {"tier", std::string(TierName(put.tier))},
-          {"size", put.size}};
+          {"size", put.size},
+          {"replicas", put.replicas},
+          {"copies_wanted", put.copies_wanted}};
 }
 
 std::string FormatTable(const std::vector<TableColumn>& columns,
@@ -198,8 +200,14 @@ std::string RemovedText(uint64_t removed) {
 }
 
 std::string PutText(const BlockId& id, const PutResult& put) {
-  return "stored " + id.ToString() + " (" + FormatBytes(put.size) + ") on " + put.worker_id + " (" +
-         put.address + ") " + (put.tier == Tier::kMemory ? "in memory" : "on disk") + "\n";
+  std::string text = "stored " + id.ToString() + " (" + FormatBytes(put.size) + ") on " +
+                     put.worker_id + " (" + put.address + ") " +
+                     (put.tier == Tier::kMemory ? "in memory" : "on disk");
+  if (put.replicas.size() > 1 || put.copies_wanted > 1) {
+    text += "; " + std::to_string(put.replicas.size()) + " of " +
+            std::to_string(put.copies_wanted) + " copies: " + Join(put.replicas, ", ");
+  }
+  return text + "\n";
 }
 
 }  // namespace bm

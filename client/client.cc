@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <array>
 #include <istream>
 #include <ostream>
@@ -11,6 +12,7 @@
 #include "client/local_hosts.h"
 #include "client/placement.h"
 #include "common/byte_size.h"
+#include "common/replica_spread.h"
 #include "common/chunk.h"
 #include "common/protocol.h"
 #include "common/transport.h"
@@ -287,79 +289,238 @@ Result<PutResult> Client::PutStream(const BlockId& id, ByteSource read, uint64_t
 
 Result<PutResult> Client::PutFrom(const BlockId& id, PieceSource& source, StorageLevel level,
                                   const PutOptions& options) {
+  const uint32_t wanted =
+      options.replication > 0 ? options.replication : static_cast<uint32_t>(ReplicationOf(level));
   ASSIGN_OR_RETURN(std::vector<WorkerInfo> workers, Workers());
-  std::vector<WorkerInfo> candidates;
+  std::erase_if(workers, [](const WorkerInfo& w) { return w.state == "decommissioning"; });
+  if (workers.empty()) return UnavailableError("no live workers are registered with the master");
+  std::vector<WorkerInfo> candidates = ChooseWorkers(workers, source.size(), level, put_counter_++);
   if (options.worker_id) {
+    // The named worker takes the first copy, whether or not placement would have chosen it.
     auto named = std::find_if(workers.begin(), workers.end(),
                               [&](const WorkerInfo& w) { return w.id == *options.worker_id; });
     if (named == workers.end()) return NotFoundError("no live worker named " + *options.worker_id);
-    candidates.push_back(*named);
+    std::erase_if(candidates, [&](const WorkerInfo& w) { return w.id == named->id; });
+    candidates.insert(candidates.begin(), *named);
+  } else if (options.prefer_local) {
+    std::stable_partition(candidates.begin(), candidates.end(),
+                          [this](const WorkerInfo& w) { return IsLocalAddress(w.address); });
+  }
+  if (candidates.empty()) {
+    return OutOfSpaceError("no live worker has room for " + id.ToString() + " (" +
+                           FormatBytes(source.size()) + ", " +
+                           std::string(StorageLevelName(level)) + ")");
+  }
+  // Copies on distinct racks, then hosts, then workers; the named worker (if any) first.
+  std::vector<ReplicaSite> sites;
+  for (const WorkerInfo& w : candidates) {
+    sites.push_back({w.id, w.host.empty() ? HostOfAddress(w.address) : w.host, w.rack});
+  }
+  std::vector<size_t> order;
+  if (options.worker_id) {
+    order.push_back(0);
+    for (size_t i : SpreadReplicas(std::span(sites).subspan(1), std::span(sites).first(1),
+                                   wanted - 1)) {
+      order.push_back(i + 1);
+    }
   } else {
-    if (workers.empty()) return UnavailableError("no live workers are registered with the master");
-    candidates = ChooseWorkers(workers, source.size(), level, put_counter_++);
-    if (candidates.empty()) {
-      return OutOfSpaceError("no live worker has room for " + id.ToString() + " (" +
-                             FormatBytes(source.size()) + ", " +
-                             std::string(StorageLevelName(level)) + ")");
-    }
-    if (options.prefer_local) {
-      std::stable_partition(candidates.begin(), candidates.end(),
-                            [this](const WorkerInfo& w) { return IsLocalAddress(w.address); });
-    }
+    order = SpreadReplicas(sites, {}, wanted);
   }
+
+  std::vector<Result<PutResult>> stored;
   Status last;
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    if (i > 0 && !source.Restart()) return last;
-    Result<PutResult> put = Upload(candidates[i], id, source, level);
-    if (put.ok()) return put;
-    last = put.status();
-    const bool worker_refused =
-        last.code() == StatusCode::kUnavailable || last.code() == StatusCode::kOutOfSpace;
-    if (source.failed() || !worker_refused) return last;
+  size_t next = 0;
+  bool attempted = false;
+  while (stored.size() < wanted && next < order.size()) {
+    if (attempted && !source.Restart()) break;
+    attempted = true;
+    std::vector<const WorkerInfo*> batch;
+    while (batch.size() < wanted - stored.size() && next < order.size()) {
+      batch.push_back(&candidates[order[next++]]);
+    }
+    for (Result<PutResult>& put : Upload(batch, id, source, level)) {
+      if (put.ok()) {
+        stored.push_back(std::move(put));
+        continue;
+      }
+      last = put.status();
+      const bool worker_refused =
+          last.code() == StatusCode::kUnavailable || last.code() == StatusCode::kOutOfSpace;
+      if (source.failed() || !worker_refused) return last;
+    }
+    // A named worker that failed is not replaced by another for the first copy.
+    if (options.worker_id && stored.empty()) return last;
   }
-  return last;
+  if (stored.empty()) return last;
+  PutResult result = std::move(stored.front()).value();
+  result.copies_wanted = wanted;
+  result.replicas.clear();
+  for (const Result<PutResult>& put : stored) result.replicas.push_back(put->worker_id);
+  return result;
 }
 
-Result<PutResult> Client::Upload(const WorkerInfo& worker, const BlockId& id, PieceSource& source,
-                                 StorageLevel level) {
-  ASSIGN_OR_RETURN(RpcChannel * channel, WorkerChannel(worker.address));
-  const std::string peer = "worker " + worker.id;
-  const std::string block = id.ToString();
-  const uint64_t upload_id = upload_ids_();
-  while (true) {
-    const uint64_t offset = source.offset();
-    ASSIGN_OR_RETURN(std::vector<ChunkPtr> chunks, source.NextPiece());
-    const bool last = source.offset() == source.size();
-
-    capnp::MallocMessageBuilder message;
-    proto::PutBlock::Builder put = message.initRoot<proto::Request>().initPutBlock();
-    put.setBlockId(block);
-    put.setLevel(ToProto(level));
-    put.setTotalSize(source.size());
-    put.setOffset(offset);
-    put.setLast(last);
-    put.setUploadId(upload_id);
-    std::vector<zmq::message_t> payload;
-    payload.reserve(chunks.size());
-    for (ChunkPtr& chunk : chunks) payload.push_back(MessageFromChunk(std::move(chunk)));
-
-    ASSIGN_OR_RETURN(IncomingMessage reply,
-                     Call(*channel, options_.request_timeout, peer, message, std::move(payload),
-                          last ? kCommitSlack : milliseconds(0)));
-    bool committed = false;
+std::vector<Result<PutResult>> Client::Upload(const std::vector<const WorkerInfo*>& targets,
+                                              const BlockId& id, PieceSource& source,
+                                              StorageLevel level) {
+  // Each piece goes to every target still in the upload, one after the other; the pieces'
+  // chunks are shared, not copied, between the targets' messages.
+  struct Target {
+    const WorkerInfo* worker = nullptr;
+    RpcChannel* channel = nullptr;
+    uint64_t upload_id = 0;
+    std::optional<Status> failure;
     Tier tier = Tier::kMemory;
+  };
+  std::vector<Target> uploads;
+  for (const WorkerInfo* worker : targets) {
+    Target target;
+    target.worker = worker;
+    Result<RpcChannel*> channel = WorkerChannel(worker->address);
+    if (channel.ok()) {
+      target.channel = *channel;
+      target.upload_id = upload_ids_();
+    } else {
+      target.failure = channel.status();
+    }
+    uploads.push_back(std::move(target));
+  }
+  const std::string block = id.ToString();
+  auto live = [&] {
+    return std::any_of(uploads.begin(), uploads.end(),
+                       [](const Target& t) { return !t.failure.has_value(); });
+  };
+  while (live()) {
+    const uint64_t offset = source.offset();
+    Result<std::vector<ChunkPtr>> chunks = source.NextPiece();
+    if (!chunks.ok()) {
+      for (Target& target : uploads) {
+        if (!target.failure) target.failure = chunks.status();
+      }
+      break;
+    }
+    const bool last = source.offset() == source.size();
+    for (Target& target : uploads) {
+      if (target.failure) continue;
+      const std::string peer = "worker " + target.worker->id;
+      capnp::MallocMessageBuilder message;
+      proto::PutBlock::Builder put = message.initRoot<proto::Request>().initPutBlock();
+      put.setBlockId(block);
+      put.setLevel(ToProto(level));
+      put.setTotalSize(source.size());
+      put.setOffset(offset);
+      put.setLast(last);
+      put.setUploadId(target.upload_id);
+      std::vector<zmq::message_t> payload;
+      payload.reserve(chunks->size());
+      for (const ChunkPtr& chunk : *chunks) payload.push_back(MessageFromChunk(chunk));
+
+      Result<IncomingMessage> reply = Call(*target.channel, options_.request_timeout, peer,
+                                           message, std::move(payload),
+                                           last ? kCommitSlack : milliseconds(0));
+      if (!reply.ok()) {
+        target.failure = reply.status();
+        continue;
+      }
+      bool committed = false;
+      Status read = ReadGuarded([&]() -> Status {
+        proto::Reply::Reader r = reply->reply();
+        if (!r.isPut()) return UnexpectedReply(peer, "put");
+        committed = r.getPut().getCommitted();
+        target.tier = FromProto(r.getPut().getTier());
+        return Status::Ok();
+      });
+      if (read.ok() && committed != last) {
+        read = InternalError(peer + (last ? " did not commit " : " committed early ") + block);
+      }
+      if (!read.ok()) target.failure = read;
+    }
+    if (last) break;
+  }
+  std::vector<Result<PutResult>> results;
+  for (Target& target : uploads) {
+    if (target.failure) {
+      results.emplace_back(*target.failure);
+    } else {
+      results.emplace_back(PutResult{target.worker->id, target.worker->address, target.tier,
+                                     source.size()});
+    }
+  }
+  return results;
+}
+
+Result<uint32_t> Client::CopyBlock(const BlockId& id, const std::string& source_address,
+                                   const std::vector<WorkerInfo>& targets, StorageLevel level) {
+  ASSIGN_OR_RETURN(RpcChannel * channel, WorkerChannel(source_address));
+  const std::string block = id.ToString();
+  const std::string peer = "worker at " + source_address;
+  // Pulls the block from the source in ranges of up to kMaxPieceBytes and hands its bytes
+  // out as the upload asks for them; every range must come from the same generation.
+  std::vector<zmq::message_t> frames;
+  size_t frame = 0, frame_offset = 0;
+  uint64_t fetched = 0, total = 0;
+  std::optional<uint64_t> generation;
+  auto fetch = [&]() -> Status {
+    capnp::MallocMessageBuilder message;
+    proto::GetBlock::Builder get = message.initRoot<proto::Request>().initGetBlock();
+    get.setBlockId(block);
+    get.setOffset(fetched);
+    get.setMaxLength(kMaxPieceBytes);
+    ASSIGN_OR_RETURN(IncomingMessage reply, Call(*channel, options_.request_timeout, peer, message));
+    uint64_t length = 0, reply_generation = 0, reply_total = 0;
     RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
       proto::Reply::Reader r = reply.reply();
-      if (!r.isPut()) return UnexpectedReply(peer, "put");
-      committed = r.getPut().getCommitted();
-      tier = FromProto(r.getPut().getTier());
+      if (!r.isGet()) return UnexpectedReply(peer, "get");
+      length = r.getGet().getLength();
+      reply_generation = r.getGet().getGeneration();
+      reply_total = r.getGet().getTotalSize();
       return Status::Ok();
     }));
-    if (committed != last) {
-      return InternalError(peer + (last ? " did not commit " : " committed early ") + block);
+    if (generation && (reply_generation != *generation || reply_total != total)) {
+      return AbortedError(block + " was replaced on " + peer + " while being copied");
     }
-    if (last) return PutResult{worker.id, worker.address, tier, source.size()};
+    if (reply.payload_bytes() != length || length > reply_total - fetched ||
+        (length == 0 && fetched < reply_total)) {
+      return InternalError(peer + " sent a malformed range of " + block);
+    }
+    generation = reply_generation;
+    total = reply_total;
+    fetched += length;
+    frames = std::move(reply.payload());
+    frame = 0;
+    frame_offset = 0;
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(fetch());
+  ByteSource read = [&](std::span<std::byte> out) -> Result<size_t> {
+    while (frame == frames.size() || frame_offset == frames[frame].size()) {
+      if (frame < frames.size()) {
+        ++frame;
+        frame_offset = 0;
+        continue;
+      }
+      if (fetched == total) return size_t{0};
+      RETURN_IF_ERROR(fetch());
+    }
+    const zmq::message_t& current = frames[frame];
+    const size_t n = std::min(out.size(), current.size() - frame_offset);
+    std::memcpy(out.data(), static_cast<const std::byte*>(current.data()) + frame_offset, n);
+    frame_offset += n;
+    return n;
+  };
+  PieceSource source(std::move(read), total, nullptr);
+  std::vector<const WorkerInfo*> pointers;
+  for (const WorkerInfo& target : targets) pointers.push_back(&target);
+  uint32_t copies = 0;
+  Status last;
+  for (Result<PutResult>& put : Upload(pointers, id, source, level)) {
+    if (put.ok()) {
+      ++copies;
+    } else {
+      last = put.status();
+    }
   }
+  if (copies == 0 && !targets.empty()) return last;
+  return copies;
 }
 
 Result<uint64_t> Client::Remove(const std::vector<BlockId>& ids) {

@@ -96,7 +96,14 @@ class Client {
   // free memory, on the worker with the least disk used that has room; ties rotate from put to
   // put. A candidate that is unavailable or out of space is skipped for the next one.
   // kUnavailable when no worker is registered; kOutOfSpace when no worker can hold the block.
-  // The _2 levels are recorded, but only one copy is stored.
+  //
+  // Replication: the _2 levels (or `options.replication`) store that many copies on distinct
+  // workers, spread over racks first, then hosts, then workers (common/replica_spread.h). Each
+  // piece goes to every chosen worker before the next piece is read, so a streamed block is
+  // still never held whole; a worker that fails mid-way is replaced by the next candidate
+  // when the source can be read again. The put returns once every copy is committed; with
+  // fewer willing workers than copies it returns what was stored (`replicas.size()` <
+  // `copies_wanted`), and fails only when no copy could be stored.
   Result<PutResult> Put(const BlockId& id, std::span<const std::byte> data, StorageLevel level,
                         const PutOptions& options = {});
   // As Put, reading the `size` bytes from `in` (or `source`) 1 MiB at a time, so a block of
@@ -139,6 +146,13 @@ class Client {
 
   // True when `address` (tcp://HOST:PORT) is on this client's host (ClientOptions::local_hosts).
   bool IsLocalAddress(const std::string& address) const;
+
+  // Copies block `id` from the worker at `source_address` to each of `targets` at `level`,
+  // range by range (never holding it whole). Returns how many copies were committed; fails
+  // only when none was (or the source could not be read). Used by workers to re-replicate and
+  // drain blocks.
+  Result<uint32_t> CopyBlock(const BlockId& id, const std::string& source_address,
+                             const std::vector<WorkerInfo>& targets, StorageLevel level);
 
   // Removes the blocks wherever they are stored; returns how many existed. Unknown ids count 0.
   Result<uint64_t> Remove(const std::vector<BlockId>& ids);
@@ -198,8 +212,10 @@ class Client {
   Client(ClientOptions options, std::unique_ptr<zmq::context_t> context);
   Result<PutResult> PutFrom(const BlockId& id, PieceSource& source, StorageLevel level,
                             const PutOptions& options);
-  Result<PutResult> Upload(const WorkerInfo& worker, const BlockId& id, PieceSource& source,
-                           StorageLevel level);
+  // Streams the block to every target, piece by piece; one result per target, in order.
+  std::vector<Result<PutResult>> Upload(const std::vector<const WorkerInfo*>& targets,
+                                        const BlockId& id, PieceSource& source,
+                                        StorageLevel level);
   // Reads the block from its locations into `sink`: `known` when given (the master's answer
   // of a moment ago), else those the master lists; local workers first. `reset` (may be empty)
   // discards what the sink received so the read can start over; without it only a read that

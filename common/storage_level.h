@@ -7,7 +7,7 @@
 
 namespace bm {
 
-// Spark's storage levels. Replication (the _2 forms) is recorded but one copy is stored.
+// Spark's storage levels. The _2 forms keep two copies on distinct workers.
 enum class StorageLevel {
   kMemoryOnly,
   kMemoryAndDisk,

@@ -75,9 +75,19 @@ TEST(BmctlOutputTest, EmptyListsAreEmptyJsonArrays) {
 
 TEST(BmctlOutputTest, RemovedAndPutJsonShapes) {
   EXPECT_EQ(RemovedToJson(5).dump(), R"({"removed":5})");
-  PutResult put{"w2", "tcp://10.0.0.2:7701", Tier::kDisk, 42};
+  PutResult put{"w2", "tcp://10.0.0.2:7701", Tier::kDisk, 42, {"w2", "w1"}, 2};
   EXPECT_EQ(PutToJson(BlockId::Rdd(3, 1), put).dump(),
-            R"({"block":"rdd_3_1","worker":"w2","tier":"disk","size":42})");
+            R"({"block":"rdd_3_1","worker":"w2","tier":"disk","size":42,)"
+            R"("replicas":["w2","w1"],"copies_wanted":2})");
+}
+
+TEST(BmctlOutputTest, PutTextNamesEveryCopyWhenReplicated) {
+  PutResult single{"w1", "tcp://h:1", Tier::kMemory, 2048, {"w1"}, 1};
+  EXPECT_EQ(PutText(BlockId::Rdd(1, 0), single),
+            "stored rdd_1_0 (2.0 KiB) on w1 (tcp://h:1) in memory\n");
+  PutResult short_of_copies{"w1", "tcp://h:1", Tier::kMemory, 2048, {"w1"}, 2};
+  EXPECT_EQ(PutText(BlockId::Rdd(1, 0), short_of_copies),
+            "stored rdd_1_0 (2.0 KiB) on w1 (tcp://h:1) in memory; 1 of 2 copies: w1\n");
 }
 
 TEST(BmctlOutputTest, TableAlignsColumnsWithoutTrailingBlanks) {
