@@ -109,6 +109,11 @@ void WorkerServer::Stop() {
 void WorkerServer::Run() {
   spdlog::info("worker {} serving on {} (advertised as {}), master {}", worker_id_, endpoint_,
                advertised_address_, options_.master.master_address);
+  replicator_ = std::make_unique<Replicator>(context_, advertised_address_, [this] {
+    const uint64_t one = 1;
+    ssize_t written = write(wake_fd_, &one, sizeof(one));
+    (void)written;
+  });
   while (!stop_.load()) {
     const TimePoint now = clock_.Now();
     link_->OnTimer();
@@ -135,8 +140,11 @@ void WorkerServer::Run() {
     if (items[0].revents & ZMQ_POLLIN) HandleClientMessages();
     // Checks the current socket's readiness itself (the one polled may have been replaced).
     if (items[1].revents & ZMQ_POLLIN) link_->OnReadable();
+    AnswerFinishedReplications();
     ReleaseDeferredPuts(clock_.Now());
   }
+  // Copies in flight are abandoned: the master retries them elsewhere.
+  replicator_.reset();
 
   for (const UploadTable::Entry& entry : uploads_.TakeAll()) blocks_->AbortPut(entry.upload);
   // The blocks are stored; their reports go out with the next registration.
@@ -209,14 +217,21 @@ Status WorkerServer::Dispatch(IncomingMessage& message, uint64_t* id) {
       return HandleContains(message, *id);
     case proto::Request::REMOVE_BLOCKS:
       return HandleRemove(message, *id);
-    case proto::Request::PING: {
-      capnp::MallocMessageBuilder reply;
-      proto::Reply::Builder root = reply.initRoot<proto::Reply>();
-      root.setId(*id);
-      root.setOk();
-      SendReply(*message.routing_id(), reply);
+    case proto::Request::REPLICATE_BLOCK:
+      return HandleReplicate(message, *id);
+    case proto::Request::DECOMMISSION:
+      if (!decommissioning_) spdlog::info("decommissioning: taking no new blocks");
+      decommissioning_ = true;
+      SendOk(*message.routing_id(), *id);
       return Status::Ok();
-    }
+    case proto::Request::SHUTDOWN:
+      spdlog::info("drained: shutting down as the master asked");
+      SendOk(*message.routing_id(), *id);
+      Stop();
+      return Status::Ok();
+    case proto::Request::PING:
+      SendOk(*message.routing_id(), *id);
+      return Status::Ok();
     default:
       break;
   }
@@ -260,6 +275,9 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
   if (piece.offset == 0) {
     // A first piece always starts afresh, replacing a same-id upload the client gave up on.
     AbortUpload(key);
+    if (decommissioning_) {
+      return UnavailableError("worker " + worker_id_ + " is decommissioning: it takes no new blocks");
+    }
     if (uploads_.size() >= options_.max_uploads) {
       return UnavailableError("too many uploads in progress; retry later");
     }
@@ -400,6 +418,60 @@ Status WorkerServer::HandleContains(IncomingMessage& message, uint64_t id) {
   }
   SendReply(*message.routing_id(), reply);
   return Status::Ok();
+}
+
+Status WorkerServer::HandleReplicate(IncomingMessage& message, uint64_t id) {
+  Replicator::Job job{.ticket = next_ticket_++, .block = BlockId::Broadcast(0),
+                      .level = StorageLevel::kMemoryOnly, .targets = {}};
+  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::ReplicateBlock::Reader request = message.request().getReplicateBlock();
+    ASSIGN_OR_RETURN(job.block, ParseWireBlockId(request.getBlockId()));
+    if (!IsKnownLevel(request.getLevel())) return InvalidArgumentError("unknown storage level");
+    job.level = FromProto(request.getLevel());
+    for (proto::ReplicaTarget::Reader target : request.getTargets()) {
+      WorkerInfo info;
+      info.id = std::string(target.getWorkerId().cStr(), target.getWorkerId().size());
+      info.address = std::string(target.getAddress().cStr(), target.getAddress().size());
+      job.targets.push_back(std::move(info));
+    }
+    return Status::Ok();
+  }));
+  if (job.targets.empty()) return InvalidArgumentError("replicateBlock names no target");
+  if (!blocks_->Find(job.block)) {
+    return NotFoundError("block " + job.block.ToString() + " is not stored on worker " + worker_id_);
+  }
+  replications_.emplace(job.ticket, PendingReplication{
+                                        zmq::message_t(message.routing_id()->data(),
+                                                       message.routing_id()->size()),
+                                        id});
+  replicator_->Submit(std::move(job));
+  return Status::Ok();
+}
+
+void WorkerServer::AnswerFinishedReplications() {
+  if (replications_.empty()) return;
+  for (Replicator::Finished& finished : replicator_->TakeFinished()) {
+    auto pending = replications_.find(finished.ticket);
+    if (pending == replications_.end()) continue;
+    if (finished.copies.ok()) {
+      capnp::MallocMessageBuilder reply;
+      proto::Reply::Builder root = reply.initRoot<proto::Reply>();
+      root.setId(pending->second.request_id);
+      root.setReplicated(*finished.copies);
+      SendReply(pending->second.peer, reply);
+    } else {
+      SendError(pending->second.peer, pending->second.request_id, finished.copies.status());
+    }
+    replications_.erase(pending);
+  }
+}
+
+void WorkerServer::SendOk(const zmq::message_t& peer, uint64_t id) {
+  capnp::MallocMessageBuilder reply;
+  proto::Reply::Builder root = reply.initRoot<proto::Reply>();
+  root.setId(id);
+  root.setOk();
+  SendReply(peer, reply);
 }
 
 Status WorkerServer::HandleRemove(IncomingMessage& message, uint64_t id) {

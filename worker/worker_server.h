@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <zmq.hpp>
@@ -14,6 +15,7 @@
 #include "common/transport.h"
 #include "worker/block_manager.h"
 #include "worker/master_link.h"
+#include "worker/replicator.h"
 #include "worker/upload_table.h"
 
 namespace bm {
@@ -98,6 +100,11 @@ class WorkerServer {
   Status HandleGet(IncomingMessage& message, uint64_t id);
   Status HandleContains(IncomingMessage& message, uint64_t id);
   Status HandleRemove(IncomingMessage& message, uint64_t id);
+  // From the master: copy a block to other workers (answered when the copy is done).
+  Status HandleReplicate(IncomingMessage& message, uint64_t id);
+  // Answers the replicateBlock requests whose copies finished.
+  void AnswerFinishedReplications();
+  void SendOk(const zmq::message_t& peer, uint64_t id);
   void AbortUpload(const UploadTable::Key& key);
   void ExpireIdleUploads(TimePoint now);
   void ReleaseDeferredPuts(TimePoint now, bool all = false);
@@ -124,6 +131,15 @@ class WorkerServer {
   std::unique_ptr<MasterLink> link_;
   UploadTable uploads_;
   std::deque<DeferredPut> deferred_;  // in seq and deadline order
+  // Set by the master's `decommission`: new uploads are refused.
+  bool decommissioning_ = false;
+  std::unique_ptr<Replicator> replicator_;  // started by Run()
+  struct PendingReplication {
+    zmq::message_t peer;
+    uint64_t request_id;
+  };
+  std::map<uint64_t, PendingReplication> replications_;  // by replicator ticket
+  uint64_t next_ticket_ = 1;
 };
 
 }  // namespace bm
