@@ -448,8 +448,6 @@ Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generatio
   const uint64_t last = (end - 1) / meta.chunk_bytes;
   // A snapshot so every chunk comes from the same moment, whatever writes happen meanwhile.
   rocksdb::ReadOptions options = impl_->read_options;
-  // A chunk is read whole and sent once; caching it would only churn the block cache.
-  options.fill_cache = false;
   const rocksdb::Snapshot* snapshot = db_->GetSnapshot();
   options.snapshot = snapshot;
   Status status;
