@@ -23,16 +23,25 @@ MemoryBlock MakeBlock(uint64_t n, const ChunkPtr& chunk) {
   return block;
 }
 
+ChunkPtr SmallChunk() { return MakeChunk(std::vector<std::byte>(1 << 10)); }
+
+// A store with no practical budget holding blocks 0 .. blocks-1, each `chunk`.
+std::unique_ptr<MemoryStore> FilledStore(uint64_t blocks, const ChunkPtr& chunk) {
+  auto store = std::make_unique<MemoryStore>(UINT64_MAX / 2);
+  for (uint64_t n = 0; n < blocks; ++n) {
+    (void)store->Reserve(NthBlock(n), chunk->size());
+    store->Insert(MakeBlock(n, chunk));
+  }
+  return store;
+}
+
 // Reserve + Insert of a new block and the Remove of an old one: a put's work in the store,
 // with the store holding `state.range(0)` blocks.
 void BM_MemoryStorePut(benchmark::State& state) {
   const uint64_t blocks = static_cast<uint64_t>(state.range(0));
-  const ChunkPtr chunk = MakeChunk(std::vector<std::byte>(1 << 10));
-  MemoryStore store(UINT64_MAX / 2);
-  for (uint64_t n = 0; n < blocks; ++n) {
-    (void)store.Reserve(NthBlock(n), chunk->size());
-    store.Insert(MakeBlock(n, chunk));
-  }
+  const ChunkPtr chunk = SmallChunk();
+  std::unique_ptr<MemoryStore> filled = FilledStore(blocks, chunk);
+  MemoryStore& store = *filled;
   uint64_t next = blocks;
   for (auto _ : state) {
     Result<std::vector<MemoryBlock>> evicted = store.Reserve(NthBlock(next), chunk->size());
@@ -48,12 +57,9 @@ BENCHMARK(BM_MemoryStorePut)->Arg(1000)->Arg(100000);
 // Get (which also moves the block to the LRU's recent end) of random stored blocks.
 void BM_MemoryStoreGet(benchmark::State& state) {
   const uint64_t blocks = static_cast<uint64_t>(state.range(0));
-  const ChunkPtr chunk = MakeChunk(std::vector<std::byte>(1 << 10));
-  MemoryStore store(UINT64_MAX / 2);
-  for (uint64_t n = 0; n < blocks; ++n) {
-    (void)store.Reserve(NthBlock(n), chunk->size());
-    store.Insert(MakeBlock(n, chunk));
-  }
+  const ChunkPtr chunk = SmallChunk();
+  std::unique_ptr<MemoryStore> filled = FilledStore(blocks, chunk);
+  MemoryStore& store = *filled;
   uint64_t n = 0;
   for (auto _ : state) {
     benchmark::DoNotOptimize(store.Get(NthBlock((n * 7919) % blocks)));
