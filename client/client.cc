@@ -28,6 +28,8 @@ constexpr milliseconds kCommitSlack{2000};
 constexpr milliseconds kRemoveSlack{5000};
 // How many times a read starts over because the block was replaced meanwhile.
 constexpr int kMaxReadRestarts = 3;
+// getBlock requests GetMany keeps in flight to one worker.
+constexpr size_t kGetManyWindow = 16;
 
 std::string ToStdString(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
 
@@ -578,6 +580,131 @@ Result<uint64_t> Client::GetTo(const BlockId& id, std::ostream& out) {
     return out ? Status::Ok() : InternalError("writing the block's bytes failed");
   };
   return ReadBlock(id, sink, nullptr);
+}
+
+std::vector<Result<std::vector<std::byte>>> Client::GetMany(const std::vector<BlockId>& ids) {
+  std::vector<Result<std::vector<std::byte>>> out(
+      ids.size(), Result<std::vector<std::byte>>(InternalError("not read")));
+  if (ids.empty()) return out;
+  Result<std::vector<BlockLocations>> found = Locations(ids);
+  if (!found.ok()) {
+    for (auto& result : out) result = found.status();
+    return out;
+  }
+  std::map<std::string, std::vector<size_t>> by_worker;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::vector<BlockLocation>& locations = (*found)[i].locations;
+    if (locations.empty()) {
+      out[i] = NotFoundError("block " + ids[i].ToString() + " is not stored on any live worker");
+      continue;
+    }
+    auto local = std::find_if(locations.begin(), locations.end(),
+                              [this](const BlockLocation& l) { return IsLocalAddress(l.address); });
+    by_worker[(local != locations.end() ? *local : locations.front()).address].push_back(i);
+  }
+  std::vector<size_t> retry;
+  for (const auto& [address, indexes] : by_worker) {
+    ReadPipelined(address, ids, indexes, out, retry);
+  }
+  for (size_t i : retry) out[i] = Get(ids[i]);
+  return out;
+}
+
+void Client::ReadPipelined(const std::string& address, const std::vector<BlockId>& ids,
+                           const std::vector<size_t>& indexes,
+                           std::vector<Result<std::vector<std::byte>>>& out,
+                           std::vector<size_t>& retry) {
+  std::unique_ptr<zmq::socket_t>& socket = pipelines_[address];
+  if (!socket) {
+    try {
+      socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+      ConfigureSocket(*socket);
+      socket->set(zmq::sockopt::sndtimeo, static_cast<int>(options_.request_timeout.count()));
+      socket->connect(address);
+    } catch (const zmq::error_t&) {
+      pipelines_.erase(address);
+      retry.insert(retry.end(), indexes.begin(), indexes.end());
+      return;
+    }
+  }
+  std::map<uint64_t, size_t> in_flight;  // request id -> index into ids
+  size_t next = 0;
+  auto send_next = [&]() -> bool {
+    const size_t index = indexes[next++];
+    const uint64_t id = next_pipelined_id_++;
+    capnp::MallocMessageBuilder message;
+    proto::Request::Builder request = message.initRoot<proto::Request>();
+    request.setId(id);
+    proto::GetBlock::Builder get = request.initGetBlock();
+    get.setBlockId(ids[index].ToString());
+    get.setOffset(0);
+    get.setMaxLength(kMaxPieceBytes);
+    if (!SendMessage(*socket, nullptr, message).ok()) {
+      retry.push_back(index);
+      return false;
+    }
+    in_flight.emplace(id, index);
+    return true;
+  };
+  bool healthy = true;
+  while (healthy && next < indexes.size() && in_flight.size() < kGetManyWindow) {
+    healthy = send_next();
+  }
+  while (healthy && !in_flight.empty()) {
+    zmq::pollitem_t item{socket->handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, options_.request_timeout);
+    if (!(item.revents & ZMQ_POLLIN)) {
+      healthy = false;  // no reply in time: read what is left the slow way
+      break;
+    }
+    Result<IncomingMessage> received = ReceiveMessage(*socket, /*has_routing_id=*/false);
+    if (!received.ok()) {
+      if (received.status().code() == StatusCode::kUnavailable) healthy = false;
+      continue;
+    }
+    IncomingMessage& message = received.value();
+    uint64_t id = 0;
+    Status status;
+    bool whole = false;
+    Status read = ReadGuarded([&]() -> Status {
+      proto::Reply::Reader reply = message.reply();
+      id = reply.getId();
+      if (reply.isError()) {
+        status = StatusFromError(reply.getError());
+      } else if (reply.isGet()) {
+        proto::GetReply::Reader get = reply.getGet();
+        whole = get.getOffset() == 0 && get.getLength() == get.getTotalSize() &&
+                message.payload_bytes() == get.getLength();
+      }
+      return Status::Ok();
+    });
+    auto found = in_flight.find(id);
+    if (!read.ok() || found == in_flight.end()) continue;  // garbled, or a stale reply
+    const size_t index = found->second;
+    in_flight.erase(found);
+    if (whole) {
+      std::vector<std::byte> bytes;
+      bytes.reserve(message.payload_bytes());
+      for (const zmq::message_t& frame : message.payload()) {
+        const auto* data = static_cast<const std::byte*>(frame.data());
+        bytes.insert(bytes.end(), data, data + frame.size());
+      }
+      counters_.bytes_fetched += bytes.size();
+      out[index] = std::move(bytes);
+    } else if (!status.ok() && status.code() != StatusCode::kNotFound &&
+               status.code() != StatusCode::kUnavailable) {
+      out[index] = status;
+    } else {
+      retry.push_back(index);  // bigger than one reply, moved, or the worker is going away
+    }
+    if (next < indexes.size()) healthy = send_next();
+  }
+  if (!healthy) {
+    // Late replies must not meet a later call: the socket goes, its requests are read again.
+    pipelines_.erase(address);
+    for (const auto& [id, index] : in_flight) retry.push_back(index);
+    for (; next < indexes.size(); ++next) retry.push_back(indexes[next]);
+  }
 }
 
 Result<std::vector<std::byte>> Client::ReadWhole(const BlockId& id,

@@ -25,6 +25,7 @@ class MallocMessageBuilder;
 }
 namespace zmq {
 class context_t;
+class socket_t;
 }
 
 namespace bm {
@@ -174,6 +175,12 @@ class Client {
   // received a prefix of the block, which the caller must discard.
   Result<uint64_t> GetTo(const BlockId& id, const ByteSink& sink);
   Result<uint64_t> GetTo(const BlockId& id, std::ostream& out);
+  // Several whole blocks at once, one result per id in the same order: one location lookup for
+  // all of them, then up to 16 getBlock requests in flight to each worker (this host's copy
+  // first, else the first the master lists). A block the pipelined read cannot finish (bigger
+  // than one 16 MiB reply, moved, or its worker failed) is read again with Get(), which falls
+  // over to other locations. An id with no location is kNotFound.
+  std::vector<Result<std::vector<std::byte>>> GetMany(const std::vector<BlockId>& ids);
 
   // ---- metadata (answered by the master) ----
 
@@ -242,6 +249,11 @@ class Client {
                                                  const ComputeFn& compute, uint64_t token);
   Result<uint64_t> ReadFrom(const BlockLocation& location, const BlockId& id, const ByteSink& sink,
                             ReadProgress& progress);
+  // GetMany's reads from one worker: the blocks ids[i] for i in `indexes`, pipelined. Fills
+  // `out[i]` or adds i to `retry`.
+  void ReadPipelined(const std::string& address, const std::vector<BlockId>& ids,
+                     const std::vector<size_t>& indexes,
+                     std::vector<Result<std::vector<std::byte>>>& out, std::vector<size_t>& retry);
   // The channel in `slot`, connected to `address` on first use; kInvalidArgument for an
   // address ZeroMQ cannot connect to (so a bad address fails a call instead of throwing).
   Result<RpcChannel*> Connect(std::unique_ptr<RpcChannel>& slot, const std::string& address);
@@ -255,6 +267,10 @@ class Client {
   zmq::context_t& context_;
   std::unique_ptr<RpcChannel> master_;                          // connected on first use
   std::map<std::string, std::unique_ptr<RpcChannel>> workers_;  // by address
+  // GetMany's DEALERs, by worker address: kept apart from `workers_` so replies to pipelined
+  // requests never meet RpcChannel's one-call-at-a-time matching.
+  std::map<std::string, std::unique_ptr<zmq::socket_t>> pipelines_;
+  uint64_t next_pipelined_id_ = 1;
   uint64_t put_counter_ = 0;                                    // rotates placement ties
   std::mt19937_64 upload_ids_;
   std::vector<std::string> local_hosts_;

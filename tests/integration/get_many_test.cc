@@ -1,0 +1,67 @@
+// Client::GetMany against real processes: many blocks read at once, pipelined per worker.
+
+#include <gtest/gtest.h>
+
+#include "client/client.h"
+#include "tests/support/files.h"
+#include "tests/support/local_cluster.h"
+
+namespace bm::testing {
+namespace {
+
+class GetManyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(cluster_.StartMaster());
+    ASSERT_NO_FATAL_FAILURE(cluster_.StartWorkers(2, "256MiB"));
+    client_ = std::make_unique<Client>(ClientOptions{cluster_.master_endpoint()});
+  }
+
+  std::vector<std::byte> PutBlock(const BlockId& id, size_t size, StorageLevel level) {
+    std::vector<std::byte> data = RandomByteVector(size, id.Hash());
+    Result<PutResult> put = client_->Put(id, data, level);
+    EXPECT_TRUE(put.ok()) << put.status().ToString();
+    return data;
+  }
+
+  LocalCluster cluster_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(GetManyTest, ReadsBlocksOnBothWorkersAndBothTiersInTheOrderAsked) {
+  std::vector<BlockId> ids;
+  std::vector<std::vector<std::byte>> expected;
+  // More blocks than the 16 a worker gets in flight, spread over the two workers by placement.
+  for (uint64_t p = 0; p < 40; ++p) {
+    ids.push_back(BlockId::Rdd(9, p));
+    expected.push_back(PutBlock(ids.back(), 4096 + p, p % 5 == 0 ? StorageLevel::kDiskOnly
+                                                                 : StorageLevel::kMemoryOnly));
+  }
+  std::vector<Result<std::vector<std::byte>>> got = client_->GetMany(ids);
+  ASSERT_EQ(got.size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_TRUE(got[i].ok()) << ids[i].ToString() << ": " << got[i].status().ToString();
+    EXPECT_TRUE(*got[i] == expected[i]) << ids[i].ToString();
+  }
+}
+
+TEST_F(GetManyTest, BlockBiggerThanOneReplyAndMissingBlockAreHandledPerId) {
+  const BlockId big = BlockId::Broadcast(1);
+  const BlockId small = BlockId::Broadcast(2);
+  const BlockId missing = BlockId::Broadcast(3);
+  std::vector<std::byte> big_data = PutBlock(big, (16 << 20) + 12345, StorageLevel::kMemoryOnly);
+  std::vector<std::byte> small_data = PutBlock(small, 10, StorageLevel::kMemoryOnly);
+  std::vector<Result<std::vector<std::byte>>> got = client_->GetMany({big, missing, small, big});
+  ASSERT_EQ(got.size(), 4u);
+  ASSERT_TRUE(got[0].ok()) << got[0].status().ToString();
+  EXPECT_TRUE(*got[0] == big_data);
+  EXPECT_EQ(got[1].status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(got[2].ok()) << got[2].status().ToString();
+  EXPECT_TRUE(*got[2] == small_data);
+  ASSERT_TRUE(got[3].ok()) << got[3].status().ToString();
+  EXPECT_TRUE(*got[3] == big_data);
+  EXPECT_TRUE(client_->GetMany({}).empty());
+}
+
+}  // namespace
+}  // namespace bm::testing
