@@ -101,6 +101,22 @@ Result<Json> BlockmgrSmallGetsTask(const Json& task) {
       RETURN_IF_ERROR(loader.Put(KeyBlock(task, key), data, StorageLevel::kMemoryOnly).status());
     }
   }
+  if (task.value("mode", std::string("threads")) == "get_many") {
+    // One client, `threads` gets at a time through Client::GetMany.
+    Client client(OptionsFor(task), context);
+    std::vector<BlockId> batch;
+    int next = 0;
+    ASSIGN_OR_RETURN(Timed calls, RunTimed(duration, [&]() -> Status {
+                       batch.clear();
+                       for (int i = 0; i < threads; ++i) batch.push_back(KeyBlock(task, next++ % ids));
+                       for (const auto& got : client.GetMany(batch)) {
+                         if (!got.ok()) return got.status();
+                         if (got->size() != size) return InternalError("get returned a wrong size");
+                       }
+                       return Status::Ok();
+                     }));
+    return Json{{"ops_per_s", calls.per_second() * threads}, {"mode", "get_many"}};
+  }
   // One Client per thread (a Client is not thread-safe) sharing one ZeroMQ context.
   std::vector<Result<Timed>> results(threads, Result<Timed>(InternalError("not run")));
   std::vector<std::thread> workers;
