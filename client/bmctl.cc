@@ -5,14 +5,18 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/bmctl_args.h"
@@ -92,6 +96,37 @@ Result<uint64_t> GetToFile(Client& client, const BlockId& id, const std::string&
     return finished;
   }
   return got;
+}
+
+// Starts the drain, then follows it until the master no longer lists the worker.
+int RunDecommission(Client& client, const std::string& worker, std::chrono::seconds wait,
+                    bool json) {
+  if (Status started = client.Decommission(worker); !started.ok()) return Fail(started);
+  if (!json) std::cerr << "decommissioning " << worker << "\n";
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  uint64_t last_blocks = UINT64_MAX;
+  while (true) {
+    Result<std::vector<WorkerInfo>> workers = client.Workers();
+    if (!workers.ok()) return Fail(workers.status());
+    auto it = std::find_if(workers->begin(), workers->end(),
+                           [&](const WorkerInfo& w) { return w.id == worker; });
+    if (it == workers->end()) break;
+    if (!json && it->block_count != last_blocks) {
+      std::cerr << "  " << worker << " still holds " << it->block_count << " blocks\n";
+      last_blocks = it->block_count;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Fail(UnavailableError("worker " + worker + " is still draining after " +
+                                   std::to_string(wait.count()) + " s; the drain goes on"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // polling a remote state
+  }
+  if (json) {
+    std::cout << nlohmann::json{{"decommissioned", worker}}.dump(2) << "\n";
+  } else {
+    std::cout << "decommissioned " << worker << "\n";
+  }
+  return 0;
 }
 
 struct PutArgs {
@@ -204,6 +239,17 @@ int Main(int argc, char** argv) {
   CLI::App* rm_rdd = app.add_subcommand("rm-rdd", "remove every block of an RDD");
   rm_rdd->add_option("RDD_ID", rm_rdd_id, "the RDD")->required();
 
+  std::string decommission_worker;
+  int decommission_wait_seconds = 600;
+  CLI::App* decommission = app.add_subcommand(
+      "decommission",
+      "drain a worker: it takes no new blocks, its blocks are copied to other workers, then it "
+      "exits; waits until it is gone");
+  decommission->add_option("WORKER_ID", decommission_worker, "the worker")->required();
+  decommission->add_option("--wait", decommission_wait_seconds,
+                           "give up waiting after this many seconds (the drain goes on)")
+      ->check(CLI::Range(0, 86400));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -292,6 +338,9 @@ int Main(int argc, char** argv) {
     Result<std::vector<RddInfo>> list = client.Rdds();
     if (!list.ok()) return Fail(list.status());
     std::cout << (json ? RddsToJson(*list).dump(2) + "\n" : RddsTable(*list));
+  } else if (decommission->parsed()) {
+    return RunDecommission(client, decommission_worker,
+                           std::chrono::seconds(decommission_wait_seconds), json);
   } else if (rm->parsed() || rm_rdd->parsed()) {
     Result<uint64_t> removed = rm->parsed() ? client.Remove(ids) : client.RemoveRdd(*rdd_id);
     if (!removed.ok()) return Fail(removed.status());

@@ -45,6 +45,7 @@ json BlocksToJson(const std::vector<BlockLocations>& blocks) {
   for (const BlockLocations& block : blocks) {
     out.push_back({{"block", block.block.ToString()},
                    {"level", std::string(StorageLevelName(block.level))},
+                   {"copies_wanted", ReplicationOf(block.level)},
                    {"locations", LocationListToJson(block.locations)}});
   }
   return out;
@@ -135,6 +136,7 @@ std::string LocationsTable(const std::vector<BlockLocations>& blocks) {
 
 std::string BlocksTable(const std::vector<BlockLocations>& blocks) {
   std::vector<std::vector<std::string>> rows;
+  size_t short_of_copies = 0;
   for (const BlockLocations& block : blocks) {
     std::vector<std::string> where;
     for (const BlockLocation& location : block.locations) {
@@ -142,10 +144,20 @@ std::string BlocksTable(const std::vector<BlockLocations>& blocks) {
     }
     const std::string size =
         block.locations.empty() ? "-" : FormatBytes(block.locations.front().size);
+    const size_t wanted = static_cast<size_t>(ReplicationOf(block.level));
+    if (!block.locations.empty() && block.locations.size() < wanted) ++short_of_copies;
     rows.push_back({block.block.ToString(), std::string(StorageLevelName(block.level)), size,
+                    std::to_string(block.locations.size()) + "/" + std::to_string(wanted),
                     where.empty() ? "-" : Join(where, ", ")});
   }
-  return FormatTable({{"BLOCK"}, {"LEVEL"}, {"SIZE", true}, {"LOCATIONS"}}, rows);
+  std::string table =
+      FormatTable({{"BLOCK"}, {"LEVEL"}, {"SIZE", true}, {"COPIES", true}, {"LOCATIONS"}}, rows);
+  // Re-replication's progress: blocks that lost a copy and have not got it back yet.
+  if (short_of_copies > 0) {
+    table += std::to_string(short_of_copies) + " of " + std::to_string(blocks.size()) +
+             " blocks are under-replicated\n";
+  }
+  return table;
 }
 
 std::string WorkersTable(const std::vector<WorkerInfo>& workers) {

@@ -946,6 +946,15 @@ Status Client::RegisterRdd(uint64_t rdd_id, const std::string& name, StorageLeve
   });
 }
 
+Status Client::Decommission(const std::string& worker_id) {
+  capnp::MallocMessageBuilder message;
+  message.initRoot<proto::Request>().initDecommissionWorker().setWorkerId(worker_id);
+  ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message));
+  return ReadGuarded([&]() -> Status {
+    return reply.reply().isOk() ? Status::Ok() : UnexpectedReply("master", "ok");
+  });
+}
+
 Status Client::PingMaster() {
   capnp::MallocMessageBuilder message;
   message.initRoot<proto::Request>().setPing();

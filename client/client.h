@@ -193,6 +193,10 @@ class Client {
   Result<std::vector<BlockLocations>> Blocks(std::optional<uint64_t> rdd_id = std::nullopt);
   // Cached RDDs, sorted by id.
   Result<std::vector<RddInfo>> Rdds();
+  // Starts draining a worker (see DecommissionWorker in schema/messages.capnp): it takes no
+  // new blocks, its blocks are copied elsewhere, then it exits and the master stops listing
+  // it. kNotFound for an unknown worker.
+  Status Decommission(const std::string& worker_id);
   // OK when the master answers within the timeout (for waiting until a master is up).
   Status PingMaster();
 

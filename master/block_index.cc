@@ -250,6 +250,15 @@ std::vector<BlockInfo> BlockIndex::List() const {
   return out;
 }
 
+void BlockIndex::ForEach(const std::function<void(const BlockInfo&)>& visit) const {
+  for (const auto& [rdd_id, partitions] : rdds_) {
+    for (const auto& [partition, entry] : partitions) {
+      visit(MakeInfo(BlockId::Rdd(rdd_id, partition), entry));
+    }
+  }
+  for (const auto& [id, entry] : others_) visit(MakeInfo(id, entry));
+}
+
 std::vector<BlockInfo> BlockIndex::ListRdd(uint64_t rdd_id) const {
   std::vector<BlockInfo> out;
   auto rdd = rdds_.find(rdd_id);

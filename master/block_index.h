@@ -86,6 +86,8 @@ class BlockIndex {
   std::optional<BlockInfo> Find(const BlockId& id) const;
   // Every block, sorted by id.
   std::vector<BlockInfo> List() const;
+  // Calls `visit` for every block, in no particular order, without materialising the list.
+  void ForEach(const std::function<void(const BlockInfo&)>& visit) const;
   // The blocks of one RDD, sorted by id.
   std::vector<BlockInfo> ListRdd(uint64_t rdd_id) const;
   // The ids of one RDD's blocks, sorted.

@@ -17,6 +17,7 @@
 #include "common/transport.h"
 #include "master/block_index.h"
 #include "master/compute_leases.h"
+#include "master/replication_planner.h"
 #include "master/journal.h"
 #include "master/worker_registry.h"
 
@@ -35,6 +36,10 @@ constexpr size_t kMaxRegisteredRdds = 100000;
 constexpr uint32_t kMinLeaseMs = 50;
 constexpr uint32_t kMaxLeaseMs = 10 * 60 * 1000;
 constexpr uint32_t kMaxComputeWaitMs = 60 * 1000;
+// Block copies (re-replication, drains) in flight at once, and how long one may take before
+// it is planned again.
+constexpr size_t kMaxCopiesInFlight = 16;
+constexpr Duration kCopyTimeout = std::chrono::seconds(120);
 // Block ids per removeBlocks message to a worker, so a big RDD's removal stays far below the
 // header size limit.
 constexpr size_t kRemoveBatch = 10000;
@@ -202,6 +207,11 @@ class MasterServer::Loop {
   void FinishWorkerRequest(uint64_t op_id);
   void ReplyRemoved(const PendingRemove& op);
   void CheckHeartbeats();
+  // ---- replication: restoring copies, draining workers ----
+  Status HandleDecommission(proto::DecommissionWorker::Reader request, proto::Reply::Builder reply);
+  // Sends the copies the planner asks for and shuts down drained workers.
+  void MaintainReplication();
+  void SendToWorker(const std::string& worker_id, capnp::MallocMessageBuilder& message);
   void ExpireRemoves();
   void AbortRemoves();
 
@@ -228,6 +238,11 @@ class MasterServer::Loop {
   ComputeLeases leases_{clock_};
   std::unordered_map<uint64_t, ParkedAcquire> parked_;  // by waiter id
   uint64_t next_waiter_id_ = 1;
+
+  ReplicationPlanner replication_{clock_, kMaxCopiesInFlight, kCopyTimeout};
+  // replicateBlock requests sent to workers, by the id sent: the block copied.
+  std::unordered_map<uint64_t, BlockId> copy_requests_;
+  size_t last_reported_short_ = 0;
 
   std::unordered_map<uint64_t, PendingRemove> pending_;
   std::unordered_map<uint64_t, WorkerRequest> worker_requests_;  // by the id sent to the worker
@@ -411,6 +426,8 @@ Status MasterServer::Loop::Dispatch(proto::Request::Reader request, const zmq::m
       return HandleRenewCompute(request.getRenewCompute(), reply);
     case proto::Request::RELEASE_COMPUTE:
       return HandleReleaseCompute(request.getReleaseCompute(), reply);
+    case proto::Request::DECOMMISSION_WORKER:
+      return HandleDecommission(request.getDecommissionWorker(), reply);
     case proto::Request::PING:
       reply.setOk();
       return Status::Ok();
@@ -753,6 +770,8 @@ void MasterServer::Loop::Journaled(const Status& written) {
 
 size_t MasterServer::Loop::ForgetWorker(const std::string& worker_id) {
   const size_t locations = index_.RemoveWorker(worker_id);
+  // Blocks it held may now be short of copies.
+  if (locations > 0) replication_.MarkAllForCheck();
   links_.erase(worker_id);
   registry_.Remove(worker_id);
   std::vector<uint64_t> answered_ops;
@@ -829,6 +848,12 @@ void MasterServer::Loop::HandleWorkerReply(const std::string& worker_id, Incomin
     spdlog::warn("bad reply from worker {}: {}", worker_id, read.ToString());
     return;
   }
+  if (auto copy = copy_requests_.find(id); copy != copy_requests_.end()) {
+    // The copies themselves arrive as the targets' block reports; this only frees the slot.
+    replication_.CopyFinished(copy->second);
+    copy_requests_.erase(copy);
+    return;
+  }
   auto it = worker_requests_.find(id);
   // A late answer to an operation that timed out: the worker reports its removals anyway.
   if (it == worker_requests_.end() || it->second.worker_id != worker_id) return;
@@ -879,6 +904,65 @@ void MasterServer::Loop::CheckHeartbeats() {
     spdlog::warn("dropped worker {}: no heartbeat for over {} ms; {} block locations lost", id,
                  ToMillis(options_.heartbeat_timeout), locations);
   }
+  MaintainReplication();
+}
+
+Status MasterServer::Loop::HandleDecommission(proto::DecommissionWorker::Reader request,
+                                              proto::Reply::Builder reply) {
+  capnp::Text::Reader id_text = request.getWorkerId();
+  const std::string id(id_text.cStr(), id_text.size());
+  RETURN_IF_ERROR(registry_.Decommission(id));
+  capnp::MallocMessageBuilder message;
+  message.initRoot<proto::Request>().setDecommission();
+  SendToWorker(id, message);
+  spdlog::info("decommissioning worker {}: copying its {} blocks elsewhere", id,
+               index_.LocationCount(id));
+  replication_.MarkAllForCheck();
+  next_heartbeat_check_ = clock_.Now();  // start copying at the next turn of the loop
+  reply.setOk();
+  return Status::Ok();
+}
+
+void MasterServer::Loop::MaintainReplication() {
+  for (ReplicationPlanner::CopyCommand& command : replication_.Plan(index_, registry_)) {
+    const uint64_t request_id = next_worker_request_id_++;
+    capnp::MallocMessageBuilder message;
+    proto::Request::Builder request = message.initRoot<proto::Request>();
+    request.setId(request_id);
+    proto::ReplicateBlock::Builder copy = request.initReplicateBlock();
+    copy.setBlockId(command.block.ToString());
+    copy.setLevel(ToProto(command.level));
+    auto targets = copy.initTargets(command.targets.size());
+    for (size_t i = 0; i < command.targets.size(); ++i) {
+      targets[i].setWorkerId(command.targets[i].id);
+      targets[i].setAddress(command.targets[i].address);
+    }
+    spdlog::info("copying {} from {} to {} more worker(s)", command.block.ToString(),
+                 command.source, command.targets.size());
+    copy_requests_.emplace(request_id, command.block);
+    SendToWorker(command.source, message);
+  }
+  if (replication_.under_replicated() != last_reported_short_) {
+    last_reported_short_ = replication_.under_replicated();
+    spdlog::info("re-replication: {} blocks short of copies, {} copies in flight",
+                 last_reported_short_, replication_.in_flight());
+  }
+  for (const std::string& id : replication_.DrainedWorkers(index_, registry_)) {
+    capnp::MallocMessageBuilder message;
+    message.initRoot<proto::Request>().setShutdown();
+    SendToWorker(id, message);
+    const size_t locations = DropWorker(id);
+    spdlog::info("decommissioned worker {}: every one of its {} blocks has its copies elsewhere",
+                 id, locations);
+  }
+}
+
+void MasterServer::Loop::SendToWorker(const std::string& worker_id,
+                                      capnp::MallocMessageBuilder& message) {
+  auto link = links_.find(worker_id);
+  if (link == links_.end()) return;
+  Status sent = SendMessage(link->second, nullptr, message);
+  if (!sent.ok()) spdlog::warn("cannot send to worker {}: {}", worker_id, sent.ToString());
 }
 
 void MasterServer::Loop::ExpireRemoves() {

@@ -28,6 +28,19 @@ void WorkerRegistry::Restore(std::string id, std::string address, WorkerLabels l
   workers_.insert_or_assign(std::move(id), std::move(record));
 }
 
+Status WorkerRegistry::Decommission(std::string_view id) {
+  auto it = workers_.find(id);
+  if (it == workers_.end()) {
+    return NotFoundError("no live worker named '" + std::string(id.substr(0, 200)) + "'");
+  }
+  if (it->second.state == WorkerState::kUnconfirmed) {
+    return UnavailableError("worker '" + it->first +
+                            "' has not registered since the master restarted; retry later");
+  }
+  it->second.state = WorkerState::kDecommissioning;
+  return Status::Ok();
+}
+
 Status WorkerRegistry::Touch(std::string_view id, const WorkerStats& stats) {
   auto it = workers_.find(id);
   if (it == workers_.end()) {

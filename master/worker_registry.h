@@ -22,7 +22,7 @@ namespace bm {
 enum class WorkerState {
   kActive,
   kUnconfirmed,
-  kDecommissioning,  // reserved for draining a worker; not entered yet
+  kDecommissioning,  // being drained: takes no new blocks, its blocks are copied elsewhere
 };
 
 std::string_view WorkerStateName(WorkerState state);
@@ -63,6 +63,9 @@ class WorkerRegistry {
   Status Touch(std::string_view id, const WorkerStats& stats);
   // Returns false when the worker was not registered.
   bool Remove(std::string_view id);
+  // Starts draining the worker. kNotFound when it is not registered; kUnavailable while it is
+  // unconfirmed (it must register again first).
+  Status Decommission(std::string_view id);
 
   const WorkerRecord* Find(std::string_view id) const;
   bool Contains(std::string_view id) const { return Find(id) != nullptr; }

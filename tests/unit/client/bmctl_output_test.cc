@@ -35,7 +35,9 @@ TEST(BmctlOutputTest, BlocksJsonShape) {
   EXPECT_EQ(out[0]["locations"], LocationsToJson(TwoBlocks())[0]["locations"]);
   EXPECT_EQ(out[1]["level"], "DISK_ONLY_2");
   EXPECT_TRUE(out[1]["locations"].is_array());
-  EXPECT_EQ(out[0].size(), 3u);
+  EXPECT_EQ(out[0]["copies_wanted"], 1);
+  EXPECT_EQ(out[1]["copies_wanted"], 2);
+  EXPECT_EQ(out[0].size(), 4u);
 }
 
 TEST(BmctlOutputTest, WorkersJsonShape) {
@@ -128,9 +130,15 @@ TEST(BmctlOutputTest, WorkersTableFormatsSizesAndUnlimitedDisk) {
 
 TEST(BmctlOutputTest, BlocksAndRddsTables) {
   EXPECT_EQ(BlocksTable(TwoBlocks()),
-            "BLOCK        LEVEL         SIZE  LOCATIONS\n"
-            "rdd_1_0      MEMORY_ONLY  123 B  w1:memory, w2:disk\n"
-            "broadcast_9  DISK_ONLY_2      -  -\n");
+            "BLOCK        LEVEL         SIZE  COPIES  LOCATIONS\n"
+            "rdd_1_0      MEMORY_ONLY  123 B     2/1  w1:memory, w2:disk\n"
+            "broadcast_9  DISK_ONLY_2      -     0/2  -\n");
+  std::vector<BlockLocations> short_of_one = {
+      {BlockId::Rdd(2, 0), StorageLevel::kMemoryAndDisk2, {{"w1", "tcp://h:1", Tier::kDisk, 5}}}};
+  EXPECT_EQ(BlocksTable(short_of_one),
+            "BLOCK    LEVEL              SIZE  COPIES  LOCATIONS\n"
+            "rdd_2_0  MEMORY_AND_DISK_2   5 B     1/2  w1:disk\n"
+            "1 of 1 blocks are under-replicated\n");
   EXPECT_EQ(RddsTable({RddInfo{7, "counts", StorageLevel::kMemoryOnly, 16, 2, 2048, 0, {"w1"}},
                        RddInfo{9, "", StorageLevel::kDiskOnly, 0, 1, 0, 5, {}}}),
             "RDD  NAME    LEVEL        CACHED   MEMORY  DISK  WORKERS\n"

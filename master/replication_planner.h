@@ -1,0 +1,69 @@
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/block_id.h"
+#include "common/clock.h"
+#include "common/storage_level.h"
+#include "master/block_index.h"
+#include "master/worker_registry.h"
+
+namespace bm {
+
+// Keeps every block at the number of copies its storage level promises (two for the _2
+// levels, one otherwise), without a client asking: after a worker is dropped, its blocks that
+// still have a copy are copied to other workers; while a worker is decommissioning, its copies
+// do not count, so each of its blocks is copied elsewhere first.
+//
+// The planner decides what to copy, from where and to where; the master's loop sends the
+// commands (replicateBlock to the source worker) and reports their answers. A block has at
+// most one copy command in flight; a command not answered within `copy_timeout` is forgotten
+// and the block is planned again. Copies land through the targets' ordinary block reports.
+//
+// Not thread-safe: owned by the master's loop.
+class ReplicationPlanner {
+ public:
+  struct CopyCommand {
+    BlockId block;
+    StorageLevel level;
+    std::string source;               // a worker holding the block
+    std::vector<WorkerRecord> targets;  // where the copies go
+  };
+
+  ReplicationPlanner(const Clock& clock, size_t max_in_flight, Duration copy_timeout)
+      : clock_(clock), max_in_flight_(max_in_flight), copy_timeout_(copy_timeout) {}
+
+  // Something changed that may leave blocks short of copies (a worker was dropped, a drain
+  // started): the next Plan() scans every block.
+  void MarkAllForCheck() { scan_needed_ = true; }
+
+  // Copy commands to send now (at most max_in_flight in flight overall).
+  std::vector<CopyCommand> Plan(const BlockIndex& index, const WorkerRegistry& registry);
+  // A copy command was answered (either way); the block is checked again by the next Plan().
+  void CopyFinished(const BlockId& block);
+
+  // Decommissioning workers none of whose blocks still needs their copy: they can go.
+  std::vector<std::string> DrainedWorkers(const BlockIndex& index,
+                                          const WorkerRegistry& registry) const;
+
+  // Blocks known to be short of copies (as of the last Plan()), and copies in flight.
+  size_t under_replicated() const { return short_.size(); }
+  size_t in_flight() const { return copying_.size(); }
+
+ private:
+  // Copies the block lacks: the level's count minus its copies on workers that stay.
+  static int Missing(const BlockInfo& info, const WorkerRegistry& registry);
+
+  const Clock& clock_;
+  const size_t max_in_flight_;
+  const Duration copy_timeout_;
+  bool scan_needed_ = false;
+  std::set<BlockId> short_;                          // blocks lacking copies
+  std::unordered_map<BlockId, TimePoint> copying_;  // command deadline, by block
+};
+
+}  // namespace bm
