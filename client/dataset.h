@@ -101,6 +101,8 @@ class Dataset : public std::enable_shared_from_this<Dataset> {
 
   // Caches partitions at `level` from now on, and describes the dataset to the master (name,
   // level, partition count) for `bmctl rdds`. Like Spark's persist, nothing is computed yet.
+  // kInvalidArgument when the RDD id is already persisted with another name, level or
+  // partition count (its cached blocks belong to that other dataset): unpersist it first.
   Status Persist(StorageLevel level);
   // Stops caching, and removes every cached partition of the dataset on every worker. Returns
   // how many blocks were removed.

@@ -614,6 +614,24 @@ Status MasterServer::Loop::HandleRegisterRdd(proto::RegisterRdd::Reader request,
   }
   RddDescription description{std::string(name.cStr(), name.size()),
                              FromProto(request.getLevel()), request.getTotalPartitions()};
+  // A dataset persisted again must be the same dataset: its cached blocks are found by RDD id
+  // and partition alone, so another name, partition count or level under the same id would
+  // silently serve the old dataset's partitions (Spark refuses a level change the same way).
+  if (auto known = rdd_descriptions_.find(rdd_id); known != rdd_descriptions_.end()) {
+    const RddDescription& old = known->second;
+    if (old.name != description.name || old.level != description.level ||
+        old.total_partitions != description.total_partitions) {
+      return InvalidArgumentError(
+          "RDD " + std::to_string(rdd_id) + " is already persisted as '" + old.name + "' (" +
+          std::to_string(old.total_partitions) + " partitions, " +
+          std::string(StorageLevelName(old.level)) + "); remove it first (bmctl rm-rdd " +
+          std::to_string(rdd_id) + ") to persist it as '" + description.name + "' (" +
+          std::to_string(description.total_partitions) + " partitions, " +
+          std::string(StorageLevelName(description.level)) + ")");
+    }
+    reply.setOk();
+    return Status::Ok();
+  }
   if (journal_) {
     Journaled(journal_->RecordRdd(JournaledRdd{.rdd_id = rdd_id,
                                                .name = description.name,

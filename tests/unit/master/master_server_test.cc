@@ -505,8 +505,16 @@ TEST_F(MasterServerTest, RegisteredRddsAreListedUntilRemoved) {
     return out;
   };
   EXPECT_THAT(list_rdds(), ElementsAre("7 counts DISK_ONLY 1/16"));
+  // The same description again is fine; another one under the same id is refused until the
+  // RDD is removed.
+  ASSERT_TRUE(channel_->Call(message).ok());
+  rdd.setTotalPartitions(8);
+  Result<IncomingMessage> changed = channel_->Call(message);
+  EXPECT_EQ(changed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(changed.status().message(), ::testing::HasSubstr("rm-rdd 7"));
   ASSERT_TRUE(RemoveRdd(7).ok());
   EXPECT_THAT(list_rdds(), IsEmpty());
+  EXPECT_TRUE(channel_->Call(message).ok());
 }
 
 TEST_F(MasterServerTest, GetLocationsWithABadIdIsInvalidArgument) {
