@@ -219,7 +219,7 @@ WorkerStats BlockManager::Stats() const {
                     memory_->block_count() + disk_->block_count()};
 }
 
-std::vector<BlockChange> BlockManager::TakeChanges() { return std::exchange(changes_, {}); }
+std::vector<BlockStatusChange> BlockManager::TakeChanges() { return std::exchange(changes_, {}); }
 
 void BlockManager::RecordStored(const BlockId& id, StorageLevel level, Tier tier, uint64_t size) {
   changes_.push_back({BlockStatus{id, level, tier, size}, false});

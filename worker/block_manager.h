@@ -73,7 +73,7 @@ class BlockManager {
   // for the master. A block that changes tier (spilled on eviction, or replaced by a version on
   // the other tier) yields "removed from the old tier" followed by "stored on the new tier", so
   // the last change for an id always describes its current state.
-  std::vector<BlockChange> TakeChanges();
+  std::vector<BlockStatusChange> TakeChanges();
 
  private:
   struct Upload;
@@ -90,7 +90,7 @@ class BlockManager {
   std::unordered_map<UploadId, std::unique_ptr<Upload>> uploads_;
   UploadId next_upload_id_ = 1;
   uint64_t next_generation_ = 1;
-  std::vector<BlockChange> changes_;
+  std::vector<BlockStatusChange> changes_;
 };
 
 }  // namespace bm

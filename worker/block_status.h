@@ -17,7 +17,7 @@ struct BlockStatus {
 };
 
 // One change to report to the master: the block is now held as `status`, or it is gone.
-struct BlockChange {
+struct BlockStatusChange {
   BlockStatus status;
   bool removed;
 };

@@ -54,7 +54,7 @@ void MasterLink::ResetSocket() {
 }
 
 uint64_t MasterLink::CollectChanges() {
-  for (BlockChange& change : blocks_.TakeChanges()) {
+  for (BlockStatusChange& change : blocks_.TakeChanges()) {
     queue_.push_back(QueuedChange{++last_seq_, std::move(change)});
   }
   MaybeSendReport();
@@ -78,7 +78,7 @@ bool MasterLink::SendRequest(RequestKind kind, uint64_t covers_seq, Fill&& fill)
 }
 
 void MasterLink::SendRegister() {
-  for (BlockChange& change : blocks_.TakeChanges()) {
+  for (BlockStatusChange& change : blocks_.TakeChanges()) {
     queue_.push_back(QueuedChange{++last_seq_, std::move(change)});
   }
   const uint64_t covers = last_seq_;
@@ -90,7 +90,7 @@ void MasterLink::SendRegister() {
   const size_t in_registration = std::min(all.size(), options_.max_updates_per_report);
   queue_.clear();  // everything queued so far is superseded by the full report
   for (size_t i = in_registration; i < all.size(); ++i) {
-    queue_.push_back(QueuedChange{++last_seq_, BlockChange{all[i], /*removed=*/false}});
+    queue_.push_back(QueuedChange{++last_seq_, BlockStatusChange{all[i], /*removed=*/false}});
   }
   state_ = State::kRegistering;
   spdlog::debug("registering with master {} as {} ({} blocks, {} in follow-up reports)",

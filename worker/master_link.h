@@ -91,7 +91,7 @@ class MasterLink {
   };
   struct QueuedChange {
     uint64_t seq;
-    BlockChange change;
+    BlockStatusChange change;
   };
 
   static const char* KindName(RequestKind kind);

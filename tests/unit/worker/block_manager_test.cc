@@ -38,14 +38,14 @@ std::vector<std::byte> Concat(const std::vector<ChunkPtr>& chunks) {
 
 // A change as a compact string, so a test can state a whole sequence: "+rdd_1_0@memory",
 // "-rdd_1_0@memory".
-std::string Describe(const BlockChange& change) {
+std::string Describe(const BlockStatusChange& change) {
   return (change.removed ? "-" : "+") + change.status.id.ToString() + "@" +
          std::string(TierName(change.status.tier));
 }
 
-std::vector<std::string> Describe(const std::vector<BlockChange>& changes) {
+std::vector<std::string> Describe(const std::vector<BlockStatusChange>& changes) {
   std::vector<std::string> out;
-  for (const BlockChange& change : changes) out.push_back(Describe(change));
+  for (const BlockStatusChange& change : changes) out.push_back(Describe(change));
   return out;
 }
 
@@ -364,7 +364,7 @@ TEST_F(BlockManagerTest, ListAndStatsCoverBothTiers) {
 
 TEST_F(BlockManagerTest, TakeChangesReturnsEachChangeOnce) {
   ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, RandomBytes(10, 1)).ok());
-  std::vector<BlockChange> changes = manager_->TakeChanges();
+  std::vector<BlockStatusChange> changes = manager_->TakeChanges();
   ASSERT_EQ(changes.size(), 1u);
   EXPECT_EQ(changes[0].status.size, 10u);
   EXPECT_EQ(changes[0].status.level, StorageLevel::kMemoryOnly);
