@@ -79,6 +79,7 @@ void LocalCluster::StartWorker(const WorkerSpec& spec) {
     args.push_back("--disk-limit");
     args.push_back(spec.disk_limit);
   }
+  args.insert(args.end(), spec.extra_args.begin(), spec.extra_args.end());
   slot.process = std::make_unique<Process>(
       Process::Start(BinaryPath("bm-worker"), args, dir_.Sub(spec.id + ".log")));
   bool up = WaitFor(

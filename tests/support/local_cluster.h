@@ -18,6 +18,8 @@ struct WorkerSpec {
   std::string id;
   std::string memory = "64MiB";
   std::string disk_limit;  // empty = no limit
+  // More bm-worker arguments, e.g. {"--rack", "r1"}.
+  std::vector<std::string> extra_args{};
 };
 
 // A real bm-master and bm-workers as child processes on free 127.0.0.1 ports, each with its own
