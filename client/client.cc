@@ -354,10 +354,12 @@ Result<PutResult> Client::PutFrom(const BlockId& id, PieceSource& source, Storag
     if (options.worker_id && stored.empty()) return last;
   }
   if (stored.empty()) return last;
+  // The ids before the first result is moved from (its worker_id would read back empty).
+  std::vector<std::string> replicas;
+  for (const Result<PutResult>& put : stored) replicas.push_back(put->worker_id);
   PutResult result = std::move(stored.front()).value();
   result.copies_wanted = wanted;
-  result.replicas.clear();
-  for (const Result<PutResult>& put : stored) result.replicas.push_back(put->worker_id);
+  result.replicas = std::move(replicas);
   return result;
 }
 
