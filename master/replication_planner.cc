@@ -68,8 +68,18 @@ int ReplicationPlanner::Missing(const BlockInfo& info, const WorkerRegistry& reg
 std::vector<ReplicationPlanner::CopyCommand> ReplicationPlanner::Plan(
     const BlockIndex& index, const WorkerRegistry& registry) {
   const TimePoint now = clock_.Now();
-  std::erase_if(copying_, [&](const auto& entry) { return entry.second <= now; });
-  if (scan_needed_) {
+  // A command whose source was dropped will not be answered: plan the block again now rather
+  // than after the timeout.
+  std::erase_if(copying_, [&](const auto& entry) {
+    return entry.second.deadline <= now || !registry.Contains(entry.second.source);
+  });
+  // A block can reach a draining worker after the drain started (a put already under way when
+  // it was told): it is short of copies, and no other event would have it scanned.
+  const std::vector<WorkerRecord> workers = registry.List();
+  const bool draining = std::any_of(workers.begin(), workers.end(), [](const WorkerRecord& w) {
+    return w.state == WorkerState::kDecommissioning;
+  });
+  if (scan_needed_ || draining) {
     scan_needed_ = false;
     index.ForEach([&](const BlockInfo& info) {
       if (Missing(info, registry) > 0) short_.insert(info.id);
@@ -112,7 +122,7 @@ std::vector<ReplicationPlanner::CopyCommand> ReplicationPlanner::Plan(
     }
     CopyCommand command{*it, info->level, source->worker_id, {}};
     for (size_t i : order) command.targets.push_back(candidates[i]);
-    copying_[*it] = now + copy_timeout_;
+    copying_[*it] = InFlight{now + copy_timeout_, source->worker_id};
     commands.push_back(std::move(command));
     ++it;
   }

@@ -21,8 +21,12 @@ namespace bm {
 //
 // The planner decides what to copy, from where and to where; the master's loop sends the
 // commands (replicateBlock to the source worker) and reports their answers. A block has at
-// most one copy command in flight; a command not answered within `copy_timeout` is forgotten
-// and the block is planned again. Copies land through the targets' ordinary block reports.
+// most one copy command in flight; a command not answered within `copy_timeout`, or whose
+// source worker is gone, is forgotten and the block is planned again. Copies land through the
+// targets' ordinary block reports.
+//
+// While a worker is decommissioning every Plan() scans every block (as DrainedWorkers() does),
+// so blocks that reach it after the drain started are copied too.
 //
 // Not thread-safe: owned by the master's loop.
 class ReplicationPlanner {
@@ -63,7 +67,11 @@ class ReplicationPlanner {
   const Duration copy_timeout_;
   bool scan_needed_ = false;
   std::set<BlockId> short_;                          // blocks lacking copies
-  std::unordered_map<BlockId, TimePoint> copying_;  // command deadline, by block
+  struct InFlight {
+    TimePoint deadline;
+    std::string source;
+  };
+  std::unordered_map<BlockId, InFlight> copying_;  // copy commands sent, by block
 };
 
 }  // namespace bm
