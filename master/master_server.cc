@@ -240,8 +240,12 @@ class MasterServer::Loop {
   uint64_t next_waiter_id_ = 1;
 
   ReplicationPlanner replication_{clock_, kMaxCopiesInFlight, kCopyTimeout};
-  // replicateBlock requests sent to workers, by the id sent: the block copied.
-  std::unordered_map<uint64_t, BlockId> copy_requests_;
+  // replicateBlock requests sent to workers, by the id sent.
+  struct CopyRequest {
+    std::string source;
+    BlockId block;
+  };
+  std::unordered_map<uint64_t, CopyRequest> copy_requests_;
   size_t last_reported_short_ = 0;
 
   std::unordered_map<uint64_t, PendingRemove> pending_;
@@ -788,8 +792,10 @@ void MasterServer::Loop::Journaled(const Status& written) {
 
 size_t MasterServer::Loop::ForgetWorker(const std::string& worker_id) {
   const size_t locations = index_.RemoveWorker(worker_id);
-  // Blocks it held may now be short of copies.
+  // Blocks it held may now be short of copies; copies it was making will not be answered.
   if (locations > 0) replication_.MarkAllForCheck();
+  std::erase_if(copy_requests_,
+                [&](const auto& entry) { return entry.second.source == worker_id; });
   links_.erase(worker_id);
   registry_.Remove(worker_id);
   std::vector<uint64_t> answered_ops;
@@ -868,7 +874,7 @@ void MasterServer::Loop::HandleWorkerReply(const std::string& worker_id, Incomin
   }
   if (auto copy = copy_requests_.find(id); copy != copy_requests_.end()) {
     // The copies themselves arrive as the targets' block reports; this only frees the slot.
-    replication_.CopyFinished(copy->second);
+    replication_.CopyFinished(copy->second.block);
     copy_requests_.erase(copy);
     return;
   }
@@ -957,7 +963,7 @@ void MasterServer::Loop::MaintainReplication() {
     }
     spdlog::info("copying {} from {} to {} more worker(s)", command.block.ToString(),
                  command.source, command.targets.size());
-    copy_requests_.emplace(request_id, command.block);
+    copy_requests_.emplace(request_id, CopyRequest{command.source, command.block});
     SendToWorker(command.source, message);
   }
   if (replication_.under_replicated() != last_reported_short_) {
