@@ -11,6 +11,7 @@
 
 #include "client/local_hosts.h"
 #include "client/placement.h"
+#include "client/reply_decoding.h"
 #include "common/byte_size.h"
 #include "common/replica_spread.h"
 #include "common/chunk.h"
@@ -31,7 +32,8 @@ constexpr int kMaxReadRestarts = 3;
 // getBlock requests GetMany keeps in flight to one worker.
 constexpr size_t kGetManyWindow = 16;
 
-std::string ToStdString(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
+using reply_decoding::ToBlockLocation;
+using reply_decoding::ToStdString;
 
 // Calls `channel` with `extra` added to its timeout for this call. Errors keep their code and
 // say which peer they came from.
@@ -94,9 +96,7 @@ Status ToBlockLocations(capnp::List<proto::BlockLocations>::Reader list,
     BlockLocations block{*id, FromProto(entry.getLevel()), {}};
     block.locations.reserve(entry.getLocations().size());
     for (proto::Location::Reader location : entry.getLocations()) {
-      block.locations.push_back({ToStdString(location.getWorkerId()),
-                                 ToStdString(location.getAddress()), FromProto(location.getTier()),
-                                 location.getSize()});
+      block.locations.push_back(ToBlockLocation(location));
     }
     out->push_back(std::move(block));
   }
@@ -934,6 +934,13 @@ Result<std::vector<RddInfo>> Client::Rdds() {
   return out;
 }
 
+Status Client::CallMasterForOk(capnp::MallocMessageBuilder& request) {
+  ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(request));
+  return ReadGuarded([&]() -> Status {
+    return reply.reply().isOk() ? Status::Ok() : UnexpectedReply("master", "ok");
+  });
+}
+
 Status Client::RegisterRdd(uint64_t rdd_id, const std::string& name, StorageLevel level,
                            uint64_t total_partitions) {
   capnp::MallocMessageBuilder message;
@@ -942,28 +949,19 @@ Status Client::RegisterRdd(uint64_t rdd_id, const std::string& name, StorageLeve
   rdd.setName(name);
   rdd.setLevel(ToProto(level));
   rdd.setTotalPartitions(total_partitions);
-  ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message));
-  return ReadGuarded([&]() -> Status {
-    return reply.reply().isOk() ? Status::Ok() : UnexpectedReply("master", "ok");
-  });
+  return CallMasterForOk(message);
 }
 
 Status Client::Decommission(const std::string& worker_id) {
   capnp::MallocMessageBuilder message;
   message.initRoot<proto::Request>().initDecommissionWorker().setWorkerId(worker_id);
-  ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message));
-  return ReadGuarded([&]() -> Status {
-    return reply.reply().isOk() ? Status::Ok() : UnexpectedReply("master", "ok");
-  });
+  return CallMasterForOk(message);
 }
 
 Status Client::PingMaster() {
   capnp::MallocMessageBuilder message;
   message.initRoot<proto::Request>().setPing();
-  ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message));
-  return ReadGuarded([&]() -> Status {
-    return reply.reply().isOk() ? Status::Ok() : UnexpectedReply("master", "ok");
-  });
+  return CallMasterForOk(message);
 }
 
 }  // namespace bm

@@ -265,6 +265,8 @@ class Client {
   // Sends `request` to the master with `extra` added to the timeout for this call.
   Result<IncomingMessage> CallMaster(capnp::MallocMessageBuilder& request,
                                      std::chrono::milliseconds extra = {});
+  // CallMaster for requests whose answer is a bare `ok`.
+  Status CallMasterForOk(capnp::MallocMessageBuilder& request);
 
   const ClientOptions options_;
   std::unique_ptr<zmq::context_t> owned_context_;  // null when the context is borrowed

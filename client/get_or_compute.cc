@@ -8,6 +8,7 @@
 
 #include "client/client.h"
 #include "client/lease_renewer.h"
+#include "client/reply_decoding.h"
 #include "common/protocol.h"
 #include "common/transport.h"
 
@@ -15,8 +16,6 @@ namespace bm {
 namespace {
 
 using std::chrono::milliseconds;
-
-std::string ToStdString(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
 
 // Releases a compute lease when the computation leaves scope, however it leaves (an error, an
 // exception from the compute function): the next waiter then computes at once instead of
@@ -150,9 +149,7 @@ Result<Client::ComputeTicket> Client::AcquireCompute(const BlockId& id,
       case proto::ComputeReply::CACHED:
         ticket.kind = ComputeTicket::Kind::kCached;
         for (proto::Location::Reader location : compute.getCached().getLocations()) {
-          ticket.locations.push_back({ToStdString(location.getWorkerId()),
-                                      ToStdString(location.getAddress()),
-                                      FromProto(location.getTier()), location.getSize()});
+          ticket.locations.push_back(reply_decoding::ToBlockLocation(location));
         }
         return Status::Ok();
       case proto::ComputeReply::GRANTED:

@@ -1,0 +1,22 @@
+#pragma once
+
+// Decoding of the master's replies into the client's value types, shared by the client's
+// source files (client.cc, get_or_compute.cc). Internal to the client library.
+
+#include <string>
+
+#include "client/types.h"
+#include "common/protocol.h"
+
+namespace bm::reply_decoding {
+
+inline std::string ToStdString(capnp::Text::Reader text) {
+  return std::string(text.cStr(), text.size());
+}
+
+inline BlockLocation ToBlockLocation(proto::Location::Reader location) {
+  return {ToStdString(location.getWorkerId()), ToStdString(location.getAddress()),
+          FromProto(location.getTier()), location.getSize()};
+}
+
+}  // namespace bm::reply_decoding
