@@ -260,6 +260,30 @@ struct GetReply {
   level @5 :StorageLevel;
 }
 
+# Reads several whole blocks in one round trip (a multi-get): what a client asking for many
+# small blocks at once sends instead of one getBlock each. At most kMaxPayloadFrames ids.
+struct GetBlocks {
+  blockIds @0 :List(Text);
+}
+
+# One entry of a getBlocks reply, in the order of the request's ids. The bytes of the
+# `included` entries follow the header as payload, entry after entry, `totalSize` bytes each,
+# back to back: frame boundaries carry no meaning (the worker packs small blocks into shared
+# frames, so 16 blocks of 4 KiB cross ZeroMQ as one frame, not 16). A block that does not fit
+# the reply's limits (16 MiB and kMaxPayloadFrames frames in all) is `notIncluded`: read it
+# with getBlock.
+struct MultiGetEntry {
+  state @0 :State;
+  enum State {
+    included @0;
+    notFound @1;
+    notIncluded @2;
+  }
+  totalSize @1 :UInt64;
+  generation @2 :UInt64;
+  tier @3 :Tier;
+}
+
 struct ContainsBlock {
   blockId @0 :Text;
 }
@@ -295,6 +319,7 @@ struct Request {
     replicateBlock @19 :ReplicateBlock;
     decommission @20 :Void;   # master -> worker: refuse new blocks from now on
     shutdown @21 :Void;       # master -> worker: drained; answer ok and exit
+    getBlocks @22 :GetBlocks;
   }
 }
 
@@ -314,5 +339,6 @@ struct Reply {
     contains @11 :ContainsReply;
     compute @12 :ComputeReply;
     replicated @13 :UInt32;   # copies made by a replicateBlock
+    blocksRead @14 :List(MultiGetEntry);   # answers getBlocks (+ payload)
   }
 }

@@ -98,6 +98,7 @@ class WorkerServer {
   Status Dispatch(IncomingMessage& message, uint64_t* id);
   Status HandlePut(IncomingMessage& message, uint64_t id);
   Status HandleGet(IncomingMessage& message, uint64_t id);
+  Status HandleGetMany(IncomingMessage& message, uint64_t id);
   Status HandleContains(IncomingMessage& message, uint64_t id);
   Status HandleRemove(IncomingMessage& message, uint64_t id);
   // From the master: copy a block to other workers (answered when the copy is done).

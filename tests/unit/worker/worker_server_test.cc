@@ -508,6 +508,75 @@ TEST_F(WorkerServerTest, EmptyBlockIsOnePieceWithNoPayload) {
   EXPECT_TRUE(got->bytes.empty());
 }
 
+TEST_F(WorkerServerTest, GetBlocksPacksSmallBlocksAndReportsEachIdsState) {
+  StartWorker();
+  const std::vector<std::byte> small_a = RandomBytes(4096, 11);
+  const std::vector<std::byte> small_b = RandomBytes(3000, 12);
+  const std::vector<std::byte> big = RandomBytes(kMiB + 5, 13);
+  ASSERT_TRUE(Put(*channel_, "rdd_7_0", StorageLevel::kMemoryOnly, small_a).ok());
+  ASSERT_TRUE(Put(*channel_, "rdd_7_1", StorageLevel::kDiskOnly, small_b).ok());
+  ASSERT_TRUE(Put(*channel_, "rdd_7_2", StorageLevel::kMemoryOnly, big).ok());
+  ASSERT_TRUE(Put(*channel_, "rdd_7_3", StorageLevel::kMemoryOnly, {}).ok());
+
+  auto get_blocks = [&](const std::vector<std::string>& ids) {
+    capnp::MallocMessageBuilder request;
+    auto list = request.initRoot<proto::Request>().initGetBlocks().initBlockIds(
+        static_cast<unsigned>(ids.size()));
+    for (size_t i = 0; i < ids.size(); ++i) list.set(static_cast<unsigned>(i), ids[i]);
+    return channel_->Call(request);
+  };
+  Result<IncomingMessage> reply =
+      get_blocks({"rdd_7_0", "rdd_7_9", "rdd_7_1", "rdd_7_2", "rdd_7_3", "rdd_7_0"});
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  ASSERT_TRUE(reply->reply().isBlocksRead());
+  auto entries = reply->reply().getBlocksRead();
+  ASSERT_EQ(entries.size(), 6u);
+  using State = proto::MultiGetEntry::State;
+  EXPECT_EQ(entries[0].getState(), State::INCLUDED);
+  EXPECT_EQ(entries[1].getState(), State::NOT_FOUND);
+  EXPECT_EQ(entries[2].getState(), State::INCLUDED);
+  EXPECT_EQ(entries[2].getTier(), proto::Tier::DISK);
+  EXPECT_EQ(entries[3].getState(), State::INCLUDED);
+  EXPECT_EQ(entries[3].getTotalSize(), big.size());
+  EXPECT_EQ(entries[4].getState(), State::INCLUDED);
+  EXPECT_EQ(entries[4].getTotalSize(), 0u);
+  EXPECT_EQ(entries[5].getState(), State::INCLUDED);
+  // The two small blocks share one frame; the big one is its two chunks; then the last small.
+  std::vector<size_t> frame_sizes;
+  std::vector<std::byte> payload;
+  for (const zmq::message_t& frame : reply->payload()) {
+    frame_sizes.push_back(frame.size());
+    const auto* data = static_cast<const std::byte*>(frame.data());
+    payload.insert(payload.end(), data, data + frame.size());
+  }
+  EXPECT_EQ(frame_sizes, (std::vector<size_t>{small_a.size() + small_b.size(), kMiB, 5,
+                                              small_a.size()}));
+  std::vector<std::byte> expected = small_a;
+  expected.insert(expected.end(), small_b.begin(), small_b.end());
+  expected.insert(expected.end(), big.begin(), big.end());
+  expected.insert(expected.end(), small_a.begin(), small_a.end());
+  EXPECT_TRUE(payload == expected);
+
+  // Past the reply's 16 MiB a block is left for getBlock, and the rest still come.
+  const std::vector<std::byte> large = RandomBytes(9 * kMiB, 14);
+  ASSERT_TRUE(Put(*channel_, "rdd_8_0", StorageLevel::kMemoryOnly, large).ok());
+  ASSERT_TRUE(Put(*channel_, "rdd_8_1", StorageLevel::kMemoryOnly, large).ok());
+  Result<IncomingMessage> capped = get_blocks({"rdd_8_0", "rdd_8_1", "rdd_7_0"});
+  ASSERT_TRUE(capped.ok()) << capped.status().ToString();
+  auto capped_entries = capped->reply().getBlocksRead();
+  EXPECT_EQ(capped_entries[0].getState(), State::INCLUDED);
+  EXPECT_EQ(capped_entries[1].getState(), State::NOT_INCLUDED);
+  EXPECT_EQ(capped_entries[1].getTotalSize(), large.size());
+  EXPECT_EQ(capped_entries[2].getState(), State::INCLUDED);
+  EXPECT_EQ(capped->payload_bytes(), large.size() + small_a.size());
+
+  // A malformed id fails the request; too many ids too; the worker keeps serving.
+  EXPECT_EQ(get_blocks({"rdd_7_0", "not-a-block"}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(get_blocks(std::vector<std::string>(kMaxPayloadFrames + 1, "rdd_7_0")).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Ping(*channel_).ok());
+}
+
 TEST_F(WorkerServerTest, CommittedPutIsAnsweredOnlyAfterTheMasterAcksItsReport) {
   StartWorker();
   ASSERT_TRUE(AwaitRegistration());
