@@ -29,8 +29,6 @@ constexpr milliseconds kCommitSlack{2000};
 constexpr milliseconds kRemoveSlack{5000};
 // How many times a read starts over because the block was replaced meanwhile.
 constexpr int kMaxReadRestarts = 3;
-// getBlock requests GetMany keeps in flight to one worker.
-constexpr size_t kGetManyWindow = 16;
 
 using reply_decoding::ToBlockLocation;
 using reply_decoding::ToStdString;
@@ -211,7 +209,8 @@ Client::Client(ClientOptions options, zmq::context_t& context)
       context_(context),
       upload_ids_(std::random_device{}()),
       local_hosts_(options_.local_hosts.empty() ? DetectLocalHosts() : options_.local_hosts),
-      holder_name_(options_.holder_name.empty() ? DefaultHolderName() : options_.holder_name) {}
+      holder_name_(options_.holder_name.empty() ? DefaultHolderName() : options_.holder_name),
+      location_cache_(options_.location_cache_entries) {}
 
 Client::Client(ClientOptions options, std::unique_ptr<zmq::context_t> context)
     : Client(std::move(options), *context) {
@@ -291,9 +290,49 @@ Result<PutResult> Client::PutStream(const BlockId& id, ByteSource read, uint64_t
 
 Result<PutResult> Client::PutFrom(const BlockId& id, PieceSource& source, StorageLevel level,
                                   const PutOptions& options) {
+  // Whatever this client remembered of the old block may be replaced below.
+  location_cache_.Forget(id);
+  bool from_cache = false;
+  ASSIGN_OR_RETURN(std::vector<WorkerInfo> workers, PlacementWorkers(false, &from_cache));
+  Result<PutResult> put = PutOnce(id, source, level, options, std::move(workers));
+  if (put.ok() || !from_cache || source.failed()) return put;
+  // Placed from a kept worker list that no longer matched the cluster (a worker gone, full,
+  // draining, or one named that joined since): place again from the master's list.
+  const StatusCode code = put.status().code();
+  const bool placement_failed = code == StatusCode::kUnavailable ||
+                                code == StatusCode::kOutOfSpace || code == StatusCode::kNotFound;
+  if (!placement_failed || !source.Restart()) return put;
+  ASSIGN_OR_RETURN(workers, PlacementWorkers(true, &from_cache));
+  return PutOnce(id, source, level, options, std::move(workers));
+}
+
+Result<std::vector<WorkerInfo>> Client::PlacementWorkers(bool fresh, bool* from_cache) {
+  const auto now = std::chrono::steady_clock::now();
+  if (!fresh && !placement_workers_.empty() &&
+      now - placement_workers_time_ < options_.worker_list_ttl) {
+    *from_cache = true;
+    return placement_workers_;
+  }
+  *from_cache = false;
+  ASSIGN_OR_RETURN(std::vector<WorkerInfo> workers, Workers());
+  placement_workers_ = workers;
+  placement_workers_time_ = now;
+  return workers;
+}
+
+void Client::CountPlacedCopy(const std::string& worker_id, Tier tier, uint64_t size) {
+  for (WorkerInfo& worker : placement_workers_) {
+    if (worker.id != worker_id) continue;
+    (tier == Tier::kMemory ? worker.memory_used : worker.disk_used) += size;
+    ++worker.block_count;
+    return;
+  }
+}
+
+Result<PutResult> Client::PutOnce(const BlockId& id, PieceSource& source, StorageLevel level,
+                                  const PutOptions& options, std::vector<WorkerInfo> workers) {
   const uint32_t wanted =
       options.replication > 0 ? options.replication : static_cast<uint32_t>(ReplicationOf(level));
-  ASSIGN_OR_RETURN(std::vector<WorkerInfo> workers, Workers());
   std::erase_if(workers, [](const WorkerInfo& w) { return w.state == "decommissioning"; });
   if (workers.empty()) return UnavailableError("no live workers are registered with the master");
   std::vector<WorkerInfo> candidates = ChooseWorkers(workers, source.size(), level, put_counter_++);
@@ -348,6 +387,8 @@ Result<PutResult> Client::PutFrom(const BlockId& id, PieceSource& source, Storag
       last = put.status();
       const bool worker_refused =
           last.code() == StatusCode::kUnavailable || last.code() == StatusCode::kOutOfSpace;
+      // The kept worker list was wrong about this worker: the next put asks the master.
+      if (worker_refused) placement_workers_.clear();
       if (source.failed() || !worker_refused) return last;
     }
     // A named worker that failed is not replaced by another for the first copy.
@@ -356,7 +397,16 @@ Result<PutResult> Client::PutFrom(const BlockId& id, PieceSource& source, Storag
   if (stored.empty()) return last;
   // The ids before the first result is moved from (its worker_id would read back empty).
   std::vector<std::string> replicas;
-  for (const Result<PutResult>& put : stored) replicas.push_back(put->worker_id);
+  std::vector<BlockLocation> locations;
+  for (const Result<PutResult>& put : stored) {
+    replicas.push_back(put->worker_id);
+    locations.push_back({put->worker_id, put->address, put->tier, put->size});
+    CountPlacedCopy(put->worker_id, put->tier, put->size);
+  }
+  // Memory copies first, as the master lists them.
+  std::stable_partition(locations.begin(), locations.end(),
+                        [](const BlockLocation& l) { return l.tier == Tier::kMemory; });
+  location_cache_.Remember(id, std::move(locations));
   PutResult result = std::move(stored.front()).value();
   result.copies_wanted = wanted;
   result.replicas = std::move(replicas);
@@ -528,6 +578,7 @@ Result<uint32_t> Client::CopyBlock(const BlockId& id, const std::string& source_
 }
 
 Result<uint64_t> Client::Remove(const std::vector<BlockId>& ids) {
+  for (const BlockId& id : ids) location_cache_.Forget(id);
   capnp::MallocMessageBuilder message;
   auto list = message.initRoot<proto::Request>().initRemoveBlocks().initBlockIds(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) list.set(i, ids[i].ToString());
@@ -543,6 +594,7 @@ Result<uint64_t> Client::Remove(const std::vector<BlockId>& ids) {
 }
 
 Result<uint64_t> Client::RemoveRdd(uint64_t rdd_id) {
+  location_cache_.ForgetRdd(rdd_id);
   capnp::MallocMessageBuilder message;
   message.initRoot<proto::Request>().initRemoveRdd().setRddId(rdd_id);
   ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message, kRemoveSlack));
@@ -587,126 +639,183 @@ Result<uint64_t> Client::GetTo(const BlockId& id, std::ostream& out) {
 std::vector<Result<std::vector<std::byte>>> Client::GetMany(const std::vector<BlockId>& ids) {
   std::vector<Result<std::vector<std::byte>>> out(
       ids.size(), Result<std::vector<std::byte>>(InternalError("not read")));
-  if (ids.empty()) return out;
-  Result<std::vector<BlockLocations>> found = Locations(ids);
-  if (!found.ok()) {
-    for (auto& result : out) result = found.status();
-    return out;
+  // Where each id is read from: remembered locations, else one lookup for all the others.
+  std::vector<std::string> source(ids.size());
+  auto preferred = [this](const std::vector<BlockLocation>& locations) {
+    auto local = std::find_if(locations.begin(), locations.end(),
+                              [this](const BlockLocation& l) { return IsLocalAddress(l.address); });
+    return (local != locations.end() ? *local : locations.front()).address;
+  };
+  std::vector<BlockId> unknown;
+  std::vector<size_t> unknown_index;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (const std::vector<BlockLocation>* cached = location_cache_.Find(ids[i])) {
+      source[i] = preferred(*cached);
+    } else {
+      unknown.push_back(ids[i]);
+      unknown_index.push_back(i);
+    }
+  }
+  if (!unknown.empty()) {
+    Result<std::vector<BlockLocations>> found = Locations(unknown);
+    for (size_t k = 0; k < unknown.size(); ++k) {
+      const size_t i = unknown_index[k];
+      if (!found.ok()) {
+        out[i] = found.status();
+      } else if ((*found)[k].locations.empty()) {
+        out[i] = NotFoundError("block " + ids[i].ToString() + " is not stored on any live worker");
+      } else {
+        source[i] = preferred((*found)[k].locations);
+        location_cache_.Remember(ids[i], std::move((*found)[k].locations));
+      }
+    }
   }
   std::map<std::string, std::vector<size_t>> by_worker;
   for (size_t i = 0; i < ids.size(); ++i) {
-    const std::vector<BlockLocation>& locations = (*found)[i].locations;
-    if (locations.empty()) {
-      out[i] = NotFoundError("block " + ids[i].ToString() + " is not stored on any live worker");
-      continue;
-    }
-    auto local = std::find_if(locations.begin(), locations.end(),
-                              [this](const BlockLocation& l) { return IsLocalAddress(l.address); });
-    by_worker[(local != locations.end() ? *local : locations.front()).address].push_back(i);
+    if (!source[i].empty()) by_worker[source[i]].push_back(i);
   }
   std::vector<size_t> retry;
-  for (const auto& [address, indexes] : by_worker) {
-    ReadPipelined(address, ids, indexes, out, retry);
-  }
+  ReadBatched(by_worker, ids, out, retry);
   for (size_t i : retry) out[i] = Get(ids[i]);
   return out;
 }
 
-void Client::ReadPipelined(const std::string& address, const std::vector<BlockId>& ids,
-                           const std::vector<size_t>& indexes,
-                           std::vector<Result<std::vector<std::byte>>>& out,
-                           std::vector<size_t>& retry) {
-  std::unique_ptr<zmq::socket_t>& socket = pipelines_[address];
-  if (!socket) {
-    try {
-      socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
-      ConfigureSocket(*socket);
-      socket->set(zmq::sockopt::sndtimeo, static_cast<int>(options_.request_timeout.count()));
-      socket->connect(address);
-    } catch (const zmq::error_t&) {
-      pipelines_.erase(address);
-      retry.insert(retry.end(), indexes.begin(), indexes.end());
-      return;
-    }
-  }
-  std::map<uint64_t, size_t> in_flight;  // request id -> index into ids
-  size_t next = 0;
-  auto send_next = [&]() -> bool {
-    const size_t index = indexes[next++];
-    const uint64_t id = next_pipelined_id_++;
-    capnp::MallocMessageBuilder message;
-    proto::Request::Builder request = message.initRoot<proto::Request>();
-    request.setId(id);
-    proto::GetBlock::Builder get = request.initGetBlock();
-    get.setBlockId(ids[index].ToString());
-    get.setOffset(0);
-    get.setMaxLength(kMaxPieceBytes);
-    if (!SendMessage(*socket, nullptr, message).ok()) {
-      retry.push_back(index);
-      return false;
-    }
-    in_flight.emplace(id, index);
-    return true;
-  };
-  bool healthy = true;
-  while (healthy && next < indexes.size() && in_flight.size() < kGetManyWindow) {
-    healthy = send_next();
-  }
-  while (healthy && !in_flight.empty()) {
-    zmq::pollitem_t item{socket->handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, options_.request_timeout);
-    if (!(item.revents & ZMQ_POLLIN)) {
-      healthy = false;  // no reply in time: read what is left the slow way
-      break;
-    }
-    Result<IncomingMessage> received = ReceiveMessage(*socket, /*has_routing_id=*/false);
-    if (!received.ok()) {
-      if (received.status().code() == StatusCode::kUnavailable) healthy = false;
-      continue;
-    }
-    IncomingMessage& message = received.value();
-    uint64_t id = 0;
-    Status status;
-    bool whole = false;
-    Status read = ReadGuarded([&]() -> Status {
-      proto::Reply::Reader reply = message.reply();
-      id = reply.getId();
-      if (reply.isError()) {
-        status = StatusFromError(reply.getError());
-      } else if (reply.isGet()) {
-        proto::GetReply::Reader get = reply.getGet();
-        whole = get.getOffset() == 0 && get.getLength() == get.getTotalSize() &&
-                message.payload_bytes() == get.getLength();
+void Client::ReadBatched(const std::map<std::string, std::vector<size_t>>& by_worker,
+                         const std::vector<BlockId>& ids,
+                         std::vector<Result<std::vector<std::byte>>>& out,
+                         std::vector<size_t>& retry) {
+  // Every batch to every worker is sent before any reply is read, so the workers serve
+  // theirs at the same time.
+  std::map<uint64_t, PendingBatch> in_flight;  // by request id
+  std::vector<std::string> addresses;
+  for (const auto& [address, indexes] : by_worker) {
+    std::unique_ptr<zmq::socket_t>& socket = pipelines_[address];
+    if (!socket) {
+      try {
+        socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+        ConfigureSocket(*socket);
+        socket->set(zmq::sockopt::sndtimeo, static_cast<int>(options_.request_timeout.count()));
+        socket->connect(address);
+      } catch (const zmq::error_t&) {
+        pipelines_.erase(address);
+        retry.insert(retry.end(), indexes.begin(), indexes.end());
+        continue;
       }
-      return Status::Ok();
-    });
-    auto found = in_flight.find(id);
-    if (!read.ok() || found == in_flight.end()) continue;  // garbled, or a stale reply
-    const size_t index = found->second;
-    in_flight.erase(found);
-    if (whole) {
+    }
+    addresses.push_back(address);
+    for (size_t start = 0; start < indexes.size(); start += kMaxPayloadFrames) {
+      const size_t count = std::min(kMaxPayloadFrames, indexes.size() - start);
+      PendingBatch batch{address, {indexes.begin() + static_cast<ptrdiff_t>(start),
+                            indexes.begin() + static_cast<ptrdiff_t>(start + count)}};
+      const uint64_t request_id = next_pipelined_id_++;
+      capnp::MallocMessageBuilder message;
+      proto::Request::Builder request = message.initRoot<proto::Request>();
+      request.setId(request_id);
+      auto list = request.initGetBlocks().initBlockIds(static_cast<unsigned>(count));
+      for (size_t k = 0; k < count; ++k) {
+        list.set(static_cast<unsigned>(k), ids[batch.indexes[k]].ToString());
+      }
+      if (!SendMessage(*socket, nullptr, message).ok()) {
+        retry.insert(retry.end(), batch.indexes.begin(), batch.indexes.end());
+        continue;
+      }
+      in_flight.emplace(request_id, std::move(batch));
+    }
+  }
+
+  const auto deadline = std::chrono::steady_clock::now() + options_.request_timeout;
+  while (!in_flight.empty()) {
+    std::vector<zmq::pollitem_t> items;
+    for (const std::string& address : addresses) {
+      items.push_back({pipelines_[address]->handle(), 0, ZMQ_POLLIN, 0});
+    }
+    const auto left = std::chrono::duration_cast<milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0 || zmq::poll(items, std::max(left, milliseconds(0))) == 0) break;
+    for (size_t w = 0; w < items.size(); ++w) {
+      if (!(items[w].revents & ZMQ_POLLIN)) continue;
+      Result<IncomingMessage> received =
+          ReceiveMessage(*pipelines_[addresses[w]], /*has_routing_id=*/false);
+      if (received.ok()) TakeBatchReply(*received, ids, in_flight, out, retry);
+    }
+  }
+  // Unanswered in time: late replies must not meet a later call, so those sockets go, and
+  // their blocks are read again one by one (which falls over to other copies).
+  for (const auto& [request_id, batch] : in_flight) {
+    pipelines_.erase(batch.address);
+    retry.insert(retry.end(), batch.indexes.begin(), batch.indexes.end());
+  }
+}
+
+void Client::TakeBatchReply(IncomingMessage& message, const std::vector<BlockId>& ids,
+                            std::map<uint64_t, PendingBatch>& in_flight, std::vector<Result<std::vector<std::byte>>>& out,
+                            std::vector<size_t>& retry) {
+  uint64_t request_id = 0;
+  Status status = ReadGuarded([&]() -> Status {
+    request_id = message.reply().getId();
+    return Status::Ok();
+  });
+  auto found = in_flight.find(request_id);
+  if (!status.ok() || found == in_flight.end()) return;  // garbled, or a stale reply
+  const std::vector<size_t> indexes = std::move(found->second.indexes);
+  in_flight.erase(found);
+  // The included blocks' bytes, back to back over the frames.
+  const std::vector<zmq::message_t>& frames = message.payload();
+  size_t frame = 0, frame_offset = 0;
+  auto take = [&](uint64_t n, std::vector<std::byte>& bytes) {
+    while (n > 0 && frame < frames.size()) {
+      const size_t available = frames[frame].size() - frame_offset;
+      const size_t k = static_cast<size_t>(std::min<uint64_t>(available, n));
+      const auto* data = static_cast<const std::byte*>(frames[frame].data()) + frame_offset;
+      bytes.insert(bytes.end(), data, data + k);
+      n -= k;
+      frame_offset += k;
+      if (frame_offset == frames[frame].size()) {
+        ++frame;
+        frame_offset = 0;
+      }
+    }
+    return n == 0;
+  };
+  std::vector<size_t> to_retry;
+  status = ReadGuarded([&]() -> Status {
+    proto::Reply::Reader reply = message.reply();
+    if (!reply.isBlocksRead()) return UnexpectedReply("worker", "blocksRead");
+    auto entries = reply.getBlocksRead();
+    if (entries.size() != indexes.size()) return InternalError("worker answered a wrong count");
+    for (size_t k = 0; k < indexes.size(); ++k) {
+      proto::MultiGetEntry::Reader entry = entries[static_cast<unsigned>(k)];
+      const size_t index = indexes[k];
+      if (entry.getState() != proto::MultiGetEntry::State::INCLUDED) {
+        // Moved or removed since this client learnt where it was: ask the master again.
+        if (entry.getState() == proto::MultiGetEntry::State::NOT_FOUND) {
+          location_cache_.Forget(ids[index]);
+        }
+        to_retry.push_back(index);
+        continue;
+      }
+      const uint64_t size = entry.getTotalSize();
+      if (size > message.payload_bytes()) {
+        return InternalError("worker announced more bytes than it sent");
+      }
       std::vector<std::byte> bytes;
-      bytes.reserve(message.payload_bytes());
-      for (const zmq::message_t& frame : message.payload()) {
-        const auto* data = static_cast<const std::byte*>(frame.data());
-        bytes.insert(bytes.end(), data, data + frame.size());
+      bytes.reserve(size);
+      if (!take(size, bytes)) {
+        return InternalError("worker sent fewer bytes of " + ids[index].ToString() +
+                             " than it announced");
       }
       counters_.bytes_fetched += bytes.size();
       out[index] = std::move(bytes);
-    } else if (!status.ok() && status.code() != StatusCode::kNotFound &&
-               status.code() != StatusCode::kUnavailable) {
-      out[index] = status;
-    } else {
-      retry.push_back(index);  // bigger than one reply, moved, or the worker is going away
     }
-    if (next < indexes.size()) healthy = send_next();
+    return Status::Ok();
+  });
+  if (!status.ok()) {
+    // An error reply or a malformed one: every block of the batch is read again one by one,
+    // which reports the reason for each.
+    retry.insert(retry.end(), indexes.begin(), indexes.end());
+    return;
   }
-  if (!healthy) {
-    // Late replies must not meet a later call: the socket goes, its requests are read again.
-    pipelines_.erase(address);
-    for (const auto& [id, index] : in_flight) retry.push_back(index);
-    for (; next < indexes.size(); ++next) retry.push_back(indexes[next]);
-  }
+  retry.insert(retry.end(), to_retry.begin(), to_retry.end());
 }
 
 Result<std::vector<std::byte>> Client::ReadWhole(const BlockId& id,
@@ -735,11 +844,18 @@ Result<uint64_t> Client::ReadBlock(const BlockId& id, const ByteSink& sink,
     counters_.bytes_fetched += bytes.size();
     return sink(bytes);
   };
+  // Workers that did not answer during this call are not waited for a second time when the
+  // master, which has not noticed yet, lists them again.
+  std::vector<std::string> unreachable;
   while (true) {
     std::vector<BlockLocation> locations;
+    bool from_cache = false;
     if (known) {
       locations = std::move(*known);
       known.reset();
+    } else if (const std::vector<BlockLocation>* cached = location_cache_.Find(id)) {
+      locations = *cached;
+      from_cache = true;
     } else {
       ASSIGN_OR_RETURN(std::vector<BlockLocations> found, Locations({id}));
       if (found.size() != 1) return InternalError("master sent no entry for " + block);
@@ -748,6 +864,7 @@ Result<uint64_t> Client::ReadBlock(const BlockId& id, const ByteSink& sink,
     if (locations.empty()) {
       return NotFoundError("block " + block + " is not stored on any live worker");
     }
+    if (!from_cache) location_cache_.Remember(id, locations);
     // This host's workers first; otherwise the master's order (memory copies before disk).
     std::stable_partition(locations.begin(), locations.end(), [this](const BlockLocation& l) {
       return IsLocalAddress(l.address);
@@ -761,6 +878,12 @@ Result<uint64_t> Client::ReadBlock(const BlockId& id, const ByteSink& sink,
         if (!reset) return last;
         reset();
         emitted = false;
+      }
+      if (std::find(unreachable.begin(), unreachable.end(), location.address) !=
+          unreachable.end()) {
+        last = UnavailableError("worker " + location.worker_id + " did not answer");
+        all_not_found = false;
+        continue;
       }
       if (expect_size) expect_size(location.size);
       ReadProgress progress;
@@ -782,9 +905,19 @@ Result<uint64_t> Client::ReadBlock(const BlockId& id, const ByteSink& sink,
       if (last.code() != StatusCode::kUnavailable && last.code() != StatusCode::kNotFound) {
         return last;
       }
-      if (last.code() != StatusCode::kNotFound) all_not_found = false;
+      if (last.code() == StatusCode::kUnavailable) {
+        all_not_found = false;
+        unreachable.push_back(location.address);
+      }
     }
     if (emitted && !reset) return last;
+    if (!replaced) location_cache_.Forget(id);
+    if (!replaced && from_cache) {
+      // The remembered locations are stale (moved, removed, or their worker failed): ask the
+      // master, which is not a restart.
+      if (emitted) reset();
+      continue;
+    }
     if (!replaced) {
       if (all_not_found) {
         return NotFoundError("block " + block + " is not stored on any live worker");

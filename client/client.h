@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "client/location_cache.h"
 #include "client/types.h"
 #include "common/block_id.h"
 #include "common/status.h"
@@ -55,6 +56,17 @@ struct ClientOptions {
   std::chrono::milliseconds compute_wait{2000};
   // Names this client in leases (logs, "busy" answers). Empty: "<hostname>:<pid>".
   std::string holder_name{};
+
+  // How many blocks' locations this client remembers (client/location_cache.h), so a read of a
+  // block it stored or looked up before goes straight to a worker: one round trip instead of
+  // two. A worker that no longer holds the block makes the client ask the master again. 0:
+  // every read asks the master first.
+  size_t location_cache_entries = 65536;
+  // How long puts reuse the master's list of live workers for placement instead of asking for
+  // it on every put (a round trip). The client counts its own puts into the list's free
+  // memory and disk, and asks again at once when a worker it chose refused or failed. 0: ask
+  // for every put.
+  std::chrono::milliseconds worker_list_ttl{1000};
 };
 
 // Computes a block's bytes when no worker has it (see Client::GetOrCompute).
@@ -176,10 +188,11 @@ class Client {
   Result<uint64_t> GetTo(const BlockId& id, const ByteSink& sink);
   Result<uint64_t> GetTo(const BlockId& id, std::ostream& out);
   // Several whole blocks at once, one result per id in the same order: one location lookup for
-  // all of them, then up to 16 getBlock requests in flight to each worker (this host's copy
-  // first, else the first the master lists). A block the pipelined read cannot finish (bigger
-  // than one 16 MiB reply, moved, or its worker failed) is read again with Get(), which falls
-  // over to other locations. An id with no location is kNotFound.
+  // the ids whose locations this client does not remember, then one getBlocks request (a
+  // multi-get of up to 64 ids) per worker and batch, all in flight together (this host's copy
+  // first, else the first the master lists). A block the multi-get cannot return (over its
+  // 16 MiB, moved, or its worker failed) is read again with Get(), which falls over to other
+  // locations. An id with no location is kNotFound.
   std::vector<Result<std::vector<std::byte>>> GetMany(const std::vector<BlockId>& ids);
 
   // ---- metadata (answered by the master) ----
@@ -223,6 +236,14 @@ class Client {
   Client(ClientOptions options, std::unique_ptr<zmq::context_t> context);
   Result<PutResult> PutFrom(const BlockId& id, PieceSource& source, StorageLevel level,
                             const PutOptions& options);
+  // One placement attempt of PutFrom over `workers`.
+  Result<PutResult> PutOnce(const BlockId& id, PieceSource& source, StorageLevel level,
+                            const PutOptions& options, std::vector<WorkerInfo> workers);
+  // The live workers for placement: the list kept from a recent call when it is younger than
+  // `worker_list_ttl` (and `fresh` is false), else the master's. `from_cache` says which.
+  Result<std::vector<WorkerInfo>> PlacementWorkers(bool fresh, bool* from_cache);
+  // Counts a stored copy into the kept worker list, so the next placements see it.
+  void CountPlacedCopy(const std::string& worker_id, Tier tier, uint64_t size);
   // Streams the block to every target, piece by piece; one result per target, in order.
   std::vector<Result<PutResult>> Upload(const std::vector<const WorkerInfo*>& targets,
                                         const BlockId& id, PieceSource& source,
@@ -253,11 +274,21 @@ class Client {
                                                  const ComputeFn& compute, uint64_t token);
   Result<uint64_t> ReadFrom(const BlockLocation& location, const BlockId& id, const ByteSink& sink,
                             ReadProgress& progress);
-  // GetMany's reads from one worker: the blocks ids[i] for i in `indexes`, pipelined. Fills
-  // `out[i]` or adds i to `retry`.
-  void ReadPipelined(const std::string& address, const std::vector<BlockId>& ids,
-                     const std::vector<size_t>& indexes,
-                     std::vector<Result<std::vector<std::byte>>>& out, std::vector<size_t>& retry);
+  // A getBlocks request of GetMany in flight: to which worker, for which of its ids.
+  struct PendingBatch {
+    std::string address;
+    std::vector<size_t> indexes;  // into GetMany's ids
+  };
+  // GetMany's reads: the ids of each worker, in getBlocks batches (at most 64 ids each), all
+  // sent before any reply is read. Fills `out[i]` or adds i to `retry`.
+  void ReadBatched(const std::map<std::string, std::vector<size_t>>& by_worker,
+                   const std::vector<BlockId>& ids,
+                   std::vector<Result<std::vector<std::byte>>>& out, std::vector<size_t>& retry);
+  // Takes one getBlocks reply into `out` / `retry` and off `in_flight` (stale ones are
+  // dropped).
+  void TakeBatchReply(IncomingMessage& message, const std::vector<BlockId>& ids,
+                      std::map<uint64_t, PendingBatch>& in_flight,
+                      std::vector<Result<std::vector<std::byte>>>& out, std::vector<size_t>& retry);
   // The channel in `slot`, connected to `address` on first use; kInvalidArgument for an
   // address ZeroMQ cannot connect to (so a bad address fails a call instead of throwing).
   Result<RpcChannel*> Connect(std::unique_ptr<RpcChannel>& slot, const std::string& address);
@@ -273,8 +304,8 @@ class Client {
   zmq::context_t& context_;
   std::unique_ptr<RpcChannel> master_;                          // connected on first use
   std::map<std::string, std::unique_ptr<RpcChannel>> workers_;  // by address
-  // GetMany's DEALERs, by worker address: kept apart from `workers_` so replies to pipelined
-  // requests never meet RpcChannel's one-call-at-a-time matching.
+  // GetMany's DEALERs, by worker address: kept apart from `workers_` so replies to its
+  // batches never meet RpcChannel's one-call-at-a-time matching.
   std::map<std::string, std::unique_ptr<zmq::socket_t>> pipelines_;
   uint64_t next_pipelined_id_ = 1;
   uint64_t put_counter_ = 0;                                    // rotates placement ties
@@ -282,6 +313,10 @@ class Client {
   std::vector<std::string> local_hosts_;
   std::string holder_name_;
   CacheCounters counters_;
+  LocationCache location_cache_;
+  // The master's worker list as PlacementWorkers() last fetched it (empty: none kept).
+  std::vector<WorkerInfo> placement_workers_;
+  std::chrono::steady_clock::time_point placement_workers_time_{};
 };
 
 }  // namespace bm

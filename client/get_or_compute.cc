@@ -44,6 +44,20 @@ class LeaseReleaser {
 Result<std::vector<std::byte>> Client::GetOrCompute(const BlockId& id, StorageLevel level,
                                                     const ComputeFn& compute) {
   std::vector<std::string> failed_workers;  // workers that could not serve a listed copy
+  if (const std::vector<BlockLocation>* cached = location_cache_.Find(id)) {
+    // This client read or stored the block before: read it without asking the master. A
+    // stale entry (the block moved or its worker failed) is forgotten by the read, and the
+    // master is asked as below, told which workers failed.
+    ReadReport report;
+    Result<std::vector<std::byte>> data = ReadWhole(id, *cached, report);
+    if (data.ok()) {
+      ++(report.local ? counters_.local_hits : counters_.remote_hits);
+      return data;
+    }
+    const StatusCode code = data.status().code();
+    if (code != StatusCode::kUnavailable && code != StatusCode::kNotFound) return data.status();
+    failed_workers = std::move(report.failed_workers);
+  }
   bool missed = false;
   while (true) {
     ASSIGN_OR_RETURN(ComputeTicket ticket,

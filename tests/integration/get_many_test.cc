@@ -63,5 +63,31 @@ TEST_F(GetManyTest, BlockBiggerThanOneReplyAndMissingBlockAreHandledPerId) {
   EXPECT_TRUE(client_->GetMany({}).empty());
 }
 
+TEST_F(GetManyTest, PackedAndUnpackedBlocksOfEverySizeComeBackExact) {
+  // The worker packs blocks up to 64 KiB into shared frames and sends bigger ones as their
+  // own chunks; sizes around every boundary, empty blocks included, all in one batch.
+  const std::vector<size_t> sizes = {0,         1,        4096,      65536, 65537, 0,
+                                     (1 << 20) - 3, 1 << 20, (1 << 20) + 1, 3000,  200000, 7};
+  std::vector<BlockId> ids;
+  std::vector<std::vector<std::byte>> expected;
+  PutOptions on_w1;
+  on_w1.worker_id = "w1";
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    ids.push_back(BlockId::Rdd(11, i));
+    expected.push_back(RandomByteVector(sizes[i], i + 1));
+    ASSERT_TRUE(client_->Put(ids.back(), expected.back(), StorageLevel::kMemoryOnly, on_w1).ok());
+  }
+  // A fresh client: the locations come from the master, then from its cache the second time.
+  Client reader(ClientOptions{cluster_.master_endpoint()});
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<Result<std::vector<std::byte>>> got = reader.GetMany(ids);
+    ASSERT_EQ(got.size(), ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ASSERT_TRUE(got[i].ok()) << ids[i].ToString() << ": " << got[i].status().ToString();
+      EXPECT_TRUE(*got[i] == expected[i]) << ids[i].ToString() << " pass " << pass;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace bm::testing
