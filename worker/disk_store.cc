@@ -569,10 +569,11 @@ Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generatio
   const uint64_t end = offset + length;
   const uint64_t first = offset / meta.chunk_bytes;
   const uint64_t last = (end - 1) / meta.chunk_bytes;
-  // A snapshot so every chunk comes from the same moment, whatever writes happen meanwhile.
-  rocksdb::ReadOptions options = impl_->read_options;
-  const rocksdb::Snapshot* snapshot = db_->GetSnapshot();
-  options.snapshot = snapshot;
+  // No snapshot is needed to read the chunks as of one moment: a version's chunks never change
+  // once written, and only this thread deletes them (the store is not thread-safe). Taking one
+  // per read also made RocksDB rewrite every table file that reached the bottom level
+  // ("BottommostFiles" compactions, run when the oldest snapshot moves past a file).
+  const rocksdb::ReadOptions& options = impl_->read_options;
   Status status;
   for (uint64_t i = first; i <= last && status.ok(); ++i) {
     auto chunk = std::make_shared<PinnedChunk>(impl_->block_cache);
@@ -598,7 +599,6 @@ Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generatio
     const uint64_t to = std::min(end, chunk_start + expected) - chunk_start;
     read.chunks.push_back(SliceChunk(std::move(chunk), from, to - from));
   }
-  db_->ReleaseSnapshot(snapshot);
   if (!status.ok()) return status;
   return read;
 }
