@@ -70,6 +70,30 @@ size_t CountRawKeys(const std::string& dir, const std::string& prefix) {
   return count;
 }
 
+void PutBigEndian(std::string& out, uint64_t value) {
+  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>(value >> shift));
+}
+
+// The documented key layout (disk_store.cc): every record of a version under its generation.
+std::string VersionKey(uint64_t generation) {
+  std::string key = "v";
+  PutBigEndian(key, generation);
+  return key;
+}
+
+// Every key in a closed store's database, in order, read with RocksDB directly.
+std::vector<std::string> RawKeys(const std::string& dir) {
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::OpenForReadOnly(rocksdb::Options(), dir, &raw);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  if (!s.ok()) return {};
+  std::unique_ptr<rocksdb::DB> db(raw);
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+  std::vector<std::string> keys;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) keys.push_back(it->key().ToString());
+  return keys;
+}
+
 class DiskStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -81,10 +105,11 @@ class DiskStoreTest : public ::testing::Test {
     store_ = OpenStore(dir_.Sub("db"), limit);
     ASSERT_NE(store_, nullptr);
   }
-  // Closes the store so the test can inspect its database.
-  size_t RawChunkKeys(const BlockId& id) {
+  // Closes the store so the test can inspect its database: the number of records (metas and
+  // chunks) of all versions.
+  size_t RawVersionRecords() {
     store_.reset();
-    return CountRawKeys(dir_.Sub("db"), "c:" + id.ToString() + ":");
+    return CountRawKeys(dir_.Sub("db"), "v");
   }
 
   testing::TempDir dir_;
@@ -191,22 +216,29 @@ TEST_F(DiskStoreTest, DestroyedUncommittedWriterLeavesNothing) {
   }
   EXPECT_EQ(store_->used(), 0u);
   EXPECT_FALSE(store_->Find(BlockId::Rdd(2, 0)).has_value());
-  EXPECT_EQ(RawChunkKeys(BlockId::Rdd(2, 0)), 0u);
+  EXPECT_EQ(RawVersionRecords(), 0u);
 }
 
-// Puts chunk keys for `generation` of `id` straight into a closed store's database, as a write
-// cut short by a crash leaves them (chunks, no metadata). Mirrors the documented key layout.
-void PutRawChunks(const std::string& dir, const BlockId& id, uint64_t generation, int count) {
+// Puts records straight into a closed store's database.
+void PutRawRecords(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& records) {
   rocksdb::DB* raw = nullptr;
   ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir, &raw).ok());
   std::unique_ptr<rocksdb::DB> db(raw);
-  for (int i = 0; i < count; ++i) {
-    std::string key = "c:" + id.ToString() + ":";
-    for (uint64_t n : {generation, static_cast<uint64_t>(i)}) {
-      for (int shift = 56; shift >= 0; shift -= 8) key.push_back(static_cast<char>(n >> shift));
-    }
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), key, std::string(1000, 'x')).ok());
+  for (const auto& [key, value] : records) {
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), key, value).ok());
   }
+}
+
+// Puts chunks of `generation` straight into a closed store's database, as a write cut short by
+// a crash leaves them (chunks, no metadata).
+void PutRawChunks(const std::string& dir, uint64_t generation, int count) {
+  std::vector<std::pair<std::string, std::string>> records;
+  for (int i = 0; i < count; ++i) {
+    std::string key = VersionKey(generation);
+    PutBigEndian(key, static_cast<uint64_t>(i));
+    records.emplace_back(key, std::string(1000, 'x'));
+  }
+  PutRawRecords(dir, records);
 }
 
 TEST_F(DiskStoreTest, ReopenDeletesChunksOfWritesCutShortByCrash) {
@@ -215,17 +247,17 @@ TEST_F(DiskStoreTest, ReopenDeletesChunksOfWritesCutShortByCrash) {
   const uint64_t generation = store_->Read(BlockId::Rdd(1, 0), 0, 1)->generation;
   store_.reset();
   // A newer version of the committed block and a brand new block, both unfinished.
-  PutRawChunks(dir_.Sub("db"), BlockId::Rdd(1, 0), generation + 5, 3);
-  PutRawChunks(dir_.Sub("db"), BlockId::Rdd(2, 0), generation + 6, 2);
-  ASSERT_EQ(CountRawKeys(dir_.Sub("db"), "c:rdd_1_0:"), 5u);
+  PutRawChunks(dir_.Sub("db"), generation + 5, 3);
+  PutRawChunks(dir_.Sub("db"), generation + 6, 2);
+  // The committed version: its meta and 2 chunks.
+  ASSERT_EQ(CountRawKeys(dir_.Sub("db"), "v"), 3u + 5u);
 
   Reopen();
   EXPECT_TRUE(ReadAll(*store_, BlockId::Rdd(1, 0)) == committed);
   EXPECT_FALSE(store_->Find(BlockId::Rdd(2, 0)).has_value());
   EXPECT_EQ(store_->used(), committed.size());
   EXPECT_GT(store_->next_generation(), generation + 6);
-  EXPECT_EQ(RawChunkKeys(BlockId::Rdd(2, 0)), 0u);
-  EXPECT_EQ(CountRawKeys(dir_.Sub("db"), "c:rdd_1_0:"), 2u);
+  EXPECT_EQ(RawVersionRecords(), 3u);
 }
 
 TEST_F(DiskStoreTest, LimitRejectsWriteWithOutOfSpaceAndKeepsOtherBlocks) {
@@ -287,8 +319,10 @@ TEST_F(DiskStoreTest, ReplaceIsAtomicForReaders) {
   ASSERT_TRUE(fresh.ok());
   EXPECT_NE(fresh->generation, old_generation);
   EXPECT_TRUE(Concat(fresh->chunks) == v2);
-  // Only the new version's 4 chunks are left.
-  EXPECT_EQ(RawChunkKeys(id), 4u);
+  // Only the new version's meta and 4 chunks are left.
+  const uint64_t new_generation = fresh->generation;
+  EXPECT_EQ(RawVersionRecords(), 5u);
+  EXPECT_EQ(CountRawKeys(dir_.Sub("db"), VersionKey(new_generation)), 5u);
 }
 
 TEST_F(DiskStoreTest, RemoveDeletesBlockAndItsBytes) {
@@ -300,7 +334,7 @@ TEST_F(DiskStoreTest, RemoveDeletesBlockAndItsBytes) {
   EXPECT_EQ(store_->used(), 0u);
   EXPECT_EQ(store_->Read(id, 0, 1).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(store_->ReadGeneration(id, generation, 0, 1).status().code(), StatusCode::kAborted);
-  EXPECT_EQ(RawChunkKeys(id), 0u);
+  EXPECT_EQ(RawVersionRecords(), 0u);
 }
 
 TEST_F(DiskStoreTest, AppendPastDeclaredSizeAbandonsWrite) {
@@ -322,7 +356,7 @@ TEST_F(DiskStoreTest, CommitWithMissingBytesFails) {
   EXPECT_THAT(s.message(), HasSubstr("bytes were written"));
   EXPECT_FALSE(store_->Find(BlockId::Rdd(1, 0)).has_value());
   EXPECT_EQ(store_->used(), 0u);
-  EXPECT_EQ(RawChunkKeys(BlockId::Rdd(1, 0)), 0u);
+  EXPECT_EQ(RawVersionRecords(), 0u);
 }
 
 TEST_F(DiskStoreTest, WriteStoresBlockDataOfUnevenChunks) {
@@ -345,6 +379,79 @@ TEST_F(DiskStoreTest, GenerationsNeverRepeat) {
   EXPECT_GE(g2, g1 + 100);
   Reopen();
   EXPECT_GT(store_->next_generation(), g2);
+}
+
+// Regression: keys led by the block id made every flushed table file overlap every other, so
+// RocksDB compaction rewrote each stored byte again. Keys must follow the order of writes.
+TEST_F(DiskStoreTest, RecordsAreKeyedInWriteOrderNotIdOrder) {
+  // "rdd_1_10" sorts before "rdd_1_9" as text.
+  for (uint64_t i : {9, 10, 2}) {
+    ASSERT_TRUE(WriteBlock(*store_, BlockId::Rdd(1, i), RandomBytes(kChunkBytes + 1, i)).ok());
+  }
+  std::vector<uint64_t> generations;
+  for (uint64_t i : {9, 10, 2}) {
+    generations.push_back(store_->Read(BlockId::Rdd(1, i), 0, 1)->generation);
+  }
+  store_.reset();
+  std::vector<std::string> expected;
+  for (uint64_t generation : generations) {
+    expected.push_back(VersionKey(generation));  // the meta, then the chunks
+    for (uint64_t chunk : {0, 1}) {
+      expected.push_back(VersionKey(generation));
+      PutBigEndian(expected.back(), chunk);
+    }
+  }
+  EXPECT_EQ(RawKeys(dir_.Sub("db")), expected);
+}
+
+// A store written before versions were keyed by generation: metas under "m:" + id, chunks
+// under "c:" + id + ":" + generation + index (meta format 1).
+TEST_F(DiskStoreTest, LegacyLayoutBlocksStayReadableReplaceableAndRemovable) {
+  store_.reset();
+  const std::vector<std::byte> bytes = RandomBytes(kChunkBytes + 7, 9);
+  std::vector<std::pair<std::string, std::string>> records;
+  for (uint64_t i : {0, 1}) {
+    const BlockId id = BlockId::Rdd(3, i);
+    const uint64_t generation = 40 + i;
+    std::string meta(1, '\x01');
+    for (uint64_t n : {uint64_t{bytes.size()}, generation, uint64_t{2}, uint64_t{kChunkBytes}}) {
+      PutBigEndian(meta, n);
+    }
+    meta += "DISK_ONLY";
+    records.emplace_back("m:" + id.ToString(), meta);
+    for (uint64_t chunk : {0, 1}) {
+      std::string key = "c:" + id.ToString() + ":";
+      PutBigEndian(key, generation);
+      PutBigEndian(key, chunk);
+      const size_t from = chunk * kChunkBytes;
+      const size_t to = std::min(bytes.size(), from + kChunkBytes);
+      records.emplace_back(key, std::string(reinterpret_cast<const char*>(bytes.data()) + from,
+                                            to - from));
+    }
+  }
+  // An unfinished legacy write: chunks of a generation no meta names.
+  std::string orphan = "c:rdd_3_0:";
+  PutBigEndian(orphan, 45);
+  PutBigEndian(orphan, 0);
+  records.emplace_back(orphan, "x");
+  PutRawRecords(dir_.Sub("db"), records);
+
+  Reopen();
+  EXPECT_EQ(store_->used(), 2 * bytes.size());
+  EXPECT_TRUE(ReadAll(*store_, BlockId::Rdd(3, 0)) == bytes);
+  EXPECT_TRUE(ReadAll(*store_, BlockId::Rdd(3, 1)) == bytes);
+  EXPECT_GT(store_->next_generation(), 45u);
+
+  const std::vector<std::byte> replacement = RandomBytes(10, 10);
+  ASSERT_TRUE(WriteBlock(*store_, BlockId::Rdd(3, 0), replacement).ok());
+  ASSERT_TRUE(store_->Remove(BlockId::Rdd(3, 1)).ok());
+  Reopen();
+  EXPECT_TRUE(ReadAll(*store_, BlockId::Rdd(3, 0)) == replacement);
+  EXPECT_FALSE(store_->Find(BlockId::Rdd(3, 1)).has_value());
+  EXPECT_EQ(store_->used(), replacement.size());
+  store_.reset();
+  EXPECT_EQ(CountRawKeys(dir_.Sub("db"), "m:"), 0u);
+  EXPECT_EQ(CountRawKeys(dir_.Sub("db"), "c:"), 0u);
 }
 
 TEST(DiskStoreOpenTest, SecondOpenOfSameDirectoryFailsClearly) {
