@@ -21,6 +21,8 @@ ClientOptions OptionsFor(const Json& task) {
   ClientOptions options;
   options.master_address = task.at("master").get<std::string>();
   options.request_timeout = std::chrono::milliseconds(task.value("timeout_ms", 30000));
+  // "location_cache": 0 makes every read ask the master first (the two-round-trip get).
+  options.location_cache_entries = task.value("location_cache", options.location_cache_entries);
   return options;
 }
 

@@ -251,7 +251,17 @@ void SmallGets(Runner& runner, BlockmgrCluster& cluster) {
        !redis_server.ok() ? Failed(redis_server.status())
                           : [&] { return runner.Client(With(redis_task, "pipeline", 1)); },
        !redis_server.ok() ? Failed(redis_server.status())
-                          : [&] { return runner.Client(With(redis_task, "pipeline", 16)); }});
+                          : [&] { return runner.Client(With(redis_task, "pipeline", 16)); },
+       [&] { return runner.Client(With(With(bm_task, "threads", 1), "location_cache", 0)); },
+       !zmq_server.ok() ? Failed(zmq_server.status())
+                        : [&] {
+                            // The bytes of 16 blocks in one reply: GetMany's transport ceiling.
+                            return runner.Client(
+                                {{"task", "zmq_round_trips"},
+                                 {"endpoint", "tcp://127.0.0.1:" + std::to_string(zmq_server->port)},
+                                 {"size", 16 * size},
+                                 {"min_ops", 100}});
+                          }});
   const Result<Json>& bm_one = results[0];
   const Result<Json>& bm_many = results[1];
   const Result<Json>& bm_16 = results[2];
@@ -259,6 +269,8 @@ void SmallGets(Runner& runner, BlockmgrCluster& cluster) {
   const Result<Json>& zmq = results[4];
   const Result<Json>& redis_one = results[5];
   const Result<Json>& redis_16 = results[6];
+  const Result<Json>& bm_uncached = results[7];
+  const Result<Json>& zmq_16 = results[8];
   std::optional<double> one = runner.Figure(bm_one, "ops_per_s", 1, "blockmgr 4 KiB gets");
   runner.Add("3a. 4 KiB get, one at a time", "ops/s", one, "raw ZeroMQ round trip",
              runner.Figure(zmq, "ops_per_s", 1, "raw ZeroMQ round trips"), 0.8);
@@ -268,13 +280,28 @@ void SmallGets(Runner& runner, BlockmgrCluster& cluster) {
   runner.Add("3a'. 4 KiB getBlock to the worker, no lookup", "ops/s",
              runner.Figure(worker_only, "ops_per_s", 1, "worker getBlock"), "raw ZeroMQ round trip",
              runner.Figure(zmq, "ops_per_s", 1, "raw ZeroMQ round trips"), std::nullopt,
-             Better::kHigher, "diagnostic: a client get is this plus a master lookup");
+             Better::kHigher,
+             "diagnostic: the worker's part of a get alone; a get whose location the client "
+             "remembers is this, one whose location it does not is this plus a master lookup");
+  runner.Add("3a''. 4 KiB get, one at a time, no location cache", "ops/s",
+             runner.Figure(bm_uncached, "ops_per_s", 1, "blockmgr 4 KiB gets, no cache"),
+             "raw ZeroMQ round trip", runner.Figure(zmq, "ops_per_s", 1, "raw ZeroMQ round trips"),
+             std::nullopt, Better::kHigher,
+             "diagnostic: location_cache_entries = 0, every get a master lookup plus a worker read");
   const std::optional<double> redis_pipelined =
       runner.Figure(redis_16, "ops_per_s", 1, "redis 4 KiB GET -P 16");
-  runner.Add("3b. 4 KiB get, 16 in flight", "ops/s",
-             runner.Figure(bm_many, "ops_per_s", 1, "blockmgr 4 KiB GetMany x16"),
-             "redis GET -P 16", redis_pipelined, 1.0, Better::kHigher,
-             "blockmgr: Client::GetMany of 16 ids (one lookup, 16 getBlock pipelined)");
+  const std::optional<double> bm_batched =
+      runner.Figure(bm_many, "ops_per_s", 1, "blockmgr 4 KiB GetMany x16");
+  runner.Add("3b. 4 KiB get, 16 in flight", "ops/s", bm_batched, "redis GET -P 16",
+             redis_pipelined, 1.0, Better::kHigher,
+             "blockmgr: Client::GetMany of 16 ids, one getBlocks request (16 blocks in one "
+             "reply frame); locations from the client's cache after the first pass over the ids");
+  std::optional<double> zmq_16_blocks = runner.Figure(zmq_16, "ops_per_s", 1, "raw ZeroMQ 64 KiB");
+  if (zmq_16_blocks) *zmq_16_blocks *= 16;
+  runner.Add("3b. 4 KiB get, 16 in flight", "ops/s", bm_batched,
+             "raw ZeroMQ 64 KiB round trip x16", zmq_16_blocks, std::nullopt, Better::kHigher,
+             "the transport's ceiling for 16 blocks per round trip: raw 64 KiB request/reply "
+             "round trips per second, times 16");
   runner.Add("3b'. 4 KiB get, 16 client threads", "ops/s",
              runner.Figure(bm_16, "ops_per_s", 1, "blockmgr 4 KiB gets x16 threads"),
              "redis GET -P 16", redis_pipelined, std::nullopt, Better::kHigher,
