@@ -226,7 +226,7 @@ void SmallGets(Runner& runner, BlockmgrCluster& cluster) {
   Progress("3: 4 KiB gets (blockmgr, raw ZeroMQ round trips, Redis)");
   const Json bm_task{{"task", "bm_small_gets"}, {"master", cluster.master_endpoint()},
                      {"size", size}, {"ids", 1000}, {"rdd", 3}, {"min_ops", 100}};
-  Result<PeerServer> zmq_server = StartRawZmqServer(env, size);
+  Result<PeerServer> zmq_server = StartRawZmqServer(env, 16 * size);
   Result<PeerServer> redis_server = StartRedis(env);
   const Json redis_task{{"task", "redis_small_gets"}, {"port", redis_server.ok() ? redis_server->port : 0},
                         {"size", size}, {"ids", 1000}, {"min_ops", 100}};
