@@ -215,6 +215,20 @@ size_t BlockIndex::LocationCount(std::string_view worker_id) const {
   return slot ? slot_locations_[*slot] : 0;
 }
 
+void BlockIndex::SortedLocations(const Entry& entry, std::vector<LocationRef>* out) const {
+  out->clear();
+  for (size_t i = 0; i < entry.count(); ++i) {
+    Entry::Location location = entry.at(i);
+    out->push_back({&slot_names_[location.worker], location.tier, location.size});
+  }
+  // The order of MakeInfo(). Almost every block has one copy: nothing to sort.
+  if (out->size() < 2) return;
+  std::sort(out->begin(), out->end(), [](const LocationRef& a, const LocationRef& b) {
+    if (a.tier != b.tier) return a.tier == Tier::kMemory;
+    return *a.worker_id < *b.worker_id;
+  });
+}
+
 BlockInfo BlockIndex::MakeInfo(const BlockId& id, const Entry& entry) const {
   BlockInfo info{id, entry.level(), {}};
   info.locations.reserve(entry.count());
@@ -234,6 +248,17 @@ std::optional<BlockInfo> BlockIndex::Find(const BlockId& id) const {
   const Entry* entry = FindEntry(id);
   if (entry == nullptr) return std::nullopt;
   return MakeInfo(id, *entry);
+}
+
+std::optional<StorageLevel> BlockIndex::FindLocations(const BlockId& id,
+                                                      std::vector<LocationRef>* out) const {
+  const Entry* entry = FindEntry(id);
+  if (entry == nullptr) {
+    out->clear();
+    return std::nullopt;
+  }
+  SortedLocations(*entry, out);
+  return entry->level();
 }
 
 std::vector<BlockInfo> BlockIndex::List() const {

@@ -34,6 +34,14 @@ struct BlockInfo {
   std::vector<BlockLocation> locations;  // never empty; memory before disk, then by worker id
 };
 
+// One copy of a block as the index holds it, for lookups that copy nothing: `worker_id` is the
+// index's own string, valid until the index next changes.
+struct LocationRef {
+  const std::string* worker_id;
+  Tier tier;
+  uint64_t size;
+};
+
 // One change a worker reported: the block is now held as (level, tier, size), or it is gone.
 struct BlockChange {
   BlockId id;
@@ -84,6 +92,10 @@ class BlockIndex {
   size_t RemoveWorker(std::string_view worker_id);
 
   std::optional<BlockInfo> Find(const BlockId& id) const;
+  // Find() without copies, for the master's lookup path: the block's level, and its locations
+  // in BlockInfo's order in `out` (cleared first; reusing it allocates nothing). nullopt, and
+  // `out` empty, when the block is not tracked.
+  std::optional<StorageLevel> FindLocations(const BlockId& id, std::vector<LocationRef>* out) const;
   // Every block, sorted by id.
   std::vector<BlockInfo> List() const;
   // Calls `visit` for every block, in no particular order, without materialising the list.
@@ -149,6 +161,8 @@ class BlockIndex {
   Entry& FindOrAddEntry(const BlockId& id);
   void EraseEntry(const BlockId& id);
   BlockInfo MakeInfo(const BlockId& id, const Entry& entry) const;
+  // The entry's locations, memory before disk, then by worker id.
+  void SortedLocations(const Entry& entry, std::vector<LocationRef>* out) const;
 
   // RDD blocks by RDD id, then partition; other blocks (broadcast, shuffle) by id.
   std::unordered_map<uint64_t, PartitionMap> rdds_;

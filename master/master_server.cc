@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -45,6 +46,8 @@ constexpr Duration kCopyTimeout = std::chrono::seconds(120);
 constexpr size_t kRemoveBatch = 10000;
 // Messages read from one socket before the loop looks at the others again.
 constexpr int kMaxMessagesPerWake = 256;
+// 256 KiB: the replies of lookups batched up to ~2000 ids.
+constexpr size_t kReplySegmentWords = 32 * 1024;
 constexpr Duration kMinHeartbeatInterval = std::chrono::milliseconds(50);
 constexpr Duration kMinCheckInterval = std::chrono::milliseconds(10);
 constexpr Duration kMaxCheckInterval = std::chrono::seconds(1);
@@ -102,6 +105,12 @@ proto::WorkerState ToProto(WorkerState state) {
 
 bool IsSupportedWorkerAddress(std::string_view address) {
   return address.starts_with("tcp://") || address.starts_with("ipc://");
+}
+
+kj::Array<capnp::word> ZeroedWords(size_t count) {
+  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(count);
+  std::memset(words.begin(), 0, count * sizeof(capnp::word));
+  return words;
 }
 
 uint64_t ToMillis(Duration d) {
@@ -252,6 +261,13 @@ class MasterServer::Loop {
   std::unordered_map<uint64_t, WorkerRequest> worker_requests_;  // by the id sent to the worker
   uint64_t next_op_id_ = 1;
   uint64_t next_worker_request_id_ = 1;
+
+  // Reused by HandleGetLocations so that a lookup allocates nothing per block.
+  std::vector<LocationRef> lookup_scratch_;
+  // The first segment of every reply built by HandleClientMessage, zeroed (as Cap'n Proto
+  // requires) and reused: a reply of 100 locations (~13 KiB) fits in it, so a lookup neither
+  // callocs a fresh 8 KiB first segment nor spills into a second one.
+  kj::Array<capnp::word> reply_segment_ = ZeroedWords(kReplySegmentWords);
 };
 
 // ---- the loop ----
@@ -370,7 +386,8 @@ void MasterServer::Loop::HandleClientMessage() {
   const zmq::message_t& client = *message.routing_id();
   uint64_t request_id = 0;
   bool deferred = false;
-  capnp::MallocMessageBuilder reply_message;
+  // The builder zeroes what it used of the scratch segment again when it is destroyed.
+  capnp::MallocMessageBuilder reply_message(reply_segment_.asPtr());
   proto::Reply::Builder reply = reply_message.initRoot<proto::Reply>();
   Status status = ReadGuarded([&]() -> Status {
     proto::Request::Reader request = message.request();
@@ -533,11 +550,40 @@ void MasterServer::Loop::FillBlockLocations(const BlockId& id, const std::option
   }
 }
 
+// The hot path of workload 5 (bench/README.md): nothing here allocates per block. The reply
+// echoes each id's request text, which is the id's ToString() (a parsed id is canonical:
+// BlockId::Parse rejects anything ToString() would not print), and a worker's address is
+// looked up once per run of locations on the same worker.
 Status MasterServer::Loop::HandleGetLocations(proto::GetLocations::Reader request,
                                               proto::Reply::Builder reply) {
-  ASSIGN_OR_RETURN(std::vector<BlockId> ids, DecodeBlockIds(request.getBlockIds()));
+  capnp::List<capnp::Text>::Reader texts = request.getBlockIds();
+  ASSIGN_OR_RETURN(std::vector<BlockId> ids, DecodeBlockIds(texts));
   auto out = reply.initLocations(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) FillBlockLocations(ids[i], index_.Find(ids[i]), out[i]);
+  const std::string* last_worker_id = nullptr;
+  const WorkerRecord* last_worker = nullptr;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    out[i].setBlockId(texts[i]);
+    std::optional<StorageLevel> level = index_.FindLocations(ids[i], &lookup_scratch_);
+    if (!level) {
+      out[i].initLocations(0);
+      continue;
+    }
+    out[i].setLevel(ToProto(*level));
+    auto locations = out[i].initLocations(lookup_scratch_.size());
+    for (size_t l = 0; l < lookup_scratch_.size(); ++l) {
+      const LocationRef& location = lookup_scratch_[l];
+      // The index's worker ids are interned: the same worker is the same string object.
+      if (location.worker_id != last_worker_id) {
+        last_worker_id = location.worker_id;
+        last_worker = registry_.Find(*location.worker_id);
+        BM_CHECK(last_worker != nullptr);  // locations exist only on registered workers
+      }
+      locations[l].setWorkerId(*location.worker_id);
+      locations[l].setAddress(last_worker->address);
+      locations[l].setTier(ToProto(location.tier));
+      locations[l].setSize(location.size);
+    }
+  }
   return Status::Ok();
 }
 
