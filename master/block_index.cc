@@ -129,8 +129,7 @@ const BlockIndex::Entry* BlockIndex::FindEntry(const BlockId& id) const {
   if (id.is_rdd()) {
     auto rdd = rdds_.find(*id.rdd_id());
     if (rdd == rdds_.end()) return nullptr;
-    auto it = rdd->second.find(id.partition());
-    return it == rdd->second.end() ? nullptr : &it->second;
+    return rdd->second.Find(id.partition());
   }
   auto it = others_.find(id);
   return it == others_.end() ? nullptr : &it->second;
@@ -138,9 +137,10 @@ const BlockIndex::Entry* BlockIndex::FindEntry(const BlockId& id) const {
 
 BlockIndex::Entry& BlockIndex::FindOrAddEntry(const BlockId& id) {
   if (id.is_rdd()) {
-    auto [it, added] = rdds_[*id.rdd_id()].try_emplace(id.partition());
+    bool added = false;
+    Entry& entry = rdds_[*id.rdd_id()].FindOrAdd(id.partition(), &added);
     if (added) ++block_count_;
-    return it->second;
+    return entry;
   }
   auto [it, added] = others_.try_emplace(id);
   if (added) ++block_count_;
@@ -151,7 +151,7 @@ void BlockIndex::EraseEntry(const BlockId& id) {
   if (id.is_rdd()) {
     auto rdd = rdds_.find(*id.rdd_id());
     BM_CHECK(rdd != rdds_.end());
-    BM_CHECK(rdd->second.erase(id.partition()) == 1);
+    BM_CHECK(rdd->second.Erase(id.partition()));
     if (rdd->second.empty()) rdds_.erase(rdd);
   } else {
     BM_CHECK(others_.erase(id) == 1);
@@ -186,24 +186,21 @@ size_t BlockIndex::RemoveWorker(std::string_view worker_id) {
   size_t removed = 0;
   // TODO(perf): a full scan (stopping once all the worker's locations are found). Drops are
   // rare, and a per-worker list of blocks would cost more memory per block than the index.
-  auto scan = [&](auto& map) {
-    for (auto it = map.begin(); it != map.end() && removed < held;) {
-      if (it->second.Remove(*slot)) {
-        ++removed;
-        if (it->second.count() == 0) {
-          it = map.erase(it);
-          --block_count_;
-          continue;
-        }
-      }
-      ++it;
-    }
+  // Idempotent (U64HashMap may show an entry twice): true when the entry is to go.
+  auto drop = [&](uint64_t, Entry& entry) {
+    if (!entry.Remove(*slot)) return false;
+    ++removed;
+    if (entry.count() > 0) return false;
+    --block_count_;
+    return true;
   };
   for (auto rdd = rdds_.begin(); rdd != rdds_.end() && removed < held;) {
-    scan(rdd->second);
+    rdd->second.UpdateAndEraseIf(drop, [&] { return removed < held; });
     rdd = rdd->second.empty() ? rdds_.erase(rdd) : std::next(rdd);
   }
-  scan(others_);
+  for (auto it = others_.begin(); it != others_.end() && removed < held;) {
+    it = drop(0, it->second) ? others_.erase(it) : std::next(it);
+  }
   BM_CHECK(removed == held);
   slot_locations_[*slot] = 0;
   FreeSlotIfUnused(*slot);
@@ -250,6 +247,12 @@ std::optional<BlockInfo> BlockIndex::Find(const BlockId& id) const {
   return MakeInfo(id, *entry);
 }
 
+void BlockIndex::Prefetch(const BlockId& id) const {
+  if (!id.is_rdd()) return;
+  auto rdd = rdds_.find(*id.rdd_id());
+  if (rdd != rdds_.end()) rdd->second.Prefetch(id.partition());
+}
+
 std::optional<StorageLevel> BlockIndex::FindLocations(const BlockId& id,
                                                       std::vector<LocationRef>* out) const {
   const Entry* entry = FindEntry(id);
@@ -265,9 +268,9 @@ std::vector<BlockInfo> BlockIndex::List() const {
   std::vector<BlockInfo> out;
   out.reserve(block_count_);
   for (const auto& [rdd_id, partitions] : rdds_) {
-    for (const auto& [partition, entry] : partitions) {
+    partitions.ForEach([&](uint64_t partition, const Entry& entry) {
       out.push_back(MakeInfo(BlockId::Rdd(rdd_id, partition), entry));
-    }
+    });
   }
   for (const auto& [id, entry] : others_) out.push_back(MakeInfo(id, entry));
   std::sort(out.begin(), out.end(),
@@ -277,9 +280,9 @@ std::vector<BlockInfo> BlockIndex::List() const {
 
 void BlockIndex::ForEach(const std::function<void(const BlockInfo&)>& visit) const {
   for (const auto& [rdd_id, partitions] : rdds_) {
-    for (const auto& [partition, entry] : partitions) {
+    partitions.ForEach([&](uint64_t partition, const Entry& entry) {
       visit(MakeInfo(BlockId::Rdd(rdd_id, partition), entry));
-    }
+    });
   }
   for (const auto& [id, entry] : others_) visit(MakeInfo(id, entry));
 }
@@ -289,9 +292,9 @@ std::vector<BlockInfo> BlockIndex::ListRdd(uint64_t rdd_id) const {
   auto rdd = rdds_.find(rdd_id);
   if (rdd == rdds_.end()) return out;
   out.reserve(rdd->second.size());
-  for (const auto& [partition, entry] : rdd->second) {
+  rdd->second.ForEach([&](uint64_t partition, const Entry& entry) {
     out.push_back(MakeInfo(BlockId::Rdd(rdd_id, partition), entry));
-  }
+  });
   std::sort(out.begin(), out.end(),
             [](const BlockInfo& a, const BlockInfo& b) { return a.id < b.id; });
   return out;
@@ -302,7 +305,8 @@ std::vector<BlockId> BlockIndex::RddBlockIds(uint64_t rdd_id) const {
   auto rdd = rdds_.find(rdd_id);
   if (rdd == rdds_.end()) return out;
   out.reserve(rdd->second.size());
-  for (const auto& [partition, entry] : rdd->second) out.push_back(BlockId::Rdd(rdd_id, partition));
+  rdd->second.ForEach(
+      [&](uint64_t partition, const Entry&) { out.push_back(BlockId::Rdd(rdd_id, partition)); });
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -317,7 +321,7 @@ std::vector<RddSummary> BlockIndex::RddSummaries() const {
     summary.cached_partitions = partitions.size();
     std::vector<bool> holds(slot_names_.size(), false);
     uint64_t lowest_partition = UINT64_MAX;
-    for (const auto& [partition, entry] : partitions) {
+    partitions.ForEach([&](uint64_t partition, const Entry& entry) {
       if (partition < lowest_partition) {
         lowest_partition = partition;
         summary.level = entry.level();
@@ -328,7 +332,7 @@ std::vector<RddSummary> BlockIndex::RddSummaries() const {
             location.size;
         holds[location.worker] = true;
       }
-    }
+    });
     for (Slot slot = 0; slot < holds.size(); ++slot) {
       if (holds[slot]) summary.workers.push_back(slot_names_[slot]);
     }
