@@ -314,7 +314,8 @@ Status MasterServer::Loop::RestoreFromJournal() {
 // project's VMs a system call costs microseconds, and zmq::poll makes many per wake-up: two
 // poll passes, and a ZMQ_EVENTS check (getpid, poll, read) of every socket, each worker link
 // included, before and after. Here a wake-up drains only the sockets whose fd fired (the
-// client socket always), and a single-id lookup costs about half the system calls.
+// client socket always): a single-id lookup went from ~16 to ~12 system calls in the master
+// (strace -c, both its threads), and the cost no longer grows with the number of workers.
 //
 // A ZMQ_FD is edge-triggered: it fires when commands reach the socket, and any operation on
 // the socket (a send too) may consume them. So before sleeping, every socket is left
