@@ -127,9 +127,8 @@ BlockIndex::Entry* BlockIndex::FindEntry(const BlockId& id) {
 
 const BlockIndex::Entry* BlockIndex::FindEntry(const BlockId& id) const {
   if (id.is_rdd()) {
-    auto rdd = rdds_.find(*id.rdd_id());
-    if (rdd == rdds_.end()) return nullptr;
-    return rdd->second.Find(id.partition());
+    const PartitionMap* partitions = rdds_.Find(*id.rdd_id());
+    return partitions == nullptr ? nullptr : partitions->Find(id.partition());
   }
   auto it = others_.find(id);
   return it == others_.end() ? nullptr : &it->second;
@@ -137,8 +136,9 @@ const BlockIndex::Entry* BlockIndex::FindEntry(const BlockId& id) const {
 
 BlockIndex::Entry& BlockIndex::FindOrAddEntry(const BlockId& id) {
   if (id.is_rdd()) {
+    bool new_rdd = false;
     bool added = false;
-    Entry& entry = rdds_[*id.rdd_id()].FindOrAdd(id.partition(), &added);
+    Entry& entry = rdds_.FindOrAdd(*id.rdd_id(), &new_rdd).FindOrAdd(id.partition(), &added);
     if (added) ++block_count_;
     return entry;
   }
@@ -149,10 +149,10 @@ BlockIndex::Entry& BlockIndex::FindOrAddEntry(const BlockId& id) {
 
 void BlockIndex::EraseEntry(const BlockId& id) {
   if (id.is_rdd()) {
-    auto rdd = rdds_.find(*id.rdd_id());
-    BM_CHECK(rdd != rdds_.end());
-    BM_CHECK(rdd->second.Erase(id.partition()));
-    if (rdd->second.empty()) rdds_.erase(rdd);
+    PartitionMap* partitions = rdds_.Find(*id.rdd_id());
+    BM_CHECK(partitions != nullptr);
+    BM_CHECK(partitions->Erase(id.partition()));
+    if (partitions->empty()) rdds_.Erase(*id.rdd_id());
   } else {
     BM_CHECK(others_.erase(id) == 1);
   }
@@ -194,10 +194,13 @@ size_t BlockIndex::RemoveWorker(std::string_view worker_id) {
     --block_count_;
     return true;
   };
-  for (auto rdd = rdds_.begin(); rdd != rdds_.end() && removed < held;) {
-    rdd->second.UpdateAndEraseIf(drop, [&] { return removed < held; });
-    rdd = rdd->second.empty() ? rdds_.erase(rdd) : std::next(rdd);
-  }
+  auto more = [&] { return removed < held; };
+  rdds_.UpdateAndEraseIf(
+      [&](uint64_t, PartitionMap& partitions) {
+        partitions.UpdateAndEraseIf(drop, more);
+        return partitions.empty();
+      },
+      more);
   for (auto it = others_.begin(); it != others_.end() && removed < held;) {
     it = drop(0, it->second) ? others_.erase(it) : std::next(it);
   }
@@ -249,8 +252,9 @@ std::optional<BlockInfo> BlockIndex::Find(const BlockId& id) const {
 
 void BlockIndex::Prefetch(const BlockId& id) const {
   if (!id.is_rdd()) return;
-  auto rdd = rdds_.find(*id.rdd_id());
-  if (rdd != rdds_.end()) rdd->second.Prefetch(id.partition());
+  if (const PartitionMap* partitions = rdds_.Find(*id.rdd_id())) {
+    partitions->Prefetch(id.partition());
+  }
 }
 
 std::optional<StorageLevel> BlockIndex::FindLocations(const BlockId& id,
@@ -267,11 +271,11 @@ std::optional<StorageLevel> BlockIndex::FindLocations(const BlockId& id,
 std::vector<BlockInfo> BlockIndex::List() const {
   std::vector<BlockInfo> out;
   out.reserve(block_count_);
-  for (const auto& [rdd_id, partitions] : rdds_) {
+  rdds_.ForEach([&](uint64_t rdd_id, const PartitionMap& partitions) {
     partitions.ForEach([&](uint64_t partition, const Entry& entry) {
       out.push_back(MakeInfo(BlockId::Rdd(rdd_id, partition), entry));
     });
-  }
+  });
   for (const auto& [id, entry] : others_) out.push_back(MakeInfo(id, entry));
   std::sort(out.begin(), out.end(),
             [](const BlockInfo& a, const BlockInfo& b) { return a.id < b.id; });
@@ -279,20 +283,20 @@ std::vector<BlockInfo> BlockIndex::List() const {
 }
 
 void BlockIndex::ForEach(const std::function<void(const BlockInfo&)>& visit) const {
-  for (const auto& [rdd_id, partitions] : rdds_) {
+  rdds_.ForEach([&](uint64_t rdd_id, const PartitionMap& partitions) {
     partitions.ForEach([&](uint64_t partition, const Entry& entry) {
       visit(MakeInfo(BlockId::Rdd(rdd_id, partition), entry));
     });
-  }
+  });
   for (const auto& [id, entry] : others_) visit(MakeInfo(id, entry));
 }
 
 std::vector<BlockInfo> BlockIndex::ListRdd(uint64_t rdd_id) const {
   std::vector<BlockInfo> out;
-  auto rdd = rdds_.find(rdd_id);
-  if (rdd == rdds_.end()) return out;
-  out.reserve(rdd->second.size());
-  rdd->second.ForEach([&](uint64_t partition, const Entry& entry) {
+  const PartitionMap* partitions = rdds_.Find(rdd_id);
+  if (partitions == nullptr) return out;
+  out.reserve(partitions->size());
+  partitions->ForEach([&](uint64_t partition, const Entry& entry) {
     out.push_back(MakeInfo(BlockId::Rdd(rdd_id, partition), entry));
   });
   std::sort(out.begin(), out.end(),
@@ -302,10 +306,10 @@ std::vector<BlockInfo> BlockIndex::ListRdd(uint64_t rdd_id) const {
 
 std::vector<BlockId> BlockIndex::RddBlockIds(uint64_t rdd_id) const {
   std::vector<BlockId> out;
-  auto rdd = rdds_.find(rdd_id);
-  if (rdd == rdds_.end()) return out;
-  out.reserve(rdd->second.size());
-  rdd->second.ForEach(
+  const PartitionMap* partitions = rdds_.Find(rdd_id);
+  if (partitions == nullptr) return out;
+  out.reserve(partitions->size());
+  partitions->ForEach(
       [&](uint64_t partition, const Entry&) { out.push_back(BlockId::Rdd(rdd_id, partition)); });
   std::sort(out.begin(), out.end());
   return out;
@@ -315,7 +319,7 @@ std::vector<RddSummary> BlockIndex::RddSummaries() const {
   // TODO(perf): computed by a scan of every RDD block; keep running totals if this gets hot.
   std::vector<RddSummary> out;
   out.reserve(rdds_.size());
-  for (const auto& [rdd_id, partitions] : rdds_) {
+  rdds_.ForEach([&](uint64_t rdd_id, const PartitionMap& partitions) {
     RddSummary summary;
     summary.rdd_id = rdd_id;
     summary.cached_partitions = partitions.size();
@@ -338,7 +342,7 @@ std::vector<RddSummary> BlockIndex::RddSummaries() const {
     }
     std::sort(summary.workers.begin(), summary.workers.end());
     out.push_back(std::move(summary));
-  }
+  });
   std::sort(out.begin(), out.end(),
             [](const RddSummary& a, const RddSummary& b) { return a.rdd_id < b.rdd_id; });
   return out;

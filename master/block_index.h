@@ -171,7 +171,8 @@ class BlockIndex {
   void SortedLocations(const Entry& entry, std::vector<LocationRef>* out) const;
 
   // RDD blocks by RDD id, then partition; other blocks (broadcast, shuffle) by id.
-  std::unordered_map<uint64_t, PartitionMap> rdds_;
+  // Flat too: with thousands of RDDs a node-based map cost a second cache miss per lookup.
+  U64HashMap<PartitionMap> rdds_;
   std::unordered_map<BlockId, Entry> others_;
   size_t block_count_ = 0;
 
