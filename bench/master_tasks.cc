@@ -1,7 +1,9 @@
 // Load on bm-master through the real protocol: a fake worker registers and reports blocks the
 // way worker/master_link.cc does, and a client looks them up.
 
+#include <chrono>
 #include <random>
+#include <thread>
 
 #include "bench/child_process.h"
 #include "bench/tasks.h"
@@ -59,8 +61,8 @@ class FakeWorker {
 
 // Location lookups of random registered blocks, `batch` ids per request; lookups per second.
 Result<double> MeasureLookups(Client& client, uint64_t registered, size_t batch,
-                              const Duration& duration) {
-  std::mt19937_64 random(42);
+                              const Duration& duration, uint64_t seed = 42) {
+  std::mt19937_64 random(seed);
   std::uniform_int_distribution<uint64_t> pick(0, registered - 1);
   std::vector<BlockId> ids(batch, NthBlock(0));
   ASSIGN_OR_RETURN(Timed timed, RunTimed(duration, [&]() -> Status {
@@ -74,13 +76,81 @@ Result<double> MeasureLookups(Client& client, uint64_t registered, size_t batch,
   return timed.per_second() * static_cast<double>(batch);
 }
 
+using WallClock = std::chrono::system_clock;
+
+int64_t WallMillis(WallClock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+// One of several concurrent lookup clients (`"mode": "lookups"`, run in a process of its own
+// by ConcurrentLookups): connects, waits for the common start time so that all clients'
+// measurements overlap, then looks up random blocks one request at a time.
+Result<Json> LookupClientTask(const Json& task) {
+  zmq::context_t context;
+  ClientOptions options;
+  options.master_address = task.at("master").get<std::string>();
+  options.request_timeout = std::chrono::seconds(60);
+  Client client(options, context);
+  RETURN_IF_ERROR(client.PingMaster());
+  const WallClock::time_point start_at{std::chrono::milliseconds(task.at("start_at_ms").get<int64_t>())};
+  const int64_t late_ms = WallMillis(WallClock::now()) - WallMillis(start_at);
+  std::this_thread::sleep_until(start_at);
+  ASSIGN_OR_RETURN(const double rate,
+                   MeasureLookups(client, task.at("registered").get<uint64_t>(),
+                                  task.at("ids_per_request").get<size_t>(), DurationOf(task),
+                                  task.at("seed").get<uint64_t>()));
+  return Json{{"lookups_per_s", rate}, {"late_ms", std::max<int64_t>(0, late_ms)}};
+}
+
+// The master's capacity for single-id lookups: `clients` processes (as the bench's other
+// clients are), each one getLocations of one id at a time, measured over the same window.
+// Returns the sum of their rates, and how late the last one started (> 0 means its window
+// did not fully overlap the others').
+Result<Json> ConcurrentLookups(const Json& task, uint64_t registered, int clients) {
+  // Process start-up on a loaded 2-core machine takes a while; all start together after it.
+  const int64_t start_at_ms = WallMillis(WallClock::now()) + 1000 + 100 * clients;
+  const std::string binary = OwnBinaryDir() + "/bm-bench";
+  const std::string log = task.value("log", std::string("/dev/null"));
+  std::vector<Result<CommandOutput>> runs(clients, InternalError("not run"));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < clients; ++i) {
+    Json child{{"task", "master_load"},     {"mode", "lookups"},
+               {"master", task.at("master")}, {"registered", registered},
+               {"ids_per_request", 1},      {"seed", 1000 + i},
+               {"start_at_ms", start_at_ms}, {"seconds", task.value("seconds", 1.0)},
+               {"min_ops", task.value("min_ops", uint64_t{3})}};
+    threads.emplace_back([&runs, i, binary, log, child] {
+      runs[i] = RunCommand(binary, {"--client", child.dump()}, log, std::chrono::minutes(5));
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  double total = 0;
+  int64_t late_ms = 0;
+  for (int i = 0; i < clients; ++i) {
+    if (!runs[i].ok()) return runs[i].status();
+    Json result = Json::parse(runs[i]->out, nullptr, /*allow_exceptions=*/false);
+    if (runs[i]->exit_code != 0 || result.is_discarded() || !result.value("ok", false)) {
+      return InternalError("lookup client " + std::to_string(i) + " failed (exit " +
+                           std::to_string(runs[i]->exit_code) + "): " +
+                           (result.is_object() ? result.value("error", "") : "") + " (see " +
+                           log + ")");
+    }
+    total += result.at("lookups_per_s").get<double>();
+    late_ms = std::max(late_ms, result.at("late_ms").get<int64_t>());
+  }
+  return Json{{"lookups_per_s", total}, {"late_ms", late_ms}};
+}
+
 }  // namespace
 
 Result<Json> MasterLoadTask(const Json& task) {
+  if (task.value("mode", "") == "lookups") return LookupClientTask(task);
   const std::string master = task.at("master").get<std::string>();
   const pid_t master_pid = task.at("master_pid").get<pid_t>();
   const std::vector<uint64_t> counts = task.at("counts").get<std::vector<uint64_t>>();
   const uint64_t batch = task.value("batch", uint64_t{4096});
+  const std::vector<int> concurrent =
+      task.value("concurrent_clients", std::vector<int>{});
   const Duration duration = DurationOf(task);
   auto rss = [&]() -> Result<uint64_t> {
     std::optional<uint64_t> bytes = ProcStatusBytes(master_pid, "VmRSS");
@@ -122,6 +192,12 @@ Result<Json> MasterLoadTask(const Json& task) {
                                     static_cast<double>(registered)},
             {"batched_updates_per_s", static_cast<double>(registered - before) / seconds}};
     ASSIGN_OR_RETURN(at["lookups_single_per_s"], MeasureLookups(client, registered, 1, duration));
+    for (int clients : concurrent) {
+      ASSIGN_OR_RETURN(Json many, ConcurrentLookups(task, registered, clients));
+      const std::string key = "lookups_single_" + std::to_string(clients) + "_clients";
+      at[key + "_per_s"] = many["lookups_per_s"];
+      at[key + "_late_ms"] = many["late_ms"];
+    }
     ASSIGN_OR_RETURN(at["lookups_batched_per_s"],
                      MeasureLookups(client, registered, 100, duration));
     out["at"][std::to_string(target)] = at;

@@ -127,10 +127,8 @@ BlockIndex::Entry* BlockIndex::FindEntry(const BlockId& id) {
 
 const BlockIndex::Entry* BlockIndex::FindEntry(const BlockId& id) const {
   if (id.is_rdd()) {
-    auto rdd = rdds_.find(*id.rdd_id());
-    if (rdd == rdds_.end()) return nullptr;
-    auto it = rdd->second.find(id.partition());
-    return it == rdd->second.end() ? nullptr : &it->second;
+    const PartitionMap* partitions = rdds_.Find(*id.rdd_id());
+    return partitions == nullptr ? nullptr : partitions->Find(id.partition());
   }
   auto it = others_.find(id);
   return it == others_.end() ? nullptr : &it->second;
@@ -138,9 +136,11 @@ const BlockIndex::Entry* BlockIndex::FindEntry(const BlockId& id) const {
 
 BlockIndex::Entry& BlockIndex::FindOrAddEntry(const BlockId& id) {
   if (id.is_rdd()) {
-    auto [it, added] = rdds_[*id.rdd_id()].try_emplace(id.partition());
+    bool new_rdd = false;
+    bool added = false;
+    Entry& entry = rdds_.FindOrAdd(*id.rdd_id(), &new_rdd).FindOrAdd(id.partition(), &added);
     if (added) ++block_count_;
-    return it->second;
+    return entry;
   }
   auto [it, added] = others_.try_emplace(id);
   if (added) ++block_count_;
@@ -149,10 +149,10 @@ BlockIndex::Entry& BlockIndex::FindOrAddEntry(const BlockId& id) {
 
 void BlockIndex::EraseEntry(const BlockId& id) {
   if (id.is_rdd()) {
-    auto rdd = rdds_.find(*id.rdd_id());
-    BM_CHECK(rdd != rdds_.end());
-    BM_CHECK(rdd->second.erase(id.partition()) == 1);
-    if (rdd->second.empty()) rdds_.erase(rdd);
+    PartitionMap* partitions = rdds_.Find(*id.rdd_id());
+    BM_CHECK(partitions != nullptr);
+    BM_CHECK(partitions->Erase(id.partition()));
+    if (partitions->empty()) rdds_.Erase(*id.rdd_id());
   } else {
     BM_CHECK(others_.erase(id) == 1);
   }
@@ -186,24 +186,24 @@ size_t BlockIndex::RemoveWorker(std::string_view worker_id) {
   size_t removed = 0;
   // TODO(perf): a full scan (stopping once all the worker's locations are found). Drops are
   // rare, and a per-worker list of blocks would cost more memory per block than the index.
-  auto scan = [&](auto& map) {
-    for (auto it = map.begin(); it != map.end() && removed < held;) {
-      if (it->second.Remove(*slot)) {
-        ++removed;
-        if (it->second.count() == 0) {
-          it = map.erase(it);
-          --block_count_;
-          continue;
-        }
-      }
-      ++it;
-    }
+  // Idempotent (U64HashMap may show an entry twice): true when the entry is to go.
+  auto drop = [&](uint64_t, Entry& entry) {
+    if (!entry.Remove(*slot)) return false;
+    ++removed;
+    if (entry.count() > 0) return false;
+    --block_count_;
+    return true;
   };
-  for (auto rdd = rdds_.begin(); rdd != rdds_.end() && removed < held;) {
-    scan(rdd->second);
-    rdd = rdd->second.empty() ? rdds_.erase(rdd) : std::next(rdd);
+  auto more = [&] { return removed < held; };
+  rdds_.UpdateAndEraseIf(
+      [&](uint64_t, PartitionMap& partitions) {
+        partitions.UpdateAndEraseIf(drop, more);
+        return partitions.empty();
+      },
+      more);
+  for (auto it = others_.begin(); it != others_.end() && removed < held;) {
+    it = drop(0, it->second) ? others_.erase(it) : std::next(it);
   }
-  scan(others_);
   BM_CHECK(removed == held);
   slot_locations_[*slot] = 0;
   FreeSlotIfUnused(*slot);
@@ -213,6 +213,20 @@ size_t BlockIndex::RemoveWorker(std::string_view worker_id) {
 size_t BlockIndex::LocationCount(std::string_view worker_id) const {
   std::optional<Slot> slot = SlotOf(worker_id);
   return slot ? slot_locations_[*slot] : 0;
+}
+
+void BlockIndex::SortedLocations(const Entry& entry, std::vector<LocationRef>* out) const {
+  out->clear();
+  for (size_t i = 0; i < entry.count(); ++i) {
+    Entry::Location location = entry.at(i);
+    out->push_back({&slot_names_[location.worker], location.tier, location.size});
+  }
+  // The order of MakeInfo(). Almost every block has one copy: nothing to sort.
+  if (out->size() < 2) return;
+  std::sort(out->begin(), out->end(), [](const LocationRef& a, const LocationRef& b) {
+    if (a.tier != b.tier) return a.tier == Tier::kMemory;
+    return *a.worker_id < *b.worker_id;
+  });
 }
 
 BlockInfo BlockIndex::MakeInfo(const BlockId& id, const Entry& entry) const {
@@ -236,14 +250,32 @@ std::optional<BlockInfo> BlockIndex::Find(const BlockId& id) const {
   return MakeInfo(id, *entry);
 }
 
+void BlockIndex::Prefetch(const BlockId& id) const {
+  if (!id.is_rdd()) return;
+  if (const PartitionMap* partitions = rdds_.Find(*id.rdd_id())) {
+    partitions->Prefetch(id.partition());
+  }
+}
+
+std::optional<StorageLevel> BlockIndex::FindLocations(const BlockId& id,
+                                                      std::vector<LocationRef>* out) const {
+  const Entry* entry = FindEntry(id);
+  if (entry == nullptr) {
+    out->clear();
+    return std::nullopt;
+  }
+  SortedLocations(*entry, out);
+  return entry->level();
+}
+
 std::vector<BlockInfo> BlockIndex::List() const {
   std::vector<BlockInfo> out;
   out.reserve(block_count_);
-  for (const auto& [rdd_id, partitions] : rdds_) {
-    for (const auto& [partition, entry] : partitions) {
+  rdds_.ForEach([&](uint64_t rdd_id, const PartitionMap& partitions) {
+    partitions.ForEach([&](uint64_t partition, const Entry& entry) {
       out.push_back(MakeInfo(BlockId::Rdd(rdd_id, partition), entry));
-    }
-  }
+    });
+  });
   for (const auto& [id, entry] : others_) out.push_back(MakeInfo(id, entry));
   std::sort(out.begin(), out.end(),
             [](const BlockInfo& a, const BlockInfo& b) { return a.id < b.id; });
@@ -251,22 +283,22 @@ std::vector<BlockInfo> BlockIndex::List() const {
 }
 
 void BlockIndex::ForEach(const std::function<void(const BlockInfo&)>& visit) const {
-  for (const auto& [rdd_id, partitions] : rdds_) {
-    for (const auto& [partition, entry] : partitions) {
+  rdds_.ForEach([&](uint64_t rdd_id, const PartitionMap& partitions) {
+    partitions.ForEach([&](uint64_t partition, const Entry& entry) {
       visit(MakeInfo(BlockId::Rdd(rdd_id, partition), entry));
-    }
-  }
+    });
+  });
   for (const auto& [id, entry] : others_) visit(MakeInfo(id, entry));
 }
 
 std::vector<BlockInfo> BlockIndex::ListRdd(uint64_t rdd_id) const {
   std::vector<BlockInfo> out;
-  auto rdd = rdds_.find(rdd_id);
-  if (rdd == rdds_.end()) return out;
-  out.reserve(rdd->second.size());
-  for (const auto& [partition, entry] : rdd->second) {
+  const PartitionMap* partitions = rdds_.Find(rdd_id);
+  if (partitions == nullptr) return out;
+  out.reserve(partitions->size());
+  partitions->ForEach([&](uint64_t partition, const Entry& entry) {
     out.push_back(MakeInfo(BlockId::Rdd(rdd_id, partition), entry));
-  }
+  });
   std::sort(out.begin(), out.end(),
             [](const BlockInfo& a, const BlockInfo& b) { return a.id < b.id; });
   return out;
@@ -274,10 +306,11 @@ std::vector<BlockInfo> BlockIndex::ListRdd(uint64_t rdd_id) const {
 
 std::vector<BlockId> BlockIndex::RddBlockIds(uint64_t rdd_id) const {
   std::vector<BlockId> out;
-  auto rdd = rdds_.find(rdd_id);
-  if (rdd == rdds_.end()) return out;
-  out.reserve(rdd->second.size());
-  for (const auto& [partition, entry] : rdd->second) out.push_back(BlockId::Rdd(rdd_id, partition));
+  const PartitionMap* partitions = rdds_.Find(rdd_id);
+  if (partitions == nullptr) return out;
+  out.reserve(partitions->size());
+  partitions->ForEach(
+      [&](uint64_t partition, const Entry&) { out.push_back(BlockId::Rdd(rdd_id, partition)); });
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -286,13 +319,13 @@ std::vector<RddSummary> BlockIndex::RddSummaries() const {
   // TODO(perf): computed by a scan of every RDD block; keep running totals if this gets hot.
   std::vector<RddSummary> out;
   out.reserve(rdds_.size());
-  for (const auto& [rdd_id, partitions] : rdds_) {
+  rdds_.ForEach([&](uint64_t rdd_id, const PartitionMap& partitions) {
     RddSummary summary;
     summary.rdd_id = rdd_id;
     summary.cached_partitions = partitions.size();
     std::vector<bool> holds(slot_names_.size(), false);
     uint64_t lowest_partition = UINT64_MAX;
-    for (const auto& [partition, entry] : partitions) {
+    partitions.ForEach([&](uint64_t partition, const Entry& entry) {
       if (partition < lowest_partition) {
         lowest_partition = partition;
         summary.level = entry.level();
@@ -303,13 +336,13 @@ std::vector<RddSummary> BlockIndex::RddSummaries() const {
             location.size;
         holds[location.worker] = true;
       }
-    }
+    });
     for (Slot slot = 0; slot < holds.size(); ++slot) {
       if (holds[slot]) summary.workers.push_back(slot_names_[slot]);
     }
     std::sort(summary.workers.begin(), summary.workers.end());
     out.push_back(std::move(summary));
-  }
+  });
   std::sort(out.begin(), out.end(),
             [](const RddSummary& a, const RddSummary& b) { return a.rdd_id < b.rdd_id; });
   return out;

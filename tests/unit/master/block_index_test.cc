@@ -61,6 +61,23 @@ TEST(BlockIndexTest, LocationsListMemoryBeforeDiskThenByWorker) {
   EXPECT_EQ(index.block_count(), 1u);
 }
 
+TEST(BlockIndexTest, FindLocationsGivesFindsOrderWithoutCopies) {
+  BlockIndex index;
+  index.Apply("w3", Stored("broadcast_7", Tier::kDisk, 10));
+  index.Apply("w2", Stored("broadcast_7", Tier::kMemory, 11, StorageLevel::kDiskOnly));
+  index.Apply("w1", Stored("broadcast_7", Tier::kDisk, 12, StorageLevel::kDiskOnly));
+  std::vector<LocationRef> refs(5, LocationRef{nullptr, Tier::kDisk, 0});
+  ASSERT_EQ(index.FindLocations(Id("broadcast_7"), &refs), StorageLevel::kDiskOnly);
+  ASSERT_EQ(refs.size(), 3u);
+  EXPECT_EQ(*refs[0].worker_id, "w2");
+  EXPECT_EQ(refs[0].tier, Tier::kMemory);
+  EXPECT_EQ(refs[0].size, 11u);
+  EXPECT_EQ(*refs[1].worker_id, "w1");
+  EXPECT_EQ(*refs[2].worker_id, "w3");
+  EXPECT_EQ(index.FindLocations(Id("broadcast_8"), &refs), std::nullopt);
+  EXPECT_THAT(refs, IsEmpty());
+}
+
 TEST(BlockIndexTest, ReportFromSameWorkerReplacesItsLocation) {
   BlockIndex index;
   index.Apply("w1", Stored("rdd_1_0", Tier::kMemory, 100, StorageLevel::kMemoryAndDisk));
@@ -212,6 +229,17 @@ TEST(BlockIndexTest, MatchesASimpleModelUnderRandomChanges) {
       for (const BlockLocation& location : info.locations) got[location.worker_id] = location;
       ASSERT_EQ(got.size(), info.locations.size()) << "a worker listed twice";
       ASSERT_EQ(got, expected->second) << info.id.ToString();
+      // The lookups agree with the listing, location for location and in the same order.
+      std::optional<BlockInfo> found = index.Find(info.id);
+      ASSERT_TRUE(found.has_value());
+      ASSERT_EQ(found->locations, info.locations);
+      std::vector<LocationRef> refs;
+      ASSERT_EQ(index.FindLocations(info.id, &refs), info.level);
+      ASSERT_EQ(refs.size(), info.locations.size());
+      for (size_t i = 0; i < refs.size(); ++i) {
+        EXPECT_EQ((BlockLocation{*refs[i].worker_id, refs[i].tier, refs[i].size}),
+                  info.locations[i]);
+      }
       ++expected;
     }
   }
