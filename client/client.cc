@@ -50,6 +50,12 @@ Result<IncomingMessage> Call(RpcChannel& channel, milliseconds base_timeout,
   return reply;
 }
 
+// Copies a put stores: as PutOptions::replication says, else as the level does.
+uint32_t CopiesWanted(StorageLevel level, const PutOptions& options) {
+  return options.replication > 0 ? options.replication
+                                 : static_cast<uint32_t>(ReplicationOf(level));
+}
+
 Status UnexpectedReply(const std::string& peer, const char* expected) {
   return InternalError(peer + " answered with something other than '" + expected + "'");
 }
@@ -294,6 +300,13 @@ Result<PutResult> Client::PutFrom(const BlockId& id, PieceSource& source, Storag
   location_cache_.Forget(id);
   bool from_cache = false;
   ASSIGN_OR_RETURN(std::vector<WorkerInfo> workers, PlacementWorkers(false, &from_cache));
+  const auto usable = std::count_if(workers.begin(), workers.end(), [](const WorkerInfo& w) {
+    return w.state != "decommissioning";
+  });
+  if (from_cache && static_cast<uint64_t>(usable) < CopiesWanted(level, options)) {
+    // Too few workers kept for the copies wanted: one may have joined since.
+    ASSIGN_OR_RETURN(workers, PlacementWorkers(true, &from_cache));
+  }
   Result<PutResult> put = PutOnce(id, source, level, options, std::move(workers));
   if (put.ok() || !from_cache || source.failed()) return put;
   // Placed from a kept worker list that no longer matched the cluster (a worker gone, full,
@@ -331,8 +344,7 @@ void Client::CountPlacedCopy(const std::string& worker_id, Tier tier, uint64_t s
 
 Result<PutResult> Client::PutOnce(const BlockId& id, PieceSource& source, StorageLevel level,
                                   const PutOptions& options, std::vector<WorkerInfo> workers) {
-  const uint32_t wanted =
-      options.replication > 0 ? options.replication : static_cast<uint32_t>(ReplicationOf(level));
+  const uint32_t wanted = CopiesWanted(level, options);
   std::erase_if(workers, [](const WorkerInfo& w) { return w.state == "decommissioning"; });
   if (workers.empty()) return UnavailableError("no live workers are registered with the master");
   std::vector<WorkerInfo> candidates = ChooseWorkers(workers, source.size(), level, put_counter_++);

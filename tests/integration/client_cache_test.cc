@@ -115,5 +115,21 @@ TEST_F(ClientCacheTest, KeptWorkerListIsAskedForAgainWhenItDoesNotMatch) {
   }
 }
 
+TEST_F(ClientCacheTest, ReplicatedPutSeesAWorkerThatJoinedWithinTheKeptListsLifetime) {
+  ASSERT_NO_FATAL_FAILURE(cluster_.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster_.StartWorker({"w1", "64MiB", ""}));
+  Client client(Options(std::chrono::minutes(1)));
+  ASSERT_TRUE(client.Put(BlockId::Broadcast(1), RandomByteVector(100, 1), StorageLevel::kMemoryOnly)
+                  .ok());
+  ASSERT_NO_FATAL_FAILURE(cluster_.StartWorker({"w2", "64MiB", ""}));
+  // The kept list holds one worker, fewer than the two copies wanted: the master is asked.
+  Result<PutResult> put =
+      client.Put(BlockId::Broadcast(2), RandomByteVector(100, 2), StorageLevel::kMemoryOnly2);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_EQ(put->replicas.size(), 2u);
+  EXPECT_TRUE(cluster_.WorkerHolds("w1", "broadcast_2"));
+  EXPECT_TRUE(cluster_.WorkerHolds("w2", "broadcast_2"));
+}
+
 }  // namespace
 }  // namespace bm::testing
