@@ -181,12 +181,12 @@ Result<IncomingMessage> RpcChannel::Call(capnp::MallocMessageBuilder& request,
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
-    zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, left);
-    if (!(item.revents & ZMQ_POLLIN)) continue;
+    // A blocking receive bounded by the time left, not zmq::poll then a receive: that saves
+    // a poll pass per call, which is measurable on VMs where system calls are dear.
+    socket_->set(zmq::sockopt::rcvtimeo, static_cast<int>(left.count()));
     Result<IncomingMessage> received = ReceiveMessage(*socket_, /*has_routing_id=*/false);
     if (!received.ok()) {
-      if (received.status().code() == StatusCode::kUnavailable) break;
+      if (received.status().code() == StatusCode::kUnavailable) break;  // the time is up
       continue;  // a garbled reply: keep waiting for ours
     }
     IncomingMessage& message = received.value();
