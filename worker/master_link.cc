@@ -51,6 +51,7 @@ void MasterLink::ResetSocket() {
   // handling deals with.
   socket_->set(zmq::sockopt::sndtimeo, 0);
   socket_->connect(options_.master_address);
+  unsettled_ = true;
 }
 
 uint64_t MasterLink::CollectChanges() {
@@ -68,6 +69,7 @@ bool MasterLink::SendRequest(RequestKind kind, uint64_t covers_seq, Fill&& fill)
   const uint64_t id = next_request_id_++;
   request.setId(id);
   fill(request);
+  unsettled_ = true;
   Status sent = SendMessage(*socket_, nullptr, builder);
   if (!sent.ok()) {
     MasterLost(std::string("cannot send ") + KindName(kind) + ": " + sent.message());
@@ -138,7 +140,10 @@ void MasterLink::MaybeSendReport() {
 void MasterLink::OnReadable() {
   // Bounded so a chatty peer cannot starve the rest of the loop.
   for (int i = 0; i < 256; ++i) {
-    if (!(socket_->get(zmq::sockopt::events) & ZMQ_POLLIN)) return;
+    if (!(socket_->get(zmq::sockopt::events) & ZMQ_POLLIN)) {
+      unsettled_ = false;
+      return;
+    }
     Result<IncomingMessage> received = ReceiveMessage(*socket_, /*has_routing_id=*/false);
     if (!received.ok()) {
       spdlog::warn("bad message from master {}: {}", options_.master_address,
@@ -148,6 +153,7 @@ void MasterLink::OnReadable() {
     }
     HandleReply(received.value());
   }
+  unsettled_ = true;  // stopped early: more may be waiting
 }
 
 void MasterLink::HandleReply(IncomingMessage& message) {

@@ -64,6 +64,10 @@ class MasterLink {
   // The socket to poll for replies. It is replaced when the master is lost, so fetch it anew
   // for every poll.
   zmq::socket_t& socket() { return *socket_; }
+  // True when the socket may hold replies its ZMQ_FD will not signal: it was sent on (or
+  // replaced) since OnReadable() last drained it, or that drain stopped early. An event loop
+  // sleeping on the fd must call OnReadable() first (see WorkerServer::Run).
+  bool unsettled() const { return unsettled_; }
 
   // Moves the BlockManager's new changes into the report queue and sends a report if one can
   // go now. Returns the number of the latest change ever queued (0 if none yet): once
@@ -119,6 +123,7 @@ class MasterLink {
   const Clock& clock_;
 
   std::unique_ptr<zmq::socket_t> socket_;
+  bool unsettled_ = true;
   State state_ = State::kUnregistered;
   TimePoint next_attempt_;  // kUnregistered: when to send registerWorker
   Duration backoff_;        // the delay after the next failure

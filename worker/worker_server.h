@@ -129,6 +129,8 @@ class WorkerServer {
   // Owned by the thread in Run().
   std::unique_ptr<BlockManager> blocks_;
   std::unique_ptr<zmq::socket_t> router_;
+  // True when router_ may hold messages its ZMQ_FD will not signal (see Run()).
+  bool router_unsettled_ = true;
   std::unique_ptr<MasterLink> link_;
   UploadTable uploads_;
   std::deque<DeferredPut> deferred_;  // in seq and deadline order
