@@ -176,7 +176,10 @@ class Client {
 
   // The whole block. It is read from its first location (memory copies first) in ranges of at
   // most 16 MiB; a location that fails (unavailable, or no longer holds the block) is skipped
-  // for the next. If the block is replaced while it is read, the read starts over, at most 3
+  // for the next. The locations are those this client remembers (it stored or read the block
+  // before; see ClientOptions::location_cache_entries), else the master's; when every
+  // remembered one fails, the master is asked, and workers that did not answer are not waited
+  // for again. If the block is replaced while it is read, the read starts over, at most 3
   // times, then kAborted. kNotFound "block X is not stored on any live worker" when there is no
   // location.
   Result<std::vector<std::byte>> Get(const BlockId& id);
