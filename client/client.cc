@@ -128,12 +128,17 @@ CacheCounters& CacheCounters::operator+=(const CacheCounters& other) {
 
 // The bytes of an upload, handed out piece by piece. The first piece is kept so the upload can
 // start over on another worker after the first one refused it; a rewindable source (a span, a
-// seekable stream) can start over at any point.
+// seekable stream, chunks) can start over at any point.
 class Client::PieceSource {
  public:
-  // `rewind` may be empty: the source cannot be read again.
+  // Bytes copied from `read` into the frames sent. `rewind` may be empty: the source cannot be
+  // read again.
   PieceSource(ByteSource read, uint64_t size, std::function<void()> rewind)
       : read_(std::move(read)), size_(size), rewind_(std::move(rewind)) {}
+  // Chunks from `next` sent as they are, without a copy (sliced to frames of at most
+  // kChunkBytes); `next` returns null at the end. `rewind` as above.
+  PieceSource(ChunkSource next, uint64_t size, std::function<void()> rewind)
+      : next_chunk_(std::move(next)), size_(size), rewind_(std::move(rewind)) {}
 
   uint64_t size() const { return size_; }
   // Bytes handed out in the current attempt.
@@ -141,36 +146,20 @@ class Client::PieceSource {
   // True once reading the source itself failed (not a worker's fault: do not fail over).
   bool failed() const { return failed_; }
 
-  // The next min(kMaxPieceBytes, size - offset) bytes as chunks of at most kChunkBytes.
+  // The next bytes, at most kMaxPieceBytes of them in at most kMaxPayloadFrames chunks of at
+  // most kChunkBytes each.
   Result<std::vector<ChunkPtr>> NextPiece() {
     if (offset_ == 0 && first_piece_) {
       offset_ = first_piece_bytes_;
       return *first_piece_;
     }
-    const uint64_t piece = std::min<uint64_t>(kMaxPieceBytes, size_ - offset_);
+    const uint64_t limit = std::min<uint64_t>(kMaxPieceBytes, size_ - offset_);
     std::vector<ChunkPtr> chunks;
-    for (uint64_t done = 0; done < piece;) {
-      // A frame-sized buffer the source fills directly; it is sent as it is, without a copy
-      // (and, unlike a std::vector, without zero-filling it first).
-      zmq::message_t frame(std::min<uint64_t>(kChunkBytes, piece - done));
-      std::span<std::byte> buffer(static_cast<std::byte*>(frame.data()), frame.size());
-      size_t filled = 0;
-      while (filled < buffer.size()) {
-        Result<size_t> got = read_(buffer.subspan(filled));
-        if (!got.ok()) {
-          failed_ = true;
-          return got.status();
-        }
-        if (*got == 0 || *got > buffer.size() - filled) {
-          failed_ = true;
-          return InvalidArgumentError("the data ended after " +
-                                      std::to_string(offset_ + done + filled) + " of " +
-                                      std::to_string(size_) + " bytes");
-        }
-        filled += *got;
-      }
-      done += buffer.size();
-      chunks.push_back(ChunkFromMessage(std::move(frame)));
+    uint64_t piece = 0;
+    Status taken = next_chunk_ ? TakeChunks(limit, chunks, piece) : FillFrames(limit, chunks, piece);
+    if (!taken.ok()) {
+      failed_ = true;
+      return taken;
     }
     if (offset_ == 0) {
       first_piece_ = chunks;
@@ -189,6 +178,8 @@ class Client::PieceSource {
     }
     if (!rewind_) return false;
     rewind_();
+    pending_.reset();
+    pending_offset_ = 0;
     offset_ = 0;
     read_end_ = 0;
     first_piece_.reset();
@@ -197,7 +188,59 @@ class Client::PieceSource {
   }
 
  private:
+  Status DataEnded(uint64_t at) const {
+    return InvalidArgumentError("the data ended after " + std::to_string(at) + " of " +
+                                std::to_string(size_) + " bytes");
+  }
+
+  // `limit` bytes read into frame-sized buffers the source fills directly; they are sent as
+  // they are (and, unlike a std::vector, not zero-filled first).
+  Status FillFrames(uint64_t limit, std::vector<ChunkPtr>& chunks, uint64_t& piece) {
+    for (uint64_t done = 0; done < limit;) {
+      zmq::message_t frame(std::min<uint64_t>(kChunkBytes, limit - done));
+      std::span<std::byte> buffer(static_cast<std::byte*>(frame.data()), frame.size());
+      size_t filled = 0;
+      while (filled < buffer.size()) {
+        ASSIGN_OR_RETURN(size_t got, read_(buffer.subspan(filled)));
+        if (got == 0 || got > buffer.size() - filled) return DataEnded(offset_ + done + filled);
+        filled += got;
+      }
+      done += buffer.size();
+      chunks.push_back(ChunkFromMessage(std::move(frame)));
+    }
+    piece = limit;
+    return Status::Ok();
+  }
+
+  // Up to `limit` bytes of the source's chunks, sliced (not copied) to frames of at most
+  // kChunkBytes, and no more frames than a message may carry.
+  Status TakeChunks(uint64_t limit, std::vector<ChunkPtr>& chunks, uint64_t& piece) {
+    piece = 0;
+    while (piece < limit && chunks.size() < kMaxPayloadFrames) {
+      if (!pending_) {
+        ASSIGN_OR_RETURN(pending_, next_chunk_());
+        pending_offset_ = 0;
+        if (!pending_) return DataEnded(offset_ + piece);
+        if (pending_->size() == 0) {
+          pending_.reset();
+          continue;
+        }
+      }
+      const size_t take = static_cast<size_t>(
+          std::min<uint64_t>({pending_->size() - pending_offset_, kChunkBytes, limit - piece}));
+      chunks.push_back(take == pending_->size() ? pending_
+                                                : SliceChunk(pending_, pending_offset_, take));
+      pending_offset_ += take;
+      piece += take;
+      if (pending_offset_ == pending_->size()) pending_.reset();
+    }
+    return Status::Ok();
+  }
+
   ByteSource read_;
+  ChunkSource next_chunk_;
+  ChunkPtr pending_;           // the source's chunk being handed out
+  size_t pending_offset_ = 0;  // how much of it was
   const uint64_t size_;
   std::function<void()> rewind_;
   uint64_t offset_ = 0;    // next byte of the current attempt
@@ -266,6 +309,16 @@ Result<PutResult> Client::Put(const BlockId& id, std::span<const std::byte> data
     return n;
   };
   PieceSource source(std::move(read), data.size(), [&position]() { position = 0; });
+  return PutFrom(id, source, level, options);
+}
+
+Result<PutResult> Client::PutChunks(const BlockId& id, const BlockData& data, StorageLevel level,
+                                    const PutOptions& options) {
+  size_t next = 0;
+  ChunkSource chunks = [&data, &next]() -> Result<ChunkPtr> {
+    return next < data.chunks.size() ? data.chunks[next++] : nullptr;
+  };
+  PieceSource source(std::move(chunks), data.size, [&next]() { next = 0; });
   return PutFrom(id, source, level, options);
 }
 
@@ -519,10 +572,11 @@ Result<uint32_t> Client::CopyBlock(const BlockId& id, const std::string& source_
   ASSIGN_OR_RETURN(RpcChannel * channel, WorkerChannel(source_address));
   const std::string block = id.ToString();
   const std::string peer = "worker at " + source_address;
-  // Pulls the block from the source in ranges of up to kMaxPieceBytes and hands its bytes
-  // out as the upload asks for them; every range must come from the same generation.
+  // Pulls the block from the source in ranges of up to kMaxPieceBytes and hands the received
+  // frames on to the upload as they are (no copy); every range must come from the same
+  // generation.
   std::vector<zmq::message_t> frames;
-  size_t frame = 0, frame_offset = 0;
+  size_t frame = 0;
   uint64_t fetched = 0, total = 0;
   std::optional<uint64_t> generation;
   auto fetch = [&]() -> Status {
@@ -553,27 +607,17 @@ Result<uint32_t> Client::CopyBlock(const BlockId& id, const std::string& source_
     fetched += length;
     frames = std::move(reply.payload());
     frame = 0;
-    frame_offset = 0;
     return Status::Ok();
   };
   RETURN_IF_ERROR(fetch());
-  ByteSource read = [&](std::span<std::byte> out) -> Result<size_t> {
-    while (frame == frames.size() || frame_offset == frames[frame].size()) {
-      if (frame < frames.size()) {
-        ++frame;
-        frame_offset = 0;
-        continue;
-      }
-      if (fetched == total) return size_t{0};
+  ChunkSource next = [&]() -> Result<ChunkPtr> {
+    while (frame == frames.size()) {
+      if (fetched == total) return ChunkPtr();
       RETURN_IF_ERROR(fetch());
     }
-    const zmq::message_t& current = frames[frame];
-    const size_t n = std::min(out.size(), current.size() - frame_offset);
-    std::memcpy(out.data(), static_cast<const std::byte*>(current.data()) + frame_offset, n);
-    frame_offset += n;
-    return n;
+    return ChunkFromMessage(std::move(frames[frame++]));
   };
-  PieceSource source(std::move(read), total, nullptr);
+  PieceSource source(std::move(next), total, nullptr);
   std::vector<const WorkerInfo*> pointers;
   for (const WorkerInfo& target : targets) pointers.push_back(&target);
   uint32_t copies = 0;

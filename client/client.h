@@ -18,6 +18,7 @@
 #include "client/location_cache.h"
 #include "client/types.h"
 #include "common/block_id.h"
+#include "common/chunk.h"
 #include "common/status.h"
 #include "common/storage_level.h"
 
@@ -75,6 +76,9 @@ using ComputeFn = std::function<Result<std::vector<std::byte>>()>;
 // Fills `out` with the next bytes of an upload and returns how many it wrote (0 < n <=
 // out.size()); returning 0 before the announced size was delivered fails the put.
 using ByteSource = std::function<Result<size_t>(std::span<std::byte> out)>;
+// Hands out the next piece of an upload's bytes as a shared immutable chunk, which is sent as
+// it is (no copy); null when there are no more.
+using ChunkSource = std::function<Result<ChunkPtr>()>;
 // Receives a block's bytes in order, a range at a time. An error stops the read and is
 // returned by the call.
 using ByteSink = std::function<Status(std::span<const std::byte> bytes)>;
@@ -119,6 +123,12 @@ class Client {
   // `copies_wanted`), and fails only when no copy could be stored.
   Result<PutResult> Put(const BlockId& id, std::span<const std::byte> data, StorageLevel level,
                         const PutOptions& options = {});
+  // As Put, sending `data`'s chunks themselves instead of a copy of their bytes: for bytes
+  // already held in shared immutable chunks (common/chunk.h), e.g. a partition a computation
+  // built chunk by chunk. The chunks are referenced, not copied, until ZeroMQ has sent them,
+  // so the caller may drop its own references as soon as the call returns.
+  Result<PutResult> PutChunks(const BlockId& id, const BlockData& data, StorageLevel level,
+                              const PutOptions& options = {});
   // As Put, reading the `size` bytes from `in` (or `source`) 1 MiB at a time, so a block of
   // any size is never held whole. The first piece (up to 16 MiB) is kept until the first
   // worker accepted it; a worker failing after that fails the put, as the bytes already read

@@ -56,6 +56,42 @@ TEST_F(ClientApiTest, PartitionsPutWithoutAWorkerSpreadAcrossWorkersAndReadBack)
   EXPECT_EQ(client_->Get(BlockId::Rdd(4, 0)).status().code(), StatusCode::kNotFound);
 }
 
+TEST_F(ClientApiTest, PutChunksSendsChunksOfAnySizeAndReadsBackExact) {
+  // Chunks bigger than a frame (sliced), empty ones, and more tiny ones than one message may
+  // carry frames (the piece is cut at the frame limit), on both tiers and two copies.
+  BlockData data;
+  std::vector<std::byte> expected;
+  auto add = [&](size_t size, uint64_t seed) {
+    std::vector<std::byte> bytes = RandomByteVector(size, seed);
+    expected.insert(expected.end(), bytes.begin(), bytes.end());
+    data.Append(std::make_shared<VectorChunk>(std::move(bytes)));
+  };
+  add(3 * 1024 * 1024 + 17, 1);
+  add(0, 2);
+  for (uint64_t i = 0; i < 100; ++i) add(1000 + i, 10 + i);
+  add(20 * 1024 * 1024 + 5, 3);  // past one 16 MiB piece
+  for (StorageLevel level : {StorageLevel::kMemoryOnly2, StorageLevel::kDiskOnly}) {
+    const BlockId id = BlockId::Rdd(12, static_cast<uint64_t>(level));
+    Result<PutResult> put = client_->PutChunks(id, data, level);
+    ASSERT_TRUE(put.ok()) << put.status().ToString();
+    EXPECT_EQ(put->size, expected.size());
+    EXPECT_EQ(put->replicas.size(), ReplicationOf(level) == 2 ? 2u : 1u);
+    for (const std::string& worker : put->replicas) {
+      EXPECT_TRUE(cluster_.WorkerHolds(worker, id.ToString())) << worker;
+    }
+    // A client that does not remember where it went, so the bytes come from the worker.
+    Client reader(ClientOptions{cluster_.master_endpoint()});
+    Result<std::vector<std::byte>> back = reader.Get(id);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_TRUE(*back == expected) << StorageLevelName(level);
+  }
+  BlockData empty;
+  ASSERT_TRUE(client_->PutChunks(BlockId::Rdd(12, 99), empty, StorageLevel::kMemoryOnly).ok());
+  Result<std::vector<std::byte>> none = client_->Get(BlockId::Rdd(12, 99));
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_TRUE(none->empty());
+}
+
 TEST_F(ClientApiTest, LocationsReportTierAndSizeRightAfterPut) {
   ASSERT_TRUE(client_->Put(BlockId::Broadcast(1), Bytes("hello"), StorageLevel::kDiskOnly,
                            PutOptions{"w2"}).ok());
