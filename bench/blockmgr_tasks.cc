@@ -80,7 +80,15 @@ Result<Json> BlockmgrTransferTask(const Json& task) {
   ASSIGN_OR_RETURN(StorageLevel level, LevelOf(task));
   Client client(OptionsFor(task));
   const std::vector<std::byte> data = PatternBytes(size);
-  auto put = [&](int key) { return client.Put(KeyBlock(task, key), data, level).status(); };
+  // "put_api": "chunks" sends the bytes from a chunk made once (Client::PutChunks, no copy).
+  BlockData chunks;
+  chunks.Append(MakeChunk(data));
+  const bool use_chunks = task.value("put_api", std::string("span")) == "chunks";
+  auto put = [&](int key) {
+    return (use_chunks ? client.PutChunks(KeyBlock(task, key), chunks, level)
+                       : client.Put(KeyBlock(task, key), data, level))
+        .status();
+  };
   auto get = [&](int key) -> Status {
     CountingSink counter;
     ASSIGN_OR_RETURN(uint64_t got, client.GetTo(KeyBlock(task, key), std::ref(counter)));
