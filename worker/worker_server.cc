@@ -456,17 +456,21 @@ Status WorkerServer::HandleGetMany(IncomingMessage& message, uint64_t id) {
     entry.setTotalSize(status->size);
     entry.setState(proto::MultiGetEntry::State::NOT_INCLUDED);
     if (status->size > kMaxPieceBytes - bytes) continue;
-    const bool packed = status->size <= kPackedBlockBytes;
-    const bool pack_full = packed && open_pack > 0 && open_pack + status->size > kChunkBytes;
-    // Frames the reply would have with this block, counting an open pack as one.
-    const size_t frames_after =
-        packed ? closed_frames + (pack_full ? 1 : 0) + 1
-               : closed_frames + (open_pack > 0 ? 1 : 0) +
-                     static_cast<size_t>((status->size + kChunkBytes - 1) / kChunkBytes);
-    if (frames_after > kMaxPayloadFrames) continue;
     Result<BlockRead> read = blocks_->Read(blocks[i], 0, status->size);
     // Gone or unreadable between Find and Read: the client reads it alone and hears why.
     if (!read.ok() || read->total_size != status->size) continue;
+    const bool packed = status->size <= kPackedBlockBytes;
+    const bool pack_full = packed && open_pack > 0 && open_pack + status->size > kChunkBytes;
+    // Frames the reply would have with this block, counting an open pack as one. A bigger
+    // block goes as its stored chunks cut at kChunkBytes, however they were cut when stored.
+    size_t frames_after = closed_frames + (pack_full ? 1 : 0) + 1;
+    if (!packed) {
+      frames_after = closed_frames + (open_pack > 0 ? 1 : 0);
+      for (const ChunkPtr& chunk : read->chunks) {
+        frames_after += (chunk->size() + kChunkBytes - 1) / kChunkBytes;
+      }
+    }
+    if (frames_after > kMaxPayloadFrames) continue;
     if (packed) {
       if (pack_full) {
         pack_sizes.push_back(open_pack);

@@ -570,6 +570,21 @@ TEST_F(WorkerServerTest, GetBlocksPacksSmallBlocksAndReportsEachIdsState) {
   EXPECT_EQ(capped_entries[2].getState(), State::INCLUDED);
   EXPECT_EQ(capped->payload_bytes(), large.size() + small_a.size());
 
+  // A block uploaded in small pieces may be stored as many small chunks: the reply still stays
+  // within the frame limit, leaving out what does not fit.
+  const std::vector<std::byte> pieces = RandomBytes(200 * 1024, 15);
+  ASSERT_TRUE(Put(*channel_, "rdd_9_0", StorageLevel::kMemoryOnly, pieces, 10 * 1024).ok());
+  Result<IncomingMessage> chunky = get_blocks({"rdd_9_0", "rdd_9_0", "rdd_9_0", "rdd_9_0"});
+  ASSERT_TRUE(chunky.ok()) << chunky.status().ToString();
+  EXPECT_LE(chunky->payload().size(), kMaxPayloadFrames);
+  uint64_t included = 0;
+  for (proto::MultiGetEntry::Reader entry : chunky->reply().getBlocksRead()) {
+    EXPECT_EQ(entry.getTotalSize(), pieces.size());
+    if (entry.getState() == State::INCLUDED) ++included;
+  }
+  EXPECT_GE(included, 1u);
+  EXPECT_EQ(chunky->payload_bytes(), included * pieces.size());
+
   // A malformed id fails the request; too many ids too; the worker keeps serving.
   EXPECT_EQ(get_blocks({"rdd_7_0", "not-a-block"}).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(get_blocks(std::vector<std::string>(kMaxPayloadFrames + 1, "rdd_7_0")).status().code(),
