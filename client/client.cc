@@ -967,14 +967,12 @@ Result<uint64_t> Client::ReadBlock(const BlockId& id, const ByteSink& sink,
       }
     }
     if (emitted && !reset) return last;
-    if (!replaced) location_cache_.Forget(id);
-    if (!replaced && from_cache) {
-      // The remembered locations are stale (moved, removed, or their worker failed): ask the
-      // master, which is not a restart.
-      if (emitted) reset();
-      continue;
-    }
+    if (emitted) reset();
     if (!replaced) {
+      location_cache_.Forget(id);
+      // Remembered locations that are stale (moved, removed, or their worker failed): ask the
+      // master, which is not a restart.
+      if (from_cache) continue;
       if (all_not_found) {
         return NotFoundError("block " + block + " is not stored on any live worker");
       }
@@ -982,7 +980,6 @@ Result<uint64_t> Client::ReadBlock(const BlockId& id, const ByteSink& sink,
                               std::to_string(locations.size()) +
                               " locations; last error: " + last.message());
     }
-    if (emitted) reset();
     if (++restarts > kMaxReadRestarts) {
       return AbortedError("block " + block + " was replaced while being read " +
                           std::to_string(restarts) + " times in a row; gave up");

@@ -14,6 +14,7 @@
 #include <system_error>
 #include <unordered_set>
 
+#include "common/big_endian.h"
 #include "common/protocol.h"
 #include "schema/journal.capnp.h"
 
@@ -63,16 +64,6 @@ std::optional<uint64_t> GetVarint(std::string_view& in) {
     if (!(byte & 0x80)) return value;
   }
   return std::nullopt;
-}
-
-void PutBigEndian(std::string& out, uint64_t value) {
-  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>(value >> shift));
-}
-
-uint64_t GetBigEndian(std::string_view in) {
-  uint64_t value = 0;
-  for (size_t i = 0; i < 8; ++i) value = (value << 8) | static_cast<uint8_t>(in[i]);
-  return value;
 }
 
 std::string WorkerKey(std::string_view worker_id) {

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <map>
 
+#include "common/big_endian.h"
 #include "common/byte_size.h"
 #include "common/protocol.h"
 
@@ -51,16 +52,6 @@ struct Meta {
   uint32_t chunk_bytes;
   bool legacy = false;  // records under the id ("m:", "c:"), not under the generation
 };
-
-void PutBigEndian(std::string& out, uint64_t value) {
-  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>(value >> shift));
-}
-
-uint64_t GetBigEndian(std::string_view in) {
-  uint64_t value = 0;
-  for (size_t i = 0; i < 8; ++i) value = (value << 8) | static_cast<uint8_t>(in[i]);
-  return value;
-}
 
 std::string MetaKey(const BlockId& id) { return std::string(kMetaPrefix) + id.ToString(); }
 

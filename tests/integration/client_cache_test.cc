@@ -22,6 +22,14 @@ class ClientCacheTest : public ::testing::Test {
     return options;
   }
 
+  // A master and w1, `client` keeping a worker list that names w1 only, then w2 joins.
+  void KeepAListOfW1ThenStartW2(Client& client) {
+    ASSERT_NO_FATAL_FAILURE(cluster_.StartWorker({"w1", "64MiB", ""}));
+    ASSERT_TRUE(
+        client.Put(BlockId::Broadcast(1), RandomByteVector(100, 1), StorageLevel::kMemoryOnly).ok());
+    ASSERT_NO_FATAL_FAILURE(cluster_.StartWorker({"w2", "64MiB", ""}));
+  }
+
   LocalCluster cluster_;
 };
 
@@ -92,12 +100,9 @@ TEST_F(ClientCacheTest, StaleLocationsFallBackToTheMaster) {
 
 TEST_F(ClientCacheTest, KeptWorkerListIsAskedForAgainWhenItDoesNotMatch) {
   ASSERT_NO_FATAL_FAILURE(cluster_.StartMaster());
-  ASSERT_NO_FATAL_FAILURE(cluster_.StartWorker({"w1", "64MiB", ""}));
   // A list kept for a minute: only a refresh on failure can show the client a new worker.
   Client client(Options(std::chrono::minutes(1)));
-  ASSERT_TRUE(client.Put(BlockId::Broadcast(1), RandomByteVector(100, 1), StorageLevel::kMemoryOnly)
-                  .ok());
-  ASSERT_NO_FATAL_FAILURE(cluster_.StartWorker({"w2", "64MiB", ""}));
+  ASSERT_NO_FATAL_FAILURE(KeepAListOfW1ThenStartW2(client));
   PutOptions on_w2;
   on_w2.worker_id = "w2";
   Result<PutResult> put =
@@ -117,11 +122,8 @@ TEST_F(ClientCacheTest, KeptWorkerListIsAskedForAgainWhenItDoesNotMatch) {
 
 TEST_F(ClientCacheTest, ReplicatedPutSeesAWorkerThatJoinedWithinTheKeptListsLifetime) {
   ASSERT_NO_FATAL_FAILURE(cluster_.StartMaster());
-  ASSERT_NO_FATAL_FAILURE(cluster_.StartWorker({"w1", "64MiB", ""}));
   Client client(Options(std::chrono::minutes(1)));
-  ASSERT_TRUE(client.Put(BlockId::Broadcast(1), RandomByteVector(100, 1), StorageLevel::kMemoryOnly)
-                  .ok());
-  ASSERT_NO_FATAL_FAILURE(cluster_.StartWorker({"w2", "64MiB", ""}));
+  ASSERT_NO_FATAL_FAILURE(KeepAListOfW1ThenStartW2(client));
   // The kept list holds one worker, fewer than the two copies wanted: the master is asked.
   Result<PutResult> put =
       client.Put(BlockId::Broadcast(2), RandomByteVector(100, 2), StorageLevel::kMemoryOnly2);

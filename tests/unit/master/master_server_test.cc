@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <set>
@@ -207,7 +208,9 @@ class MasterServerTest : public ::testing::Test {
     return Describe(reply->reply().getBlocks());
   }
 
-  std::vector<std::string> ListWorkers() {
+  // One line per listed worker, as `describe` writes it.
+  std::vector<std::string> DescribeWorkers(
+      const std::function<std::string(proto::WorkerInfo::Reader)>& describe) {
     capnp::MallocMessageBuilder message;
     message.initRoot<proto::Request>().setListWorkers();
     Result<IncomingMessage> reply = channel_->Call(message);
@@ -215,27 +218,27 @@ class MasterServerTest : public ::testing::Test {
     if (!reply.ok()) return {};
     std::vector<std::string> out;
     for (proto::WorkerInfo::Reader worker : reply->reply().getWorkers()) {
-      out.push_back(std::string(worker.getWorkerId().cStr()) + "@" + worker.getAddress().cStr());
+      out.push_back(describe(worker));
     }
     return out;
   }
 
+  // "w1@tcp://..." per worker.
+  std::vector<std::string> ListWorkers() {
+    return DescribeWorkers([](proto::WorkerInfo::Reader worker) {
+      return std::string(worker.getWorkerId().cStr()) + "@" + worker.getAddress().cStr();
+    });
+  }
+
   // "w1 unconfirmed h1/r1" per worker.
   std::vector<std::string> ListWorkerStates() {
-    capnp::MallocMessageBuilder message;
-    message.initRoot<proto::Request>().setListWorkers();
-    Result<IncomingMessage> reply = channel_->Call(message);
-    EXPECT_TRUE(reply.ok()) << reply.status().ToString();
-    if (!reply.ok()) return {};
-    std::vector<std::string> out;
-    for (proto::WorkerInfo::Reader worker : reply->reply().getWorkers()) {
+    return DescribeWorkers([](proto::WorkerInfo::Reader worker) {
       const char* state = worker.getState() == proto::WorkerState::ACTIVE        ? "active"
                           : worker.getState() == proto::WorkerState::UNCONFIRMED ? "unconfirmed"
                                                                                  : "other";
-      out.push_back(std::string(worker.getWorkerId().cStr()) + " " + state + " " +
-                    worker.getHost().cStr() + "/" + worker.getRack().cStr());
-    }
-    return out;
+      return std::string(worker.getWorkerId().cStr()) + " " + state + " " +
+             worker.getHost().cStr() + "/" + worker.getRack().cStr();
+    });
   }
 
   Status RegisterRdd(uint64_t rdd_id, const std::string& name) {
