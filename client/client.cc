@@ -1,4 +1,4 @@
-#include "client/client.h"
+#include "client/client_impl.h"
 
 #include <unistd.h>
 
@@ -129,7 +129,7 @@ CacheCounters& CacheCounters::operator+=(const CacheCounters& other) {
 // The bytes of an upload, handed out piece by piece. The first piece is kept so the upload can
 // start over on another worker after the first one refused it; a rewindable source (a span, a
 // seekable stream, chunks) can start over at any point.
-class Client::PieceSource {
+class Client::Impl::PieceSource {
  public:
   // Bytes copied from `read` into the frames sent. `rewind` may be empty: the source cannot be
   // read again.
@@ -250,10 +250,7 @@ class Client::PieceSource {
   bool failed_ = false;
 };
 
-Client::Client(ClientOptions options)
-    : Client(std::move(options), std::make_unique<zmq::context_t>()) {}
-
-Client::Client(ClientOptions options, zmq::context_t& context)
+Client::Impl::Impl(ClientOptions options, zmq::context_t& context)
     : options_(std::move(options)),
       context_(context),
       upload_ids_(std::random_device{}()),
@@ -261,20 +258,20 @@ Client::Client(ClientOptions options, zmq::context_t& context)
       holder_name_(options_.holder_name.empty() ? DefaultHolderName() : options_.holder_name),
       location_cache_(options_.location_cache_entries) {}
 
-Client::Client(ClientOptions options, std::unique_ptr<zmq::context_t> context)
-    : Client(std::move(options), *context) {
+Client::Impl::Impl(ClientOptions options, std::unique_ptr<zmq::context_t> context)
+    : Impl(std::move(options), *context) {
   owned_context_ = std::move(context);
 }
 
-Client::~Client() = default;
+Client::Impl::~Impl() = default;
 
-bool Client::IsLocalAddress(const std::string& address) const {
+bool Client::Impl::IsLocalAddress(const std::string& address) const {
   return bm::IsLocalAddress(address, local_hosts_);
 }
 
-CacheCounters Client::TakeCounters() { return std::exchange(counters_, CacheCounters{}); }
+CacheCounters Client::Impl::TakeCounters() { return std::exchange(counters_, CacheCounters{}); }
 
-Result<RpcChannel*> Client::Connect(std::unique_ptr<RpcChannel>& slot, const std::string& address) {
+Result<RpcChannel*> Client::Impl::Connect(std::unique_ptr<RpcChannel>& slot, const std::string& address) {
   if (!slot) {
     try {
       slot = std::make_unique<RpcChannel>(context_, address, options_.request_timeout);
@@ -285,13 +282,13 @@ Result<RpcChannel*> Client::Connect(std::unique_ptr<RpcChannel>& slot, const std
   return slot.get();
 }
 
-Result<RpcChannel*> Client::WorkerChannel(const std::string& address) {
+Result<RpcChannel*> Client::Impl::WorkerChannel(const std::string& address) {
   Result<RpcChannel*> channel = Connect(workers_[address], address);
   if (!channel.ok()) workers_.erase(address);
   return channel;
 }
 
-Result<IncomingMessage> Client::CallMaster(capnp::MallocMessageBuilder& request,
+Result<IncomingMessage> Client::Impl::CallMaster(capnp::MallocMessageBuilder& request,
                                            milliseconds extra) {
   ASSIGN_OR_RETURN(RpcChannel * master, Connect(master_, options_.master_address));
   return Call(*master, options_.request_timeout, "master", request, {}, extra);
@@ -299,7 +296,7 @@ Result<IncomingMessage> Client::CallMaster(capnp::MallocMessageBuilder& request,
 
 // ---- writes ----
 
-Result<PutResult> Client::Put(const BlockId& id, std::span<const std::byte> data,
+Result<PutResult> Client::Impl::Put(const BlockId& id, std::span<const std::byte> data,
                               StorageLevel level, const PutOptions& options) {
   size_t position = 0;
   ByteSource read = [data, &position](std::span<std::byte> out) -> Result<size_t> {
@@ -312,7 +309,7 @@ Result<PutResult> Client::Put(const BlockId& id, std::span<const std::byte> data
   return PutFrom(id, source, level, options);
 }
 
-Result<PutResult> Client::PutChunks(const BlockId& id, const BlockData& data, StorageLevel level,
+Result<PutResult> Client::Impl::PutChunks(const BlockId& id, const BlockData& data, StorageLevel level,
                                     const PutOptions& options) {
   size_t next = 0;
   ChunkSource chunks = [&data, &next]() -> Result<ChunkPtr> {
@@ -322,7 +319,7 @@ Result<PutResult> Client::PutChunks(const BlockId& id, const BlockData& data, St
   return PutFrom(id, source, level, options);
 }
 
-Result<PutResult> Client::PutStream(const BlockId& id, std::istream& in, uint64_t size,
+Result<PutResult> Client::Impl::PutStream(const BlockId& id, std::istream& in, uint64_t size,
                                     StorageLevel level, const PutOptions& options) {
   ByteSource read = [&in](std::span<std::byte> out) -> Result<size_t> {
     in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size()));
@@ -341,13 +338,13 @@ Result<PutResult> Client::PutStream(const BlockId& id, std::istream& in, uint64_
   return PutFrom(id, source, level, options);
 }
 
-Result<PutResult> Client::PutStream(const BlockId& id, ByteSource read, uint64_t size,
+Result<PutResult> Client::Impl::PutStream(const BlockId& id, ByteSource read, uint64_t size,
                                     StorageLevel level, const PutOptions& options) {
   PieceSource source(std::move(read), size, nullptr);
   return PutFrom(id, source, level, options);
 }
 
-Result<PutResult> Client::PutFrom(const BlockId& id, PieceSource& source, StorageLevel level,
+Result<PutResult> Client::Impl::PutFrom(const BlockId& id, PieceSource& source, StorageLevel level,
                                   const PutOptions& options) {
   // Whatever this client remembered of the old block may be replaced below.
   location_cache_.Forget(id);
@@ -372,7 +369,7 @@ Result<PutResult> Client::PutFrom(const BlockId& id, PieceSource& source, Storag
   return PutOnce(id, source, level, options, std::move(workers));
 }
 
-Result<std::vector<WorkerInfo>> Client::PlacementWorkers(bool fresh, bool* from_cache) {
+Result<std::vector<WorkerInfo>> Client::Impl::PlacementWorkers(bool fresh, bool* from_cache) {
   const auto now = std::chrono::steady_clock::now();
   if (!fresh && !placement_workers_.empty() &&
       now - placement_workers_time_ < options_.worker_list_ttl) {
@@ -386,7 +383,7 @@ Result<std::vector<WorkerInfo>> Client::PlacementWorkers(bool fresh, bool* from_
   return workers;
 }
 
-void Client::CountPlacedCopy(const std::string& worker_id, Tier tier, uint64_t size) {
+void Client::Impl::CountPlacedCopy(const std::string& worker_id, Tier tier, uint64_t size) {
   for (WorkerInfo& worker : placement_workers_) {
     if (worker.id != worker_id) continue;
     (tier == Tier::kMemory ? worker.memory_used : worker.disk_used) += size;
@@ -395,7 +392,7 @@ void Client::CountPlacedCopy(const std::string& worker_id, Tier tier, uint64_t s
   }
 }
 
-Result<PutResult> Client::PutOnce(const BlockId& id, PieceSource& source, StorageLevel level,
+Result<PutResult> Client::Impl::PutOnce(const BlockId& id, PieceSource& source, StorageLevel level,
                                   const PutOptions& options, std::vector<WorkerInfo> workers) {
   const uint32_t wanted = CopiesWanted(level, options);
   std::erase_if(workers, [](const WorkerInfo& w) { return w.state == "decommissioning"; });
@@ -481,13 +478,13 @@ Result<PutResult> Client::PutOnce(const BlockId& id, PieceSource& source, Storag
   return result;
 }
 
-uint64_t Client::NewVersionToken() {
+uint64_t Client::Impl::NewVersionToken() {
   uint64_t token = 0;
   while (token == 0) token = upload_ids_();
   return token;
 }
 
-std::vector<Result<PutResult>> Client::Upload(const std::vector<const WorkerInfo*>& targets,
+std::vector<Result<PutResult>> Client::Impl::Upload(const std::vector<const WorkerInfo*>& targets,
                                               const BlockId& id, PieceSource& source,
                                               StorageLevel level, const UploadVersion& version) {
   // Each piece goes to every target still in the upload, one after the other; the pieces'
@@ -578,7 +575,7 @@ std::vector<Result<PutResult>> Client::Upload(const std::vector<const WorkerInfo
   return results;
 }
 
-Result<uint32_t> Client::CopyBlock(const BlockId& id, const std::string& source_address,
+Result<uint32_t> Client::Impl::CopyBlock(const BlockId& id, const std::string& source_address,
                                    const std::vector<WorkerInfo>& targets, StorageLevel level) {
   ASSIGN_OR_RETURN(RpcChannel * channel, WorkerChannel(source_address));
   const std::string block = id.ToString();
@@ -648,7 +645,7 @@ Result<uint32_t> Client::CopyBlock(const BlockId& id, const std::string& source_
   return copies;
 }
 
-Result<uint64_t> Client::Remove(const std::vector<BlockId>& ids) {
+Result<uint64_t> Client::Impl::Remove(const std::vector<BlockId>& ids) {
   for (const BlockId& id : ids) location_cache_.Forget(id);
   capnp::MallocMessageBuilder message;
   auto list = message.initRoot<proto::Request>().initRemoveBlocks().initBlockIds(ids.size());
@@ -664,7 +661,7 @@ Result<uint64_t> Client::Remove(const std::vector<BlockId>& ids) {
   return removed;
 }
 
-Result<uint64_t> Client::RemoveRdd(uint64_t rdd_id) {
+Result<uint64_t> Client::Impl::RemoveRdd(uint64_t rdd_id) {
   location_cache_.ForgetRdd(rdd_id);
   capnp::MallocMessageBuilder message;
   message.initRoot<proto::Request>().initRemoveRdd().setRddId(rdd_id);
@@ -681,7 +678,7 @@ Result<uint64_t> Client::RemoveRdd(uint64_t rdd_id) {
 
 // ---- reads ----
 
-Result<std::vector<std::byte>> Client::Get(const BlockId& id) {
+Result<std::vector<std::byte>> Client::Impl::Get(const BlockId& id) {
   std::vector<std::byte> data;
   ByteSink sink = [&data](std::span<const std::byte> bytes) {
     data.insert(data.end(), bytes.begin(), bytes.end());
@@ -694,11 +691,11 @@ Result<std::vector<std::byte>> Client::Get(const BlockId& id) {
   return data;
 }
 
-Result<uint64_t> Client::GetTo(const BlockId& id, const ByteSink& sink) {
+Result<uint64_t> Client::Impl::GetTo(const BlockId& id, const ByteSink& sink) {
   return ReadBlock(id, sink, nullptr);
 }
 
-Result<uint64_t> Client::GetTo(const BlockId& id, std::ostream& out) {
+Result<uint64_t> Client::Impl::GetTo(const BlockId& id, std::ostream& out) {
   ByteSink sink = [&out](std::span<const std::byte> bytes) {
     out.write(reinterpret_cast<const char*>(bytes.data()),
               static_cast<std::streamsize>(bytes.size()));
@@ -707,7 +704,7 @@ Result<uint64_t> Client::GetTo(const BlockId& id, std::ostream& out) {
   return ReadBlock(id, sink, nullptr);
 }
 
-std::vector<Result<std::vector<std::byte>>> Client::GetMany(const std::vector<BlockId>& ids) {
+std::vector<Result<std::vector<std::byte>>> Client::Impl::GetMany(const std::vector<BlockId>& ids) {
   std::vector<Result<std::vector<std::byte>>> out(
       ids.size(), Result<std::vector<std::byte>>(InternalError("not read")));
   // Where each id is read from: remembered locations, else one lookup for all the others.
@@ -751,7 +748,7 @@ std::vector<Result<std::vector<std::byte>>> Client::GetMany(const std::vector<Bl
   return out;
 }
 
-void Client::ReadBatched(const std::map<std::string, std::vector<size_t>>& by_worker,
+void Client::Impl::ReadBatched(const std::map<std::string, std::vector<size_t>>& by_worker,
                          const std::vector<BlockId>& ids,
                          std::vector<Result<std::vector<std::byte>>>& out,
                          std::vector<size_t>& retry) {
@@ -818,7 +815,7 @@ void Client::ReadBatched(const std::map<std::string, std::vector<size_t>>& by_wo
   }
 }
 
-void Client::TakeBatchReply(IncomingMessage& message, const std::vector<BlockId>& ids,
+void Client::Impl::TakeBatchReply(IncomingMessage& message, const std::vector<BlockId>& ids,
                             std::map<uint64_t, PendingBatch>& in_flight, std::vector<Result<std::vector<std::byte>>>& out,
                             std::vector<size_t>& retry) {
   uint64_t request_id = 0;
@@ -889,7 +886,7 @@ void Client::TakeBatchReply(IncomingMessage& message, const std::vector<BlockId>
   retry.insert(retry.end(), to_retry.begin(), to_retry.end());
 }
 
-Result<std::vector<std::byte>> Client::ReadWhole(const BlockId& id,
+Result<std::vector<std::byte>> Client::Impl::ReadWhole(const BlockId& id,
                                                  std::vector<BlockLocation> known,
                                                  ReadReport& report) {
   std::vector<std::byte> data;
@@ -904,7 +901,7 @@ Result<std::vector<std::byte>> Client::ReadWhole(const BlockId& id,
   return data;
 }
 
-Result<uint64_t> Client::ReadBlock(const BlockId& id, const ByteSink& sink,
+Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink,
                                    const std::function<void()>& reset,
                                    const std::function<void(uint64_t)>& expect_size,
                                    std::optional<std::vector<BlockLocation>> known,
@@ -1002,7 +999,7 @@ Result<uint64_t> Client::ReadBlock(const BlockId& id, const ByteSink& sink,
   }
 }
 
-Result<uint64_t> Client::ReadFrom(const BlockLocation& location, const BlockId& id,
+Result<uint64_t> Client::Impl::ReadFrom(const BlockLocation& location, const BlockId& id,
                                   const ByteSink& sink, ReadProgress& progress) {
   ASSIGN_OR_RETURN(RpcChannel * channel, WorkerChannel(location.address));
   const std::string peer = "worker " + location.worker_id;
@@ -1058,7 +1055,7 @@ Result<uint64_t> Client::ReadFrom(const BlockLocation& location, const BlockId& 
 
 // ---- metadata ----
 
-Result<std::vector<BlockLocations>> Client::Locations(const std::vector<BlockId>& ids) {
+Result<std::vector<BlockLocations>> Client::Impl::Locations(const std::vector<BlockId>& ids) {
   if (ids.empty()) return std::vector<BlockLocations>{};
   capnp::MallocMessageBuilder message;
   auto list = message.initRoot<proto::Request>().initGetLocations().initBlockIds(ids.size());
@@ -1077,7 +1074,7 @@ Result<std::vector<BlockLocations>> Client::Locations(const std::vector<BlockId>
   return out;
 }
 
-Result<std::vector<WorkerInfo>> Client::Workers() {
+Result<std::vector<WorkerInfo>> Client::Impl::Workers() {
   capnp::MallocMessageBuilder message;
   message.initRoot<proto::Request>().setListWorkers();
   ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message));
@@ -1091,7 +1088,7 @@ Result<std::vector<WorkerInfo>> Client::Workers() {
   return out;
 }
 
-Result<std::vector<BlockLocations>> Client::Blocks(std::optional<uint64_t> rdd_id) {
+Result<std::vector<BlockLocations>> Client::Impl::Blocks(std::optional<uint64_t> rdd_id) {
   capnp::MallocMessageBuilder message;
   proto::ListBlocks::Builder list = message.initRoot<proto::Request>().initListBlocks();
   if (rdd_id) {
@@ -1109,7 +1106,7 @@ Result<std::vector<BlockLocations>> Client::Blocks(std::optional<uint64_t> rdd_i
   return out;
 }
 
-Result<std::vector<RddInfo>> Client::Rdds() {
+Result<std::vector<RddInfo>> Client::Impl::Rdds() {
   capnp::MallocMessageBuilder message;
   message.initRoot<proto::Request>().setListRdds();
   ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message));
@@ -1135,14 +1132,14 @@ Result<std::vector<RddInfo>> Client::Rdds() {
   return out;
 }
 
-Status Client::CallMasterForOk(capnp::MallocMessageBuilder& request) {
+Status Client::Impl::CallMasterForOk(capnp::MallocMessageBuilder& request) {
   ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(request));
   return ReadGuarded([&]() -> Status {
     return reply.reply().isOk() ? Status::Ok() : UnexpectedReply("master", "ok");
   });
 }
 
-Status Client::RegisterRdd(uint64_t rdd_id, const std::string& name, StorageLevel level,
+Status Client::Impl::RegisterRdd(uint64_t rdd_id, const std::string& name, StorageLevel level,
                            uint64_t total_partitions) {
   capnp::MallocMessageBuilder message;
   proto::RegisterRdd::Builder rdd = message.initRoot<proto::Request>().initRegisterRdd();
@@ -1153,13 +1150,13 @@ Status Client::RegisterRdd(uint64_t rdd_id, const std::string& name, StorageLeve
   return CallMasterForOk(message);
 }
 
-Status Client::Decommission(const std::string& worker_id) {
+Status Client::Impl::Decommission(const std::string& worker_id) {
   capnp::MallocMessageBuilder message;
   message.initRoot<proto::Request>().initDecommissionWorker().setWorkerId(worker_id);
   return CallMasterForOk(message);
 }
 
-Status Client::PingMaster() {
+Status Client::Impl::PingMaster() {
   capnp::MallocMessageBuilder message;
   message.initRoot<proto::Request>().setPing();
   return CallMasterForOk(message);

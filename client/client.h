@@ -7,33 +7,23 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
-#include <map>
 #include <memory>
 #include <optional>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "client/location_cache.h"
 #include "client/types.h"
 #include "common/block_id.h"
 #include "common/chunk.h"
 #include "common/status.h"
 #include "common/storage_level.h"
 
-namespace capnp {
-class MallocMessageBuilder;
-}
 namespace zmq {
 class context_t;
-class socket_t;
 }
 
 namespace bm {
-
-class IncomingMessage;
-class RpcChannel;
 
 struct ClientOptions {
   std::string master_address;  // tcp://HOST:PORT of bm-master
@@ -163,7 +153,7 @@ class Client {
                      uint64_t total_partitions);
 
   // What this client's get-or-compute calls did so far.
-  const CacheCounters& counters() const { return counters_; }
+  const CacheCounters& counters() const;
   // Returns the counters and starts them again from zero.
   CacheCounters TakeCounters();
 
@@ -227,115 +217,8 @@ class Client {
   Status PingMaster();
 
  private:
-  class PieceSource;
-  // How far a read from one location got before it stopped.
-  struct ReadProgress {
-    bool emitted = false;      // the sink received at least one byte
-    bool sink_failed = false;  // the error came from the sink, not from the worker
-  };
-  // Where a successful read came from, and which workers failed to serve it before.
-  struct ReadReport {
-    bool local = false;
-    std::vector<std::string> failed_workers;
-  };
-  // The master's answer to acquireCompute.
-  struct ComputeTicket {
-    enum class Kind { kCached, kGranted, kBusy };
-    Kind kind = Kind::kBusy;
-    std::vector<BlockLocation> locations;  // kCached
-    uint64_t token = 0;                    // kGranted
-  };
-
-  Client(ClientOptions options, std::unique_ptr<zmq::context_t> context);
-  Result<PutResult> PutFrom(const BlockId& id, PieceSource& source, StorageLevel level,
-                            const PutOptions& options);
-  // One placement attempt of PutFrom over `workers`.
-  Result<PutResult> PutOnce(const BlockId& id, PieceSource& source, StorageLevel level,
-                            const PutOptions& options, std::vector<WorkerInfo> workers);
-  // The live workers for placement: the list kept from a recent call when it is younger than
-  // `worker_list_ttl` (and `fresh` is false), else the master's. `from_cache` says which.
-  Result<std::vector<WorkerInfo>> PlacementWorkers(bool fresh, bool* from_cache);
-  // Counts a stored copy into the kept worker list, so the next placements see it.
-  void CountPlacedCopy(const std::string& worker_id, Tier tier, uint64_t size);
-  // The version an upload stores (PutBlock.version / replica in schema/messages.capnp).
-  struct UploadVersion {
-    uint64_t token = 0;
-    bool replica = false;  // a copy of an existing version, not a new put
-  };
-  uint64_t NewVersionToken();
-  // Streams the block to every target, piece by piece; one result per target, in order.
-  std::vector<Result<PutResult>> Upload(const std::vector<const WorkerInfo*>& targets,
-                                        const BlockId& id, PieceSource& source,
-                                        StorageLevel level, const UploadVersion& version);
-  // Reads the block from its locations into `sink`: `known` when given (the master's answer
-  // of a moment ago), else those the master lists; local workers first. `reset` (may be empty)
-  // discards what the sink received so the read can start over; without it only a read that
-  // has not emitted a byte yet can start over.
-  // `expect_size` (may be empty) hears each location's block size before it is read.
-  // `report` (may be null) hears where the block came from and which workers failed.
-  Result<uint64_t> ReadBlock(const BlockId& id, const ByteSink& sink,
-                             const std::function<void()>& reset,
-                             const std::function<void(uint64_t)>& expect_size = {},
-                             std::optional<std::vector<BlockLocation>> known = std::nullopt,
-                             ReadReport* report = nullptr);
-  // Get(), from `known` locations, reporting as ReadBlock does.
-  Result<std::vector<std::byte>> ReadWhole(const BlockId& id,
-                                           std::vector<BlockLocation> known, ReadReport& report);
-
-  // ---- get-or-compute (client/get_or_compute.cc) ----
-  Result<ComputeTicket> AcquireCompute(const BlockId& id,
-                                       const std::vector<std::string>& failed_workers,
-                                       std::chrono::milliseconds wait);
-  Status ReleaseCompute(const BlockId& id, uint64_t token);
-  // Runs `compute` under the lease `token`, stores the result unless the lease was lost to
-  // another client meanwhile, and releases the lease.
-  Result<std::vector<std::byte>> ComputeAndStore(const BlockId& id, StorageLevel level,
-                                                 const ComputeFn& compute, uint64_t token);
-  Result<uint64_t> ReadFrom(const BlockLocation& location, const BlockId& id, const ByteSink& sink,
-                            ReadProgress& progress);
-  // A getBlocks request of GetMany in flight: to which worker, for which of its ids.
-  struct PendingBatch {
-    std::string address;
-    std::vector<size_t> indexes;  // into GetMany's ids
-  };
-  // GetMany's reads: the ids of each worker, in getBlocks batches (at most 64 ids each), all
-  // sent before any reply is read. Fills `out[i]` or adds i to `retry`.
-  void ReadBatched(const std::map<std::string, std::vector<size_t>>& by_worker,
-                   const std::vector<BlockId>& ids,
-                   std::vector<Result<std::vector<std::byte>>>& out, std::vector<size_t>& retry);
-  // Takes one getBlocks reply into `out` / `retry` and off `in_flight` (stale ones are
-  // dropped).
-  void TakeBatchReply(IncomingMessage& message, const std::vector<BlockId>& ids,
-                      std::map<uint64_t, PendingBatch>& in_flight,
-                      std::vector<Result<std::vector<std::byte>>>& out, std::vector<size_t>& retry);
-  // The channel in `slot`, connected to `address` on first use; kInvalidArgument for an
-  // address ZeroMQ cannot connect to (so a bad address fails a call instead of throwing).
-  Result<RpcChannel*> Connect(std::unique_ptr<RpcChannel>& slot, const std::string& address);
-  Result<RpcChannel*> WorkerChannel(const std::string& address);
-  // Sends `request` to the master with `extra` added to the timeout for this call.
-  Result<IncomingMessage> CallMaster(capnp::MallocMessageBuilder& request,
-                                     std::chrono::milliseconds extra = {});
-  // CallMaster for requests whose answer is a bare `ok`.
-  Status CallMasterForOk(capnp::MallocMessageBuilder& request);
-
-  const ClientOptions options_;
-  std::unique_ptr<zmq::context_t> owned_context_;  // null when the context is borrowed
-  zmq::context_t& context_;
-  std::unique_ptr<RpcChannel> master_;                          // connected on first use
-  std::map<std::string, std::unique_ptr<RpcChannel>> workers_;  // by address
-  // GetMany's DEALERs, by worker address: kept apart from `workers_` so replies to its
-  // batches never meet RpcChannel's one-call-at-a-time matching.
-  std::map<std::string, std::unique_ptr<zmq::socket_t>> pipelines_;
-  uint64_t next_pipelined_id_ = 1;
-  uint64_t put_counter_ = 0;                                    // rotates placement ties
-  std::mt19937_64 upload_ids_;
-  std::vector<std::string> local_hosts_;
-  std::string holder_name_;
-  CacheCounters counters_;
-  LocationCache location_cache_;
-  // The master's worker list as PlacementWorkers() last fetched it (empty: none kept).
-  std::vector<WorkerInfo> placement_workers_;
-  std::chrono::steady_clock::time_point placement_workers_time_{};
+  class Impl;  // client/client_impl.h: the connections, caches and counters
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace bm

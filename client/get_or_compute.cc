@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <zmq.hpp>
 
-#include "client/client.h"
+#include "client/client_impl.h"
 #include "client/lease_renewer.h"
 #include "client/reply_decoding.h"
 #include "common/protocol.h"
@@ -41,7 +41,7 @@ class LeaseReleaser {
 
 }  // namespace
 
-Result<std::vector<std::byte>> Client::GetOrCompute(const BlockId& id, StorageLevel level,
+Result<std::vector<std::byte>> Client::Impl::GetOrCompute(const BlockId& id, StorageLevel level,
                                                     const ComputeFn& compute) {
   std::vector<std::string> failed_workers;  // workers that could not serve a listed copy
   if (const std::vector<BlockLocation>* cached = location_cache_.Find(id)) {
@@ -105,7 +105,7 @@ Result<std::vector<std::byte>> Client::GetOrCompute(const BlockId& id, StorageLe
   }
 }
 
-Result<std::vector<std::byte>> Client::ComputeAndStore(const BlockId& id, StorageLevel level,
+Result<std::vector<std::byte>> Client::Impl::ComputeAndStore(const BlockId& id, StorageLevel level,
                                                        const ComputeFn& compute, uint64_t token) {
   LeaseReleaser releaser([this, id](uint64_t held) { return ReleaseCompute(id, held); }, token);
   // Renew every third of the lease, so a renewal can be lost or late twice before it expires.
@@ -140,7 +140,7 @@ Result<std::vector<std::byte>> Client::ComputeAndStore(const BlockId& id, Storag
   return computed;
 }
 
-Result<Client::ComputeTicket> Client::AcquireCompute(const BlockId& id,
+Result<Client::Impl::ComputeTicket> Client::Impl::AcquireCompute(const BlockId& id,
                                                      const std::vector<std::string>& failed_workers,
                                                      milliseconds wait) {
   capnp::MallocMessageBuilder message;
@@ -180,7 +180,7 @@ Result<Client::ComputeTicket> Client::AcquireCompute(const BlockId& id,
   return ticket;
 }
 
-Status Client::ReleaseCompute(const BlockId& id, uint64_t token) {
+Status Client::Impl::ReleaseCompute(const BlockId& id, uint64_t token) {
   capnp::MallocMessageBuilder message;
   proto::ComputeLease::Builder release = message.initRoot<proto::Request>().initReleaseCompute();
   release.setBlockId(id.ToString());
