@@ -26,14 +26,6 @@ namespace {
 using namespace std::chrono_literals;
 using json = nlohmann::json;
 
-std::string AsString(const std::vector<std::byte>& bytes) {
-  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-}
-
-std::span<const std::byte> AsBytes(const std::string& s) {
-  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
-}
-
 ClientOptions ClientFor(const LocalCluster& cluster) {
   ClientOptions options;
   options.master_address = cluster.master_endpoint();
@@ -48,27 +40,6 @@ std::vector<std::string> HoldersOf(LocalCluster& cluster, const std::string& blo
     for (const auto& [worker, tier, size] : locations) workers.push_back(worker);
   }
   return workers;
-}
-
-// `bmctl --json blocks` as {block id -> (copies wanted, [worker ids])}.
-struct Copies {
-  int wanted = 0;
-  std::vector<std::string> workers;
-};
-std::map<std::string, Copies> ListBlocks(LocalCluster& cluster) {
-  std::map<std::string, Copies> out;
-  CommandResult r = cluster.Bmctl({"--json", "blocks"});
-  if (r.exit_code != 0) return out;
-  json j = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_array()) return out;
-  for (const json& block : j) {
-    Copies& copies = out[block.at("block").get<std::string>()];
-    copies.wanted = block.at("copies_wanted").get<int>();
-    for (const json& l : block.at("locations")) {
-      copies.workers.push_back(l.at("worker").get<std::string>());
-    }
-  }
-  return out;
 }
 
 TEST(BlockVersionsTest, OverwriteOnAnotherWorkerServesOnlyTheNewBytes) {
@@ -239,7 +210,7 @@ TEST(BlockVersionsTest, RandomOverwritesFromSeveralProcessesNeverReadStaleBytes)
   EXPECT_EQ(stale.load(), 0) << "reads returned a replaced version";
   EXPECT_EQ(failed.load(), 0);
   // One copy of each block in the end, nothing left behind on other workers.
-  std::map<std::string, Copies> listed = ListBlocks(cluster);
+  std::map<std::string, BlockCopies> listed = cluster.ListBlockCopies();
   for (int w = 0; w < kWriters; ++w) {
     const std::string block = "rdd_11_" + std::to_string(w);
     ASSERT_TRUE(listed.contains(block));
@@ -270,7 +241,7 @@ TEST(BlockVersionsTest, RejoinedWorkerLeavesNoBlockAboveItsLevel) {
   cluster.SignalWorker("w1", SIGSTOP);
   ASSERT_TRUE(cluster.WaitForWorkers({"w2", "w3"}));
   auto all_at_level = [&](const std::set<std::string>& live) {
-    std::map<std::string, Copies> listed = ListBlocks(cluster);
+    std::map<std::string, BlockCopies> listed = cluster.ListBlockCopies();
     for (const auto& [id, data] : blocks) {
       auto it = listed.find(id);
       if (it == listed.end() || it->second.workers.size() != 2) return false;
@@ -289,7 +260,7 @@ TEST(BlockVersionsTest, RejoinedWorkerLeavesNoBlockAboveItsLevel) {
       [&] {
         if (!all_at_level({"w1", "w2", "w3"})) return false;
         // Every copy a worker holds is a listed one: none was left behind unlisted.
-        std::map<std::string, Copies> listed = ListBlocks(cluster);
+        std::map<std::string, BlockCopies> listed = cluster.ListBlockCopies();
         for (const auto& [id, data] : blocks) {
           int held = 0;
           for (const std::string worker : {"w1", "w2", "w3"}) {

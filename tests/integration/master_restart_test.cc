@@ -54,14 +54,6 @@ std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<st
   return a;
 }
 
-std::string AsString(const std::vector<std::byte>& bytes) {
-  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-}
-
-std::span<const std::byte> AsBytes(const std::string& s) {
-  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
-}
-
 ClientOptions ClientFor(const LocalCluster& cluster) {
   ClientOptions options;
   options.master_address = cluster.master_endpoint();

@@ -29,14 +29,6 @@ using json = nlohmann::json;
 constexpr uint64_t kKiB = 1 << 10;
 constexpr uint64_t kMiB = 1 << 20;
 
-std::string AsString(const std::vector<std::byte>& bytes) {
-  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-}
-
-std::span<const std::byte> AsBytes(const std::string& s) {
-  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
-}
-
 ClientOptions ClientFor(const LocalCluster& cluster,
                         std::chrono::milliseconds timeout = 2000ms) {
   ClientOptions options;
@@ -82,35 +74,15 @@ void ExpectAllReadBack(Client& client, const std::map<std::string, std::string>&
   }
 }
 
-// `bmctl --json blocks`, as {block id -> (copies wanted, [worker ids])}.
-struct Copies {
-  int wanted = 0;
-  std::vector<std::string> workers;
-};
-std::map<std::string, Copies> ListBlocks(LocalCluster& cluster) {
-  std::map<std::string, Copies> out;
-  CommandResult r = cluster.Bmctl({"--json", "blocks"});
-  if (r.exit_code != 0) return out;
-  json j = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_array()) return out;
-  for (const json& block : j) {
-    Copies& copies = out[block.at("block").get<std::string>()];
-    copies.wanted = block.at("copies_wanted").get<int>();
-    for (const json& l : block.at("locations")) {
-      copies.workers.push_back(l.at("worker").get<std::string>());
-    }
-  }
-  return out;
-}
 
 // Every one of `ids` is listed with exactly its wanted copies, all on `live` workers.
-bool FullyReplicatedOn(const std::map<std::string, Copies>& listed,
+bool FullyReplicatedOn(const std::map<std::string, BlockCopies>& listed,
                        const std::map<std::string, std::string>& ids,
                        const std::set<std::string>& live) {
   for (const auto& [id, data] : ids) {
     auto it = listed.find(id);
     if (it == listed.end()) return false;
-    const Copies& copies = it->second;
+    const BlockCopies& copies = it->second;
     if (static_cast<int>(copies.workers.size()) != copies.wanted) return false;
     for (const std::string& worker : copies.workers) {
       if (!live.contains(worker)) return false;
@@ -192,7 +164,7 @@ TEST(ReplicationTest, TwoCopiesOfEachBlockAreOnDifferentRacks) {
   }
   std::map<std::string, std::string> blocks =
       PutBlocks(cluster, 2, 12, 64 * kKiB, StorageLevel::kMemoryAndDisk2);
-  std::map<std::string, Copies> listed = ListBlocks(cluster);
+  std::map<std::string, BlockCopies> listed = cluster.ListBlockCopies();
   ASSERT_EQ(listed.size(), blocks.size());
   std::set<std::string> used;
   for (const auto& [id, copies] : listed) {
@@ -212,7 +184,7 @@ TEST(ReplicationTest, KilledWorkersBlocksStayReadableAndGetTheirSecondCopyBack) 
   std::map<std::string, std::string> blocks =
       PutBlocks(cluster, 3, 24, 256 * kKiB, StorageLevel::kMemoryAndDisk2);
   ASSERT_EQ(blocks.size(), 24u);
-  std::map<std::string, Copies> before = ListBlocks(cluster);
+  std::map<std::string, BlockCopies> before = cluster.ListBlockCopies();
   int on_w2 = 0;
   for (const auto& [id, copies] : before) {
     on_w2 += std::count(copies.workers.begin(), copies.workers.end(), "w2");
@@ -228,10 +200,10 @@ TEST(ReplicationTest, KilledWorkersBlocksStayReadableAndGetTheirSecondCopyBack) 
   }
   const double readable_after = SecondsSince(killed);
 
-  std::map<std::string, Copies> listed;
+  std::map<std::string, BlockCopies> listed;
   const bool replicated = WaitFor(
       [&] {
-        listed = ListBlocks(cluster);
+        listed = cluster.ListBlockCopies();
         return FullyReplicatedOn(listed, blocks, {"w1", "w3"});
       },
       30s);
@@ -260,7 +232,7 @@ TEST(ReplicationTest, StoppedWorkerReRegistersAndIsNeverListedWithBlocksItLacks)
 
   // Every location the master lists is held by that worker (asked directly).
   auto expect_listed_locations_held = [&](const std::string& when) {
-    std::map<std::string, Copies> listed = ListBlocks(cluster);
+    std::map<std::string, BlockCopies> listed = cluster.ListBlockCopies();
     EXPECT_FALSE(listed.empty()) << when;
     for (const auto& [id, copies] : listed) {
       for (const std::string& worker : copies.workers) {
@@ -273,7 +245,7 @@ TEST(ReplicationTest, StoppedWorkerReRegistersAndIsNeverListedWithBlocksItLacks)
   cluster.SignalWorker("w1", SIGSTOP);
   ASSERT_TRUE(cluster.WaitForWorkers({"w2", "w3"})) << cluster.LogTail("master");
   // While w1 is away: its blocks get copies elsewhere, one is removed, one more is put.
-  ASSERT_TRUE(WaitFor([&] { return FullyReplicatedOn(ListBlocks(cluster), blocks, {"w2", "w3"}); },
+  ASSERT_TRUE(WaitFor([&] { return FullyReplicatedOn(cluster.ListBlockCopies(), blocks, {"w2", "w3"}); },
                       20s))
       << cluster.LogTail("master");
   ASSERT_NO_FATAL_FAILURE(expect_listed_locations_held("w1 stopped"));
@@ -289,7 +261,7 @@ TEST(ReplicationTest, StoppedWorkerReRegistersAndIsNeverListedWithBlocksItLacks)
     expect_listed_locations_held("after SIGCONT, round " + std::to_string(round));
   }
   // The re-registered worker's copies are listed again (it reported them in full).
-  std::map<std::string, Copies> listed = ListBlocks(cluster);
+  std::map<std::string, BlockCopies> listed = cluster.ListBlockCopies();
   int on_w1 = 0;
   for (const auto& [id, copies] : listed) {
     on_w1 += std::count(copies.workers.begin(), copies.workers.end(), "w1");
@@ -405,7 +377,7 @@ TEST(ReplicationTest, DecommissionUnderLoadLosesNothing) {
 
   Client client(ClientFor(cluster));
   ExpectAllReadBack(client, acked);
-  for (const auto& [id, copies] : ListBlocks(cluster)) {
+  for (const auto& [id, copies] : cluster.ListBlockCopies()) {
     EXPECT_EQ(std::count(copies.workers.begin(), copies.workers.end(), "w1"), 0) << id;
   }
 }

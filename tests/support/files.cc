@@ -40,4 +40,12 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+std::string AsString(const std::vector<std::byte>& bytes) {
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+std::span<const std::byte> AsBytes(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
 }  // namespace bm::testing

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstddef>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,9 @@ namespace bm::testing {
 std::string RandomBytes(size_t size, uint64_t seed);
 // The same bytes as RandomBytes, as a byte vector.
 std::vector<std::byte> RandomByteVector(size_t size, uint64_t seed);
+// A block's bytes as text, and text as a block's bytes (a view of `s`).
+std::string AsString(const std::vector<std::byte>& bytes);
+std::span<const std::byte> AsBytes(const std::string& s);
 void WriteFile(const std::string& path, const std::string& contents);
 std::string ReadFile(const std::string& path);
 

@@ -175,6 +175,22 @@ LocalCluster::Locations(const std::vector<std::string>& block_ids) {
   return out;
 }
 
+std::map<std::string, BlockCopies> LocalCluster::ListBlockCopies() {
+  std::map<std::string, BlockCopies> out;
+  CommandResult r = Bmctl({"--json", "blocks"});
+  if (r.exit_code != 0) return out;
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_array()) return out;
+  for (const nlohmann::json& block : j) {
+    BlockCopies& copies = out[block.at("block").get<std::string>()];
+    copies.wanted = block.at("copies_wanted").get<int>();
+    for (const nlohmann::json& l : block.at("locations")) {
+      copies.workers.push_back(l.at("worker").get<std::string>());
+    }
+  }
+  return out;
+}
+
 std::string LocalCluster::LogTail(const std::string& name) const {
   std::ifstream in(dir_.Sub(name + ".log"));
   std::stringstream ss;

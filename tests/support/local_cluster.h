@@ -14,6 +14,12 @@
 
 namespace bm::testing {
 
+// One block as `bmctl --json blocks` lists it.
+struct BlockCopies {
+  int wanted = 0;                    // copies its level promises
+  std::vector<std::string> workers;  // where the master lists it
+};
+
 struct WorkerSpec {
   std::string id;
   std::string memory = "64MiB";
@@ -61,6 +67,8 @@ class LocalCluster {
   // Where each listed block is, as {block id -> [(worker id, tier, size)]}, from `locations`.
   std::map<std::string, std::vector<std::tuple<std::string, std::string, uint64_t>>> Locations(
       const std::vector<std::string>& block_ids);
+  // Every block the master lists, by id (empty if bmctl fails).
+  std::map<std::string, BlockCopies> ListBlockCopies();
   // Whether the worker itself says it holds the block (asked over its data port, not the
   // master). Records a test failure if the worker does not answer.
   bool WorkerHolds(const std::string& worker_id, const std::string& block);
