@@ -113,6 +113,19 @@ py::object MakeBlockBuffer(std::vector<std::byte> bytes) {
   return py::cast(std::make_unique<BlockBuffer>(std::move(bytes)));
 }
 
+py::object MakeBlockBuffer(std::unique_ptr<ByteRegion> region, std::shared_ptr<RegionPool> pool) {
+  // Below this a block is not worth holding a mapping (at least a page, often a pooled
+  // region of megabytes) for as long as Python keeps it.
+  constexpr size_t kSmallBlock = 64 << 10;
+  if (region->size() < kSmallBlock) {
+    std::span<const std::byte> bytes = region->bytes();
+    std::vector<std::byte> copy(bytes.begin(), bytes.end());
+    pool->Give(std::move(region));
+    return MakeBlockBuffer(std::move(copy));
+  }
+  return py::cast(std::make_unique<BlockBuffer>(std::move(region), std::move(pool)));
+}
+
 BlockData BorrowBytes(const py::handle& data) {
   BlockData block;
   Py_buffer view;

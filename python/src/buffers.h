@@ -11,20 +11,34 @@
 #include <cstddef>
 #include <vector>
 
+#include "byte_region.h"
 #include "common/chunk.h"
 
 namespace bm::python {
 
-// A block's bytes received by a get. Immutable; Python owns it (blockmgr.Buffer) and every
+// A block's bytes received by a get, in a vector or in a region of a pool (which gets the
+// region back when this goes). Immutable; Python owns it (blockmgr.Buffer) and every
 // memoryview or NumPy array made from it keeps it alive through the buffer protocol.
 class BlockBuffer {
  public:
-  explicit BlockBuffer(std::vector<std::byte> bytes) : bytes_(std::move(bytes)) {}
-  std::span<const std::byte> bytes() const { return bytes_; }
-  size_t size() const { return bytes_.size(); }
+  explicit BlockBuffer(std::vector<std::byte> bytes) : vector_(std::move(bytes)) {}
+  BlockBuffer(std::unique_ptr<ByteRegion> region, std::shared_ptr<RegionPool> pool)
+      : region_(std::move(region)), pool_(std::move(pool)) {}
+  ~BlockBuffer() {
+    if (region_) pool_->Give(std::move(region_));
+  }
+  BlockBuffer(const BlockBuffer&) = delete;
+  BlockBuffer& operator=(const BlockBuffer&) = delete;
+
+  std::span<const std::byte> bytes() const {
+    return region_ ? region_->bytes() : std::span<const std::byte>(vector_);
+  }
+  size_t size() const { return bytes().size(); }
 
  private:
-  std::vector<std::byte> bytes_;
+  std::vector<std::byte> vector_;
+  std::unique_ptr<ByteRegion> region_;  // null: the bytes are in vector_
+  std::shared_ptr<RegionPool> pool_;
 };
 
 // Defines blockmgr.Buffer in `module`.
@@ -32,6 +46,10 @@ void RegisterBlockBuffer(pybind11::module_& module);
 
 // Wraps received bytes in a blockmgr.Buffer (no copy). Needs the GIL.
 pybind11::object MakeBlockBuffer(std::vector<std::byte> bytes);
+// The same for bytes received into a region of `pool`. Small blocks are copied into a vector
+// of their size and the region goes straight back to the pool.
+pybind11::object MakeBlockBuffer(std::unique_ptr<ByteRegion> region,
+                                 std::shared_ptr<RegionPool> pool);
 
 // The bytes of `data` (anything with a C-contiguous buffer: bytes, bytearray, memoryview,
 // NumPy arrays) as a chunk that borrows them: the Python object's buffer export is held until

@@ -53,6 +53,13 @@ milliseconds ToMillis(double seconds, const char* what) {
   return milliseconds(static_cast<int64_t>(seconds * 1000.0 + 0.5));
 }
 
+constexpr int kReadRetries = 3;
+
+bool IsRetriable(StatusCode code) {
+  return code == StatusCode::kAborted || code == StatusCode::kUnavailable ||
+         code == StatusCode::kNotFound;
+}
+
 // Owns the bm::Client and makes Python threads take turns with it. Every call releases the GIL
 // before it waits for its turn and for the network.
 class PyClient {
@@ -108,11 +115,32 @@ class PyClient {
     return py::cast(*put);
   }
 
+  // Receives the block into a pooled region (byte_region.h): one copy out of the received
+  // frames, into memory that is usually faulted in already.
   py::object Get(const py::handle& id) {
     const BlockId block = ToBlockId(id);
-    Result<std::vector<std::byte>> data = Run([&](Client& client) { return client.Get(block); });
-    ThrowIfError(data.status());
-    return MakeBlockBuffer(std::move(*data));
+    std::unique_ptr<ByteRegion> region = regions_->Take();
+    Result<uint64_t> size = Run([&](Client& client) {
+      ByteSink sink = [&region](std::span<const std::byte> bytes) {
+        return region->Append(bytes) ? Status::Ok()
+                                     : OutOfSpaceError("cannot map memory for the block");
+      };
+      // GetTo falls over to other copies only until the first byte arrived; a read that
+      // failed later (the block replaced, its worker gone) starts over, as Client::Get does.
+      Result<uint64_t> read = client.GetTo(block, sink);
+      for (int retry = 0; retry < kReadRetries && !read.ok() && region->size() > 0 &&
+                          IsRetriable(read.status().code());
+           ++retry) {
+        region->Clear();
+        read = client.GetTo(block, sink);
+      }
+      return read;
+    });
+    if (!size.ok()) {
+      regions_->Give(std::move(region));
+      ThrowIfError(size.status());
+    }
+    return MakeBlockBuffer(std::move(region), regions_);
   }
 
   py::list GetMany(const py::iterable& ids) {
@@ -166,6 +194,8 @@ class PyClient {
  private:
   std::mutex mutex_;
   std::unique_ptr<Client> client_;  // GUARDED_BY(mutex_); null once closed
+  // Where gets receive blocks. Shared with the Buffers they returned, which may outlive this.
+  std::shared_ptr<RegionPool> regions_ = std::make_shared<RegionPool>();
   // The thread running a get_or_compute function of this client, which must not call it again
   // (it would wait for itself).
   std::atomic<std::thread::id> computing_thread_{};

@@ -64,6 +64,17 @@ def test_get_returns_a_read_only_buffer_that_numpy_views_in_place(client):
     assert np.array_equal(first, data)
 
 
+def test_a_held_block_is_never_overwritten_by_later_gets(client):
+    # Gets receive into memory reused from Buffers already freed, never from live ones.
+    first, second = pattern(3 * MiB, seed=1), pattern(3 * MiB, seed=2)
+    client.put("rdd_2_2", first)
+    client.put("rdd_2_3", second)
+    held = np.frombuffer(client.get("rdd_2_2"), dtype=np.uint8)
+    for _ in range(3):
+        assert np.array_equal(np.frombuffer(client.get("rdd_2_3"), dtype=np.uint8), second)
+        assert np.array_equal(held, first)
+
+
 def test_non_contiguous_arrays_are_stored_in_c_order(client):
     matrix = np.arange(64, dtype=np.int32).reshape(8, 8)
     client.put("rdd_2_1", matrix.T)
