@@ -27,6 +27,7 @@ from ._blockmgr import (
     Unavailable,
     UnknownWorker,
     WorkerInfo,
+    tune_allocator,
 )
 
 STORAGE_LEVELS = (
@@ -58,4 +59,5 @@ __all__ = [
     "Unavailable",
     "UnknownWorker",
     "WorkerInfo",
+    "tune_allocator",
 ]

@@ -18,6 +18,7 @@ from ._blockmgr import (
     Unavailable as Unavailable,
     UnknownWorker as UnknownWorker,
     WorkerInfo as WorkerInfo,
+    tune_allocator as tune_allocator,
 )
 
 STORAGE_LEVELS: tuple[str, ...]
