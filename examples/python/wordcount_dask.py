@@ -68,6 +68,8 @@ def run(args, master, log_dir, kill_a_worker=False):
             while not busy and time.monotonic() < deadline:
                 busy = {w: t for w, t in client.processing().items() if t}
                 time.sleep(0.01)
+            if not busy:
+                raise RuntimeError("no Dask worker was running a task to kill (raise --delay)")
             victim = sorted(busy)[0]
             pid = client.run(os.getpid, workers=[victim])[victim]
             os.kill(pid, signal.SIGKILL)
