@@ -282,3 +282,43 @@ def test_get_or_compute_from_8_processes_computes_once(cluster, tmp_path):
     assert sum(int(r[0]) for r in results) == 1  # computes
     assert sum(int(r[1]) for r in results) == 7  # waited for it, or read it
     assert len({r[2] for r in results}) == 1     # everyone got the same bytes
+
+
+LEASE_PROCESS = textwrap.dedent("""
+    import os, sys, time
+    import blockmgr
+
+    master, role, computing_file, count_file = sys.argv[1:5]
+    client = blockmgr.Client(master, compute_lease=0.5)
+    client.workers()
+
+    def compute():
+        with open(count_file, "a") as f:
+            f.write(role + "\\n")
+        open(computing_file, "w").close()
+        # Python work holding the GIL for three leases: only the client's renewer thread,
+        # which needs no GIL, keeps the lease from passing to the waiting process.
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            pass
+        return b"computed by " + role.encode()
+
+    if role == "waiter":
+        deadline = time.monotonic() + 30
+        while not os.path.exists(computing_file) and time.monotonic() < deadline:
+            time.sleep(0.001)
+    print(bytes(client.get_or_compute("rdd_10_0", "MEMORY_ONLY", compute)).decode())
+""")
+
+
+def test_the_lease_is_renewed_while_a_python_function_holds_the_gil(cluster, tmp_path):
+    args = [str(tmp_path / "computing"), str(tmp_path / "computed")]
+    waiter = subprocess.Popen([sys.executable, "-c", LEASE_PROCESS, cluster.master, "waiter", *args],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    computer = subprocess.run([sys.executable, "-c", LEASE_PROCESS, cluster.master, "computer",
+                               *args], capture_output=True, text=True, timeout=60)
+    waited, err = waiter.communicate(timeout=60)
+    assert computer.returncode == 0, computer.stderr
+    assert waiter.returncode == 0, err
+    assert (tmp_path / "computed").read_text().split() == ["computer"]
+    assert computer.stdout.strip() == waited.strip() == "computed by computer"
