@@ -75,6 +75,28 @@ def test_a_held_block_is_never_overwritten_by_later_gets(client):
         assert np.array_equal(held, first)
 
 
+def test_put_sends_from_the_objects_own_memory(client):
+    # While a put runs (GIL released), the bytearray stays exported to it: the client reads
+    # the object's memory instead of a copy, so Python cannot resize it meanwhile.
+    data = bytearray(pattern(64 * MiB).tobytes())
+    exported = []
+    for attempt in range(20):
+        done = threading.Event()
+        thread = threading.Thread(target=lambda: (client.put("rdd_2_4", data), done.set()))
+        thread.start()
+        while not done.is_set() and not exported:
+            try:
+                data.append(0)
+                data.pop()
+            except BufferError:
+                exported.append(attempt)
+        thread.join()
+        if exported:
+            break
+    assert exported, "the put never held the bytearray's buffer"
+    assert client.get("rdd_2_4") == data
+
+
 def test_non_contiguous_arrays_are_stored_in_c_order(client):
     matrix = np.arange(64, dtype=np.int32).reshape(8, 8)
     client.put("rdd_2_1", matrix.T)
