@@ -62,14 +62,14 @@ class Runner {
                               BM_BENCH_PYTHON + " (needs pybind11-dev and python3-dev)");
     }
     const std::string log = config_.env.work_dir + "/clients.log";
-    ASSIGN_OR_RETURN(CommandOutput run,
-                     RunCommand(BM_BENCH_PYTHON,
-                                {BM_BENCH_PYTHON_SCRIPT, "--path", BM_BENCH_PYTHON_PATH, task.dump()},
-                                log, std::chrono::minutes(15)));
+    ASSIGN_OR_RETURN(CommandOutput run, RunCommand(BM_BENCH_PYTHON,
+                                                   {BM_BENCH_PYTHON_SCRIPT, "--path",
+                                                    BM_BENCH_PYTHON_PATH, task.dump()},
+                                                   log, std::chrono::minutes(15)));
     Json result = Json::parse(run.out, nullptr, /*allow_exceptions=*/false);
     if (run.exit_code != 0 || result.is_discarded() || !result.value("ok", false)) {
-      return InternalError("python task failed (exit " + std::to_string(run.exit_code) +
-                           ") (see " + log + ")");
+      return InternalError("python task failed (exit " + std::to_string(run.exit_code) + ") (see " +
+                           log + ")");
     }
     return result;
   }
@@ -525,11 +525,11 @@ void PythonClient(Runner& runner, BlockmgrCluster& cluster) {
     double get_target;
     double put_target;
   };
-  for (const Shape& shape : {Shape{"64 MiB", 64u << 20, 4, 70, 0.9, 0.9},
-                             Shape{"1 MiB", 1u << 20, 64, 73, 0.8, 0.0}}) {
-    const Json task{{"task", "bm_transfer"}, {"master", cluster.master_endpoint()},
-                    {"size", shape.size}, {"ids", shape.ids}, {"level", "MEMORY_ONLY"},
-                    {"min_ops", 20}};
+  for (const Shape& shape :
+       {Shape{"64 MiB", 64u << 20, 4, 70, 0.9, 0.9}, Shape{"1 MiB", 1u << 20, 64, 73, 0.8, 0.0}}) {
+    const Json task{{"task", "bm_transfer"},  {"master", cluster.master_endpoint()},
+                    {"size", shape.size},     {"ids", shape.ids},
+                    {"level", "MEMORY_ONLY"}, {"min_ops", 20}};
     std::vector<Result<Json>> results = Interleaved(
         runner.config(),
         {[&] { return runner.PythonClient(With(task, "rdd", shape.rdd)); },
@@ -543,8 +543,8 @@ void PythonClient(Runner& runner, BlockmgrCluster& cluster) {
     runner.Add("7. Python " + size + " get, memory", "GB/s", py_get, "C++ Client::Get",
                figure(1, "get_bytes_per_s", "C++ Get"), shape.get_target);
     runner.Add("7. Python " + size + " get, memory", "GB/s", py_get,
-               "C++ Client::GetTo, bytes counted in place", figure(2, "get_bytes_per_s", "C++ GetTo"),
-               std::nullopt, Better::kHigher,
+               "C++ Client::GetTo, bytes counted in place",
+               figure(2, "get_bytes_per_s", "C++ GetTo"), std::nullopt, Better::kHigher,
                "informative: the Python get also copies the block out of the received frames "
                "into one buffer the caller keeps");
     const std::optional<double> target =

@@ -28,7 +28,8 @@ class PyBufferChunk final : public Chunk {
 };
 
 [[noreturn]] void NotABuffer(const py::handle& data, const char* what) {
-  throw py::type_error(std::string(what) + " must be a bytes-like object (bytes, bytearray, "
+  throw py::type_error(std::string(what) +
+                       " must be a bytes-like object (bytes, bytearray, "
                        "memoryview, a NumPy array), not '" +
                        std::string(py::str(py::type::handle_of(data).attr("__name__"))) + "'");
 }
@@ -89,21 +90,25 @@ place, without a copy; they keep the Buffer alive. ``bytes(buf)`` makes a copy.
       })
       .def("__len__", &BlockBuffer::size)
       .def_property_readonly("nbytes", &BlockBuffer::size, "The block's size in bytes.")
-      .def("__bytes__", [](const BlockBuffer& buffer) {
-        return py::bytes(reinterpret_cast<const char*>(buffer.bytes().data()), buffer.size());
-      }, "A copy of the bytes.")
-      .def("__eq__", [](const BlockBuffer& buffer, const py::object& other) -> py::object {
-        Py_buffer view;
-        if (PyObject_GetBuffer(other.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) {
-          PyErr_Clear();
-          return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-        }
-        const bool same = static_cast<size_t>(view.len) == buffer.size() &&
-                          (buffer.size() == 0 ||
-                           std::memcmp(view.buf, buffer.bytes().data(), buffer.size()) == 0);
-        PyBuffer_Release(&view);
-        return py::bool_(same);
-      })
+      .def(
+          "__bytes__",
+          [](const BlockBuffer& buffer) {
+            return py::bytes(reinterpret_cast<const char*>(buffer.bytes().data()), buffer.size());
+          },
+          "A copy of the bytes.")
+      .def("__eq__",
+           [](const BlockBuffer& buffer, const py::object& other) -> py::object {
+             Py_buffer view;
+             if (PyObject_GetBuffer(other.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) {
+               PyErr_Clear();
+               return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+             }
+             const bool same = static_cast<size_t>(view.len) == buffer.size() &&
+                               (buffer.size() == 0 ||
+                                std::memcmp(view.buf, buffer.bytes().data(), buffer.size()) == 0);
+             PyBuffer_Release(&view);
+             return py::bool_(same);
+           })
       .def("__repr__", [](const BlockBuffer& buffer) {
         return "<blockmgr.Buffer of " + std::to_string(buffer.size()) + " bytes>";
       });
@@ -130,8 +135,10 @@ BlockData BorrowBytes(const py::handle& data) {
   BlockData block;
   Py_buffer view;
   if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_C_CONTIGUOUS) == 0) {
-    if (view.len > 0) block.Append(std::make_shared<PyBufferChunk>(view));
-    else PyBuffer_Release(&view);
+    if (view.len > 0)
+      block.Append(std::make_shared<PyBufferChunk>(view));
+    else
+      PyBuffer_Release(&view);
     return block;
   }
   PyErr_Clear();
@@ -156,7 +163,8 @@ std::vector<std::byte> GatherBytes(const py::handle& result) {
   }
   std::vector<std::byte> out;
   out.reserve(total);
-  for (const auto& bytes : held) out.insert(out.end(), bytes->bytes().begin(), bytes->bytes().end());
+  for (const auto& bytes : held)
+    out.insert(out.end(), bytes->bytes().begin(), bytes->bytes().end());
   return out;
 }
 

@@ -65,16 +65,17 @@ void RegisterExceptions(py::module_& module) {
                                  "The master or the workers did not answer in time: retry later.",
                                  PyExc_ConnectionError);
   classes.out_of_space = Subclass(module, "OutOfSpace", "No worker has room for the block.");
-  classes.permission_denied = Subclass(module, "PermissionDenied",
-                                       "The cluster refused the call for this client's role.",
-                                       PyExc_PermissionError);
-  classes.invalid_argument = Subclass(module, "InvalidArgument",
-                                      "The call itself was wrong (a bad id, level or address).",
-                                      PyExc_ValueError);
-  classes.aborted = Subclass(module, "Aborted",
-                             "Lost a race (the block kept being replaced while read): retry.");
+  classes.permission_denied =
+      Subclass(module, "PermissionDenied", "The cluster refused the call for this client's role.",
+               PyExc_PermissionError);
+  classes.invalid_argument =
+      Subclass(module, "InvalidArgument", "The call itself was wrong (a bad id, level or address).",
+               PyExc_ValueError);
+  classes.aborted =
+      Subclass(module, "Aborted", "Lost a race (the block kept being replaced while read): retry.");
   classes.too_large = Subclass(module, "TooLarge", "Over a protocol or configured limit.");
-  classes.unknown_worker = Subclass(module, "UnknownWorker", "The master does not know the worker.");
+  classes.unknown_worker =
+      Subclass(module, "UnknownWorker", "The master does not know the worker.");
   classes.internal = Subclass(module, "InternalError", "An unexpected failure (a bug): report it.");
 }
 

@@ -49,7 +49,8 @@ StorageLevel ToLevel(const std::string& level) {
 }
 
 milliseconds ToMillis(double seconds, const char* what) {
-  if (!(seconds > 0)) throw py::value_error(std::string(what) + " must be a positive number of seconds");
+  if (!(seconds > 0))
+    throw py::value_error(std::string(what) + " must be a positive number of seconds");
   return milliseconds(static_cast<int64_t>(seconds * 1000.0 + 0.5));
 }
 
@@ -64,7 +65,8 @@ bool IsRetriable(StatusCode code) {
 // before it waits for its turn and for the network.
 class PyClient {
  public:
-  explicit PyClient(ClientOptions options) : client_(std::make_unique<Client>(std::move(options))) {}
+  explicit PyClient(ClientOptions options)
+      : client_(std::make_unique<Client>(std::move(options))) {}
   // Closing a client stops its ZeroMQ context, whose I/O threads may need the GIL to release
   // the buffers of a put they still hold (buffers.h): it must not wait with the GIL held.
   ~PyClient() { Close(); }
@@ -208,15 +210,16 @@ void RegisterResultTypes(py::module_& m) {
   py::class_<PutResult>(m, "PutResult", "Where a put stored the block.")
       .def_readonly("worker_id", &PutResult::worker_id, "The worker holding the first copy.")
       .def_readonly("address", &PutResult::address)
-      .def_property_readonly("tier", [](const PutResult& r) { return TierString(r.tier); },
-                             "'memory' or 'disk'.")
+      .def_property_readonly(
+          "tier", [](const PutResult& r) { return TierString(r.tier); }, "'memory' or 'disk'.")
       .def_readonly("size", &PutResult::size)
       .def_readonly("replicas", &PutResult::replicas, "Every worker holding a copy, first first.")
       .def_readonly("copies_wanted", &PutResult::copies_wanted)
       .def("__repr__", [](const PutResult& r) {
         return "PutResult(worker_id='" + r.worker_id + "', tier='" + TierString(r.tier) +
-               "', size=" + std::to_string(r.size) + ", copies=" +
-               std::to_string(r.replicas.size()) + "/" + std::to_string(r.copies_wanted) + ")";
+               "', size=" + std::to_string(r.size) +
+               ", copies=" + std::to_string(r.replicas.size()) + "/" +
+               std::to_string(r.copies_wanted) + ")";
       });
 
   py::class_<WorkerInfo>(m, "WorkerInfo", "A live worker as the master last heard of it.")
@@ -233,8 +236,8 @@ void RegisterResultTypes(py::module_& m) {
       .def_readonly("rack", &WorkerInfo::rack)
       .def_readonly("state", &WorkerInfo::state, "'active', 'unconfirmed' or 'decommissioning'.")
       .def("__repr__", [](const WorkerInfo& w) {
-        return "WorkerInfo(id='" + w.id + "', address='" + w.address + "', blocks=" +
-               std::to_string(w.block_count) + ", state='" + w.state + "')";
+        return "WorkerInfo(id='" + w.id + "', address='" + w.address +
+               "', blocks=" + std::to_string(w.block_count) + ", state='" + w.state + "')";
       });
 
   py::class_<BlockLocation>(m, "BlockLocation", "One copy of a block.")
@@ -253,8 +256,8 @@ void RegisterResultTypes(py::module_& m) {
       .def_property_readonly("level", [](const BlockLocations& b) { return LevelString(b.level); })
       .def_readonly("locations", &BlockLocations::locations, "Memory copies first.")
       .def("__repr__", [](const BlockLocations& b) {
-        return "BlockLocations(block='" + b.block.ToString() + "', level='" +
-               LevelString(b.level) + "', copies=" + std::to_string(b.locations.size()) + ")";
+        return "BlockLocations(block='" + b.block.ToString() + "', level='" + LevelString(b.level) +
+               "', copies=" + std::to_string(b.locations.size()) + ")";
       });
 
   py::class_<RddInfo>(m, "RddInfo", "A cached RDD, summed over its blocks.")
@@ -267,9 +270,9 @@ void RegisterResultTypes(py::module_& m) {
       .def_readonly("disk_bytes", &RddInfo::disk_bytes)
       .def_readonly("workers", &RddInfo::workers)
       .def("__repr__", [](const RddInfo& r) {
-        return "RddInfo(rdd_id=" + std::to_string(r.rdd_id) + ", name='" + r.name + "', cached=" +
-               std::to_string(r.cached_partitions) + "/" + std::to_string(r.total_partitions) +
-               ")";
+        return "RddInfo(rdd_id=" + std::to_string(r.rdd_id) + ", name='" + r.name +
+               "', cached=" + std::to_string(r.cached_partitions) + "/" +
+               std::to_string(r.total_partitions) + ")";
       });
 
   py::class_<CacheCounters>(m, "CacheCounters", "What a client's get_or_compute calls did.")
@@ -282,8 +285,8 @@ void RegisterResultTypes(py::module_& m) {
       .def_readonly("bytes_fetched", &CacheCounters::bytes_fetched)
       .def_readonly("store_failures", &CacheCounters::store_failures)
       .def("__repr__", [](const CacheCounters& c) {
-        return "CacheCounters(hits=" + std::to_string(c.hits()) + ", misses=" +
-               std::to_string(c.misses) + ", computes=" + std::to_string(c.computes) +
+        return "CacheCounters(hits=" + std::to_string(c.hits()) +
+               ", misses=" + std::to_string(c.misses) + ", computes=" + std::to_string(c.computes) +
                ", waits=" + std::to_string(c.waits) + ")";
       });
 }
@@ -328,8 +331,8 @@ holder_name: names this client in leases; default "<hostname>:<pid>".
 local_hosts: host names that count as this machine's; default detected.
 )doc")
       .def("put", &PyClient::Put, py::arg("id"), py::arg("data"),
-           py::arg("level") = "MEMORY_AND_DISK", py::kw_only(),
-           py::arg("worker") = py::none(), py::arg("replication") = 0, R"doc(
+           py::arg("level") = "MEMORY_AND_DISK", py::kw_only(), py::arg("worker") = py::none(),
+           py::arg("replication") = 0, R"doc(
 Stores ``data`` (bytes, bytearray, memoryview, a NumPy array: any C-contiguous buffer, sent
 without a copy) as block ``id`` at ``level``, replacing an earlier block of that id. Returns a
 PutResult once every copy is stored. ``worker`` places it on that worker; ``replication``
@@ -352,58 +355,81 @@ exactly one runs its ``fn`` and the others wait for its result. ``fn`` runs with
 while this client keeps renewing its lease; an exception from it is re-raised here (and the
 next waiter computes instead).
 )doc")
-      .def("locations", [](PyClient& self, const py::iterable& ids) {
-             std::vector<BlockId> blocks = ToBlockIds(ids);
-             auto result = self.Run([&](Client& c) { return c.Locations(blocks); });
-             ThrowIfError(result.status());
-             return *result;
-           }, py::arg("ids"), "Where each block is stored, one BlockLocations per id.")
-      .def("workers", [](PyClient& self) {
-             auto result = self.Run([](Client& c) { return c.Workers(); });
-             ThrowIfError(result.status());
-             return *result;
-           }, "The live workers, sorted by id.")
-      .def("rdds", [](PyClient& self) {
-             auto result = self.Run([](Client& c) { return c.Rdds(); });
-             ThrowIfError(result.status());
-             return *result;
-           }, "The cached RDDs, sorted by id.")
-      .def("blocks", [](PyClient& self, std::optional<uint64_t> rdd) {
-             auto result = self.Run([&](Client& c) { return c.Blocks(rdd); });
-             ThrowIfError(result.status());
-             return *result;
-           }, py::arg("rdd") = py::none(), "Every known block, or those of RDD ``rdd``.")
-      .def("remove", [](PyClient& self, const py::iterable& ids) {
-             std::vector<BlockId> blocks = ToBlockIds(ids);
-             auto result = self.Run([&](Client& c) { return c.Remove(blocks); });
-             ThrowIfError(result.status());
-             return *result;
-           }, py::arg("ids"), "Removes the blocks wherever they are; returns how many existed.")
-      .def("remove_rdd", [](PyClient& self, uint64_t rdd) {
-             auto result = self.Run([&](Client& c) { return c.RemoveRdd(rdd); });
-             ThrowIfError(result.status());
-             return *result;
-           }, py::arg("rdd_id"), "Removes every block of the RDD; returns how many there were.")
-      .def("register_rdd", [](PyClient& self, uint64_t rdd, const std::string& name,
-                              const std::string& level, uint64_t partitions) {
-             const StorageLevel storage_level = ToLevel(level);
-             Status status = self.Run([&](Client& c) {
-               return c.RegisterRdd(rdd, name, storage_level, partitions);
-             });
-             ThrowIfError(status);
-           }, py::arg("rdd_id"), py::arg("name"), py::arg("level") = "MEMORY_AND_DISK",
-           py::arg("partitions") = 0, R"doc(
+      .def(
+          "locations",
+          [](PyClient& self, const py::iterable& ids) {
+            std::vector<BlockId> blocks = ToBlockIds(ids);
+            auto result = self.Run([&](Client& c) { return c.Locations(blocks); });
+            ThrowIfError(result.status());
+            return *result;
+          },
+          py::arg("ids"), "Where each block is stored, one BlockLocations per id.")
+      .def(
+          "workers",
+          [](PyClient& self) {
+            auto result = self.Run([](Client& c) { return c.Workers(); });
+            ThrowIfError(result.status());
+            return *result;
+          },
+          "The live workers, sorted by id.")
+      .def(
+          "rdds",
+          [](PyClient& self) {
+            auto result = self.Run([](Client& c) { return c.Rdds(); });
+            ThrowIfError(result.status());
+            return *result;
+          },
+          "The cached RDDs, sorted by id.")
+      .def(
+          "blocks",
+          [](PyClient& self, std::optional<uint64_t> rdd) {
+            auto result = self.Run([&](Client& c) { return c.Blocks(rdd); });
+            ThrowIfError(result.status());
+            return *result;
+          },
+          py::arg("rdd") = py::none(), "Every known block, or those of RDD ``rdd``.")
+      .def(
+          "remove",
+          [](PyClient& self, const py::iterable& ids) {
+            std::vector<BlockId> blocks = ToBlockIds(ids);
+            auto result = self.Run([&](Client& c) { return c.Remove(blocks); });
+            ThrowIfError(result.status());
+            return *result;
+          },
+          py::arg("ids"), "Removes the blocks wherever they are; returns how many existed.")
+      .def(
+          "remove_rdd",
+          [](PyClient& self, uint64_t rdd) {
+            auto result = self.Run([&](Client& c) { return c.RemoveRdd(rdd); });
+            ThrowIfError(result.status());
+            return *result;
+          },
+          py::arg("rdd_id"), "Removes every block of the RDD; returns how many there were.")
+      .def(
+          "register_rdd",
+          [](PyClient& self, uint64_t rdd, const std::string& name, const std::string& level,
+             uint64_t partitions) {
+            const StorageLevel storage_level = ToLevel(level);
+            Status status = self.Run(
+                [&](Client& c) { return c.RegisterRdd(rdd, name, storage_level, partitions); });
+            ThrowIfError(status);
+          },
+          py::arg("rdd_id"), py::arg("name"), py::arg("level") = "MEMORY_AND_DISK",
+          py::arg("partitions") = 0, R"doc(
 Describes RDD ``rdd_id`` to the master (name, level, partition count) for ``bmctl rdds``.
 )doc")
-      .def("ping", [](PyClient& self) {
-             ThrowIfError(self.Run([](Client& c) { return c.PingMaster(); }));
-           }, "Returns when the master answers; raises Unavailable after the timeout.")
-      .def_property_readonly("counters", [](PyClient& self) {
-             return self.Run([](Client& c) { return c.counters(); });
-           }, "What this client's get_or_compute calls did so far.")
-      .def("take_counters", [](PyClient& self) {
-             return self.Run([](Client& c) { return c.TakeCounters(); });
-           }, "Returns the counters and starts them again from zero.")
+      .def(
+          "ping",
+          [](PyClient& self) { ThrowIfError(self.Run([](Client& c) { return c.PingMaster(); })); },
+          "Returns when the master answers; raises Unavailable after the timeout.")
+      .def_property_readonly(
+          "counters",
+          [](PyClient& self) { return self.Run([](Client& c) { return c.counters(); }); },
+          "What this client's get_or_compute calls did so far.")
+      .def(
+          "take_counters",
+          [](PyClient& self) { return self.Run([](Client& c) { return c.TakeCounters(); }); },
+          "Returns the counters and starts them again from zero.")
       .def("close", &PyClient::Close, "Closes the connections; later calls raise Error.")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyClient& self, py::args) { self.Close(); });
