@@ -53,7 +53,15 @@ def dumps(value: Any) -> List[Any]:
     """``value`` as a list of bytes-like parts whose concatenation is the stored block; the
     out-of-band buffers are the objects' own memory, not copies."""
     buffers: List[pickle.PickleBuffer] = []
-    body = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+    try:
+        body = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        # Values holding lambdas or local classes: cloudpickle (which Dask uses for tasks)
+        # writes a pickle that plain pickle.loads reads back.
+        import cloudpickle
+
+        buffers = []
+        body = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
     raws = [b.raw() for b in buffers]
     header = struct.pack(
         "<4sIQ%dQ" % len(raws), _MAGIC, len(raws), len(body), *[r.nbytes for r in raws]

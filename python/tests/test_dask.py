@@ -71,6 +71,12 @@ def test_stored_partitions_are_read_as_views_of_the_block():
         blockmgr.dask.loads(b"not a partition")
 
 
+def test_partitions_plain_pickle_cannot_write_are_stored_with_cloudpickle():
+    value = [lambda x: x * 3, np.ones(10)]
+    loaded = blockmgr.dask.loads(b"".join(bytes(p) for p in blockmgr.dask.dumps(value)))
+    assert loaded[0](2) == 6 and np.array_equal(loaded[1], value[1])
+
+
 DRIVER = textwrap.dedent("""
     import os, sys, time
     import distributed
