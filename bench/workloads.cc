@@ -52,6 +52,28 @@ class Runner {
     return result;
   }
 
+  // Runs `task` in bench/python_transfer.py (the blockmgr Python module) under Debian's
+  // python3; its figures, or why not.
+  Result<Json> PythonClient(Json task) {
+    task["seconds"] = config_.seconds;
+    if (!std::filesystem::exists(BM_BENCH_PYTHON) ||
+        !std::filesystem::exists(std::string(BM_BENCH_PYTHON_PATH) + "/blockmgr/__init__.py")) {
+      return UnavailableError(std::string("the blockmgr Python module is not built for ") +
+                              BM_BENCH_PYTHON + " (needs pybind11-dev and python3-dev)");
+    }
+    const std::string log = config_.env.work_dir + "/clients.log";
+    ASSIGN_OR_RETURN(CommandOutput run, RunCommand(BM_BENCH_PYTHON,
+                                                   {BM_BENCH_PYTHON_SCRIPT, "--path",
+                                                    BM_BENCH_PYTHON_PATH, task.dump()},
+                                                   log, std::chrono::minutes(15)));
+    Json result = Json::parse(run.out, nullptr, /*allow_exceptions=*/false);
+    if (run.exit_code != 0 || result.is_discarded() || !result.value("ok", false)) {
+      return InternalError("python task failed (exit " + std::to_string(run.exit_code) + ") (see " +
+                           log + ")");
+    }
+    return result;
+  }
+
   // The figure `key` of a task result scaled by 1/unit, or nothing (and a note) when the task
   // failed.
   std::optional<double> Figure(const Result<Json>& result, const std::string& key, double unit,
@@ -487,6 +509,51 @@ void BigBlock(Runner& runner) {
              256.0, 1.0, Better::kLower);
 }
 
+// ---- workload 7: the Python client ----
+
+// blockmgr's Python module against the C++ client it wraps, same blocks, same cluster, taking
+// turns. A Python get hands the caller the whole block (a Buffer), so it is compared with
+// Client::Get; the C++ rows of workloads 1-2 count the bytes where they were received
+// (GetTo), which is shown beside it, informative.
+void PythonClient(Runner& runner, BlockmgrCluster& cluster) {
+  Progress("7: the Python client (64 MiB and 1 MiB blocks, against the C++ client)");
+  struct Shape {
+    const char* name;
+    uint64_t size;
+    int ids;
+    uint64_t rdd;  // the first of three: Python, C++ whole gets, C++ counted gets
+    double get_target;
+    double put_target;
+  };
+  for (const Shape& shape :
+       {Shape{"64 MiB", 64u << 20, 4, 70, 0.9, 0.9}, Shape{"1 MiB", 1u << 20, 64, 73, 0.8, 0.0}}) {
+    const Json task{{"task", "bm_transfer"},  {"master", cluster.master_endpoint()},
+                    {"size", shape.size},     {"ids", shape.ids},
+                    {"level", "MEMORY_ONLY"}, {"min_ops", 20}};
+    std::vector<Result<Json>> results = Interleaved(
+        runner.config(),
+        {[&] { return runner.PythonClient(With(task, "rdd", shape.rdd)); },
+         [&] { return runner.Client(With(With(task, "rdd", shape.rdd + 1), "get_api", "whole")); },
+         [&] { return runner.Client(With(task, "rdd", shape.rdd + 2)); }});
+    const std::string size = shape.name;
+    auto figure = [&](size_t i, const char* key, const std::string& what) {
+      return runner.Figure(results[i], key, kGB, what + " " + size);
+    };
+    const std::optional<double> py_get = figure(0, "get_bytes_per_s", "python");
+    runner.Add("7. Python " + size + " get, memory", "GB/s", py_get, "C++ Client::Get",
+               figure(1, "get_bytes_per_s", "C++ Get"), shape.get_target);
+    runner.Add("7. Python " + size + " get, memory", "GB/s", py_get,
+               "C++ Client::GetTo, bytes counted in place",
+               figure(2, "get_bytes_per_s", "C++ GetTo"), std::nullopt, Better::kHigher,
+               "informative: the Python get also copies the block out of the received frames "
+               "into one buffer the caller keeps");
+    const std::optional<double> target =
+        shape.put_target > 0 ? std::optional(shape.put_target) : std::nullopt;
+    runner.Add("7. Python " + size + " put, memory", "GB/s", figure(0, "put_bytes_per_s", "python"),
+               "C++ Client::Put", figure(2, "put_bytes_per_s", "C++ Put"), target);
+  }
+}
+
 }  // namespace
 
 Report RunBenchmark(const BenchConfig& config) {
@@ -499,7 +566,7 @@ Report RunBenchmark(const BenchConfig& config) {
   if (selected(0) || selected(1)) memcpy = MeasureMemcpy(runner);
   if (selected(0)) runner.Add("0. machine", "memcpy GB/s", memcpy, "none", std::nullopt);
 
-  if (selected(1) || selected(2) || selected(3) || selected(4)) {
+  if (selected(1) || selected(2) || selected(3) || selected(4) || selected(7)) {
     Result<std::unique_ptr<BlockmgrCluster>> cluster =
         BlockmgrCluster::Start(config.env, {.name = "main", .workers = 1, .worker_memory = "1GiB"});
     if (!cluster.ok()) {
@@ -509,6 +576,7 @@ Report RunBenchmark(const BenchConfig& config) {
       if (selected(2)) MediumBlocks(runner, **cluster);
       if (selected(3)) SmallGets(runner, **cluster);
       if (selected(4)) DiskBlocks(runner, **cluster);
+      if (selected(7)) PythonClient(runner, **cluster);
     }
   }
   if (selected(5)) MasterLoad(runner);
