@@ -46,36 +46,30 @@ std::vector<std::string> ConfigKeys(const std::string& text) {
   return keys;
 }
 
-// Builds the packages once for every test of the suite (cpack takes a while).
+// The packages come from the DebPackageBuild test (cpack -G DEB into BM_TEST_PACKAGES_DIR),
+// which ctest runs first; each test unpacks what it needs into a directory of its own.
 class DebPackageTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    if (FindTool({"/usr/bin/dpkg-deb"}).empty()) return;
-    dir_ = new TempDir();
-    cpack_ = new CommandResult(RunCommand(
-        BM_CPACK_COMMAND,
-        {"-G", "DEB", "--config", std::string(BM_BUILD_DIR) + "/CPackConfig.cmake", "-B",
-         dir_->Sub("out")},
-        "", std::chrono::seconds(600)));
-  }
+  static void SetUpTestSuite() { dir_ = new TempDir(); }
   static void TearDownTestSuite() {
-    delete cpack_;
     delete dir_;
-    cpack_ = nullptr;
     dir_ = nullptr;
   }
   void SetUp() override {
-    if (dir_ == nullptr) GTEST_SKIP() << "dpkg-deb is not installed (not a Debian machine)";
-    ASSERT_EQ(cpack_->exit_code, 0) << Describe(*cpack_);
+    if (FindTool({"/usr/bin/dpkg-deb"}).empty()) {
+      GTEST_SKIP() << "dpkg-deb is not installed (not a Debian machine)";
+    }
+    ASSERT_TRUE(fs::exists(kPackages))
+        << kPackages << " is missing: run the DebPackageBuild test first (ctest does)";
   }
 
   // The .deb whose package name is `name`.
   static std::string Package(const std::string& name) {
-    for (const fs::directory_entry& e : fs::directory_iterator(dir_->Sub("out"))) {
+    for (const fs::directory_entry& e : fs::directory_iterator(kPackages)) {
       const std::string file = e.path().filename().string();
       if (file.starts_with(name + "_") && file.ends_with(".deb")) return e.path().string();
     }
-    ADD_FAILURE() << "no package " << name << " in " << dir_->Sub("out");
+    ADD_FAILURE() << "no package " << name << " in " << kPackages;
     return "";
   }
   static std::string Contents(const std::string& name) {
@@ -100,12 +94,11 @@ class DebPackageTest : public ::testing::Test {
     return root;
   }
 
+  static inline const std::string kPackages = BM_TEST_PACKAGES_DIR;
   static TempDir* dir_;
-  static CommandResult* cpack_;
 };
 
 TempDir* DebPackageTest::dir_ = nullptr;
-CommandResult* DebPackageTest::cpack_ = nullptr;
 
 TEST_F(DebPackageTest, ServerPackageHasBinariesUnitsAndConfig) {
   const std::string files = Contents("blockmgr");
@@ -152,6 +145,14 @@ TEST_F(DebPackageTest, LibraryAndDevPackagesSplitRuntimeFromHeaders) {
   }
   EXPECT_NE(Field("libblockmgr-client-dev", "Depends").find("libblockmgr-client0"),
             std::string::npos);
+  // Packages linking the library depend on it through its shlibs; ldconfig runs on install.
+  const std::string control = dir_->Sub("lib-control");
+  CommandResult extracted =
+      RunCommand("/usr/bin/dpkg-deb", {"-e", Package("libblockmgr-client0"), control});
+  ASSERT_EQ(extracted.exit_code, 0) << Describe(extracted);
+  EXPECT_NE(ReadAll(control + "/shlibs").find("libblockmgr_client 0 libblockmgr-client0"),
+            std::string::npos);
+  EXPECT_NE(ReadAll(control + "/postinst").find("ldconfig"), std::string::npos);
 }
 
 TEST_F(DebPackageTest, UnitsStartPackagedBinariesWithFlagsTheyAccept) {
