@@ -10,7 +10,9 @@ ctest --output-on-failure -j"$(nproc)" --timeout 600 || status=$?
 # Tests that skipped because this machine lacks something (a tool, root for namespaces): why.
 if grep -q ': Skipped$' Testing/Temporary/LastTest.log 2>/dev/null; then
   echo "run.sh: skipped tests, and why:"
-  grep -A1 ': Skipped$' Testing/Temporary/LastTest.log | grep -v -e '^--$' -e ': Skipped$' |
-    sort -u | sed 's/^/  /'
+  awk '/: Skipped$/ { getline reason }
+       /^\[  SKIPPED \] / && reason != "" {
+         sub(/^\[  SKIPPED \] /, ""); sub(/ \(.*$/, ""); print "  " $0 ": " reason; reason = ""
+       }' Testing/Temporary/LastTest.log | sort -u
 fi
 exit "$status"
