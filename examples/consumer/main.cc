@@ -50,15 +50,13 @@ int main(int argc, char** argv) {
         client.GetOrCompute(block, bm::StorageLevel::kMemoryAndDisk, compute);
     if (!partition.ok()) return Fail("GetOrCompute " + block.ToString(), partition.status());
     if (partition.value() != ComputeSquares()) {
-      std::fprintf(stderr, "blockmgr-consumer: %s came back different\n",
-                   block.ToString().c_str());
+      std::fprintf(stderr, "blockmgr-consumer: %s came back different\n", block.ToString().c_str());
       return 1;
     }
   }
   const bm::CacheCounters& counters = client.counters();
   std::printf("block %s: computed %d time(s), %llu hit(s), %llu miss(es)\n",
-              block.ToString().c_str(), computed,
-              static_cast<unsigned long long>(counters.hits()),
+              block.ToString().c_str(), computed, static_cast<unsigned long long>(counters.hits()),
               static_cast<unsigned long long>(counters.misses));
   return computed == 1 && counters.hits() == 1 ? 0 : 1;
 }

@@ -1,6 +1,7 @@
 #include "tests/multihost/host_network.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -8,8 +9,6 @@
 #include <cstring>
 #include <filesystem>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "tests/support/process.h"
 
@@ -34,13 +33,15 @@ Result<std::unique_ptr<HostNetwork>> HostNetwork::Create(int hosts) {
   // The watchdog: once this process is gone, however it went, remove what is left.
   std::string script = "trap '' INT TERM HUP; tail --pid=" + tag + " -f /dev/null; ";
   for (const std::string& ns : net->namespaces_) {
-    script += "for p in $(" + net->ip_ + " netns pids " + ns + " 2>/dev/null); do kill -9 $p; done; " +
-              net->ip_ + " netns del " + ns + " 2>/dev/null; ";
+    script += "for p in $(" + net->ip_ + " netns pids " + ns +
+              " 2>/dev/null); do kill -9 $p; done; " + net->ip_ + " netns del " + ns +
+              " 2>/dev/null; ";
   }
   script += net->ip_ + " link del " + net->bridge_ + " 2>/dev/null; exit 0";
   // setsid -f: in a session of its own, so a Ctrl-C to the test's process group or a kill of
   // the test's process tree leaves it running.
-  Process watchdog = Process::Start("/usr/bin/setsid", {"-f", "/bin/sh", "-c", script}, "/dev/null");
+  Process watchdog =
+      Process::Start("/usr/bin/setsid", {"-f", "/bin/sh", "-c", script}, "/dev/null");
   if (watchdog.Wait(std::chrono::seconds(10)) != 0) {
     return UnavailableError("cannot start the cleanup watchdog (setsid)");
   }
@@ -79,9 +80,7 @@ void HostNetwork::TearDown() {
   if (!bridge_.empty()) RunCommand(ip_, {"link", "del", bridge_});
 }
 
-std::string HostNetwork::address(int host) const {
-  return "10.213.1." + std::to_string(10 + host);
-}
+std::string HostNetwork::address(int host) const { return "10.213.1." + std::to_string(10 + host); }
 
 Status HostNetwork::SetLinkUp(int host, bool up) {
   return Ip({"link", "set", host_links_[host], up ? "up" : "down"});

@@ -44,14 +44,15 @@ class MultiHostTest : public ::testing::Test {
     master_address_ = "tcp://" + net_->address(kMasterHost) + ":7077";
     auto [ip, args] = net_->InHost(kMasterHost, BinaryPath("bm-master"),
                                    {"--listen", master_address_, "--heartbeat-timeout", "2"});
-    processes_.push_back(std::make_unique<Process>(Process::Start(ip, args, dir_.Sub("master.log"))));
+    processes_.push_back(
+        std::make_unique<Process>(Process::Start(ip, args, dir_.Sub("master.log"))));
     for (int host = kFirstWorkerHost; host < kFirstWorkerHost + kWorkers; ++host) {
       const std::string address = "tcp://" + net_->address(host) + ":7078";
-      auto [wip, wargs] = net_->InHost(
-          host, BinaryPath("bm-worker"),
-          {"--master", master_address_, "--listen", address, "--advertise", address, "--id",
-           WorkerId(host), "--host", "host-" + std::to_string(host), "--memory", "64MiB",
-           "--disk-dir", dir_.Sub(WorkerId(host))});
+      auto [wip, wargs] =
+          net_->InHost(host, BinaryPath("bm-worker"),
+                       {"--master", master_address_, "--listen", address, "--advertise", address,
+                        "--id", WorkerId(host), "--host", "host-" + std::to_string(host),
+                        "--memory", "64MiB", "--disk-dir", dir_.Sub(WorkerId(host))});
       processes_.push_back(
           std::make_unique<Process>(Process::Start(wip, wargs, dir_.Sub(WorkerId(host) + ".log"))));
     }
@@ -86,7 +87,8 @@ class MultiHostTest : public ::testing::Test {
     return out;
   }
 
-  bool WaitForWorkers(const std::set<std::string>& ids, std::chrono::milliseconds timeout = seconds(30)) {
+  bool WaitForWorkers(const std::set<std::string>& ids,
+                      std::chrono::milliseconds timeout = seconds(30)) {
     return WaitFor(
         [&] {
           std::set<std::string> listed;
@@ -140,7 +142,8 @@ class MultiHostTest : public ::testing::Test {
       for (int p = 0; p < count; ++p) {
         const BlockId id = BlockId::Rdd(rdd, p);
         // Sizes from a few bytes to several 1 MiB pieces, so some puts stream in pieces.
-        std::vector<std::byte> bytes = RandomByteVector(size_t(1) << (4 + 3 * p % 19), rdd * 100 + p);
+        std::vector<std::byte> bytes =
+            RandomByteVector(size_t(1) << (4 + 3 * p % 19), rdd * 100 + p);
         Result<PutResult> put = client.Put(id, bytes, level);
         ASSERT_TRUE(put.ok()) << id.ToString() << ": " << put.status().ToString();
         EXPECT_EQ(put.value().replicas.size(), put.value().copies_wanted) << id.ToString();

@@ -104,9 +104,8 @@ TEST_F(DebPackageTest, ServerPackageHasBinariesUnitsAndConfig) {
   const std::string files = Contents("blockmgr");
   for (const char* path :
        {"./usr/bin/bm-master", "./usr/bin/bm-worker", "./usr/bin/bmctl",
-        "./usr/lib/systemd/system/bm-master.service",
-        "./usr/lib/systemd/system/bm-worker@.service", "./etc/blockmgr/master.toml",
-        "./etc/blockmgr/worker.toml"}) {
+        "./usr/lib/systemd/system/bm-master.service", "./usr/lib/systemd/system/bm-worker@.service",
+        "./etc/blockmgr/master.toml", "./etc/blockmgr/worker.toml"}) {
     EXPECT_NE(files.find(std::string(path) + "\n"), std::string::npos) << path << "\n" << files;
   }
   EXPECT_EQ(files.find("include/"), std::string::npos) << files;
@@ -160,8 +159,7 @@ TEST_F(DebPackageTest, UnitsStartPackagedBinariesWithFlagsTheyAccept) {
   for (const char* unit : {"bm-master.service", "bm-worker@.service"}) {
     const std::string text = ReadAll(root + "/usr/lib/systemd/system/" + unit);
     std::smatch exec;
-    ASSERT_TRUE(std::regex_search(text, exec, std::regex(R"(\nExecStart=(\S+)([^\n]*))")))
-        << unit;
+    ASSERT_TRUE(std::regex_search(text, exec, std::regex(R"(\nExecStart=(\S+)([^\n]*))"))) << unit;
     const std::string binary = exec[1];
     ASSERT_TRUE(binary.starts_with("/usr/bin/")) << binary;
     ASSERT_TRUE(fs::exists(root + binary)) << binary;
@@ -175,8 +173,8 @@ TEST_F(DebPackageTest, UnitsStartPackagedBinariesWithFlagsTheyAccept) {
     }
   }
   // Every key of the shipped config files is a flag of its binary.
-  for (const auto& [file, binary] : {std::pair{"master.toml", "bm-master"},
-                                     std::pair{"worker.toml", "bm-worker"}}) {
+  for (const auto& [file, binary] :
+       {std::pair{"master.toml", "bm-master"}, std::pair{"worker.toml", "bm-worker"}}) {
     CommandResult help = RunCommand(root + "/usr/bin/" + binary, {"--help"});
     const std::vector<std::string> keys = ConfigKeys(ReadAll(root + "/etc/blockmgr/" + file));
     EXPECT_GE(keys.size(), 3u) << file;
@@ -191,13 +189,12 @@ TEST_F(DebPackageTest, UnitsStartPackagedBinariesWithFlagsTheyAccept) {
 TEST_F(DebPackageTest, PackagedMasterRunsFromPackagedConfig) {
   const std::string root = UnpackedRoot();
   const std::string endpoint = LoopbackEndpoint(FreeLoopbackPort());
-  Process master = Process::Start(
-      root + "/usr/bin/bm-master",
-      {"--config", root + "/etc/blockmgr/master.toml", "--listen", endpoint, "--state-dir",
-       dir_->Sub("master-state")},
-      dir_->Sub("master.log"));
-  Client client(ClientOptions{.master_address = endpoint,
-                              .request_timeout = std::chrono::milliseconds(300)});
+  Process master = Process::Start(root + "/usr/bin/bm-master",
+                                  {"--config", root + "/etc/blockmgr/master.toml", "--listen",
+                                   endpoint, "--state-dir", dir_->Sub("master-state")},
+                                  dir_->Sub("master.log"));
+  Client client(
+      ClientOptions{.master_address = endpoint, .request_timeout = std::chrono::milliseconds(300)});
   EXPECT_TRUE(WaitFor([&] { return client.PingMaster().ok(); }, std::chrono::seconds(10)))
       << ReadAll(dir_->Sub("master.log"));
 }
@@ -213,9 +210,9 @@ TEST_F(DebPackageTest, UnitsPassSystemdAnalyzeVerify) {
   std::vector<std::string> args = {"verify", "--man=no"};
   for (const auto& [unit, as] : {std::pair{"bm-master.service", "bm-master.service"},
                                  std::pair{"bm-worker@.service", "bm-worker@test.service"}}) {
-    const std::string text = std::regex_replace(
-        ReadAll(root + "/usr/lib/systemd/system/" + unit), std::regex("ExecStart=/usr/bin/"),
-        "ExecStart=" + root + "/usr/bin/");
+    const std::string text =
+        std::regex_replace(ReadAll(root + "/usr/lib/systemd/system/" + unit),
+                           std::regex("ExecStart=/usr/bin/"), "ExecStart=" + root + "/usr/bin/");
     std::ofstream(units + "/" + as) << text;
     args.push_back(units + "/" + as);
   }

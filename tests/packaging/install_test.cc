@@ -85,10 +85,11 @@ TEST_F(InstallTest, PublicHeadersAreSelfContained) {
 
 TEST_F(InstallTest, ConsumerProjectBuildsAgainstThePrefixAndCachesAPartition) {
   const std::string build = dir_.Sub("consumer-build");
-  CommandResult configured = RunCommand(
-      BM_CMAKE_COMMAND, {"-S", std::string(BM_SOURCE_DIR) + "/examples/consumer", "-B", build,
-                         "-DCMAKE_PREFIX_PATH=" + prefix(), "-DCMAKE_CXX_COMPILER=" BM_CXX_COMPILER},
-      "", std::chrono::seconds(300));
+  CommandResult configured =
+      RunCommand(BM_CMAKE_COMMAND,
+                 {"-S", std::string(BM_SOURCE_DIR) + "/examples/consumer", "-B", build,
+                  "-DCMAKE_PREFIX_PATH=" + prefix(), "-DCMAKE_CXX_COMPILER=" BM_CXX_COMPILER},
+                 "", std::chrono::seconds(300));
   ASSERT_EQ(configured.exit_code, 0) << Describe(configured);
   CommandResult built =
       RunCommand(BM_CMAKE_COMMAND, {"--build", build}, "", std::chrono::seconds(300));
@@ -133,10 +134,10 @@ int main() {
                               " --cflags --libs blockmgr");
   ASSERT_EQ(flags.exit_code, 0) << Describe(flags);
   EXPECT_NE(flags.out.find("-lblockmgr_client"), std::string::npos) << flags.out;
-  CommandResult compiled = Shell(std::string(BM_CXX_COMPILER) + " -std=c++20 " + source + " -o " +
-                                 program + " $(PKG_CONFIG_PATH=" + prefix() + "/lib/pkgconfig " +
-                                 pkg_config + " --cflags --libs blockmgr) -Wl,-rpath," + prefix() +
-                                 "/lib");
+  CommandResult compiled =
+      Shell(std::string(BM_CXX_COMPILER) + " -std=c++20 " + source + " -o " + program +
+            " $(PKG_CONFIG_PATH=" + prefix() + "/lib/pkgconfig " + pkg_config +
+            " --cflags --libs blockmgr) -Wl,-rpath," + prefix() + "/lib");
   ASSERT_EQ(compiled.exit_code, 0) << Describe(compiled);
   CommandResult ran = RunCommand(program, {});
   ASSERT_EQ(ran.exit_code, 0) << Describe(ran);

@@ -44,7 +44,8 @@ std::string Help(const std::string& binary, const std::vector<std::string>& subc
 
 TEST(K8sManifestTest, ManifestsPassYamllint) {
   const std::string yamllint = FindTool({"/usr/bin/yamllint"});
-  if (yamllint.empty()) GTEST_SKIP() << "yamllint is not installed (deploy/install-deps.sh installs it)";
+  if (yamllint.empty())
+    GTEST_SKIP() << "yamllint is not installed (deploy/install-deps.sh installs it)";
   std::vector<std::string> args = {"--strict", "-d",
                                    "{extends: default, rules: {line-length: {max: 100}}}"};
   const std::vector<std::string> files = ManifestFiles();
@@ -89,7 +90,8 @@ TEST(K8sManifestTest, FlagsAndVariablesExistInTheBinaries) {
         const bool known = listed.find(name + " ") != std::string::npos ||
                            listed.find(name + ",") != std::string::npos ||
                            listed.find(name + "\n") != std::string::npos ||
-                           (binary == "bmctl decommission" && help.at("bmctl").find(name + " ") != std::string::npos);
+                           (binary == "bmctl decommission" &&
+                            help.at("bmctl").find(name + " ") != std::string::npos);
         EXPECT_TRUE(known) << file << ": " << binary << " has no " << name;
         ++checked;
       }

@@ -16,8 +16,8 @@ using std::chrono::seconds;
 
 // Whether a master answers at `endpoint` (within a short deadline, polling).
 bool MasterAnswers(const std::string& endpoint) {
-  Client client(ClientOptions{.master_address = endpoint,
-                              .request_timeout = std::chrono::milliseconds(300)});
+  Client client(
+      ClientOptions{.master_address = endpoint, .request_timeout = std::chrono::milliseconds(300)});
   return WaitFor([&] { return client.PingMaster().ok(); }, seconds(10));
 }
 
@@ -43,8 +43,8 @@ TEST_F(ServerConfigTest, MasterTakesEveryFlagFromTheFile) {
   const std::string endpoint = LoopbackEndpoint(FreeLoopbackPort());
   const std::string config =
       WriteFile("master.toml", "# a comment\nlisten = \"" + endpoint +
-                                   "\"\nheartbeat-timeout = 3\nstate-dir = \"" +
-                                   dir_.Sub("state") + "\"\nlog-level = \"debug\"\n");
+                                   "\"\nheartbeat-timeout = 3\nstate-dir = \"" + dir_.Sub("state") +
+                                   "\"\nlog-level = \"debug\"\n");
   Process master = StartMaster({}, {"--config", config});
   EXPECT_TRUE(MasterAnswers(endpoint));
   EXPECT_TRUE(std::filesystem::exists(dir_.Sub("state")));  // state-dir came from the file
@@ -71,7 +71,8 @@ TEST_F(ServerConfigTest, CommandLineWinsOverFileAndFileOverEnvironment) {
 }
 
 TEST_F(ServerConfigTest, UnknownKeyOrMissingFileIsAClearError) {
-  const std::string config = WriteFile("master.toml", "listen = \"tcp://127.0.0.1:1\"\nlisen = 2\n");
+  const std::string config =
+      WriteFile("master.toml", "listen = \"tcp://127.0.0.1:1\"\nlisen = 2\n");
   CommandResult typo = RunCommand(BinaryPath("bm-master"), {"--config", config});
   EXPECT_EQ(typo.exit_code, 2) << Describe(typo);
   EXPECT_NE((typo.out + typo.err).find("lisen"), std::string::npos) << Describe(typo);
