@@ -10,7 +10,7 @@ packages=(
   libgtest-dev libgmock-dev
   libcli11-dev libspdlog-dev nlohmann-json3-dev
   libbenchmark-dev libhiredis-dev libmemcached-dev
-  yamllint dpkg-dev iproute2
+  yamllint dpkg-dev file iproute2
 )
 
 missing=()
