@@ -88,7 +88,8 @@ TEST_F(InstallTest, ConsumerProjectBuildsAgainstThePrefixAndCachesAPartition) {
   CommandResult configured =
       RunCommand(BM_CMAKE_COMMAND,
                  {"-S", std::string(BM_SOURCE_DIR) + "/examples/consumer", "-B", build,
-                  "-DCMAKE_PREFIX_PATH=" + prefix(), "-DCMAKE_CXX_COMPILER=" BM_CXX_COMPILER},
+                  "-DCMAKE_PREFIX_PATH=" + prefix(), "-DCMAKE_CXX_FLAGS=" BM_CONSUMER_FLAGS,
+                  "-DCMAKE_CXX_COMPILER=" BM_CXX_COMPILER},
                  "", std::chrono::seconds(300));
   ASSERT_EQ(configured.exit_code, 0) << Describe(configured);
   CommandResult built =
@@ -135,8 +136,8 @@ int main() {
   ASSERT_EQ(flags.exit_code, 0) << Describe(flags);
   EXPECT_NE(flags.out.find("-lblockmgr_client"), std::string::npos) << flags.out;
   CommandResult compiled =
-      Shell(std::string(BM_CXX_COMPILER) + " -std=c++20 " + source + " -o " + program +
-            " $(PKG_CONFIG_PATH=" + prefix() + "/lib/pkgconfig " + pkg_config +
+      Shell(std::string(BM_CXX_COMPILER) + " -std=c++20 " BM_CONSUMER_FLAGS " " + source + " -o " +
+            program + " $(PKG_CONFIG_PATH=" + prefix() + "/lib/pkgconfig " + pkg_config +
             " --cflags --libs blockmgr) -Wl,-rpath," + prefix() + "/lib");
   ASSERT_EQ(compiled.exit_code, 0) << Describe(compiled);
   CommandResult ran = RunCommand(program, {});
