@@ -430,6 +430,9 @@ Result<PutResult> Client::Impl::PutOnce(const BlockId& id, PieceSource& source, 
     order = SpreadReplicas(sites, {}, wanted);
   }
 
+  // Every copy this put stores carries one version token, so the master sees them as one
+  // version and lets that version replace any other (PROTOCOL.md, "One version per block id").
+  const UploadVersion version{NewVersionToken(), /*replica=*/false};
   std::vector<Result<PutResult>> stored;
   Status last;
   size_t next = 0;
@@ -441,7 +444,7 @@ Result<PutResult> Client::Impl::PutOnce(const BlockId& id, PieceSource& source, 
     while (batch.size() < wanted - stored.size() && next < order.size()) {
       batch.push_back(&candidates[order[next++]]);
     }
-    for (Result<PutResult>& put : Upload(batch, id, source, level)) {
+    for (Result<PutResult>& put : Upload(batch, id, source, level, version)) {
       if (put.ok()) {
         stored.push_back(std::move(put));
         continue;
@@ -475,9 +478,15 @@ Result<PutResult> Client::Impl::PutOnce(const BlockId& id, PieceSource& source, 
   return result;
 }
 
+uint64_t Client::Impl::NewVersionToken() {
+  uint64_t token = 0;
+  while (token == 0) token = upload_ids_();
+  return token;
+}
+
 std::vector<Result<PutResult>> Client::Impl::Upload(const std::vector<const WorkerInfo*>& targets,
                                               const BlockId& id, PieceSource& source,
-                                              StorageLevel level) {
+                                              StorageLevel level, const UploadVersion& version) {
   // Each piece goes to every target still in the upload, one after the other; the pieces'
   // chunks are shared, not copied, between the targets' messages.
   struct Target {
@@ -526,6 +535,8 @@ std::vector<Result<PutResult>> Client::Impl::Upload(const std::vector<const Work
       put.setOffset(offset);
       put.setLast(last);
       put.setUploadId(target.upload_id);
+      put.setVersion(version.token);
+      put.setReplica(version.replica);
       std::vector<zmq::message_t> payload;
       payload.reserve(chunks->size());
       for (const ChunkPtr& chunk : *chunks) payload.push_back(MessageFromChunk(chunk));
@@ -576,6 +587,7 @@ Result<uint32_t> Client::Impl::CopyBlock(const BlockId& id, const std::string& s
   size_t frame = 0;
   uint64_t fetched = 0, total = 0;
   std::optional<uint64_t> generation;
+  uint64_t version = 0;
   auto fetch = [&]() -> Status {
     capnp::MallocMessageBuilder message;
     proto::GetBlock::Builder get = message.initRoot<proto::Request>().initGetBlock();
@@ -590,6 +602,7 @@ Result<uint32_t> Client::Impl::CopyBlock(const BlockId& id, const std::string& s
       length = r.getGet().getLength();
       reply_generation = r.getGet().getGeneration();
       reply_total = r.getGet().getTotalSize();
+      version = r.getGet().getVersion();
       return Status::Ok();
     }));
     if (generation && (reply_generation != *generation || reply_total != total)) {
@@ -619,7 +632,9 @@ Result<uint32_t> Client::Impl::CopyBlock(const BlockId& id, const std::string& s
   for (const WorkerInfo& target : targets) pointers.push_back(&target);
   uint32_t copies = 0;
   Status last;
-  for (Result<PutResult>& put : Upload(pointers, id, source, level)) {
+  // The copies keep the source's version: they are more copies of it, not a new put (a source
+  // from before versions has none, and the targets then pick one).
+  for (Result<PutResult>& put : Upload(pointers, id, source, level, {version, /*replica=*/true})) {
     if (put.ok()) {
       ++copies;
     } else {

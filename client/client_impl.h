@@ -109,9 +109,16 @@ class Client::Impl {
   Result<std::vector<WorkerInfo>> PlacementWorkers(bool fresh, bool* from_cache);
   // Counts a stored copy into the kept worker list, so the next placements see it.
   void CountPlacedCopy(const std::string& worker_id, Tier tier, uint64_t size);
+  // The version an upload stores (PutBlock.version / replica in schema/messages.capnp).
+  struct UploadVersion {
+    uint64_t token = 0;
+    bool replica = false;  // a copy of an existing version, not a new put
+  };
+  uint64_t NewVersionToken();
   // Streams the block to every target, piece by piece; one result per target, in order.
   std::vector<Result<PutResult>> Upload(const std::vector<const WorkerInfo*>& targets,
-                                        const BlockId& id, PieceSource& source, StorageLevel level);
+                                        const BlockId& id, PieceSource& source,
+                                        StorageLevel level, const UploadVersion& version);
   // Reads the block from its locations into `sink`: `known` when given (the master's answer
   // of a moment ago), else those the master lists; local workers first. `reset` (may be empty)
   // discards what the sink received so the read can start over; without it only a read that

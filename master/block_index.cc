@@ -80,7 +80,7 @@ bool BlockIndex::Entry::Remove(Slot worker) {
 // ---- BlockIndex ----
 
 BlockIndex::BlockIndex() {
-  static_assert(sizeof(Entry) <= 24, "keep a block's entry small: the index holds millions");
+  static_assert(sizeof(Entry) <= 32, "keep a block's entry small: the index holds millions");
 }
 
 BlockIndex::~BlockIndex() = default;
@@ -159,24 +159,72 @@ void BlockIndex::EraseEntry(const BlockId& id) {
   --block_count_;
 }
 
-void BlockIndex::Apply(std::string_view worker_id, const BlockChange& change) {
+ApplyResult BlockIndex::Apply(std::string_view worker_id, const BlockChange& change) {
+  ApplyResult result;
   if (change.removed) {
     std::optional<Slot> slot = SlotOf(worker_id);
-    if (!slot) return;
+    if (!slot) return result;
     Entry* entry = FindEntry(change.id);
-    if (entry == nullptr || !entry->Remove(*slot)) return;
+    // A removal of another version than the current one (a stale copy) changes nothing.
+    if (entry == nullptr || (change.version != 0 && entry->version() != 0 &&
+                             change.version != entry->version())) {
+      return result;
+    }
+    if (!entry->Remove(*slot)) return result;
     ReleaseLocation(*slot);
-    if (entry->count() == 0) EraseEntry(change.id);
-    return;
+    if (entry->count() == 0) {
+      history_.Lost(change.id, entry->version());
+      EraseEntry(change.id);
+    }
+    return result;
+  }
+  Entry* current = FindEntry(change.id);
+  if (history_.IsStale(change.id, change.version, change.fresh, current != nullptr)) {
+    result.recorded = false;
+    return result;
+  }
+  if (current != nullptr && current->version() != change.version && current->version() != 0) {
+    if (!change.fresh) {
+      result.recorded = false;  // a copy of a version other than the current one
+      return result;
+    }
+    // A new put replaces the current version: its copies elsewhere go.
+    const std::optional<Slot> own = SlotOf(worker_id);
+    for (size_t i = current->count(); i-- > 0;) {
+      const Entry::Location location = current->at(i);
+      if (own && location.worker == *own) continue;
+      result.replaced.push_back(
+          RetiredCopy{slot_names_[location.worker], change.id, current->version()});
+    }
+    history_.Retire(change.id, current->version());
+    for (const RetiredCopy& copy : result.replaced) {
+      const Slot slot = *SlotOf(copy.worker_id);
+      BM_CHECK(current->Remove(slot));
+      ReleaseLocation(slot);
+    }
   }
   const Slot slot = Intern(worker_id);
   Entry& entry = FindOrAddEntry(change.id);
   entry.set_level(change.level);
+  entry.set_version(change.version);
   if (entry.Set(slot, change.tier, change.size)) {
     ++slot_locations_[slot];
   } else {
     FreeSlotIfUnused(slot);  // not recorded (the block is at kMaxLocations): no new location
   }
+  return result;
+}
+
+void BlockIndex::RetireVersions(std::span<const BlockId> ids) {
+  for (const BlockId& id : ids) {
+    if (const Entry* entry = FindEntry(id)) history_.Retire(id, entry->version());
+  }
+}
+
+std::optional<uint64_t> BlockIndex::VersionOf(const BlockId& id) const {
+  const Entry* entry = FindEntry(id);
+  if (entry == nullptr) return std::nullopt;
+  return entry->version();
 }
 
 size_t BlockIndex::RemoveWorker(std::string_view worker_id) {
@@ -187,22 +235,28 @@ size_t BlockIndex::RemoveWorker(std::string_view worker_id) {
   // TODO(perf): a full scan (stopping once all the worker's locations are found). Drops are
   // rare, and a per-worker list of blocks would cost more memory per block than the index.
   // Idempotent (U64HashMap may show an entry twice): true when the entry is to go.
-  auto drop = [&](uint64_t, Entry& entry) {
+  // A block whose last copy goes is remembered with its version (VersionHistory::Lost).
+  auto drop = [&](const BlockId& id, Entry& entry) {
     if (!entry.Remove(*slot)) return false;
     ++removed;
     if (entry.count() > 0) return false;
+    history_.Lost(id, entry.version());
     --block_count_;
     return true;
   };
   auto more = [&] { return removed < held; };
   rdds_.UpdateAndEraseIf(
-      [&](uint64_t, PartitionMap& partitions) {
-        partitions.UpdateAndEraseIf(drop, more);
+      [&](uint64_t rdd_id, PartitionMap& partitions) {
+        partitions.UpdateAndEraseIf(
+            [&](uint64_t partition, Entry& entry) {
+              return drop(BlockId::Rdd(rdd_id, partition), entry);
+            },
+            more);
         return partitions.empty();
       },
       more);
   for (auto it = others_.begin(); it != others_.end() && removed < held;) {
-    it = drop(0, it->second) ? others_.erase(it) : std::next(it);
+    it = drop(it->first, it->second) ? others_.erase(it) : std::next(it);
   }
   BM_CHECK(removed == held);
   slot_locations_[*slot] = 0;

@@ -16,6 +16,7 @@
 #include "common/storage_level.h"
 #include "common/tier.h"
 #include "master/u64_hash_map.h"
+#include "master/version_history.h"
 
 namespace bm {
 
@@ -43,13 +44,34 @@ struct LocationRef {
   uint64_t size;
 };
 
-// One change a worker reported: the block is now held as (level, tier, size), or it is gone.
+// One change a worker reported: the block is now held as (level, tier, size, version), or it
+// is gone.
 struct BlockChange {
   BlockId id;
   bool removed = false;
   StorageLevel level = StorageLevel::kMemoryOnly;
   Tier tier = Tier::kMemory;
   uint64_t size = 0;
+  uint64_t version = 0;  // the writer's token (BlockStatus.version); 0 = unknown
+  bool fresh = false;    // a put just committed it: it replaces every other version
+};
+
+// A copy the index no longer lists because its version was replaced (or is stale): its worker
+// must be told to remove that version.
+struct RetiredCopy {
+  std::string worker_id;
+  BlockId id;
+  uint64_t version;
+};
+
+// What Apply() did with a change.
+struct ApplyResult {
+  // False when the change was a copy of a version that is no longer current (stale): it was
+  // not recorded, and the worker that reported it should remove it.
+  bool recorded = true;
+  // A fresh version replaced the current one: the copies of the old version, dropped from the
+  // index, whose workers must remove them.
+  std::vector<RetiredCopy> replaced;
 };
 
 // The cached partitions of one RDD, summed over its blocks' locations.
@@ -64,16 +86,21 @@ struct RddSummary {
   bool operator==(const RddSummary&) const = default;
 };
 
-// Where every block is: for each block its storage level and the workers holding it (with tier
-// and size). Invariant: a block is tracked exactly while at least one worker holds it; the
-// last removed location erases it.
+// Where every block is: for each block its storage level, its current version and the workers
+// holding it (with tier and size). Invariant: a block is tracked exactly while at least one
+// worker holds it; the last removed location erases it.
+//
+// One version per block id (PROTOCOL.md, "One version per block id"): every location of a
+// block holds its current version. A fresh put of another version replaces it (the old copies
+// are dropped and returned to the caller to remove); a copy of any other version that is not a
+// fresh put is refused as stale, as is a copy of a version retired earlier (VersionHistory).
 //
 // Sorted results are in BlockId order (kind, then numerically: rdd_1_2 before rdd_1_10).
 //
 // Memory: the index is sized for millions of blocks. Workers are interned to small slot
 // numbers, a block's first location is stored inline (more copies go to a small heap array),
 // and RDD blocks are keyed by partition under their RDD in a flat table (U64HashMap), so one
-// RDD block costs about 50 bytes and a lookup about one cache miss; another block costs about
+// RDD block costs about 58 bytes and a lookup about one cache miss; another block costs about
 // 90. Queries that list or summarise sort or scan on demand rather than keeping extra
 // per-block indexes.
 //
@@ -86,8 +113,14 @@ class BlockIndex {
   BlockIndex& operator=(const BlockIndex&) = delete;
 
   // Records a worker's change. A stored block sets (or replaces) that worker's location and the
-  // block's level; a removal drops the worker's location, and the block with its last one.
-  void Apply(std::string_view worker_id, const BlockChange& change);
+  // block's level, after the version rules above; a removal drops the worker's location, and
+  // the block with its last one.
+  ApplyResult Apply(std::string_view worker_id, const BlockChange& change);
+  // The current version of every id in `ids` that is tracked is retired (a user removal): no
+  // copy of it is accepted again, while a new put of the id is.
+  void RetireVersions(std::span<const BlockId> ids);
+  // The block's current version; nullopt when not tracked.
+  std::optional<uint64_t> VersionOf(const BlockId& id) const;
 
   // Drops every location on the worker (it was dropped or re-registered). Returns how many
   // locations went.
@@ -122,7 +155,7 @@ class BlockIndex {
  private:
   using Slot = uint32_t;
 
-  // One block: its level and locations, in 24 bytes. The first location lives inline; further
+  // One block: its level, version and locations, in 32 bytes. The first location lives inline; further
   // copies (rare: replicas, or the same id put on several workers) live in an exact-size heap
   // array. At most one location per worker, and at most kMaxLocations in all (more are not
   // recorded).
@@ -140,6 +173,8 @@ class BlockIndex {
     Location at(size_t i) const;
     StorageLevel level() const { return static_cast<StorageLevel>(level_); }
     void set_level(StorageLevel level) { level_ = static_cast<uint8_t>(level); }
+    uint64_t version() const { return version_; }
+    void set_version(uint64_t version) { version_ = version; }
     // Sets the worker's location. Returns true if the worker had none before (and one was
     // added: false also when kMaxLocations is reached and the location was not recorded).
     bool Set(Slot worker, Tier tier, uint64_t size);
@@ -148,6 +183,7 @@ class BlockIndex {
 
    private:
     uint64_t first_size_ = 0;
+    uint64_t version_ = 0;
     Slot first_worker_ = 0;
     uint8_t first_tier_ = 0;
     uint8_t level_ = 0;
@@ -186,6 +222,12 @@ class BlockIndex {
     size_t operator()(std::string_view name) const { return std::hash<std::string_view>{}(name); }
   };
   std::unordered_map<std::string, Slot, NameHash, std::equal_to<>> slots_;
+  // Versions retired or lost, so their copies are not taken back (bounded; see its comment).
+  VersionHistory history_{kRememberedRetiredIds};
+
+ public:
+  // How many block ids VersionHistory remembers (~100 bytes each).
+  static constexpr size_t kRememberedRetiredIds = 1 << 18;
 };
 
 }  // namespace bm

@@ -32,7 +32,8 @@ namespace {
 // text form ("rdd_7_12"): as short as a binary form for typical ids, and readable in ldb.
 //
 // A location value is 1 byte (bit 0 tier, bits 1-3 level, bits 4-7 zero) and the size as a
-// varint (1-10 bytes): 4 bytes for a 1 MiB block.
+// varint (1-10 bytes): 4 bytes for a 1 MiB block; then the block's version (BlockChange::version)
+// as 8 bytes big-endian, absent when 0 (and in journals written before versions).
 constexpr std::string_view kFormatKey = "f";
 constexpr char kFormatVersion = 1;
 constexpr std::string_view kWorkerPrefix = "w";
@@ -99,6 +100,7 @@ std::string EncodeLocation(const BlockChange& change) {
   out.push_back(static_cast<char>((change.tier == Tier::kDisk ? 1 : 0) |
                                   (static_cast<int>(change.level) << 1)));
   PutVarint(out, change.size);
+  if (change.version != 0) PutBigEndian(out, change.version);
   return out;
 }
 
@@ -109,8 +111,9 @@ std::optional<BlockChange> DecodeLocation(const BlockId& id, std::string_view va
   const int level = (head >> 1) & 0x7;
   if ((head >> 4) != 0 || level >= kLevelCount) return std::nullopt;
   std::optional<uint64_t> size = GetVarint(value);
-  if (!size || !value.empty()) return std::nullopt;
+  if (!size || (!value.empty() && value.size() != 8)) return std::nullopt;
   BlockChange change{id};
+  if (!value.empty()) change.version = GetBigEndian(value);
   change.tier = (head & 1) ? Tier::kDisk : Tier::kMemory;
   change.level = static_cast<StorageLevel>(level);
   change.size = *size;

@@ -46,6 +46,11 @@ constexpr Duration kCopyTimeout = std::chrono::seconds(120);
 // Block ids per removeBlocks message to a worker, so a big RDD's removal stays far below the
 // header size limit.
 constexpr size_t kRemoveBatch = 10000;
+// How long the acknowledgement of a report whose fresh put replaced copies on other workers
+// waits for those workers to confirm they removed them. Below the worker's wait for the
+// acknowledgement (2 s), so that the put returns after the old copies are gone whenever their
+// workers answer at all.
+constexpr Duration kReplaceWait = std::chrono::milliseconds(1500);
 // Messages read from one socket before the loop looks at the others again.
 constexpr int kMaxMessagesPerWake = 256;
 // 256 KiB: the replies of lookups batched up to ~2000 ids.
@@ -65,13 +70,16 @@ Result<std::string> DecodeName(capnp::Text::Reader text, const char* what, size_
   return std::string(text.cStr(), text.size());
 }
 
-Result<BlockChange> DecodeBlockStatus(proto::BlockStatus::Reader status, bool removed) {
+Result<BlockChange> DecodeBlockStatus(proto::BlockStatus::Reader status, bool removed,
+                                      bool fresh = false) {
   ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(status.getBlockId()));
   BlockChange change{id};
   change.removed = removed;
   change.level = FromProto(status.getLevel());
   change.tier = FromProto(status.getTier());
   change.size = status.getSize();
+  change.version = status.getVersion();
+  change.fresh = fresh && !removed;
   return change;
 }
 
@@ -153,6 +161,9 @@ class MasterServer::Loop {
     TimePoint deadline;
     size_t outstanding = 0;  // worker requests not answered yet
     std::unordered_set<BlockId> confirmed;
+    // Not a client's removal: a worker's report whose fresh puts replaced other copies, answered
+    // `ok` once those are removed (or at the deadline).
+    bool acknowledges_report = false;
   };
   // An acquireCompute the leases keep waiting, by waiter id.
   struct ParkedAcquire {
@@ -171,6 +182,7 @@ class MasterServer::Loop {
     uint64_t op_id;
     std::string worker_id;
     std::vector<BlockId> blocks;
+    std::vector<uint64_t> versions;  // empty, or the version removed of each block
   };
 
   std::chrono::milliseconds NextTimeout() const;
@@ -183,7 +195,8 @@ class MasterServer::Loop {
                   proto::Reply::Builder reply, bool* deferred);
   Status HandleRegister(proto::RegisterWorker::Reader request, proto::Reply::Builder reply);
   Status HandleHeartbeat(proto::Heartbeat::Reader request, proto::Reply::Builder reply);
-  Status HandleReportBlocks(proto::ReportBlocks::Reader request, proto::Reply::Builder reply);
+  Status HandleReportBlocks(proto::ReportBlocks::Reader request, const zmq::message_t& client,
+                            uint64_t request_id, proto::Reply::Builder reply, bool* deferred);
   Status HandleGetLocations(proto::GetLocations::Reader request, proto::Reply::Builder reply);
   void HandleListWorkers(proto::Reply::Builder reply);
   Status HandleListBlocks(proto::ListBlocks::Reader request, proto::Reply::Builder reply);
@@ -213,6 +226,20 @@ class MasterServer::Loop {
   // memory (which stays the truth while it runs; workers re-register after a restart anyway).
   void Journaled(const Status& written);
   void StartRemove(const zmq::message_t& client, uint64_t request_id, std::vector<BlockId> ids);
+  // Applies a worker's changes to the index under the version rules (BlockIndex::Apply),
+  // journals what was recorded, and tells workers to remove the copies that were refused as
+  // stale or replaced by a fresh put. Returns the copies replaced on other workers.
+  std::vector<RetiredCopy> ApplyChanges(const std::string& worker_id,
+                                        std::vector<BlockChange>& changes);
+  // Sends removeBlocks for exactly these versions to their workers. With `op` the requests
+  // count towards that pending operation; without, nobody waits for them.
+  void RemoveCopies(const std::vector<RetiredCopy>& copies, PendingRemove* op, uint64_t op_id);
+  // Copies beyond their block's level (a worker came back after its blocks were copied
+  // elsewhere): removes the extra ones, keeping memory copies and copies on distinct racks and
+  // hosts first.
+  void TrimExtraCopies(const std::vector<BlockId>& ids);
+  // Journals the removal of these copies (already dropped from the index).
+  void JournalRemovals(const std::vector<RetiredCopy>& copies);
   void HandleWorkerReply(const std::string& worker_id, IncomingMessage& message);
   // Marks a worker request answered; replies to its operation if that was the last.
   void FinishWorkerRequest(uint64_t op_id);
@@ -444,7 +471,8 @@ Status MasterServer::Loop::Dispatch(proto::Request::Reader request, const zmq::m
     case proto::Request::HEARTBEAT:
       return HandleHeartbeat(request.getHeartbeat(), reply);
     case proto::Request::REPORT_BLOCKS:
-      return HandleReportBlocks(request.getReportBlocks(), reply);
+      return HandleReportBlocks(request.getReportBlocks(), client, request.getId(), reply,
+                                deferred);
     case proto::Request::GET_LOCATIONS:
       return HandleGetLocations(request.getGetLocations(), reply);
     case proto::Request::LIST_WORKERS:
@@ -504,28 +532,59 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
   ASSIGN_OR_RETURN(std::string host, DecodeLabel(request.getHost(), "host label"));
   ASSIGN_OR_RETURN(std::string rack, DecodeLabel(request.getRack(), "rack label"));
   const WorkerStats stats = FromProto(request.getStats());
+  std::unordered_set<BlockId> fresh_ids;
+  for (capnp::Text::Reader text : request.getFreshBlocks()) {
+    ASSIGN_OR_RETURN(BlockId fresh, ParseWireBlockId(text));
+    fresh_ids.insert(fresh);
+  }
   std::vector<BlockChange> blocks;
   blocks.reserve(request.getBlocks().size());
   for (proto::BlockStatus::Reader block : request.getBlocks()) {
     ASSIGN_OR_RETURN(BlockChange change, DecodeBlockStatus(block, /*removed=*/false));
+    change.fresh = fresh_ids.contains(change.id);
     blocks.push_back(change);
   }
   ASSIGN_OR_RETURN(zmq::socket_t link, ConnectWorker(address));
 
   const bool known = registry_.Contains(id);
-  // The journal's registration record replaces the old locations in the same batch.
   if (known) ForgetWorker(id);
+  registry_.Register(id, address, stats, WorkerLabels{host, rack});
+  links_.insert_or_assign(id, std::move(link));
+  // What it holds is taken under the version rules: copies of versions replaced or removed
+  // while it was away are refused and removed from it.
+  std::vector<BlockChange> recorded;
+  std::vector<RetiredCopy> to_remove;
+  std::vector<RetiredCopy> replaced;
+  for (const BlockChange& change : blocks) {
+    ApplyResult applied = index_.Apply(id, change);
+    if (!applied.recorded) {
+      to_remove.push_back(RetiredCopy{id, change.id, change.version});
+      continue;
+    }
+    recorded.push_back(change);
+    replaced.insert(replaced.end(), applied.replaced.begin(), applied.replaced.end());
+  }
+  // The journal's registration record replaces the old locations in the same batch.
   if (journal_) {
     Journaled(journal_->RecordRegistration(
-        JournaledWorker{.id = id, .address = address, .host = host, .rack = rack}, blocks));
+        JournaledWorker{.id = id, .address = address, .host = host, .rack = rack}, recorded));
   }
-  registry_.Register(id, address, stats, WorkerLabels{std::move(host), std::move(rack)});
-  links_.insert_or_assign(id, std::move(link));
-  for (const BlockChange& change : blocks) index_.Apply(id, change);
-  BlocksStored(blocks);
+  JournalRemovals(replaced);
+  if (!to_remove.empty()) {
+    spdlog::info("worker {} holds {} blocks in versions replaced or removed while it was away; "
+                 "removing them",
+                 id, to_remove.size());
+  }
+  to_remove.insert(to_remove.end(), replaced.begin(), replaced.end());
+  RemoveCopies(to_remove, nullptr, 0);
+  BlocksStored(recorded);
+  std::vector<BlockId> recorded_ids;
+  recorded_ids.reserve(recorded.size());
+  for (const BlockChange& change : recorded) recorded_ids.push_back(change.id);
+  TrimExtraCopies(recorded_ids);
   spdlog::info("worker {} {} at {} holding {} blocks ({} workers, {} blocks known)", id,
-               known ? "re-registered" : "registered", address, blocks.size(), registry_.size(),
-               index_.block_count());
+               known ? "re-registered" : "registered", address, recorded.size(),
+               registry_.size(), index_.block_count());
 
   const Duration interval = std::max(options_.heartbeat_timeout / 4, kMinHeartbeatInterval);
   reply.initRegistered().setHeartbeatIntervalMs(
@@ -543,22 +602,143 @@ Status MasterServer::Loop::HandleHeartbeat(proto::Heartbeat::Reader request,
 }
 
 Status MasterServer::Loop::HandleReportBlocks(proto::ReportBlocks::Reader request,
-                                              proto::Reply::Builder reply) {
+                                              const zmq::message_t& client, uint64_t request_id,
+                                              proto::Reply::Builder reply, bool* deferred) {
   capnp::Text::Reader id_text = request.getWorkerId();
   const std::string id(id_text.cStr(), id_text.size());
   std::vector<BlockChange> changes;
   changes.reserve(request.getUpdates().size());
   for (proto::BlockUpdate::Reader update : request.getUpdates()) {
-    ASSIGN_OR_RETURN(BlockChange change,
-                     DecodeBlockStatus(update.getStatus(), update.getRemoved()));
+    ASSIGN_OR_RETURN(BlockChange change, DecodeBlockStatus(update.getStatus(), update.getRemoved(),
+                                                           update.getFresh()));
     changes.push_back(change);
   }
   RETURN_IF_ERROR(registry_.Touch(id, FromProto(request.getStats())));
-  for (const BlockChange& change : changes) index_.Apply(id, change);
-  if (journal_) Journaled(journal_->RecordChanges(id, changes));
+  std::vector<RetiredCopy> replaced = ApplyChanges(id, changes);
   BlocksStored(changes);
-  reply.setOk();
+  // Copies landing from re-replication may meet a copy that came back meanwhile.
+  std::vector<BlockId> copies;
+  for (const BlockChange& change : changes) {
+    if (!change.removed && !change.fresh) copies.push_back(change.id);
+  }
+  TrimExtraCopies(copies);
+  if (replaced.empty()) {
+    reply.setOk();
+    return Status::Ok();
+  }
+  // A put replaced copies on other workers: the report is acknowledged (and so the put
+  // answered) once they confirm the old copies are gone, so that no reader who knows where
+  // the old copies were can read one after the put returned (PROTOCOL.md).
+  *deferred = true;
+  const uint64_t op_id = next_op_id_++;
+  PendingRemove op;
+  op.client = zmq::message_t(client.data(), client.size());
+  op.request_id = request_id;
+  op.deadline = clock_.Now() + std::min<Duration>(kReplaceWait, options_.remove_timeout);
+  op.acknowledges_report = true;
+  RemoveCopies(replaced, &op, op_id);
+  if (op.outstanding == 0) {
+    ReplyRemoved(op);
+    return Status::Ok();
+  }
+  pending_.emplace(op_id, std::move(op));
   return Status::Ok();
+}
+
+std::vector<RetiredCopy> MasterServer::Loop::ApplyChanges(const std::string& worker_id,
+                                                          std::vector<BlockChange>& changes) {
+  std::vector<BlockChange> recorded;
+  recorded.reserve(changes.size());
+  std::vector<RetiredCopy> stale;
+  std::vector<RetiredCopy> replaced;
+  for (const BlockChange& change : changes) {
+    ApplyResult applied = index_.Apply(worker_id, change);
+    if (!applied.recorded) {
+      spdlog::info("worker {} stored {} in a version that was replaced or removed; removing it",
+                   worker_id, change.id.ToString());
+      stale.push_back(RetiredCopy{worker_id, change.id, change.version});
+      continue;
+    }
+    recorded.push_back(change);
+    replaced.insert(replaced.end(), applied.replaced.begin(), applied.replaced.end());
+  }
+  if (journal_) Journaled(journal_->RecordChanges(worker_id, recorded));
+  JournalRemovals(replaced);
+  RemoveCopies(stale, nullptr, 0);
+  changes = std::move(recorded);
+  return replaced;
+}
+
+void MasterServer::Loop::JournalRemovals(const std::vector<RetiredCopy>& copies) {
+  if (!journal_ || copies.empty()) return;
+  std::map<std::string, std::vector<BlockChange>> by_worker;
+  for (const RetiredCopy& copy : copies) {
+    BlockChange removal{copy.id};
+    removal.removed = true;
+    removal.version = copy.version;
+    by_worker[copy.worker_id].push_back(removal);
+  }
+  for (const auto& [worker_id, removals] : by_worker) {
+    Journaled(journal_->RecordChanges(worker_id, removals));
+  }
+}
+
+void MasterServer::Loop::RemoveCopies(const std::vector<RetiredCopy>& copies, PendingRemove* op,
+                                      uint64_t op_id) {
+  std::map<std::string, std::vector<const RetiredCopy*>> by_worker;
+  for (const RetiredCopy& copy : copies) by_worker[copy.worker_id].push_back(&copy);
+  for (const auto& [worker_id, held] : by_worker) {
+    auto link = links_.find(worker_id);
+    if (link == links_.end()) continue;  // dropped: it removes them when it registers again
+    for (size_t start = 0; start < held.size(); start += kRemoveBatch) {
+      const size_t end = std::min(held.size(), start + kRemoveBatch);
+      const uint64_t worker_request_id = next_worker_request_id_++;
+      capnp::MallocMessageBuilder message;
+      proto::Request::Builder request = message.initRoot<proto::Request>();
+      request.setId(worker_request_id);
+      proto::RemoveBlocks::Builder remove = request.initRemoveBlocks();
+      auto ids = remove.initBlockIds(end - start);
+      auto versions = remove.initVersions(end - start);
+      WorkerRequest record{op_id, worker_id, {}, {}};
+      for (size_t i = start; i < end; ++i) {
+        ids.set(i - start, held[i]->id.ToString());
+        versions.set(i - start, held[i]->version);
+        record.blocks.push_back(held[i]->id);
+        record.versions.push_back(held[i]->version);
+      }
+      unsettled_links_.insert(link->first);
+      Status sent = SendMessage(link->second, nullptr, message);
+      if (!sent.ok()) {
+        spdlog::warn("cannot send removeBlocks to worker {}: {}", worker_id, sent.ToString());
+        continue;
+      }
+      if (op == nullptr) continue;  // nobody waits: its own report confirms the removal
+      worker_requests_.emplace(worker_request_id, std::move(record));
+      ++op->outstanding;
+    }
+  }
+}
+
+void MasterServer::Loop::TrimExtraCopies(const std::vector<BlockId>& ids) {
+  std::vector<RetiredCopy> extra;
+  for (const BlockId& id : ids) {
+    std::optional<BlockInfo> info = index_.Find(id);
+    if (!info || info->locations.size() <= 1) continue;
+    std::vector<BlockLocation> copies = replication_.ExtraCopies(*info, registry_);
+    if (copies.empty()) continue;
+    const uint64_t version = index_.VersionOf(id).value_or(0);
+    for (const BlockLocation& copy : copies) {
+      BlockChange removal{id};
+      removal.removed = true;
+      removal.version = version;
+      index_.Apply(copy.worker_id, removal);
+      extra.push_back(RetiredCopy{copy.worker_id, id, version});
+    }
+  }
+  if (extra.empty()) return;
+  spdlog::info("removing {} copies beyond their blocks' levels", extra.size());
+  JournalRemovals(extra);
+  RemoveCopies(extra, nullptr, 0);
 }
 
 // ---- client requests ----
@@ -899,6 +1079,8 @@ void MasterServer::Loop::StartRemove(const zmq::message_t& client, uint64_t requ
                                      std::vector<BlockId> ids) {
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  // A copy of a removed version that comes back later (its worker was away) is refused.
+  index_.RetireVersions(ids);
   const uint64_t op_id = next_op_id_++;
   PendingRemove op;
   op.client = zmq::message_t(client.data(), client.size());
@@ -926,7 +1108,7 @@ void MasterServer::Loop::StartRemove(const zmq::message_t& client, uint64_t requ
       worker_requests_.emplace(
           worker_request_id,
           WorkerRequest{op_id, worker_id,
-                        std::vector<BlockId>(blocks.begin() + start, blocks.begin() + end)});
+                        std::vector<BlockId>(blocks.begin() + start, blocks.begin() + end), {}});
       ++op.outstanding;
     }
   }
@@ -973,10 +1155,12 @@ void MasterServer::Loop::HandleWorkerReply(const std::string& worker_id, Incomin
   if (removed) {
     std::vector<BlockChange> removals;
     removals.reserve(request.blocks.size());
-    for (const BlockId& block : request.blocks) {
-      removals.push_back(BlockChange{block, /*removed=*/true});
-      index_.Apply(worker_id, removals.back());
-      op->second.confirmed.insert(block);
+    for (size_t i = 0; i < request.blocks.size(); ++i) {
+      BlockChange removal{request.blocks[i], /*removed=*/true};
+      if (!request.versions.empty()) removal.version = request.versions[i];
+      removals.push_back(removal);
+      index_.Apply(worker_id, removal);
+      op->second.confirmed.insert(request.blocks[i]);
     }
     if (journal_) Journaled(journal_->RecordChanges(worker_id, removals));
   } else {
@@ -996,11 +1180,15 @@ void MasterServer::Loop::FinishWorkerRequest(uint64_t op_id) {
 }
 
 void MasterServer::Loop::ReplyRemoved(const PendingRemove& op) {
-  spdlog::info("removed {} of {} requested blocks", op.confirmed.size(), op.requested);
   capnp::MallocMessageBuilder message;
   proto::Reply::Builder reply = message.initRoot<proto::Reply>();
   reply.setId(op.request_id);
-  reply.setRemoved(op.confirmed.size());
+  if (op.acknowledges_report) {
+    reply.setOk();
+  } else {
+    spdlog::info("removed {} of {} requested blocks", op.confirmed.size(), op.requested);
+    reply.setRemoved(op.confirmed.size());
+  }
   Send(op.client, message);
 }
 

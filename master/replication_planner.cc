@@ -65,6 +65,30 @@ int ReplicationPlanner::Missing(const BlockInfo& info, const WorkerRegistry& reg
   return std::max(1, ReplicationOf(info.level)) - staying;
 }
 
+std::vector<BlockLocation> ReplicationPlanner::ExtraCopies(const BlockInfo& info,
+                                                           const WorkerRegistry& registry) const {
+  if (copying_.contains(info.id)) return {};
+  const size_t wanted = static_cast<size_t>(std::max(1, ReplicationOf(info.level)));
+  // Locations are memory first already: SpreadReplicas keeps the first of equals.
+  std::vector<const BlockLocation*> active;
+  std::vector<ReplicaSite> sites;
+  for (const BlockLocation& location : info.locations) {
+    const WorkerRecord* worker = registry.Find(location.worker_id);
+    if (worker == nullptr || worker->state != WorkerState::kActive) continue;
+    active.push_back(&location);
+    sites.push_back(SiteOf(*worker));
+  }
+  if (active.size() <= wanted) return {};
+  std::vector<size_t> order = SpreadReplicas(sites, {}, wanted);
+  std::vector<bool> keep(active.size(), false);
+  for (size_t i = 0; i < std::min(order.size(), wanted); ++i) keep[order[i]] = true;
+  std::vector<BlockLocation> extra;
+  for (size_t i = 0; i < active.size(); ++i) {
+    if (!keep[i]) extra.push_back(*active[i]);
+  }
+  return extra;
+}
+
 std::vector<ReplicationPlanner::CopyCommand> ReplicationPlanner::Plan(
     const BlockIndex& index, const WorkerRegistry& registry) {
   const TimePoint now = clock_.Now();

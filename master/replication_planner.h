@@ -54,6 +54,13 @@ class ReplicationPlanner {
   std::vector<std::string> DrainedWorkers(const BlockIndex& index,
                                           const WorkerRegistry& registry) const;
 
+  // The copies of a block beyond its level, to remove: a worker that was away came back after
+  // its blocks were copied elsewhere. Copies on decommissioning or unconfirmed workers neither
+  // count nor go. Keeps memory copies first, then copies on distinct racks and hosts (as
+  // SpreadReplicas places them); empty while a copy of the block is in flight.
+  std::vector<BlockLocation> ExtraCopies(const BlockInfo& info,
+                                         const WorkerRegistry& registry) const;
+
   // Blocks known to be short of copies (as of the last Plan()), and copies in flight.
   size_t under_replicated() const { return short_.size(); }
   size_t in_flight() const { return copying_.size(); }

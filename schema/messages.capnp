@@ -45,12 +45,19 @@ struct BlockStatus {
   tier @1 :Tier;
   size @2 :UInt64;
   level @3 :StorageLevel;
+  # Which put wrote this copy: a random non-zero token chosen by the writer of a put and shared
+  # by the copies that put made (and by copies made from them later). 0 = unknown (a block
+  # stored before versions existed). See PROTOCOL.md, "One version per block id".
+  version @4 :UInt64;
 }
 
 # One change a worker reports: the block is now held as `status`, or it is gone.
 struct BlockUpdate {
   status @0 :BlockStatus;
   removed @1 :Bool;
+  # A put just committed this version here: it replaces every other version of the block in the
+  # cluster. False for copies, tier moves and full reports of what a worker already held.
+  fresh @2 :Bool;
 }
 
 struct WorkerStats {
@@ -72,6 +79,9 @@ struct RegisterWorker {
   # distinct hosts, then distinct workers, as HDFS places them.
   host @4 :Text;
   rack @5 :Text;
+  # Ids in `blocks` whose put committed here without the master's acknowledgement: they
+  # replace other versions as a fresh BlockUpdate does.
+  freshBlocks @6 :List(Text);
 }
 
 enum WorkerState {
@@ -215,6 +225,10 @@ struct ComputeLease {
 # Master -> worker and client -> worker: remove these blocks from this worker.
 struct RemoveBlocks {
   blockIds @0 :List(Text);
+  # Empty, or one entry per id: remove the block only while it is that version (0 = any). The
+  # master removes superseded and extra copies this way, so a newer version put here meanwhile
+  # is never removed by mistake.
+  versions @1 :List(UInt64);
 }
 
 struct RemoveRdd {
@@ -234,6 +248,12 @@ struct PutBlock {
   offset @3 :UInt64;
   last @4 :Bool;
   uploadId @5 :UInt64;   # chosen by the client; pieces of one upload share it
+  # The version this upload stores (see BlockStatus.version): a fresh random token per put,
+  # shared by all its copies. 0 from an old client: the worker picks one.
+  version @6 :UInt64;
+  # A copy of an existing version (re-replication, draining), not a new put: it never replaces
+  # another version of the block.
+  replica @7 :Bool;
 }
 
 struct PutReply {
@@ -258,6 +278,7 @@ struct GetReply {
   generation @3 :UInt64;
   tier @4 :Tier;
   level @5 :StorageLevel;
+  version @6 :UInt64;    # the block's version (BlockStatus.version)
 }
 
 # Reads several whole blocks in one round trip (a multi-get): what a client asking for many

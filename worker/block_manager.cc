@@ -10,12 +10,13 @@ namespace bm {
 // One block being uploaded. Its space is claimed in `tier` from BeginPut on; memory uploads
 // collect the received chunks as they are, disk uploads stream them through `writer`.
 struct BlockManager::Upload {
-  Upload(const BlockId& id, StorageLevel level, uint64_t total_size)
-      : id(id), level(level), total_size(total_size) {}
+  Upload(const BlockId& id, StorageLevel level, uint64_t total_size, PutVersion version)
+      : id(id), level(level), total_size(total_size), version(version) {}
 
   const BlockId id;
   const StorageLevel level;
   const uint64_t total_size;
+  const PutVersion version;
   Tier tier = Tier::kMemory;
   uint64_t received = 0;
   BlockData data;                      // tier == kMemory
@@ -34,8 +35,8 @@ BlockManager::~BlockManager() {
 }
 
 Result<BlockManager::UploadId> BlockManager::BeginPut(const BlockId& id, StorageLevel level,
-                                                      uint64_t total_size) {
-  auto upload = std::make_unique<Upload>(id, level, total_size);
+                                                      uint64_t total_size, PutVersion version) {
+  auto upload = std::make_unique<Upload>(id, level, total_size, version);
 
   std::string memory_failure;
   if (UsesMemory(level)) {
@@ -50,7 +51,8 @@ Result<BlockManager::UploadId> BlockManager::BeginPut(const BlockId& id, Storage
     }
   }
   if (!UsesMemory(level) || !memory_failure.empty()) {
-    Result<std::unique_ptr<DiskWriter>> writer = disk_->BeginWrite(id, level, total_size);
+    Result<std::unique_ptr<DiskWriter>> writer =
+        disk_->BeginWrite(id, level, total_size, version.token);
     if (!writer.ok()) {
       if (memory_failure.empty()) return writer.status();
       return Status(writer.status().code(),
@@ -124,7 +126,8 @@ Result<Tier> BlockManager::CommitPut(UploadId upload_id) {
       // Its bytes stay alive for in-flight sends holding its chunks.
       memory_->Remove(id);
     }
-    memory_->Insert(MemoryBlock{id, upload.level, std::move(upload.data), NewMemoryGeneration()});
+    memory_->Insert(MemoryBlock{id, upload.level, std::move(upload.data), NewMemoryGeneration(),
+                                upload.version.token});
   } else {
     // Replaces a disk version atomically.
     Status s = upload.writer->Commit();
@@ -137,7 +140,8 @@ Result<Tier> BlockManager::CommitPut(UploadId upload_id) {
 
   const Tier tier = upload.tier;
   if (old.has_value() && old->tier != tier) RecordRemoved(*old);
-  RecordStored(id, upload.level, tier, upload.total_size);
+  RecordStored(BlockStatus{id, upload.level, tier, upload.total_size, upload.version.token},
+               upload.version.fresh);
   uploads_.erase(found);
   return tier;
 }
@@ -160,7 +164,8 @@ Result<BlockRead> BlockManager::Read(const BlockId& id, uint64_t offset, uint64_
                                   " is past the end of block " + id.ToString() + " (" +
                                   std::to_string(size) + " bytes)");
     }
-    BlockRead read{size, offset, block->generation, Tier::kMemory, block->level, {}};
+    BlockRead read{size, offset, block->generation, Tier::kMemory, block->level, {},
+                   block->version};
     const uint64_t end = offset + std::min(max_length, size - offset);
     uint64_t pos = 0;
     for (const ChunkPtr& chunk : block->data.chunks) {
@@ -175,25 +180,33 @@ Result<BlockRead> BlockManager::Read(const BlockId& id, uint64_t offset, uint64_
     }
     return read;
   }
-  if (!disk_->Find(id).has_value()) {
+  const std::optional<BlockStatus> on_disk = disk_->Find(id);
+  if (!on_disk.has_value()) {
     return NotFoundError("block " + id.ToString() + " is not stored here");
   }
   ASSIGN_OR_RETURN(DiskRead disk_read, disk_->Read(id, offset, max_length));
   return BlockRead{disk_read.total_size, offset,          disk_read.generation,
-                   Tier::kDisk,          disk_read.level, std::move(disk_read.chunks)};
+                   Tier::kDisk,          disk_read.level, std::move(disk_read.chunks),
+                   on_disk->version};
 }
 
 std::optional<BlockStatus> BlockManager::Find(const BlockId& id) const {
   if (const MemoryBlock* block = memory_->Peek(id)) {
-    return BlockStatus{id, block->level, Tier::kMemory, block->data.size};
+    return BlockStatus{id, block->level, Tier::kMemory, block->data.size, block->version};
   }
   return disk_->Find(id);
 }
 
-Status BlockManager::Remove(const BlockId& id) {
+Status BlockManager::Remove(const BlockId& id, uint64_t only_version) {
+  if (only_version != 0) {
+    std::optional<BlockStatus> held = Find(id);
+    if (held.has_value() && held->version != only_version) {
+      return NotFoundError("block " + id.ToString() + " is stored here in another version");
+    }
+  }
   bool removed = false;
   if (std::optional<MemoryBlock> block = memory_->Remove(id)) {
-    RecordRemoved({id, block->level, Tier::kMemory, block->data.size});
+    RecordRemoved({id, block->level, Tier::kMemory, block->data.size, block->version});
     removed = true;
   }
   if (std::optional<BlockStatus> on_disk = disk_->Find(id)) {
@@ -221,20 +234,21 @@ WorkerStats BlockManager::Stats() const {
 
 std::vector<BlockStatusChange> BlockManager::TakeChanges() { return std::exchange(changes_, {}); }
 
-void BlockManager::RecordStored(const BlockId& id, StorageLevel level, Tier tier, uint64_t size) {
-  changes_.push_back({BlockStatus{id, level, tier, size}, false});
+void BlockManager::RecordStored(const BlockStatus& status, bool fresh) {
+  changes_.push_back({status, /*removed=*/false, fresh});
 }
 
 void BlockManager::RecordRemoved(const BlockStatus& status) { changes_.push_back({status, true}); }
 
 void BlockManager::HandleEvicted(std::vector<MemoryBlock> evicted) {
   for (MemoryBlock& block : evicted) {
-    const BlockStatus was{block.id, block.level, Tier::kMemory, block.data.size};
+    const BlockStatus was{block.id, block.level, Tier::kMemory, block.data.size, block.version};
     RecordRemoved(was);
     if (!UsesDisk(block.level)) continue;
-    Status s = disk_->Write(block.id, block.level, block.data);
+    Status s = disk_->Write(block.id, block.level, block.data, block.version);
     if (s.ok()) {
-      RecordStored(block.id, block.level, Tier::kDisk, block.data.size);
+      RecordStored(BlockStatus{block.id, block.level, Tier::kDisk, block.data.size, block.version},
+                   /*fresh=*/false);
     } else {
       spdlog::warn("could not spill evicted block {} to disk, dropping it: {}", block.id.ToString(),
                    s.ToString());

@@ -26,6 +26,15 @@ struct BlockRead {
   Tier tier;
   StorageLevel level;
   std::vector<ChunkPtr> chunks;  // the bytes of the range, in order; no copies for memory blocks
+  uint64_t version = 0;          // BlockStatus::version
+};
+
+// The version an upload stores: `token` is kept with the block (BlockStatus::version); `fresh`
+// says the upload is a new put, which replaces every other version of the block in the cluster
+// (the master arbitrates), rather than a copy of an existing version.
+struct PutVersion {
+  uint64_t token = 0;
+  bool fresh = false;
 };
 
 // The worker's storage policy over its memory and disk stores: where a block of each level
@@ -50,7 +59,8 @@ class BlockManager {
 
   // Starts an upload of `total_size` bytes; claims its space up front (memory or disk by the
   // level rules above), so a put that cannot fit fails before any bytes are sent.
-  Result<UploadId> BeginPut(const BlockId& id, StorageLevel level, uint64_t total_size);
+  Result<UploadId> BeginPut(const BlockId& id, StorageLevel level, uint64_t total_size,
+                            PutVersion version = {});
   // Adds the next bytes of the upload (chunks are kept as they are for memory blocks, without
   // copying). Fails past the declared size; a failed upload is aborted.
   Status AppendPut(UploadId upload, std::vector<ChunkPtr> chunks);
@@ -63,8 +73,9 @@ class BlockManager {
   // Reads a range of a block, clamped to the block and to `max_length`.
   Result<BlockRead> Read(const BlockId& id, uint64_t offset, uint64_t max_length);
   std::optional<BlockStatus> Find(const BlockId& id) const;
-  // Removes the block from whichever tier holds it. kNotFound when absent.
-  Status Remove(const BlockId& id);
+  // Removes the block from whichever tier holds it. kNotFound when absent, or when
+  // `only_version` is not 0 and the block held is another version.
+  Status Remove(const BlockId& id, uint64_t only_version = 0);
 
   std::vector<BlockStatus> List() const;
   WorkerStats Stats() const;
@@ -78,7 +89,7 @@ class BlockManager {
  private:
   struct Upload;
 
-  void RecordStored(const BlockId& id, StorageLevel level, Tier tier, uint64_t size);
+  void RecordStored(const BlockStatus& status, bool fresh);
   void RecordRemoved(const BlockStatus& status);
   // Spills MEMORY_AND_DISK blocks evicted from memory to disk and records every change.
   void HandleEvicted(std::vector<MemoryBlock> evicted);

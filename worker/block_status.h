@@ -14,12 +14,16 @@ struct BlockStatus {
   StorageLevel level;
   Tier tier;
   uint64_t size;
+  // Which put wrote it (the master's version token, schema BlockStatus.version); 0 = unknown.
+  uint64_t version = 0;
 };
 
 // One change to report to the master: the block is now held as `status`, or it is gone.
 struct BlockStatusChange {
   BlockStatus status;
   bool removed;
+  // A put committed this version just now: it replaces other versions cluster-wide.
+  bool fresh = false;
 };
 
 }  // namespace bm

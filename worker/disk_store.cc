@@ -39,7 +39,10 @@ namespace {
 // Ids never contain ':', so one id's keys never interleave with another's.
 constexpr std::string_view kVersionPrefix = "v";
 constexpr std::string_view kVersionsEnd = "w";  // just past every version key
-constexpr uint8_t kVersionMetaFormat = 2;
+// Format 3 adds the block's version token (BlockStatus::version) after the fixed fields;
+// format 2 (written before versions existed) reads as version 0.
+constexpr uint8_t kVersionMetaFormatNoToken = 2;
+constexpr uint8_t kVersionMetaFormat = 3;
 constexpr std::string_view kMetaPrefix = "m:";
 constexpr std::string_view kChunkPrefix = "c:";
 constexpr uint8_t kMetaFormat = 1;
@@ -51,6 +54,7 @@ struct Meta {
   uint64_t chunk_count;
   uint32_t chunk_bytes;
   bool legacy = false;  // records under the id ("m:", "c:"), not under the generation
+  uint64_t version = 0;  // which put wrote it (BlockStatus::version); 0 = unknown
 };
 
 std::string MetaKey(const BlockId& id) { return std::string(kMetaPrefix) + id.ToString(); }
@@ -137,11 +141,13 @@ std::optional<Meta> GetMetaFields(std::string_view in, std::string_view level_na
   return meta;
 }
 
-// The value at VersionKey: the meta fields, the level's name (length first), the block id.
+// The value at VersionKey: the meta fields, the version token, the level's name (length
+// first), the block id.
 std::string EncodeVersionMeta(const BlockId& id, const Meta& meta) {
   std::string out;
   out.push_back(static_cast<char>(kVersionMetaFormat));
   PutMetaFields(out, meta);
+  PutBigEndian(out, meta.version);
   const std::string_view level = StorageLevelName(meta.level);
   out.push_back(static_cast<char>(level.size()));
   out += level;
@@ -150,14 +156,18 @@ std::string EncodeVersionMeta(const BlockId& id, const Meta& meta) {
 }
 
 std::optional<std::pair<BlockId, Meta>> DecodeVersionMeta(std::string_view in) {
-  if (in.size() < kMetaFixedBytes + 1 || static_cast<uint8_t>(in[0]) != kVersionMetaFormat) {
-    return std::nullopt;
-  }
-  const size_t level_size = static_cast<uint8_t>(in[kMetaFixedBytes]);
-  if (in.size() < kMetaFixedBytes + 1 + level_size) return std::nullopt;
-  std::optional<Meta> meta = GetMetaFields(in, in.substr(kMetaFixedBytes + 1, level_size));
-  Result<BlockId> id = BlockId::Parse(in.substr(kMetaFixedBytes + 1 + level_size));
+  if (in.empty()) return std::nullopt;
+  const uint8_t format = static_cast<uint8_t>(in[0]);
+  if (format != kVersionMetaFormat && format != kVersionMetaFormatNoToken) return std::nullopt;
+  const size_t token_bytes = format == kVersionMetaFormat ? 8 : 0;
+  const size_t level_at = kMetaFixedBytes + token_bytes;
+  if (in.size() < level_at + 1) return std::nullopt;
+  const size_t level_size = static_cast<uint8_t>(in[level_at]);
+  if (in.size() < level_at + 1 + level_size) return std::nullopt;
+  std::optional<Meta> meta = GetMetaFields(in, in.substr(level_at + 1, level_size));
+  Result<BlockId> id = BlockId::Parse(in.substr(level_at + 1 + level_size));
   if (!meta.has_value() || !id.ok()) return std::nullopt;
+  if (token_bytes > 0) meta->version = GetBigEndian(in.substr(kMetaFixedBytes));
   return std::pair{*id, *meta};
 }
 
@@ -218,8 +228,13 @@ struct DiskStore::Impl {
 class RocksDiskWriter final : public DiskWriter {
  public:
   RocksDiskWriter(DiskStore* store, const BlockId& id, StorageLevel level, uint64_t total_size,
-                  uint64_t generation)
-      : store_(store), id_(id), level_(level), total_size_(total_size), generation_(generation) {}
+                  uint64_t generation, uint64_t version)
+      : store_(store),
+        id_(id),
+        level_(level),
+        total_size_(total_size),
+        generation_(generation),
+        version_(version) {}
 
   ~RocksDiskWriter() override { Abandon(); }
 
@@ -262,7 +277,7 @@ class RocksDiskWriter final : public DiskWriter {
     }
     DiskStore::Impl& impl = *store_->impl_;
     Meta meta{level_, total_size_, generation_, next_chunk_ + (buffer_.empty() ? 0 : 1),
-              static_cast<uint32_t>(kChunkBytes)};
+              static_cast<uint32_t>(kChunkBytes), /*legacy=*/false, version_};
     BM_CHECK(meta.chunk_count == ChunkCount(total_size_, kChunkBytes));
 
     rocksdb::WriteBatch batch;
@@ -336,6 +351,7 @@ class RocksDiskWriter final : public DiskWriter {
   const StorageLevel level_;
   const uint64_t total_size_;
   const uint64_t generation_;
+  const uint64_t version_;
   State state_ = State::kWriting;
   uint64_t appended_ = 0;
   uint64_t next_chunk_ = 0;        // chunks [0, next_chunk_) are in the database
@@ -510,7 +526,7 @@ Status DiskStore::LoadIndex() {
 }
 
 Result<std::unique_ptr<DiskWriter>> DiskStore::BeginWrite(const BlockId& id, StorageLevel level,
-                                                          uint64_t total_size) {
+                                                          uint64_t total_size, uint64_t version) {
   const uint64_t in_use = used();
   if (limit_ != 0 && (in_use > limit_ || total_size > limit_ - in_use)) {
     return OutOfSpaceError("block " + id.ToString() + " of " + FormatBytes(total_size) +
@@ -520,11 +536,12 @@ Result<std::unique_ptr<DiskWriter>> DiskStore::BeginWrite(const BlockId& id, Sto
   impl_->claimed_bytes += total_size;
   const uint64_t generation = impl_->next_generation++;
   return std::unique_ptr<DiskWriter>(
-      std::make_unique<RocksDiskWriter>(this, id, level, total_size, generation));
+      std::make_unique<RocksDiskWriter>(this, id, level, total_size, generation, version));
 }
 
-Status DiskStore::Write(const BlockId& id, StorageLevel level, const BlockData& data) {
-  ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer, BeginWrite(id, level, data.size));
+Status DiskStore::Write(const BlockId& id, StorageLevel level, const BlockData& data,
+                        uint64_t version) {
+  ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer, BeginWrite(id, level, data.size, version));
   for (const ChunkPtr& chunk : data.chunks) RETURN_IF_ERROR(writer->Append(chunk->bytes()));
   return writer->Commit();
 }
@@ -597,7 +614,8 @@ Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generatio
 std::optional<BlockStatus> DiskStore::Find(const BlockId& id) const {
   auto found = impl_->index.find(id);
   if (found == impl_->index.end()) return std::nullopt;
-  return BlockStatus{id, found->second.level, Tier::kDisk, found->second.size};
+  return BlockStatus{id, found->second.level, Tier::kDisk, found->second.size,
+                     found->second.version};
 }
 
 Status DiskStore::Remove(const BlockId& id) {
@@ -619,7 +637,7 @@ std::vector<BlockStatus> DiskStore::List() const {
   std::vector<BlockStatus> blocks;
   blocks.reserve(impl_->index.size());
   for (const auto& [id, meta] : impl_->index) {
-    blocks.push_back({id, meta.level, Tier::kDisk, meta.size});
+    blocks.push_back({id, meta.level, Tier::kDisk, meta.size, meta.version});
   }
   return blocks;
 }

@@ -63,11 +63,13 @@ class DiskStore {
                                                  DiskValueFormat format = DiskValueFormat::kPlain);
   ~DiskStore();
 
-  // kOutOfSpace (with the numbers) when total_size would pass the limit.
+  // kOutOfSpace (with the numbers) when total_size would pass the limit. `version` is stored
+  // with the block (BlockStatus::version).
   Result<std::unique_ptr<DiskWriter>> BeginWrite(const BlockId& id, StorageLevel level,
-                                                 uint64_t total_size);
+                                                 uint64_t total_size, uint64_t version = 0);
   // Writes a whole block held in memory (used when spilling an evicted block).
-  Status Write(const BlockId& id, StorageLevel level, const BlockData& data);
+  Status Write(const BlockId& id, StorageLevel level, const BlockData& data,
+               uint64_t version = 0);
 
   // Reads [offset, offset + max_length) (clamped to the block). kNotFound when absent;
   // kInvalidArgument when offset is past the end (offset == size reads zero bytes).

@@ -84,7 +84,20 @@ void MasterLink::SendRegister() {
     queue_.push_back(QueuedChange{++last_seq_, std::move(change)});
   }
   const uint64_t covers = last_seq_;
+  // Puts committed here that the master has not acknowledged yet stay fresh in the full report:
+  // the master must still let them replace other versions (a put may have been answered
+  // without the master's acknowledgement when the master was away).
+  std::map<BlockId, uint64_t> unacknowledged_puts;
+  for (const QueuedChange& queued : queue_) {
+    if (queued.change.fresh && !queued.change.removed) {
+      unacknowledged_puts[queued.change.status.id] = queued.change.status.version;
+    }
+  }
   std::vector<BlockStatus> all = blocks_.List();
+  auto is_fresh = [&](const BlockStatus& status) {
+    auto put = unacknowledged_puts.find(status.id);
+    return put != unacknowledged_puts.end() && put->second == status.version;
+  };
   const WorkerStats stats = blocks_.Stats();
   // The full report goes out in bounded pieces so its header stays under the protocol's limit
   // however many blocks the worker holds: the registration carries the first batch, the rest
@@ -92,7 +105,8 @@ void MasterLink::SendRegister() {
   const size_t in_registration = std::min(all.size(), options_.max_updates_per_report);
   queue_.clear();  // everything queued so far is superseded by the full report
   for (size_t i = in_registration; i < all.size(); ++i) {
-    queue_.push_back(QueuedChange{++last_seq_, BlockStatusChange{all[i], /*removed=*/false}});
+    queue_.push_back(
+        QueuedChange{++last_seq_, BlockStatusChange{all[i], /*removed=*/false, is_fresh(all[i])}});
   }
   state_ = State::kRegistering;
   spdlog::debug("registering with master {} as {} ({} blocks, {} in follow-up reports)",
@@ -107,6 +121,12 @@ void MasterLink::SendRegister() {
     ToProto(stats, reg.initStats());
     auto list = reg.initBlocks(static_cast<unsigned>(in_registration));
     for (size_t i = 0; i < in_registration; ++i) FillBlockStatus(all[i], list[i]);
+    auto fresh = reg.initFreshBlocks(static_cast<unsigned>(
+        std::count_if(all.begin(), all.begin() + in_registration, is_fresh)));
+    unsigned next_fresh = 0;
+    for (size_t i = 0; i < in_registration; ++i) {
+      if (is_fresh(all[i])) fresh.set(next_fresh++, all[i].id.ToString());
+    }
   });
 }
 
@@ -131,6 +151,7 @@ void MasterLink::MaybeSendReport() {
     for (size_t i = 0; i < n; ++i) {
       FillBlockStatus(queue_[i].change.status, updates[i].initStatus());
       updates[i].setRemoved(queue_[i].change.removed);
+      updates[i].setFresh(queue_[i].change.fresh);
     }
     ToProto(stats, report.initStats());
   });

@@ -20,6 +20,7 @@ struct MemoryBlock {
   StorageLevel level;
   BlockData data;
   uint64_t generation;  // unique per stored version of a block on this worker
+  uint64_t version = 0;  // which put wrote it, cluster-wide (BlockStatus::version)
 };
 
 // A byte-budgeted LRU of in-memory blocks.

@@ -9,6 +9,7 @@ void FillBlockStatus(const BlockStatus& status, proto::BlockStatus::Builder out)
   out.setTier(ToProto(status.tier));
   out.setSize(status.size);
   out.setLevel(ToProto(status.level));
+  out.setVersion(status.version);
 }
 
 }  // namespace bm

@@ -262,6 +262,7 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
     uint64_t offset = 0;
     bool last = false;
     uint64_t upload_id = 0;
+    PutVersion version;
   } piece;
   RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::PutBlock::Reader put = message.request().getPutBlock();
@@ -273,6 +274,7 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
     piece.offset = put.getOffset();
     piece.last = put.getLast();
     piece.upload_id = put.getUploadId();
+    piece.version = PutVersion{put.getVersion(), /*fresh=*/!put.getReplica()};
     return Status::Ok();
   }));
   const zmq::message_t& peer = *message.routing_id();
@@ -296,8 +298,10 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
     if (uploads_.size() >= options_.max_uploads) {
       return UnavailableError("too many uploads in progress; retry later");
     }
+    // A client from before versions sends none: the put still gets a version of its own.
+    while (piece.version.token == 0) piece.version.token = version_tokens_();
     ASSIGN_OR_RETURN(BlockManager::UploadId handle,
-                     blocks_->BeginPut(*piece.block, piece.level, piece.total_size));
+                     blocks_->BeginPut(*piece.block, piece.level, piece.total_size, piece.version));
     uploads_.Insert(
         key, UploadTable::Entry{handle, *piece.block, piece.level, piece.total_size, 0, now});
     upload = uploads_.Find(key);
@@ -408,6 +412,7 @@ Status WorkerServer::HandleGet(IncomingMessage& message, uint64_t id) {
   get.setGeneration(read.generation);
   get.setTier(ToProto(read.tier));
   get.setLevel(ToProto(read.level));
+  get.setVersion(read.version);
   SendReply(*message.routing_id(), reply, std::move(frames));
   return Status::Ok();
 }
@@ -611,16 +616,27 @@ void WorkerServer::SendOk(const zmq::message_t& peer, uint64_t id) {
 Status WorkerServer::HandleRemove(IncomingMessage& message, uint64_t id) {
   // Every id is checked before anything is removed: a bad list changes nothing.
   std::vector<BlockId> ids;
+  std::vector<uint64_t> versions;  // empty, or one per id (0 = any version)
   RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
-    for (capnp::Text::Reader text : message.request().getRemoveBlocks().getBlockIds()) {
+    proto::RemoveBlocks::Reader request = message.request().getRemoveBlocks();
+    for (capnp::Text::Reader text : request.getBlockIds()) {
       ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(text));
       ids.push_back(parsed);
+    }
+    if (request.hasVersions()) {
+      if (request.getVersions().size() != ids.size()) {
+        return InvalidArgumentError("removeBlocks has " +
+                                    std::to_string(request.getVersions().size()) +
+                                    " versions for " + std::to_string(ids.size()) + " ids");
+      }
+      for (uint64_t version : request.getVersions()) versions.push_back(version);
     }
     return Status::Ok();
   }));
   uint64_t removed = 0;
-  for (const BlockId& block : ids) {
-    Status status = blocks_->Remove(block);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const BlockId& block = ids[i];
+    Status status = blocks_->Remove(block, versions.empty() ? 0 : versions[i]);
     if (status.ok()) {
       ++removed;
     } else if (status.code() != StatusCode::kNotFound) {

@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <zmq.hpp>
 
@@ -136,6 +137,8 @@ class WorkerServer {
   std::deque<DeferredPut> deferred_;  // in seq and deadline order
   // Set by the master's `decommission`: new uploads are refused.
   bool decommissioning_ = false;
+  // Versions for uploads that name none (clients from before versions).
+  std::mt19937_64 version_tokens_{std::random_device{}()};
   std::unique_ptr<Replicator> replicator_;  // started by Run()
   struct PendingReplication {
     zmq::message_t peer;

@@ -130,12 +130,12 @@ TEST_F(ClientApiTest, NamedWorkerThatIsNotLiveIsNotFound) {
 }
 
 TEST_F(ClientApiTest, ReadFallsOverWhenTheFirstWorkerIsGone) {
-  // Two copies by hand (replication proper is a later feature): w1 and w2 both hold rdd_2_0.
+  // Two copies: w1 and w2 both hold rdd_2_0.
   std::vector<std::byte> data = Bytes(RandomBytes(100000, 3));
-  ASSERT_TRUE(client_->Put(BlockId::Rdd(2, 0), data, StorageLevel::kMemoryOnly, PutOptions{"w1"})
-                  .ok());
-  ASSERT_TRUE(client_->Put(BlockId::Rdd(2, 0), data, StorageLevel::kMemoryOnly, PutOptions{"w2"})
-                  .ok());
+  PutOptions two_copies;
+  two_copies.replication = 2;
+  ASSERT_TRUE(
+      client_->Put(BlockId::Rdd(2, 0), data, StorageLevel::kMemoryOnly, two_copies).ok());
   Result<std::vector<BlockLocations>> before = client_->Locations({BlockId::Rdd(2, 0)});
   ASSERT_TRUE(before.ok());
   ASSERT_EQ((*before)[0].locations.size(), 2u);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <random>
 #include <string>
 #include <vector>
@@ -243,6 +244,133 @@ TEST(BlockIndexTest, MatchesASimpleModelUnderRandomChanges) {
       ++expected;
     }
   }
+}
+
+// ---- one version per block id ----
+
+BlockChange Version(const std::string& id, uint64_t version, bool fresh,
+                    Tier tier = Tier::kMemory) {
+  BlockChange change = Stored(id, tier, 10);
+  change.version = version;
+  change.fresh = fresh;
+  return change;
+}
+
+std::vector<std::string> Holders(const BlockIndex& index, const std::string& id) {
+  std::vector<std::string> out;
+  if (std::optional<BlockInfo> info = index.Find(Id(id))) {
+    for (const BlockLocation& location : info->locations) out.push_back(location.worker_id);
+  }
+  return out;
+}
+
+TEST(BlockIndexVersionsTest, CopiesOfOnePutShareTheBlock) {
+  BlockIndex index;
+  EXPECT_TRUE(index.Apply("w1", Version("rdd_1_0", 7, true)).recorded);
+  ApplyResult second = index.Apply("w2", Version("rdd_1_0", 7, true));
+  EXPECT_TRUE(second.recorded);
+  EXPECT_THAT(second.replaced, IsEmpty());
+  EXPECT_THAT(Holders(index, "rdd_1_0"), ElementsAre("w1", "w2"));
+  EXPECT_EQ(index.VersionOf(Id("rdd_1_0")), 7u);
+}
+
+TEST(BlockIndexVersionsTest, FreshPutElsewhereReplacesEveryCopyOfTheOldVersion) {
+  BlockIndex index;
+  index.Apply("w1", Version("rdd_1_0", 7, true));
+  index.Apply("w2", Version("rdd_1_0", 7, true));
+  ApplyResult put = index.Apply("w3", Version("rdd_1_0", 8, true));
+  EXPECT_TRUE(put.recorded);
+  ASSERT_EQ(put.replaced.size(), 2u);
+  std::set<std::string> replaced;
+  for (const RetiredCopy& copy : put.replaced) {
+    EXPECT_EQ(copy.version, 7u);
+    replaced.insert(copy.worker_id);
+  }
+  EXPECT_THAT(replaced, ElementsAre("w1", "w2"));
+  EXPECT_THAT(Holders(index, "rdd_1_0"), ElementsAre("w3"));
+  EXPECT_EQ(index.LocationCount("w1"), 0u);
+}
+
+TEST(BlockIndexVersionsTest, FreshPutOnTheSameWorkerReplacesInPlace) {
+  BlockIndex index;
+  index.Apply("w1", Version("rdd_1_0", 7, true));
+  ApplyResult put = index.Apply("w1", Version("rdd_1_0", 8, true, Tier::kDisk));
+  EXPECT_TRUE(put.recorded);
+  EXPECT_THAT(put.replaced, IsEmpty());
+  EXPECT_THAT(Holders(index, "rdd_1_0"), ElementsAre("w1"));
+  EXPECT_EQ(index.VersionOf(Id("rdd_1_0")), 8u);
+}
+
+TEST(BlockIndexVersionsTest, LateCopyOfAReplacedPutIsStale) {
+  BlockIndex index;
+  index.Apply("w1", Version("rdd_1_0", 7, true));
+  index.Apply("w3", Version("rdd_1_0", 8, true));
+  // The second copy of put 7 reports after put 8 replaced it: refused, not a replacement.
+  ApplyResult late = index.Apply("w2", Version("rdd_1_0", 7, true));
+  EXPECT_FALSE(late.recorded);
+  EXPECT_THAT(Holders(index, "rdd_1_0"), ElementsAre("w3"));
+  EXPECT_EQ(index.VersionOf(Id("rdd_1_0")), 8u);
+}
+
+TEST(BlockIndexVersionsTest, CopyOfAnotherVersionThatIsNotAPutIsStale) {
+  BlockIndex index;
+  index.Apply("w1", Version("rdd_1_0", 8, true));
+  EXPECT_FALSE(index.Apply("w2", Version("rdd_1_0", 5, false)).recorded);
+  EXPECT_TRUE(index.Apply("w2", Version("rdd_1_0", 8, false)).recorded);
+  EXPECT_THAT(Holders(index, "rdd_1_0"), ElementsAre("w1", "w2"));
+}
+
+TEST(BlockIndexVersionsTest, LostBlockComesBackOnlyInItsLastVersion) {
+  BlockIndex index;
+  index.Apply("w1", Version("rdd_1_0", 7, true));
+  index.Apply("w2", Version("rdd_1_0", 8, true));  // replaces 7 on w1
+  index.RemoveWorker("w2");                          // the last copy of 8 is lost
+  EXPECT_FALSE(index.Find(Id("rdd_1_0")).has_value());
+  EXPECT_FALSE(index.Apply("w1", Version("rdd_1_0", 7, false)).recorded);
+  EXPECT_TRUE(index.Apply("w2", Version("rdd_1_0", 8, false)).recorded);
+}
+
+TEST(BlockIndexVersionsTest, TierMoveKeepsTheVersion) {
+  BlockIndex index;
+  index.Apply("w1", Version("rdd_1_0", 7, true));
+  BlockChange evicted = Removed("rdd_1_0");
+  evicted.version = 7;
+  index.Apply("w1", evicted);
+  EXPECT_TRUE(index.Apply("w1", Version("rdd_1_0", 7, false, Tier::kDisk)).recorded);
+  EXPECT_THAT(index.Find(Id("rdd_1_0"))->locations,
+              ElementsAre(BlockLocation{"w1", Tier::kDisk, 10}));
+}
+
+TEST(BlockIndexVersionsTest, RemovedVersionIsNotTakenBackButANewPutIs) {
+  BlockIndex index;
+  index.Apply("w1", Version("rdd_1_0", 7, true));
+  index.Apply("w2", Version("rdd_1_0", 7, true));
+  const std::vector<BlockId> ids = {Id("rdd_1_0")};
+  index.RetireVersions(ids);
+  index.Apply("w1", Removed("rdd_1_0"));
+  index.RemoveWorker("w2");  // away while the removal went out
+  EXPECT_FALSE(index.Apply("w2", Version("rdd_1_0", 7, false)).recorded);
+  EXPECT_TRUE(index.Apply("w2", Version("rdd_1_0", 9, true)).recorded);
+}
+
+TEST(BlockIndexVersionsTest, RemovalOfAnOlderVersionKeepsTheCurrentCopy) {
+  BlockIndex index;
+  index.Apply("w1", Version("rdd_1_0", 8, true));
+  BlockChange old = Removed("rdd_1_0");
+  old.version = 7;
+  index.Apply("w1", old);
+  EXPECT_THAT(Holders(index, "rdd_1_0"), ElementsAre("w1"));
+}
+
+TEST(VersionHistoryTest, ForgetsTheLongestRememberedIdsPastItsCapacity) {
+  VersionHistory history(2);
+  history.Retire(Id("rdd_1_0"), 1);
+  history.Retire(Id("rdd_1_1"), 2);
+  history.Retire(Id("rdd_1_2"), 3);
+  EXPECT_EQ(history.size(), 2u);
+  EXPECT_FALSE(history.IsStale(Id("rdd_1_0"), 1, false, true));
+  EXPECT_TRUE(history.IsStale(Id("rdd_1_1"), 2, true, true));
+  EXPECT_TRUE(history.IsStale(Id("rdd_1_2"), 3, false, false));
 }
 
 }  // namespace

@@ -335,10 +335,12 @@ TEST_F(MasterServerTest, HeartbeatAndReportFromUnknownWorkerAreUnknownWorker) {
 
 TEST_F(MasterServerTest, ReportedBlocksAppearInLocationsListsAndRdds) {
   StartMaster();
-  ASSERT_TRUE(Register("w2", "tcp://127.0.0.1:2", {{"rdd_1_10", Tier::kDisk, 30}}).ok());
+  // rdd_1_10 is kept at two copies: a second copy of a one-copy level would be trimmed.
+  constexpr StorageLevel kTwo = StorageLevel::kMemoryAndDisk2;
+  ASSERT_TRUE(Register("w2", "tcp://127.0.0.1:2", {{"rdd_1_10", Tier::kDisk, 30, kTwo}}).ok());
   ASSERT_TRUE(Register("w1", "tcp://127.0.0.1:1", {{"rdd_1_2", Tier::kMemory, 10}}).ok());
   ASSERT_TRUE(Report("w1",
-                     {{"rdd_1_10", Tier::kMemory, 30},
+                     {{"rdd_1_10", Tier::kMemory, 30, kTwo},
                       {"broadcast_4", Tier::kMemory, 5},
                       {"rdd_2_0", Tier::kDisk, 7}},
                      {"rdd_9_9"})

@@ -318,5 +318,31 @@ TEST_F(ReplicationPlannerTest, AtMostMaxInFlightCopiesAreInFlight) {
   EXPECT_EQ(planner.in_flight(), 2u);
 }
 
+TEST_F(ReplicationPlannerTest, ExtraCopiesKeepMemoryCopiesOnDistinctRacks) {
+  AddWorker("w1", {.host = "h1", .rack = "r1"});
+  AddWorker("w2", {.host = "h2", .rack = "r1"});
+  AddWorker("w3", {.host = "h3", .rack = "r2"});
+  const BlockId block = BlockId::Rdd(1, 0);
+  index_.Apply("w1", BlockChange{block, false, StorageLevel::kMemoryAndDisk2, Tier::kMemory, 10});
+  index_.Apply("w2", BlockChange{block, false, StorageLevel::kMemoryAndDisk2, Tier::kMemory, 10});
+  index_.Apply("w3", BlockChange{block, false, StorageLevel::kMemoryAndDisk2, Tier::kDisk, 10});
+  std::vector<BlockLocation> extra = planner_.ExtraCopies(*index_.Find(block), registry_);
+  // Two memory copies on r1, one disk copy on r2: one r1 copy goes, the other rack stays.
+  ASSERT_EQ(extra.size(), 1u);
+  EXPECT_EQ(extra[0].worker_id, "w2");
+}
+
+TEST_F(ReplicationPlannerTest, NoExtraCopiesAtOrBelowTheLevel) {
+  for (const char* id : {"w1", "w2"}) AddWorker(id);
+  const BlockId block = BlockId::Rdd(1, 0);
+  Store("w1", block, StorageLevel::kMemoryOnly2);
+  Store("w2", block, StorageLevel::kMemoryOnly2);
+  EXPECT_THAT(planner_.ExtraCopies(*index_.Find(block), registry_), IsEmpty());
+  const BlockId single = BlockId::Rdd(1, 1);
+  Store("w1", single, StorageLevel::kMemoryOnly);
+  Store("w2", single, StorageLevel::kMemoryOnly);
+  EXPECT_EQ(planner_.ExtraCopies(*index_.Find(single), registry_).size(), 1u);
+}
+
 }  // namespace
 }  // namespace bm
