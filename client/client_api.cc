@@ -88,9 +88,7 @@ Result<std::vector<BlockLocations>> Client::Blocks(std::optional<uint64_t> rdd_i
 
 Result<std::vector<RddInfo>> Client::Rdds() { return impl_->Rdds(); }
 
-Status Client::Decommission(const std::string& worker_id) {
-  return impl_->Decommission(worker_id);
-}
+Status Client::Decommission(const std::string& worker_id) { return impl_->Decommission(worker_id); }
 
 Status Client::PingMaster() { return impl_->PingMaster(); }
 

@@ -31,7 +31,7 @@ class MallocMessageBuilder;
 namespace zmq {
 class context_t;
 class socket_t;
-}
+}  // namespace zmq
 
 namespace bm {
 
@@ -131,8 +131,8 @@ class Client::Impl {
                              std::optional<std::vector<BlockLocation>> known = std::nullopt,
                              ReadReport* report = nullptr);
   // Get(), from `known` locations, reporting as ReadBlock does.
-  Result<std::vector<std::byte>> ReadWhole(const BlockId& id,
-                                           std::vector<BlockLocation> known, ReadReport& report);
+  Result<std::vector<std::byte>> ReadWhole(const BlockId& id, std::vector<BlockLocation> known,
+                                           ReadReport& report);
 
   // ---- get-or-compute (client/get_or_compute.cc) ----
   Result<ComputeTicket> AcquireCompute(const BlockId& id,
@@ -179,7 +179,7 @@ class Client::Impl {
   // batches never meet RpcChannel's one-call-at-a-time matching.
   std::map<std::string, std::unique_ptr<zmq::socket_t>> pipelines_;
   uint64_t next_pipelined_id_ = 1;
-  uint64_t put_counter_ = 0;                                    // rotates placement ties
+  uint64_t put_counter_ = 0;  // rotates placement ties
   std::mt19937_64 upload_ids_;
   std::vector<std::string> local_hosts_;
   std::string holder_name_;

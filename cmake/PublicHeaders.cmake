@@ -53,5 +53,6 @@ function(bm_generate_public_headers)
     endif()
     list(APPEND generated ${out})
   endforeach()
-  set(BM_PUBLIC_HEADER_FILES ${generated} PARENT_SCOPE)
+  # For the install rules (packaging/CMakeLists.txt).
+  set_property(GLOBAL PROPERTY BM_PUBLIC_HEADER_FILES ${generated})
 endfunction()

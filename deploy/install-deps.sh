@@ -11,6 +11,7 @@ packages=(
   libcli11-dev libspdlog-dev nlohmann-json3-dev
   libbenchmark-dev libhiredis-dev libmemcached-dev
   pybind11-dev python3-dev python3-numpy python3-distributed python3-pytest
+  yamllint dpkg-dev file iproute2
 )
 
 missing=()

@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/shutdown_signals.h"
 #include "common/logging.h"
+#include "common/server_config.h"
 #include "master/master_server.h"
 
 int main(int argc, char** argv) {
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
+  bm::AddConfigFileAndEnvironment(app, "BLOCKMGR_MASTER_");  // after the last flag
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -5,4 +5,14 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/deploy/install-deps.sh"
 "$root/deploy/build.sh" "$@"
 cd "${BUILD_DIR:-$root/build}"
-ctest --output-on-failure -j"$(nproc)" --timeout 600
+status=0
+ctest --output-on-failure -j"$(nproc)" --timeout 600 || status=$?
+# Tests that skipped because this machine lacks something (a tool, root for namespaces): why.
+if grep -q ': Skipped$' Testing/Temporary/LastTest.log 2>/dev/null; then
+  echo "run.sh: skipped tests, and why:"
+  awk '/: Skipped$/ { getline reason }
+       /^\[  SKIPPED \] / && reason != "" {
+         sub(/^\[  SKIPPED \] /, ""); sub(/ \(.*$/, ""); print "  " $0 ": " reason; reason = ""
+       }' Testing/Temporary/LastTest.log | sort -u
+fi
+exit "$status"
