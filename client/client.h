@@ -19,6 +19,7 @@
 #include "client/types.h"
 #include "common/block_id.h"
 #include "common/chunk.h"
+#include "common/curve_keys.h"
 #include "common/status.h"
 #include "common/storage_level.h"
 
@@ -68,6 +69,12 @@ struct ClientOptions {
   // memory and disk, and asks again at once when a worker it chose refused or failed. 0: ask
   // for every put.
   std::chrono::milliseconds worker_list_ttl{1000};
+
+  // CURVE keys (README "Security"): this client's secret certificate (NAME.key_secret) and the
+  // master's public one (MASTER.key). Both empty: plaintext, for a cluster run with
+  // --insecure. Workers' keys come from the master, which vouches for them.
+  std::string key_file{};
+  std::string master_key_file{};
 };
 
 // Computes a block's bytes when no worker has it (see Client::GetOrCompute).
@@ -215,6 +222,10 @@ class Client {
   Result<std::vector<BlockLocations>> Locations(const std::vector<BlockId>& ids);
   // Live workers, sorted by id.
   Result<std::vector<WorkerInfo>> Workers();
+
+  // Trusts `public_key` as the key of the worker at `address`, as if the master had vouched
+  // for it (a worker's replicator reads from its own worker this way).
+  void TrustWorkerKey(const std::string& address, const std::string& public_key);
   // Every known block, or those of one RDD, sorted by id.
   Result<std::vector<BlockLocations>> Blocks(std::optional<uint64_t> rdd_id = std::nullopt);
   // Cached RDDs, sorted by id.
@@ -304,7 +315,11 @@ class Client {
                       std::vector<Result<std::vector<std::byte>>>& out, std::vector<size_t>& retry);
   // The channel in `slot`, connected to `address` on first use; kInvalidArgument for an
   // address ZeroMQ cannot connect to (so a bad address fails a call instead of throwing).
-  Result<RpcChannel*> Connect(std::unique_ptr<RpcChannel>& slot, const std::string& address);
+  Result<RpcChannel*> Connect(std::unique_ptr<RpcChannel>& slot, const std::string& address,
+                              const std::string& server_key);
+  // The public key the master vouches for at `address` (asking it when unknown); empty with
+  // keys off. kPermissionDenied when the master does not list the worker.
+  Result<std::string> WorkerKey(const std::string& address);
   Result<RpcChannel*> WorkerChannel(const std::string& address);
   // Sends `request` to the master with `extra` added to the timeout for this call.
   Result<IncomingMessage> CallMaster(capnp::MallocMessageBuilder& request,
@@ -315,6 +330,12 @@ class Client {
   const ClientOptions options_;
   std::unique_ptr<zmq::context_t> owned_context_;  // null when the context is borrowed
   zmq::context_t& context_;
+  // With keys: this client's keypair and the master's public key (all empty: plaintext), or
+  // why the key files could not be read (then every call fails with it).
+  CurveKeys keys_;
+  std::string master_key_;
+  Status keys_status_;
+  std::map<std::string, std::string> worker_keys_;              // by address, from the master
   std::unique_ptr<RpcChannel> master_;                          // connected on first use
   std::map<std::string, std::unique_ptr<RpcChannel>> workers_;  // by address
   // GetMany's DEALERs, by worker address: kept apart from `workers_` so replies to its
