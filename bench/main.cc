@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--master-blocks", master_blocks,
                  "Blocks registered in workload 5, comma separated (default 1000000,10000000)");
-  app.add_option("--workloads", only, "Run only these workloads (0 = memcpy, 1-6)")->delimiter(',');
+  app.add_option("--workloads", only, "Run only these workloads (0 = memcpy, 1-7)")->delimiter(',');
   app.add_option("--work-dir", work_dir, "Logs and disk directories")->capture_default_str();
   app.add_option("--client", client_task, "(internal) run one client task")->group("");
   app.add_option("--serve-zmq", serve_zmq, "(internal) serve the raw ZeroMQ peer")->group("");

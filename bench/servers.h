@@ -26,6 +26,9 @@ class BlockmgrCluster {
     int workers = 1;
     std::string worker_memory = "1GiB";
     double heartbeat_timeout_s = 10;
+    // Run with CURVE keys (made in the work directory); clients then need key_file() and
+    // master_key_file() (an admin key).
+    bool keys = false;
   };
 
   static Result<std::unique_ptr<BlockmgrCluster>> Start(const BenchEnv& env, Options options);
@@ -34,6 +37,9 @@ class BlockmgrCluster {
   pid_t master_pid() const { return master_.pid(); }
   pid_t worker_pid(size_t i) const { return workers_.at(i).pid(); }
   const std::string& worker_endpoint(size_t i) const { return worker_endpoints_.at(i); }
+  // Empty without keys.
+  const std::string& key_file() const { return key_file_; }
+  const std::string& master_key_file() const { return master_key_file_; }
 
  private:
   BlockmgrCluster(std::string master_endpoint, ChildProcess master)
@@ -43,6 +49,8 @@ class BlockmgrCluster {
   ChildProcess master_;
   std::vector<ChildProcess> workers_;
   std::vector<std::string> worker_endpoints_;
+  std::string key_file_;
+  std::string master_key_file_;
 };
 
 // A peer server listening on `port`.

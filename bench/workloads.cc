@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <tuple>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "bench/child_process.h"
 #include "bench/tool_peers.h"
 #include "common/byte_size.h"
+#include "common/curve_keys.h"
 
 namespace bm::bench {
 namespace {
@@ -231,6 +233,47 @@ void MediumBlocks(Runner& runner, BlockmgrCluster& cluster) {
              Better::kHigher,
              "informative: the bytes held in a shared chunk and sent as they are, where Put copies "
              "the caller's span into the frame it sends (as hiredis copies into its buffer)");
+}
+
+// 7: the cost of CURVE (encryption and authentication on every connection): the same 64 MiB and
+// 1 MiB transfers against a cluster with keys and one without, interleaved.
+void CurveBlocks(Runner& runner, BlockmgrCluster& plain) {
+  Progress("7: 64 MiB and 1 MiB blocks with CURVE keys (blockmgr with and without keys)");
+  if (!CurveAvailable()) {
+    runner.Note("7. skipped: libzmq was built without CURVE");
+    return;
+  }
+  Result<std::unique_ptr<BlockmgrCluster>> secure = BlockmgrCluster::Start(
+      runner.config().env,
+      {.name = "curve", .workers = 1, .worker_memory = "1GiB", .keys = true});
+  if (!secure.ok()) {
+    runner.Note("7. blockmgr cluster with keys: " + secure.status().message());
+    return;
+  }
+  for (const auto& [size, ids, label] :
+       {std::tuple<uint64_t, int, const char*>{64u << 20, 4, "64 MiB"},
+        std::tuple<uint64_t, int, const char*>{1u << 20, 64, "1 MiB"}}) {
+    auto task = [&, size = size, ids = ids](BlockmgrCluster& cluster, uint64_t rdd) {
+      return [&runner, &cluster, size, ids, rdd] {
+        return runner.Client({{"task", "bm_transfer"}, {"master", cluster.master_endpoint()},
+                              {"key", cluster.key_file()},
+                              {"master_key", cluster.master_key_file()},
+                              {"size", size}, {"ids", ids}, {"rdd", rdd},
+                              {"level", "MEMORY_ONLY"}, {"min_ops", 20}});
+      };
+    };
+    std::vector<Result<Json>> results =
+        Interleaved(runner.config(), {task(**secure, 71), task(plain, 72)});
+    for (const char* op : {"get", "put"}) {
+      const std::string key = std::string(op) + "_bytes_per_s";
+      runner.Add(std::string("7. ") + label + " " + op + ", memory, CURVE keys", "GB/s",
+                 runner.Figure(results[0], key, kGB, std::string("CURVE ") + label),
+                 "blockmgr without keys",
+                 runner.Figure(results[1], key, kGB, std::string("plaintext ") + label), 0.5,
+                 Better::kHigher,
+                 "bounded by libsodium's per-frame encryption (a copy per frame: no zero-copy)");
+    }
+  }
 }
 
 void SmallGets(Runner& runner, BlockmgrCluster& cluster) {
@@ -499,7 +542,7 @@ Report RunBenchmark(const BenchConfig& config) {
   if (selected(0) || selected(1)) memcpy = MeasureMemcpy(runner);
   if (selected(0)) runner.Add("0. machine", "memcpy GB/s", memcpy, "none", std::nullopt);
 
-  if (selected(1) || selected(2) || selected(3) || selected(4)) {
+  if (selected(1) || selected(2) || selected(3) || selected(4) || selected(7)) {
     Result<std::unique_ptr<BlockmgrCluster>> cluster =
         BlockmgrCluster::Start(config.env, {.name = "main", .workers = 1, .worker_memory = "1GiB"});
     if (!cluster.ok()) {
@@ -509,6 +552,7 @@ Report RunBenchmark(const BenchConfig& config) {
       if (selected(2)) MediumBlocks(runner, **cluster);
       if (selected(3)) SmallGets(runner, **cluster);
       if (selected(4)) DiskBlocks(runner, **cluster);
+      if (selected(7)) CurveBlocks(runner, **cluster);
     }
   }
   if (selected(5)) MasterLoad(runner);

@@ -312,6 +312,7 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
   }));
   const zmq::message_t& peer = *message.routing_id();
   const UploadTable::Key key{PeerKey(peer), piece.upload_id};
+  const std::string* owner = message.peer() ? &message.peer()->public_key : nullptr;
   const uint64_t bytes = message.payload_bytes();
   const TimePoint now = clock_.Now();
 
@@ -331,10 +332,14 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
     if (uploads_.size() >= options_.max_uploads) {
       return UnavailableError("too many uploads in progress; retry later");
     }
+    if (owner && uploads_.CountOwnedBy(*owner) >= options_.max_uploads_per_key) {
+      return UnavailableError("too many uploads in progress from this key; retry later");
+    }
     ASSIGN_OR_RETURN(BlockManager::UploadId handle,
                      blocks_->BeginPut(*piece.block, piece.level, piece.total_size));
     uploads_.Insert(
-        key, UploadTable::Entry{handle, *piece.block, piece.level, piece.total_size, 0, now});
+        key, UploadTable::Entry{handle, *piece.block, piece.level, piece.total_size, 0, now,
+                                owner ? *owner : std::string()});
     upload = uploads_.Find(key);
   } else if (upload == nullptr) {
     return InvalidArgumentError("no upload " + std::to_string(piece.upload_id) +

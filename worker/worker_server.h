@@ -37,6 +37,8 @@ struct WorkerServerOptions {
   Duration put_ack_timeout = std::chrono::seconds(2);
   // Uploads in progress at once, over all clients; more are refused as unavailable.
   size_t max_uploads = 4096;
+  // Uploads in progress at once from one key (keys on), so one key cannot take them all.
+  size_t max_uploads_per_key = 1024;
   // CURVE (README "Security"): this worker's secret certificate and the master's public one.
   // Both empty: plaintext. The certificate's worker id is the worker's id (worker_id, if
   // given, must match it). The ZAP handler deciding which keys get in is started by the
