@@ -794,13 +794,16 @@ void Client::ReadBatched(const std::map<std::string, std::vector<size_t>>& by_wo
   std::vector<std::string> addresses;
   for (const auto& [address, indexes] : by_worker) {
     Result<std::string> key = WorkerKey(address);
+    if (!key.ok()) {  // no key the master vouches for: the one-by-one reads report why
+      retry.insert(retry.end(), indexes.begin(), indexes.end());
+      continue;
+    }
     std::unique_ptr<zmq::socket_t>& socket = pipelines_[address];
     if (!socket) {
       try {
         socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
-        if (!key.ok() || !ConfigureClientSocket(*socket, {keys_, *key}, address).ok()) {
-          throw zmq::error_t();
-        }
+        // Cannot fail: with keys on, WorkerKey() returned a key.
+        BM_CHECK(ConfigureClientSocket(*socket, {keys_, *key}, address).ok());
         socket->set(zmq::sockopt::sndtimeo, static_cast<int>(options_.request_timeout.count()));
         socket->connect(address);
       } catch (const zmq::error_t&) {

@@ -9,28 +9,50 @@ using Which = proto::Request::Which;
 
 const char* RequestName(Which which) {
   switch (which) {
-    case Which::REGISTER_WORKER: return "registerWorker";
-    case Which::HEARTBEAT: return "heartbeat";
-    case Which::REPORT_BLOCKS: return "reportBlocks";
-    case Which::GET_LOCATIONS: return "getLocations";
-    case Which::LIST_WORKERS: return "listWorkers";
-    case Which::LIST_BLOCKS: return "listBlocks";
-    case Which::LIST_RDDS: return "listRdds";
-    case Which::REMOVE_BLOCKS: return "removeBlocks";
-    case Which::REMOVE_RDD: return "removeRdd";
-    case Which::PUT_BLOCK: return "putBlock";
-    case Which::GET_BLOCK: return "getBlock";
-    case Which::CONTAINS_BLOCK: return "containsBlock";
-    case Which::PING: return "ping";
-    case Which::REGISTER_RDD: return "registerRdd";
-    case Which::ACQUIRE_COMPUTE: return "acquireCompute";
-    case Which::RENEW_COMPUTE: return "renewCompute";
-    case Which::RELEASE_COMPUTE: return "releaseCompute";
-    case Which::DECOMMISSION_WORKER: return "decommissionWorker";
-    case Which::REPLICATE_BLOCK: return "replicateBlock";
-    case Which::DECOMMISSION: return "decommission";
-    case Which::SHUTDOWN: return "shutdown";
-    case Which::GET_BLOCKS: return "getBlocks";
+    case Which::REGISTER_WORKER:
+      return "registerWorker";
+    case Which::HEARTBEAT:
+      return "heartbeat";
+    case Which::REPORT_BLOCKS:
+      return "reportBlocks";
+    case Which::GET_LOCATIONS:
+      return "getLocations";
+    case Which::LIST_WORKERS:
+      return "listWorkers";
+    case Which::LIST_BLOCKS:
+      return "listBlocks";
+    case Which::LIST_RDDS:
+      return "listRdds";
+    case Which::REMOVE_BLOCKS:
+      return "removeBlocks";
+    case Which::REMOVE_RDD:
+      return "removeRdd";
+    case Which::PUT_BLOCK:
+      return "putBlock";
+    case Which::GET_BLOCK:
+      return "getBlock";
+    case Which::CONTAINS_BLOCK:
+      return "containsBlock";
+    case Which::PING:
+      return "ping";
+    case Which::REGISTER_RDD:
+      return "registerRdd";
+    case Which::ACQUIRE_COMPUTE:
+      return "acquireCompute";
+    case Which::RENEW_COMPUTE:
+      return "renewCompute";
+    case Which::RELEASE_COMPUTE:
+      return "releaseCompute";
+    case Which::DECOMMISSION_WORKER:
+      return "decommissionWorker";
+    case Which::REPLICATE_BLOCK:
+      return "replicateBlock";
+    case Which::DECOMMISSION:
+      return "decommission";
+    case Which::SHUTDOWN:
+      return "shutdown";
+    case Which::GET_BLOCKS:
+      return "getBlocks";
   }
   return "this request";
 }

@@ -63,7 +63,8 @@ Result<std::map<std::string, std::string>> ParseZpl(const std::string& text,
       return InvalidArgumentError(path + ":" + std::to_string(number) +
                                   ": expected 'name = \"value\"' inside a section");
     }
-    values[section + "/" + Trim(trimmed.substr(0, equals))] = Unquote(Trim(trimmed.substr(equals + 1)));
+    values[section + "/" + Trim(trimmed.substr(0, equals))] =
+        Unquote(Trim(trimmed.substr(equals + 1)));
   }
   return values;
 }
@@ -128,10 +129,14 @@ bool IsValidName(const std::string& name) {
 
 const char* KeyRoleName(KeyRole role) {
   switch (role) {
-    case KeyRole::kMaster: return "master";
-    case KeyRole::kWorker: return "worker";
-    case KeyRole::kClient: return "client";
-    case KeyRole::kAdmin: return "admin";
+    case KeyRole::kMaster:
+      return "master";
+    case KeyRole::kWorker:
+      return "worker";
+    case KeyRole::kClient:
+      return "client";
+    case KeyRole::kAdmin:
+      return "admin";
   }
   return "unknown";
 }
@@ -207,7 +212,7 @@ Status GenerateCertificate(const std::string& dir, const std::string& name, KeyR
 }
 
 Result<Certificate> LoadCertificate(const std::string& path) {
-  struct stat info{};
+  struct stat info {};
   if (::stat(path.c_str(), &info) != 0) {
     return NotFoundError("cannot read key " + path + ": " + std::strerror(errno));
   }
@@ -247,7 +252,8 @@ Result<Certificate> LoadCertificate(const std::string& path) {
 Result<CurveKeys> LoadKeyPair(const std::string& secret_path) {
   ASSIGN_OR_RETURN(Certificate cert, LoadCertificate(secret_path));
   if (cert.secret_key.empty()) {
-    return InvalidArgumentError(secret_path + " holds no secret key; give the NAME.key_secret file");
+    return InvalidArgumentError(secret_path +
+                                " holds no secret key; give the NAME.key_secret file");
   }
   return CurveKeys{cert.public_key, cert.secret_key};
 }

@@ -136,8 +136,8 @@ void ZapHandler::LogRefusal(const std::string& address, const std::string& why) 
     return;
   }
   if (refusals_not_logged_ > 0) {
-    spdlog::warn("refused a connection from {}: {} (and {} more since the last such line)",
-                 address, why, refusals_not_logged_);
+    spdlog::warn("refused a connection from {}: {} (and {} more since the last such line)", address,
+                 why, refusals_not_logged_);
   } else {
     spdlog::warn("refused a connection from {}: {}", address, why);
   }

@@ -453,13 +453,15 @@ Status MasterServer::Loop::Dispatch(proto::Request::Reader request, const zmq::m
   RETURN_IF_ERROR(AuthorizeMasterRequest(secure, peer, request.which()));
   switch (request.which()) {
     case proto::Request::REGISTER_WORKER:
-      RETURN_IF_ERROR(AuthorizeWorkerId(secure, peer, request.getRegisterWorker().getWorkerId().cStr()));
+      RETURN_IF_ERROR(
+          AuthorizeWorkerId(secure, peer, request.getRegisterWorker().getWorkerId().cStr()));
       return HandleRegister(request.getRegisterWorker(), peer, reply);
     case proto::Request::HEARTBEAT:
       RETURN_IF_ERROR(AuthorizeWorkerId(secure, peer, request.getHeartbeat().getWorkerId().cStr()));
       return HandleHeartbeat(request.getHeartbeat(), reply);
     case proto::Request::REPORT_BLOCKS:
-      RETURN_IF_ERROR(AuthorizeWorkerId(secure, peer, request.getReportBlocks().getWorkerId().cStr()));
+      RETURN_IF_ERROR(
+          AuthorizeWorkerId(secure, peer, request.getReportBlocks().getWorkerId().cStr()));
       return HandleReportBlocks(request.getReportBlocks(), reply);
     case proto::Request::GET_LOCATIONS:
       return HandleGetLocations(request.getGetLocations(), reply);

@@ -101,25 +101,25 @@ struct Attacks {
   ChannelSecurity to_w1;
 
   bool FakeWorkerIsListed() {
-    Result<IncomingMessage> reply = RawCall(context, cluster.master_endpoint(), to_master,
-                                            [](proto::Request::Builder r) {
-                                              auto reg = r.initRegisterWorker();
-                                              reg.setWorkerId("evil");
-                                              reg.setAddress("tcp://127.0.0.1:9");
-                                              reg.initStats().setMemoryCapacity(1ull << 40);
-                                            });
+    Result<IncomingMessage> reply =
+        RawCall(context, cluster.master_endpoint(), to_master, [](proto::Request::Builder r) {
+          auto reg = r.initRegisterWorker();
+          reg.setWorkerId("evil");
+          reg.setAddress("tcp://127.0.0.1:9");
+          reg.initStats().setMemoryCapacity(1ull << 40);
+        });
     std::vector<std::string> listed = cluster.ListedWorkers();
     return reply.ok() && std::find(listed.begin(), listed.end(), "evil") != listed.end();
   }
 
   bool TakesOverWorkerEntry() {
-    Result<IncomingMessage> reply = RawCall(context, cluster.master_endpoint(), to_master,
-                                            [](proto::Request::Builder r) {
-                                              auto reg = r.initRegisterWorker();
-                                              reg.setWorkerId("w2");
-                                              reg.setAddress("tcp://127.0.0.1:9");
-                                              reg.initStats();
-                                            });
+    Result<IncomingMessage> reply =
+        RawCall(context, cluster.master_endpoint(), to_master, [](proto::Request::Builder r) {
+          auto reg = r.initRegisterWorker();
+          reg.setWorkerId("w2");
+          reg.setAddress("tcp://127.0.0.1:9");
+          reg.initStats();
+        });
     return reply.ok();
   }
 
@@ -159,10 +159,9 @@ struct Attacks {
   }
 
   bool RemoveRddDeletes() {
-    Result<IncomingMessage> reply = RawCall(context, cluster.master_endpoint(), to_master,
-                                            [](proto::Request::Builder r) {
-                                              r.initRemoveRdd().setRddId(7);
-                                            });
+    Result<IncomingMessage> reply =
+        RawCall(context, cluster.master_endpoint(), to_master,
+                [](proto::Request::Builder r) { r.initRemoveRdd().setRddId(7); });
     return reply.ok() && reply->reply().getRemoved() > 0;
   }
 
@@ -222,7 +221,8 @@ TEST_F(SecurityTest, AllowedKeysOutsideTheirRoleGetPermissionDenied) {
   Result<IncomingMessage> shutdown =
       RawCall(context_, cluster_.worker_endpoint("w1"), cluster_.SecurityOf("client", "w1"),
               [](proto::Request::Builder r) { r.setShutdown(); });
-  EXPECT_EQ(shutdown.status().code(), StatusCode::kPermissionDenied) << shutdown.status().ToString();
+  EXPECT_EQ(shutdown.status().code(), StatusCode::kPermissionDenied)
+      << shutdown.status().ToString();
   EXPECT_TRUE(cluster_.worker_process("w1").Running());
 
   // A worker key speaks only for its own worker id.
@@ -270,16 +270,15 @@ TEST_F(SecurityTest, UnknownClientKeyIsRefusedWithinOneSecond) {
   const auto took = std::chrono::steady_clock::now() - start;
   ASSERT_FALSE(workers.ok());
   EXPECT_EQ(workers.status().code(), StatusCode::kPermissionDenied);
-  EXPECT_NE(workers.status().message().find("authentication refused by " +
-                                            cluster_.master_endpoint()),
-            std::string::npos)
+  EXPECT_NE(
+      workers.status().message().find("authentication refused by " + cluster_.master_endpoint()),
+      std::string::npos)
       << workers.status().message();
   EXPECT_LT(took, seconds(1));
 
-  CommandResult bmctl =
-      RunCommand(BinaryPath("bmctl"), {"--master", cluster_.master_endpoint(), "--key",
-                                       options.key_file, "--master-key", options.master_key_file,
-                                       "workers"});
+  CommandResult bmctl = RunCommand(
+      BinaryPath("bmctl"), {"--master", cluster_.master_endpoint(), "--key", options.key_file,
+                            "--master-key", options.master_key_file, "workers"});
   EXPECT_EQ(bmctl.exit_code, 1);
   EXPECT_NE(bmctl.err.find("authentication refused by " + cluster_.master_endpoint()),
             std::string::npos)
@@ -295,10 +294,10 @@ TEST_F(SecurityTest, KeysOnOneSideOnlyAreNamedAsTheProblem) {
 
   LocalCluster plain;
   ASSERT_NO_FATAL_FAILURE(plain.StartMaster());
-  CommandResult keyed = RunCommand(
-      BinaryPath("bmctl"), {"--master", plain.master_endpoint(), "--key",
-                            cluster_.SecretKeyFile("client"), "--master-key",
-                            cluster_.PublicKeyFile("master"), "workers"});
+  CommandResult keyed =
+      RunCommand(BinaryPath("bmctl"),
+                 {"--master", plain.master_endpoint(), "--key", cluster_.SecretKeyFile("client"),
+                  "--master-key", cluster_.PublicKeyFile("master"), "workers"});
   EXPECT_EQ(keyed.exit_code, 1);
   EXPECT_NE(keyed.err.find("does not use keys"), std::string::npos) << keyed.err;
 }
@@ -405,16 +404,16 @@ INSTANTIATE_TEST_SUITE_P(KeysOnAndOff, WireTest, ::testing::Bool(),
 
 TEST(SecureStartTest, NonLoopbackWithoutKeyRefusesToStartUnlessInsecure) {
   TempDir dir;
-  CommandResult refused = RunCommand(BinaryPath("bm-master"), {"--listen", "tcp://0.0.0.0:*"}, "",
-                                     seconds(10));
+  CommandResult refused =
+      RunCommand(BinaryPath("bm-master"), {"--listen", "tcp://0.0.0.0:*"}, "", seconds(10));
   EXPECT_EQ(refused.exit_code, 2);
   EXPECT_NE(refused.err.find("without keys"), std::string::npos) << refused.err;
   EXPECT_NE(refused.err.find("--insecure"), std::string::npos) << refused.err;
-  CommandResult worker = RunCommand(
-      BinaryPath("bm-worker"),
-      {"--master", "tcp://127.0.0.1:1", "--listen", "tcp://0.0.0.0:*", "--advertise",
-       "tcp://10.1.2.3:7000", "--memory", "1MiB", "--disk-dir", dir.Sub("d")},
-      "", seconds(10));
+  CommandResult worker =
+      RunCommand(BinaryPath("bm-worker"),
+                 {"--master", "tcp://127.0.0.1:1", "--listen", "tcp://0.0.0.0:*", "--advertise",
+                  "tcp://10.1.2.3:7000", "--memory", "1MiB", "--disk-dir", dir.Sub("d")},
+                 "", seconds(10));
   EXPECT_EQ(worker.exit_code, 2);
   EXPECT_NE(worker.err.find("without keys"), std::string::npos) << worker.err;
 }
@@ -422,8 +421,8 @@ TEST(SecureStartTest, NonLoopbackWithoutKeyRefusesToStartUnlessInsecure) {
 TEST(KeygenTest, WritesZeroMqCertificatesWithTheSecretPrivate) {
   if (!CurveAvailable()) GTEST_SKIP() << "libzmq was built without CURVE (libsodium)";
   TempDir dir;
-  CommandResult made = RunCommand(BinaryPath("bmctl"),
-                                  {"keygen", "w7", "--role", "worker", "--out", dir.Sub("k")});
+  CommandResult made =
+      RunCommand(BinaryPath("bmctl"), {"keygen", "w7", "--role", "worker", "--out", dir.Sub("k")});
   ASSERT_EQ(made.exit_code, 0) << made.err;
   const std::string public_text = ReadFile(dir.Sub("k/w7.key"));
   const std::string secret_text = ReadFile(dir.Sub("k/w7.key_secret"));
@@ -432,7 +431,7 @@ TEST(KeygenTest, WritesZeroMqCertificatesWithTheSecretPrivate) {
   EXPECT_NE(public_text.find("curve\n    public-key = \""), std::string::npos);
   EXPECT_EQ(public_text.find("secret-key"), std::string::npos);
   EXPECT_NE(secret_text.find("    secret-key = \""), std::string::npos);
-  struct stat info{};
+  struct stat info {};
   ASSERT_EQ(::stat(dir.Sub("k/w7.key_secret").c_str(), &info), 0);
   EXPECT_EQ(info.st_mode & 0777, 0600u);
   Result<Certificate> cert = LoadCertificate(dir.Sub("k/w7.key_secret"));
@@ -440,8 +439,8 @@ TEST(KeygenTest, WritesZeroMqCertificatesWithTheSecretPrivate) {
   EXPECT_EQ(cert->name(), "w7");
   EXPECT_EQ(cert->role().value(), KeyRole::kWorker);
   // Never overwrites a key.
-  CommandResult again = RunCommand(BinaryPath("bmctl"),
-                                   {"keygen", "w7", "--role", "worker", "--out", dir.Sub("k")});
+  CommandResult again =
+      RunCommand(BinaryPath("bmctl"), {"keygen", "w7", "--role", "worker", "--out", dir.Sub("k")});
   EXPECT_EQ(again.exit_code, 1);
 }
 

@@ -19,7 +19,8 @@ using std::chrono::milliseconds;
 // A CURVE server on a ROUTER that answers every request `ok`, counting what reached it.
 class EchoServer {
  public:
-  EchoServer(zmq::context_t& context, const CurveKeys& keys) : router_(context, zmq::socket_type::router) {
+  EchoServer(zmq::context_t& context, const CurveKeys& keys)
+      : router_(context, zmq::socket_type::router) {
     ConfigureServerSocket(router_, keys);
     router_.bind("tcp://127.0.0.1:*");
     endpoint_ = router_.get(zmq::sockopt::last_endpoint);
@@ -128,7 +129,8 @@ TEST_F(ZapHandlerTest, AllowedKeyGetsInWithItsRoleAndReloadRevokesIt) {
     std::this_thread::sleep_for(milliseconds(10));  // polling the handler's state
   }
   ASSERT_EQ((*zap)->allowed_keys(), 0u);
-  Result<IncomingMessage> after = Ping(context, server.endpoint(), {*alice, server_keys_.public_key});
+  Result<IncomingMessage> after =
+      Ping(context, server.endpoint(), {*alice, server_keys_.public_key});
   EXPECT_EQ(after.status().code(), StatusCode::kPermissionDenied) << after.status().ToString();
 }
 

@@ -6,7 +6,7 @@ namespace bm {
 namespace {
 
 UploadTable::Entry EntryOf(const std::string& owner, TimePoint when) {
-  return UploadTable::Entry{1, BlockId::Broadcast(1), StorageLevel::kMemoryOnly, 10, 0, when,
+  return UploadTable::Entry{1,    BlockId::Broadcast(1), StorageLevel::kMemoryOnly, 10, 0, when,
                             owner};
 }
 
