@@ -135,6 +135,19 @@ Result<PeerServer> StartRedis(const BenchEnv& env) {
       env.work_dir + "/redis.log");
 }
 
+Result<PeerServer> StartRedisTls(const BenchEnv& env, const std::string& cert_file,
+                                 const std::string& key_file) {
+  return StartListening(
+      FindOnPath("redis-server"),
+      [&](int port) -> std::vector<std::string> {
+        return {"--port", "0", "--tls-port", std::to_string(port), "--tls-cert-file", cert_file,
+                "--tls-key-file", key_file, "--tls-ca-cert-file", cert_file,
+                "--tls-auth-clients", "no", "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no", "--protected-mode", "no", "--daemonize", "no"};
+      },
+      env.work_dir + "/redis-tls.log");
+}
+
 Result<PeerServer> StartMemcached(const BenchEnv& env, int max_item_mib, int memory_mib) {
   return StartListening(
       FindOnPath("memcached"),

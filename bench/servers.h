@@ -61,6 +61,9 @@ struct PeerServer {
 
 // redis-server with persistence off (no RDB snapshots, no AOF).
 Result<PeerServer> StartRedis(const BenchEnv& env);
+// The same, serving only TLS (`--tls-port`) with the certificate and key given (PEM files).
+Result<PeerServer> StartRedisTls(const BenchEnv& env, const std::string& cert_file,
+                                 const std::string& key_file);
 // memcached with items of up to `max_item_mib` MiB and `memory_mib` MiB of cache.
 Result<PeerServer> StartMemcached(const BenchEnv& env, int max_item_mib, int memory_mib);
 // `bm-bench --serve-zmq`: the raw ZeroMQ peer (bench/raw_zmq.h).

@@ -262,16 +262,28 @@ void CurveBlocks(Runner& runner, BlockmgrCluster& plain) {
                               {"level", "MEMORY_ONLY"}, {"min_ops", 20}});
       };
     };
-    std::vector<Result<Json>> results =
-        Interleaved(runner.config(), {task(**secure, 71), task(plain, 72)});
+    const int redis_requests = size > (1u << 20) ? 10 : 200;
+    std::vector<Result<Json>> results = Interleaved(
+        runner.config(),
+        {task(**secure, 71), task(plain, 72), [&runner, size = size, redis_requests]() -> Result<Json> {
+           ASSIGN_OR_RETURN(RedisTlsRates rates,
+                            RunRedisTls(runner.config().env, size, redis_requests));
+           return Json{{"put_bytes_per_s", rates.set_bytes_per_s},
+                       {"get_bytes_per_s", rates.get_bytes_per_s}};
+         }});
     for (const char* op : {"get", "put"}) {
       const std::string key = std::string(op) + "_bytes_per_s";
-      runner.Add(std::string("7. ") + label + " " + op + ", memory, CURVE keys", "GB/s",
-                 runner.Figure(results[0], key, kGB, std::string("CURVE ") + label),
-                 "blockmgr without keys",
+      const std::string workload = std::string("7. ") + label + " " + op + ", memory, CURVE keys";
+      const std::optional<double> ours =
+          runner.Figure(results[0], key, kGB, std::string("CURVE ") + label);
+      runner.Add(workload, "GB/s", ours, "blockmgr without keys",
                  runner.Figure(results[1], key, kGB, std::string("plaintext ") + label), 0.5,
                  Better::kHigher,
                  "bounded by libsodium's per-frame encryption (a copy per frame: no zero-copy)");
+      runner.Add(workload, "GB/s", ours,
+                 std::string(op) == "get" ? "redis TLS GET (redis-benchmark)"
+                                          : "redis TLS SET (redis-benchmark)",
+                 runner.Figure(results[2], key, kGB, std::string("redis TLS ") + label), 1.0);
     }
   }
 }
