@@ -164,9 +164,10 @@ int main(int argc, char** argv) {
     return kStartError;
   }
   std::unique_ptr<bm::WorkerServer> server = std::move(created).value();
-  spdlog::info("worker {} listening on {}, memory {}, disk {} (limit {})", server->worker_id(),
+  spdlog::info("worker {} listening on {}, memory {}, disk {} (limit {}), {}", server->worker_id(),
                server->endpoint(), bm::FormatBytes(*memory), disk_dir,
-               *disk_limit == 0 ? std::string("none") : bm::FormatBytes(*disk_limit));
+               *disk_limit == 0 ? std::string("none") : bm::FormatBytes(*disk_limit),
+               secure.keys.enabled() ? "CURVE keys on" : "no keys: plaintext");
 
   shutdown_signals.CallOnSignal([&] { server->Stop(); });
   server->Run();  // returns after Stop(), or if the loop fails
