@@ -23,6 +23,9 @@ ClientOptions OptionsFor(const Json& task) {
   options.request_timeout = std::chrono::milliseconds(task.value("timeout_ms", 30000));
   // "location_cache": 0 makes every read ask the master first (the two-round-trip get).
   options.location_cache_entries = task.value("location_cache", options.location_cache_entries);
+  // A cluster with keys: the client's secret certificate and the master's public one.
+  options.key_file = task.value("key", std::string());
+  options.master_key_file = task.value("master_key", std::string());
   return options;
 }
 

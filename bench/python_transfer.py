@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """bm-bench's "bm_transfer" task from Python (blockmgr.Client): the same puts then gets, timed
 the same way (bench/tasks.cc MeasureTransfer), printed as one JSON object. bm-bench runs it as
-`python_transfer.py --path <build>/python '<task json>'` (workload 7).
+`python_transfer.py --path <build>/python '<task json>'` (workload 8).
 
 A get keeps the block as the blockmgr.Buffer the client returns (what a Python caller receives);
 the C++ task counts the bytes where the client library received them."""

@@ -12,7 +12,7 @@ build="${BUILD_DIR:-$root/build}"
 "$root/deploy/install-deps.sh" >&2
 
 # The peers measured side by side with blockmgr.
-peers=(redis-server memcached iperf3 rocksdb-tools)
+peers=(redis-server redis-tools openssl memcached iperf3 rocksdb-tools)
 missing=()
 for p in "${peers[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "client/client.h"
+#include "common/curve_keys.h"
 
 namespace bm::bench {
 namespace {
@@ -52,17 +53,35 @@ Result<PeerServer> StartListening(const std::string& binary,
 Result<std::unique_ptr<BlockmgrCluster>> BlockmgrCluster::Start(const BenchEnv& env,
                                                                 Options options) {
   const std::string prefix = env.work_dir + "/" + options.name;
+  const std::string keys = prefix + "-keys";
+  std::vector<std::string> master_keys;
+  if (options.keys) {
+    std::filesystem::remove_all(keys);
+    RETURN_IF_ERROR(GenerateCertificate(keys, "master", KeyRole::kMaster));
+    RETURN_IF_ERROR(GenerateCertificate(keys, "admin", KeyRole::kAdmin));
+    for (int i = 1; i <= options.workers; ++i) {
+      RETURN_IF_ERROR(GenerateCertificate(keys, options.name + "-w" + std::to_string(i),
+                                          KeyRole::kWorker));
+    }
+    master_keys = {"--key", keys + "/master.key_secret", "--allow", keys};
+  }
   ASSIGN_OR_RETURN(PeerServer master,
                    StartListening(
                        env.bin_dir + "/bm-master",
                        [&](int port) -> std::vector<std::string> {
-                         return {"--listen", Loopback(port), "--heartbeat-timeout",
-                                 std::to_string(options.heartbeat_timeout_s), "--log-level",
-                                 "warn"};
+                         std::vector<std::string> args = {
+                             "--listen", Loopback(port), "--heartbeat-timeout",
+                             std::to_string(options.heartbeat_timeout_s), "--log-level", "warn"};
+                         args.insert(args.end(), master_keys.begin(), master_keys.end());
+                         return args;
                        },
                        prefix + "-master.log"));
   std::unique_ptr<BlockmgrCluster> cluster(
       new BlockmgrCluster(Loopback(master.port), std::move(master.process)));
+  if (options.keys) {
+    cluster->key_file_ = keys + "/admin.key_secret";
+    cluster->master_key_file_ = keys + "/master.key";
+  }
   for (int i = 1; i <= options.workers; ++i) {
     const std::string id = options.name + "-w" + std::to_string(i);
     const std::string disk_dir = prefix + "-disk-w" + std::to_string(i);
@@ -71,12 +90,19 @@ Result<std::unique_ptr<BlockmgrCluster>> BlockmgrCluster::Start(const BenchEnv& 
                      StartListening(
                          env.bin_dir + "/bm-worker",
                          [&](int port) -> std::vector<std::string> {
-                           return {"--master",   cluster->master_endpoint_,
-                                   "--listen",   Loopback(port),
-                                   "--memory",   options.worker_memory,
-                                   "--disk-dir", disk_dir,
-                                   "--id",       id,
-                                   "--log-level", "warn"};
+                           std::vector<std::string> args = {
+                               "--master",   cluster->master_endpoint_,
+                               "--listen",   Loopback(port),
+                               "--memory",   options.worker_memory,
+                               "--disk-dir", disk_dir,
+                               "--id",       id,
+                               "--log-level", "warn"};
+                           if (options.keys) {
+                             args.insert(args.end(),
+                                         {"--key", keys + "/" + id + ".key_secret", "--master-key",
+                                          keys + "/master.key", "--allow", keys});
+                           }
+                           return args;
                          },
                          prefix + "-" + id + ".log"));
     cluster->workers_.push_back(std::move(worker.process));
@@ -86,6 +112,8 @@ Result<std::unique_ptr<BlockmgrCluster>> BlockmgrCluster::Start(const BenchEnv& 
   ClientOptions client_options;
   client_options.master_address = cluster->master_endpoint_;
   client_options.request_timeout = std::chrono::milliseconds(500);
+  client_options.key_file = cluster->key_file_;
+  client_options.master_key_file = cluster->master_key_file_;
   Client client(client_options);
   const bool ready = WaitUntil(
       [&] {
@@ -105,6 +133,19 @@ Result<PeerServer> StartRedis(const BenchEnv& env) {
                 "--appendonly", "no", "--protected-mode", "no", "--daemonize", "no"};
       },
       env.work_dir + "/redis.log");
+}
+
+Result<PeerServer> StartRedisTls(const BenchEnv& env, const std::string& cert_file,
+                                 const std::string& key_file) {
+  return StartListening(
+      FindOnPath("redis-server"),
+      [&](int port) -> std::vector<std::string> {
+        return {"--port", "0", "--tls-port", std::to_string(port), "--tls-cert-file", cert_file,
+                "--tls-key-file", key_file, "--tls-ca-cert-file", cert_file,
+                "--tls-auth-clients", "no", "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no", "--protected-mode", "no", "--daemonize", "no"};
+      },
+      env.work_dir + "/redis-tls.log");
 }
 
 Result<PeerServer> StartMemcached(const BenchEnv& env, int max_item_mib, int memory_mib) {

@@ -26,6 +26,9 @@ class BlockmgrCluster {
     int workers = 1;
     std::string worker_memory = "1GiB";
     double heartbeat_timeout_s = 10;
+    // Run with CURVE keys (made in the work directory); clients then need key_file() and
+    // master_key_file() (an admin key).
+    bool keys = false;
   };
 
   static Result<std::unique_ptr<BlockmgrCluster>> Start(const BenchEnv& env, Options options);
@@ -34,6 +37,9 @@ class BlockmgrCluster {
   pid_t master_pid() const { return master_.pid(); }
   pid_t worker_pid(size_t i) const { return workers_.at(i).pid(); }
   const std::string& worker_endpoint(size_t i) const { return worker_endpoints_.at(i); }
+  // Empty without keys.
+  const std::string& key_file() const { return key_file_; }
+  const std::string& master_key_file() const { return master_key_file_; }
 
  private:
   BlockmgrCluster(std::string master_endpoint, ChildProcess master)
@@ -43,6 +49,8 @@ class BlockmgrCluster {
   ChildProcess master_;
   std::vector<ChildProcess> workers_;
   std::vector<std::string> worker_endpoints_;
+  std::string key_file_;
+  std::string master_key_file_;
 };
 
 // A peer server listening on `port`.
@@ -53,6 +61,9 @@ struct PeerServer {
 
 // redis-server with persistence off (no RDB snapshots, no AOF).
 Result<PeerServer> StartRedis(const BenchEnv& env);
+// The same, serving only TLS (`--tls-port`) with the certificate and key given (PEM files).
+Result<PeerServer> StartRedisTls(const BenchEnv& env, const std::string& cert_file,
+                                 const std::string& key_file);
 // memcached with items of up to `max_item_mib` MiB and `memory_mib` MiB of cache.
 Result<PeerServer> StartMemcached(const BenchEnv& env, int max_item_mib, int memory_mib);
 // `bm-bench --serve-zmq`: the raw ZeroMQ peer (bench/raw_zmq.h).

@@ -27,6 +27,50 @@ Result<double> RunIperf(const BenchEnv& env, double seconds) {
   }
 }
 
+Result<RedisTlsRates> RunRedisTls(const BenchEnv& env, uint64_t size, int requests) {
+  const std::string openssl = FindOnPath("openssl");
+  const std::string benchmark = FindOnPath("redis-benchmark");
+  if (openssl.empty() || benchmark.empty()) {
+    return UnavailableError("openssl or redis-benchmark not found (Debian openssl, redis-tools)");
+  }
+  const std::string cert = env.work_dir + "/redis-tls.crt";
+  const std::string key = env.work_dir + "/redis-tls.key";
+  ASSIGN_OR_RETURN(CommandOutput made,
+                   RunCommand(openssl,
+                              {"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                               "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1"},
+                              env.work_dir + "/openssl.log", std::chrono::minutes(1)));
+  if (made.exit_code != 0) return InternalError("openssl could not make a certificate");
+  ASSIGN_OR_RETURN(PeerServer server, StartRedisTls(env, cert, key));
+  ASSIGN_OR_RETURN(
+      CommandOutput run,
+      RunCommand(benchmark,
+                 {"-h", "127.0.0.1", "-p", std::to_string(server.port), "--tls", "--cacert", cert,
+                  "-c", "1", "-n", std::to_string(requests), "-d", std::to_string(size), "-t",
+                  "set,get", "--csv"},
+                 env.work_dir + "/redis-benchmark.log", std::chrono::minutes(5)));
+  if (run.exit_code != 0) {
+    return InternalError("redis-benchmark exited " + std::to_string(run.exit_code) + "; see " +
+                         env.work_dir + "/redis-benchmark.log");
+  }
+  // CSV lines like "SET","123.45",... (requests per second).
+  const std::regex line(R"re(^"(SET|GET)","([0-9.]+)")re");
+  RedisTlsRates rates;
+  std::istringstream lines(run.out);
+  std::string text;
+  while (std::getline(lines, text)) {
+    std::smatch match;
+    if (!std::regex_search(text, match, line)) continue;
+    const double bytes_per_s = std::stod(match[2].str()) * static_cast<double>(size);
+    if (match[1] == "SET") rates.set_bytes_per_s = bytes_per_s;
+    if (match[1] == "GET") rates.get_bytes_per_s = bytes_per_s;
+  }
+  if (rates.set_bytes_per_s == 0 || rates.get_bytes_per_s == 0) {
+    return InternalError("could not read redis-benchmark's results: " + run.out.substr(0, 300));
+  }
+  return rates;
+}
+
 Result<DbBenchRates> RunDbBench(const BenchEnv& env, uint64_t value_size, uint64_t num) {
   std::string binary = FindOnPath("db_bench");
   if (binary.empty()) binary = FindOnPath("rocksdb_db_bench");

@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <tuple>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "bench/child_process.h"
 #include "bench/tool_peers.h"
 #include "common/byte_size.h"
+#include "common/curve_keys.h"
 
 namespace bm::bench {
 namespace {
@@ -253,6 +255,59 @@ void MediumBlocks(Runner& runner, BlockmgrCluster& cluster) {
              Better::kHigher,
              "informative: the bytes held in a shared chunk and sent as they are, where Put copies "
              "the caller's span into the frame it sends (as hiredis copies into its buffer)");
+}
+
+// 7: the cost of CURVE (encryption and authentication on every connection): the same 64 MiB and
+// 1 MiB transfers against a cluster with keys and one without, interleaved.
+void CurveBlocks(Runner& runner, BlockmgrCluster& plain) {
+  Progress("9: 64 MiB and 1 MiB blocks with CURVE keys (blockmgr with and without keys)");
+  if (!CurveAvailable()) {
+    runner.Note("9. skipped: libzmq was built without CURVE");
+    return;
+  }
+  Result<std::unique_ptr<BlockmgrCluster>> secure = BlockmgrCluster::Start(
+      runner.config().env,
+      {.name = "curve", .workers = 1, .worker_memory = "1GiB", .keys = true});
+  if (!secure.ok()) {
+    runner.Note("9. blockmgr cluster with keys: " + secure.status().message());
+    return;
+  }
+  for (const auto& [size, ids, label] :
+       {std::tuple<uint64_t, int, const char*>{64u << 20, 4, "64 MiB"},
+        std::tuple<uint64_t, int, const char*>{1u << 20, 64, "1 MiB"}}) {
+    auto task = [&, size = size, ids = ids](BlockmgrCluster& cluster, uint64_t rdd) {
+      return [&runner, &cluster, size, ids, rdd] {
+        return runner.Client({{"task", "bm_transfer"}, {"master", cluster.master_endpoint()},
+                              {"key", cluster.key_file()},
+                              {"master_key", cluster.master_key_file()},
+                              {"size", size}, {"ids", ids}, {"rdd", rdd},
+                              {"level", "MEMORY_ONLY"}, {"min_ops", 20}});
+      };
+    };
+    const int redis_requests = size > (1u << 20) ? 10 : 200;
+    std::vector<Result<Json>> results = Interleaved(
+        runner.config(),
+        {task(**secure, 71), task(plain, 72), [&runner, size = size, redis_requests]() -> Result<Json> {
+           ASSIGN_OR_RETURN(RedisTlsRates rates,
+                            RunRedisTls(runner.config().env, size, redis_requests));
+           return Json{{"put_bytes_per_s", rates.set_bytes_per_s},
+                       {"get_bytes_per_s", rates.get_bytes_per_s}};
+         }});
+    for (const char* op : {"get", "put"}) {
+      const std::string key = std::string(op) + "_bytes_per_s";
+      const std::string workload = std::string("9. ") + label + " " + op + ", memory, CURVE keys";
+      const std::optional<double> ours =
+          runner.Figure(results[0], key, kGB, std::string("CURVE ") + label);
+      runner.Add(workload, "GB/s", ours, "blockmgr without keys",
+                 runner.Figure(results[1], key, kGB, std::string("plaintext ") + label), 0.5,
+                 Better::kHigher,
+                 "bounded by libsodium's per-frame encryption (a copy per frame: no zero-copy)");
+      runner.Add(workload, "GB/s", ours,
+                 std::string(op) == "get" ? "redis TLS GET (redis-benchmark)"
+                                          : "redis TLS SET (redis-benchmark)",
+                 runner.Figure(results[2], key, kGB, std::string("redis TLS ") + label), 1.0);
+    }
+  }
 }
 
 void SmallGets(Runner& runner, BlockmgrCluster& cluster) {
@@ -509,14 +564,14 @@ void BigBlock(Runner& runner) {
              256.0, 1.0, Better::kLower);
 }
 
-// ---- workload 7: the Python client ----
+// ---- workload 8: the Python client ----
 
 // blockmgr's Python module against the C++ client it wraps, same blocks, same cluster, taking
 // turns. A Python get hands the caller the whole block (a Buffer), so it is compared with
 // Client::Get; the C++ rows of workloads 1-2 count the bytes where they were received
 // (GetTo), which is shown beside it, informative.
 void PythonClient(Runner& runner, BlockmgrCluster& cluster) {
-  Progress("7: the Python client (64 MiB and 1 MiB blocks, against the C++ client)");
+  Progress("8: the Python client (64 MiB and 1 MiB blocks, against the C++ client)");
   struct Shape {
     const char* name;
     uint64_t size;
@@ -540,16 +595,16 @@ void PythonClient(Runner& runner, BlockmgrCluster& cluster) {
       return runner.Figure(results[i], key, kGB, what + " " + size);
     };
     const std::optional<double> py_get = figure(0, "get_bytes_per_s", "python");
-    runner.Add("7. Python " + size + " get, memory", "GB/s", py_get, "C++ Client::Get",
+    runner.Add("8. Python " + size + " get, memory", "GB/s", py_get, "C++ Client::Get",
                figure(1, "get_bytes_per_s", "C++ Get"), shape.get_target);
-    runner.Add("7. Python " + size + " get, memory", "GB/s", py_get,
+    runner.Add("8. Python " + size + " get, memory", "GB/s", py_get,
                "C++ Client::GetTo, bytes counted in place",
                figure(2, "get_bytes_per_s", "C++ GetTo"), std::nullopt, Better::kHigher,
                "informative: the Python get also copies the block out of the received frames "
                "into one buffer the caller keeps");
     const std::optional<double> target =
         shape.put_target > 0 ? std::optional(shape.put_target) : std::nullopt;
-    runner.Add("7. Python " + size + " put, memory", "GB/s", figure(0, "put_bytes_per_s", "python"),
+    runner.Add("8. Python " + size + " put, memory", "GB/s", figure(0, "put_bytes_per_s", "python"),
                "C++ Client::Put", figure(2, "put_bytes_per_s", "C++ Put"), target);
   }
 }
@@ -566,7 +621,8 @@ Report RunBenchmark(const BenchConfig& config) {
   if (selected(0) || selected(1)) memcpy = MeasureMemcpy(runner);
   if (selected(0)) runner.Add("0. machine", "memcpy GB/s", memcpy, "none", std::nullopt);
 
-  if (selected(1) || selected(2) || selected(3) || selected(4) || selected(7)) {
+  if (selected(1) || selected(2) || selected(3) || selected(4) || selected(8) ||
+      selected(9)) {
     Result<std::unique_ptr<BlockmgrCluster>> cluster =
         BlockmgrCluster::Start(config.env, {.name = "main", .workers = 1, .worker_memory = "1GiB"});
     if (!cluster.ok()) {
@@ -576,7 +632,8 @@ Report RunBenchmark(const BenchConfig& config) {
       if (selected(2)) MediumBlocks(runner, **cluster);
       if (selected(3)) SmallGets(runner, **cluster);
       if (selected(4)) DiskBlocks(runner, **cluster);
-      if (selected(7)) PythonClient(runner, **cluster);
+      if (selected(8)) PythonClient(runner, **cluster);
+      if (selected(9)) CurveBlocks(runner, **cluster);
     }
   }
   if (selected(5)) MasterLoad(runner);

@@ -23,6 +23,7 @@
 #include "client/bmctl_output.h"
 #include "client/client.h"
 #include "common/allocator.h"
+#include "common/curve_keys.h"
 #include "common/storage_level.h"
 
 namespace bm {
@@ -188,7 +189,15 @@ int Main(int argc, char** argv) {
   std::string master;
   bool json = false;
   std::string timeout = "5";
-  app.add_option("--master", master, "the master's address, tcp://HOST:PORT")->required();
+  // Required by every command but keygen (checked after parsing).
+  app.add_option("--master", master, "the master's address, tcp://HOST:PORT");
+  std::string key_file;
+  std::string master_key_file;
+  app.add_option("--key", key_file,
+                 "this user's secret certificate (NAME.key_secret) for a cluster with keys")
+      ->envname("BLOCKMGR_KEY");
+  app.add_option("--master-key", master_key_file, "the master's public certificate (MASTER.key)")
+      ->envname("BLOCKMGR_MASTER_KEY");
   app.add_flag("--json", json, "print JSON for scripts instead of tables");
   app.add_option("--timeout", timeout, "seconds to wait for each reply (default 5)");
 
@@ -250,6 +259,19 @@ int Main(int argc, char** argv) {
                            "give up waiting after this many seconds (the drain goes on)")
       ->check(CLI::Range(0, 86400));
 
+  std::string keygen_name;
+  std::string keygen_role;
+  std::string keygen_dir;
+  CLI::App* keygen = app.add_subcommand(
+      "keygen",
+      "make a keypair: DIR/NAME.key (public, for the allow-lists) and DIR/NAME.key_secret "
+      "(mode 0600, for --key); for a worker, NAME is its worker id");
+  keygen->add_option("NAME", keygen_name, "the key's name")->required();
+  keygen->add_option("--role", keygen_role, "master, worker, client or admin")
+      ->required()
+      ->check(CLI::IsMember({"master", "worker", "client", "admin"}));
+  keygen->add_option("--out", keygen_dir, "the folder to write the files to")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -257,8 +279,23 @@ int Main(int argc, char** argv) {
     return UsageError(e.what());
   }
 
+  if (keygen->parsed()) {
+    Result<KeyRole> role = ParseKeyRole(keygen_role);
+    if (!role.ok()) return UsageError(role.status().message());
+    Status made = GenerateCertificate(keygen_dir, keygen_name, *role);
+    if (!made.ok()) return Fail(made);
+    std::cout << "wrote " << keygen_dir << "/" << keygen_name << ".key and " << keygen_dir << "/"
+              << keygen_name << ".key_secret (" << keygen_role << ")\n";
+    return 0;
+  }
+
   // Every argument is checked before the master is contacted.
+  if (master.empty()) return UsageError("--master is required");
   if (Status s = ValidateMasterAddress(master); !s.ok()) return UsageError(s.message());
+  if (key_file.empty() != master_key_file.empty()) {
+    return UsageError("--key and --master-key go together (or BLOCKMGR_KEY and "
+                      "BLOCKMGR_MASTER_KEY)");
+  }
   Result<std::chrono::milliseconds> request_timeout = ParseTimeout(timeout);
   if (!request_timeout.ok()) return UsageError(request_timeout.status().message());
 
@@ -306,7 +343,10 @@ int Main(int argc, char** argv) {
   }
   if (!valid.ok()) return UsageError(valid.message());
 
-  Client client(ClientOptions{master, *request_timeout});
+  ClientOptions client_options{master, *request_timeout};
+  client_options.key_file = key_file;
+  client_options.master_key_file = master_key_file;
+  Client client(client_options);
 
   if (workers->parsed()) {
     Result<std::vector<WorkerInfo>> list = client.Workers();

@@ -73,6 +73,7 @@ WorkerInfo ToWorkerInfo(proto::WorkerInfo::Reader reader) {
   info.last_heartbeat_age_ms = reader.getLastHeartbeatAgeMs();
   info.host = ToStdString(reader.getHost());
   info.rack = ToStdString(reader.getRack());
+  info.public_key = ToStdString(reader.getPublicKey());
   switch (reader.getState()) {
     case proto::WorkerState::ACTIVE:
       info.state = "active";
@@ -256,7 +257,27 @@ Client::Impl::Impl(ClientOptions options, zmq::context_t& context)
       upload_ids_(std::random_device{}()),
       local_hosts_(options_.local_hosts.empty() ? DetectLocalHosts() : options_.local_hosts),
       holder_name_(options_.holder_name.empty() ? DefaultHolderName() : options_.holder_name),
-      location_cache_(options_.location_cache_entries) {}
+      location_cache_(options_.location_cache_entries) {
+  if (options_.key_file.empty() != options_.master_key_file.empty()) {
+    keys_status_ = InvalidArgumentError(
+        "keys need both a key (--key, BLOCKMGR_KEY) and the master's key (--master-key, "
+        "BLOCKMGR_MASTER_KEY)");
+    return;
+  }
+  if (options_.key_file.empty()) return;
+  Result<CurveKeys> keys = LoadKeyPair(options_.key_file);
+  if (!keys.ok()) {
+    keys_status_ = keys.status();
+    return;
+  }
+  Result<Certificate> master = LoadCertificate(options_.master_key_file);
+  if (!master.ok()) {
+    keys_status_ = master.status();
+    return;
+  }
+  keys_ = std::move(keys).value();
+  master_key_ = master->public_key;
+}
 
 Client::Impl::Impl(ClientOptions options, std::unique_ptr<zmq::context_t> context)
     : Impl(std::move(options), *context) {
@@ -271,26 +292,52 @@ bool Client::Impl::IsLocalAddress(const std::string& address) const {
 
 CacheCounters Client::Impl::TakeCounters() { return std::exchange(counters_, CacheCounters{}); }
 
-Result<RpcChannel*> Client::Impl::Connect(std::unique_ptr<RpcChannel>& slot, const std::string& address) {
+Result<RpcChannel*> Client::Impl::Connect(std::unique_ptr<RpcChannel>& slot, const std::string& address,
+                                    const std::string& server_key) {
+  RETURN_IF_ERROR(keys_status_);
   if (!slot) {
     try {
-      slot = std::make_unique<RpcChannel>(context_, address, options_.request_timeout);
-    } catch (const zmq::error_t& e) {
+      slot = std::make_unique<RpcChannel>(context_, address, options_.request_timeout,
+                                          ChannelSecurity{keys_, server_key});
+    } catch (const std::exception& e) {
       return InvalidArgumentError("cannot connect to '" + address + "': " + e.what());
     }
   }
   return slot.get();
 }
 
+void Client::Impl::TrustWorkerKey(const std::string& address, const std::string& public_key) {
+  if (public_key.empty()) return;
+  std::string& known = worker_keys_[address];
+  if (known != public_key) {
+    // A channel made for another key must not be reused for this one.
+    workers_.erase(address);
+    pipelines_.erase(address);
+    known = public_key;
+  }
+}
+
+Result<std::string> Client::Impl::WorkerKey(const std::string& address) {
+  if (!keys_.enabled()) return std::string();
+  auto known = worker_keys_.find(address);
+  if (known != worker_keys_.end()) return known->second;
+  RETURN_IF_ERROR(Workers().status());  // learns the keys of every worker it lists
+  known = worker_keys_.find(address);
+  if (known != worker_keys_.end()) return known->second;
+  return PermissionDeniedError("the master vouches for no worker at " + address +
+                               ", so its key is unknown");
+}
+
 Result<RpcChannel*> Client::Impl::WorkerChannel(const std::string& address) {
-  Result<RpcChannel*> channel = Connect(workers_[address], address);
+  ASSIGN_OR_RETURN(std::string key, WorkerKey(address));
+  Result<RpcChannel*> channel = Connect(workers_[address], address, key);
   if (!channel.ok()) workers_.erase(address);
   return channel;
 }
 
 Result<IncomingMessage> Client::Impl::CallMaster(capnp::MallocMessageBuilder& request,
                                            milliseconds extra) {
-  ASSIGN_OR_RETURN(RpcChannel * master, Connect(master_, options_.master_address));
+  ASSIGN_OR_RETURN(RpcChannel * master, Connect(master_, options_.master_address, master_key_));
   return Call(*master, options_.request_timeout, "master", request, {}, extra);
 }
 
@@ -577,6 +624,7 @@ std::vector<Result<PutResult>> Client::Impl::Upload(const std::vector<const Work
 
 Result<uint32_t> Client::Impl::CopyBlock(const BlockId& id, const std::string& source_address,
                                    const std::vector<WorkerInfo>& targets, StorageLevel level) {
+  for (const WorkerInfo& target : targets) TrustWorkerKey(target.address, target.public_key);
   ASSIGN_OR_RETURN(RpcChannel * channel, WorkerChannel(source_address));
   const std::string block = id.ToString();
   const std::string peer = "worker at " + source_address;
@@ -757,11 +805,17 @@ void Client::Impl::ReadBatched(const std::map<std::string, std::vector<size_t>>&
   std::map<uint64_t, PendingBatch> in_flight;  // by request id
   std::vector<std::string> addresses;
   for (const auto& [address, indexes] : by_worker) {
+    Result<std::string> key = WorkerKey(address);
+    if (!key.ok()) {  // no key the master vouches for: the one-by-one reads report why
+      retry.insert(retry.end(), indexes.begin(), indexes.end());
+      continue;
+    }
     std::unique_ptr<zmq::socket_t>& socket = pipelines_[address];
     if (!socket) {
       try {
         socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
-        ConfigureSocket(*socket);
+        // Cannot fail: with keys on, WorkerKey() returned a key.
+        BM_CHECK(ConfigureClientSocket(*socket, {keys_, *key}, address).ok());
         socket->set(zmq::sockopt::sndtimeo, static_cast<int>(options_.request_timeout.count()));
         socket->connect(address);
       } catch (const zmq::error_t&) {
@@ -1085,6 +1139,7 @@ Result<std::vector<WorkerInfo>> Client::Impl::Workers() {
     for (proto::WorkerInfo::Reader worker : r.getWorkers()) out.push_back(ToWorkerInfo(worker));
     return Status::Ok();
   }));
+  for (const WorkerInfo& worker : out) TrustWorkerKey(worker.address, worker.public_key);
   return out;
 }
 

@@ -58,6 +58,12 @@ struct ClientOptions {
   // memory and disk, and asks again at once when a worker it chose refused or failed. 0: ask
   // for every put.
   std::chrono::milliseconds worker_list_ttl{1000};
+
+  // CURVE keys (README "Security"): this client's secret certificate (NAME.key_secret) and the
+  // master's public one (MASTER.key). Both empty: plaintext, for a cluster run with
+  // --insecure. Workers' keys come from the master, which vouches for them.
+  std::string key_file{};
+  std::string master_key_file{};
 };
 
 // Computes a block's bytes when no worker has it (see Client::GetOrCompute).
@@ -205,6 +211,10 @@ class Client {
   Result<std::vector<BlockLocations>> Locations(const std::vector<BlockId>& ids);
   // Live workers, sorted by id.
   Result<std::vector<WorkerInfo>> Workers();
+
+  // Trusts `public_key` as the key of the worker at `address`, as if the master had vouched
+  // for it (a worker's replicator reads from its own worker this way).
+  void TrustWorkerKey(const std::string& address, const std::string& public_key);
   // Every known block, or those of one RDD, sorted by id.
   Result<std::vector<BlockLocations>> Blocks(std::optional<uint64_t> rdd_id = std::nullopt);
   // Cached RDDs, sorted by id.

@@ -82,6 +82,10 @@ Result<std::vector<BlockLocations>> Client::Locations(const std::vector<BlockId>
 
 Result<std::vector<WorkerInfo>> Client::Workers() { return impl_->Workers(); }
 
+void Client::TrustWorkerKey(const std::string& address, const std::string& public_key) {
+  impl_->TrustWorkerKey(address, public_key);
+}
+
 Result<std::vector<BlockLocations>> Client::Blocks(std::optional<uint64_t> rdd_id) {
   return impl_->Blocks(rdd_id);
 }

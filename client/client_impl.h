@@ -21,6 +21,7 @@
 #include "client/types.h"
 #include "common/block_id.h"
 #include "common/chunk.h"
+#include "common/curve_keys.h"
 #include "common/status.h"
 #include "common/storage_level.h"
 #include "common/tier.h"
@@ -74,6 +75,7 @@ class Client::Impl {
   std::vector<Result<std::vector<std::byte>>> GetMany(const std::vector<BlockId>& ids);
   Result<std::vector<BlockLocations>> Locations(const std::vector<BlockId>& ids);
   Result<std::vector<WorkerInfo>> Workers();
+  void TrustWorkerKey(const std::string& address, const std::string& public_key);
   Result<std::vector<BlockLocations>> Blocks(std::optional<uint64_t> rdd_id);
   Result<std::vector<RddInfo>> Rdds();
   Status Decommission(const std::string& worker_id);
@@ -162,7 +164,11 @@ class Client::Impl {
                       std::vector<Result<std::vector<std::byte>>>& out, std::vector<size_t>& retry);
   // The channel in `slot`, connected to `address` on first use; kInvalidArgument for an
   // address ZeroMQ cannot connect to (so a bad address fails a call instead of throwing).
-  Result<RpcChannel*> Connect(std::unique_ptr<RpcChannel>& slot, const std::string& address);
+  Result<RpcChannel*> Connect(std::unique_ptr<RpcChannel>& slot, const std::string& address,
+                              const std::string& server_key);
+  // The public key the master vouches for at `address` (asking it when unknown); empty with
+  // keys off. kPermissionDenied when the master does not list the worker.
+  Result<std::string> WorkerKey(const std::string& address);
   Result<RpcChannel*> WorkerChannel(const std::string& address);
   // Sends `request` to the master with `extra` added to the timeout for this call.
   Result<IncomingMessage> CallMaster(capnp::MallocMessageBuilder& request,
@@ -173,6 +179,12 @@ class Client::Impl {
   const ClientOptions options_;
   std::unique_ptr<zmq::context_t> owned_context_;  // null when the context is borrowed
   zmq::context_t& context_;
+  // With keys: this client's keypair and the master's public key (all empty: plaintext), or
+  // why the key files could not be read (then every call fails with it).
+  CurveKeys keys_;
+  std::string master_key_;
+  Status keys_status_;
+  std::map<std::string, std::string> worker_keys_;              // by address, from the master
   std::unique_ptr<RpcChannel> master_;                          // connected on first use
   std::map<std::string, std::unique_ptr<RpcChannel>> workers_;  // by address
   // GetMany's DEALERs, by worker address: kept apart from `workers_` so replies to its

@@ -111,7 +111,7 @@ Result<std::vector<std::byte>> Client::Impl::ComputeAndStore(const BlockId& id, 
   // Renew every third of the lease, so a renewal can be lost or late twice before it expires.
   LeaseRenewer renewer(context_, options_.master_address, id, token,
                        std::max(options_.compute_lease / 3, milliseconds(1)),
-                       options_.request_timeout);
+                       options_.request_timeout, ChannelSecurity{keys_, master_key_});
   ++counters_.computes;
   Result<std::vector<std::byte>> computed = compute();
   if (!computed.ok()) return computed;

@@ -12,10 +12,11 @@ namespace bm {
 
 LeaseRenewer::LeaseRenewer(zmq::context_t& context, std::string master_address, BlockId block,
                            uint64_t token, std::chrono::milliseconds interval,
-                           std::chrono::milliseconds timeout)
+                           std::chrono::milliseconds timeout, ChannelSecurity security)
     : block_(block), token_(token), interval_(interval) {
-  thread_ = std::thread([this, &context, master_address = std::move(master_address), timeout] {
-    Run(context, master_address, timeout);
+  thread_ = std::thread([this, &context, master_address = std::move(master_address), timeout,
+                         security = std::move(security)] {
+    Run(context, master_address, security, timeout);
   });
 }
 
@@ -31,8 +32,9 @@ void LeaseRenewer::Stop() {
 }
 
 void LeaseRenewer::Run(zmq::context_t& context, std::string master_address,
+                       ChannelSecurity security,
                        std::chrono::milliseconds timeout) {
-  RpcChannel master(context, std::move(master_address), timeout);
+  RpcChannel master(context, std::move(master_address), timeout, std::move(security));
   const std::string block = block_.ToString();
   std::unique_lock lock(mutex_);
   while (!wake_.wait_for(lock, interval_, [this] { return stop_; })) {

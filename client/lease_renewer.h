@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/block_id.h"
+#include "common/curve_keys.h"
 
 namespace zmq {
 class context_t;
@@ -25,7 +26,8 @@ namespace bm {
 class LeaseRenewer {
  public:
   LeaseRenewer(zmq::context_t& context, std::string master_address, BlockId block, uint64_t token,
-               std::chrono::milliseconds interval, std::chrono::milliseconds timeout);
+               std::chrono::milliseconds interval, std::chrono::milliseconds timeout,
+               ChannelSecurity security = {});
   ~LeaseRenewer();
   LeaseRenewer(const LeaseRenewer&) = delete;
   LeaseRenewer& operator=(const LeaseRenewer&) = delete;
@@ -35,7 +37,7 @@ class LeaseRenewer {
   bool lost() const { return lost_.load(); }
 
  private:
-  void Run(zmq::context_t& context, std::string master_address,
+  void Run(zmq::context_t& context, std::string master_address, ChannelSecurity security,
            std::chrono::milliseconds timeout);
 
   const BlockId block_;

@@ -27,6 +27,7 @@ struct WorkerInfo {
   std::string host;  // placement label; empty when the worker declared none
   std::string rack;  // placement label; empty when the worker declared none
   std::string state = "active";  // "active", "unconfirmed" or "decommissioning"
+  std::string public_key{};      // CURVE key (Z85) the master vouches for; empty with keys off
 
   uint64_t memory_free() const {
     return memory_capacity > memory_used ? memory_capacity - memory_used : 0;

@@ -63,6 +63,7 @@ void SetError(proto::Error::Builder error, const Status& status) {
     case StatusCode::kUnknownWorker: code = proto::ErrorCode::UNKNOWN_WORKER; break;
     case StatusCode::kAborted: code = proto::ErrorCode::ABORTED; break;
     case StatusCode::kTooLarge: code = proto::ErrorCode::TOO_LARGE; break;
+    case StatusCode::kPermissionDenied: code = proto::ErrorCode::PERMISSION_DENIED; break;
   }
   error.setCode(code);
   error.setMessage(status.message());
@@ -79,6 +80,7 @@ Status StatusFromError(proto::Error::Reader error) {
     case proto::ErrorCode::UNKNOWN_WORKER: return {StatusCode::kUnknownWorker, message};
     case proto::ErrorCode::ABORTED: return {StatusCode::kAborted, message};
     case proto::ErrorCode::TOO_LARGE: return {StatusCode::kTooLarge, message};
+    case proto::ErrorCode::PERMISSION_DENIED: return {StatusCode::kPermissionDenied, message};
   }
   return {StatusCode::kInternal, "unknown error code from peer: " + message};
 }

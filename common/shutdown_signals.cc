@@ -9,6 +9,7 @@ ShutdownSignals::ShutdownSignals() {
   sigemptyset(&signals_);
   sigaddset(&signals_, SIGINT);
   sigaddset(&signals_, SIGTERM);
+  sigaddset(&signals_, SIGHUP);
   // A process started in the background by a shell inherits SIGINT as ignored, and an ignored
   // signal is discarded even while blocked: restore the default so sigwait() sees it.
   signal(SIGINT, SIG_DFL);
@@ -28,8 +29,13 @@ void ShutdownSignals::StopWaiting() {
 void ShutdownSignals::CallOnSignal(std::function<void()> on_signal) {
   waiter_ = std::thread([this, on_signal = std::move(on_signal)] {
     int signal = 0;
-    sigwait(&signals_, &signal);
-    if (woken_by_us_) return;
+    while (true) {
+      sigwait(&signals_, &signal);
+      if (woken_by_us_) return;
+      if (signal != SIGHUP) break;
+      spdlog::info("SIGHUP: reloading");
+      if (on_reload_) on_reload_();
+    }
     spdlog::info("signal {}: shutting down", signal);
     on_signal();
   });

@@ -13,6 +13,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kUnknownWorker: return "unknown worker";
     case StatusCode::kAborted: return "aborted";
     case StatusCode::kTooLarge: return "too large";
+    case StatusCode::kPermissionDenied: return "permission denied";
   }
   return "unknown";
 }

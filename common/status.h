@@ -21,6 +21,7 @@ enum class StatusCode {
   kUnknownWorker,    // master does not know this worker: register again
   kAborted,          // lost a race (block replaced mid-read): retry
   kTooLarge,         // over a protocol or configured limit
+  kPermissionDenied, // the key is not allowed in, or its role may not do this: do not retry
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -53,6 +54,9 @@ inline Status OutOfSpaceError(std::string m) { return {StatusCode::kOutOfSpace, 
 inline Status UnavailableError(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 inline Status AbortedError(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 inline Status TooLargeError(std::string m) { return {StatusCode::kTooLarge, std::move(m)}; }
+inline Status PermissionDeniedError(std::string m) {
+  return {StatusCode::kPermissionDenied, std::move(m)};
+}
 
 // A value or the Status explaining why there is none.
 template <typename T>

@@ -15,6 +15,7 @@
 #include <zmq.hpp>
 
 #include "common/chunk.h"
+#include "common/curve_keys.h"
 #include "common/status.h"
 #include "schema/messages.capnp.h"
 
@@ -33,6 +34,10 @@ class IncomingMessage {
   proto::Request::Reader request() { return reader_->getRoot<proto::Request>(); }
   proto::Reply::Reader reply() { return reader_->getRoot<proto::Reply>(); }
   std::vector<zmq::message_t>& payload() { return payload_; }
+  // Who sent it, as the server's ZAP handler authenticated the connection; nullopt on a
+  // plaintext (insecure) socket.
+  const std::optional<PeerIdentity>& peer() const { return peer_; }
+  void set_peer(std::optional<PeerIdentity> peer) { peer_ = std::move(peer); }
   uint64_t payload_bytes() const;
   // Moves the payload frames out as chunks, without copying their bytes.
   std::vector<ChunkPtr> TakePayloadChunks();
@@ -42,6 +47,7 @@ class IncomingMessage {
   kj::Array<capnp::word> words_;
   std::unique_ptr<capnp::FlatArrayMessageReader> reader_;
   std::vector<zmq::message_t> payload_;
+  std::optional<PeerIdentity> peer_;
 };
 
 // Receives one whole multipart message from a socket that is ready to read (poll first, or
@@ -65,29 +71,49 @@ ChunkPtr ChunkFromMessage(zmq::message_t message);
 // Applies the settings every blockmgr socket shares: no linger on close, a cap on frame size.
 void ConfigureSocket(zmq::socket_t& socket);
 
+// ConfigureSocket() plus, with keys, CURVE server mode: the context's ZapHandler (which must
+// be bound before this socket binds) decides which client keys get in.
+void ConfigureServerSocket(zmq::socket_t& socket, const CurveKeys& keys);
+// ConfigureSocket() plus, with keys, CURVE client mode trusting only security.server_key.
+// kPermissionDenied when the socket has keys but the server's key is unknown: connecting
+// anyway could only fail.
+Status ConfigureClientSocket(zmq::socket_t& socket, const ChannelSecurity& security,
+                             const std::string& address);
+
 // A request/reply channel to one server over a DEALER socket. Assigns request ids, waits for
 // the matching reply up to a timeout and drops stale replies of earlier timed-out calls.
 // Not thread-safe: one thread owns a channel.
 class RpcChannel {
  public:
-  RpcChannel(zmq::context_t& context, std::string address, std::chrono::milliseconds timeout);
+  // Throws zmq::error_t for an address ZeroMQ cannot parse, and for keys without the server's
+  // key (see ConfigureClientSocket).
+  RpcChannel(zmq::context_t& context, std::string address, std::chrono::milliseconds timeout,
+             ChannelSecurity security = {});
+  ~RpcChannel();
 
   const std::string& address() const { return address_; }
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
   // Sends the request (its id is set here) and returns the reply. An error reply becomes its
   // Status; no reply within the timeout is kUnavailable (and the socket is reset so a late
-  // reply cannot be mistaken for a later call's).
+  // reply cannot be mistaken for a later call's). A handshake the server refused fails at once
+  // (within kHandshakeCheckInterval) with kPermissionDenied: "authentication refused by
+  // tcp://HOST:PORT", or a message naming a keys/no-keys mismatch.
   Result<IncomingMessage> Call(capnp::MallocMessageBuilder& request,
                                std::vector<zmq::message_t> payload = {});
 
  private:
   void Reset();
+  // The handshake failure the socket's monitor reported, if any (reads without waiting).
+  Status HandshakeStatus();
 
   zmq::context_t& context_;
   std::string address_;
   std::chrono::milliseconds timeout_;
+  ChannelSecurity security_;
   std::unique_ptr<zmq::socket_t> socket_;
+  // Receives the handshake events of socket_ (ZMQ_EVENT_HANDSHAKE_*).
+  std::unique_ptr<zmq::socket_t> monitor_;
   uint64_t next_id_ = 1;
 };
 

@@ -3,12 +3,14 @@
 # port, memory budget and disk directory. Logs, pid files and disk dirs live in one run folder.
 #
 #   deploy/cluster.sh start [--workers N] [--memory SIZE] [--disk-limit SIZE] [--port P]
-#                           [--heartbeat-timeout S] [--run-dir DIR] [--bin DIR]
+#                           [--heartbeat-timeout S] [--run-dir DIR] [--bin DIR] [--insecure]
 #   deploy/cluster.sh status [--run-dir DIR]
 #   deploy/cluster.sh stop   [--run-dir DIR]
 #
 # The master listens on 127.0.0.1:P (default 7700), worker i on 127.0.0.1:P+i.
-# `start` prints the master address and writes it to RUN_DIR/master.addr.
+# `start` prints the master address and writes it to RUN_DIR/master.addr. The cluster runs with
+# CURVE keys made in RUN_DIR/keys (kept across restarts); `. RUN_DIR/env` sets BLOCKMGR_KEY and
+# BLOCKMGR_MASTER_KEY so bmctl uses the admin key. --insecure runs without keys.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,6 +24,7 @@ port=7700
 hb_timeout=10
 run_dir="$root/run"
 bin="${BM_BIN:-$root/build/bin}"
+insecure=0
 
 usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
@@ -34,6 +37,7 @@ while [ $# -gt 0 ]; do
     --heartbeat-timeout) hb_timeout="$2"; shift 2 ;;
     --run-dir) run_dir="$2"; shift 2 ;;
     --bin) bin="$2"; shift 2 ;;
+    --insecure) insecure=1; shift ;;
     -h|--help) usage ;;
     *) echo "cluster.sh: unknown option $1" >&2; usage ;;
   esac
@@ -66,7 +70,24 @@ case "$cmd" in
       echo "cluster.sh: a cluster is already running from $run_dir (stop it first)" >&2; exit 1
     fi
     master="tcp://127.0.0.1:$port"
-    "$bin/bm-master" --listen "$master" --heartbeat-timeout "$hb_timeout" \
+    keys="$run_dir/keys"
+    master_security=()
+    if [ $insecure = 0 ]; then
+      # One key per process plus an admin key for bmctl; keys/ is every node's allow-list.
+      for name in master admin $(seq -f "w%g" 1 "$workers"); do
+        role=worker
+        case "$name" in master) role=master ;; admin) role=admin ;; esac
+        [ -f "$keys/$name.key_secret" ] || "$bin/bmctl" keygen "$name" --role "$role" --out "$keys" >/dev/null
+      done
+      master_security=(--key "$keys/master.key_secret" --allow "$keys")
+      printf 'export BLOCKMGR_KEY=%q\nexport BLOCKMGR_MASTER_KEY=%q\n' \
+        "$keys/admin.key_secret" "$keys/master.key" >"$run_dir/env"
+      export BLOCKMGR_KEY="$keys/admin.key_secret" BLOCKMGR_MASTER_KEY="$keys/master.key"
+    else
+      : >"$run_dir/env"
+      unset BLOCKMGR_KEY BLOCKMGR_MASTER_KEY
+    fi
+    "$bin/bm-master" --listen "$master" --heartbeat-timeout "$hb_timeout" "${master_security[@]}" \
       >"$run_dir/master.log" 2>&1 &
     echo $! >"$run_dir/master.pid"
     echo "$master" >"$run_dir/master.addr"
@@ -74,6 +95,8 @@ case "$cmd" in
       args=(--master "$master" --listen "tcp://127.0.0.1:$((port + i))" --memory "$memory"
             --disk-dir "$run_dir/disk-w$i" --id "w$i")
       [ -n "$disk_limit" ] && args+=(--disk-limit "$disk_limit")
+      [ $insecure = 0 ] && args+=(--key "$keys/w$i.key_secret" --master-key "$keys/master.key"
+                                  --allow "$keys")
       "$bin/bm-worker" "${args[@]}" >"$run_dir/worker-w$i.log" 2>&1 &
       echo $! >"$run_dir/worker-w$i.pid"
     done
@@ -94,9 +117,15 @@ case "$cmd" in
       echo "cluster.sh: only $n of $workers workers registered; logs in $run_dir" >&2
       stop_all >/dev/null; exit 1
     fi
-    echo "cluster: master $master with $workers worker(s); logs in $run_dir"
+    if [ $insecure = 0 ]; then
+      echo "cluster: master $master with $workers worker(s), keys on; logs in $run_dir"
+      echo "cluster: for bmctl: . $run_dir/env"
+    else
+      echo "cluster: master $master with $workers worker(s), no keys; logs in $run_dir"
+    fi
     ;;
   status)
+    [ -f "$run_dir/env" ] && . "$run_dir/env"
     for pidfile in "$run_dir"/master.pid "$run_dir"/worker-*.pid; do
       [ -f "$pidfile" ] || continue
       name=$(basename "$pidfile" .pid)

@@ -16,6 +16,8 @@ run_dir="$root/run"
 "$root/deploy/cluster.sh" stop --run-dir "$run_dir" >/dev/null 2>&1 || true
 "$root/deploy/cluster.sh" start --workers 2 --memory 64MiB --run-dir "$run_dir" --bin "$bin"
 master="$(cat "$run_dir/master.addr")"
+# The cluster runs with keys: bmctl and bm-wordcount use the admin key cluster.sh made.
+. "$run_dir/env"
 [ $keep = 1 ] || trap '"$root/deploy/cluster.sh" stop --run-dir "$run_dir"' EXIT
 
 bmctl() { echo "+ bmctl $*" >&2; "$bin/bmctl" --master "$master" "$@"; }

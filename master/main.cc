@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/shutdown_signals.h"
 #include "common/logging.h"
+#include "common/node_security.h"
 #include "common/server_config.h"
 #include "master/master_server.h"
 
@@ -37,6 +38,18 @@ int main(int argc, char** argv) {
   app.add_option("--state-dir", state_dir,
                  "Directory of the master's journal (RocksDB; created if missing): workers, "
                  "block locations and RDD descriptions survive a master restart. Default: none");
+  std::string key_file;
+  std::string allow_dir;
+  bool insecure = false;
+  app.add_option("--key", key_file,
+                 "The master's secret certificate (NAME.key_secret from `bmctl keygen NAME "
+                 "--role master`): every connection is then CURVE-encrypted and authenticated");
+  app.add_option("--allow", allow_dir,
+                 "Folder of public certificates (*.key) allowed in, each with its role; "
+                 "re-read on SIGHUP");
+  app.add_flag("--insecure", insecure,
+               "Serve without keys on a non-loopback address (plaintext, anyone who can reach "
+               "the port is trusted)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
@@ -48,15 +61,35 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
 
+  if (bm::Status s = bm::CheckListenSecurity(listen, !key_file.empty(), insecure);
+      !s.ok()) {
+    std::fprintf(stderr, "bm-master: %s\n", s.message().c_str());
+    return 2;
+  }
+
   bm::ShutdownSignals shutdown_signals;  // before any thread starts
   bm::InitLogging("bm-master", log_level);
   zmq::context_t context(1);
   // The master keeps one socket per registered worker; ZeroMQ's default cap is 1023 sockets.
   context.set(zmq::ctxopt::max_sockets, 65536);
+  // The ZAP handler binds before the master's socket, so no handshake is ever let through
+  // without it (libzmq 4.3 lets any key in when no handler is bound).
+  bm::SecureNode secure;
+  if (!key_file.empty()) {
+    bm::Result<bm::SecureNode> started =
+        bm::StartSecureNode(context, key_file, bm::KeyRole::kMaster, allow_dir, "");
+    if (!started.ok()) {
+      std::fprintf(stderr, "bm-master: %s\n", started.status().message().c_str());
+      return 1;
+    }
+    secure = std::move(started).value();
+    shutdown_signals.CallOnReload([zap = secure.zap.get()] { zap->RequestReload(); });
+  }
   bm::SteadyClock clock;
   bm::MasterOptions options;
   options.listen = listen;
   options.state_dir = state_dir;
+  options.keys = secure.keys;
   options.heartbeat_timeout =
       std::chrono::duration_cast<bm::Duration>(std::chrono::duration<double>(heartbeat_timeout_s));
   bm::Result<std::unique_ptr<bm::MasterServer>> server =
@@ -65,13 +98,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bm-master: %s\n", server.status().message().c_str());
     return 1;
   }
-  spdlog::info("listening on {} (heartbeat timeout {} s, journal {})", server.value()->endpoint(),
-               heartbeat_timeout_s, state_dir.empty() ? std::string("none") : state_dir);
+  spdlog::info("listening on {} (heartbeat timeout {} s, journal {}, {})",
+               server.value()->endpoint(), heartbeat_timeout_s,
+               state_dir.empty() ? std::string("none") : state_dir,
+               secure.keys.enabled() ? "CURVE keys on" : "no keys: plaintext");
 
   shutdown_signals.CallOnSignal([&] { server.value()->Stop(); });
   server.value()->Run();  // returns after Stop()
   shutdown_signals.StopWaiting();
   server.value().reset();
+  secure.zap.reset();  // after the sockets it authenticates, before the context
   spdlog::info("stopped");
   return 0;
 }

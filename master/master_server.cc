@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/access_policy.h"
 #include "common/protocol.h"
 #include "common/transport.h"
 #include "master/block_index.h"
@@ -192,8 +193,10 @@ class MasterServer::Loop {
   void HandleClientMessage();
   // Handles a request; fills `reply` or (for removals) takes over replying and sets *deferred.
   Status Dispatch(proto::Request::Reader request, const zmq::message_t& client,
-                  proto::Reply::Builder reply, bool* deferred);
-  Status HandleRegister(proto::RegisterWorker::Reader request, proto::Reply::Builder reply);
+                  const std::optional<PeerIdentity>& peer, proto::Reply::Builder reply,
+                  bool* deferred);
+  Status HandleRegister(proto::RegisterWorker::Reader request,
+                        const std::optional<PeerIdentity>& peer, proto::Reply::Builder reply);
   Status HandleHeartbeat(proto::Heartbeat::Reader request, proto::Reply::Builder reply);
   Status HandleReportBlocks(proto::ReportBlocks::Reader request, const zmq::message_t& client,
                             uint64_t request_id, proto::Reply::Builder reply, bool* deferred);
@@ -216,7 +219,10 @@ class MasterServer::Loop {
   void ExpireLeases();
   void AbortWaiters();
 
-  Result<zmq::socket_t> ConnectWorker(const std::string& address);
+  // A DEALER to the worker's data port; with keys on, a CURVE client trusting `public_key`.
+  Result<zmq::socket_t> ConnectWorker(const std::string& address, const std::string& public_key);
+  // The worker's CURVE key as it registered with it; empty with keys off or when unknown.
+  const std::string& WorkerKey(const std::string& worker_id) const;
   // Forgets the worker: its record, its locations, its link; its outstanding remove requests
   // count as answered. Returns the number of locations dropped. Does not journal it.
   size_t ForgetWorker(const std::string& worker_id);
@@ -265,6 +271,8 @@ class MasterServer::Loop {
   zmq::socket_t control_;
   // A DEALER per registered worker, connected to its data address, for remove commands.
   std::map<std::string, zmq::socket_t, std::less<>> links_;
+  // The public key each worker authenticated with when it registered, by worker id (keys on).
+  std::map<std::string, std::string, std::less<>> worker_keys_;
   // Sockets that may hold messages their ZMQ_FD will not signal (see Run()): sent on since
   // they were last drained, or not drained to the end.
   bool router_unsettled_ = true;
@@ -314,7 +322,9 @@ Status MasterServer::Loop::RestoreFromJournal() {
                    }));
   for (JournaledWorker& worker : snapshot.workers) {
     // Connected now, so removes fan out to it before it registers again.
-    Result<zmq::socket_t> link = ConnectWorker(worker.address);
+    // The journal keeps no keys: with keys on, a worker is reachable only once it has
+    // registered again (and authenticated).
+    Result<zmq::socket_t> link = ConnectWorker(worker.address, WorkerKey(worker.id));
     if (!link.ok()) {
       spdlog::warn("journaled worker {}: {}; forgetting it", worker.id, link.status().ToString());
       index_.RemoveWorker(worker.id);
@@ -452,7 +462,7 @@ void MasterServer::Loop::HandleClientMessage() {
   Status status = ReadGuarded([&]() -> Status {
     proto::Request::Reader request = message.request();
     request_id = request.getId();
-    return Dispatch(request, client, reply, &deferred);
+    return Dispatch(request, client, message.peer(), reply, &deferred);
   });
   if (!status.ok()) {
     SendError(client, request_id, status);
@@ -464,13 +474,21 @@ void MasterServer::Loop::HandleClientMessage() {
 }
 
 Status MasterServer::Loop::Dispatch(proto::Request::Reader request, const zmq::message_t& client,
+                                    const std::optional<PeerIdentity>& peer,
                                     proto::Reply::Builder reply, bool* deferred) {
+  const bool secure = options_.keys.enabled();
+  RETURN_IF_ERROR(AuthorizeMasterRequest(secure, peer, request.which()));
   switch (request.which()) {
     case proto::Request::REGISTER_WORKER:
-      return HandleRegister(request.getRegisterWorker(), reply);
+      RETURN_IF_ERROR(
+          AuthorizeWorkerId(secure, peer, request.getRegisterWorker().getWorkerId().cStr()));
+      return HandleRegister(request.getRegisterWorker(), peer, reply);
     case proto::Request::HEARTBEAT:
+      RETURN_IF_ERROR(AuthorizeWorkerId(secure, peer, request.getHeartbeat().getWorkerId().cStr()));
       return HandleHeartbeat(request.getHeartbeat(), reply);
     case proto::Request::REPORT_BLOCKS:
+      RETURN_IF_ERROR(
+          AuthorizeWorkerId(secure, peer, request.getReportBlocks().getWorkerId().cStr()));
       return HandleReportBlocks(request.getReportBlocks(), client, request.getId(), reply,
                                 deferred);
     case proto::Request::GET_LOCATIONS:
@@ -521,6 +539,7 @@ Status MasterServer::Loop::Dispatch(proto::Request::Reader request, const zmq::m
 // ---- worker requests ----
 
 Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
+                                          const std::optional<PeerIdentity>& peer,
                                           proto::Reply::Builder reply) {
   ASSIGN_OR_RETURN(std::string id,
                    DecodeName(request.getWorkerId(), "worker id", kMaxWorkerIdBytes));
@@ -544,12 +563,14 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
     change.fresh = fresh_ids.contains(change.id);
     blocks.push_back(change);
   }
-  ASSIGN_OR_RETURN(zmq::socket_t link, ConnectWorker(address));
+  const std::string public_key = peer ? peer->public_key : std::string();
+  ASSIGN_OR_RETURN(zmq::socket_t link, ConnectWorker(address, public_key));
 
   const bool known = registry_.Contains(id);
   if (known) ForgetWorker(id);
   registry_.Register(id, address, stats, WorkerLabels{host, rack});
   links_.insert_or_assign(id, std::move(link));
+  if (!public_key.empty()) worker_keys_.insert_or_assign(id, public_key);
   // What it holds is taken under the version rules: copies of versions replaced or removed
   // while it was away are refused and removed from it.
   std::vector<BlockChange> recorded;
@@ -760,6 +781,9 @@ void MasterServer::Loop::FillBlockLocations(const BlockId& id, const std::option
     locations[i].setAddress(worker->address);
     locations[i].setTier(ToProto(location.tier));
     locations[i].setSize(location.size);
+    if (const std::string& key = WorkerKey(location.worker_id); !key.empty()) {
+      locations[i].setPublicKey(key);
+    }
   }
 }
 
@@ -799,6 +823,7 @@ Status MasterServer::Loop::HandleGetLocations(proto::GetLocations::Reader reques
       locations[l].setAddress(last_worker->address);
       locations[l].setTier(ToProto(location.tier));
       locations[l].setSize(location.size);
+      if (options_.keys.enabled()) locations[l].setPublicKey(WorkerKey(*location.worker_id));
     }
   }
   return Status::Ok();
@@ -816,6 +841,7 @@ void MasterServer::Loop::HandleListWorkers(proto::Reply::Builder reply) {
     out[i].setHost(workers[i].labels.host);
     out[i].setRack(workers[i].labels.rack);
     out[i].setState(ToProto(workers[i].state));
+    out[i].setPublicKey(WorkerKey(workers[i].id));
   }
 }
 
@@ -1028,10 +1054,18 @@ void MasterServer::Loop::AbortWaiters() {
 
 // ---- workers: links, drops, removal fan-out ----
 
-Result<zmq::socket_t> MasterServer::Loop::ConnectWorker(const std::string& address) {
+const std::string& MasterServer::Loop::WorkerKey(const std::string& worker_id) const {
+  static const std::string kNone;
+  auto found = worker_keys_.find(worker_id);
+  return found == worker_keys_.end() ? kNone : found->second;
+}
+
+Result<zmq::socket_t> MasterServer::Loop::ConnectWorker(const std::string& address,
+                                                        const std::string& public_key) {
   try {
     zmq::socket_t socket(context_, zmq::socket_type::dealer);
-    ConfigureSocket(socket);
+    RETURN_IF_ERROR(
+        ConfigureClientSocket(socket, ChannelSecurity{options_.keys, public_key}, address));
     socket.set(zmq::sockopt::sndtimeo, 0);  // never block the loop on a slow worker
     socket.connect(address);
     return Result<zmq::socket_t>(std::move(socket));
@@ -1060,6 +1094,7 @@ size_t MasterServer::Loop::ForgetWorker(const std::string& worker_id) {
   std::erase_if(copy_requests_,
                 [&](const auto& entry) { return entry.second.source == worker_id; });
   links_.erase(worker_id);
+  worker_keys_.erase(worker_id);
   unsettled_links_.erase(worker_id);
   registry_.Remove(worker_id);
   std::vector<uint64_t> answered_ops;
@@ -1233,6 +1268,7 @@ void MasterServer::Loop::MaintainReplication() {
     for (size_t i = 0; i < command.targets.size(); ++i) {
       targets[i].setWorkerId(command.targets[i].id);
       targets[i].setAddress(command.targets[i].address);
+      targets[i].setPublicKey(WorkerKey(command.targets[i].id));
     }
     spdlog::info("copying {} from {} to {} more worker(s)", command.block.ToString(),
                  command.source, command.targets.size());
@@ -1320,7 +1356,7 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Create(zmq::context_t& conte
     ASSIGN_OR_RETURN(journal, MasterJournal::Open(options.state_dir));
   }
   zmq::socket_t router(context, zmq::socket_type::router);
-  ConfigureSocket(router);
+  ConfigureServerSocket(router, options.keys);
   try {
     router.bind(options.listen);
   } catch (const zmq::error_t& e) {

@@ -7,6 +7,7 @@
 #include <zmq.hpp>
 
 #include "common/clock.h"
+#include "common/curve_keys.h"
 #include "common/status.h"
 
 namespace bm {
@@ -24,6 +25,9 @@ struct MasterOptions {
   // journal. On start the master reloads it: workers come back unconfirmed, with their
   // locations, until they register again.
   std::string state_dir{};
+  // CURVE (README "Security"): the master's keypair. Empty: plaintext. The ZAP handler that
+  // decides which keys get in is started by the caller, on the same context, before Create().
+  CurveKeys keys{};
 };
 
 // bm-master: serves the master requests of schema/PROTOCOL.md on a ROUTER socket and keeps the

@@ -32,6 +32,7 @@ enum ErrorCode {
   unknownWorker @5;    # the master does not know this worker: register again
   aborted @6;          # the operation lost a race (block replaced during a read); retry
   tooLarge @7;         # a frame or message over the protocol's limits
+  permissionDenied @8; # the sender's key (its role, its worker id) may not make this request
 }
 
 struct Error {
@@ -116,6 +117,7 @@ struct Location {
   address @1 :Text;
   tier @2 :Tier;
   size @3 :UInt64;
+  publicKey @4 :Text;  # the worker's CURVE public key (Z85); empty on an insecure cluster
 }
 
 struct BlockLocations {
@@ -132,6 +134,7 @@ struct WorkerInfo {
   host @4 :Text;
   rack @5 :Text;
   state @6 :WorkerState;
+  publicKey @7 :Text;  # the worker's CURVE public key (Z85), as the master authenticated it
 }
 
 # Client -> master: drain a worker. It stops taking new blocks, every block it holds is copied
@@ -153,6 +156,7 @@ struct ReplicateBlock {
 struct ReplicaTarget {
   workerId @0 :Text;
   address @1 :Text;
+  publicKey @2 :Text;  # the target's CURVE public key (Z85), as the master authenticated it
 }
 
 struct ListBlocks {

@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "common/shutdown_signals.h"
 #include "common/logging.h"
+#include "common/node_security.h"
 #include "common/server_config.h"
 #include "worker/address.h"
 #include "worker/block_manager.h"
@@ -60,6 +61,22 @@ int main(int argc, char** argv) {
   app.add_option("--rack", rack_label,
                  "Placement label: the rack this worker is in (replicas go to distinct racks "
                  "first); default none");
+  std::string key_file;
+  std::string master_key_file;
+  std::string allow_dir;
+  bool insecure = false;
+  app.add_option("--key", key_file,
+                 "This worker's secret certificate (NAME.key_secret from `bmctl keygen NAME "
+                 "--role worker`; NAME is the worker id)");
+  app.add_option("--master-key", master_key_file,
+                 "The master's public certificate (MASTER.key): the only key this worker takes "
+                 "removals, copies, decommission and shutdown from");
+  app.add_option("--allow", allow_dir,
+                 "Folder of public certificates (*.key) allowed in (clients, other workers); "
+                 "re-read on SIGHUP");
+  app.add_flag("--insecure", insecure,
+               "Serve without keys on a non-loopback address (plaintext, anyone who can reach "
+               "the port is trusted)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
@@ -94,6 +111,13 @@ int main(int argc, char** argv) {
                  "should use with --advertise tcp://HOST:PORT");
   }
   if (disk_dir.empty()) return Usage("--disk-dir must not be empty");
+  if (bm::Status s = bm::CheckListenSecurity(listen, !key_file.empty(), insecure);
+      !s.ok()) {
+    return Usage(s.message());
+  }
+  if (key_file.empty() != master_key_file.empty()) {
+    return Usage("--key and --master-key go together");
+  }
 
   bm::ShutdownSignals shutdown_signals;  // before any thread starts
   bm::InitLogging("bm-worker", log_level);
@@ -108,8 +132,27 @@ int main(int argc, char** argv) {
                                                    std::move(disk).value());
 
   zmq::context_t context(1);
+  // The ZAP handler binds before the worker's socket (see bm-master).
+  bm::SecureNode secure;
+  if (!key_file.empty()) {
+    bm::Result<bm::Certificate> master_cert = bm::LoadCertificate(master_key_file);
+    if (!master_cert.ok()) {
+      std::fprintf(stderr, "bm-worker: %s\n", master_cert.status().message().c_str());
+      return kStartError;
+    }
+    bm::Result<bm::SecureNode> started = bm::StartSecureNode(
+        context, key_file, bm::KeyRole::kWorker, allow_dir, master_cert->public_key);
+    if (!started.ok()) {
+      std::fprintf(stderr, "bm-worker: %s\n", started.status().message().c_str());
+      return kStartError;
+    }
+    secure = std::move(started).value();
+    shutdown_signals.CallOnReload([zap = secure.zap.get()] { zap->RequestReload(); });
+  }
   bm::SteadyClock clock;
   bm::WorkerServerOptions options;
+  options.key_file = key_file;
+  options.master_key_file = master_key_file;
   options.listen_address = listen;
   options.advertise_address = advertise;
   options.worker_id = id;
@@ -123,14 +166,16 @@ int main(int argc, char** argv) {
     return kStartError;
   }
   std::unique_ptr<bm::WorkerServer> server = std::move(created).value();
-  spdlog::info("worker {} listening on {}, memory {}, disk {} (limit {})", server->worker_id(),
+  spdlog::info("worker {} listening on {}, memory {}, disk {} (limit {}), {}", server->worker_id(),
                server->endpoint(), bm::FormatBytes(*memory), disk_dir,
-               *disk_limit == 0 ? std::string("none") : bm::FormatBytes(*disk_limit));
+               *disk_limit == 0 ? std::string("none") : bm::FormatBytes(*disk_limit),
+               secure.keys.enabled() ? "CURVE keys on" : "no keys: plaintext");
 
   shutdown_signals.CallOnSignal([&] { server->Stop(); });
   server->Run();  // returns after Stop(), or if the loop fails
   shutdown_signals.StopWaiting();
   server.reset();  // closes the sockets and the disk store (RocksDB) before the context goes
+  secure.zap.reset();
   spdlog::info("stopped");
   return 0;
 }

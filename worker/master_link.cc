@@ -46,7 +46,8 @@ const char* MasterLink::KindName(RequestKind kind) {
 
 void MasterLink::ResetSocket() {
   socket_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
-  ConfigureSocket(*socket_);
+  // WorkerServer checked the keys when it started: a failure here is a bug.
+  BM_CHECK(ConfigureClientSocket(*socket_, options_.security, options_.master_address).ok());
   // Sends never wait: a full queue means the master is not taking messages, which the loss
   // handling deals with.
   socket_->set(zmq::sockopt::sndtimeo, 0);

@@ -12,12 +12,15 @@
 #include "common/status.h"
 #include "common/transport.h"
 #include "worker/block_manager.h"
+#include "common/curve_keys.h"
 #include "worker/block_status.h"
 
 namespace bm {
 
 struct MasterLinkOptions {
   std::string master_address;
+  // This worker's keys and the master's public key (all empty: plaintext).
+  ChannelSecurity security{};
   std::string worker_id;
   std::string advertised_address;
   // Placement labels sent with each registration (empty = none).

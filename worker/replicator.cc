@@ -9,8 +9,12 @@
 namespace bm {
 
 Replicator::Replicator(zmq::context_t& context, std::string own_address,
+                       std::string own_public_key, ClientOptions client_options,
                        std::function<void()> notify)
-    : own_address_(std::move(own_address)), notify_(std::move(notify)) {
+    : own_address_(std::move(own_address)),
+      own_public_key_(std::move(own_public_key)),
+      client_options_(std::move(client_options)),
+      notify_(std::move(notify)) {
   thread_ = std::thread([this, &context] { Run(context); });
 }
 
@@ -45,7 +49,10 @@ size_t Replicator::outstanding() const {
 
 void Replicator::Run(zmq::context_t& context) {
   // The client never talks to the master: CopyBlock goes straight to the workers.
-  Client client(ClientOptions{.master_address = "inproc://bm-replicator-no-master"}, context);
+  ClientOptions options = client_options_;
+  options.master_address = "inproc://bm-replicator-no-master";
+  Client client(options, context);
+  client.TrustWorkerKey(own_address_, own_public_key_);
   std::unique_lock lock(mutex_);
   while (true) {
     wake_.wait(lock, [this] { return stop_ || !jobs_.empty(); });

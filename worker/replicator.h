@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/client.h"
 #include "client/types.h"
 #include "common/block_id.h"
 #include "common/status.h"
@@ -40,9 +41,12 @@ class Replicator {
     Result<uint32_t> copies;  // copies made, or why none was
   };
 
-  // `own_address` is this worker's data port; `notify` is called (on the replicator's thread)
-  // after each finished copy. `context` must outlive the replicator.
-  Replicator(zmq::context_t& context, std::string own_address, std::function<void()> notify);
+  // `own_address` is this worker's data port and `own_public_key` its CURVE key (empty with
+  // keys off); `client_options` carries the keys the copies are made with. `notify` is called
+  // (on the replicator's thread) after each finished copy. `context` must outlive the
+  // replicator.
+  Replicator(zmq::context_t& context, std::string own_address, std::string own_public_key,
+             ClientOptions client_options, std::function<void()> notify);
   ~Replicator();
   Replicator(const Replicator&) = delete;
   Replicator& operator=(const Replicator&) = delete;
@@ -56,6 +60,8 @@ class Replicator {
   void Run(zmq::context_t& context);
 
   const std::string own_address_;
+  const std::string own_public_key_;
+  const ClientOptions client_options_;
   const std::function<void()> notify_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;

@@ -10,6 +10,7 @@ UploadTable::Entry* UploadTable::Find(const Key& key) {
 }
 
 void UploadTable::Insert(Key key, Entry entry) {
+  ++per_owner_[entry.owner];
   bool inserted = entries_.emplace(std::move(key), std::move(entry)).second;
   BM_CHECK(inserted);
 }
@@ -19,6 +20,7 @@ std::optional<UploadTable::Entry> UploadTable::Erase(const Key& key) {
   if (it == entries_.end()) return std::nullopt;
   Entry entry = std::move(it->second);
   entries_.erase(it);
+  Forget(entry);
   return entry;
 }
 
@@ -26,6 +28,7 @@ std::vector<UploadTable::Entry> UploadTable::TakeIdleSince(TimePoint cutoff) {
   std::vector<Entry> idle;
   for (auto it = entries_.begin(); it != entries_.end();) {
     if (it->second.last_activity <= cutoff) {
+      Forget(it->second);
       idle.push_back(std::move(it->second));
       it = entries_.erase(it);
     } else {
@@ -40,7 +43,19 @@ std::vector<UploadTable::Entry> UploadTable::TakeAll() {
   all.reserve(entries_.size());
   for (auto& [key, entry] : entries_) all.push_back(std::move(entry));
   entries_.clear();
+  per_owner_.clear();
   return all;
+}
+
+size_t UploadTable::CountOwnedBy(const std::string& owner) const {
+  auto it = per_owner_.find(owner);
+  return it == per_owner_.end() ? 0 : it->second;
+}
+
+void UploadTable::Forget(const Entry& entry) {
+  auto it = per_owner_.find(entry.owner);
+  BM_CHECK(it != per_owner_.end() && it->second > 0);
+  if (--it->second == 0) per_owner_.erase(it);
 }
 
 std::optional<TimePoint> UploadTable::OldestActivity() const {

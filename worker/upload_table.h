@@ -34,6 +34,8 @@ class UploadTable {
     uint64_t total_size;
     uint64_t next_offset;  // bytes received so far; the next piece must start here
     TimePoint last_activity;
+    // The sender's public key (keys on; empty without): uploads are limited per key.
+    std::string owner{};
   };
 
   Entry* Find(const Key& key);
@@ -50,9 +52,14 @@ class UploadTable {
   std::optional<TimePoint> OldestActivity() const;
 
   size_t size() const { return entries_.size(); }
+  // Uploads in progress whose Entry::owner is `owner`.
+  size_t CountOwnedBy(const std::string& owner) const;
 
  private:
+  void Forget(const Entry& entry);
+
   std::map<Key, Entry> entries_;
+  std::map<std::string, size_t, std::less<>> per_owner_;  // counts of entries_ by owner
 };
 
 }  // namespace bm

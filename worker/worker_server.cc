@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/access_policy.h"
 #include "common/protocol.h"
 #include "worker/address.h"
 #include "worker/wire.h"
@@ -37,7 +38,8 @@ bool IsKnownLevel(proto::StorageLevel level) {
 }
 
 bool IsClientFault(StatusCode code) {
-  return code == StatusCode::kInvalidArgument || code == StatusCode::kTooLarge;
+  return code == StatusCode::kInvalidArgument || code == StatusCode::kTooLarge ||
+         code == StatusCode::kPermissionDenied;
 }
 
 }  // namespace
@@ -75,8 +77,33 @@ Status WorkerServer::Bind() {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return InternalError(std::string("eventfd: ") + std::strerror(errno));
 
+  ChannelSecurity master_security;
+  std::string certificate_worker_id;
+  if (!options_.key_file.empty() || !options_.master_key_file.empty()) {
+    if (options_.key_file.empty() || options_.master_key_file.empty()) {
+      return InvalidArgumentError("keys need both the worker's key and the master's key");
+    }
+    ASSIGN_OR_RETURN(Certificate own, LoadCertificate(options_.key_file));
+    if (own.secret_key.empty()) {
+      return InvalidArgumentError(options_.key_file + " holds no secret key");
+    }
+    ASSIGN_OR_RETURN(KeyRole role, own.role());
+    if (role != KeyRole::kWorker) {
+      return InvalidArgumentError(options_.key_file + " is a " + KeyRoleName(role) +
+                                  " key, not a worker key");
+    }
+    ASSIGN_OR_RETURN(Certificate master, LoadCertificate(options_.master_key_file));
+    keys_ = CurveKeys{own.public_key, own.secret_key};
+    master_security = ChannelSecurity{keys_, master.public_key};
+    certificate_worker_id = own.name();
+    if (!options_.worker_id.empty() && options_.worker_id != certificate_worker_id) {
+      return InvalidArgumentError("--id " + options_.worker_id + " differs from the worker id '" +
+                                  certificate_worker_id + "' in " + options_.key_file);
+    }
+  }
+
   router_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
-  ConfigureSocket(*router_);
+  ConfigureServerSocket(*router_, keys_);
   try {
     router_->bind(options_.listen_address);
   } catch (const zmq::error_t& e) {
@@ -90,9 +117,12 @@ Status WorkerServer::Bind() {
     return InvalidArgumentError("listening on the wildcard address " + endpoint_ +
                                 " needs an address to advertise");
   }
-  worker_id_ = options_.worker_id.empty() ? DefaultWorkerId(advertised) : options_.worker_id;
+  worker_id_ = !options_.worker_id.empty()      ? options_.worker_id
+               : !certificate_worker_id.empty() ? certificate_worker_id
+                                                : DefaultWorkerId(advertised);
 
   MasterLinkOptions link_options = options_.master;
+  link_options.security = master_security;
   link_options.worker_id = worker_id_;
   link_options.advertised_address = advertised_address_;
   link_ = std::make_unique<MasterLink>(context_, std::move(link_options), *blocks_, clock_);
@@ -110,7 +140,11 @@ void WorkerServer::Stop() {
 void WorkerServer::Run() {
   spdlog::info("worker {} serving on {} (advertised as {}), master {}", worker_id_, endpoint_,
                advertised_address_, options_.master.master_address);
-  replicator_ = std::make_unique<Replicator>(context_, advertised_address_, [this] {
+  ClientOptions replicator_options;
+  replicator_options.key_file = options_.key_file;
+  replicator_options.master_key_file = options_.master_key_file;
+  replicator_ = std::make_unique<Replicator>(context_, advertised_address_, keys_.public_key,
+                                             std::move(replicator_options), [this] {
     const uint64_t one = 1;
     ssize_t written = write(wake_fd_, &one, sizeof(one));
     (void)written;
@@ -221,6 +255,7 @@ Status WorkerServer::Dispatch(IncomingMessage& message, uint64_t* id) {
     which = request.which();
     return Status::Ok();
   }));
+  RETURN_IF_ERROR(AuthorizeWorkerRequest(keys_.enabled(), message.peer(), which));
   switch (which) {
     case proto::Request::PUT_BLOCK:
       return HandlePut(message, *id);
@@ -279,6 +314,7 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
   }));
   const zmq::message_t& peer = *message.routing_id();
   const UploadTable::Key key{PeerKey(peer), piece.upload_id};
+  const std::string* owner = message.peer() ? &message.peer()->public_key : nullptr;
   const uint64_t bytes = message.payload_bytes();
   const TimePoint now = clock_.Now();
 
@@ -298,12 +334,16 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
     if (uploads_.size() >= options_.max_uploads) {
       return UnavailableError("too many uploads in progress; retry later");
     }
+    if (owner && uploads_.CountOwnedBy(*owner) >= options_.max_uploads_per_key) {
+      return UnavailableError("too many uploads in progress from this key; retry later");
+    }
     // A client from before versions sends none: the put still gets a version of its own.
     while (piece.version.token == 0) piece.version.token = version_tokens_();
     ASSIGN_OR_RETURN(BlockManager::UploadId handle,
                      blocks_->BeginPut(*piece.block, piece.level, piece.total_size, piece.version));
     uploads_.Insert(
-        key, UploadTable::Entry{handle, *piece.block, piece.level, piece.total_size, 0, now});
+        key, UploadTable::Entry{handle, *piece.block, piece.level, piece.total_size, 0, now,
+                                owner ? *owner : std::string()});
     upload = uploads_.Find(key);
   } else if (upload == nullptr) {
     return InvalidArgumentError("no upload " + std::to_string(piece.upload_id) +
@@ -571,6 +611,7 @@ Status WorkerServer::HandleReplicate(IncomingMessage& message, uint64_t id) {
       WorkerInfo info;
       info.id = std::string(target.getWorkerId().cStr(), target.getWorkerId().size());
       info.address = std::string(target.getAddress().cStr(), target.getAddress().size());
+      info.public_key = std::string(target.getPublicKey().cStr(), target.getPublicKey().size());
       job.targets.push_back(std::move(info));
     }
     return Status::Ok();

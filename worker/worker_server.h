@@ -38,6 +38,14 @@ struct WorkerServerOptions {
   Duration put_ack_timeout = std::chrono::seconds(2);
   // Uploads in progress at once, over all clients; more are refused as unavailable.
   size_t max_uploads = 4096;
+  // Uploads in progress at once from one key (keys on), so one key cannot take them all.
+  size_t max_uploads_per_key = 1024;
+  // CURVE (README "Security"): this worker's secret certificate and the master's public one.
+  // Both empty: plaintext. The certificate's worker id is the worker's id (worker_id, if
+  // given, must match it). The ZAP handler deciding which keys get in is started by the
+  // caller, on the same context, before Create().
+  std::string key_file{};
+  std::string master_key_file{};
 };
 
 // The bm-worker server: serves clients and the master on a ROUTER socket (PROTOCOL.md,
@@ -123,6 +131,7 @@ class WorkerServer {
   std::string endpoint_;
   std::string advertised_address_;
   std::string worker_id_;
+  CurveKeys keys_;  // empty with keys off
   int wake_fd_ = -1;  // eventfd written by Stop()
 
   std::atomic<bool> stop_{false};

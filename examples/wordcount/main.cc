@@ -51,10 +51,13 @@ int Run(const WordCountOptions& options, size_t top) {
   return std::fflush(stdout) == 0 ? 0 : Fail(InternalError("writing to stdout failed"));
 }
 
-int Unpersist(const std::string& master, uint64_t rdd_id) {
+int Unpersist(const std::string& master, const WordCountOptions& keys, uint64_t rdd_id) {
   // Only the blocks' RDD id is needed, not the datasets that computed them: this is bmctl
   // rm-rdd, and the way to unpersist from outside the job.
-  Client client(ClientOptions{.master_address = master});
+  ClientOptions client_options{.master_address = master};
+  client_options.key_file = keys.key_file;
+  client_options.master_key_file = keys.master_key_file;
+  Client client(client_options);
   Result<uint64_t> removed = client.RemoveRdd(rdd_id);
   if (!removed.ok()) return Fail(removed.status());
   std::cout << "removed " << *removed << " cached partition(s) of RDD " << rdd_id << "\n";
@@ -96,6 +99,14 @@ int Main(int argc, char** argv) {
                   "partitions fetched or computed at once (default: one per core)");
   run->add_option("--top", top, "how many of the most frequent words to print (default 10)");
 
+  // Keys, for a cluster that runs with them: as bmctl takes them.
+  app.add_option("--key", options.key_file, "this user's secret certificate (NAME.key_secret)")
+      ->envname("BLOCKMGR_KEY");
+  app.add_option("--master-key", options.master_key_file,
+                 "the master's public certificate (MASTER.key)")
+      ->envname("BLOCKMGR_MASTER_KEY");
+  app.fallthrough();
+
   std::string unpersist_master;
   uint64_t unpersist_rdd = 100;
   CLI::App* unpersist =
@@ -127,7 +138,7 @@ int Main(int argc, char** argv) {
     return Run(options, top);
   }
   if (Status s = ValidateMasterAddress(unpersist_master); !s.ok()) return UsageError(s.message());
-  return Unpersist(unpersist_master, unpersist_rdd);
+  return Unpersist(unpersist_master, options, unpersist_rdd);
 }
 
 }  // namespace

@@ -42,8 +42,10 @@ Result<WordCountRun> RunWordCount(const WordCountOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<TextSplits> splits,
                    TextSplits::Open(options.input, options.partitions));
 
-  auto session =
-      std::make_shared<CacheSession>(ClientOptions{.master_address = options.master_address});
+  ClientOptions client_options{.master_address = options.master_address};
+  client_options.key_file = options.key_file;
+  client_options.master_key_file = options.master_key_file;
+  auto session = std::make_shared<CacheSession>(client_options);
   // The lines dataset is never persisted, so its id names no blocks; it only has to differ
   // from the counts dataset's.
   auto lines = Dataset::Source(session, options.rdd_id + 1, "lines", options.partitions,

@@ -21,6 +21,9 @@ namespace bm::wordcount {
 
 struct WordCountOptions {
   std::string master_address;
+  // Keys for a cluster that runs with them (ClientOptions::key_file / master_key_file).
+  std::string key_file;
+  std::string master_key_file;
   std::string input;
   uint32_t partitions = 16;
   StorageLevel level = StorageLevel::kMemoryAndDisk;

@@ -18,8 +18,9 @@ constexpr auto kStartTimeout = std::chrono::seconds(30);
 
 // Asks the master for its workers over a fresh channel; nullopt when it does not answer.
 std::optional<std::vector<std::string>> QueryWorkers(zmq::context_t& context,
-                                                     const std::string& endpoint) {
-  RpcChannel channel(context, endpoint, std::chrono::milliseconds(500));
+                                                     const std::string& endpoint,
+                                                     const ChannelSecurity& security) {
+  RpcChannel channel(context, endpoint, std::chrono::milliseconds(500), security);
   capnp::MallocMessageBuilder request;
   request.initRoot<proto::Request>().setListWorkers();
   Result<IncomingMessage> reply = channel.Call(request);
@@ -54,10 +55,13 @@ void LocalCluster::StartMaster() {
       args.push_back("--state-dir");
       args.push_back(master_state_dir_);
     }
+    if (keys_on()) {
+      args.insert(args.end(), {"--key", SecretKeyFile("master"), "--allow", keys_dir_});
+    }
     master_ = std::make_unique<Process>(
         Process::Start(BinaryPath("bm-master"), args, dir_.Sub("master.log")));
     bool up = WaitFor(
-        [&] { return !master_->Running() || QueryWorkers(context_, master_endpoint_).has_value(); },
+        [&] { return !master_->Running() || QueryWorkers(context_, master_endpoint_, SecurityOf("admin", "master")).has_value(); },
         kStartTimeout);
     if (up && master_->Running()) return;
   }
@@ -66,7 +70,9 @@ void LocalCluster::StartMaster() {
 
 void LocalCluster::StartWorker(const WorkerSpec& spec) {
   auto it = workers_.find(spec.id);
-  int port = it != workers_.end() ? it->second.port : FreeLoopbackPort();
+  int port = it != workers_.end() ? it->second.port
+             : spec.port != 0      ? spec.port
+                                   : FreeLoopbackPort();
   WorkerSlot& slot = workers_[spec.id];
   slot.spec = spec;
   slot.port = port;
@@ -78,6 +84,10 @@ void LocalCluster::StartWorker(const WorkerSpec& spec) {
   if (!spec.disk_limit.empty()) {
     args.push_back("--disk-limit");
     args.push_back(spec.disk_limit);
+  }
+  if (keys_on()) {
+    args.insert(args.end(), {"--key", SecretKeyFile(spec.id), "--master-key",
+                             PublicKeyFile("master"), "--allow", keys_dir_});
   }
   args.insert(args.end(), spec.extra_args.begin(), spec.extra_args.end());
   slot.process = std::make_unique<Process>(
@@ -119,7 +129,7 @@ Process& LocalCluster::worker_process(const std::string& id) {
 }
 
 std::vector<std::string> LocalCluster::ListedWorkers() {
-  return QueryWorkers(context_, master_endpoint_).value_or(std::vector<std::string>{});
+  return QueryWorkers(context_, master_endpoint_, SecurityOf("admin", "master")).value_or(std::vector<std::string>{});
 }
 
 bool LocalCluster::WaitForWorkers(std::vector<std::string> ids,
@@ -129,9 +139,48 @@ bool LocalCluster::WaitForWorkers(std::vector<std::string> ids,
 }
 
 CommandResult LocalCluster::Bmctl(const std::vector<std::string>& args, const std::string& input) {
+  if (keys_on()) return BmctlAs("admin", args, input);
   std::vector<std::string> full = {"--master", master_endpoint_};
   full.insert(full.end(), args.begin(), args.end());
   return RunCommand(BinaryPath("bmctl"), full, input);
+}
+
+CommandResult LocalCluster::BmctlAs(const std::string& name, const std::vector<std::string>& args,
+                                    const std::string& input) {
+  std::vector<std::string> full = {"--master", master_endpoint_, "--key", SecretKeyFile(name),
+                                   "--master-key", PublicKeyFile("master")};
+  full.insert(full.end(), args.begin(), args.end());
+  return RunCommand(BinaryPath("bmctl"), full, input);
+}
+
+void LocalCluster::UseKeys(const std::vector<std::string>& worker_ids) {
+  keys_dir_ = dir_.Sub("keys");
+  auto make = [&](const std::string& name, KeyRole role) {
+    Status made = GenerateCertificate(keys_dir_, name, role);
+    ASSERT_TRUE(made.ok()) << made.ToString();
+  };
+  make("master", KeyRole::kMaster);
+  make("admin", KeyRole::kAdmin);
+  make("client", KeyRole::kClient);
+  for (const std::string& id : worker_ids) make(id, KeyRole::kWorker);
+}
+
+std::string LocalCluster::SecretKeyFile(const std::string& name) const {
+  return keys_dir_ + "/" + name + ".key_secret";
+}
+
+std::string LocalCluster::PublicKeyFile(const std::string& name) const {
+  return keys_dir_ + "/" + name + ".key";
+}
+
+ChannelSecurity LocalCluster::SecurityOf(const std::string& name,
+                                         const std::string& server_name) const {
+  if (!keys_on()) return {};
+  Result<CurveKeys> own = LoadKeyPair(SecretKeyFile(name));
+  Result<Certificate> server = LoadCertificate(PublicKeyFile(server_name));
+  EXPECT_TRUE(own.ok() && server.ok()) << "keys of " << name << " / " << server_name;
+  if (!own.ok() || !server.ok()) return {};
+  return ChannelSecurity{*own, server->public_key};
 }
 
 nlohmann::json LocalCluster::BmctlJson(const std::vector<std::string>& args,
@@ -150,7 +199,8 @@ nlohmann::json LocalCluster::BmctlJson(const std::vector<std::string>& args,
 }
 
 bool LocalCluster::WorkerHolds(const std::string& worker_id, const std::string& block) {
-  RpcChannel channel(context_, worker_endpoint(worker_id), std::chrono::seconds(5));
+  RpcChannel channel(context_, worker_endpoint(worker_id), std::chrono::seconds(5),
+                     SecurityOf("admin", worker_id));
   capnp::MallocMessageBuilder request;
   request.initRoot<proto::Request>().initContainsBlock().setBlockId(block);
   Result<IncomingMessage> reply = channel.Call(request);

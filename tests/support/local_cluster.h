@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "common/curve_keys.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
@@ -26,6 +27,8 @@ struct WorkerSpec {
   std::string disk_limit;  // empty = no limit
   // More bm-worker arguments, e.g. {"--rack", "r1"}.
   std::vector<std::string> extra_args{};
+  // The port to listen on; 0: a free one.
+  int port = 0;
 };
 
 // A real bm-master and bm-workers as child processes on free 127.0.0.1 ports, each with its own
@@ -35,6 +38,19 @@ class LocalCluster {
  public:
   explicit LocalCluster(double heartbeat_timeout_seconds = 10);
   ~LocalCluster();
+
+  // From the next StartMaster on, the cluster runs with CURVE keys: keys_dir() then holds
+  // master, admin and client keypairs and one worker keypair per id in `worker_ids`, and is
+  // every server's allow-list. The cluster's own queries and Bmctl() use the admin key.
+  void UseKeys(const std::vector<std::string>& worker_ids);
+  bool keys_on() const { return !keys_dir_.empty(); }
+  const std::string& keys_dir() const { return keys_dir_; }
+  // keys_dir()/NAME.key_secret and keys_dir()/NAME.key.
+  std::string SecretKeyFile(const std::string& name) const;
+  std::string PublicKeyFile(const std::string& name) const;
+  // The channel security of key NAME talking to the server whose public certificate is
+  // `server_name` (keys_dir()); empty with keys off.
+  ChannelSecurity SecurityOf(const std::string& name, const std::string& server_name) const;
 
   // Starts bm-master (again on the same endpoint after KillMaster) and waits until it answers.
   void StartMaster();
@@ -60,8 +76,11 @@ class LocalCluster {
   // Waits until the master lists exactly these workers.
   bool WaitForWorkers(std::vector<std::string> ids,
                       std::chrono::milliseconds timeout = std::chrono::seconds(30));
-  // Runs `bmctl --master <endpoint> args...`.
+  // Runs `bmctl --master <endpoint> args...` (with the admin key when keys are on).
   CommandResult Bmctl(const std::vector<std::string>& args, const std::string& input = "");
+  // Runs bmctl with key NAME from keys_dir() (keys on).
+  CommandResult BmctlAs(const std::string& name, const std::vector<std::string>& args,
+                        const std::string& input = "");
   // Runs `bmctl --json ...`, records a test failure unless it exits 0, returns its output.
   nlohmann::json BmctlJson(const std::vector<std::string>& args, const std::string& input = "");
   // Where each listed block is, as {block id -> [(worker id, tier, size)]}, from `locations`.
@@ -87,6 +106,7 @@ class LocalCluster {
   zmq::context_t context_;
   std::string master_endpoint_;
   std::string master_state_dir_;
+  std::string keys_dir_;  // empty: keys off
   std::unique_ptr<Process> master_;
   std::map<std::string, WorkerSlot> workers_;
 };

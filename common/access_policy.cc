@@ -1,0 +1,148 @@
+#include "common/access_policy.h"
+
+#include <string>
+
+namespace bm {
+namespace {
+
+using Which = proto::Request::Which;
+
+const char* RequestName(Which which) {
+  switch (which) {
+    case Which::REGISTER_WORKER:
+      return "registerWorker";
+    case Which::HEARTBEAT:
+      return "heartbeat";
+    case Which::REPORT_BLOCKS:
+      return "reportBlocks";
+    case Which::GET_LOCATIONS:
+      return "getLocations";
+    case Which::LIST_WORKERS:
+      return "listWorkers";
+    case Which::LIST_BLOCKS:
+      return "listBlocks";
+    case Which::LIST_RDDS:
+      return "listRdds";
+    case Which::REMOVE_BLOCKS:
+      return "removeBlocks";
+    case Which::REMOVE_RDD:
+      return "removeRdd";
+    case Which::PUT_BLOCK:
+      return "putBlock";
+    case Which::GET_BLOCK:
+      return "getBlock";
+    case Which::CONTAINS_BLOCK:
+      return "containsBlock";
+    case Which::PING:
+      return "ping";
+    case Which::REGISTER_RDD:
+      return "registerRdd";
+    case Which::ACQUIRE_COMPUTE:
+      return "acquireCompute";
+    case Which::RENEW_COMPUTE:
+      return "renewCompute";
+    case Which::RELEASE_COMPUTE:
+      return "releaseCompute";
+    case Which::DECOMMISSION_WORKER:
+      return "decommissionWorker";
+    case Which::REPLICATE_BLOCK:
+      return "replicateBlock";
+    case Which::DECOMMISSION:
+      return "decommission";
+    case Which::SHUTDOWN:
+      return "shutdown";
+    case Which::GET_BLOCKS:
+      return "getBlocks";
+  }
+  return "this request";
+}
+
+bool IsClientOrAdmin(KeyRole role) { return role == KeyRole::kClient || role == KeyRole::kAdmin; }
+
+Status Denied(const PeerIdentity& peer, Which which, const char* who_may) {
+  return PermissionDeniedError(std::string(RequestName(which)) + " is not allowed for " +
+                               KeyRoleName(peer.role) + " key '" + peer.name + "': only " +
+                               who_may + " keys may send it");
+}
+
+// The peer, or kPermissionDenied when a secure server got a message without one (cannot
+// happen with a ZAP handler bound; refusing keeps a mistake from opening the door).
+Result<const PeerIdentity*> Authenticated(bool secure, const std::optional<PeerIdentity>& peer) {
+  if (!peer) {
+    if (secure) return PermissionDeniedError("the sender is not authenticated");
+    return static_cast<const PeerIdentity*>(nullptr);
+  }
+  return &*peer;
+}
+
+}  // namespace
+
+Status AuthorizeMasterRequest(bool secure, const std::optional<PeerIdentity>& maybe_peer,
+                              Which which) {
+  ASSIGN_OR_RETURN(const PeerIdentity* peer, Authenticated(secure, maybe_peer));
+  if (peer == nullptr) return Status::Ok();
+  switch (which) {
+    case Which::PING:
+      return Status::Ok();
+    case Which::REGISTER_WORKER:
+    case Which::HEARTBEAT:
+    case Which::REPORT_BLOCKS:
+      if (peer->role == KeyRole::kWorker) return Status::Ok();
+      return Denied(*peer, which, "worker");
+    case Which::GET_LOCATIONS:
+    case Which::LIST_WORKERS:
+    case Which::LIST_BLOCKS:
+    case Which::LIST_RDDS:
+    case Which::REGISTER_RDD:
+    case Which::ACQUIRE_COMPUTE:
+    case Which::RENEW_COMPUTE:
+    case Which::RELEASE_COMPUTE:
+      if (IsClientOrAdmin(peer->role)) return Status::Ok();
+      return Denied(*peer, which, "client or admin");
+    case Which::REMOVE_BLOCKS:
+    case Which::REMOVE_RDD:
+    case Which::DECOMMISSION_WORKER:
+      if (peer->role == KeyRole::kAdmin) return Status::Ok();
+      return Denied(*peer, which, "admin");
+    default:
+      return Status::Ok();  // not a master request: the dispatcher answers "unsupported"
+  }
+}
+
+Status AuthorizeWorkerRequest(bool secure, const std::optional<PeerIdentity>& maybe_peer,
+                              Which which) {
+  ASSIGN_OR_RETURN(const PeerIdentity* peer, Authenticated(secure, maybe_peer));
+  if (peer == nullptr) return Status::Ok();
+  switch (which) {
+    case Which::PING:
+      return Status::Ok();
+    case Which::PUT_BLOCK:
+    case Which::GET_BLOCK:
+    case Which::GET_BLOCKS:
+    case Which::CONTAINS_BLOCK:
+      // Workers put and read blocks on each other when they replicate.
+      if (IsClientOrAdmin(peer->role) || peer->role == KeyRole::kWorker) return Status::Ok();
+      return Denied(*peer, which, "client, admin or worker");
+    case Which::REMOVE_BLOCKS:
+    case Which::REPLICATE_BLOCK:
+    case Which::DECOMMISSION:
+    case Which::SHUTDOWN:
+      if (peer->role == KeyRole::kMaster) return Status::Ok();
+      return Denied(*peer, which, "the master's");
+    default:
+      return Status::Ok();  // not a worker request: the dispatcher answers "not served"
+  }
+}
+
+Status AuthorizeWorkerId(bool secure, const std::optional<PeerIdentity>& peer,
+                         std::string_view claimed_id) {
+  if (!peer) {
+    if (secure) return PermissionDeniedError("the sender is not authenticated");
+    return Status::Ok();
+  }
+  if (peer->role == KeyRole::kWorker && peer->name == claimed_id) return Status::Ok();
+  return PermissionDeniedError("key '" + peer->name + "' may not speak for worker '" +
+                               std::string(claimed_id) + "'");
+}
+
+}  // namespace bm

@@ -1,0 +1,448 @@
+// Keys, the ZAP allow-list and roles, against real bm-master / bm-worker / bmctl processes.
+// Each attack an outsider could make on a cluster without keys is tried twice: it must work
+// against an --insecure (loopback, keyless) cluster, so the test can fail, and be refused once
+// the cluster runs with keys.
+
+#include <capnp/message.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "client/client.h"
+#include "common/curve_keys.h"
+#include "common/transport.h"
+#include "tests/support/local_cluster.h"
+#include "tests/support/process.h"
+#include "tests/support/tcp_proxy.h"
+#include "tests/support/temp_dir.h"
+
+namespace bm::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+const std::string kBlock = "rdd_7_0";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// One raw request, as a plain ZeroMQ peer would send it.
+Result<IncomingMessage> RawCall(zmq::context_t& context, const std::string& endpoint,
+                                const ChannelSecurity& security,
+                                const std::function<void(proto::Request::Builder)>& fill) {
+  RpcChannel channel(context, endpoint, seconds(3), security);
+  capnp::MallocMessageBuilder message;
+  fill(message.initRoot<proto::Request>());
+  return channel.Call(message);
+}
+
+class SecurityTest : public ::testing::Test {
+ protected:
+  void StartCluster(bool keys) {
+    if (keys) {
+      if (!CurveAvailable()) GTEST_SKIP() << "libzmq was built without CURVE (libsodium)";
+      ASSERT_NO_FATAL_FAILURE(cluster_.UseKeys({"w1", "w2"}));
+    }
+    ASSERT_NO_FATAL_FAILURE(cluster_.StartMaster());
+    ASSERT_NO_FATAL_FAILURE(cluster_.StartWorker({"w1", "64MiB", ""}));
+    ASSERT_NO_FATAL_FAILURE(cluster_.StartWorker({"w2", "64MiB", ""}));
+  }
+
+  // A keypair the cluster's allow-lists do not hold, as an outsider would make one.
+  ChannelSecurity OutsiderKeys(const std::string& server_name) {
+    if (!std::filesystem::exists(outsider_dir_.Sub("outsider.key_secret"))) {
+      EXPECT_TRUE(
+          GenerateCertificate(outsider_dir_.path().string(), "outsider", KeyRole::kAdmin).ok());
+    }
+    Result<CurveKeys> keys = LoadKeyPair(outsider_dir_.Sub("outsider.key_secret"));
+    EXPECT_TRUE(keys.ok());
+    ChannelSecurity security;
+    if (keys.ok()) security.own = *keys;
+    if (cluster_.keys_on()) {
+      security.server_key = LoadCertificate(cluster_.PublicKeyFile(server_name))->public_key;
+    }
+    return security;
+  }
+
+  void PutBlock(const std::string& bytes, const std::string& level = "MEMORY_ONLY") {
+    // On w1 by name: a fake worker may be listed with plenty of free memory.
+    CommandResult put =
+        cluster_.Bmctl({"put", kBlock, "-", "--level", level, "--worker", "w1"}, bytes);
+    ASSERT_EQ(put.exit_code, 0) << put.err;
+  }
+
+  LocalCluster cluster_;
+  TempDir outsider_dir_;
+  zmq::context_t context_;
+};
+
+// ---- what an outsider can do to a cluster without keys, and cannot with them ----
+
+// Each attack returns whether it worked, judged by its effect on the cluster.
+struct Attacks {
+  SecurityTest* test;
+  LocalCluster& cluster;
+  zmq::context_t& context;
+  ChannelSecurity to_master;
+  ChannelSecurity to_w1;
+
+  bool FakeWorkerIsListed() {
+    Result<IncomingMessage> reply =
+        RawCall(context, cluster.master_endpoint(), to_master, [](proto::Request::Builder r) {
+          auto reg = r.initRegisterWorker();
+          reg.setWorkerId("evil");
+          reg.setAddress("tcp://127.0.0.1:9");
+          reg.initStats().setMemoryCapacity(1ull << 40);
+        });
+    std::vector<std::string> listed = cluster.ListedWorkers();
+    return reply.ok() && std::find(listed.begin(), listed.end(), "evil") != listed.end();
+  }
+
+  bool TakesOverWorkerEntry() {
+    Result<IncomingMessage> reply =
+        RawCall(context, cluster.master_endpoint(), to_master, [](proto::Request::Builder r) {
+          auto reg = r.initRegisterWorker();
+          reg.setWorkerId("w2");
+          reg.setAddress("tcp://127.0.0.1:9");
+          reg.initStats();
+        });
+    return reply.ok();
+  }
+
+  bool SpoofedReportHidesBlock() {
+    Result<IncomingMessage> reply =
+        RawCall(context, cluster.master_endpoint(), to_master, [](proto::Request::Builder r) {
+          auto report = r.initReportBlocks();
+          report.setWorkerId("w1");
+          auto update = report.initUpdates(1)[0];
+          update.setRemoved(true);
+          update.initStatus().setBlockId(kBlock);
+          report.initStats();
+        });
+    return reply.ok() && cluster.Locations({kBlock})[kBlock].empty();
+  }
+
+  bool ReplicateAccepted() {
+    Result<IncomingMessage> reply =
+        RawCall(context, cluster.worker_endpoint("w1"), to_w1, [](proto::Request::Builder r) {
+          auto copy = r.initReplicateBlock();
+          copy.setBlockId(kBlock);
+          copy.setLevel(proto::StorageLevel::MEMORY_ONLY);
+          auto target = copy.initTargets(1)[0];
+          target.setWorkerId("elsewhere");
+          target.setAddress("tcp://127.0.0.1:9");
+        });
+    // Without keys the worker takes the command (and fails to reach the address); with keys
+    // it must refuse to even try.
+    return reply.ok() || reply.status().code() == StatusCode::kUnavailable ||
+           reply.status().code() == StatusCode::kInternal;
+  }
+
+  bool DecommissionAccepted() {
+    return RawCall(context, cluster.worker_endpoint("w1"), to_w1,
+                   [](proto::Request::Builder r) { r.setDecommission(); })
+        .ok();
+  }
+
+  bool RemoveRddDeletes() {
+    Result<IncomingMessage> reply =
+        RawCall(context, cluster.master_endpoint(), to_master,
+                [](proto::Request::Builder r) { r.initRemoveRdd().setRddId(7); });
+    return reply.ok() && reply->reply().getRemoved() > 0;
+  }
+
+  bool ShutdownStopsWorker() {
+    Result<IncomingMessage> reply = RawCall(context, cluster.worker_endpoint("w1"), to_w1,
+                                            [](proto::Request::Builder r) { r.setShutdown(); });
+    if (!reply.ok()) return false;
+    return cluster.worker_process("w1").Wait(seconds(10)).has_value();
+  }
+};
+
+TEST_F(SecurityTest, AttacksWorkAgainstAClusterWithoutKeys) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster(false));
+  ASSERT_NO_FATAL_FAILURE(PutBlock("payload"));
+  Attacks attacks{this, cluster_, context_, {}, {}};
+  EXPECT_TRUE(attacks.FakeWorkerIsListed());
+  EXPECT_TRUE(attacks.SpoofedReportHidesBlock());
+  ASSERT_NO_FATAL_FAILURE(PutBlock("payload"));
+  EXPECT_TRUE(attacks.RemoveRddDeletes());
+  ASSERT_NO_FATAL_FAILURE(PutBlock("payload"));
+  EXPECT_TRUE(attacks.ReplicateAccepted());
+  EXPECT_TRUE(attacks.TakesOverWorkerEntry());
+  EXPECT_TRUE(attacks.DecommissionAccepted());
+  EXPECT_TRUE(attacks.ShutdownStopsWorker());
+}
+
+TEST_F(SecurityTest, AttacksWithAnUnknownKeyAreRefused) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster(true));
+  ASSERT_NO_FATAL_FAILURE(PutBlock("payload"));
+  Attacks attacks{this, cluster_, context_, OutsiderKeys("master"), OutsiderKeys("w1")};
+  EXPECT_FALSE(attacks.FakeWorkerIsListed());
+  EXPECT_FALSE(attacks.SpoofedReportHidesBlock());
+  EXPECT_FALSE(attacks.RemoveRddDeletes());
+  EXPECT_FALSE(attacks.ReplicateAccepted());
+  EXPECT_FALSE(attacks.TakesOverWorkerEntry());
+  EXPECT_FALSE(attacks.DecommissionAccepted());
+  EXPECT_FALSE(attacks.ShutdownStopsWorker());
+  EXPECT_TRUE(cluster_.worker_process("w1").Running());
+  EXPECT_EQ(cluster_.Locations({kBlock})[kBlock].size(), 1u);
+  EXPECT_NE(ReadFile(cluster_.dir().Sub("master.log")).find("refused a connection from"),
+            std::string::npos);
+}
+
+TEST_F(SecurityTest, AllowedKeysOutsideTheirRoleGetPermissionDenied) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster(true));
+  ASSERT_NO_FATAL_FAILURE(PutBlock("payload"));
+  // A client key at the master: may not register, report or remove.
+  Attacks as_client{this, cluster_, context_, cluster_.SecurityOf("client", "master"),
+                    cluster_.SecurityOf("client", "w1")};
+  EXPECT_FALSE(as_client.FakeWorkerIsListed());
+  EXPECT_FALSE(as_client.SpoofedReportHidesBlock());
+  EXPECT_FALSE(as_client.RemoveRddDeletes());
+  // ... nor command a worker.
+  EXPECT_FALSE(as_client.ReplicateAccepted());
+  EXPECT_FALSE(as_client.DecommissionAccepted());
+  EXPECT_FALSE(as_client.ShutdownStopsWorker());
+  Result<IncomingMessage> shutdown =
+      RawCall(context_, cluster_.worker_endpoint("w1"), cluster_.SecurityOf("client", "w1"),
+              [](proto::Request::Builder r) { r.setShutdown(); });
+  EXPECT_EQ(shutdown.status().code(), StatusCode::kPermissionDenied)
+      << shutdown.status().ToString();
+  EXPECT_TRUE(cluster_.worker_process("w1").Running());
+
+  // A worker key speaks only for its own worker id.
+  Attacks as_w1{this, cluster_, context_, cluster_.SecurityOf("w1", "master"), {}};
+  EXPECT_FALSE(as_w1.TakesOverWorkerEntry());
+  EXPECT_FALSE(as_w1.FakeWorkerIsListed());
+  Result<IncomingMessage> heartbeat =
+      RawCall(context_, cluster_.master_endpoint(), cluster_.SecurityOf("w1", "master"),
+              [](proto::Request::Builder r) { r.initHeartbeat().setWorkerId("w2"); });
+  EXPECT_EQ(heartbeat.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(heartbeat.status().message().find("may not speak for worker 'w2'"), std::string::npos)
+      << heartbeat.status().message();
+  EXPECT_EQ(cluster_.ListedWorkers(), (std::vector<std::string>{"w1", "w2"}));
+
+  // bmctl: rm-rdd and decommission with a client key are denied, with an admin key they work.
+  CommandResult rm_rdd = cluster_.BmctlAs("client", {"rm-rdd", "7"});
+  EXPECT_EQ(rm_rdd.exit_code, 1);
+  EXPECT_NE(rm_rdd.err.find("permission denied"), std::string::npos) << rm_rdd.err;
+  EXPECT_NE(rm_rdd.err.find("only admin keys"), std::string::npos) << rm_rdd.err;
+  CommandResult decommission = cluster_.BmctlAs("client", {"decommission", "w2", "--wait", "1"});
+  EXPECT_EQ(decommission.exit_code, 1);
+  EXPECT_NE(decommission.err.find("permission denied"), std::string::npos) << decommission.err;
+  CommandResult get = cluster_.BmctlAs("client", {"get", kBlock});
+  EXPECT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_EQ(get.out, "payload");
+  CommandResult admin_rm = cluster_.BmctlAs("admin", {"rm-rdd", "7"});
+  EXPECT_EQ(admin_rm.exit_code, 0) << admin_rm.err;
+  EXPECT_TRUE(cluster_.Locations({kBlock})[kBlock].empty());
+  CommandResult admin_decommission =
+      cluster_.BmctlAs("admin", {"decommission", "w2", "--wait", "30"});
+  EXPECT_EQ(admin_decommission.exit_code, 0) << admin_decommission.err;
+}
+
+TEST_F(SecurityTest, UnknownClientKeyIsRefusedWithinOneSecond) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster(true));
+  ASSERT_TRUE(
+      GenerateCertificate(outsider_dir_.path().string(), "stranger", KeyRole::kClient).ok());
+  ClientOptions options;
+  options.master_address = cluster_.master_endpoint();
+  options.key_file = outsider_dir_.Sub("stranger.key_secret");
+  options.master_key_file = cluster_.PublicKeyFile("master");
+  Client client(options);
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::vector<WorkerInfo>> workers = client.Workers();
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(workers.ok());
+  EXPECT_EQ(workers.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(
+      workers.status().message().find("authentication refused by " + cluster_.master_endpoint()),
+      std::string::npos)
+      << workers.status().message();
+  EXPECT_LT(took, seconds(1));
+
+  CommandResult bmctl = RunCommand(
+      BinaryPath("bmctl"), {"--master", cluster_.master_endpoint(), "--key", options.key_file,
+                            "--master-key", options.master_key_file, "workers"});
+  EXPECT_EQ(bmctl.exit_code, 1);
+  EXPECT_NE(bmctl.err.find("authentication refused by " + cluster_.master_endpoint()),
+            std::string::npos)
+      << bmctl.err;
+}
+
+TEST_F(SecurityTest, KeysOnOneSideOnlyAreNamedAsTheProblem) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster(true));
+  CommandResult keyless =
+      RunCommand(BinaryPath("bmctl"), {"--master", cluster_.master_endpoint(), "workers"});
+  EXPECT_EQ(keyless.exit_code, 1);
+  EXPECT_NE(keyless.err.find("requires keys"), std::string::npos) << keyless.err;
+
+  LocalCluster plain;
+  ASSERT_NO_FATAL_FAILURE(plain.StartMaster());
+  CommandResult keyed =
+      RunCommand(BinaryPath("bmctl"),
+                 {"--master", plain.master_endpoint(), "--key", cluster_.SecretKeyFile("client"),
+                  "--master-key", cluster_.PublicKeyFile("master"), "workers"});
+  EXPECT_EQ(keyed.exit_code, 1);
+  EXPECT_NE(keyed.err.find("does not use keys"), std::string::npos) << keyed.err;
+}
+
+TEST_F(SecurityTest, WorkerWithUnknownKeyCannotRegister) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster(true));
+  ASSERT_TRUE(GenerateCertificate(outsider_dir_.path().string(), "w9", KeyRole::kWorker).ok());
+  const std::string log = cluster_.dir().Sub("w9.log");
+  Process worker = Process::Start(
+      BinaryPath("bm-worker"),
+      {"--master", cluster_.master_endpoint(), "--listen", LoopbackEndpoint(FreeLoopbackPort()),
+       "--memory", "16MiB", "--disk-dir", cluster_.dir().Sub("disk-w9"), "--key",
+       outsider_dir_.Sub("w9.key_secret"), "--master-key", cluster_.PublicKeyFile("master"),
+       "--allow", cluster_.keys_dir()},
+      log);
+  // The master logs the refusal of the worker's handshake: then the worker has tried.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return ReadFile(cluster_.dir().Sub("master.log")).find("is not allowed") !=
+               std::string::npos;
+      },
+      seconds(10)))
+      << cluster_.LogTail("master");
+  EXPECT_EQ(cluster_.ListedWorkers(), (std::vector<std::string>{"w1", "w2"}));
+  EXPECT_TRUE(worker.Running());
+}
+
+TEST_F(SecurityTest, RevokedKeyIsRefusedAfterSighup) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster(true));
+  CommandResult before = cluster_.BmctlAs("client", {"workers"});
+  ASSERT_EQ(before.exit_code, 0) << before.err;
+  std::filesystem::remove(cluster_.PublicKeyFile("client"));
+  cluster_.master_process().Signal(SIGHUP);
+  // A fresh connection after the reload is refused; the reload takes a moment to be read.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        CommandResult after = cluster_.BmctlAs("client", {"workers"});
+        return after.exit_code == 1 &&
+               after.err.find("authentication refused") != std::string::npos;
+      },
+      seconds(10)));
+  EXPECT_TRUE(cluster_.master_process().Running());
+  CommandResult admin = cluster_.BmctlAs("admin", {"workers"});
+  EXPECT_EQ(admin.exit_code, 0) << admin.err;
+}
+
+TEST_F(SecurityTest, PutAndGetWorkWithKeys) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster(true));
+  std::string bytes(3 << 20, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 131 % 251);
+  CommandResult put = cluster_.BmctlAs(
+      "client", {"put", kBlock, "-", "--level", "MEMORY_ONLY", "--worker", "w1"}, bytes);
+  ASSERT_EQ(put.exit_code, 0) << put.err;
+  CommandResult get = cluster_.BmctlAs("client", {"get", kBlock});
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_TRUE(get.out == bytes);
+  // Draining w1 exercises the rest: the master commands w1 (master key), w1 copies the block
+  // to w2 (worker key, w2's key as the master vouched for it), then the master stops w1.
+  CommandResult drained = cluster_.Bmctl({"decommission", "w1", "--wait", "30"});
+  ASSERT_EQ(drained.exit_code, 0) << drained.err;
+  CommandResult again = cluster_.BmctlAs("client", {"get", kBlock});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_TRUE(again.out == bytes);
+  auto where = cluster_.Locations({kBlock})[kBlock];
+  ASSERT_EQ(where.size(), 1u);
+  EXPECT_EQ(std::get<0>(where[0]), "w2");
+}
+
+// The bytes on the wire: relayed through a proxy the test reads, a block's contents must not
+// appear with keys on, and do appear without keys (so the check can fail).
+class WireTest : public SecurityTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(WireTest, BlockBytesAreEncryptedOnTheWireOnlyWithKeys) {
+  const bool keys = GetParam();
+  if (keys) {
+    if (!CurveAvailable()) GTEST_SKIP() << "libzmq was built without CURVE (libsodium)";
+    ASSERT_NO_FATAL_FAILURE(cluster_.UseKeys({"w1"}));
+  }
+  ASSERT_NO_FATAL_FAILURE(cluster_.StartMaster());
+  const int worker_port = FreeLoopbackPort();
+  TcpProxy proxy(worker_port);
+  WorkerSpec spec{"w1", "64MiB", ""};
+  spec.port = worker_port;
+  spec.extra_args = {"--advertise", LoopbackEndpoint(proxy.port())};
+  ASSERT_NO_FATAL_FAILURE(cluster_.StartWorker(spec));
+  const std::string marker = "known-block-bytes-0123456789-";
+  std::string bytes;
+  while (bytes.size() < (256 << 10)) bytes += marker;
+  ASSERT_NO_FATAL_FAILURE(PutBlock(bytes));
+  CommandResult get = cluster_.Bmctl({"get", kBlock});
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  ASSERT_TRUE(get.out == bytes);
+  const std::string wire = proxy.Captured();
+  ASSERT_GT(wire.size(), 2 * bytes.size()) << "the block did not pass through the proxy";
+  if (keys) {
+    EXPECT_EQ(wire.find(marker), std::string::npos);
+  } else {
+    EXPECT_NE(wire.find(marker), std::string::npos);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(KeysOnAndOff, WireTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Keys" : "Insecure"; });
+
+TEST(SecureStartTest, NonLoopbackWithoutKeyRefusesToStartUnlessInsecure) {
+  TempDir dir;
+  CommandResult refused =
+      RunCommand(BinaryPath("bm-master"), {"--listen", "tcp://0.0.0.0:*"}, "", seconds(10));
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("without keys"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("--insecure"), std::string::npos) << refused.err;
+  CommandResult worker =
+      RunCommand(BinaryPath("bm-worker"),
+                 {"--master", "tcp://127.0.0.1:1", "--listen", "tcp://0.0.0.0:*", "--advertise",
+                  "tcp://10.1.2.3:7000", "--memory", "1MiB", "--disk-dir", dir.Sub("d")},
+                 "", seconds(10));
+  EXPECT_EQ(worker.exit_code, 2);
+  EXPECT_NE(worker.err.find("without keys"), std::string::npos) << worker.err;
+}
+
+TEST(KeygenTest, WritesZeroMqCertificatesWithTheSecretPrivate) {
+  if (!CurveAvailable()) GTEST_SKIP() << "libzmq was built without CURVE (libsodium)";
+  TempDir dir;
+  CommandResult made =
+      RunCommand(BinaryPath("bmctl"), {"keygen", "w7", "--role", "worker", "--out", dir.Sub("k")});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const std::string public_text = ReadFile(dir.Sub("k/w7.key"));
+  const std::string secret_text = ReadFile(dir.Sub("k/w7.key_secret"));
+  EXPECT_NE(public_text.find("metadata\n"), std::string::npos);
+  EXPECT_NE(public_text.find("    role = \"worker\""), std::string::npos);
+  EXPECT_NE(public_text.find("curve\n    public-key = \""), std::string::npos);
+  EXPECT_EQ(public_text.find("secret-key"), std::string::npos);
+  EXPECT_NE(secret_text.find("    secret-key = \""), std::string::npos);
+  struct stat info {};
+  ASSERT_EQ(::stat(dir.Sub("k/w7.key_secret").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0600u);
+  Result<Certificate> cert = LoadCertificate(dir.Sub("k/w7.key_secret"));
+  ASSERT_TRUE(cert.ok()) << cert.status().ToString();
+  EXPECT_EQ(cert->name(), "w7");
+  EXPECT_EQ(cert->role().value(), KeyRole::kWorker);
+  // Never overwrites a key.
+  CommandResult again =
+      RunCommand(BinaryPath("bmctl"), {"keygen", "w7", "--role", "worker", "--out", dir.Sub("k")});
+  EXPECT_EQ(again.exit_code, 1);
+}
+
+}  // namespace
+}  // namespace bm::testing

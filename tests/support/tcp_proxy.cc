@@ -1,0 +1,111 @@
+#include "tests/support/tcp_proxy.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <vector>
+
+namespace bm::testing {
+namespace {
+
+int ConnectLoopback(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
+TcpProxy::TcpProxy(int target_port) : target_port_(target_port) {
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  ::listen(listen_fd_, 16);
+  socklen_t length = sizeof(address);
+  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length);
+  port_ = ntohs(address.sin_port);
+  thread_ = std::thread([this] { Run(); });
+}
+
+TcpProxy::~TcpProxy() {
+  stop_.store(true);
+  thread_.join();
+  ::close(listen_fd_);
+}
+
+std::string TcpProxy::Captured() const {
+  std::lock_guard lock(mutex_);
+  return captured_;
+}
+
+void TcpProxy::Run() {
+  // Pairs of (accepted, upstream) descriptors; data read on one is written to the other.
+  std::vector<std::pair<int, int>> links;
+  std::vector<char> buffer(1 << 16);
+  while (!stop_.load()) {
+    std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}};
+    for (auto [a, b] : links) {
+      fds.push_back({a, POLLIN, 0});
+      fds.push_back({b, POLLIN, 0});
+    }
+    if (::poll(fds.data(), fds.size(), 50) <= 0) continue;
+    if (fds[0].revents & POLLIN) {
+      int accepted = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (accepted >= 0) {
+        int upstream = ConnectLoopback(target_port_);
+        if (upstream < 0) {
+          ::close(accepted);
+        } else {
+          links.emplace_back(accepted, upstream);
+        }
+      }
+    }
+    std::vector<size_t> closed;
+    for (size_t i = 0; i < links.size() && 1 + 2 * i + 1 < fds.size(); ++i) {
+      for (int side = 0; side < 2; ++side) {
+        const pollfd& p = fds[1 + 2 * i + side];
+        if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        const int from = side == 0 ? links[i].first : links[i].second;
+        const int to = side == 0 ? links[i].second : links[i].first;
+        ssize_t n = ::read(from, buffer.data(), buffer.size());
+        if (n <= 0) {
+          closed.push_back(i);
+          break;
+        }
+        {
+          std::lock_guard lock(mutex_);
+          captured_.append(buffer.data(), static_cast<size_t>(n));
+        }
+        for (ssize_t sent = 0; sent < n;) {
+          ssize_t w = ::write(to, buffer.data() + sent, static_cast<size_t>(n - sent));
+          if (w <= 0) break;
+          sent += w;
+        }
+      }
+    }
+    for (auto it = closed.rbegin(); it != closed.rend(); ++it) {
+      ::close(links[*it].first);
+      ::close(links[*it].second);
+      links.erase(links.begin() + static_cast<ptrdiff_t>(*it));
+    }
+  }
+  for (auto [a, b] : links) {
+    ::close(a);
+    ::close(b);
+  }
+}
+
+}  // namespace bm::testing
