@@ -184,6 +184,9 @@ class MasterServer::Loop {
   Status HandleRegister(proto::RegisterWorker::Reader request, proto::Reply::Builder reply);
   Status HandleHeartbeat(proto::Heartbeat::Reader request, proto::Reply::Builder reply);
   Status HandleReportBlocks(proto::ReportBlocks::Reader request, proto::Reply::Builder reply);
+  // A worker's lost blocks (RegisterWorker / ReportBlocks lostBlocks): logged, and copies are
+  // planned at the next turn of the loop.
+  void BlocksLost(const std::string& worker_id, capnp::List<capnp::Text>::Reader lost);
   Status HandleGetLocations(proto::GetLocations::Reader request, proto::Reply::Builder reply);
   void HandleListWorkers(proto::Reply::Builder reply);
   Status HandleListBlocks(proto::ListBlocks::Reader request, proto::Reply::Builder reply);
@@ -523,6 +526,7 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
   links_.insert_or_assign(id, std::move(link));
   for (const BlockChange& change : blocks) index_.Apply(id, change);
   BlocksStored(blocks);
+  BlocksLost(id, request.getLostBlocks());
   spdlog::info("worker {} {} at {} holding {} blocks ({} workers, {} blocks known)", id,
                known ? "re-registered" : "registered", address, blocks.size(), registry_.size(),
                index_.block_count());
@@ -557,8 +561,25 @@ Status MasterServer::Loop::HandleReportBlocks(proto::ReportBlocks::Reader reques
   for (const BlockChange& change : changes) index_.Apply(id, change);
   if (journal_) Journaled(journal_->RecordChanges(id, changes));
   BlocksStored(changes);
+  BlocksLost(id, request.getLostBlocks());
   reply.setOk();
   return Status::Ok();
+}
+
+void MasterServer::Loop::BlocksLost(const std::string& worker_id,
+                                    capnp::List<capnp::Text>::Reader lost) {
+  if (lost.size() == 0) return;
+  constexpr unsigned kNamed = 20;
+  std::string named;
+  for (unsigned i = 0; i < std::min(lost.size(), kNamed); ++i) {
+    if (!named.empty()) named += ", ";
+    named += std::string_view(lost[i].cStr(), std::min<size_t>(lost[i].size(), 256));
+  }
+  if (lost.size() > kNamed) named += ", ...";
+  spdlog::warn("worker {} lost {} blocks from its disk: {}; restoring their copies", worker_id,
+               lost.size(), named);
+  replication_.MarkAllForCheck();
+  next_heartbeat_check_ = clock_.Now();  // plan the copies at the next turn of the loop
 }
 
 // ---- client requests ----

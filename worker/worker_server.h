@@ -37,6 +37,9 @@ struct WorkerServerOptions {
   Duration put_ack_timeout = std::chrono::seconds(2);
   // Uploads in progress at once, over all clients; more are refused as unavailable.
   size_t max_uploads = 4096;
+  // How often the disk store checks for storage errors, recovers and reclaims space
+  // (BlockManager::Maintain).
+  Duration storage_maintenance_interval = std::chrono::seconds(1);
 };
 
 // The bm-worker server: serves clients and the master on a ROUTER socket (PROTOCOL.md,
@@ -132,6 +135,7 @@ class WorkerServer {
   // True when router_ may hold messages its ZMQ_FD will not signal (see Run()).
   bool router_unsettled_ = true;
   std::unique_ptr<MasterLink> link_;
+  TimePoint next_storage_maintenance_{};
   UploadTable uploads_;
   std::deque<DeferredPut> deferred_;  // in seq and deadline order
   // Set by the master's `decommission`: new uploads are refused.
