@@ -291,6 +291,7 @@ struct DiskStore::Impl {
   uint64_t committed_bytes = 0;  // sum of index sizes
   uint64_t claimed_bytes = 0;    // declared sizes of writers not yet committed or abandoned
   uint64_t next_generation = 1;
+  uint64_t opening = 0;  // counts opens of the database (a reopen after a storage error)
   rocksdb::WriteOptions write_options;  // WAL on, not synced: survives a process kill
   rocksdb::ReadOptions read_options;
   // The database's block cache, shared with the chunks pinned into it (see PinnedChunk). Kept
@@ -315,7 +316,12 @@ class RocksDiskWriter final : public DiskWriter {
  public:
   RocksDiskWriter(DiskStore* store, const BlockId& id, StorageLevel level, uint64_t total_size,
                   uint64_t generation)
-      : store_(store), id_(id), level_(level), total_size_(total_size), generation_(generation) {}
+      : store_(store),
+        id_(id),
+        level_(level),
+        total_size_(total_size),
+        generation_(generation),
+        opening_(store->impl_->opening) {}
 
   ~RocksDiskWriter() override { Abandon(); }
 
@@ -356,7 +362,7 @@ class RocksDiskWriter final : public DiskWriter {
       return InvalidArgumentError(Describe() + ": only " + std::to_string(appended_) + " of " +
                                   std::to_string(total_size_) + " bytes were written");
     }
-    if (Status writable = store_->Writable(); !writable.ok()) {
+    if (Status writable = SameOpening(); !writable.ok()) {
       Abandon();
       return writable;
     }
@@ -401,7 +407,7 @@ class RocksDiskWriter final : public DiskWriter {
   bool IsLastChunk() const { return (next_chunk_ + 1) * kChunkBytes >= total_size_; }
 
   Status PutChunk(std::span<const std::byte> bytes) {
-    Status s = store_->Writable();
+    Status s = SameOpening();
     if (s.ok()) {
       s = store_->Written(store_->db_->Put(store_->impl_->write_options,
                                            VersionChunkKey(generation_, next_chunk_),
@@ -435,6 +441,16 @@ class RocksDiskWriter final : public DiskWriter {
     }
   }
 
+  // Writable, and not reopened since the write began: a reopen deletes the chunks of writes in
+  // progress (they have no meta yet), so such a write cannot be completed.
+  Status SameOpening() const {
+    RETURN_IF_ERROR(store_->Writable());
+    if (store_->impl_->opening != opening_) {
+      return AbortedError(Describe() + " began before the disk store was reopened; retry");
+    }
+    return Status::Ok();
+  }
+
   std::string Describe() const {
     return "disk write of block " + id_.ToString() + " (generation " + std::to_string(generation_) +
            ")";
@@ -445,6 +461,7 @@ class RocksDiskWriter final : public DiskWriter {
   const StorageLevel level_;
   const uint64_t total_size_;
   const uint64_t generation_;
+  const uint64_t opening_;  // the store's Impl::opening when the write began
   State state_ = State::kWriting;
   uint64_t appended_ = 0;
   uint64_t next_chunk_ = 0;        // chunks [0, next_chunk_) are in the database
@@ -545,6 +562,7 @@ Status DiskStore::OpenDatabase() {
   impl_->listener = std::make_shared<ErrorListener>();
   options.listeners.push_back(impl_->listener);
 
+  ++impl_->opening;
   impl_->index.clear();
   impl_->committed_bytes = 0;
   impl_->removed_ranges.clear();
@@ -1006,6 +1024,9 @@ void DiskStore::Maintain() {
   }
 }
 
+// A reopen rather than DB::Resume(): Resume() carries on with the open database and, after a
+// failed log write, the same log writer, which is what asserts on its next write; a reopen
+// replays the old log up to its last good record and writes a fresh one.
 void DiskStore::TryRecover() {
   Result<FilesystemSpace> space = MeasureSpace();
   if (!space.ok() || space->available_bytes < headroom_) return;

@@ -650,6 +650,27 @@ TEST_F(DiskStoreSpaceTest, AFailedWriteMakesTheStoreReadOnlyUntilItReopens) {
   EXPECT_FALSE(store->Find(BlockId::Rdd(3, 1)).has_value());
 }
 
+TEST_F(DiskStoreSpaceTest, AWriteInProgressAcrossAReopenFailsInsteadOfLosingChunks) {
+  std::unique_ptr<DiskStore> store = Open();
+  ASSERT_NE(store, nullptr);
+  const std::vector<std::byte> bytes = RandomBytes(3 * kMiB, 1);
+  Result<std::unique_ptr<DiskWriter>> writer =
+      store->BeginWrite(BlockId::Rdd(7, 0), StorageLevel::kDiskOnly, bytes.size());
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE((*writer)->Append(std::span(bytes).first(2 * kMiB)).ok());
+  fs_->full = true;
+  ASSERT_FALSE(WriteBlock(*store, BlockId::Rdd(7, 1), RandomBytes(10, 2)).ok());
+  fs_->full = false;
+  store->Maintain();
+  ASSERT_FALSE(store->read_only());
+  Status rest = (*writer)->Append(std::span(bytes).subspan(2 * kMiB));
+  if (rest.ok()) rest = (*writer)->Commit();
+  EXPECT_EQ(rest.code(), StatusCode::kAborted) << rest.ToString();
+  EXPECT_FALSE(store->Find(BlockId::Rdd(7, 0)).has_value());
+  EXPECT_TRUE(WriteBlock(*store, BlockId::Rdd(7, 0), bytes).ok());
+  EXPECT_TRUE(ReadAll(*store, BlockId::Rdd(7, 0)) == bytes);
+}
+
 TEST_F(DiskStoreSpaceTest, ARemovalTakenWhileReadOnlySurvivesARestart) {
   std::unique_ptr<DiskStore> store = Open();
   ASSERT_NE(store, nullptr);
