@@ -276,6 +276,11 @@ TEST(LostBlocksTest, BlocksADamagedLogDroppedAreNamedCountedAndReReplicated) {
   EXPECT_TRUE(WaitFor([&] { return cluster.Locations({replicated})[replicated].size() == 2; },
                       20s))
       << cluster.LogTail("master");
+  // The worker reported them as lost, not just left them out of its block report.
+  EXPECT_NE(ReadFile(cluster.dir().Sub("master.log"))
+                .find("worker w1 lost " + std::to_string(lost.size()) + " blocks"),
+            std::string::npos)
+      << cluster.LogTail("master");
 
   // A clean restart says so.
   const size_t w2_before = ReadFile(cluster.dir().Sub("w2.log")).size();
