@@ -838,16 +838,20 @@ Status DiskStore::Remove(const BlockId& id) {
     return NotFoundError("block " + id.ToString() + " is not on disk here");
   }
   const Meta meta = found->second;
+  bool deleted = false;
   if (Writable().ok()) {
     rocksdb::WriteBatch batch;
     DeleteVersion(batch, id, meta);
-    RETURN_IF_ERROR(
-        Written(db_->Write(impl_->write_options, &batch), "removing block " + id.ToString()));
+    deleted =
+        Written(db_->Write(impl_->write_options, &batch), "removing block " + id.ToString()).ok();
+  }
+  if (deleted) {
     impl_->removed_ranges.push_back(VersionRange(id, meta));
     impl_->reclaimable_bytes = SaturatingAdd(impl_->reclaimable_bytes, meta.size);
   } else {
-    // Nothing may be written: hide it now, delete it once writable (TryRecover). The journal
-    // line below keeps the removal across a restart in between (CheckAgainstJournal).
+    // Nothing may be written (or the write just failed, making the store read-only): hide it
+    // now, delete it once writable (TryRecover). The journal line below keeps the removal
+    // across a restart in between (CheckAgainstJournal).
     impl_->hidden_removals.emplace_back(id, meta);
   }
   journal_->RecordRemoved(id, meta.generation);
