@@ -96,7 +96,8 @@ struct PutInput {
 
 Result<PutInput> OpenPutInput(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return NotFoundError("cannot open " + path + ": " + ErrnoText());
+  if (::stat(path.c_str(), &st) != 0)
+    return NotFoundError("cannot open " + path + ": " + ErrnoText());
   if (S_ISDIR(st.st_mode)) return InvalidArgumentError(path + " is a directory, not a file");
   PutInput input;
   input.fd = std::make_unique<FileDescriptor>(::open(path.c_str(), O_RDONLY | O_CLOEXEC));

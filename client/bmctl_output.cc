@@ -169,7 +169,7 @@ std::string WorkersTable(const std::vector<WorkerInfo>& workers) {
                     worker.host.empty() ? "-" : worker.host,
                     worker.rack.empty() ? "-" : worker.rack, FormatBytes(worker.memory_used),
                     FormatBytes(worker.memory_capacity), FormatBytes(worker.disk_used),
-                    worker.disk_read_only          ? "read-only"
+                    worker.disk_read_only       ? "read-only"
                     : worker.disk_capacity == 0 ? "unlimited"
                                                 : FormatBytes(worker.disk_capacity),
                     std::to_string(worker.block_count),

@@ -1,9 +1,9 @@
 #include "worker/disk_store.h"
 
-#include <rocksdb/db.h>
-#include <rocksdb/iterator.h>
 #include <rocksdb/cache.h>
 #include <rocksdb/convenience.h>
+#include <rocksdb/db.h>
+#include <rocksdb/iterator.h>
 #include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
@@ -409,10 +409,10 @@ class RocksDiskWriter final : public DiskWriter {
   Status PutChunk(std::span<const std::byte> bytes) {
     Status s = SameOpening();
     if (s.ok()) {
-      s = store_->Written(store_->db_->Put(store_->impl_->write_options,
-                                           VersionChunkKey(generation_, next_chunk_),
-                                           ToSlice(bytes)),
-                          "writing " + Describe());
+      s = store_->Written(
+          store_->db_->Put(store_->impl_->write_options, VersionChunkKey(generation_, next_chunk_),
+                           ToSlice(bytes)),
+          "writing " + Describe());
     }
     if (!s.ok()) {
       Abandon();
@@ -504,9 +504,9 @@ Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir,
   store->headroom_ = HeadroomFor(space.total_bytes);
   RETURN_IF_ERROR(store->OpenDatabase());
   // Outside RocksDB's directory listing: RocksDB ignores files it did not name.
-  ASSIGN_OR_RETURN(store->journal_,
-                   CommitJournal::Open((std::filesystem::path(dir) / "committed-blocks.journal")
-                                           .string()));
+  ASSIGN_OR_RETURN(
+      store->journal_,
+      CommitJournal::Open((std::filesystem::path(dir) / "committed-blocks.journal").string()));
   if (store->journal_->existed()) {
     store->CheckAgainstJournal(store->journal_->recorded(), store->journal_->removed(),
                                "since the last run");
@@ -598,9 +598,10 @@ Status DiskStore::OpenDatabase() {
       return InternalError("cannot open disk store " + dir_ + " (" + read_only_why +
                            "), not even read-only: " + s.ToString());
     }
-    spdlog::warn("disk store {}: opened read-only: {}; serving what it holds, storing nothing "
-                 "until space is freed",
-                 dir_, read_only_why);
+    spdlog::warn(
+        "disk store {}: opened read-only: {}; serving what it holds, storing nothing "
+        "until space is freed",
+        dir_, read_only_why);
     impl_->read_only_reason = read_only_why;
   } else {
     impl_->read_only_reason.clear();
@@ -881,9 +882,9 @@ uint64_t DiskStore::capacity() const {
   uint64_t room = 0;
   if (Result<FilesystemSpace> space = MeasureSpace(); space.ok()) {
     // Removed blocks' bytes count as room: a write that needs them reclaims them first.
-    const uint64_t usable = SaturatingAdd(
-        space->available_bytes > headroom_ ? space->available_bytes - headroom_ : 0,
-        impl_->reclaimable_bytes);
+    const uint64_t usable =
+        SaturatingAdd(space->available_bytes > headroom_ ? space->available_bytes - headroom_ : 0,
+                      impl_->reclaimable_bytes);
     room = usable > impl_->claimed_bytes ? usable - impl_->claimed_bytes : 0;
   }
   const uint64_t by_filesystem = SaturatingAdd(in_use, room);
@@ -906,8 +907,7 @@ std::string DiskStore::read_only_reason() const {
 }
 
 Status DiskStore::Writable() {
-  if (impl_->read_only_reason.empty() && impl_->listener != nullptr &&
-      impl_->listener->failed()) {
+  if (impl_->read_only_reason.empty() && impl_->listener != nullptr && impl_->listener->failed()) {
     EnterReadOnly("RocksDB background error: " + impl_->listener->message());
   }
   if (impl_->read_only_reason.empty()) return Status::Ok();
@@ -927,9 +927,10 @@ void DiskStore::EnterReadOnly(const std::string& why) {
   // After a failed write this RocksDB (Debian's 7.8 keeps its assertions) aborts the process
   // on the next write to the same log, so nothing is written until the database is reopened.
   impl_->read_only_reason = why;
-  spdlog::error("disk store {}: read-only from now on: {}; serving reads and removals, storing "
-                "nothing until space is freed",
-                dir_, why);
+  spdlog::error(
+      "disk store {}: read-only from now on: {}; serving reads and removals, storing "
+      "nothing until space is freed",
+      dir_, why);
 }
 
 std::map<BlockId, uint64_t> DiskStore::HiddenRemovals() const {
@@ -940,7 +941,8 @@ std::map<BlockId, uint64_t> DiskStore::HiddenRemovals() const {
 
 std::map<BlockId, uint64_t> DiskStore::CommittedGenerations() const {
   std::map<BlockId, uint64_t> generations;
-  for (const auto& [id, meta] : impl_->index) generations.emplace_hint(generations.end(), id, meta.generation);
+  for (const auto& [id, meta] : impl_->index)
+    generations.emplace_hint(generations.end(), id, meta.generation);
   return generations;
 }
 
@@ -965,8 +967,7 @@ void DiskStore::DropUnserved(const BlockId& id) {
 }
 
 void DiskStore::CheckAgainstJournal(const std::map<BlockId, uint64_t>& committed,
-                                    const std::map<BlockId, uint64_t>& removed,
-                                    const char* when) {
+                                    const std::map<BlockId, uint64_t>& removed, const char* when) {
   // Removed while the store was read-only, then a restart before it could delete them.
   for (const auto& [id, generation] : removed) {
     auto found = impl_->index.find(id);
@@ -1034,12 +1035,12 @@ void DiskStore::Maintain() {
 void DiskStore::TryRecover() {
   Result<FilesystemSpace> space = MeasureSpace();
   if (!space.ok() || space->available_bytes < headroom_) return;
-  spdlog::info("disk store {}: {} free again: reopening the database to store blocks again",
-               dir_, FormatBytes(space->available_bytes));
+  spdlog::info("disk store {}: {} free again: reopening the database to store blocks again", dir_,
+               FormatBytes(space->available_bytes));
   // What the store served: the reopened database must hold all of it.
   const std::map<BlockId, uint64_t> served = CommittedGenerations();
   impl_->hidden_removals.clear();  // what the reopened index holds beyond `served` goes below
-  db_.reset();  // closes it; chunks still pinned keep the block cache alive
+  db_.reset();                     // closes it; chunks still pinned keep the block cache alive
   Status opened = OpenDatabase();
   if (!opened.ok()) {
     // It opened a moment ago, in this process: failing now is not an expected condition.
@@ -1092,7 +1093,6 @@ void DiskStore::ReclaimRemovedSpace() {
     if (!Writable().ok()) return;
   }
 }
-
 
 uint64_t DiskStore::next_generation() const { return impl_->next_generation; }
 

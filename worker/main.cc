@@ -125,12 +125,12 @@ int main(int argc, char** argv) {
     return kStartError;
   }
   std::unique_ptr<bm::WorkerServer> server = std::move(created).value();
-  spdlog::info("worker {} listening on {}, memory {}, disk {} (limit {}, {} of the filesystem "
-               "kept free for the store's own files)",
-               server->worker_id(), server->endpoint(), bm::FormatBytes(*memory), disk_dir,
-               *disk_limit == 0 ? std::string("the filesystem's free space")
-                                : bm::FormatBytes(*disk_limit),
-               bm::FormatBytes(disk_headroom));
+  spdlog::info(
+      "worker {} listening on {}, memory {}, disk {} (limit {}, {} of the filesystem "
+      "kept free for the store's own files)",
+      server->worker_id(), server->endpoint(), bm::FormatBytes(*memory), disk_dir,
+      *disk_limit == 0 ? std::string("the filesystem's free space") : bm::FormatBytes(*disk_limit),
+      bm::FormatBytes(disk_headroom));
 
   shutdown_signals.CallOnSignal([&] { server->Stop(); });
   server->Run();  // returns after Stop(), or if the loop fails

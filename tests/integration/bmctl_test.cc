@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "tests/support/files.h"

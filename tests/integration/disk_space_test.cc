@@ -6,8 +6,8 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -103,8 +103,8 @@ TEST_F(DiskSpaceTest, AFillingDiskFailsThePutAndTheWorkerKeepsServing) {
   // the master last heard of): the worker itself decides.
   for (; i < 20; ++i) {
     std::string bytes = RandomBytes(kBlockBytes, i);
-    CommandResult put = cluster_.Bmctl(
-        {"put", BlockName(i), "-", "--level", "DISK_ONLY", "--worker", "w1"}, bytes);
+    CommandResult put =
+        cluster_.Bmctl({"put", BlockName(i), "-", "--level", "DISK_ONLY", "--worker", "w1"}, bytes);
     if (put.exit_code != 0) {
       refused = put;
       break;
@@ -136,8 +136,8 @@ TEST_F(DiskSpaceTest, AFillingDiskFailsThePutAndTheWorkerKeepsServing) {
   ASSERT_EQ(cluster_.Bmctl({"rm", removed[0], removed[1]}).exit_code, 0);
   for (const std::string& id : removed) stored.erase(id);
   std::string bytes = RandomBytes(kBlockBytes, 100);
-  CommandResult again = cluster_.Bmctl(
-      {"put", "rdd_2_0", "-", "--level", "DISK_ONLY", "--worker", "w1"}, bytes);
+  CommandResult again =
+      cluster_.Bmctl({"put", "rdd_2_0", "-", "--level", "DISK_ONLY", "--worker", "w1"}, bytes);
   ASSERT_EQ(again.exit_code, 0) << again.err << cluster_.LogTail("w1");
   stored["rdd_2_0"] = bytes;
   // And through placement, once the master has heard of the room.
@@ -174,8 +174,8 @@ TEST_F(DiskSpaceTest, AWorkerStartedOnAFullDiskServesItsBlocksAndRecovers) {
   FillUp(filler);
   ASSERT_NO_FATAL_FAILURE(cluster_.StartWorker({"w1", "64MiB", ""}));
   const std::string log = cluster_.dir().Sub("w1.log");
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(log).find("opened read-only") != std::string::npos; },
-                      10s))
+  ASSERT_TRUE(
+      WaitFor([&] { return ReadFile(log).find("opened read-only") != std::string::npos; }, 10s))
       << cluster_.LogTail("w1");
   ASSERT_NO_FATAL_FAILURE(ExpectServes(stored));
   CommandResult refused =
@@ -215,15 +215,17 @@ TEST(LostBlocksTest, BlocksADamagedLogDroppedAreNamedCountedAndReReplicated) {
   std::vector<std::string> ids;
   for (int i = 0; i < 6; ++i) {
     ids.push_back(BlockName(i));
-    ASSERT_EQ(cluster.Bmctl({"put", ids.back(), "-", "--level", "DISK_ONLY", "--worker", "w1"},
-                            RandomBytes(200000, i))
+    ASSERT_EQ(cluster
+                  .Bmctl({"put", ids.back(), "-", "--level", "DISK_ONLY", "--worker", "w1"},
+                         RandomBytes(200000, i))
                   .exit_code,
               0);
   }
   const std::string replicated = "rdd_2_0";
   ids.push_back(replicated);
-  ASSERT_EQ(cluster.Bmctl({"put", replicated, "-", "--level", "DISK_ONLY_2", "--worker", "w1"},
-                          RandomBytes(200000, 7))
+  ASSERT_EQ(cluster
+                .Bmctl({"put", replicated, "-", "--level", "DISK_ONLY_2", "--worker", "w1"},
+                       RandomBytes(200000, 7))
                 .exit_code,
             0);
   ASSERT_EQ(cluster.Locations({replicated})[replicated].size(), 2u);
@@ -273,8 +275,7 @@ TEST(LostBlocksTest, BlocksADamagedLogDroppedAreNamedCountedAndReReplicated) {
   for (const std::string& id : lost) {
     EXPECT_NE(log.find("block " + id + " lost"), std::string::npos) << id << "\n" << log;
   }
-  EXPECT_TRUE(WaitFor([&] { return cluster.Locations({replicated})[replicated].size() == 2; },
-                      20s))
+  EXPECT_TRUE(WaitFor([&] { return cluster.Locations({replicated})[replicated].size() == 2; }, 20s))
       << cluster.LogTail("master");
   // The worker reported them as lost, not just left them out of its block report.
   EXPECT_NE(ReadFile(cluster.dir().Sub("master.log"))

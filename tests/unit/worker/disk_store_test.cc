@@ -8,9 +8,8 @@
 #include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
 
-#include <atomic>
-
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <random>
 #include <vector>
@@ -736,8 +735,8 @@ TEST_F(DiskStoreSpaceTest, TheJournalNamesBlocksTheDatabaseLost) {
     ASSERT_FALSE(doomed.empty());
     std::string end = doomed;
     end.back() = static_cast<char>(end.back() + 1);
-    ASSERT_TRUE(db->DeleteRange(rocksdb::WriteOptions(), db->DefaultColumnFamily(), doomed, end)
-                    .ok());
+    ASSERT_TRUE(
+        db->DeleteRange(rocksdb::WriteOptions(), db->DefaultColumnFamily(), doomed, end).ok());
   }
   std::unique_ptr<DiskStore> store = Open();
   ASSERT_NE(store, nullptr);
