@@ -16,11 +16,14 @@
 #include "bench/workloads.h"
 #include "common/allocator.h"
 #include "common/byte_size.h"
+#include "common/logging.h"
 
 namespace {
 
 // Prints {"ok": true, ...figures} or {"ok": false, "error": ...} for the parent to read.
 int RunClientMode(const std::string& task_text) {
+  // The task's result is the JSON line on stdout: log lines (the disk store's) go to stderr.
+  bm::InitLogging("bm-bench-client", "warn");
   nlohmann::json task = nlohmann::json::parse(task_text, nullptr, /*allow_exceptions=*/false);
   bm::Result<nlohmann::json> result =
       task.is_object() ? bm::bench::RunClientTask(task)

@@ -1,6 +1,7 @@
 // bmctl: the operator's command line for a blockmgr cluster, built on bm::Client.
 // Exit codes: 0 success; 1 operational failure (one line on stderr); 2 usage error.
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -55,17 +57,65 @@ Status WriteAll(int fd, std::span<const std::byte> bytes, const std::string& wha
   return Status::Ok();
 }
 
-// Reads all of stdin (a pipe has no size to announce up front, so it is buffered whole).
-Result<std::vector<std::byte>> ReadStdin() {
+// Reads everything from `fd` (stdin, a pipe, a FIFO, a device: nothing with a size to announce
+// up front, so it is buffered whole).
+Result<std::vector<std::byte>> ReadAll(int fd, const std::string& what) {
   std::vector<std::byte> data;
   std::vector<std::byte> buffer(1 << 20);
   while (true) {
-    ssize_t n = ::read(STDIN_FILENO, buffer.data(), buffer.size());
+    ssize_t n = ::read(fd, buffer.data(), buffer.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return InternalError("reading stdin failed: " + ErrnoText());
+    if (n < 0) return InternalError("cannot read " + what + ": " + ErrnoText());
     if (n == 0) return data;
     data.insert(data.end(), buffer.begin(), buffer.begin() + n);
   }
+}
+
+// Closes the descriptor it holds when it goes out of scope.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// The input of `put`, checked before anything is sent: a directory, a file that cannot be
+// opened and one whose first byte cannot be read (a device, /proc/self/mem) are refused with
+// the reason, instead of failing mid-upload or storing an empty block.
+struct PutInput {
+  std::unique_ptr<FileDescriptor> fd;
+  bool regular = false;  // a regular file: its size is known and it is streamed
+  uint64_t size = 0;     // of a regular file
+};
+
+Result<PutInput> OpenPutInput(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return NotFoundError("cannot open " + path + ": " + ErrnoText());
+  if (S_ISDIR(st.st_mode)) return InvalidArgumentError(path + " is a directory, not a file");
+  PutInput input;
+  input.fd = std::make_unique<FileDescriptor>(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (input.fd->get() < 0) return InternalError("cannot open " + path + ": " + ErrnoText());
+  input.regular = S_ISREG(st.st_mode);
+  if (input.regular) {
+    input.size = static_cast<uint64_t>(st.st_size);
+    // A file that will not give its first byte now would fail mid-upload (or, announcing
+    // size 0 as /proc files do, be stored empty).
+    std::byte probe;
+    ssize_t n;
+    do {
+      n = ::pread(input.fd->get(), &probe, 1, 0);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return InternalError("cannot read " + path + ": " + ErrnoText());
+  }
+  return input;
 }
 
 // Writes the block to `path` through a temporary file in the same directory, renamed into
@@ -143,26 +193,18 @@ int RunPut(Client& client, const PutArgs& args, const BlockId& id, StorageLevel 
   if (!args.worker.empty()) options.worker_id = args.worker;
   options.replication = args.replication;
   Result<PutResult> put = [&]() -> Result<PutResult> {
-    std::error_code ec;
-    if (args.file != "-" && std::filesystem::is_regular_file(args.file, ec)) {
-      uint64_t size = std::filesystem::file_size(args.file, ec);
-      if (ec) return InternalError("cannot read " + args.file + ": " + ec.message());
-      std::ifstream in(args.file, std::ios::binary);
-      if (!in) return InternalError("cannot open " + args.file + ": " + ErrnoText());
-      return client.PutStream(id, in, size, level, options);
-    }
-    // stdin, or something without a size up front (a pipe, a FIFO): buffer it.
     std::vector<std::byte> data;
     if (args.file == "-") {
-      ASSIGN_OR_RETURN(data, ReadStdin());
-    } else {
-      std::ifstream in(args.file, std::ios::binary);
-      if (!in) return NotFoundError("cannot open " + args.file + ": " + ErrnoText());
-      std::vector<char> chars((std::istreambuf_iterator<char>(in)), {});
-      if (in.bad()) return InternalError("cannot read " + args.file);
-      data.resize(chars.size());
-      std::memcpy(data.data(), chars.data(), chars.size());
+      ASSIGN_OR_RETURN(data, ReadAll(STDIN_FILENO, "stdin"));
+      return client.Put(id, data, level, options);
     }
+    ASSIGN_OR_RETURN(PutInput input, OpenPutInput(args.file));
+    if (input.regular) {
+      std::ifstream in(args.file, std::ios::binary);
+      if (!in) return InternalError("cannot open " + args.file + ": " + ErrnoText());
+      return client.PutStream(id, in, input.size, level, options);
+    }
+    ASSIGN_OR_RETURN(data, ReadAll(input.fd->get(), args.file));
     return client.Put(id, data, level, options);
   }();
   if (!put.ok()) return Fail(put.status());

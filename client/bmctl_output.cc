@@ -59,6 +59,8 @@ json WorkersToJson(const std::vector<WorkerInfo>& workers) {
                    {"memory_capacity", worker.memory_capacity},
                    {"memory_used", worker.memory_used},
                    {"disk_used", worker.disk_used},
+                   {"disk_capacity", worker.disk_capacity},
+                   {"disk_read_only", worker.disk_read_only},
                    {"blocks", worker.block_count},
                    {"host", worker.host},
                    {"rack", worker.rack},
@@ -167,7 +169,9 @@ std::string WorkersTable(const std::vector<WorkerInfo>& workers) {
                     worker.host.empty() ? "-" : worker.host,
                     worker.rack.empty() ? "-" : worker.rack, FormatBytes(worker.memory_used),
                     FormatBytes(worker.memory_capacity), FormatBytes(worker.disk_used),
-                    worker.disk_capacity == 0 ? "unlimited" : FormatBytes(worker.disk_capacity),
+                    worker.disk_read_only       ? "read-only"
+                    : worker.disk_capacity == 0 ? "unlimited"
+                                                : FormatBytes(worker.disk_capacity),
                     std::to_string(worker.block_count),
                     std::to_string(worker.last_heartbeat_age_ms) + " ms ago"});
   }

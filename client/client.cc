@@ -69,6 +69,7 @@ WorkerInfo ToWorkerInfo(proto::WorkerInfo::Reader reader) {
   info.memory_used = stats.memory_used;
   info.disk_used = stats.disk_used;
   info.disk_capacity = stats.disk_capacity;
+  info.disk_read_only = stats.disk_read_only;
   info.block_count = stats.block_count;
   info.last_heartbeat_age_ms = reader.getLastHeartbeatAgeMs();
   info.host = ToStdString(reader.getHost());

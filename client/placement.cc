@@ -9,6 +9,7 @@ namespace {
 bool FitsInFreeMemory(const WorkerInfo& w, uint64_t size) { return w.memory_free() >= size; }
 
 bool FitsOnDisk(const WorkerInfo& w, uint64_t size) {
+  if (w.disk_read_only) return false;
   if (w.disk_capacity == 0) return true;
   return w.disk_used <= w.disk_capacity && w.disk_capacity - w.disk_used >= size;
 }

@@ -22,6 +22,7 @@ struct WorkerInfo {
   uint64_t memory_used = 0;
   uint64_t disk_used = 0;
   uint64_t disk_capacity = 0;  // 0 = unlimited
+  bool disk_read_only = false;  // after a storage error (a full disk): takes no disk blocks
   uint64_t block_count = 0;
   uint64_t last_heartbeat_age_ms = 0;
   std::string host;  // placement label; empty when the worker declared none

@@ -44,11 +44,16 @@ void ToProto(const WorkerStats& stats, proto::WorkerStats::Builder out) {
   out.setDiskUsed(stats.disk_used);
   out.setDiskCapacity(stats.disk_capacity);
   out.setBlockCount(stats.block_count);
+  out.setDiskReadOnly(stats.disk_read_only);
 }
 
 WorkerStats FromProto(proto::WorkerStats::Reader stats) {
-  return WorkerStats{stats.getMemoryCapacity(), stats.getMemoryUsed(), stats.getDiskUsed(),
-                     stats.getDiskCapacity(), stats.getBlockCount()};
+  return WorkerStats{.memory_capacity = stats.getMemoryCapacity(),
+                     .memory_used = stats.getMemoryUsed(),
+                     .disk_used = stats.getDiskUsed(),
+                     .disk_capacity = stats.getDiskCapacity(),
+                     .block_count = stats.getBlockCount(),
+                     .disk_read_only = stats.getDiskReadOnly()};
 }
 
 void SetError(proto::Error::Builder error, const Status& status) {

@@ -11,6 +11,8 @@ struct WorkerStats {
   uint64_t disk_used = 0;
   uint64_t disk_capacity = 0;  // 0 = unlimited
   uint64_t block_count = 0;
+  // The disk store is read-only after a storage error (a full disk): no disk block fits.
+  bool disk_read_only = false;
 
   bool operator==(const WorkerStats&) const = default;
 };

@@ -200,6 +200,9 @@ class MasterServer::Loop {
   Status HandleHeartbeat(proto::Heartbeat::Reader request, proto::Reply::Builder reply);
   Status HandleReportBlocks(proto::ReportBlocks::Reader request, const zmq::message_t& client,
                             uint64_t request_id, proto::Reply::Builder reply, bool* deferred);
+  // A worker's lost blocks (RegisterWorker / ReportBlocks lostBlocks): logged, and copies are
+  // planned at the next turn of the loop.
+  void BlocksLost(const std::string& worker_id, capnp::List<capnp::Text>::Reader lost);
   Status HandleGetLocations(proto::GetLocations::Reader request, proto::Reply::Builder reply);
   void HandleListWorkers(proto::Reply::Builder reply);
   Status HandleListBlocks(proto::ListBlocks::Reader request, proto::Reply::Builder reply);
@@ -603,6 +606,7 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
   recorded_ids.reserve(recorded.size());
   for (const BlockChange& change : recorded) recorded_ids.push_back(change.id);
   TrimExtraCopies(recorded_ids);
+  BlocksLost(id, request.getLostBlocks());
   spdlog::info("worker {} {} at {} holding {} blocks ({} workers, {} blocks known)", id,
                known ? "re-registered" : "registered", address, recorded.size(),
                registry_.size(), index_.block_count());
@@ -643,6 +647,7 @@ Status MasterServer::Loop::HandleReportBlocks(proto::ReportBlocks::Reader reques
     if (!change.removed && !change.fresh) copies.push_back(change.id);
   }
   TrimExtraCopies(copies);
+  BlocksLost(id, request.getLostBlocks());
   if (replaced.empty()) {
     reply.setOk();
     return Status::Ok();
@@ -760,6 +765,22 @@ void MasterServer::Loop::TrimExtraCopies(const std::vector<BlockId>& ids) {
   spdlog::info("removing {} copies beyond their blocks' levels", extra.size());
   JournalRemovals(extra);
   RemoveCopies(extra, nullptr, 0);
+}
+
+void MasterServer::Loop::BlocksLost(const std::string& worker_id,
+                                    capnp::List<capnp::Text>::Reader lost) {
+  if (lost.size() == 0) return;
+  constexpr unsigned kNamed = 20;
+  std::string named;
+  for (unsigned i = 0; i < std::min(lost.size(), kNamed); ++i) {
+    if (!named.empty()) named += ", ";
+    named += std::string_view(lost[i].cStr(), std::min<size_t>(lost[i].size(), 256));
+  }
+  if (lost.size() > kNamed) named += ", ...";
+  spdlog::warn("worker {} lost {} blocks from its disk: {}; restoring their copies", worker_id,
+               lost.size(), named);
+  replication_.MarkAllForCheck();
+  next_heartbeat_check_ = clock_.Now();  // plan the copies at the next turn of the loop
 }
 
 // ---- client requests ----

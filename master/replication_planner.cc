@@ -12,6 +12,7 @@ bool Stays(const WorkerRecord* worker) {
 }
 
 bool DiskHasRoom(const WorkerStats& stats, uint64_t size) {
+  if (stats.disk_read_only) return false;
   return stats.disk_capacity == 0 ||
          (stats.disk_capacity > stats.disk_used && stats.disk_capacity - stats.disk_used >= size);
 }

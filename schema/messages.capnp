@@ -67,6 +67,9 @@ struct WorkerStats {
   diskUsed @2 :UInt64;
   diskCapacity @3 :UInt64;   # 0 = unlimited
   blockCount @4 :UInt64;
+  # The worker's disk store took a storage error (a full disk) and stores nothing until it
+  # recovers; reads and removals still work. Placement skips it for disk blocks.
+  diskReadOnly @5 :Bool;
 }
 
 # ---- worker -> master ----
@@ -83,6 +86,9 @@ struct RegisterWorker {
   # Ids in `blocks` whose put committed here without the master's acknowledgement: they
   # replace other versions as a fresh BlockUpdate does.
   freshBlocks @6 :List(Text);
+  # Blocks the worker had committed to disk that did not survive a restart or a storage error
+  # (see PROTOCOL.md, "Lost blocks"); the master re-replicates them from other copies at once.
+  lostBlocks @7 :List(Text);
 }
 
 enum WorkerState {
@@ -104,6 +110,7 @@ struct ReportBlocks {
   workerId @0 :Text;
   updates @1 :List(BlockUpdate);
   stats @2 :WorkerStats;
+  lostBlocks @3 :List(Text);  # as in RegisterWorker; their removals are among `updates`
 }
 
 # ---- client -> master ----

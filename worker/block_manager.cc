@@ -27,6 +27,9 @@ BlockManager::BlockManager(std::unique_ptr<MemoryStore> memory, std::unique_ptr<
     : memory_(std::move(memory)), disk_(std::move(disk)) {
   BM_CHECK(memory_ != nullptr && disk_ != nullptr);
   next_generation_ = disk_->next_generation();
+  // Lost before this run: the master learns of them with the registration, whose full block
+  // report already leaves them out.
+  CollectLost(/*report_removed=*/false);
 }
 
 BlockManager::~BlockManager() {
@@ -228,8 +231,29 @@ std::vector<BlockStatus> BlockManager::List() const {
 }
 
 WorkerStats BlockManager::Stats() const {
-  return WorkerStats{memory_->capacity(), memory_->used(), disk_->used(), disk_->limit(),
-                    memory_->block_count() + disk_->block_count()};
+  return WorkerStats{memory_->capacity(),
+                     memory_->used(),
+                     disk_->used(),
+                     disk_->capacity(),
+                     memory_->block_count() + disk_->block_count(),
+                     disk_->read_only()};
+}
+
+void BlockManager::Maintain() {
+  disk_->Maintain();
+  CollectLost(/*report_removed=*/true);
+}
+
+std::vector<BlockId> BlockManager::TakeLost() { return std::exchange(lost_, {}); }
+
+void BlockManager::CollectLost(bool report_removed) {
+  for (LostBlock& block : disk_->TakeLost()) {
+    // The master knows only that this worker no longer has the block on disk.
+    if (report_removed && memory_->Peek(block.id) == nullptr) {
+      RecordRemoved({block.id, StorageLevel::kDiskOnly, Tier::kDisk, 0});
+    }
+    lost_.push_back(block.id);
+  }
 }
 
 std::vector<BlockStatusChange> BlockManager::TakeChanges() { return std::exchange(changes_, {}); }

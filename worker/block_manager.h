@@ -80,6 +80,14 @@ class BlockManager {
   std::vector<BlockStatus> List() const;
   WorkerStats Stats() const;
 
+  // Off the hot path (every second or so): lets the disk store recover from a storage error
+  // and give back removed blocks' space; blocks it finds lost become removals in TakeChanges()
+  // and ids in TakeLost().
+  void Maintain();
+  // Blocks committed to disk that did not survive (a restart or a storage error), since the
+  // last call, for the master: it re-replicates them from other copies.
+  std::vector<BlockId> TakeLost();
+
   // Every change since the last call, in the order it happened (stored, moved tier, removed),
   // for the master. A block that changes tier (spilled on eviction, or replaced by a version on
   // the other tier) yields "removed from the old tier" followed by "stored on the new tier", so
@@ -91,6 +99,8 @@ class BlockManager {
 
   void RecordStored(const BlockStatus& status, bool fresh);
   void RecordRemoved(const BlockStatus& status);
+  // Takes the disk store's lost blocks into lost_ (and the changes, when `report_removed`).
+  void CollectLost(bool report_removed);
   // Spills MEMORY_AND_DISK blocks evicted from memory to disk and records every change.
   void HandleEvicted(std::vector<MemoryBlock> evicted);
   // A generation for a new memory version, from the sequence the disk store draws from too.
@@ -102,6 +112,7 @@ class BlockManager {
   UploadId next_upload_id_ = 1;
   uint64_t next_generation_ = 1;
   std::vector<BlockStatusChange> changes_;
+  std::vector<BlockId> lost_;
 };
 
 }  // namespace bm

@@ -1,21 +1,28 @@
 #include "worker/disk_store.h"
 
+#include <rocksdb/cache.h>
+#include <rocksdb/convenience.h>
 #include <rocksdb/db.h>
 #include <rocksdb/iterator.h>
-#include <rocksdb/cache.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 #include <spdlog/spdlog.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <mutex>
 
 #include "common/big_endian.h"
 #include "common/byte_size.h"
 #include "common/protocol.h"
+#include "worker/commit_journal.h"
 
 namespace bm {
 namespace {
@@ -110,6 +117,12 @@ void DeleteVersion(rocksdb::WriteBatch& batch, const BlockId& id, const Meta& me
   }
 }
 
+// The key range holding every record of version `meta` of block `id` but a legacy meta key.
+std::pair<std::string, std::string> VersionRange(const BlockId& id, const Meta& meta) {
+  if (!meta.legacy) return {VersionKey(meta.generation), VersionEnd(meta.generation)};
+  return {GenerationKey(id, meta.generation), GenerationKey(id, meta.generation + 1)};
+}
+
 uint64_t ChunkCount(uint64_t size, uint64_t chunk_bytes) {
   return size / chunk_bytes + (size % chunk_bytes != 0 ? 1 : 0);
 }
@@ -181,6 +194,73 @@ std::optional<Meta> DecodeLegacyMeta(std::string_view in) {
   return meta;
 }
 
+// a + b, or UINT64_MAX when that does not fit: a counter fed by sizes never wraps.
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
+
+// Memtable size and table file size, scaled to the filesystem: RocksDB's 64 MiB default would
+// leave a small filesystem (a 64 MiB tmpfs) no room for blocks once the headroom below is kept.
+uint64_t WriteBufferBytesFor(uint64_t filesystem_bytes) {
+  return std::clamp<uint64_t>(filesystem_bytes / 32, kMiB, 64 * kMiB);
+}
+
+constexpr int kMaxWriteBuffers = 3;
+constexpr int kLevel0CompactionTrigger = 4;  // RocksDB's default, made explicit
+constexpr int kCompactionFiles = 8;          // max_compaction_bytes, in table files
+
+// Space kept free on the filesystem for RocksDB's own files, so that its writes never meet a
+// full disk (after a failed write this RocksDB asserts on the next one, see EnterReadOnly):
+//   - a block's bytes sit in the write-ahead log until their memtable is flushed, so up to
+//     kMaxWriteBuffers memtables are on disk twice (log and table file) around a flush;
+//   - an L0 compaction reads up to kLevel0CompactionTrigger flushed files and writes its output
+//     before deleting them, and any compaction writes at most max_compaction_bytes before
+//     deleting its inputs;
+//   - MANIFEST, OPTIONS and info LOG files, and slack for the filesystem's own rounding:
+//     1/64 of the filesystem (at least 1 MiB).
+// On a 64 MiB filesystem that is 31 MiB; on 1 TiB, about 17 GiB (1.6%).
+uint64_t HeadroomFor(uint64_t filesystem_bytes) {
+  const uint64_t write_buffer = WriteBufferBytesFor(filesystem_bytes);
+  return write_buffer * (kMaxWriteBuffers + kLevel0CompactionTrigger + kCompactionFiles) +
+         std::max<uint64_t>(kMiB, filesystem_bytes / 64);
+}
+
+// Records RocksDB's background errors (a failed flush or compaction, or a failed write), which
+// RocksDB reports on its own threads: the store's loop reads the flag before every write.
+class ErrorListener final : public rocksdb::EventListener {
+ public:
+  void OnBackgroundError(rocksdb::BackgroundErrorReason /*reason*/,
+                         rocksdb::Status* error) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (message_.empty()) message_ = error->ToString();
+    failed_.store(true, std::memory_order_release);
+  }
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  std::string message() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return message_;
+  }
+
+ private:
+  std::atomic<bool> failed_{false};
+  mutable std::mutex mutex_;
+  std::string message_;  // guarded by mutex_
+};
+
+class StatvfsProbe final : public SpaceProbe {
+ public:
+  explicit StatvfsProbe(std::string dir) : dir_(std::move(dir)) {}
+  Result<FilesystemSpace> Measure() const override {
+    struct statvfs st {};
+    if (::statvfs(dir_.c_str(), &st) != 0) {
+      return InternalError("statvfs " + dir_ + ": " + std::strerror(errno));
+    }
+    return FilesystemSpace{static_cast<uint64_t>(st.f_blocks) * st.f_frsize,
+                           static_cast<uint64_t>(st.f_bavail) * st.f_frsize};
+  }
+
+ private:
+  const std::string dir_;
+};
+
 Status FromRocks(const rocksdb::Status& s, const std::string& what) {
   if (s.ok()) return Status::Ok();
   if (s.IsNoSpace()) return OutOfSpaceError(what + ": disk full: " + s.ToString());
@@ -211,16 +291,33 @@ rocksdb::Slice ToSlice(std::span<const std::byte> bytes) {
 
 }  // namespace
 
+std::unique_ptr<SpaceProbe> MakeStatvfsProbe(std::string dir) {
+  return std::make_unique<StatvfsProbe>(std::move(dir));
+}
+
 struct DiskStore::Impl {
   // Committed blocks, loaded at Open() and kept in step with every commit and removal.
   std::map<BlockId, Meta> index;
   uint64_t committed_bytes = 0;  // sum of index sizes
   uint64_t claimed_bytes = 0;    // declared sizes of writers not yet committed or abandoned
   uint64_t next_generation = 1;
+  uint64_t opening = 0;  // counts opens of the database (a reopen after a storage error)
   rocksdb::WriteOptions write_options;  // WAL on, not synced: survives a process kill
   rocksdb::ReadOptions read_options;
-  // The database's block cache, shared with the chunks pinned into it (see PinnedChunk).
+  // The database's block cache, shared with the chunks pinned into it (see PinnedChunk). Kept
+  // across reopens, since pinned chunks may still point into it.
   std::shared_ptr<rocksdb::Cache> block_cache;
+  // Of the open database; shared with RocksDB, which calls it from its own threads.
+  std::shared_ptr<ErrorListener> listener;
+  // Non-empty while the store is read-only: why.
+  std::string read_only_reason;
+  // Versions removed while read-only: hidden from the index, deleted once writable.
+  std::vector<std::pair<BlockId, Meta>> hidden_removals;
+  // Key ranges of removed versions whose bytes may still be on disk (in table files or the
+  // write-ahead log) until RocksDB compacts them; reclaimed when space is short.
+  std::vector<std::pair<std::string, std::string>> removed_ranges;
+  // Bytes of the versions in removed_ranges: free space once reclaimed, so counted as room.
+  uint64_t reclaimable_bytes = 0;
 };
 
 // States: writing -> committed, or writing -> abandoned (failed append, failed commit or
@@ -234,7 +331,8 @@ class RocksDiskWriter final : public DiskWriter {
         level_(level),
         total_size_(total_size),
         generation_(generation),
-        version_(version) {}
+        version_(version),
+        opening_(store->impl_->opening) {}
 
   ~RocksDiskWriter() override { Abandon(); }
 
@@ -275,6 +373,10 @@ class RocksDiskWriter final : public DiskWriter {
       return InvalidArgumentError(Describe() + ": only " + std::to_string(appended_) + " of " +
                                   std::to_string(total_size_) + " bytes were written");
     }
+    if (Status writable = SameOpening(); !writable.ok()) {
+      Abandon();
+      return writable;
+    }
     DiskStore::Impl& impl = *store_->impl_;
     Meta meta{level_, total_size_, generation_, next_chunk_ + (buffer_.empty() ? 0 : 1),
               static_cast<uint32_t>(kChunkBytes), /*legacy=*/false, version_};
@@ -288,18 +390,21 @@ class RocksDiskWriter final : public DiskWriter {
     auto old = impl.index.find(id_);
     if (old != impl.index.end()) DeleteVersion(batch, id_, old->second);
     Status s =
-        FromRocks(store_->db_->Write(impl.write_options, &batch), "committing " + Describe());
+        store_->Written(store_->db_->Write(impl.write_options, &batch), "committing " + Describe());
     if (!s.ok()) {
       Abandon();
       return s;
     }
     if (old != impl.index.end()) {
       impl.committed_bytes -= old->second.size;
+      impl.removed_ranges.push_back(VersionRange(id_, old->second));
+      impl.reclaimable_bytes = SaturatingAdd(impl.reclaimable_bytes, old->second.size);
       old->second = meta;
     } else {
       impl.index.emplace(id_, meta);
     }
-    impl.committed_bytes += total_size_;
+    store_->journal_->RecordCommitted(id_, generation_);
+    impl.committed_bytes = SaturatingAdd(impl.committed_bytes, total_size_);
     impl.claimed_bytes -= total_size_;
     state_ = State::kCommitted;
     std::vector<std::byte>().swap(buffer_);
@@ -313,9 +418,13 @@ class RocksDiskWriter final : public DiskWriter {
   bool IsLastChunk() const { return (next_chunk_ + 1) * kChunkBytes >= total_size_; }
 
   Status PutChunk(std::span<const std::byte> bytes) {
-    Status s = FromRocks(store_->db_->Put(store_->impl_->write_options,
-                                          VersionChunkKey(generation_, next_chunk_), ToSlice(bytes)),
-                         "writing " + Describe());
+    Status s = SameOpening();
+    if (s.ok()) {
+      s = store_->Written(
+          store_->db_->Put(store_->impl_->write_options, VersionChunkKey(generation_, next_chunk_),
+                           ToSlice(bytes)),
+          "writing " + Describe());
+    }
     if (!s.ok()) {
       Abandon();
       return s;
@@ -330,15 +439,27 @@ class RocksDiskWriter final : public DiskWriter {
     state_ = State::kAbandoned;
     store_->impl_->claimed_bytes -= total_size_;
     std::vector<std::byte>().swap(buffer_);
-    if (next_chunk_ == 0) return;
-    rocksdb::Status s = store_->db_->DeleteRange(
-        store_->impl_->write_options, store_->db_->DefaultColumnFamily(),
-        VersionKey(generation_), VersionEnd(generation_));
-    if (!s.ok()) {
-      // The chunks have no meta, so the next Open() deletes them.
-      spdlog::warn("disk store: could not delete the chunks of abandoned {}: {}", Describe(),
-                   s.ToString());
+    // A read-only store leaves them: the chunks have no meta, so the next open deletes them.
+    if (next_chunk_ == 0 || !store_->Writable().ok()) return;
+    Status s = store_->Written(
+        store_->db_->DeleteRange(store_->impl_->write_options, store_->db_->DefaultColumnFamily(),
+                                 VersionKey(generation_), VersionEnd(generation_)),
+        "deleting the chunks of abandoned " + Describe());
+    if (s.ok()) {
+      DiskStore::Impl& impl = *store_->impl_;
+      impl.removed_ranges.emplace_back(VersionKey(generation_), VersionEnd(generation_));
+      impl.reclaimable_bytes = SaturatingAdd(impl.reclaimable_bytes, next_chunk_ * kChunkBytes);
     }
+  }
+
+  // Writable, and not reopened since the write began: a reopen deletes the chunks of writes in
+  // progress (they have no meta yet), so such a write cannot be completed.
+  Status SameOpening() const {
+    RETURN_IF_ERROR(store_->Writable());
+    if (store_->impl_->opening != opening_) {
+      return AbortedError(Describe() + " began before the disk store was reopened; retry");
+    }
+    return Status::Ok();
   }
 
   std::string Describe() const {
@@ -352,19 +473,34 @@ class RocksDiskWriter final : public DiskWriter {
   const uint64_t total_size_;
   const uint64_t generation_;
   const uint64_t version_;
+  const uint64_t opening_;  // the store's Impl::opening when the write began
   State state_ = State::kWriting;
   uint64_t appended_ = 0;
   uint64_t next_chunk_ = 0;        // chunks [0, next_chunk_) are in the database
   std::vector<std::byte> buffer_;  // bytes of chunk next_chunk_, at most kChunkBytes
 };
 
-DiskStore::DiskStore(std::unique_ptr<rocksdb::DB> db, uint64_t limit)
-    : db_(std::move(db)), limit_(limit), impl_(std::make_unique<Impl>()) {}
+DiskStore::DiskStore(std::string dir, DiskStoreOptions options)
+    : dir_(std::move(dir)),
+      limit_(options.limit_bytes),
+      format_(options.format),
+      probe_(options.space_probe != nullptr ? std::move(options.space_probe)
+                                            : MakeStatvfsProbe(dir_)),
+      env_(options.env),
+      impl_(std::make_unique<Impl>()) {}
 
 DiskStore::~DiskStore() = default;
 
 Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir, uint64_t limit_bytes,
                                                    DiskValueFormat format) {
+  DiskStoreOptions options;
+  options.limit_bytes = limit_bytes;
+  options.format = format;
+  return Open(dir, std::move(options));
+}
+
+Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir,
+                                                   DiskStoreOptions options) {
   if (dir.empty()) return InvalidArgumentError("disk store directory is empty");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -374,12 +510,35 @@ Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir, uint6
   if (!std::filesystem::is_directory(dir, ec)) {
     return InvalidArgumentError("disk store path " + dir + " is not a directory");
   }
+  std::unique_ptr<DiskStore> store(new DiskStore(dir, std::move(options)));
+  ASSIGN_OR_RETURN(FilesystemSpace space, store->MeasureSpace());
+  store->write_buffer_bytes_ = WriteBufferBytesFor(space.total_bytes);
+  store->headroom_ = HeadroomFor(space.total_bytes);
+  RETURN_IF_ERROR(store->OpenDatabase());
+  // Outside RocksDB's directory listing: RocksDB ignores files it did not name.
+  ASSIGN_OR_RETURN(
+      store->journal_,
+      CommitJournal::Open((std::filesystem::path(dir) / "committed-blocks.journal").string()));
+  if (store->journal_->existed()) {
+    store->CheckAgainstJournal(store->journal_->recorded(), store->journal_->removed(),
+                               "since the last run");
+  } else {
+    spdlog::info("disk store: no commit journal in {} yet; starting one ({} blocks)", dir,
+                 store->impl_->index.size());
+    if (Status s = store->journal_->Rewrite(store->CommittedGenerations()); !s.ok()) {
+      spdlog::warn("disk store: cannot write the commit journal: {}", s.ToString());
+    }
+  }
+  return store;
+}
 
+Status DiskStore::OpenDatabase() {
   rocksdb::Options options;
   options.create_if_missing = true;
+  if (env_ != nullptr) options.env = env_;
   // Block bytes are usually already compressed or serialized compactly; metadata is tiny.
   options.compression = rocksdb::kNoCompression;
-  if (format == DiskValueFormat::kBlobFiles) {
+  if (format_ == DiskValueFormat::kBlobFiles) {
     // Chunks in blob files: compactions move only small keys and pointers instead of rewriting
     // every block's bytes at each level, but every read is a file read of its own.
     options.enable_blob_files = true;
@@ -389,34 +548,78 @@ Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir, uint6
     options.blob_garbage_collection_force_threshold = 0.5;
   }
   // RocksDB's default size, made explicit so chunks pinned into it can keep it alive.
-  std::shared_ptr<rocksdb::Cache> block_cache = rocksdb::NewLRUCache(32 * kMiB);
+  if (impl_->block_cache == nullptr) impl_->block_cache = rocksdb::NewLRUCache(32 * kMiB);
   rocksdb::BlockBasedTableOptions table_options;
-  table_options.block_cache = block_cache;
+  table_options.block_cache = impl_->block_cache;
   options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table_options));
-  options.write_buffer_size = 64 * kMiB;
-  options.max_write_buffer_number = 3;
-  options.target_file_size_base = 64 * kMiB;
+  // The sizes HeadroomFor() counts on.
+  options.write_buffer_size = write_buffer_bytes_;
+  options.max_write_buffer_number = kMaxWriteBuffers;
+  options.level0_file_num_compaction_trigger = kLevel0CompactionTrigger;
+  options.target_file_size_base = write_buffer_bytes_;
+  options.max_compaction_bytes = write_buffer_bytes_ * kCompactionFiles;
   options.level_compaction_dynamic_level_bytes = true;
   options.max_background_jobs = 2;
   options.keep_log_file_num = 3;
-  options.max_log_file_size = 16 * kMiB;
+  options.max_log_file_size = std::min<uint64_t>(16 * kMiB, write_buffer_bytes_);
+  // A damaged write-ahead log is recovered up to its first bad record and no further
+  // (RocksDB's default, made explicit): what survives is a consistent prefix of the writes, so
+  // every surviving meta has all its chunks; the commit journal names what was dropped.
+  // kSkipAnyCorruptedRecords would keep more, but could keep a meta whose chunk was in the bad
+  // record; kAbsoluteConsistency and kTolerateCorruptedTailRecords refuse to open at all.
+  options.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+  // Recovery from a storage error is the store's (a reopen in Maintain()), not RocksDB's own
+  // retries, so there is one owner of the decision to write again.
+  options.max_bgerror_resume_count = 0;
+  impl_->listener = std::make_shared<ErrorListener>();
+  options.listeners.push_back(impl_->listener);
 
+  ++impl_->opening;
+  impl_->index.clear();
+  impl_->committed_bytes = 0;
+  impl_->removed_ranges.clear();
+  impl_->reclaimable_bytes = 0;
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
-  if (!s.ok()) {
-    std::string text = s.ToString();
-    if (s.IsIOError() && text.find("lock") != std::string::npos) {
-      return InvalidArgumentError("disk store " + dir +
-                                  " is in use by another process (is another worker using this "
-                                  "directory?): " +
-                                  text);
+  std::string read_only_why;
+  Result<FilesystemSpace> space = MeasureSpace();
+  if (space.ok() && space->available_bytes < headroom_) {
+    // Opening for writing writes (a new log, a MANIFEST, a flush of the recovered log); on a
+    // full disk that fails half-way.
+    read_only_why = "the filesystem has " + FormatBytes(space->available_bytes) +
+                    " free, less than the " + FormatBytes(headroom_) +
+                    " kept for RocksDB's own files";
+  } else {
+    rocksdb::Status s = rocksdb::DB::Open(options, dir_, &raw);
+    if (!s.ok()) {
+      std::string text = s.ToString();
+      if (s.IsIOError() && text.find("/LOCK") != std::string::npos) {
+        return InvalidArgumentError("disk store " + dir_ +
+                                    " is in use by another process (is another worker using "
+                                    "this directory?): " +
+                                    text);
+      }
+      if (!s.IsNoSpace() && !s.IsIOError()) {
+        return InternalError("cannot open disk store " + dir_ + ": " + text);
+      }
+      read_only_why = "opening for writing failed: " + text;
     }
-    return InternalError("cannot open disk store " + dir + ": " + text);
   }
-  std::unique_ptr<DiskStore> store(new DiskStore(std::unique_ptr<rocksdb::DB>(raw), limit_bytes));
-  store->impl_->block_cache = std::move(block_cache);
-  RETURN_IF_ERROR(store->LoadIndex());
-  return store;
+  if (raw == nullptr) {
+    rocksdb::Status s = rocksdb::DB::OpenForReadOnly(options, dir_, &raw);
+    if (!s.ok()) {
+      return InternalError("cannot open disk store " + dir_ + " (" + read_only_why +
+                           "), not even read-only: " + s.ToString());
+    }
+    spdlog::warn(
+        "disk store {}: opened read-only: {}; serving what it holds, storing nothing "
+        "until space is freed",
+        dir_, read_only_why);
+    impl_->read_only_reason = read_only_why;
+  } else {
+    impl_->read_only_reason.clear();
+  }
+  db_.reset(raw);
+  return LoadIndex();
 }
 
 Status DiskStore::LoadIndex() {
@@ -436,7 +639,7 @@ Status DiskStore::LoadIndex() {
       impl.committed_bytes -= found->second.size;
       found->second = meta;
     }
-    impl.committed_bytes += meta.size;
+    impl.committed_bytes = SaturatingAdd(impl.committed_bytes, meta.size);
   };
   {
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(impl.read_options));
@@ -517,23 +720,49 @@ Status DiskStore::LoadIndex() {
       spdlog::info("disk store: deleting chunks of {} unfinished writes", orphan_generations);
     }
   }
-  if (garbage.Count() > 0) {
+  // A read-only store leaves its garbage (it belongs to no indexed version) for a later open.
+  if (garbage.Count() > 0 && impl.read_only_reason.empty()) {
     RETURN_IF_ERROR(
-        FromRocks(db_->Write(impl.write_options, &garbage), "deleting disk store garbage"));
+        Written(db_->Write(impl.write_options, &garbage), "deleting disk store garbage"));
   }
-  impl.next_generation = max_generation + 1;
+  impl.next_generation = std::max(impl.next_generation, max_generation + 1);
   return Status::Ok();
 }
 
 Result<std::unique_ptr<DiskWriter>> DiskStore::BeginWrite(const BlockId& id, StorageLevel level,
                                                           uint64_t total_size, uint64_t version) {
+  RETURN_IF_ERROR(Writable());
   const uint64_t in_use = used();
   if (limit_ != 0 && (in_use > limit_ || total_size > limit_ - in_use)) {
     return OutOfSpaceError("block " + id.ToString() + " of " + FormatBytes(total_size) +
                            " does not fit on disk: " + FormatBytes(in_use) + " of the " +
                            FormatBytes(limit_) + " limit in use");
   }
-  impl_->claimed_bytes += total_size;
+  // The filesystem's real free space, whatever the limit says. Claims of writes in progress
+  // count whole: some of their bytes may be on disk already, which only errs on the safe side.
+  auto fits_filesystem = [&]() -> Status {
+    ASSIGN_OR_RETURN(FilesystemSpace space, MeasureSpace());
+    const uint64_t usable =
+        space.available_bytes > headroom_ ? space.available_bytes - headroom_ : 0;
+    const uint64_t claimed = impl_->claimed_bytes;
+    if (claimed > usable || total_size > usable - claimed) {
+      return OutOfSpaceError("block " + id.ToString() + " of " + FormatBytes(total_size) +
+                             " does not fit on disk: the filesystem has " +
+                             FormatBytes(space.available_bytes) + " free, of which " +
+                             FormatBytes(headroom_) + " is kept for the store's own files and " +
+                             FormatBytes(claimed) + " is claimed by writes in progress");
+    }
+    return Status::Ok();
+  };
+  Status fits = fits_filesystem();
+  if (fits.code() == StatusCode::kOutOfSpace && !impl_->removed_ranges.empty()) {
+    // Removed blocks may still hold the space: give it back and measure again.
+    ReclaimRemovedSpace();
+    RETURN_IF_ERROR(Writable());
+    fits = fits_filesystem();
+  }
+  RETURN_IF_ERROR(fits);
+  impl_->claimed_bytes += total_size;  // no wrap: total_size fits in what is free
   const uint64_t generation = impl_->next_generation++;
   return std::unique_ptr<DiskWriter>(
       std::make_unique<RocksDiskWriter>(this, id, level, total_size, generation, version));
@@ -623,11 +852,24 @@ Status DiskStore::Remove(const BlockId& id) {
   if (found == impl_->index.end()) {
     return NotFoundError("block " + id.ToString() + " is not on disk here");
   }
-  const Meta& meta = found->second;
-  rocksdb::WriteBatch batch;
-  DeleteVersion(batch, id, meta);
-  RETURN_IF_ERROR(
-      FromRocks(db_->Write(impl_->write_options, &batch), "removing block " + id.ToString()));
+  const Meta meta = found->second;
+  bool deleted = false;
+  if (Writable().ok()) {
+    rocksdb::WriteBatch batch;
+    DeleteVersion(batch, id, meta);
+    deleted =
+        Written(db_->Write(impl_->write_options, &batch), "removing block " + id.ToString()).ok();
+  }
+  if (deleted) {
+    impl_->removed_ranges.push_back(VersionRange(id, meta));
+    impl_->reclaimable_bytes = SaturatingAdd(impl_->reclaimable_bytes, meta.size);
+  } else {
+    // Nothing may be written (or the write just failed, making the store read-only): hide it
+    // now, delete it once writable (TryRecover). The journal line below keeps the removal
+    // across a restart in between (CheckAgainstJournal).
+    impl_->hidden_removals.emplace_back(id, meta);
+  }
+  journal_->RecordRemoved(id, meta.generation);
   impl_->committed_bytes -= meta.size;
   impl_->index.erase(found);
   return Status::Ok();
@@ -644,7 +886,227 @@ std::vector<BlockStatus> DiskStore::List() const {
 
 size_t DiskStore::block_count() const { return impl_->index.size(); }
 
-uint64_t DiskStore::used() const { return impl_->committed_bytes + impl_->claimed_bytes; }
+uint64_t DiskStore::used() const {
+  return SaturatingAdd(impl_->committed_bytes, impl_->claimed_bytes);
+}
+
+uint64_t DiskStore::capacity() const {
+  const uint64_t in_use = used();
+  if (read_only()) return in_use;
+  uint64_t room = 0;
+  if (Result<FilesystemSpace> space = MeasureSpace(); space.ok()) {
+    // Removed blocks' bytes count as room: a write that needs them reclaims them first.
+    const uint64_t usable =
+        SaturatingAdd(space->available_bytes > headroom_ ? space->available_bytes - headroom_ : 0,
+                      impl_->reclaimable_bytes);
+    room = usable > impl_->claimed_bytes ? usable - impl_->claimed_bytes : 0;
+  }
+  const uint64_t by_filesystem = SaturatingAdd(in_use, room);
+  return limit_ != 0 ? std::min(limit_, by_filesystem) : by_filesystem;
+}
+
+Result<FilesystemSpace> DiskStore::MeasureSpace() const { return probe_->Measure(); }
+
+bool DiskStore::read_only() const {
+  return !impl_->read_only_reason.empty() ||
+         (impl_->listener != nullptr && impl_->listener->failed());
+}
+
+std::string DiskStore::read_only_reason() const {
+  if (!impl_->read_only_reason.empty()) return impl_->read_only_reason;
+  if (impl_->listener != nullptr && impl_->listener->failed()) {
+    return "RocksDB background error: " + impl_->listener->message();
+  }
+  return "";
+}
+
+Status DiskStore::Writable() {
+  if (impl_->read_only_reason.empty() && impl_->listener != nullptr && impl_->listener->failed()) {
+    EnterReadOnly("RocksDB background error: " + impl_->listener->message());
+  }
+  if (impl_->read_only_reason.empty()) return Status::Ok();
+  return OutOfSpaceError("disk store is read-only after a storage error (" +
+                         impl_->read_only_reason + "); it stores again once space is freed");
+}
+
+Status DiskStore::Written(const rocksdb::Status& s, const std::string& what) {
+  if (s.ok()) return Status::Ok();
+  Status status = FromRocks(s, what);
+  EnterReadOnly(what + " failed: " + s.ToString());
+  return status;
+}
+
+void DiskStore::EnterReadOnly(const std::string& why) {
+  if (!impl_->read_only_reason.empty()) return;
+  // After a failed write this RocksDB (Debian's 7.8 keeps its assertions) aborts the process
+  // on the next write to the same log, so nothing is written until the database is reopened.
+  impl_->read_only_reason = why;
+  spdlog::error(
+      "disk store {}: read-only from now on: {}; serving reads and removals, storing "
+      "nothing until space is freed",
+      dir_, why);
+}
+
+std::map<BlockId, uint64_t> DiskStore::HiddenRemovals() const {
+  std::map<BlockId, uint64_t> removed;
+  for (const auto& [id, meta] : impl_->hidden_removals) removed[id] = meta.generation;
+  return removed;
+}
+
+std::map<BlockId, uint64_t> DiskStore::CommittedGenerations() const {
+  std::map<BlockId, uint64_t> generations;
+  for (const auto& [id, meta] : impl_->index)
+    generations.emplace_hint(generations.end(), id, meta.generation);
+  return generations;
+}
+
+void DiskStore::DropUnserved(const BlockId& id) {
+  auto found = impl_->index.find(id);
+  if (found == impl_->index.end()) return;
+  const Meta meta = found->second;
+  impl_->committed_bytes -= meta.size;
+  impl_->index.erase(found);
+  if (!Writable().ok()) {
+    impl_->hidden_removals.emplace_back(id, meta);
+    return;
+  }
+  rocksdb::WriteBatch batch;
+  DeleteVersion(batch, id, meta);
+  if (Written(db_->Write(impl_->write_options, &batch), "removing block " + id.ToString()).ok()) {
+    impl_->removed_ranges.push_back(VersionRange(id, meta));
+    impl_->reclaimable_bytes = SaturatingAdd(impl_->reclaimable_bytes, meta.size);
+  } else {
+    impl_->hidden_removals.emplace_back(id, meta);
+  }
+}
+
+void DiskStore::CheckAgainstJournal(const std::map<BlockId, uint64_t>& committed,
+                                    const std::map<BlockId, uint64_t>& removed, const char* when) {
+  // Removed while the store was read-only, then a restart before it could delete them.
+  for (const auto& [id, generation] : removed) {
+    auto found = impl_->index.find(id);
+    if (found != impl_->index.end() && found->second.generation <= generation) {
+      spdlog::info("disk store: block {} was removed before the restart; deleting it",
+                   id.ToString());
+      DropUnserved(id);
+    }
+  }
+  std::vector<LostBlock> lost;
+  std::vector<BlockId> stale;
+  for (const auto& [id, generation] : committed) {
+    auto found = impl_->index.find(id);
+    if (found == impl_->index.end()) {
+      lost.push_back({id, "generation " + std::to_string(generation) +
+                              " was committed but the store no longer has it (RocksDB "
+                              "recovered its write-ahead log only up to a damaged or missing "
+                              "record)"});
+    } else if (found->second.generation < generation) {
+      lost.push_back({id, "generation " + std::to_string(generation) +
+                              " was committed but the store recovered only the older generation " +
+                              std::to_string(found->second.generation) +
+                              ", which is removed rather than served"});
+      stale.push_back(id);
+    }
+  }
+  for (const BlockId& id : stale) DropUnserved(id);
+  for (const LostBlock& block : lost) {
+    spdlog::error("disk store: block {} lost: {}", block.id.ToString(), block.reason);
+  }
+  if (lost.empty()) {
+    spdlog::info("disk store {}: 0 blocks lost {} ({} committed blocks checked)", dir_, when,
+                 committed.size());
+  } else {
+    spdlog::error("disk store {}: {} blocks lost {} ({} committed blocks checked)", dir_,
+                  lost.size(), when, committed.size());
+  }
+  lost_count_ += lost.size();
+  lost_.insert(lost_.end(), std::make_move_iterator(lost.begin()),
+               std::make_move_iterator(lost.end()));
+  if (Status s = journal_->Rewrite(CommittedGenerations(), HiddenRemovals()); !s.ok()) {
+    spdlog::warn("disk store: cannot compact the commit journal: {}", s.ToString());
+  }
+}
+
+std::vector<LostBlock> DiskStore::TakeLost() { return std::exchange(lost_, {}); }
+
+void DiskStore::Maintain() {
+  if (Writable().ok()) {
+    ReclaimRemovedSpace();
+  } else {
+    TryRecover();
+  }
+  // The journal grows by a line per commit and removal; compact it when mostly dead lines.
+  if (Writable().ok() && journal_->lines_since_rewrite() > 4 * impl_->index.size() + 100000) {
+    if (Status s = journal_->Rewrite(CommittedGenerations(), HiddenRemovals()); !s.ok()) {
+      spdlog::warn("disk store: cannot compact the commit journal: {}", s.ToString());
+    }
+  }
+}
+
+// A reopen rather than DB::Resume(): Resume() carries on with the open database and, after a
+// failed log write, the same log writer, which is what asserts on its next write; a reopen
+// replays the old log up to its last good record and writes a fresh one.
+void DiskStore::TryRecover() {
+  Result<FilesystemSpace> space = MeasureSpace();
+  if (!space.ok() || space->available_bytes < headroom_) return;
+  spdlog::info("disk store {}: {} free again: reopening the database to store blocks again", dir_,
+               FormatBytes(space->available_bytes));
+  // What the store served: the reopened database must hold all of it.
+  const std::map<BlockId, uint64_t> served = CommittedGenerations();
+  impl_->hidden_removals.clear();  // what the reopened index holds beyond `served` goes below
+  db_.reset();                     // closes it; chunks still pinned keep the block cache alive
+  Status opened = OpenDatabase();
+  if (!opened.ok()) {
+    // It opened a moment ago, in this process: failing now is not an expected condition.
+    spdlog::critical("disk store {} cannot be reopened: {}", dir_, opened.ToString());
+    BM_CHECK(opened.ok());
+  }
+  // Versions the store did not serve: removals taken while read-only, and versions whose
+  // commit failed yet reached the log.
+  std::vector<BlockId> unwanted;
+  for (const auto& [id, meta] : impl_->index) {
+    auto was = served.find(id);
+    if (was == served.end() || was->second != meta.generation) unwanted.push_back(id);
+  }
+  for (const BlockId& id : unwanted) DropUnserved(id);
+  CheckAgainstJournal(served, {}, "on reopening");
+}
+
+void DiskStore::ReclaimRemovedSpace() {
+  if (impl_->removed_ranges.empty()) return;
+  Result<FilesystemSpace> space = MeasureSpace();
+  // Plenty of room: RocksDB's own compactions give the space back in their time.
+  if (space.ok() && space->available_bytes >= 2 * headroom_) {
+    if (impl_->removed_ranges.size() > 100000) {
+      impl_->removed_ranges.clear();
+      impl_->reclaimable_bytes = 0;
+    }
+    return;
+  }
+  // TODO(perf): this runs on the worker's loop; a flush and a compaction of a few ranges take
+  // milliseconds on a small store, longer on a big one, and only happen when space is short.
+  std::vector<std::pair<std::string, std::string>> ranges = std::move(impl_->removed_ranges);
+  impl_->removed_ranges.clear();
+  impl_->reclaimable_bytes = 0;
+  // The removed bytes may still be in the memtable and its write-ahead log.
+  if (!Written(db_->Flush(rocksdb::FlushOptions()), "flushing the disk store").ok()) return;
+  rocksdb::ColumnFamilyHandle* cf = db_->DefaultColumnFamily();
+  rocksdb::CompactRangeOptions compact;
+  compact.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForceOptimized;
+  for (const auto& [begin, end] : ranges) {
+    const rocksdb::Slice b(begin), e(end);
+    // Table files wholly inside the range go without writing anything.
+    if (!Written(rocksdb::DeleteFilesInRange(db_.get(), cf, &b, &e, /*include_end=*/false),
+                 "deleting table files of removed blocks")
+             .ok()) {
+      return;
+    }
+    if (!Written(db_->CompactRange(compact, cf, &b, &e), "compacting removed blocks").ok()) {
+      return;
+    }
+    if (!Writable().ok()) return;
+  }
+}
 
 uint64_t DiskStore::next_generation() const { return impl_->next_generation; }
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -15,11 +16,14 @@
 
 namespace rocksdb {
 class DB;
+class Env;
+class Status;
 }
 
 namespace bm {
 
 class DiskStore;
+class CommitJournal;
 
 // Streams one block into the disk store in ~1 MiB chunks, so a block of any size passes
 // through a fixed amount of memory. Until Commit() the block is invisible to readers and a
@@ -51,20 +55,68 @@ struct DiskRead {
 // database written in the other (RocksDB reads existing blob files whatever the setting).
 enum class DiskValueFormat { kPlain, kBlobFiles };
 
+// Size and free space of the filesystem holding a store.
+struct FilesystemSpace {
+  uint64_t total_bytes = 0;
+  uint64_t available_bytes = 0;  // free to an unprivileged writer (statvfs f_bavail)
+};
+
+// Measures the filesystem's space; an interface so tests can fake a filling disk.
+class SpaceProbe {
+ public:
+  virtual ~SpaceProbe() = default;
+  virtual Result<FilesystemSpace> Measure() const = 0;
+};
+
+// statvfs(2) of `dir`.
+std::unique_ptr<SpaceProbe> MakeStatvfsProbe(std::string dir);
+
+// A block the store had committed that did not survive (named by the commit journal).
+struct LostBlock {
+  BlockId id;
+  std::string reason;
+};
+
+struct DiskStoreOptions {
+  uint64_t limit_bytes = 0;  // 0: as much as the filesystem has
+  DiskValueFormat format = DiskValueFormat::kPlain;
+  // Null: statvfs of the store's directory.
+  std::unique_ptr<SpaceProbe> space_probe;
+  // The RocksDB environment (tests pass one that injects write errors); null: the default.
+  // Borrowed: must outlive the store.
+  rocksdb::Env* env = nullptr;
+};
+
 // Blocks on disk in RocksDB under one directory. A block is a metadata record plus its bytes
 // as chunks of about kChunkBytes under keys that carry the block's generation, so a reader
 // never mixes two versions and a crash mid-write leaves only garbage that Open() sweeps away.
-// Honours a byte limit (0 = none); space is claimed when a write begins.
+//
+// Space: a write claims its declared size when it begins and is refused (kOutOfSpace) unless it
+// fits both the byte limit (if any) and the filesystem's free space less a headroom kept for
+// RocksDB's own files (see Headroom() in the .cc). Sizes are checked before any counter grows.
+//
+// Storage errors: a failed RocksDB write or a background error (a flush or compaction that
+// failed) makes the store read-only, since RocksDB must not be written after a failed write
+// (its log writer asserts). While read-only it serves reads, refuses writes with kOutOfSpace,
+// and takes removals by hiding the blocks at once and deleting them once writable again.
+// Maintain() reopens the database when the filesystem has room again. A store whose
+// filesystem is too full to open for writing opens read-only and recovers the same way.
+//
+// Lost blocks: every commit and removal is also appended to a CommitJournal beside the
+// database. Open() and a reopen compare it with what RocksDB recovered; every block that did
+// not survive is logged with the reason, counted and returned by TakeLost().
 //
 // Not thread-safe: owned by the worker's event loop.
 class DiskStore {
  public:
   static Result<std::unique_ptr<DiskStore>> Open(const std::string& dir, uint64_t limit_bytes,
                                                  DiskValueFormat format = DiskValueFormat::kPlain);
+  static Result<std::unique_ptr<DiskStore>> Open(const std::string& dir, DiskStoreOptions options);
   ~DiskStore();
 
-  // kOutOfSpace (with the numbers) when total_size would pass the limit. `version` is stored
-  // with the block (BlockStatus::version).
+  // kOutOfSpace (with the numbers) when total_size would pass the limit or the filesystem's
+  // free space less the headroom, or when the store is read-only. `version` is stored with the
+  // block (BlockStatus::version).
   Result<std::unique_ptr<DiskWriter>> BeginWrite(const BlockId& id, StorageLevel level,
                                                  uint64_t total_size, uint64_t version = 0);
   // Writes a whole block held in memory (used when spilling an evicted block).
@@ -79,7 +131,8 @@ class DiskStore {
   Result<DiskRead> ReadGeneration(const BlockId& id, uint64_t generation, uint64_t offset,
                                   uint64_t max_length);
   std::optional<BlockStatus> Find(const BlockId& id) const;
-  // Removes the block. kNotFound when absent.
+  // Removes the block. kNotFound when absent. While read-only the block is hidden at once and
+  // deleted from the database when it is writable again.
   Status Remove(const BlockId& id);
 
   // Sorted by id.
@@ -88,6 +141,23 @@ class DiskStore {
   uint64_t limit() const { return limit_; }
   // Bytes of committed blocks plus space claimed by writes in progress.
   uint64_t used() const;
+  // What used() could reach now: the limit, or less when the filesystem has less room.
+  uint64_t capacity() const;
+  // Space kept free on the filesystem for RocksDB's own files.
+  uint64_t headroom() const { return headroom_; }
+
+  bool read_only() const;
+  // Why the store is read-only ("" when it is not).
+  std::string read_only_reason() const;
+
+  // Off the hot path, every second or so: notices background errors, reopens a read-only store
+  // once the filesystem has room again, and gives back the space of removed blocks when the
+  // filesystem is short of it. Blocks found lost on a reopen are added to TakeLost().
+  void Maintain();
+  // Blocks found lost since the last call (at open, or on a reopen).
+  std::vector<LostBlock> TakeLost();
+  // Blocks found lost since the store was opened.
+  uint64_t lost_count() const { return lost_count_; }
 
   // Generations come from one increasing sequence, above every generation found on disk. The
   // block manager draws memory blocks' generations from the same sequence (AdvanceGenerationTo
@@ -97,15 +167,48 @@ class DiskStore {
 
  private:
   friend class RocksDiskWriter;
-  DiskStore(std::unique_ptr<rocksdb::DB> db, uint64_t limit);
-  // Loads every committed block's metadata and deletes chunks that belong to no committed
-  // version (writes cut short by a crash).
-  Status LoadIndex();
-
   struct Impl;
-  std::unique_ptr<rocksdb::DB> db_;
+  DiskStore(std::string dir, DiskStoreOptions options);
+  // Opens the database: for writing when the filesystem has the headroom, else (or when that
+  // fails for lack of space) read-only.
+  Status OpenDatabase();
+  // Loads every committed block's metadata and, when writable, deletes chunks that belong to no
+  // committed version (writes cut short by a crash).
+  Status LoadIndex();
+  // Compares the journal's committed blocks with the index, records the losses, drops versions
+  // older than the journal's and compacts the journal.
+  // `removed`: blocks the journal says were removed (deleted here if the store still has them).
+  void CheckAgainstJournal(const std::map<BlockId, uint64_t>& committed,
+                           const std::map<BlockId, uint64_t>& removed, const char* when);
+  // Takes a version out of the index and deletes it (or hides it while read-only).
+  void DropUnserved(const BlockId& id);
+  // Makes the store read-only (once); `why` is logged and shown in refusals.
+  void EnterReadOnly(const std::string& why);
+  // Ok, or why nothing may be written now (the store is read-only).
+  Status Writable();
+  // The status of a RocksDB write; a failure makes the store read-only.
+  Status Written(const rocksdb::Status& s, const std::string& what);
+  // Closes and reopens the database once the filesystem has room.
+  void TryRecover();
+  // Deletes the versions removed while read-only, and compacts removed ranges when space is
+  // short so their bytes leave the disk.
+  void ReclaimRemovedSpace();
+  Result<FilesystemSpace> MeasureSpace() const;
+  std::map<BlockId, uint64_t> CommittedGenerations() const;
+  std::map<BlockId, uint64_t> HiddenRemovals() const;
+
+  const std::string dir_;
   const uint64_t limit_;
+  const DiskValueFormat format_;
+  std::unique_ptr<SpaceProbe> probe_;
+  rocksdb::Env* const env_;
+  uint64_t write_buffer_bytes_ = 0;  // memtable size, scaled to the filesystem
+  uint64_t headroom_ = 0;
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::unique_ptr<CommitJournal> journal_;
+  std::vector<LostBlock> lost_;
+  uint64_t lost_count_ = 0;
 };
 
 }  // namespace bm

@@ -49,7 +49,9 @@ int main(int argc, char** argv) {
   app.add_option("--listen", listen, "Address to serve on, e.g. tcp://0.0.0.0:7078")->required();
   app.add_option("--memory", memory_text, "Memory for blocks, e.g. 512MiB or 4GiB")->required();
   app.add_option("--disk-dir", disk_dir, "Directory of the disk store (RocksDB)")->required();
-  app.add_option("--disk-limit", disk_limit_text, "Disk space for blocks; 0 = unlimited")
+  app.add_option("--disk-limit", disk_limit_text,
+                 "Disk space for blocks; 0 = as much as the filesystem has free (less a headroom "
+                 "for RocksDB's own files)")
       ->capture_default_str();
   app.add_option("--id", id, "Worker id (default: worker-HOST-PORT of the advertised address)");
   app.add_option("--advertise", advertise,
@@ -128,6 +130,8 @@ int main(int argc, char** argv) {
                  disk.status().message().c_str());
     return kStartError;
   }
+  // Without --disk-limit the filesystem's free space is the limit, less this headroom.
+  const uint64_t disk_headroom = (*disk)->headroom();
   auto blocks = std::make_unique<bm::BlockManager>(std::make_unique<bm::MemoryStore>(*memory),
                                                    std::move(disk).value());
 
@@ -166,10 +170,13 @@ int main(int argc, char** argv) {
     return kStartError;
   }
   std::unique_ptr<bm::WorkerServer> server = std::move(created).value();
-  spdlog::info("worker {} listening on {}, memory {}, disk {} (limit {}), {}", server->worker_id(),
-               server->endpoint(), bm::FormatBytes(*memory), disk_dir,
-               *disk_limit == 0 ? std::string("none") : bm::FormatBytes(*disk_limit),
-               secure.keys.enabled() ? "CURVE keys on" : "no keys: plaintext");
+  spdlog::info(
+      "worker {} listening on {}, memory {}, disk {} (limit {}, {} of the filesystem kept free "
+      "for the store's own files), {}",
+      server->worker_id(), server->endpoint(), bm::FormatBytes(*memory), disk_dir,
+      *disk_limit == 0 ? std::string("the filesystem's free space") : bm::FormatBytes(*disk_limit),
+      bm::FormatBytes(disk_headroom),
+      secure.keys.enabled() ? "CURVE keys on" : "no keys: plaintext");
 
   shutdown_signals.CallOnSignal([&] { server->Stop(); });
   server->Run();  // returns after Stop(), or if the loop fails

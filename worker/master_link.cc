@@ -55,7 +55,24 @@ void MasterLink::ResetSocket() {
   unsettled_ = true;
 }
 
+void MasterLink::CollectLost() {
+  for (const BlockId& id : blocks_.TakeLost()) lost_.push_back(id.ToString());
+}
+
+template <typename ListBuilder>
+void MasterLink::FillLost(ListBuilder&& init_list) {
+  lost_in_flight_ = std::min(lost_.size(), options_.max_updates_per_report);
+  auto list = init_list(static_cast<unsigned>(lost_in_flight_));
+  for (size_t i = 0; i < lost_in_flight_; ++i) list.set(i, lost_[i]);
+}
+
+void MasterLink::LostAcknowledged() {
+  lost_.erase(lost_.begin(), lost_.begin() + static_cast<std::ptrdiff_t>(lost_in_flight_));
+  lost_in_flight_ = 0;
+}
+
 uint64_t MasterLink::CollectChanges() {
+  CollectLost();
   for (BlockStatusChange& change : blocks_.TakeChanges()) {
     queue_.push_back(QueuedChange{++last_seq_, std::move(change)});
   }
@@ -81,6 +98,7 @@ bool MasterLink::SendRequest(RequestKind kind, uint64_t covers_seq, Fill&& fill)
 }
 
 void MasterLink::SendRegister() {
+  CollectLost();
   for (BlockStatusChange& change : blocks_.TakeChanges()) {
     queue_.push_back(QueuedChange{++last_seq_, std::move(change)});
   }
@@ -128,6 +146,7 @@ void MasterLink::SendRegister() {
     for (size_t i = 0; i < in_registration; ++i) {
       if (is_fresh(all[i])) fresh.set(next_fresh++, all[i].id.ToString());
     }
+    FillLost([&](unsigned n) { return reg.initLostBlocks(n); });
   });
 }
 
@@ -141,9 +160,11 @@ void MasterLink::SendHeartbeat() {
 }
 
 void MasterLink::MaybeSendReport() {
-  if (state_ != State::kRegistered || report_in_flight_ || queue_.empty()) return;
+  if (state_ != State::kRegistered || report_in_flight_ || (queue_.empty() && lost_.empty())) {
+    return;
+  }
   const size_t n = std::min(queue_.size(), options_.max_updates_per_report);
-  const uint64_t covers = queue_[n - 1].seq;
+  const uint64_t covers = n > 0 ? queue_[n - 1].seq : acked_seq_;
   const WorkerStats stats = blocks_.Stats();
   bool sent = SendRequest(RequestKind::kReport, covers, [&](proto::Request::Builder request) {
     proto::ReportBlocks::Builder report = request.initReportBlocks();
@@ -155,6 +176,7 @@ void MasterLink::MaybeSendReport() {
       updates[i].setFresh(queue_[i].change.fresh);
     }
     ToProto(stats, report.initStats());
+    FillLost([&](unsigned count) { return report.initLostBlocks(count); });
   });
   if (sent) report_in_flight_ = true;
 }
@@ -230,6 +252,7 @@ void MasterLink::HandleReply(IncomingMessage& message) {
       }
       if (which == proto::Reply::OK) {
         if (request.kind == RequestKind::kReport) {
+          LostAcknowledged();
           Acknowledge(request.covers_seq);
           MaybeSendReport();
         }
@@ -253,6 +276,7 @@ void MasterLink::OnRegistered(const Outstanding& request, uint32_t heartbeat_int
   heartbeat_interval_ = std::clamp<Duration>(milliseconds(heartbeat_interval_ms),
                                              kMinHeartbeatInterval, kMaxHeartbeatInterval);
   state_ = State::kRegistered;
+  LostAcknowledged();
   backoff_ = options_.backoff_initial;
   next_heartbeat_ = clock_.Now() + heartbeat_interval_;
   Acknowledge(request.covers_seq);
@@ -279,6 +303,7 @@ void MasterLink::MasterLost(const std::string& why) {
 }
 
 void MasterLink::RetryRegistrationLater() {
+  lost_in_flight_ = 0;  // not acknowledged: they go again with the registration
   outstanding_.clear();
   report_in_flight_ = false;
   state_ = State::kUnregistered;

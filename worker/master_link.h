@@ -136,6 +136,16 @@ class MasterLink {
   std::map<uint64_t, Outstanding> outstanding_;
   bool report_in_flight_ = false;
 
+  // Blocks the worker lost (BlockManager::TakeLost), sent with the next registration or report;
+  // the first lost_in_flight_ of them are in the one in flight.
+  std::vector<std::string> lost_;
+  size_t lost_in_flight_ = 0;
+  void CollectLost();
+  // Fills a request's lostBlocks with what fits and marks them in flight.
+  template <typename ListBuilder>
+  void FillLost(ListBuilder&& init_list);
+  void LostAcknowledged();
+
   std::deque<QueuedChange> queue_;  // in seq order
   uint64_t last_seq_ = 0;
   uint64_t acked_seq_ = 0;

@@ -154,6 +154,11 @@ void WorkerServer::Run() {
     link_->OnTimer();
     ExpireIdleUploads(now);
     ReleaseDeferredPuts(now);
+    if (now >= next_storage_maintenance_) {
+      next_storage_maintenance_ = now + options_.storage_maintenance_interval;
+      blocks_->Maintain();
+      link_->CollectChanges();  // blocks found lost are reported at once
+    }
 
     // The loop sleeps in ::poll on the sockets' ZMQ_FDs, not in zmq::poll, which checks every
     // socket's ZMQ_EVENTS (each a getpid and a poll of its mailbox) before and after sleeping:
@@ -201,6 +206,7 @@ milliseconds WorkerServer::PollTimeout(TimePoint now) const {
     next = std::min(next, *oldest + options_.upload_idle_timeout);
   }
   if (!deferred_.empty()) next = std::min(next, deferred_.front().deadline);
+  next = std::min(next, next_storage_maintenance_);
   if (next <= now) return milliseconds(0);
   if (next - now >= kMaxPollTimeout) return kMaxPollTimeout;
   // Round up so the loop does not spin through the last fraction of a millisecond.

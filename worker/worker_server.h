@@ -46,6 +46,9 @@ struct WorkerServerOptions {
   // caller, on the same context, before Create().
   std::string key_file{};
   std::string master_key_file{};
+  // How often the disk store checks for storage errors, recovers and reclaims space
+  // (BlockManager::Maintain).
+  Duration storage_maintenance_interval = std::chrono::seconds(1);
 };
 
 // The bm-worker server: serves clients and the master on a ROUTER socket (PROTOCOL.md,
@@ -142,6 +145,7 @@ class WorkerServer {
   // True when router_ may hold messages its ZMQ_FD will not signal (see Run()).
   bool router_unsettled_ = true;
   std::unique_ptr<MasterLink> link_;
+  TimePoint next_storage_maintenance_{};
   UploadTable uploads_;
   std::deque<DeferredPut> deferred_;  // in seq and deadline order
   // Set by the master's `decommission`: new uploads are refused.

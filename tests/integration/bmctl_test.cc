@@ -1,7 +1,9 @@
 // bmctl's contract with operators and scripts: JSON shapes, exit codes, one-line errors.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "tests/support/files.h"
@@ -111,6 +113,30 @@ TEST_F(BmctlTest, MissingBlockExitsOneWithOneLine) {
   EXPECT_TRUE(OneLine(r.err)) << r.err;
   EXPECT_NE(r.err.find("rdd_9_9"), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty());
+}
+
+// A directory made bmctl die on an uncaught std::ios_failure (exit 134); /proc/self/mem
+// announced size 0 and was stored as an empty block.
+TEST_F(BmctlTest, PutOfADirectoryOrAnUnreadableFileExitsOneWithOneLine) {
+  std::string directory = cluster_.dir().Sub("a-directory");
+  std::filesystem::create_directories(directory);
+  std::vector<std::string> inputs = {directory, "/proc/self/mem", cluster_.dir().Sub("absent")};
+  if (::geteuid() != 0) {
+    // Permissions stop only an unprivileged reader.
+    std::string locked = cluster_.dir().Sub("locked");
+    WriteFile(locked, "secret");
+    std::filesystem::permissions(locked, std::filesystem::perms::none);
+    inputs.push_back(locked);
+  }
+  for (const std::string& input : inputs) {
+    CommandResult r = cluster_.Bmctl({"put", "rdd_4_0", input});
+    EXPECT_EQ(r.exit_code, 1) << input << ": " << r.err;
+    EXPECT_TRUE(OneLine(r.err)) << input << ": " << r.err;
+    EXPECT_NE(r.err.find(input), std::string::npos) << r.err;
+  }
+  EXPECT_NE(cluster_.Bmctl({"put", "rdd_4_0", directory}).err.find("is a directory"),
+            std::string::npos);
+  EXPECT_EQ(cluster_.Bmctl({"get", "rdd_4_0"}).exit_code, 1) << "nothing may have been stored";
 }
 
 TEST_F(BmctlTest, FailedGetLeavesNoOutputFile) {

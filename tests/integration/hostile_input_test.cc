@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <random>
 
 #include "common/transport.h"
@@ -106,6 +107,67 @@ TEST(HostileInputTest, GarbageLeavesMasterAndWorkerServingWithDataIntact) {
   ASSERT_EQ(get_disk.exit_code, 0) << get_disk.err;
   EXPECT_TRUE(get_disk.out == disk_block);
   ASSERT_EQ(cluster.Bmctl({"put", "rdd_1_2", "-"}, "still works").exit_code, 0);
+}
+
+// An upload announcing 2^63 bytes was taken as disk use (and a second wrapped the counter).
+TEST(HostileInputTest, PutClaimingTwoToTheSixtyThreeBytesIsRefusedAndCountsNothing) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", ""}));
+  zmq::context_t context;
+  zmq::socket_t socket(context, zmq::socket_type::dealer);
+  socket.set(zmq::sockopt::linger, 0);
+  socket.connect(cluster.worker_endpoint("w1"));
+  for (uint64_t upload = 1; upload <= 2; ++upload) {
+    for (proto::StorageLevel level :
+         {proto::StorageLevel::DISK_ONLY, proto::StorageLevel::MEMORY_AND_DISK}) {
+      capnp::MallocMessageBuilder put;
+      auto request = put.initRoot<proto::Request>();
+      request.setId(upload);
+      auto piece = request.initPutBlock();
+      piece.setBlockId("rdd_1_" + std::to_string(upload));
+      piece.setLevel(level);
+      piece.setTotalSize(uint64_t{1} << 63);
+      piece.setOffset(0);
+      piece.setUploadId(upload * 10 + static_cast<uint64_t>(level));
+      kj::Array<capnp::word> words = capnp::messageToFlatArray(put);
+      zmq::message_t header(words.begin(), words.size() * sizeof(capnp::word));
+      zmq::message_t payload(std::string(1000, 'x'));
+      socket.send(header, zmq::send_flags::sndmore);
+      socket.send(payload, zmq::send_flags::none);
+
+      zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(5000));
+      ASSERT_TRUE(item.revents & ZMQ_POLLIN) << "no reply to a put of 2^63 bytes";
+      zmq::message_t reply_frame;
+      ASSERT_TRUE(socket.recv(reply_frame));
+      while (reply_frame.more()) {
+        zmq::message_t rest;
+        ASSERT_TRUE(socket.recv(rest));
+        if (!rest.more()) break;
+      }
+      kj::Array<capnp::word> aligned = kj::heapArray<capnp::word>(
+          (reply_frame.size() + sizeof(capnp::word) - 1) / sizeof(capnp::word));
+      std::memcpy(aligned.begin(), reply_frame.data(), reply_frame.size());
+      capnp::FlatArrayMessageReader reader(aligned);
+      proto::Reply::Reader reply = reader.getRoot<proto::Reply>();
+      ASSERT_TRUE(reply.isError()) << "a put of 2^63 bytes was accepted";
+      const proto::ErrorCode code = reply.getError().getCode();
+      EXPECT_TRUE(code == proto::ErrorCode::OUT_OF_SPACE ||
+                  code == proto::ErrorCode::INVALID_ARGUMENT);
+      EXPECT_FALSE(std::string(reply.getError().getMessage().cStr()).empty());
+    }
+  }
+  EXPECT_TRUE(cluster.worker_process("w1").Running()) << cluster.LogTail("w1");
+  // The master's view, after the worker's next heartbeat at the latest.
+  ASSERT_EQ(cluster.Bmctl({"put", "rdd_2_0", "-", "--level", "DISK_ONLY"}, "sane").exit_code, 0);
+  nlohmann::json workers = cluster.BmctlJson({"workers"});
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_LT(workers[0]["disk_used"].get<uint64_t>(), uint64_t{1} << 30) << workers.dump();
+  EXPECT_GE(workers[0]["disk_capacity"].get<uint64_t>(), workers[0]["disk_used"].get<uint64_t>());
+  CommandResult table = cluster.Bmctl({"workers"});
+  EXPECT_EQ(table.exit_code, 0);
+  EXPECT_EQ(table.out.find("EiB"), std::string::npos) << table.out;
 }
 
 }  // namespace

@@ -54,9 +54,19 @@ TEST(BmctlOutputTest, WorkersJsonShape) {
   w.rack = "r1";
   w.state = "unconfirmed";
   json expected = json::parse(R"([{"id": "w1", "address": "tcp://10.0.0.1:7701",
-    "memory_capacity": 4096, "memory_used": 1024, "disk_used": 77, "blocks": 3,
+    "memory_capacity": 4096, "memory_used": 1024, "disk_used": 77,
+    "disk_capacity": 1048576, "disk_read_only": false, "blocks": 3,
     "host": "h1", "rack": "r1", "state": "unconfirmed"}])");
   EXPECT_EQ(WorkersToJson({w}), expected);
+}
+
+TEST(BmctlOutputTest, WorkersTableShowsAReadOnlyDisk) {
+  WorkerInfo w;
+  w.id = "w1";
+  w.disk_used = 5 << 20;
+  w.disk_capacity = 5 << 20;
+  w.disk_read_only = true;
+  EXPECT_NE(WorkersTable({w}).find("read-only"), std::string::npos) << WorkersTable({w});
 }
 
 TEST(BmctlOutputTest, RddsJsonShape) {

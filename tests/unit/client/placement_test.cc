@@ -67,6 +67,14 @@ TEST(ChooseWorkersTest, DiskOverItsLimitHoldsNothing) {
   EXPECT_TRUE(ChooseWorkers(workers, 0, StorageLevel::kDiskOnly, 0).empty());
 }
 
+TEST(ChooseWorkersTest, ReadOnlyDiskTakesNoDiskBlocksButStillTakesMemoryBlocks) {
+  WorkerInfo full = Worker("w1", kGiB, 0, 0, /*unlimited*/ 0);
+  full.disk_read_only = true;
+  std::vector<WorkerInfo> workers = {full, Worker("w2", 0, 0, 5 * kGiB)};
+  EXPECT_EQ(Ids(ChooseWorkers(workers, kMiB, StorageLevel::kDiskOnly, 0)), (Ids_{"w2"}));
+  EXPECT_EQ(Ids(ChooseWorkers(workers, kMiB, StorageLevel::kMemoryOnly, 0)), (Ids_{"w1"}));
+}
+
 TEST(ChooseWorkersTest, MemoryOnlyNeverFallsBackToDisk) {
   std::vector<WorkerInfo> workers = {Worker("w1", 2 * kGiB, 2 * kGiB), Worker("w2", 512 * kMiB, 0),
                                      Worker("w3", 4 * kGiB, 3 * kGiB)};

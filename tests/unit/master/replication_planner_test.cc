@@ -299,6 +299,24 @@ TEST_F(ReplicationPlannerTest, NothingIsPlannedWhenNoWorkerHasRoom) {
   }
 }
 
+TEST_F(ReplicationPlannerTest, AReadOnlyDiskTakesNoDiskCopies) {
+  AddWorker("w1", {}, {.memory_capacity = 64 * kMiB});
+  AddWorker("w2", {}, {.memory_capacity = 64 * kMiB});
+  // No limit (0), but its disk store is read-only after a storage error.
+  AddWorker("w3", {}, {.memory_capacity = 64 * kMiB, .disk_read_only = true});
+  const BlockId block = BlockId::Rdd(1, 0);
+  Store("w1", block, StorageLevel::kDiskOnly2, 2 * kMiB);
+  Store("w2", block, StorageLevel::kDiskOnly2, 2 * kMiB);
+  Drop("w2");
+  EXPECT_THAT(planner_.Plan(index_, registry_), IsEmpty());
+  EXPECT_EQ(planner_.under_replicated(), 1u);
+
+  ASSERT_TRUE(registry_.Touch("w3", {.memory_capacity = 64 * kMiB}).ok());
+  std::vector<ReplicationPlanner::CopyCommand> commands = planner_.Plan(index_, registry_);
+  ASSERT_EQ(commands.size(), 1u);
+  EXPECT_THAT(TargetIds(commands[0]), ElementsAre("w3"));
+}
+
 TEST_F(ReplicationPlannerTest, AtMostMaxInFlightCopiesAreInFlight) {
   ReplicationPlanner planner(clock_, /*max_in_flight=*/2, kCopyTimeout);
   for (const char* id : {"w1", "w2", "w3"}) AddWorker(id);

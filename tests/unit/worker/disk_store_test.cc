@@ -3,10 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
+#include <rocksdb/file_system.h>
 #include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <random>
 #include <vector>
@@ -471,6 +474,283 @@ TEST(DiskStoreOpenTest, PathThatIsAFileFailsClearly) {
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(store.status().message(), HasSubstr(dir.Sub("file")));
+}
+
+// ---- space accounting, storage errors, lost blocks ----
+
+// A filesystem whose size and free space the test sets.
+class FakeSpaceProbe final : public SpaceProbe {
+ public:
+  explicit FakeSpaceProbe(std::shared_ptr<FilesystemSpace> space) : space_(std::move(space)) {}
+  Result<FilesystemSpace> Measure() const override { return *space_; }
+
+ private:
+  std::shared_ptr<FilesystemSpace> space_;
+};
+
+// RocksDB files whose writes fail with "no space" while `full` is set: a disk filling up
+// under the store.
+class FillingFileSystem final : public rocksdb::FileSystemWrapper {
+ public:
+  explicit FillingFileSystem(std::shared_ptr<rocksdb::FileSystem> base)
+      : FileSystemWrapper(std::move(base)) {}
+  const char* Name() const override { return "FillingFileSystem"; }
+
+  rocksdb::IOStatus NewWritableFile(const std::string& name, const rocksdb::FileOptions& options,
+                                    std::unique_ptr<rocksdb::FSWritableFile>* result,
+                                    rocksdb::IODebugContext* dbg) override {
+    if (full) return rocksdb::IOStatus::NoSpace("injected: no space for " + name);
+    rocksdb::IOStatus s = target()->NewWritableFile(name, options, result, dbg);
+    if (s.ok()) *result = std::make_unique<File>(std::move(*result), &full);
+    return s;
+  }
+
+  std::atomic<bool> full{false};
+
+ private:
+  class File final : public rocksdb::FSWritableFileOwnerWrapper {
+   public:
+    File(std::unique_ptr<rocksdb::FSWritableFile> file, const std::atomic<bool>* full)
+        : FSWritableFileOwnerWrapper(std::move(file)), full_(full) {}
+    rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& options,
+                             rocksdb::IODebugContext* dbg) override {
+      if (*full_) return rocksdb::IOStatus::NoSpace("injected: disk full");
+      return FSWritableFileOwnerWrapper::Append(data, options, dbg);
+    }
+    rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& options,
+                             const rocksdb::DataVerificationInfo& info,
+                             rocksdb::IODebugContext* dbg) override {
+      if (*full_) return rocksdb::IOStatus::NoSpace("injected: disk full");
+      return FSWritableFileOwnerWrapper::Append(data, options, info, dbg);
+    }
+
+   private:
+    const std::atomic<bool>* full_;
+  };
+};
+
+class DiskStoreSpaceTest : public ::testing::Test {
+ protected:
+  DiskStoreSpaceTest()
+      : space_(std::make_shared<FilesystemSpace>(FilesystemSpace{kGiB, kGiB})),
+        fs_(std::make_shared<FillingFileSystem>(rocksdb::FileSystem::Default())),
+        env_(rocksdb::NewCompositeEnv(fs_)) {}
+
+  std::unique_ptr<DiskStore> Open(uint64_t limit = 0) {
+    DiskStoreOptions options;
+    options.limit_bytes = limit;
+    options.space_probe = std::make_unique<FakeSpaceProbe>(space_);
+    options.env = env_.get();
+    Result<std::unique_ptr<DiskStore>> store = DiskStore::Open(dir_.Sub("db"), std::move(options));
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(store).value() : nullptr;
+  }
+
+  testing::TempDir dir_;
+  std::shared_ptr<FilesystemSpace> space_;
+  std::shared_ptr<FillingFileSystem> fs_;
+  std::unique_ptr<rocksdb::Env> env_;
+};
+
+TEST_F(DiskStoreSpaceTest, WithoutALimitWritesMustFitTheFilesystemLessTheHeadroom) {
+  std::unique_ptr<DiskStore> store = Open();
+  ASSERT_NE(store, nullptr);
+  const uint64_t headroom = store->headroom();
+  EXPECT_GE(headroom, 64 * kMiB) << "room for RocksDB's memtables, flushes and compactions";
+  EXPECT_LT(headroom, kGiB / 2);
+  space_->available_bytes = headroom + 10 * kMiB;
+
+  Result<std::unique_ptr<DiskWriter>> too_big =
+      store->BeginWrite(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, 11 * kMiB);
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_EQ(too_big.status().code(), StatusCode::kOutOfSpace);
+  EXPECT_THAT(too_big.status().message(), HasSubstr("does not fit on disk"));
+
+  Result<std::unique_ptr<DiskWriter>> first =
+      store->BeginWrite(BlockId::Rdd(1, 1), StorageLevel::kDiskOnly, 6 * kMiB);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  // The first write's claim counts although none of its bytes is on disk yet.
+  Result<std::unique_ptr<DiskWriter>> second =
+      store->BeginWrite(BlockId::Rdd(1, 2), StorageLevel::kDiskOnly, 6 * kMiB);
+  EXPECT_EQ(second.status().code(), StatusCode::kOutOfSpace);
+  Result<std::unique_ptr<DiskWriter>> third =
+      store->BeginWrite(BlockId::Rdd(1, 3), StorageLevel::kDiskOnly, 4 * kMiB);
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  EXPECT_EQ(store->used(), 10 * kMiB);
+  EXPECT_EQ(store->capacity(), 10 * kMiB) << "nothing more fits";
+  first->reset();
+  EXPECT_EQ(store->used(), 4 * kMiB);
+  EXPECT_EQ(store->capacity(), 10 * kMiB);
+}
+
+TEST_F(DiskStoreSpaceTest, HugeClaimsAreRefusedAndNeverWrapACounter) {
+  std::unique_ptr<DiskStore> store = Open();
+  ASSERT_NE(store, nullptr);
+  const uint64_t huge = uint64_t{1} << 63;
+  for (int i = 0; i < 2; ++i) {
+    Result<std::unique_ptr<DiskWriter>> claim =
+        store->BeginWrite(BlockId::Rdd(2, i), StorageLevel::kDiskOnly, huge);
+    EXPECT_EQ(claim.status().code(), StatusCode::kOutOfSpace);
+  }
+  EXPECT_EQ(store->used(), 0u);
+
+  // A filesystem claiming the whole 64-bit range: one such claim fits, a second never wraps.
+  *space_ = FilesystemSpace{UINT64_MAX, UINT64_MAX};
+  Result<std::unique_ptr<DiskWriter>> first =
+      store->BeginWrite(BlockId::Rdd(2, 2), StorageLevel::kDiskOnly, huge);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  Result<std::unique_ptr<DiskWriter>> second =
+      store->BeginWrite(BlockId::Rdd(2, 3), StorageLevel::kDiskOnly, huge);
+  EXPECT_EQ(second.status().code(), StatusCode::kOutOfSpace);
+  EXPECT_EQ(store->used(), huge);
+}
+
+TEST_F(DiskStoreSpaceTest, AFailedWriteMakesTheStoreReadOnlyUntilItReopens) {
+  std::unique_ptr<DiskStore> store = Open();
+  ASSERT_NE(store, nullptr);
+  const std::vector<std::byte> kept = RandomBytes(3 * kMiB, 1);
+  const std::vector<std::byte> removed = RandomBytes(1000, 2);
+  ASSERT_TRUE(WriteBlock(*store, BlockId::Rdd(3, 0), kept).ok());
+  ASSERT_TRUE(WriteBlock(*store, BlockId::Rdd(3, 1), removed).ok());
+
+  fs_->full = true;
+  Status failed = WriteBlock(*store, BlockId::Rdd(3, 2), RandomBytes(2 * kMiB, 3));
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.code(), StatusCode::kOutOfSpace) << failed.ToString();
+  EXPECT_TRUE(store->read_only());
+  EXPECT_FALSE(store->Find(BlockId::Rdd(3, 2)).has_value());
+  // Reads go on; writes are refused up front, never reaching RocksDB again.
+  EXPECT_TRUE(ReadAll(*store, BlockId::Rdd(3, 0)) == kept);
+  Result<std::unique_ptr<DiskWriter>> refused =
+      store->BeginWrite(BlockId::Rdd(3, 3), StorageLevel::kDiskOnly, 10);
+  EXPECT_EQ(refused.status().code(), StatusCode::kOutOfSpace);
+  EXPECT_THAT(refused.status().message(), HasSubstr("read-only"));
+  // Removals are taken (hidden now, deleted later).
+  ASSERT_TRUE(store->Remove(BlockId::Rdd(3, 1)).ok());
+  EXPECT_FALSE(store->Find(BlockId::Rdd(3, 1)).has_value());
+
+  store->Maintain();  // the disk is still full: it stays read-only
+  EXPECT_TRUE(store->read_only());
+  fs_->full = false;
+  store->Maintain();
+  EXPECT_FALSE(store->read_only()) << store->read_only_reason();
+  EXPECT_TRUE(store->TakeLost().empty());
+  EXPECT_TRUE(ReadAll(*store, BlockId::Rdd(3, 0)) == kept);
+  EXPECT_FALSE(store->Find(BlockId::Rdd(3, 1)).has_value());
+  EXPECT_FALSE(store->Find(BlockId::Rdd(3, 2)).has_value());
+  ASSERT_TRUE(WriteBlock(*store, BlockId::Rdd(3, 4), removed).ok());
+
+  store.reset();
+  store = Open();
+  ASSERT_NE(store, nullptr);
+  EXPECT_TRUE(store->TakeLost().empty());
+  EXPECT_TRUE(ReadAll(*store, BlockId::Rdd(3, 0)) == kept);
+  EXPECT_TRUE(ReadAll(*store, BlockId::Rdd(3, 4)) == removed);
+  EXPECT_FALSE(store->Find(BlockId::Rdd(3, 1)).has_value());
+}
+
+TEST_F(DiskStoreSpaceTest, AWriteInProgressAcrossAReopenFailsInsteadOfLosingChunks) {
+  std::unique_ptr<DiskStore> store = Open();
+  ASSERT_NE(store, nullptr);
+  const std::vector<std::byte> bytes = RandomBytes(3 * kMiB, 1);
+  Result<std::unique_ptr<DiskWriter>> writer =
+      store->BeginWrite(BlockId::Rdd(7, 0), StorageLevel::kDiskOnly, bytes.size());
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE((*writer)->Append(std::span(bytes).first(2 * kMiB)).ok());
+  fs_->full = true;
+  ASSERT_FALSE(WriteBlock(*store, BlockId::Rdd(7, 1), RandomBytes(10, 2)).ok());
+  fs_->full = false;
+  store->Maintain();
+  ASSERT_FALSE(store->read_only());
+  Status rest = (*writer)->Append(std::span(bytes).subspan(2 * kMiB));
+  if (rest.ok()) rest = (*writer)->Commit();
+  EXPECT_EQ(rest.code(), StatusCode::kAborted) << rest.ToString();
+  EXPECT_FALSE(store->Find(BlockId::Rdd(7, 0)).has_value());
+  EXPECT_TRUE(WriteBlock(*store, BlockId::Rdd(7, 0), bytes).ok());
+  EXPECT_TRUE(ReadAll(*store, BlockId::Rdd(7, 0)) == bytes);
+}
+
+TEST_F(DiskStoreSpaceTest, ARemovalTakenWhileReadOnlySurvivesARestart) {
+  std::unique_ptr<DiskStore> store = Open();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(WriteBlock(*store, BlockId::Rdd(4, 0), RandomBytes(1000, 1)).ok());
+  ASSERT_TRUE(WriteBlock(*store, BlockId::Rdd(4, 1), RandomBytes(1000, 2)).ok());
+  fs_->full = true;
+  ASSERT_FALSE(WriteBlock(*store, BlockId::Rdd(4, 2), RandomBytes(1000, 3)).ok());
+  ASSERT_TRUE(store->Remove(BlockId::Rdd(4, 0)).ok());
+  store.reset();
+  fs_->full = false;
+  store = Open();
+  ASSERT_NE(store, nullptr);
+  EXPECT_FALSE(store->Find(BlockId::Rdd(4, 0)).has_value());
+  EXPECT_TRUE(store->Find(BlockId::Rdd(4, 1)).has_value());
+  EXPECT_TRUE(store->TakeLost().empty());
+}
+
+TEST_F(DiskStoreSpaceTest, OpensReadOnlyOnAFullFilesystemAndRecoversWhenSpaceIsFreed) {
+  const std::vector<std::byte> bytes = RandomBytes(2 * kMiB + 5, 1);
+  {
+    std::unique_ptr<DiskStore> store = Open();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(WriteBlock(*store, BlockId::Rdd(5, 0), bytes).ok());
+  }
+  space_->available_bytes = 0;
+  std::unique_ptr<DiskStore> store = Open();
+  ASSERT_NE(store, nullptr);
+  EXPECT_TRUE(store->read_only());
+  EXPECT_TRUE(ReadAll(*store, BlockId::Rdd(5, 0)) == bytes);
+  EXPECT_EQ(store->BeginWrite(BlockId::Rdd(5, 1), StorageLevel::kDiskOnly, 1).status().code(),
+            StatusCode::kOutOfSpace);
+  EXPECT_EQ(store->capacity(), store->used());
+
+  space_->available_bytes = kGiB;
+  store->Maintain();
+  EXPECT_FALSE(store->read_only()) << store->read_only_reason();
+  EXPECT_TRUE(ReadAll(*store, BlockId::Rdd(5, 0)) == bytes);
+  EXPECT_TRUE(WriteBlock(*store, BlockId::Rdd(5, 1), bytes).ok());
+}
+
+// What RocksDB's recovery dropped (here: a version's records deleted behind the store's back,
+// as a damaged write-ahead log would lose them) is named, once.
+TEST_F(DiskStoreSpaceTest, TheJournalNamesBlocksTheDatabaseLost) {
+  {
+    std::unique_ptr<DiskStore> store = Open();
+    ASSERT_NE(store, nullptr);
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(WriteBlock(*store, BlockId::Rdd(6, i), RandomBytes(1000, i)).ok());
+    }
+    EXPECT_TRUE(store->TakeLost().empty());
+  }
+  {
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_.Sub("db"), &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+    std::string doomed;
+    for (it->Seek("v"); it->Valid() && it->key().starts_with("v"); it->Next()) {
+      if (it->key().size() == 9 && it->value().ToString().ends_with("rdd_6_1")) {
+        doomed = it->key().ToString();
+      }
+    }
+    ASSERT_FALSE(doomed.empty());
+    std::string end = doomed;
+    end.back() = static_cast<char>(end.back() + 1);
+    ASSERT_TRUE(
+        db->DeleteRange(rocksdb::WriteOptions(), db->DefaultColumnFamily(), doomed, end).ok());
+  }
+  std::unique_ptr<DiskStore> store = Open();
+  ASSERT_NE(store, nullptr);
+  std::vector<LostBlock> lost = store->TakeLost();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].id, BlockId::Rdd(6, 1));
+  EXPECT_THAT(lost[0].reason, HasSubstr("committed"));
+  EXPECT_EQ(store->lost_count(), 1u);
+  EXPECT_TRUE(store->Find(BlockId::Rdd(6, 0)).has_value());
+  EXPECT_TRUE(store->Find(BlockId::Rdd(6, 2)).has_value());
+  store.reset();
+  store = Open();
+  ASSERT_NE(store, nullptr);
+  EXPECT_TRUE(store->TakeLost().empty()) << "reported once";
 }
 
 }  // namespace
