@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev
   libcli11-dev libspdlog-dev nlohmann-json3-dev
   libbenchmark-dev libhiredis-dev libmemcached-dev
+  libcpp-httplib-dev
 )
 
 missing=()
