@@ -9,9 +9,12 @@
 
 #include "common/allocator.h"
 #include "common/clock.h"
+#include "common/http_server.h"
 #include "common/shutdown_signals.h"
 #include "common/logging.h"
 #include "master/master_server.h"
+#include "master/status_routes.h"
+#include "master/status_service.h"
 
 int main(int argc, char** argv) {
   bm::TuneAllocatorForBlockBuffers();
@@ -20,6 +23,7 @@ int main(int argc, char** argv) {
   double heartbeat_timeout_s = 10;
   std::string log_level = "info";
   std::string state_dir;
+  std::string http;
   app.add_option("--listen", listen, "Address to serve on, e.g. tcp://0.0.0.0:7077")->required();
   app.add_option("--heartbeat-timeout", heartbeat_timeout_s,
                  "Seconds without a heartbeat before a worker is dropped (fractions allowed)")
@@ -36,6 +40,9 @@ int main(int argc, char** argv) {
   app.add_option("--state-dir", state_dir,
                  "Directory of the master's journal (RocksDB; created if missing): workers, "
                  "block locations and RDD descriptions survive a master restart. Default: none");
+  app.add_option("--http", http,
+                 "Serve status pages, the REST API (/api/v1), /metrics, /healthz and /readyz on "
+                 "HOST:PORT, e.g. 0.0.0.0:8080 (port 0: any free port). Default: off");
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
@@ -52,7 +59,26 @@ int main(int argc, char** argv) {
   // The master keeps one socket per registered worker; ZeroMQ's default cap is 1023 sockets.
   context.set(zmq::ctxopt::max_sockets, 65536);
   bm::SteadyClock clock;
+  // HTTP first, so that /healthz answers (and /readyz says "not yet") while a large journal
+  // loads.
+  std::unique_ptr<bm::MasterStatusService> status;
+  bm::HttpServer http_server;
+  if (!http.empty()) {
+    bm::Result<std::unique_ptr<bm::MasterStatusService>> created = bm::MasterStatusService::Create();
+    if (!created.ok()) {
+      std::fprintf(stderr, "bm-master: %s\n", created.status().message().c_str());
+      return 1;
+    }
+    status = std::move(created).value();
+    bm::AddMasterStatusRoutes(http_server, *status);
+    if (bm::Status started = http_server.Start(http); !started.ok()) {
+      std::fprintf(stderr, "bm-master: --http: %s\n", started.message().c_str());
+      return started.code() == bm::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    spdlog::info("http on {} (port {})", http, http_server.port());
+  }
   bm::MasterOptions options;
+  options.status_hook = status.get();
   options.listen = listen;
   options.state_dir = state_dir;
   options.heartbeat_timeout =
@@ -69,6 +95,7 @@ int main(int argc, char** argv) {
   shutdown_signals.CallOnSignal([&] { server.value()->Stop(); });
   server.value()->Run();  // returns after Stop()
   shutdown_signals.StopWaiting();
+  http_server.Stop();  // before the loop's state goes: handlers may be waiting on it
   server.value().reset();
   spdlog::info("stopped");
   return 0;

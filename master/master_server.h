@@ -11,6 +11,8 @@
 
 namespace bm {
 
+class MasterStatusHook;
+
 struct MasterOptions {
   // Where clients and workers reach the master, e.g. "tcp://0.0.0.0:7077". A "*" port
   // ("tcp://127.0.0.1:*") binds a free one; endpoint() then tells which.
@@ -24,6 +26,9 @@ struct MasterOptions {
   // journal. On start the master reloads it: workers come back unconfirmed, with their
   // locations, until they register again.
   std::string state_dir{};
+  // Borrowed, may be null: an observer (the HTTP status service) whose queries the loop answers
+  // on its own thread. Must outlive Run().
+  MasterStatusHook* status_hook = nullptr;
 };
 
 // bm-master: serves the master requests of schema/PROTOCOL.md on a ROUTER socket and keeps the
