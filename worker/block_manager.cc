@@ -219,6 +219,10 @@ WorkerStats BlockManager::Stats() const {
                     memory_->block_count() + disk_->block_count()};
 }
 
+size_t BlockManager::memory_block_count() const { return memory_->block_count(); }
+
+size_t BlockManager::disk_block_count() const { return disk_->block_count(); }
+
 std::vector<BlockStatusChange> BlockManager::TakeChanges() { return std::exchange(changes_, {}); }
 
 void BlockManager::RecordStored(const BlockId& id, StorageLevel level, Tier tier, uint64_t size) {
@@ -231,9 +235,11 @@ void BlockManager::HandleEvicted(std::vector<MemoryBlock> evicted) {
   for (MemoryBlock& block : evicted) {
     const BlockStatus was{block.id, block.level, Tier::kMemory, block.data.size};
     RecordRemoved(was);
+    ++evictions_;
     if (!UsesDisk(block.level)) continue;
     Status s = disk_->Write(block.id, block.level, block.data);
     if (s.ok()) {
+      ++spills_;
       RecordStored(block.id, block.level, Tier::kDisk, block.data.size);
     } else {
       spdlog::warn("could not spill evicted block {} to disk, dropping it: {}", block.id.ToString(),

@@ -68,6 +68,11 @@ class BlockManager {
 
   std::vector<BlockStatus> List() const;
   WorkerStats Stats() const;
+  // For metrics: blocks per tier, and blocks evicted from memory (spilled to disk or dropped).
+  size_t memory_block_count() const;
+  size_t disk_block_count() const;
+  uint64_t evictions() const { return evictions_; }
+  uint64_t spills() const { return spills_; }
 
   // Every change since the last call, in the order it happened (stored, moved tier, removed),
   // for the master. A block that changes tier (spilled on eviction, or replaced by a version on
@@ -91,6 +96,8 @@ class BlockManager {
   UploadId next_upload_id_ = 1;
   uint64_t next_generation_ = 1;
   std::vector<BlockStatusChange> changes_;
+  uint64_t evictions_ = 0;
+  uint64_t spills_ = 0;
 };
 
 }  // namespace bm

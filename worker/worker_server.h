@@ -17,6 +17,7 @@
 #include "worker/master_link.h"
 #include "worker/replicator.h"
 #include "worker/upload_table.h"
+#include "worker/worker_status.h"
 
 namespace bm {
 
@@ -37,6 +38,9 @@ struct WorkerServerOptions {
   Duration put_ack_timeout = std::chrono::seconds(2);
   // Uploads in progress at once, over all clients; more are refused as unavailable.
   size_t max_uploads = 4096;
+  // Borrowed, may be null: an observer (the HTTP status service) whose queries the loop answers
+  // on its own thread. Must outlive Run().
+  WorkerStatusHook* status_hook = nullptr;
 };
 
 // The bm-worker server: serves clients and the master on a ROUTER socket (PROTOCOL.md,
@@ -95,7 +99,7 @@ class WorkerServer {
   void HandleClientMessage();
   // Serves one request; on success it has sent the reply (or deferred it). On failure the
   // caller sends the error reply. `id` is set as soon as the request's id is read.
-  Status Dispatch(IncomingMessage& message, uint64_t* id);
+  Status Dispatch(IncomingMessage& message, uint64_t* id, WorkerOp* op);
   Status HandlePut(IncomingMessage& message, uint64_t id);
   Status HandleGet(IncomingMessage& message, uint64_t id);
   Status HandleGetMany(IncomingMessage& message, uint64_t id);
@@ -142,6 +146,7 @@ class WorkerServer {
     uint64_t request_id;
   };
   std::map<uint64_t, PendingReplication> replications_;  // by replicator ticket
+  WorkerCounters counters_;  // for /metrics
   uint64_t next_ticket_ = 1;
 };
 
