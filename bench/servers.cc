@@ -52,17 +52,28 @@ Result<PeerServer> StartListening(const std::string& binary,
 Result<std::unique_ptr<BlockmgrCluster>> BlockmgrCluster::Start(const BenchEnv& env,
                                                                 Options options) {
   const std::string prefix = env.work_dir + "/" + options.name;
+  // A taken HTTP port makes the server exit, and StartListening tries again with fresh ports.
+  std::string http_address;
+  auto with_http = [&](std::vector<std::string> args) {
+    if (options.http) {
+      http_address = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
+      args.push_back("--http");
+      args.push_back(http_address);
+    }
+    return args;
+  };
   ASSIGN_OR_RETURN(PeerServer master,
                    StartListening(
                        env.bin_dir + "/bm-master",
                        [&](int port) -> std::vector<std::string> {
-                         return {"--listen", Loopback(port), "--heartbeat-timeout",
-                                 std::to_string(options.heartbeat_timeout_s), "--log-level",
-                                 "warn"};
+                         return with_http({"--listen", Loopback(port), "--heartbeat-timeout",
+                                           std::to_string(options.heartbeat_timeout_s),
+                                           "--log-level", "warn"});
                        },
                        prefix + "-master.log"));
   std::unique_ptr<BlockmgrCluster> cluster(
       new BlockmgrCluster(Loopback(master.port), std::move(master.process)));
+  if (options.http) cluster->master_http_ = "http://" + http_address;
   for (int i = 1; i <= options.workers; ++i) {
     const std::string id = options.name + "-w" + std::to_string(i);
     const std::string disk_dir = prefix + "-disk-w" + std::to_string(i);
@@ -71,15 +82,16 @@ Result<std::unique_ptr<BlockmgrCluster>> BlockmgrCluster::Start(const BenchEnv& 
                      StartListening(
                          env.bin_dir + "/bm-worker",
                          [&](int port) -> std::vector<std::string> {
-                           return {"--master",   cluster->master_endpoint_,
-                                   "--listen",   Loopback(port),
-                                   "--memory",   options.worker_memory,
-                                   "--disk-dir", disk_dir,
-                                   "--id",       id,
-                                   "--log-level", "warn"};
+                           return with_http({"--master",   cluster->master_endpoint_,
+                                             "--listen",   Loopback(port),
+                                             "--memory",   options.worker_memory,
+                                             "--disk-dir", disk_dir,
+                                             "--id",       id,
+                                             "--log-level", "warn"});
                          },
                          prefix + "-" + id + ".log"));
     cluster->workers_.push_back(std::move(worker.process));
+    if (options.http) cluster->worker_http_.push_back("http://" + http_address);
     cluster->worker_endpoints_.push_back(Loopback(worker.port));
   }
   // Ready when the master lists every worker.

@@ -26,6 +26,7 @@ class BlockmgrCluster {
     int workers = 1;
     std::string worker_memory = "1GiB";
     double heartbeat_timeout_s = 10;
+    bool http = false;  // --http on the master and every worker, on free loopback ports
   };
 
   static Result<std::unique_ptr<BlockmgrCluster>> Start(const BenchEnv& env, Options options);
@@ -34,6 +35,9 @@ class BlockmgrCluster {
   pid_t master_pid() const { return master_.pid(); }
   pid_t worker_pid(size_t i) const { return workers_.at(i).pid(); }
   const std::string& worker_endpoint(size_t i) const { return worker_endpoints_.at(i); }
+  // With Options::http: "http://127.0.0.1:PORT" of the master and of each worker.
+  const std::string& master_http() const { return master_http_; }
+  const std::vector<std::string>& worker_http() const { return worker_http_; }
 
  private:
   BlockmgrCluster(std::string master_endpoint, ChildProcess master)
@@ -43,6 +47,8 @@ class BlockmgrCluster {
   ChildProcess master_;
   std::vector<ChildProcess> workers_;
   std::vector<std::string> worker_endpoints_;
+  std::string master_http_;
+  std::vector<std::string> worker_http_;
 };
 
 // A peer server listening on `port`.
