@@ -3,6 +3,8 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/socket.h>
+
 #include <charconv>
 
 namespace bm {
@@ -60,6 +62,12 @@ HttpServer::HttpServer() : server_(std::make_unique<httplib::Server>()) {
   server_->set_keep_alive_timeout(kIdleKeepAliveSeconds);
   server_->set_payload_max_length(64 * 1024);  // GETs only: nothing big is ever uploaded
   server_->new_task_queue = [] { return new httplib::ThreadPool(kPoolThreads); };
+  // cpp-httplib's default adds SO_REUSEPORT, which would let a second server bind the same port
+  // and take half its requests; SO_REUSEADDR alone still allows a quick restart.
+  server_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
 }
 
 HttpServer::~HttpServer() { Stop(); }

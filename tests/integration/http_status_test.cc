@@ -5,6 +5,9 @@
 #include <httplib.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -268,6 +271,36 @@ TEST_F(HttpStatusTest, MetricsCountBlocksOnMasterAndWorkers) {
   EXPECT_EQ(memory_blocks, static_cast<uint64_t>(kCachedPartitions));
   EXPECT_EQ(disk_blocks, 1u);
   EXPECT_GE(puts, 4u);
+}
+
+// HTTP runs beside the event loops: connections that send half a request and then nothing,
+// more than the HTTP pool has threads, hold up neither puts nor gets nor the master's lookups.
+TEST_F(HttpStatusTest, StalledHttpClientsDoNotStallBlockTraffic) {
+  std::vector<int> stalled;
+  for (int port : {master_port_, worker_ports_[0], worker_ports_[1]}) {
+    for (int i = 0; i < 8; ++i) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      ASSERT_GE(fd, 0);
+      sockaddr_in address{};
+      address.sin_family = AF_INET;
+      address.sin_port = htons(static_cast<uint16_t>(port));
+      address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+      const std::string half = "GET /metrics HTTP/1.1\r\nHost: x\r\n";
+      ASSERT_EQ(::send(fd, half.data(), half.size(), 0), static_cast<ssize_t>(half.size()));
+      stalled.push_back(fd);
+    }
+  }
+  ASSERT_NO_FATAL_FAILURE(CacheRdd());
+  EXPECT_EQ(cluster_.BmctlJson({"blocks"}).size(), static_cast<size_t>(kCachedPartitions + 1));
+  const CommandResult got =
+      cluster_.Bmctl({"get", "rdd_7_1", "-o", cluster_.dir().Sub("rdd_7_1.bin")});
+  EXPECT_EQ(got.exit_code, 0) << got.err;
+  EXPECT_EQ(std::filesystem::file_size(cluster_.dir().Sub("rdd_7_1.bin")), 3000u);
+  for (int fd : stalled) ::close(fd);
+  // And HTTP answers again once they are gone.
+  EXPECT_TRUE(WaitFor([&] { return HttpGet(master_port_, "/api/v1/rdds").status == 200; },
+                      std::chrono::seconds(15)));
 }
 
 // Debian's prometheus scrapes the master and both workers; its HTTP API then reports the same
