@@ -25,15 +25,15 @@ std::string HttpRequest::Param(const std::string& name, const std::string& fallb
 }
 
 HttpResponse HttpResponse::Text(int status, std::string body) {
-  return HttpResponse{status, "text/plain; charset=utf-8", std::move(body)};
+  return HttpResponse{status, "text/plain; charset=utf-8", std::move(body), {}};
 }
 
 HttpResponse HttpResponse::Json(int status, std::string body) {
-  return HttpResponse{status, "application/json", std::move(body)};
+  return HttpResponse{status, "application/json", std::move(body), {}};
 }
 
 HttpResponse HttpResponse::Html(std::string body) {
-  return HttpResponse{200, "text/html; charset=utf-8", std::move(body)};
+  return HttpResponse{200, "text/html; charset=utf-8", std::move(body), {}};
 }
 
 Result<std::pair<std::string, int>> ParseHostPort(std::string_view host_port) {
@@ -89,6 +89,7 @@ void HttpServer::AddRoute(const std::string& pattern, Handler handler) {
     }
     out.status = response.status;
     out.set_header("Cache-Control", "no-store");
+    for (const auto& [name, value] : response.headers) out.set_header(name.c_str(), value);
     out.set_content(std::move(response.body), response.content_type.c_str());
   });
 }

@@ -32,6 +32,7 @@ struct HttpResponse {
   int status = 200;
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
+  std::vector<std::pair<std::string, std::string>> headers{};  // more response headers
 
   static HttpResponse Text(int status, std::string body);
   static HttpResponse Json(int status, std::string body);

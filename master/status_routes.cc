@@ -1,5 +1,6 @@
 #include "master/status_routes.h"
 
+#include <algorithm>
 #include <charconv>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@ using json = nlohmann::ordered_json;
 constexpr size_t kDefaultPageRows = 100;
 constexpr size_t kMaxPageRows = 1000;
 constexpr size_t kMaxLocationIds = 1000;
+constexpr size_t kMaxRddRows = 10000;
 
 HttpResponse JsonReply(const json& body) { return HttpResponse::Json(200, body.dump(2) + "\n"); }
 
@@ -95,14 +97,41 @@ void AddMasterStatusRoutes(HttpServer& server, MasterStatusService& service) {
   server.AddRoute("/metrics", [&service](const HttpRequest&) {
     std::shared_ptr<const ClusterSnapshot> snapshot = service.Snapshot();
     if (!snapshot) return Unavailable(kNoSnapshot);
-    return HttpResponse{200, PrometheusText::kContentType, MasterMetricsText(*snapshot)};
+    return HttpResponse{200, PrometheusText::kContentType, MasterMetricsText(*snapshot), {}};
   });
 
   // ---- REST ----
-  server.AddRoute("/api/v1/rdds", [&service](const HttpRequest&) {
+  // An array as in Spark's API, a page at a time: RDDs after ?cursor=ID (exclusive), at most
+  // ?limit=N (default and maximum kMaxRddRows); X-Next-Cursor names the next page's cursor.
+  server.AddRoute("/api/v1/rdds", [&service](const HttpRequest& request) {
+    std::optional<uint64_t> after;
+    if (const std::string cursor = request.Param("cursor"); !cursor.empty()) {
+      Result<uint64_t> id = ParseNumber("cursor", cursor);
+      if (!id.ok()) return JsonError(400, id.status().message());
+      after = *id;
+    }
+    size_t limit = kMaxRddRows;
+    if (const std::string text = request.Param("limit"); !text.empty()) {
+      Result<uint64_t> value = ParseNumber("limit", text);
+      if (!value.ok() || *value == 0 || *value > kMaxRddRows) {
+        return JsonError(400, "limit must be between 1 and " + std::to_string(kMaxRddRows));
+      }
+      limit = *value;
+    }
     std::shared_ptr<const ClusterSnapshot> snapshot = service.Snapshot();
     if (!snapshot) return JsonError(503, kNoSnapshot);
-    return JsonReply(RddsToJson(*snapshot));
+    const std::vector<RddStatus>& rdds = snapshot->rdds;  // by id
+    auto first = after ? std::upper_bound(rdds.begin(), rdds.end(), *after,
+                                          [](uint64_t id, const RddStatus& rdd) {
+                                            return id < rdd.id;
+                                          })
+                       : rdds.begin();
+    const auto last = first + std::min<ptrdiff_t>(limit, rdds.end() - first);
+    json out = json::array();
+    for (auto it = first; it != last; ++it) out.push_back(RddToJson(*it));
+    HttpResponse response = JsonReply(out);
+    if (last != rdds.end()) response.headers.emplace_back("X-Next-Cursor", std::to_string((last - 1)->id));
+    return response;
   });
   server.AddRoute(R"(/api/v1/rdds/(\d+))", [&service](const HttpRequest& request) {
     Result<uint64_t> rdd_id = ParseNumber("RDD id", request.captures.at(0));

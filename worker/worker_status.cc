@@ -167,7 +167,7 @@ void AddWorkerStatusRoutes(HttpServer& server, WorkerStatusService& service) {
   server.AddRoute("/metrics", [&service](const HttpRequest&) {
     Result<WorkerSnapshot> snapshot = service.Snapshot();
     if (!snapshot.ok()) return HttpResponse::Text(503, snapshot.status().message() + "\n");
-    return HttpResponse{200, PrometheusText::kContentType, WorkerMetricsText(*snapshot)};
+    return HttpResponse{200, PrometheusText::kContentType, WorkerMetricsText(*snapshot), {}};
   });
 }
 

@@ -156,6 +156,7 @@ TEST_F(HttpStatusTest, RestApiAgreesWithBmctlJson) {
     EXPECT_EQ(rest_rdds[i]["executors"], bmctl_rdds[i]["workers"]);
   }
   ASSERT_EQ(rest_rdds.size(), 1u);
+  EXPECT_EQ(GetJson(master_port_, "/api/v1/rdds?cursor=7").size(), 0u);
   EXPECT_EQ(rest_rdds[0]["name"], kRddName);
   EXPECT_EQ(rest_rdds[0]["numCachedPartitions"], kCachedPartitions);
 
@@ -235,6 +236,8 @@ TEST_F(HttpStatusTest, BadRequestsGetClearErrors) {
   EXPECT_THAT(bad_cursor.body, HasSubstr("nope"));
   EXPECT_EQ(HttpGet(master_port_, "/api/v1/blocks?rdd=x").status, 400);
   EXPECT_EQ(HttpGet(master_port_, "/api/v1/rdds/999").status, 404);
+  EXPECT_EQ(HttpGet(master_port_, "/api/v1/rdds?limit=0").status, 400);
+  EXPECT_EQ(HttpGet(master_port_, "/api/v1/rdds?cursor=-1").status, 400);
   EXPECT_EQ(HttpGet(master_port_, "/api/v1/rdds/99999999999999999999999").status, 400);
   EXPECT_EQ(HttpGet(master_port_, "/api/v1/locations").status, 400);
   EXPECT_EQ(HttpGet(master_port_, "/api/v1/locations?ids=rdd_1").status, 400);
