@@ -3,11 +3,13 @@
 # port, memory budget and disk directory. Logs, pid files and disk dirs live in one run folder.
 #
 #   deploy/cluster.sh start [--workers N] [--memory SIZE] [--disk-limit SIZE] [--port P]
-#                           [--heartbeat-timeout S] [--run-dir DIR] [--bin DIR]
+#                           [--heartbeat-timeout S] [--http-port H] [--run-dir DIR] [--bin DIR]
 #   deploy/cluster.sh status [--run-dir DIR]
 #   deploy/cluster.sh stop   [--run-dir DIR]
 #
 # The master listens on 127.0.0.1:P (default 7700), worker i on 127.0.0.1:P+i.
+# With --http-port H the master serves its web pages, REST and /metrics on 127.0.0.1:H and
+# worker i its /metrics on 127.0.0.1:H+i.
 # `start` prints the master address and writes it to RUN_DIR/master.addr.
 set -euo pipefail
 
@@ -20,10 +22,11 @@ memory=256MiB
 disk_limit=""
 port=7700
 hb_timeout=10
+http_port=""
 run_dir="$root/run"
 bin="${BM_BIN:-$root/build/bin}"
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -32,6 +35,7 @@ while [ $# -gt 0 ]; do
     --disk-limit) disk_limit="$2"; shift 2 ;;
     --port) port="$2"; shift 2 ;;
     --heartbeat-timeout) hb_timeout="$2"; shift 2 ;;
+    --http-port) http_port="$2"; shift 2 ;;
     --run-dir) run_dir="$2"; shift 2 ;;
     --bin) bin="$2"; shift 2 ;;
     -h|--help) usage ;;
@@ -66,14 +70,16 @@ case "$cmd" in
       echo "cluster.sh: a cluster is already running from $run_dir (stop it first)" >&2; exit 1
     fi
     master="tcp://127.0.0.1:$port"
-    "$bin/bm-master" --listen "$master" --heartbeat-timeout "$hb_timeout" \
-      >"$run_dir/master.log" 2>&1 &
+    master_args=(--listen "$master" --heartbeat-timeout "$hb_timeout")
+    [ -n "$http_port" ] && master_args+=(--http "127.0.0.1:$http_port")
+    "$bin/bm-master" "${master_args[@]}" >"$run_dir/master.log" 2>&1 &
     echo $! >"$run_dir/master.pid"
     echo "$master" >"$run_dir/master.addr"
     for i in $(seq 1 "$workers"); do
       args=(--master "$master" --listen "tcp://127.0.0.1:$((port + i))" --memory "$memory"
             --disk-dir "$run_dir/disk-w$i" --id "w$i")
       [ -n "$disk_limit" ] && args+=(--disk-limit "$disk_limit")
+      [ -n "$http_port" ] && args+=(--http "127.0.0.1:$((http_port + i))")
       "$bin/bm-worker" "${args[@]}" >"$run_dir/worker-w$i.log" 2>&1 &
       echo $! >"$run_dir/worker-w$i.pid"
     done
@@ -95,6 +101,7 @@ case "$cmd" in
       stop_all >/dev/null; exit 1
     fi
     echo "cluster: master $master with $workers worker(s); logs in $run_dir"
+    [ -n "$http_port" ] && echo "cluster: status pages at http://127.0.0.1:$http_port/"
     ;;
   status)
     for pidfile in "$run_dir"/master.pid "$run_dir"/worker-*.pid; do
