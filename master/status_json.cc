@@ -58,11 +58,11 @@ json RddsToJson(const ClusterSnapshot& snapshot) {
   return out;
 }
 
-json RddDetailToJson(const RddStatus& rdd, const std::vector<RddDistribution>& distribution,
+json RddDetailToJson(const RddStatus& rdd, const std::optional<std::vector<RddDistribution>>& distribution,
                      const BlockPage& partitions) {
   json out = RddToJson(rdd);
-  json spread = json::array();
-  for (const RddDistribution& entry : distribution) {
+  json spread = distribution ? json::array() : json(nullptr);  // null: too big to sum up
+  for (const RddDistribution& entry : distribution.value_or(std::vector<RddDistribution>{})) {
     spread.push_back({{"executor", entry.worker_id},
                       {"address", entry.address},
                       {"memoryUsed", entry.memory_bytes},

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "master/cluster_snapshot.h"
@@ -14,7 +15,7 @@ nlohmann::ordered_json RddToJson(const RddStatus& rdd);
 nlohmann::ordered_json RddsToJson(const ClusterSnapshot& snapshot);
 // RDDStorageInfo with dataDistribution and one page of partitions.
 nlohmann::ordered_json RddDetailToJson(const RddStatus& rdd,
-                                       const std::vector<RddDistribution>& distribution,
+                                       const std::optional<std::vector<RddDistribution>>& distribution,
                                        const BlockPage& partitions);
 nlohmann::ordered_json WorkersToJson(const ClusterSnapshot& snapshot);
 nlohmann::ordered_json BlockPageToJson(const BlockPage& page);

@@ -179,7 +179,7 @@ std::string StatusPages::Storage(const ClusterSnapshot& snapshot, size_t page) {
   return out + Tail(snapshot.taken_unix_ms);
 }
 
-std::string StatusPages::Rdd(const RddStatus& rdd, const std::vector<RddDistribution>& distribution,
+std::string StatusPages::Rdd(const RddStatus& rdd, const std::optional<std::vector<RddDistribution>>& distribution,
                              const BlockPage& partitions, const std::string& cursor) {
   std::string out = Head("RDD " + std::to_string(rdd.id) + (rdd.name.empty() ? "" : ": " + rdd.name),
                          "Storage");
@@ -191,15 +191,20 @@ std::string StatusPages::Rdd(const RddStatus& rdd, const std::vector<RddDistribu
          "</dd><dt>Size in Memory</dt><dd>" + FormatBytes(rdd.memory_bytes) +
          "</dd><dt>Size on Disk</dt><dd>" + FormatBytes(rdd.disk_bytes) + "</dd></dl>";
 
-  out += "<h2>Data Distribution on " + std::to_string(distribution.size()) +
-         " Workers</h2><table><tr><th>Worker</th><th>Address</th><th>Blocks</th>"
-         "<th>Memory Usage</th><th>Memory Remaining</th><th>Disk Usage</th></tr>";
-  for (const RddDistribution& entry : distribution) {
-    out += "<tr><td>" + HtmlEscape(entry.worker_id) + "</td><td>" + HtmlEscape(entry.address) +
-           "</td>" + Num(entry.blocks) + Bytes(entry.memory_bytes) +
-           Bytes(entry.memory_remaining) + Bytes(entry.disk_bytes) + "</tr>";
+  if (distribution) {
+    out += "<h2>Data Distribution on " + std::to_string(distribution->size()) +
+           " Workers</h2><table><tr><th>Worker</th><th>Address</th><th>Blocks</th>"
+           "<th>Memory Usage</th><th>Memory Remaining</th><th>Disk Usage</th></tr>";
+    for (const RddDistribution& entry : *distribution) {
+      out += "<tr><td>" + HtmlEscape(entry.worker_id) + "</td><td>" + HtmlEscape(entry.address) +
+             "</td>" + Num(entry.blocks) + Bytes(entry.memory_bytes) +
+             Bytes(entry.memory_remaining) + Bytes(entry.disk_bytes) + "</tr>";
+    }
+    out += "</table>";
+  } else {
+    out += "<h2>Data Distribution</h2><p class=\"muted\">This RDD has too many cached blocks to "
+           "sum up per worker on request; see each worker's /metrics.</p>";
   }
-  out += "</table>";
 
   out += "<h2>Partitions</h2><table><tr><th>Block Name</th><th>Storage Level</th><th>Size</th>"
          "<th>Tier</th><th>Copies</th><th>Locations</th></tr>";

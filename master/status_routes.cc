@@ -66,15 +66,23 @@ const RddStatus* FindRdd(const ClusterSnapshot& snapshot, uint64_t id) {
 }
 
 struct RddDetail {
-  std::vector<RddDistribution> distribution;
+  std::optional<std::vector<RddDistribution>> distribution;  // none when too big to compute
   BlockPage partitions;
 };
 
-Result<RddDetail> AskRddDetail(MasterStatusService& service, uint64_t rdd_id,
+// The spread over workers scans the RDD's blocks on the loop; past this many it is left out
+// (null) rather than pause block traffic.
+// TODO(scale): per-worker totals kept by the index would make it free at any size.
+constexpr uint64_t kMaxDistributionBlocks = 200000;
+
+Result<RddDetail> AskRddDetail(MasterStatusService& service, const RddStatus& rdd,
                                const PageParams& page) {
-  return service.Ask<RddDetail>([rdd_id, page](const MasterView& view) {
-    return RddDetail{QueryRddDistribution(view, rdd_id),
-                     QueryBlockPage(view, rdd_id, page.cursor, page.limit)};
+  const bool spread = rdd.cached_partitions <= kMaxDistributionBlocks;
+  return service.Ask<RddDetail>([rdd_id = rdd.id, spread, page](const MasterView& view) {
+    RddDetail detail;
+    if (spread) detail.distribution = QueryRddDistribution(view, rdd_id);
+    detail.partitions = QueryBlockPage(view, rdd_id, page.cursor, page.limit);
+    return detail;
   });
 }
 
@@ -142,7 +150,7 @@ void AddMasterStatusRoutes(HttpServer& server, MasterStatusService& service) {
     if (!snapshot) return JsonError(503, kNoSnapshot);
     const RddStatus* rdd = FindRdd(*snapshot, *rdd_id);
     if (rdd == nullptr) return JsonError(404, "no RDD " + std::to_string(*rdd_id));
-    Result<RddDetail> detail = AskRddDetail(service, *rdd_id, *page);
+    Result<RddDetail> detail = AskRddDetail(service, *rdd, *page);
     if (!detail.ok()) return JsonError(503, detail.status().message());
     return JsonReply(RddDetailToJson(*rdd, detail->distribution, detail->partitions));
   });
@@ -225,7 +233,7 @@ void AddMasterStatusRoutes(HttpServer& server, MasterStatusService& service) {
       response.status = 404;
       return response;
     }
-    Result<RddDetail> detail = AskRddDetail(service, *rdd_id, *page);
+    Result<RddDetail> detail = AskRddDetail(service, *rdd, *page);
     if (!detail.ok()) return Unavailable(detail.status().message());
     return HttpResponse::Html(StatusPages::Rdd(*rdd, detail->distribution, detail->partitions,
                                                request.Param("cursor")));

@@ -103,6 +103,50 @@ TEST_F(ClusterSnapshotTest, WholeIndexPagesVisitEveryBlockOnce) {
                                 "broadcast_1"));
 }
 
+TEST_F(ClusterSnapshotTest, UnregisteredRddsAndOtherBlocksPageInIdOrderToo) {
+  index_.Apply("w1", Stored("rdd_1_10", Tier::kMemory, 1));
+  index_.Apply("w1", Stored("rdd_1_2", Tier::kMemory, 1));
+  index_.Apply("w1", Stored("shuffle_0_1_2", Tier::kDisk, 1));
+  for (size_t limit : {1, 2, 3, 100}) {
+    std::vector<std::string> seen;
+    std::optional<BlockId> cursor;
+    int pages = 0;
+    do {
+      BlockPage page = QueryBlockPage(View(), std::nullopt, cursor, limit);
+      EXPECT_LE(page.rows.size(), limit);
+      for (const std::string& name : Names(page)) seen.push_back(name);
+      cursor = page.next_cursor;
+      ASSERT_LT(++pages, 20);
+    } while (cursor);
+    EXPECT_THAT(seen, ElementsAre("rdd_1_2", "rdd_1_10", "rdd_3_0", "rdd_3_1", "rdd_3_2",
+                                  "rdd_3_3", "rdd_3_4", "broadcast_1", "shuffle_0_1_2"))
+        << "limit " << limit;
+  }
+  BlockPage unregistered = QueryBlockPage(View(), 1, BlockId::Rdd(1, 2), 10);
+  EXPECT_THAT(Names(unregistered), ElementsAre("rdd_1_10"));
+  EXPECT_FALSE(unregistered.next_cursor);
+}
+
+TEST_F(ClusterSnapshotTest, ASparseRegisteredRddPagesWithoutScanningEverything) {
+  // 3 of a million partitions cached, far apart: a page looks up a bounded number of
+  // partitions and says where to go on.
+  rdds_[5] = RddDescription{"sparse", StorageLevel::kMemoryOnly, 1000000};
+  for (uint64_t p : {0, 500000, 999999}) {
+    index_.Apply("w1", Stored("rdd_5_" + std::to_string(p), Tier::kMemory, 1));
+  }
+  std::vector<std::string> seen;
+  std::optional<BlockId> cursor;
+  int pages = 0;
+  do {
+    BlockPage page = QueryBlockPage(View(), 5, cursor, 10);
+    for (const std::string& name : Names(page)) seen.push_back(name);
+    cursor = page.next_cursor;
+    ASSERT_LT(++pages, 20);
+  } while (cursor);
+  EXPECT_THAT(seen, ElementsAre("rdd_5_0", "rdd_5_500000", "rdd_5_999999"));
+  EXPECT_GT(pages, 1);
+}
+
 TEST_F(ClusterSnapshotTest, DistributionSumsAnRddsBytesPerWorker) {
   std::vector<RddDistribution> spread = QueryRddDistribution(View(), 3);
   ASSERT_EQ(spread.size(), 2u);
