@@ -4,7 +4,8 @@
 # they cannot be installed; a failed install here is therefore reported but not fatal.
 set -uo pipefail
 
-packages=(chromium prometheus)
+# fonts-dejavu-core: the storage page screenshot needs a font to draw its text with.
+packages=(chromium fonts-dejavu-core prometheus)
 
 missing=()
 for p in "${packages[@]}"; do
