@@ -12,6 +12,7 @@
 
 #include "bench/child_process.h"
 #include "bench/raw_zmq.h"
+#include "bench/status_scraper.h"
 #include "bench/tasks.h"
 #include "bench/workloads.h"
 #include "common/allocator.h"
@@ -64,6 +65,8 @@ int main(int argc, char** argv) {
   std::string client_task;
   std::string serve_zmq;
   uint64_t serve_bytes = 64 << 20;
+  std::vector<std::string> scrape_urls;
+  double scrape_hz = 20;
   app.add_flag("--quick", quick,
                "A fast smoke run: short measurements, a 256 MiB big block, 1M master blocks");
   app.add_flag("--json", json, "Print the rows as a JSON list instead of a table");
@@ -79,6 +82,10 @@ int main(int argc, char** argv) {
   app.add_option("--client", client_task, "(internal) run one client task")->group("");
   app.add_option("--serve-zmq", serve_zmq, "(internal) serve the raw ZeroMQ peer")->group("");
   app.add_option("--serve-bytes", serve_bytes, "(internal) raw ZeroMQ peer's buffer")->group("");
+  app.add_option("--scrape", scrape_urls, "(internal) GET these URLs at --scrape-hz")
+      ->delimiter(',')
+      ->group("");
+  app.add_option("--scrape-hz", scrape_hz, "(internal) scrape rounds a second")->group("");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -87,6 +94,11 @@ int main(int argc, char** argv) {
   }
 
   if (!client_task.empty()) return RunClientMode(client_task);
+  if (!scrape_urls.empty()) {
+    bm::Status status = bm::bench::RunStatusScraper(scrape_urls, scrape_hz);
+    std::cerr << "bm-bench --scrape: " << status.ToString() << std::endl;
+    return 1;
+  }
   if (!serve_zmq.empty()) {
     bm::Status status = bm::bench::RunRawZmqServer(serve_zmq, serve_bytes);
     std::cerr << "bm-bench --serve-zmq: " << status.ToString() << std::endl;

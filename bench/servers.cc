@@ -65,6 +65,16 @@ Result<std::unique_ptr<BlockmgrCluster>> BlockmgrCluster::Start(const BenchEnv& 
     }
     master_keys = {"--key", keys + "/master.key_secret", "--allow", keys};
   }
+  // A taken HTTP port makes the server exit, and StartListening tries again with fresh ports.
+  std::string http_address;
+  auto with_http = [&](std::vector<std::string> args) {
+    if (options.http) {
+      http_address = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
+      args.push_back("--http");
+      args.push_back(http_address);
+    }
+    return args;
+  };
   ASSIGN_OR_RETURN(PeerServer master,
                    StartListening(
                        env.bin_dir + "/bm-master",
@@ -73,7 +83,7 @@ Result<std::unique_ptr<BlockmgrCluster>> BlockmgrCluster::Start(const BenchEnv& 
                              "--listen", Loopback(port), "--heartbeat-timeout",
                              std::to_string(options.heartbeat_timeout_s), "--log-level", "warn"};
                          args.insert(args.end(), master_keys.begin(), master_keys.end());
-                         return args;
+                         return with_http(std::move(args));
                        },
                        prefix + "-master.log"));
   std::unique_ptr<BlockmgrCluster> cluster(
@@ -82,6 +92,7 @@ Result<std::unique_ptr<BlockmgrCluster>> BlockmgrCluster::Start(const BenchEnv& 
     cluster->key_file_ = keys + "/admin.key_secret";
     cluster->master_key_file_ = keys + "/master.key";
   }
+  if (options.http) cluster->master_http_ = "http://" + http_address;
   for (int i = 1; i <= options.workers; ++i) {
     const std::string id = options.name + "-w" + std::to_string(i);
     const std::string disk_dir = prefix + "-disk-w" + std::to_string(i);
@@ -102,10 +113,11 @@ Result<std::unique_ptr<BlockmgrCluster>> BlockmgrCluster::Start(const BenchEnv& 
                                          {"--key", keys + "/" + id + ".key_secret", "--master-key",
                                           keys + "/master.key", "--allow", keys});
                            }
-                           return args;
+                           return with_http(std::move(args));
                          },
                          prefix + "-" + id + ".log"));
     cluster->workers_.push_back(std::move(worker.process));
+    if (options.http) cluster->worker_http_.push_back("http://" + http_address);
     cluster->worker_endpoints_.push_back(Loopback(worker.port));
   }
   // Ready when the master lists every worker.

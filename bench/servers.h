@@ -29,6 +29,7 @@ class BlockmgrCluster {
     // Run with CURVE keys (made in the work directory); clients then need key_file() and
     // master_key_file() (an admin key).
     bool keys = false;
+    bool http = false;  // --http on the master and every worker, on free loopback ports
   };
 
   static Result<std::unique_ptr<BlockmgrCluster>> Start(const BenchEnv& env, Options options);
@@ -40,6 +41,9 @@ class BlockmgrCluster {
   // Empty without keys.
   const std::string& key_file() const { return key_file_; }
   const std::string& master_key_file() const { return master_key_file_; }
+  // With Options::http: "http://127.0.0.1:PORT" of the master and of each worker.
+  const std::string& master_http() const { return master_http_; }
+  const std::vector<std::string>& worker_http() const { return worker_http_; }
 
  private:
   BlockmgrCluster(std::string master_endpoint, ChildProcess master)
@@ -51,6 +55,8 @@ class BlockmgrCluster {
   std::vector<std::string> worker_endpoints_;
   std::string key_file_;
   std::string master_key_file_;
+  std::string master_http_;
+  std::vector<std::string> worker_http_;
 };
 
 // A peer server listening on `port`.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <tuple>
 #include <iostream>
@@ -257,7 +258,7 @@ void MediumBlocks(Runner& runner, BlockmgrCluster& cluster) {
              "the caller's span into the frame it sends (as hiredis copies into its buffer)");
 }
 
-// 7: the cost of CURVE (encryption and authentication on every connection): the same 64 MiB and
+// 9: the cost of CURVE (encryption and authentication on every connection): the same 64 MiB and
 // 1 MiB transfers against a cluster with keys and one without, interleaved.
 void CurveBlocks(Runner& runner, BlockmgrCluster& plain) {
   Progress("9: 64 MiB and 1 MiB blocks with CURVE keys (blockmgr with and without keys)");
@@ -308,6 +309,57 @@ void CurveBlocks(Runner& runner, BlockmgrCluster& plain) {
                  runner.Figure(results[2], key, kGB, std::string("redis TLS ") + label), 1.0);
     }
   }
+}
+
+// 2''. The same 1 MiB gets on a cluster serving --http, alone and while a scraper GETs the
+// master's /metrics and storage page and the worker's /metrics 20 times a second: HTTP runs on
+// threads of its own and must not slow block traffic.
+void GetsWhileScraped(Runner& runner) {
+  const uint64_t size = 1u << 20;
+  const BenchEnv& env = runner.config().env;
+  Progress("2'': 1 MiB gets while the status pages are scraped 20 times a second");
+  Result<std::unique_ptr<BlockmgrCluster>> started = BlockmgrCluster::Start(
+      env, {.name = "scraped", .workers = 1, .worker_memory = "1GiB", .http = true});
+  if (!started.ok()) {
+    runner.Note("2'': blockmgr cluster with --http: " + started.status().message());
+    return;
+  }
+  BlockmgrCluster& cluster = **started;
+  const Json task{{"task", "bm_transfer"}, {"master", cluster.master_endpoint()},
+                  {"size", size}, {"ids", 64}, {"rdd", 6}, {"level", "MEMORY_ONLY"},
+                  {"min_ops", 20}};
+  const std::string scraper_log = env.work_dir + "/scraper.log";
+  std::vector<Result<Json>> results = Interleaved(
+      runner.config(),
+      {[&] { return runner.Client(task); },
+       [&]() -> Result<Json> {
+         const std::string urls = cluster.master_http() + "/metrics," + cluster.master_http() +
+                                  "/storage," + cluster.worker_http().at(0) + "/metrics";
+         std::filesystem::remove(scraper_log);
+         ASSIGN_OR_RETURN(ChildProcess scraper,
+                          ChildProcess::Start(env.bin_dir + "/bm-bench",
+                                              {"--scrape", urls, "--scrape-hz", "20"},
+                                              scraper_log));
+         auto scraping = [&] {
+           std::ifstream in(scraper_log);
+           std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+           return all.find("scraping") != std::string::npos;
+         };
+         if (!WaitUntil([&] { return !scraper.Running() || scraping(); }, std::chrono::seconds(10)) ||
+             !scraper.Running()) {
+           return UnavailableError("the scraper did not start; see " + scraper_log);
+         }
+         Result<Json> measured = runner.Client(task);
+         if (!scraper.Running()) return UnavailableError("the scraper failed; see " + scraper_log);
+         scraper.Stop();
+         return measured;
+       }});
+  runner.Add("2''. 1 MiB get, memory, status pages scraped 20/s", "GB/s",
+             runner.Figure(results[1], "get_bytes_per_s", kGB, "blockmgr 1 MiB, scraped"),
+             "same, not scraped",
+             runner.Figure(results[0], "get_bytes_per_s", kGB, "blockmgr 1 MiB, --http idle"),
+             0.95, Better::kHigher,
+             "a scraper GETs the master's /metrics and /storage and the worker's /metrics");
 }
 
 void SmallGets(Runner& runner, BlockmgrCluster& cluster) {
@@ -630,6 +682,7 @@ Report RunBenchmark(const BenchConfig& config) {
     } else {
       if (selected(1)) LargeBlocks(runner, **cluster, memcpy);
       if (selected(2)) MediumBlocks(runner, **cluster);
+      if (selected(2)) GetsWhileScraped(runner);
       if (selected(3)) SmallGets(runner, **cluster);
       if (selected(4)) DiskBlocks(runner, **cluster);
       if (selected(8)) PythonClient(runner, **cluster);

@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <memory>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -24,8 +26,10 @@
 #include "client/bmctl_args.h"
 #include "client/bmctl_output.h"
 #include "client/client.h"
+#include "client/progress_line.h"
 #include "common/allocator.h"
 #include "common/curve_keys.h"
+#include "common/clock.h"
 #include "common/storage_level.h"
 
 namespace bm {
@@ -120,7 +124,8 @@ Result<PutInput> OpenPutInput(const std::string& path) {
 
 // Writes the block to `path` through a temporary file in the same directory, renamed into
 // place only once every byte arrived, so a failed get leaves no partial file.
-Result<uint64_t> GetToFile(Client& client, const BlockId& id, const std::string& path) {
+Result<uint64_t> GetToFile(Client& client, const BlockId& id, const std::string& path,
+                           ProgressLine* progress) {
   namespace fs = std::filesystem;
   fs::path target(path);
   fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -130,8 +135,10 @@ Result<uint64_t> GetToFile(Client& client, const BlockId& id, const std::string&
   const mode_t umask_bits = ::umask(0);
   ::umask(umask_bits);
   ::fchmod(fd, 0666 & ~umask_bits);  // as a plainly created file would be, not mkstemp's 0600
-  Result<uint64_t> got =
-      client.GetTo(id, [&](std::span<const std::byte> bytes) { return WriteAll(fd, bytes, path); });
+  Result<uint64_t> got = client.GetTo(id, [&](std::span<const std::byte> bytes) {
+    if (progress) progress->Advance(bytes.size());
+    return WriteAll(fd, bytes, path);
+  });
   Status finished = got.ok() ? Status::Ok() : got.status();
   if (finished.ok() && ::fsync(fd) != 0) {
     finished = InternalError("writing " + path + " failed: " + ErrnoText());
@@ -147,6 +154,50 @@ Result<uint64_t> GetToFile(Client& client, const BlockId& id, const std::string&
     return finished;
   }
   return got;
+}
+
+// Writes block `id` to `output` (a file, created once complete) or to stdout, reporting the
+// bytes to `progress` if given.
+Status GetBlock(Client& client, const BlockId& id, const std::string& output,
+                ProgressLine* progress) {
+  if (!output.empty()) {
+    Result<uint64_t> got = GetToFile(client, id, output, progress);
+    return got.ok() ? Status::Ok() : got.status();
+  }
+  // Bytes reach stdout as they arrive; a read failing midway leaves a prefix there (the exit
+  // code says so).
+  Result<uint64_t> got = client.GetTo(id, [progress](std::span<const std::byte> bytes) {
+    if (progress) progress->Advance(bytes.size());
+    return WriteAll(STDOUT_FILENO, bytes, "stdout");
+  });
+  return got.ok() ? Status::Ok() : got.status();
+}
+
+// `bmctl workers --watch`: the worker list redrawn every second (JSON documents one after
+// another with --json) until interrupted.
+int WatchWorkers(Client& client, bool json) {
+  const bool terminal = ::isatty(STDOUT_FILENO) == 1;
+  while (true) {
+    Result<std::vector<WorkerInfo>> list = client.Workers();
+    std::string text;
+    if (json) {
+      text = list.ok() ? WorkersToJson(*list).dump() + "\n"
+                       : nlohmann::json{{"error", list.status().ToString()}}.dump() + "\n";
+    } else {
+      const std::time_t now = std::time(nullptr);
+      char when[32];
+      std::strftime(when, sizeof(when), "%H:%M:%S", std::localtime(&now));
+      text = std::string("Every 1 s: bmctl workers  (") + when + ")\n\n" +
+             (list.ok() ? WorkersTable(*list) : "bmctl: " + list.status().ToString() + "\n");
+      // Home the cursor and clear the screen, as watch(1) does.
+      if (terminal) text = "\x1b[H\x1b[2J" + text;
+    }
+    std::cout << text;
+    std::cout.flush();
+    if (!std::cout) return Fail(InternalError("writing to stdout failed"));
+    // A display refresh, not a wait for some condition.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
 }
 
 // Starts the drain, then follows it until the master no longer lists the worker.
@@ -188,7 +239,16 @@ struct PutArgs {
   uint32_t replication = 0;  // 0: as the level says
 };
 
-int RunPut(Client& client, const PutArgs& args, const BlockId& id, StorageLevel level, bool json) {
+// The progress line of a transfer of `total` bytes on stderr, when it should be shown.
+std::unique_ptr<ProgressLine> MaybeProgress(ProgressMode mode, const std::string& label,
+                                            uint64_t total, const Clock& clock) {
+  if (!ShouldShowProgress(mode, total, ::isatty(STDERR_FILENO) == 1)) return nullptr;
+  return std::make_unique<ProgressLine>(std::cerr, label, total, clock);
+}
+
+int RunPut(Client& client, const PutArgs& args, const BlockId& id, StorageLevel level, bool json,
+           ProgressMode progress_mode) {
+  SteadyClock clock;
   PutOptions options;
   if (!args.worker.empty()) options.worker_id = args.worker;
   options.replication = args.replication;
@@ -202,7 +262,14 @@ int RunPut(Client& client, const PutArgs& args, const BlockId& id, StorageLevel 
     if (input.regular) {
       std::ifstream in(args.file, std::ios::binary);
       if (!in) return InternalError("cannot open " + args.file + ": " + ErrnoText());
-      return client.PutStream(id, in, input.size, level, options);
+      std::unique_ptr<ProgressLine> progress =
+          MaybeProgress(progress_mode, "put " + id.ToString(), input.size, clock);
+      if (!progress) return client.PutStream(id, in, input.size, level, options);
+      ProgressStreamBuf counted_buffer(*in.rdbuf(), *progress);
+      std::istream counted(&counted_buffer);
+      Result<PutResult> put = client.PutStream(id, counted, input.size, level, options);
+      progress->Finish();
+      return put;
     }
     ASSIGN_OR_RETURN(data, ReadAll(input.fd->get(), args.file));
     return client.Put(id, data, level, options);
@@ -232,7 +299,15 @@ int Main(int argc, char** argv) {
   bool json = false;
   std::string timeout = "5";
   // Required by every command but keygen (checked after parsing).
-  app.add_option("--master", master, "the master's address, tcp://HOST:PORT");
+  app.add_option("--master", master,
+                 "the master's address, tcp://HOST:PORT (default: $BLOCKMGR_MASTER)")
+      ->envname("BLOCKMGR_MASTER");
+  bool progress_on = false;
+  bool progress_off = false;
+  app.add_flag("--progress", progress_on,
+               "show a progress line on stderr for put and get (default: for transfers of 64 MiB "
+               "or more when stderr is a terminal)");
+  app.add_flag("--no-progress", progress_off, "never show a progress line");
   std::string key_file;
   std::string master_key_file;
   app.add_option("--key", key_file,
@@ -244,6 +319,8 @@ int Main(int argc, char** argv) {
   app.add_option("--timeout", timeout, "seconds to wait for each reply (default 5)");
 
   CLI::App* workers = app.add_subcommand("workers", "live workers, memory and disk use");
+  bool watch_workers = false;
+  workers->add_flag("--watch", watch_workers, "redraw the list every second until interrupted");
 
   const std::string levels_note = "The _2 levels store two copies on distinct workers.";
   PutArgs put_args;
@@ -384,30 +461,39 @@ int Main(int argc, char** argv) {
       valid = parsed.status();
   }
   if (!valid.ok()) return UsageError(valid.message());
+  if (progress_on && progress_off) return UsageError("--progress and --no-progress contradict");
+  const ProgressMode progress_mode =
+      progress_on ? ProgressMode::kOn : (progress_off ? ProgressMode::kOff : ProgressMode::kAuto);
 
   ClientOptions client_options{master, *request_timeout};
   client_options.key_file = key_file;
   client_options.master_key_file = master_key_file;
   Client client(client_options);
 
-  if (workers->parsed()) {
+  if (workers->parsed() && watch_workers) {
+    return WatchWorkers(client, json);
+  } else if (workers->parsed()) {
     Result<std::vector<WorkerInfo>> list = client.Workers();
     if (!list.ok()) return Fail(list.status());
     std::cout << (json ? WorkersToJson(*list).dump(2) + "\n" : WorkersTable(*list));
   } else if (put->parsed()) {
-    return RunPut(client, put_args, ids[0], level, json);
+    return RunPut(client, put_args, ids[0], level, json, progress_mode);
   } else if (get->parsed()) {
-    if (!get_output.empty()) {
-      Result<uint64_t> got = GetToFile(client, ids[0], get_output);
-      if (!got.ok()) return Fail(got.status());
-    } else {
-      // Bytes reach stdout as they arrive; a read failing midway leaves a prefix there (the
-      // exit code says so).
-      Result<uint64_t> got = client.GetTo(ids[0], [](std::span<const std::byte> bytes) {
-        return WriteAll(STDOUT_FILENO, bytes, "stdout");
-      });
-      if (!got.ok()) return Fail(got.status());
+    SteadyClock clock;
+    std::unique_ptr<ProgressLine> progress;
+    // The size is looked up only when a progress line may be drawn.
+    if (progress_mode == ProgressMode::kOn ||
+        (progress_mode == ProgressMode::kAuto && ::isatty(STDERR_FILENO) == 1)) {
+      Result<std::vector<BlockLocations>> found = client.Locations({ids[0]});
+      uint64_t size = 0;
+      if (found.ok() && !found->empty() && !found->front().locations.empty()) {
+        size = found->front().locations.front().size;
+      }
+      progress = MaybeProgress(progress_mode, "get " + ids[0].ToString(), size, clock);
     }
+    Status got_all = GetBlock(client, ids[0], get_output, progress.get());
+    if (progress) progress->Finish();
+    if (!got_all.ok()) return Fail(got_all);
   } else if (locations->parsed()) {
     Result<std::vector<BlockLocations>> found = client.Locations(ids);
     if (!found.ok()) return Fail(found.status());

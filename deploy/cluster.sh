@@ -3,11 +3,14 @@
 # port, memory budget and disk directory. Logs, pid files and disk dirs live in one run folder.
 #
 #   deploy/cluster.sh start [--workers N] [--memory SIZE] [--disk-limit SIZE] [--port P]
-#                           [--heartbeat-timeout S] [--run-dir DIR] [--bin DIR] [--insecure]
+#                           [--heartbeat-timeout S] [--http-port H] [--run-dir DIR] [--bin DIR]
+#                           [--insecure]
 #   deploy/cluster.sh status [--run-dir DIR]
 #   deploy/cluster.sh stop   [--run-dir DIR]
 #
 # The master listens on 127.0.0.1:P (default 7700), worker i on 127.0.0.1:P+i.
+# With --http-port H the master serves its web pages, REST and /metrics on 127.0.0.1:H and
+# worker i its /metrics on 127.0.0.1:H+i.
 # `start` prints the master address and writes it to RUN_DIR/master.addr. The cluster runs with
 # CURVE keys made in RUN_DIR/keys (kept across restarts); `. RUN_DIR/env` sets BLOCKMGR_KEY and
 # BLOCKMGR_MASTER_KEY so bmctl uses the admin key. --insecure runs without keys.
@@ -22,11 +25,12 @@ memory=256MiB
 disk_limit=""
 port=7700
 hb_timeout=10
+http_port=""
 run_dir="$root/run"
 bin="${BM_BIN:-$root/build/bin}"
 insecure=0
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -35,6 +39,7 @@ while [ $# -gt 0 ]; do
     --disk-limit) disk_limit="$2"; shift 2 ;;
     --port) port="$2"; shift 2 ;;
     --heartbeat-timeout) hb_timeout="$2"; shift 2 ;;
+    --http-port) http_port="$2"; shift 2 ;;
     --run-dir) run_dir="$2"; shift 2 ;;
     --bin) bin="$2"; shift 2 ;;
     --insecure) insecure=1; shift ;;
@@ -87,8 +92,9 @@ case "$cmd" in
       : >"$run_dir/env"
       unset BLOCKMGR_KEY BLOCKMGR_MASTER_KEY
     fi
-    "$bin/bm-master" --listen "$master" --heartbeat-timeout "$hb_timeout" "${master_security[@]}" \
-      >"$run_dir/master.log" 2>&1 &
+    master_args=(--listen "$master" --heartbeat-timeout "$hb_timeout" "${master_security[@]}")
+    [ -n "$http_port" ] && master_args+=(--http "127.0.0.1:$http_port")
+    "$bin/bm-master" "${master_args[@]}" >"$run_dir/master.log" 2>&1 &
     echo $! >"$run_dir/master.pid"
     echo "$master" >"$run_dir/master.addr"
     for i in $(seq 1 "$workers"); do
@@ -97,6 +103,7 @@ case "$cmd" in
       [ -n "$disk_limit" ] && args+=(--disk-limit "$disk_limit")
       [ $insecure = 0 ] && args+=(--key "$keys/w$i.key_secret" --master-key "$keys/master.key"
                                   --allow "$keys")
+      [ -n "$http_port" ] && args+=(--http "127.0.0.1:$((http_port + i))")
       "$bin/bm-worker" "${args[@]}" >"$run_dir/worker-w$i.log" 2>&1 &
       echo $! >"$run_dir/worker-w$i.pid"
     done
@@ -123,6 +130,7 @@ case "$cmd" in
     else
       echo "cluster: master $master with $workers worker(s), no keys; logs in $run_dir"
     fi
+    [ -n "$http_port" ] && echo "cluster: status pages at http://127.0.0.1:$http_port/"
     ;;
   status)
     [ -f "$run_dir/env" ] && . "$run_dir/env"

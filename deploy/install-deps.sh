@@ -12,6 +12,7 @@ packages=(
   libbenchmark-dev libhiredis-dev libmemcached-dev
   pybind11-dev python3-dev python3-numpy python3-distributed python3-pytest
   yamllint dpkg-dev file iproute2
+  libcpp-httplib-dev
 )
 
 missing=()

@@ -369,6 +369,17 @@ std::vector<BlockId> BlockIndex::RddBlockIds(uint64_t rdd_id) const {
   return out;
 }
 
+std::vector<uint64_t> BlockIndex::RddIds() const {
+  std::vector<uint64_t> out;
+  out.reserve(rdds_.size());
+  rdds_.ForEach([&](uint64_t rdd_id, const PartitionMap&) { out.push_back(rdd_id); });
+  return out;
+}
+
+void BlockIndex::ForEachNonRdd(const std::function<void(const BlockInfo&)>& visit) const {
+  for (const auto& [id, entry] : others_) visit(MakeInfo(id, entry));
+}
+
 std::vector<RddSummary> BlockIndex::RddSummaries() const {
   // TODO(perf): computed by a scan of every RDD block; keep running totals if this gets hot.
   std::vector<RddSummary> out;

@@ -144,6 +144,10 @@ class BlockIndex {
   std::vector<BlockId> RddBlockIds(uint64_t rdd_id) const;
   // One summary per RDD with at least one cached block, sorted by RDD id.
   std::vector<RddSummary> RddSummaries() const;
+  // Ids of the RDDs with cached blocks, in no particular order (one visit per RDD, not block).
+  std::vector<uint64_t> RddIds() const;
+  // Visits the blocks that are not RDD blocks (broadcast, shuffle), in no particular order.
+  void ForEachNonRdd(const std::function<void(const BlockInfo&)>& visit) const;
   // For each worker holding any of `ids`, the ids it holds, in the order given. Ids not tracked
   // are skipped.
   std::map<std::string, std::vector<BlockId>> Holders(std::span<const BlockId> ids) const;

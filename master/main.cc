@@ -9,11 +9,14 @@
 
 #include "common/allocator.h"
 #include "common/clock.h"
+#include "common/http_server.h"
 #include "common/shutdown_signals.h"
 #include "common/logging.h"
 #include "common/node_security.h"
 #include "common/server_config.h"
 #include "master/master_server.h"
+#include "master/status_routes.h"
+#include "master/status_service.h"
 
 int main(int argc, char** argv) {
   bm::TuneAllocatorForBlockBuffers();
@@ -22,6 +25,7 @@ int main(int argc, char** argv) {
   double heartbeat_timeout_s = 10;
   std::string log_level = "info";
   std::string state_dir;
+  std::string http;
   app.add_option("--listen", listen, "Address to serve on, e.g. tcp://0.0.0.0:7077")->required();
   app.add_option("--heartbeat-timeout", heartbeat_timeout_s,
                  "Seconds without a heartbeat before a worker is dropped (fractions allowed)")
@@ -50,6 +54,9 @@ int main(int argc, char** argv) {
   app.add_flag("--insecure", insecure,
                "Serve without keys on a non-loopback address (plaintext, anyone who can reach "
                "the port is trusted)");
+  app.add_option("--http", http,
+                 "Serve status pages, the REST API (/api/v1), /metrics, /healthz and /readyz on "
+                 "HOST:PORT, e.g. 0.0.0.0:8080 (port 0: any free port). Default: off");
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
@@ -86,7 +93,26 @@ int main(int argc, char** argv) {
     shutdown_signals.CallOnReload([zap = secure.zap.get()] { zap->RequestReload(); });
   }
   bm::SteadyClock clock;
+  // HTTP first, so that /healthz answers (and /readyz says "not yet") while a large journal
+  // loads.
+  std::unique_ptr<bm::MasterStatusService> status;
+  bm::HttpServer http_server;
+  if (!http.empty()) {
+    bm::Result<std::unique_ptr<bm::MasterStatusService>> created = bm::MasterStatusService::Create();
+    if (!created.ok()) {
+      std::fprintf(stderr, "bm-master: %s\n", created.status().message().c_str());
+      return 1;
+    }
+    status = std::move(created).value();
+    bm::AddMasterStatusRoutes(http_server, *status);
+    if (bm::Status started = http_server.Start(http); !started.ok()) {
+      std::fprintf(stderr, "bm-master: --http: %s\n", started.message().c_str());
+      return started.code() == bm::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    spdlog::info("http on {} (port {})", http, http_server.port());
+  }
   bm::MasterOptions options;
+  options.status_hook = status.get();
   options.listen = listen;
   options.state_dir = state_dir;
   options.keys = secure.keys;
@@ -106,6 +132,7 @@ int main(int argc, char** argv) {
   shutdown_signals.CallOnSignal([&] { server.value()->Stop(); });
   server.value()->Run();  // returns after Stop()
   shutdown_signals.StopWaiting();
+  http_server.Stop();  // before the loop's state goes: handlers may be waiting on it
   server.value().reset();
   secure.zap.reset();  // after the sockets it authenticates, before the context
   spdlog::info("stopped");

@@ -23,6 +23,7 @@
 #include "master/compute_leases.h"
 #include "master/replication_planner.h"
 #include "master/journal.h"
+#include "master/master_status.h"
 #include "master/worker_registry.h"
 
 namespace bm {
@@ -124,6 +125,43 @@ kj::Array<capnp::word> ZeroedWords(size_t count) {
   return words;
 }
 
+MasterOp OpOf(proto::Request::Which which) {
+  switch (which) {
+    case proto::Request::REGISTER_WORKER:
+      return MasterOp::kRegisterWorker;
+    case proto::Request::HEARTBEAT:
+      return MasterOp::kHeartbeat;
+    case proto::Request::REPORT_BLOCKS:
+      return MasterOp::kReportBlocks;
+    case proto::Request::GET_LOCATIONS:
+      return MasterOp::kGetLocations;
+    case proto::Request::LIST_WORKERS:
+      return MasterOp::kListWorkers;
+    case proto::Request::LIST_BLOCKS:
+      return MasterOp::kListBlocks;
+    case proto::Request::LIST_RDDS:
+      return MasterOp::kListRdds;
+    case proto::Request::REMOVE_BLOCKS:
+      return MasterOp::kRemoveBlocks;
+    case proto::Request::REMOVE_RDD:
+      return MasterOp::kRemoveRdd;
+    case proto::Request::REGISTER_RDD:
+      return MasterOp::kRegisterRdd;
+    case proto::Request::ACQUIRE_COMPUTE:
+      return MasterOp::kAcquireCompute;
+    case proto::Request::RENEW_COMPUTE:
+      return MasterOp::kRenewCompute;
+    case proto::Request::RELEASE_COMPUTE:
+      return MasterOp::kReleaseCompute;
+    case proto::Request::DECOMMISSION_WORKER:
+      return MasterOp::kDecommission;
+    case proto::Request::PING:
+      return MasterOp::kPing;
+    default:
+      return MasterOp::kOther;
+  }
+}
+
 uint64_t ToMillis(Duration d) {
   return static_cast<uint64_t>(
       std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(d).count()));
@@ -171,12 +209,6 @@ class MasterServer::Loop {
     zmq::message_t client;
     uint64_t request_id = 0;
   };
-  // What a dataset registered about an RDD.
-  struct RddDescription {
-    std::string name;
-    StorageLevel level;
-    uint64_t total_partitions;
-  };
 
   // One removeBlocks sent to a worker for a PendingRemove.
   struct WorkerRequest {
@@ -187,6 +219,8 @@ class MasterServer::Loop {
   };
 
   std::chrono::milliseconds NextTimeout() const;
+  // Lets the status hook (if any) run its queries against the loop's state.
+  void ServeStatus();
   void DrainControl();
   void DrainWorker(const std::string& worker_id, zmq::socket_t& socket);
   void DrainClients();
@@ -286,7 +320,7 @@ class MasterServer::Loop {
   std::map<uint64_t, RddDescription> rdd_descriptions_;
   // Follows registry_, index_ and rdd_descriptions_ on disk; null without --state-dir.
   std::unique_ptr<MasterJournal> journal_;
-  uint64_t journal_failures_ = 0;
+  MasterCounters counters_;  // for status pages and metrics
   TimePoint next_heartbeat_check_{};
   ComputeLeases leases_{clock_};
   std::unordered_map<uint64_t, ParkedAcquire> parked_;  // by waiter id
@@ -374,6 +408,7 @@ void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
     workers.clear();
     fds.push_back({router_.get(zmq::sockopt::fd), POLLIN, 0});
     fds.push_back({control_.get(zmq::sockopt::fd), POLLIN, 0});
+    if (options_.status_hook) fds.push_back({options_.status_hook->wake_fd(), POLLIN, 0});
     for (auto& [id, socket] : links_) {
       fds.push_back({socket.get(zmq::sockopt::fd), POLLIN, 0});
       workers.emplace_back(&id, &socket);
@@ -386,9 +421,12 @@ void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
       continue;
     }
     if (fds[1].revents != 0) DrainControl();
+    const size_t first_worker_fd = options_.status_hook ? 3 : 2;
+    if (first_worker_fd == 3 && fds[2].revents != 0) ServeStatus();
     // Worker replies first: handling them never adds or drops links, so `workers` stays valid.
     for (size_t i = 0; i < workers.size(); ++i) {
-      if (fds[i + 2].revents != 0 || unsettled_links_.contains(*workers[i].first)) {
+      if (fds[i + first_worker_fd].revents != 0 ||
+          unsettled_links_.contains(*workers[i].first)) {
         DrainWorker(*workers[i].first, *workers[i].second);
       }
     }
@@ -410,6 +448,20 @@ std::chrono::milliseconds MasterServer::Loop::NextTimeout() const {
   }
   const Duration left = std::max<Duration>(wake - clock_.Now(), Duration::zero());
   return std::chrono::ceil<std::chrono::milliseconds>(left);
+}
+
+void MasterServer::Loop::ServeStatus() {
+  options_.status_hook->Serve(MasterView{
+      .index = index_,
+      .registry = registry_,
+      .rdds = rdd_descriptions_,
+      .counters = counters_,
+      .under_replicated = replication_.under_replicated(),
+      .copies_in_flight = replication_.in_flight(),
+      .leases_held = leases_.lease_count(),
+      .journaled = journal_ != nullptr,
+      .now = clock_.Now(),
+  });
 }
 
 void MasterServer::Loop::DrainControl() {
@@ -459,14 +511,18 @@ void MasterServer::Loop::HandleClientMessage() {
   const zmq::message_t& client = *message.routing_id();
   uint64_t request_id = 0;
   bool deferred = false;
+  MasterOp op = MasterOp::kOther;
+  const TimePoint start = clock_.Now();
   // The builder zeroes what it used of the scratch segment again when it is destroyed.
   capnp::MallocMessageBuilder reply_message(reply_segment_.asPtr());
   proto::Reply::Builder reply = reply_message.initRoot<proto::Reply>();
   Status status = ReadGuarded([&]() -> Status {
     proto::Request::Reader request = message.request();
     request_id = request.getId();
+    op = OpOf(request.which());
     return Dispatch(request, client, message.peer(), reply, &deferred);
   });
+  counters_.RecordRequest(op, status.ok(), clock_.Now() - start);
   if (!status.ok()) {
     SendError(client, request_id, status);
     return;
@@ -607,6 +663,8 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
   for (const BlockChange& change : recorded) recorded_ids.push_back(change.id);
   TrimExtraCopies(recorded_ids);
   BlocksLost(id, request.getLostBlocks());
+  ++counters_.workers_registered;
+  counters_.RecordWorkerEvent(id, known ? "re-registered" : "registered");
   spdlog::info("worker {} {} at {} holding {} blocks ({} workers, {} blocks known)", id,
                known ? "re-registered" : "registered", address, recorded.size(),
                registry_.size(), index_.block_count());
@@ -996,11 +1054,13 @@ Status MasterServer::Loop::HandleAcquireCompute(proto::AcquireCompute::Reader re
       .wait_until = clock_.Now() + std::chrono::milliseconds(wait_ms),
       .waiter = waiter});
   if (token) {
+    ++counters_.lease_grants;
     spdlog::debug("{} computes {}", holder, id.ToString());
     reply.initCompute().setGranted(*token);
     return Status::Ok();
   }
   // Queued behind the holder: answered by BlocksStored, a release, or ExpireLeases.
+  ++counters_.lease_waits;
   *deferred = true;
   parked_.emplace(waiter, ParkedAcquire{zmq::message_t(client.data(), client.size()), request_id});
   return Status::Ok();
@@ -1039,6 +1099,7 @@ void MasterServer::Loop::AnswerWaiters(std::vector<ComputeLeases::Answer> answer
     proto::ComputeReply::Builder compute = reply.initCompute();
     switch (answer.kind) {
       case ComputeLeases::Answer::Kind::kGranted:
+        ++counters_.lease_grants;
         spdlog::info("{} computes {} (the lease was handed over)", answer.holder,
                      answer.block.ToString());
         compute.setGranted(answer.token);
@@ -1102,10 +1163,11 @@ size_t MasterServer::Loop::DropWorker(const std::string& worker_id) {
 }
 
 void MasterServer::Loop::Journaled(const Status& written) {
+  ++counters_.journal_writes;
   if (written.ok()) return;
-  ++journal_failures_;
+  ++counters_.journal_failures;
   spdlog::error("{} ({} journal write failures so far; serving from memory)", written.ToString(),
-                journal_failures_);
+                counters_.journal_failures);
 }
 
 size_t MasterServer::Loop::ForgetWorker(const std::string& worker_id) {
@@ -1253,7 +1315,11 @@ void MasterServer::Loop::CheckHeartbeats() {
   if (now < next_heartbeat_check_) return;
   next_heartbeat_check_ = now + check_interval_;
   for (const std::string& id : registry_.Expired(options_.heartbeat_timeout)) {
+    const size_t blocks_before = index_.block_count();
     const size_t locations = DropWorker(id);
+    ++counters_.workers_dropped;
+    counters_.blocks_lost += blocks_before - index_.block_count();
+    counters_.RecordWorkerEvent(id, "dropped (no heartbeat)");
     spdlog::warn("dropped worker {}: no heartbeat for over {} ms; {} block locations lost", id,
                  ToMillis(options_.heartbeat_timeout), locations);
   }
@@ -1294,6 +1360,7 @@ void MasterServer::Loop::MaintainReplication() {
     spdlog::info("copying {} from {} to {} more worker(s)", command.block.ToString(),
                  command.source, command.targets.size());
     copy_requests_.emplace(request_id, CopyRequest{command.source, command.block});
+    ++counters_.copies_started;
     SendToWorker(command.source, message);
   }
   if (replication_.under_replicated() != last_reported_short_) {
@@ -1306,6 +1373,7 @@ void MasterServer::Loop::MaintainReplication() {
     message.initRoot<proto::Request>().setShutdown();
     SendToWorker(id, message);
     const size_t locations = DropWorker(id);
+    counters_.RecordWorkerEvent(id, "decommissioned");
     spdlog::info("decommissioned worker {}: every one of its {} blocks has its copies elsewhere",
                  id, locations);
   }

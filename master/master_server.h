@@ -12,6 +12,8 @@
 
 namespace bm {
 
+class MasterStatusHook;
+
 struct MasterOptions {
   // Where clients and workers reach the master, e.g. "tcp://0.0.0.0:7077". A "*" port
   // ("tcp://127.0.0.1:*") binds a free one; endpoint() then tells which.
@@ -28,6 +30,9 @@ struct MasterOptions {
   // CURVE (README "Security"): the master's keypair. Empty: plaintext. The ZAP handler that
   // decides which keys get in is started by the caller, on the same context, before Create().
   CurveKeys keys{};
+  // Borrowed, may be null: an observer (the HTTP status service) whose queries the loop answers
+  // on its own thread. Must outlive Run().
+  MasterStatusHook* status_hook = nullptr;
 };
 
 // bm-master: serves the master requests of schema/PROTOCOL.md on a ROUTER socket and keeps the

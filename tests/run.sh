@@ -3,6 +3,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/deploy/install-deps.sh"
+"$root/deploy/install-test-deps.sh"
 "$root/deploy/build.sh" "$@"
 cd "${BUILD_DIR:-$root/build}"
 status=0

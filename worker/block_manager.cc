@@ -256,6 +256,10 @@ void BlockManager::CollectLost(bool report_removed) {
   }
 }
 
+size_t BlockManager::memory_block_count() const { return memory_->block_count(); }
+
+size_t BlockManager::disk_block_count() const { return disk_->block_count(); }
+
 std::vector<BlockStatusChange> BlockManager::TakeChanges() { return std::exchange(changes_, {}); }
 
 void BlockManager::RecordStored(const BlockStatus& status, bool fresh) {
@@ -268,9 +272,11 @@ void BlockManager::HandleEvicted(std::vector<MemoryBlock> evicted) {
   for (MemoryBlock& block : evicted) {
     const BlockStatus was{block.id, block.level, Tier::kMemory, block.data.size, block.version};
     RecordRemoved(was);
+    ++evictions_;
     if (!UsesDisk(block.level)) continue;
     Status s = disk_->Write(block.id, block.level, block.data, block.version);
     if (s.ok()) {
+      ++spills_;
       RecordStored(BlockStatus{block.id, block.level, Tier::kDisk, block.data.size, block.version},
                    /*fresh=*/false);
     } else {

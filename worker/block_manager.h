@@ -79,6 +79,11 @@ class BlockManager {
 
   std::vector<BlockStatus> List() const;
   WorkerStats Stats() const;
+  // For metrics: blocks per tier, and blocks evicted from memory (spilled to disk or dropped).
+  size_t memory_block_count() const;
+  size_t disk_block_count() const;
+  uint64_t evictions() const { return evictions_; }
+  uint64_t spills() const { return spills_; }
 
   // Off the hot path (every second or so): lets the disk store recover from a storage error
   // and give back removed blocks' space; blocks it finds lost become removals in TakeChanges()
@@ -113,6 +118,8 @@ class BlockManager {
   uint64_t next_generation_ = 1;
   std::vector<BlockStatusChange> changes_;
   std::vector<BlockId> lost_;
+  uint64_t evictions_ = 0;
+  uint64_t spills_ = 0;
 };
 
 }  // namespace bm

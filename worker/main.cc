@@ -10,6 +10,7 @@
 #include "common/byte_size.h"
 #include "common/allocator.h"
 #include "common/clock.h"
+#include "common/http_server.h"
 #include "common/shutdown_signals.h"
 #include "common/logging.h"
 #include "common/node_security.h"
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   std::string host_label;
   std::string rack_label;
   std::string log_level = "info";
+  std::string http;
   app.add_option("--master", master, "The master's address, e.g. tcp://10.0.0.1:7077")->required();
   app.add_option("--listen", listen, "Address to serve on, e.g. tcp://0.0.0.0:7078")->required();
   app.add_option("--memory", memory_text, "Memory for blocks, e.g. 512MiB or 4GiB")->required();
@@ -79,6 +81,9 @@ int main(int argc, char** argv) {
   app.add_flag("--insecure", insecure,
                "Serve without keys on a non-loopback address (plaintext, anyone who can reach "
                "the port is trusted)");
+  app.add_option("--http", http,
+                 "Serve /metrics, /healthz and /readyz on HOST:PORT, e.g. 0.0.0.0:9100 (port 0: "
+                 "any free port). Default: off");
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
@@ -154,9 +159,26 @@ int main(int argc, char** argv) {
     shutdown_signals.CallOnReload([zap = secure.zap.get()] { zap->RequestReload(); });
   }
   bm::SteadyClock clock;
+  std::unique_ptr<bm::WorkerStatusService> status;
+  bm::HttpServer http_server;
+  if (!http.empty()) {
+    bm::Result<std::unique_ptr<bm::WorkerStatusService>> service = bm::WorkerStatusService::Create();
+    if (!service.ok()) {
+      std::fprintf(stderr, "bm-worker: %s\n", service.status().message().c_str());
+      return kStartError;
+    }
+    status = std::move(service).value();
+    bm::AddWorkerStatusRoutes(http_server, *status);
+    if (bm::Status started = http_server.Start(http); !started.ok()) {
+      std::fprintf(stderr, "bm-worker: --http: %s\n", started.message().c_str());
+      return started.code() == bm::StatusCode::kInvalidArgument ? kUsageError : kStartError;
+    }
+    spdlog::info("http on {} (port {})", http, http_server.port());
+  }
   bm::WorkerServerOptions options;
   options.key_file = key_file;
   options.master_key_file = master_key_file;
+  options.status_hook = status.get();
   options.listen_address = listen;
   options.advertise_address = advertise;
   options.worker_id = id;
@@ -181,6 +203,7 @@ int main(int argc, char** argv) {
   shutdown_signals.CallOnSignal([&] { server->Stop(); });
   server->Run();  // returns after Stop(), or if the loop fails
   shutdown_signals.StopWaiting();
+  http_server.Stop();  // before the loop's state goes: handlers may be waiting on it
   server.reset();  // closes the sockets and the disk store (RocksDB) before the context goes
   secure.zap.reset();
   spdlog::info("stopped");

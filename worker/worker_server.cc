@@ -42,6 +42,31 @@ bool IsClientFault(StatusCode code) {
          code == StatusCode::kPermissionDenied;
 }
 
+WorkerOp OpOf(proto::Request::Which which) {
+  switch (which) {
+    case proto::Request::PUT_BLOCK:
+      return WorkerOp::kPut;
+    case proto::Request::GET_BLOCK:
+      return WorkerOp::kGet;
+    case proto::Request::GET_BLOCKS:
+      return WorkerOp::kGetMany;
+    case proto::Request::CONTAINS_BLOCK:
+      return WorkerOp::kContains;
+    case proto::Request::REMOVE_BLOCKS:
+      return WorkerOp::kRemove;
+    case proto::Request::REPLICATE_BLOCK:
+      return WorkerOp::kReplicate;
+    case proto::Request::DECOMMISSION:
+      return WorkerOp::kDecommission;
+    case proto::Request::SHUTDOWN:
+      return WorkerOp::kShutdown;
+    case proto::Request::PING:
+      return WorkerOp::kPing;
+    default:
+      return WorkerOp::kOther;
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<WorkerServer>> WorkerServer::Create(zmq::context_t& context,
@@ -171,11 +196,13 @@ void WorkerServer::Run() {
         {router_->get(zmq::sockopt::fd), POLLIN, 0},
         {link_->socket().get(zmq::sockopt::fd), POLLIN, 0},
         {wake_fd_, POLLIN, 0},
+        // poll ignores a negative fd: no hook, no status queries.
+        {options_.status_hook ? options_.status_hook->wake_fd() : -1, POLLIN, 0},
     };
     const bool unsettled = router_unsettled_ || link_->unsettled();
     const int timeout =
         unsettled ? 0 : static_cast<int>(PollTimeout(clock_.Now()).count());
-    if (::poll(fds, 3, timeout) < 0) {
+    if (::poll(fds, 4, timeout) < 0) {
       if (errno == EINTR) continue;
       spdlog::error("poll failed: {}; stopping", std::strerror(errno));
       break;
@@ -190,6 +217,16 @@ void WorkerServer::Run() {
     if (fds[1].revents != 0 || link_->unsettled()) link_->OnReadable();
     AnswerFinishedReplications();
     ReleaseDeferredPuts(clock_.Now());
+    if (fds[3].revents != 0) {
+      options_.status_hook->Serve(WorkerView{
+          .worker_id = worker_id_,
+          .blocks = *blocks_,
+          .counters = counters_,
+          .registered = link_->registered(),
+          .decommissioning = decommissioning_,
+          .uploads_in_progress = uploads_.size(),
+      });
+    }
   }
   // Copies in flight are abandoned: the master retries them elsewhere.
   replicator_.reset();
@@ -236,14 +273,17 @@ void WorkerServer::HandleClientMessage() {
   }
   IncomingMessage& message = received.value();
   uint64_t id = 0;
+  WorkerOp op = WorkerOp::kOther;
+  const TimePoint start = clock_.Now();
   Status status;
   try {
-    status = Dispatch(message, &id);
+    status = Dispatch(message, &id, &op);
   } catch (const kj::Exception& e) {
     status = InvalidArgumentError(std::string("malformed message: ") + e.getDescription().cStr());
   } catch (const std::exception& e) {
     status = InternalError(std::string("unexpected failure: ") + e.what());
   }
+  counters_.RecordRequest(op, status, clock_.Now() - start);
   if (status.ok()) return;
   if (IsClientFault(status.code()) || status.code() == StatusCode::kInternal) {
     spdlog::warn("request {} failed: {}", id, status.ToString());
@@ -253,7 +293,7 @@ void WorkerServer::HandleClientMessage() {
   SendError(*message.routing_id(), id, status);
 }
 
-Status WorkerServer::Dispatch(IncomingMessage& message, uint64_t* id) {
+Status WorkerServer::Dispatch(IncomingMessage& message, uint64_t* id, WorkerOp* op) {
   proto::Request::Which which{};
   RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::Request::Reader request = message.request();
@@ -261,6 +301,7 @@ Status WorkerServer::Dispatch(IncomingMessage& message, uint64_t* id) {
     which = request.which();
     return Status::Ok();
   }));
+  *op = OpOf(which);
   RETURN_IF_ERROR(AuthorizeWorkerRequest(keys_.enabled(), message.peer(), which));
   switch (which) {
     case proto::Request::PUT_BLOCK:
@@ -390,6 +431,7 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
   }
   upload->next_offset += bytes;
   upload->last_activity = now;
+  counters_.bytes_written += bytes;
 
   if (!piece.last) {
     SendPutReply(peer, id, Tier::kMemory, /*committed=*/false);
@@ -729,6 +771,7 @@ void WorkerServer::ReleaseDeferredPuts(TimePoint now, bool all) {
 void WorkerServer::SendReply(const zmq::message_t& peer, capnp::MallocMessageBuilder& reply,
                              std::vector<zmq::message_t> payload) {
   router_unsettled_ = true;
+  for (const zmq::message_t& frame : payload) counters_.bytes_read += frame.size();
   Status sent = SendMessage(*router_, &peer, reply, std::move(payload));
   if (!sent.ok()) spdlog::debug("reply not sent: {}", sent.ToString());
 }

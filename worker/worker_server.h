@@ -18,6 +18,7 @@
 #include "worker/master_link.h"
 #include "worker/replicator.h"
 #include "worker/upload_table.h"
+#include "worker/worker_status.h"
 
 namespace bm {
 
@@ -49,6 +50,9 @@ struct WorkerServerOptions {
   // How often the disk store checks for storage errors, recovers and reclaims space
   // (BlockManager::Maintain).
   Duration storage_maintenance_interval = std::chrono::seconds(1);
+  // Borrowed, may be null: an observer (the HTTP status service) whose queries the loop answers
+  // on its own thread. Must outlive Run().
+  WorkerStatusHook* status_hook = nullptr;
 };
 
 // The bm-worker server: serves clients and the master on a ROUTER socket (PROTOCOL.md,
@@ -107,7 +111,7 @@ class WorkerServer {
   void HandleClientMessage();
   // Serves one request; on success it has sent the reply (or deferred it). On failure the
   // caller sends the error reply. `id` is set as soon as the request's id is read.
-  Status Dispatch(IncomingMessage& message, uint64_t* id);
+  Status Dispatch(IncomingMessage& message, uint64_t* id, WorkerOp* op);
   Status HandlePut(IncomingMessage& message, uint64_t id);
   Status HandleGet(IncomingMessage& message, uint64_t id);
   Status HandleGetMany(IncomingMessage& message, uint64_t id);
@@ -158,6 +162,7 @@ class WorkerServer {
     uint64_t request_id;
   };
   std::map<uint64_t, PendingReplication> replications_;  // by replicator ticket
+  WorkerCounters counters_;  // for /metrics
   uint64_t next_ticket_ = 1;
 };
 

@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -58,6 +59,7 @@ void LocalCluster::StartMaster() {
     if (keys_on()) {
       args.insert(args.end(), {"--key", SecretKeyFile("master"), "--allow", keys_dir_});
     }
+    args.insert(args.end(), master_extra_args_.begin(), master_extra_args_.end());
     master_ = std::make_unique<Process>(
         Process::Start(BinaryPath("bm-master"), args, dir_.Sub("master.log")));
     bool up = WaitFor(
@@ -239,6 +241,24 @@ std::map<std::string, BlockCopies> LocalCluster::ListBlockCopies() {
     }
   }
   return out;
+}
+
+int LocalCluster::HttpPort(const std::string& name, std::chrono::milliseconds timeout) const {
+  int port = 0;
+  WaitFor(
+      [&] {
+        std::ifstream in(dir_.Sub(name + ".log"));
+        std::string line;
+        while (std::getline(in, line)) {
+          const size_t at = line.find("(port ");
+          if (line.find("http on ") != std::string::npos && at != std::string::npos) {
+            port = std::atoi(line.c_str() + at + 6);
+          }
+        }
+        return port > 0;
+      },
+      timeout);
+  return port;
 }
 
 std::string LocalCluster::LogTail(const std::string& name) const {

@@ -56,6 +56,8 @@ class LocalCluster {
   void StartMaster();
   // From the next StartMaster on, the master journals to `dir` (--state-dir); empty = none.
   void SetMasterStateDir(std::string dir) { master_state_dir_ = std::move(dir); }
+  // From the next StartMaster on, these bm-master arguments are added (e.g. {"--http", ...}).
+  void SetMasterExtraArgs(std::vector<std::string> args) { master_extra_args_ = std::move(args); }
   // Starts (or restarts, with the same port and disk dir) a worker and waits until the master
   // lists it.
   void StartWorker(const WorkerSpec& spec);
@@ -91,6 +93,10 @@ class LocalCluster {
   // Whether the worker itself says it holds the block (asked over its data port, not the
   // master). Records a test failure if the worker does not answer.
   bool WorkerHolds(const std::string& worker_id, const std::string& block);
+  // The port a process started with `--http HOST:0` serves HTTP on, read from its log ("http
+  // on ... (port N)"); 0 if it has not logged one within the timeout.
+  int HttpPort(const std::string& name,
+               std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
   // The tail of a process's log, for failure messages.
   std::string LogTail(const std::string& name) const;
 
@@ -107,6 +113,7 @@ class LocalCluster {
   std::string master_endpoint_;
   std::string master_state_dir_;
   std::string keys_dir_;  // empty: keys off
+  std::vector<std::string> master_extra_args_;
   std::unique_ptr<Process> master_;
   std::map<std::string, WorkerSlot> workers_;
 };

@@ -1,0 +1,113 @@
+#include "master/master_metrics.h"
+
+#include <map>
+
+#include "common/metrics.h"
+
+namespace bm {
+
+std::string MasterMetricsText(const ClusterSnapshot& snapshot) {
+  using Type = PrometheusText::Type;
+  PrometheusText out;
+  const MasterCounters& counters = snapshot.counters;
+
+  out.Family("blockmgr_blocks", Type::kGauge,
+             "Distinct blocks the master knows a location of (each counted once, whatever its "
+             "copies).");
+  out.Sample("blockmgr_blocks", static_cast<double>(snapshot.block_count));
+
+  std::map<std::string, uint64_t> by_state{{"active", 0}, {"unconfirmed", 0},
+                                           {"decommissioning", 0}};
+  uint64_t memory_capacity = 0, memory_used = 0, disk_capacity = 0, disk_used = 0, copies = 0;
+  for (const WorkerStatus& worker : snapshot.workers) {
+    ++by_state[worker.state];
+    memory_capacity += worker.stats.memory_capacity;
+    memory_used += worker.stats.memory_used;
+    disk_capacity += worker.stats.disk_capacity;
+    disk_used += worker.stats.disk_used;
+    copies += worker.locations;
+  }
+  out.Family("blockmgr_block_copies", Type::kGauge,
+             "Block copies held by registered workers, as the master's index places them.");
+  out.Sample("blockmgr_block_copies", static_cast<double>(copies));
+  out.Family("blockmgr_workers", Type::kGauge, "Registered workers by state.");
+  for (const auto& [state, count] : by_state) {
+    out.Sample("blockmgr_workers", {{"state", state}}, static_cast<double>(count));
+  }
+  out.Family("blockmgr_cluster_capacity_bytes", Type::kGauge,
+             "Storage capacity summed over registered workers, by tier (disk: 0 = unlimited).");
+  out.Sample("blockmgr_cluster_capacity_bytes", {{"tier", "memory"}},
+             static_cast<double>(memory_capacity));
+  out.Sample("blockmgr_cluster_capacity_bytes", {{"tier", "disk"}},
+             static_cast<double>(disk_capacity));
+  out.Family("blockmgr_cluster_used_bytes", Type::kGauge,
+             "Storage used summed over registered workers, by tier.");
+  out.Sample("blockmgr_cluster_used_bytes", {{"tier", "memory"}}, static_cast<double>(memory_used));
+  out.Sample("blockmgr_cluster_used_bytes", {{"tier", "disk"}}, static_cast<double>(disk_used));
+  out.Family("blockmgr_rdds", Type::kGauge, "RDDs registered or with cached blocks.");
+  out.Sample("blockmgr_rdds", static_cast<double>(snapshot.rdds.size()));
+
+  out.Family("blockmgr_under_replicated_blocks", Type::kGauge,
+             "Blocks with fewer copies than their storage level asks for.");
+  out.Sample("blockmgr_under_replicated_blocks", static_cast<double>(snapshot.under_replicated));
+  out.Family("blockmgr_replication_copies_in_flight", Type::kGauge,
+             "Block copies the master has asked workers to make that have not finished.");
+  out.Sample("blockmgr_replication_copies_in_flight",
+             static_cast<double>(snapshot.copies_in_flight));
+  out.Family("blockmgr_replication_copies_total", Type::kCounter,
+             "Block copies the master started (re-replication and decommission drains).");
+  out.Sample("blockmgr_replication_copies_total", static_cast<double>(counters.copies_started));
+  out.Family("blockmgr_blocks_lost_total", Type::kCounter,
+             "Blocks whose last copy went away with a dropped worker.");
+  out.Sample("blockmgr_blocks_lost_total", static_cast<double>(counters.blocks_lost));
+  out.Family("blockmgr_worker_registrations_total", Type::kCounter,
+             "Worker registrations (first and repeated).");
+  out.Sample("blockmgr_worker_registrations_total",
+             static_cast<double>(counters.workers_registered));
+  out.Family("blockmgr_worker_drops_total", Type::kCounter,
+             "Workers dropped for missing heartbeats.");
+  out.Sample("blockmgr_worker_drops_total", static_cast<double>(counters.workers_dropped));
+
+  out.Family("blockmgr_compute_leases", Type::kGauge, "Compute leases held now.");
+  out.Sample("blockmgr_compute_leases", static_cast<double>(snapshot.leases_held));
+  out.Family("blockmgr_compute_lease_grants_total", Type::kCounter,
+             "Compute leases granted (getOrCompute: this caller computes the block).");
+  out.Sample("blockmgr_compute_lease_grants_total", static_cast<double>(counters.lease_grants));
+  out.Family("blockmgr_compute_lease_waits_total", Type::kCounter,
+             "acquireCompute requests that waited behind another holder.");
+  out.Sample("blockmgr_compute_lease_waits_total", static_cast<double>(counters.lease_waits));
+
+  out.Family("blockmgr_journal_writes_total", Type::kCounter,
+             "Writes to the master's journal (0 without --state-dir).");
+  out.Sample("blockmgr_journal_writes_total", static_cast<double>(counters.journal_writes));
+  out.Family("blockmgr_journal_write_failures_total", Type::kCounter,
+             "Journal writes that failed (the master keeps serving from memory).");
+  out.Sample("blockmgr_journal_write_failures_total",
+             static_cast<double>(counters.journal_failures));
+  // Checksum and authentication failures are exported once blocks carry checksums and the
+  // transport authenticates; until then there is nothing to count.
+
+  out.Family("blockmgr_master_requests_total", Type::kCounter,
+             "Requests the master handled, by operation and result.");
+  for (size_t i = 0; i < kMasterOpCount; ++i) {
+    const std::string op(MasterOpName(static_cast<MasterOp>(i)));
+    out.Sample("blockmgr_master_requests_total", {{"op", op}, {"result", "ok"}},
+               static_cast<double>(counters.ops[i].ok));
+    out.Sample("blockmgr_master_requests_total", {{"op", op}, {"result", "error"}},
+               static_cast<double>(counters.ops[i].errors));
+  }
+  out.Family("blockmgr_master_request_duration_seconds", Type::kHistogram,
+             "Time the master's event loop spent on a request, by operation.");
+  for (size_t i = 0; i < kMasterOpCount; ++i) {
+    if (counters.ops[i].latency.count() == 0) continue;
+    out.Histogram("blockmgr_master_request_duration_seconds",
+                  {{"op", std::string(MasterOpName(static_cast<MasterOp>(i)))}},
+                  counters.ops[i].latency);
+  }
+  out.Family("blockmgr_snapshot_timestamp_seconds", Type::kGauge,
+             "When the master took the state these metrics show (Unix time).");
+  out.Sample("blockmgr_snapshot_timestamp_seconds", snapshot.taken_unix_ms / 1000.0);
+  return out.Take();
+}
+
+}  // namespace bm

@@ -1,0 +1,174 @@
+#include "worker/worker_status.h"
+
+#include "common/http_server.h"
+#include "worker/block_manager.h"
+
+namespace bm {
+
+std::string_view WorkerOpName(WorkerOp op) {
+  switch (op) {
+    case WorkerOp::kPut:
+      return "put";
+    case WorkerOp::kGet:
+      return "get";
+    case WorkerOp::kGetMany:
+      return "get_many";
+    case WorkerOp::kContains:
+      return "contains";
+    case WorkerOp::kRemove:
+      return "remove";
+    case WorkerOp::kReplicate:
+      return "replicate";
+    case WorkerOp::kDecommission:
+      return "decommission";
+    case WorkerOp::kShutdown:
+      return "shutdown";
+    case WorkerOp::kPing:
+      return "ping";
+    case WorkerOp::kOther:
+      return "other";
+  }
+  return "other";
+}
+
+std::string_view RequestResultName(size_t result) {
+  static constexpr std::string_view kNames[kRequestResultCount] = {
+      "ok", "not_found", "out_of_space", "unavailable", "invalid", "error"};
+  return result < kRequestResultCount ? kNames[result] : "error";
+}
+
+size_t RequestResultOf(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk:
+      return 0;
+    case StatusCode::kNotFound:
+      return 1;
+    case StatusCode::kOutOfSpace:
+      return 2;
+    case StatusCode::kUnavailable:
+      return 3;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kTooLarge:
+      return 4;
+    default:
+      return 5;
+  }
+}
+
+void WorkerCounters::RecordRequest(WorkerOp op, const Status& status, Duration elapsed) {
+  PerOp& counters = ops[static_cast<size_t>(op)];
+  ++counters.results[RequestResultOf(status)];
+  counters.latency.Observe(elapsed);
+}
+
+WorkerSnapshot BuildWorkerSnapshot(const WorkerView& view) {
+  const WorkerStats stats = view.blocks.Stats();
+  WorkerSnapshot snapshot;
+  snapshot.worker_id = view.worker_id;
+  snapshot.registered = view.registered;
+  snapshot.decommissioning = view.decommissioning;
+  snapshot.memory_capacity = stats.memory_capacity;
+  snapshot.memory_used = stats.memory_used;
+  snapshot.disk_capacity = stats.disk_capacity;
+  snapshot.disk_used = stats.disk_used;
+  snapshot.memory_blocks = view.blocks.memory_block_count();
+  snapshot.disk_blocks = view.blocks.disk_block_count();
+  snapshot.evictions = view.blocks.evictions();
+  snapshot.spills = view.blocks.spills();
+  snapshot.uploads_in_progress = view.uploads_in_progress;
+  snapshot.counters = view.counters;
+  return snapshot;
+}
+
+std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
+  using Type = PrometheusText::Type;
+  PrometheusText out;
+  auto number = [](uint64_t value) { return static_cast<double>(value); };
+  out.Family("blockmgr_worker_capacity_bytes", Type::kGauge,
+             "Storage this worker may use, by tier (disk: 0 = unlimited).");
+  out.Sample("blockmgr_worker_capacity_bytes", {{"tier", "memory"}},
+             number(snapshot.memory_capacity));
+  out.Sample("blockmgr_worker_capacity_bytes", {{"tier", "disk"}}, number(snapshot.disk_capacity));
+  out.Family("blockmgr_worker_used_bytes", Type::kGauge,
+             "Storage this worker uses (blocks and uploads in progress), by tier.");
+  out.Sample("blockmgr_worker_used_bytes", {{"tier", "memory"}}, number(snapshot.memory_used));
+  out.Sample("blockmgr_worker_used_bytes", {{"tier", "disk"}}, number(snapshot.disk_used));
+  out.Family("blockmgr_worker_blocks", Type::kGauge, "Blocks this worker holds, by tier.");
+  out.Sample("blockmgr_worker_blocks", {{"tier", "memory"}}, number(snapshot.memory_blocks));
+  out.Sample("blockmgr_worker_blocks", {{"tier", "disk"}}, number(snapshot.disk_blocks));
+  out.Family("blockmgr_worker_evictions_total", Type::kCounter,
+             "Blocks evicted from memory to make room (spilled to disk or dropped).");
+  out.Sample("blockmgr_worker_evictions_total", number(snapshot.evictions));
+  out.Family("blockmgr_worker_spills_total", Type::kCounter,
+             "Evicted MEMORY_AND_DISK blocks written to disk.");
+  out.Sample("blockmgr_worker_spills_total", number(snapshot.spills));
+  out.Family("blockmgr_worker_read_bytes_total", Type::kCounter,
+             "Block bytes sent in replies to gets.");
+  out.Sample("blockmgr_worker_read_bytes_total", number(snapshot.counters.bytes_read));
+  out.Family("blockmgr_worker_written_bytes_total", Type::kCounter,
+             "Block bytes received in puts.");
+  out.Sample("blockmgr_worker_written_bytes_total", number(snapshot.counters.bytes_written));
+  out.Family("blockmgr_worker_uploads_in_progress", Type::kGauge, "Puts started, not committed.");
+  out.Sample("blockmgr_worker_uploads_in_progress", number(snapshot.uploads_in_progress));
+  out.Family("blockmgr_worker_registered", Type::kGauge,
+             "1 while the worker is registered with the master.");
+  out.Sample("blockmgr_worker_registered", snapshot.registered ? 1 : 0);
+  out.Family("blockmgr_worker_decommissioning", Type::kGauge,
+             "1 while the master drains this worker.");
+  out.Sample("blockmgr_worker_decommissioning", snapshot.decommissioning ? 1 : 0);
+  // Checksum and authentication failures are exported once blocks carry checksums and the
+  // transport authenticates; until then there is nothing to count.
+
+  out.Family("blockmgr_worker_requests_total", Type::kCounter,
+             "Requests the worker handled, by operation and result (gets and puts included).");
+  for (size_t op = 0; op < kWorkerOpCount; ++op) {
+    for (size_t result = 0; result < kRequestResultCount; ++result) {
+      const uint64_t count = snapshot.counters.ops[op].results[result];
+      // Every op's ok and error series exist from the start; rarer outcomes once they happen.
+      if (count == 0 && result != 0 && result != kRequestResultCount - 1) continue;
+      out.Sample("blockmgr_worker_requests_total",
+                 {{"op", std::string(WorkerOpName(static_cast<WorkerOp>(op)))},
+                  {"result", std::string(RequestResultName(result))}},
+                 number(count));
+    }
+  }
+  out.Family("blockmgr_worker_request_duration_seconds", Type::kHistogram,
+             "Time the worker's event loop spent on a request piece, by operation.");
+  for (size_t op = 0; op < kWorkerOpCount; ++op) {
+    if (snapshot.counters.ops[op].latency.count() == 0) continue;
+    out.Histogram("blockmgr_worker_request_duration_seconds",
+                  {{"op", std::string(WorkerOpName(static_cast<WorkerOp>(op)))}},
+                  snapshot.counters.ops[op].latency);
+  }
+  return out.Take();
+}
+
+Result<std::unique_ptr<WorkerStatusService>> WorkerStatusService::Create() {
+  ASSIGN_OR_RETURN(std::unique_ptr<LoopQueries<WorkerView>> queries,
+                   LoopQueries<WorkerView>::Create());
+  return std::unique_ptr<WorkerStatusService>(new WorkerStatusService(std::move(queries)));
+}
+
+Result<WorkerSnapshot> WorkerStatusService::Snapshot() {
+  return queries_->Ask<WorkerSnapshot>(
+      [](const WorkerView& view) { return BuildWorkerSnapshot(view); });
+}
+
+void AddWorkerStatusRoutes(HttpServer& server, WorkerStatusService& service) {
+  server.AddRoute("/healthz", [](const HttpRequest&) { return HttpResponse::Text(200, "ok\n"); });
+  server.AddRoute("/readyz", [&service](const HttpRequest&) {
+    Result<WorkerSnapshot> snapshot = service.Snapshot();
+    if (!snapshot.ok()) return HttpResponse::Text(503, snapshot.status().message() + "\n");
+    if (!snapshot->registered) {
+      return HttpResponse::Text(503, "not registered with the master yet\n");
+    }
+    return HttpResponse::Text(200, "ready\n");
+  });
+  server.AddRoute("/metrics", [&service](const HttpRequest&) {
+    Result<WorkerSnapshot> snapshot = service.Snapshot();
+    if (!snapshot.ok()) return HttpResponse::Text(503, snapshot.status().message() + "\n");
+    return HttpResponse{200, PrometheusText::kContentType, WorkerMetricsText(*snapshot), {}};
+  });
+}
+
+}  // namespace bm

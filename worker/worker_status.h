@@ -1,0 +1,114 @@
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/loop_queries.h"
+#include "common/metrics.h"
+#include "common/status.h"
+
+namespace bm {
+
+class BlockManager;
+
+// The worker's request kinds as its metrics name them (label `op`).
+enum class WorkerOp : uint8_t {
+  kPut,
+  kGet,
+  kGetMany,
+  kContains,
+  kRemove,
+  kReplicate,
+  kDecommission,
+  kShutdown,
+  kPing,
+  kOther,
+};
+inline constexpr size_t kWorkerOpCount = static_cast<size_t>(WorkerOp::kOther) + 1;
+std::string_view WorkerOpName(WorkerOp op);
+
+// Outcomes as the `result` label names them: ok, not_found, out_of_space, unavailable,
+// invalid (the request was wrong) or error.
+inline constexpr size_t kRequestResultCount = 6;
+std::string_view RequestResultName(size_t result);
+size_t RequestResultOf(const Status& status);
+
+// Counters of the worker's event loop: plain integers owned by the loop thread, copied into a
+// status snapshot for readers.
+struct WorkerCounters {
+  struct PerOp {
+    std::array<uint64_t, kRequestResultCount> results{};
+    LatencyHistogram latency;
+  };
+  std::array<PerOp, kWorkerOpCount> ops{};
+  uint64_t bytes_read = 0;     // block bytes sent to clients and peers
+  uint64_t bytes_written = 0;  // block bytes received in puts
+
+  void RecordRequest(WorkerOp op, const Status& status, Duration elapsed);
+};
+
+// Read-only access to the worker loop's state for status queries, valid during one Serve call.
+struct WorkerView {
+  const std::string& worker_id;
+  const BlockManager& blocks;
+  const WorkerCounters& counters;
+  bool registered;  // with the master
+  bool decommissioning;
+  size_t uploads_in_progress;
+};
+
+// The worker's state at one moment, for /metrics and /readyz. Small and immutable.
+struct WorkerSnapshot {
+  std::string worker_id;
+  bool registered = false;
+  bool decommissioning = false;
+  uint64_t memory_capacity = 0;
+  uint64_t memory_used = 0;
+  uint64_t disk_capacity = 0;  // 0 = unlimited
+  uint64_t disk_used = 0;
+  uint64_t memory_blocks = 0;
+  uint64_t disk_blocks = 0;
+  uint64_t evictions = 0;
+  uint64_t spills = 0;
+  uint64_t uploads_in_progress = 0;
+  WorkerCounters counters;
+};
+
+WorkerSnapshot BuildWorkerSnapshot(const WorkerView& view);
+std::string WorkerMetricsText(const WorkerSnapshot& snapshot);
+
+// How the worker's event loop lets the HTTP status service read its state (see
+// MasterStatusHook): the loop polls wake_fd() and calls Serve() on its own thread.
+class WorkerStatusHook {
+ public:
+  virtual ~WorkerStatusHook() = default;
+  virtual int wake_fd() const = 0;
+  virtual void Serve(const WorkerView& view) = 0;
+};
+
+// The worker's status service: answers /metrics, /healthz and /readyz from snapshots the loop
+// builds on request (cheap: no per-block work).
+class WorkerStatusService final : public WorkerStatusHook {
+ public:
+  static Result<std::unique_ptr<WorkerStatusService>> Create();
+
+  int wake_fd() const override { return queries_->wake_fd(); }
+  void Serve(const WorkerView& view) override { queries_->Serve(view); }
+
+  // A snapshot built now by the loop; kUnavailable if it does not answer in time.
+  Result<WorkerSnapshot> Snapshot();
+
+ private:
+  explicit WorkerStatusService(std::unique_ptr<LoopQueries<WorkerView>> queries)
+      : queries_(std::move(queries)) {}
+
+  const std::unique_ptr<LoopQueries<WorkerView>> queries_;
+};
+
+class HttpServer;
+// /healthz, /readyz (registered with the master, its store open) and /metrics.
+void AddWorkerStatusRoutes(HttpServer& server, WorkerStatusService& service);
+
+}  // namespace bm
