@@ -11,6 +11,7 @@
 #include <zmq.hpp>
 
 #include "client/client.h"
+#include "common/curve_keys.h"
 #include "common/protocol.h"
 #include "common/transport.h"
 #include "tests/multihost/host_network.h"
@@ -41,9 +42,18 @@ class MultiHostTest : public ::testing::Test {
                    << net.status().ToString();
     }
     net_ = std::move(net).value();
+    // Hosts reached over a network run with keys, as the servers require off loopback: one
+    // keypair per node and one for the client (admin, for removals), all in one allow-list.
+    ASSERT_TRUE(CurveAvailable()) << "libzmq was built without CURVE";
+    ASSERT_TRUE(GenerateCertificate(keys_, "master", KeyRole::kMaster).ok());
+    ASSERT_TRUE(GenerateCertificate(keys_, "client", KeyRole::kAdmin).ok());
+    for (int host = kFirstWorkerHost; host < kFirstWorkerHost + kWorkers; ++host) {
+      ASSERT_TRUE(GenerateCertificate(keys_, WorkerId(host), KeyRole::kWorker).ok());
+    }
     master_address_ = "tcp://" + net_->address(kMasterHost) + ":7077";
     auto [ip, args] = net_->InHost(kMasterHost, BinaryPath("bm-master"),
-                                   {"--listen", master_address_, "--heartbeat-timeout", "2"});
+                                   {"--listen", master_address_, "--heartbeat-timeout", "2",
+                                    "--key", keys_ + "/master.key_secret", "--allow", keys_});
     processes_.push_back(
         std::make_unique<Process>(Process::Start(ip, args, dir_.Sub("master.log"))));
     for (int host = kFirstWorkerHost; host < kFirstWorkerHost + kWorkers; ++host) {
@@ -52,7 +62,9 @@ class MultiHostTest : public ::testing::Test {
           net_->InHost(host, BinaryPath("bm-worker"),
                        {"--master", master_address_, "--listen", address, "--advertise", address,
                         "--id", WorkerId(host), "--host", "host-" + std::to_string(host),
-                        "--memory", "64MiB", "--disk-dir", dir_.Sub(WorkerId(host))});
+                        "--memory", "64MiB", "--disk-dir", dir_.Sub(WorkerId(host)), "--key",
+                        keys_ + "/" + WorkerId(host) + ".key_secret", "--master-key",
+                        keys_ + "/master.key", "--allow", keys_});
       processes_.push_back(
           std::make_unique<Process>(Process::Start(wip, wargs, dir_.Sub(WorkerId(host) + ".log"))));
     }
@@ -65,7 +77,11 @@ class MultiHostTest : public ::testing::Test {
   }
 
   ClientOptions Options() const {
-    return ClientOptions{.master_address = master_address_, .request_timeout = milliseconds(2000)};
+    ClientOptions options{.master_address = master_address_,
+                          .request_timeout = milliseconds(2000)};
+    options.key_file = keys_ + "/client.key_secret";
+    options.master_key_file = keys_ + "/master.key";
+    return options;
   }
 
   // Runs `use` with a fresh Client in the host's namespace.
@@ -111,10 +127,18 @@ class MultiHostTest : public ::testing::Test {
   // Whether the worker itself says it holds the block (asked on its data port from the client
   // host, not the master).
   bool WorkerHolds(const std::string& address, const BlockId& id) {
+    // The worker's key, as the master vouches for it.
+    std::string worker_key;
+    for (const auto& [worker_id, info] : Workers()) {
+      if (info.address == address) worker_key = info.public_key;
+    }
+    Result<CurveKeys> own = LoadKeyPair(keys_ + "/client.key_secret");
+    EXPECT_TRUE(own.ok() && !worker_key.empty()) << "no key for the worker at " << address;
+    if (!own.ok() || worker_key.empty()) return false;
     bool present = false;
     net_->RunIn(kClientHost, [&] {
       zmq::context_t context;
-      RpcChannel channel(context, address, seconds(5));
+      RpcChannel channel(context, address, seconds(5), ChannelSecurity{*own, worker_key});
       capnp::MallocMessageBuilder request;
       request.initRoot<proto::Request>().initContainsBlock().setBlockId(id.ToString());
       Result<IncomingMessage> reply = channel.Call(request);
@@ -168,6 +192,7 @@ class MultiHostTest : public ::testing::Test {
   void PartitionAndHeal(const std::map<BlockId, std::vector<std::byte>>& blocks);
 
   TempDir dir_;
+  const std::string keys_ = dir_.Sub("keys");  // every node's keys and the allow-list
   std::unique_ptr<HostNetwork> net_;
   std::string master_address_;
   std::vector<std::unique_ptr<Process>> processes_;
