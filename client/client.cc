@@ -9,6 +9,7 @@
 #include <ostream>
 #include <zmq.hpp>
 
+#include "client/abort_put.h"
 #include "client/local_hosts.h"
 #include "client/placement.h"
 #include "client/reply_decoding.h"
@@ -498,8 +499,14 @@ std::vector<Result<PutResult>> Client::Upload(const std::vector<const WorkerInfo
     uint64_t upload_id = 0;
     std::optional<Status> failure;
     Tier tier = Tier::kMemory;
+    bool started = false;  // a piece was sent: the worker may hold a claim for it
   };
   std::vector<Target> uploads;
+  // A target this client gives up on releases its claim at once (PROTOCOL.md, "Uploads").
+  auto give_up = [](Target& target, Status why) {
+    target.failure = std::move(why);
+    if (target.started) PostAbortPut(*target.channel, target.upload_id);
+  };
   for (const WorkerInfo* worker : targets) {
     Target target;
     target.worker = worker;
@@ -522,7 +529,7 @@ std::vector<Result<PutResult>> Client::Upload(const std::vector<const WorkerInfo
     Result<std::vector<ChunkPtr>> chunks = source.NextPiece();
     if (!chunks.ok()) {
       for (Target& target : uploads) {
-        if (!target.failure) target.failure = chunks.status();
+        if (!target.failure) give_up(target, chunks.status());
       }
       break;
     }
@@ -544,11 +551,12 @@ std::vector<Result<PutResult>> Client::Upload(const std::vector<const WorkerInfo
       payload.reserve(chunks->size());
       for (const ChunkPtr& chunk : *chunks) payload.push_back(MessageFromChunk(chunk));
 
+      target.started = true;
       Result<IncomingMessage> reply = Call(*target.channel, options_.request_timeout, peer,
                                            message, std::move(payload),
                                            last ? kCommitSlack : milliseconds(0));
       if (!reply.ok()) {
-        target.failure = reply.status();
+        give_up(target, reply.status());
         continue;
       }
       bool committed = false;
@@ -562,7 +570,7 @@ std::vector<Result<PutResult>> Client::Upload(const std::vector<const WorkerInfo
       if (read.ok() && committed != last) {
         read = InternalError(peer + (last ? " did not commit " : " committed early ") + block);
       }
-      if (!read.ok()) target.failure = read;
+      if (!read.ok()) give_up(target, read);
     }
     if (last) break;
   }

@@ -43,8 +43,11 @@ void DrainRest(zmq::socket_t& socket) {
 
 IncomingMessage::IncomingMessage(std::optional<zmq::message_t> routing_id,
                                  kj::Array<capnp::word> words,
-                                 std::vector<zmq::message_t> payload)
-    : routing_id_(std::move(routing_id)), words_(std::move(words)), payload_(std::move(payload)) {
+                                 std::vector<zmq::message_t> payload, int source_fd)
+    : routing_id_(std::move(routing_id)),
+      words_(std::move(words)),
+      payload_(std::move(payload)),
+      source_fd_(source_fd) {
   capnp::ReaderOptions options;
   options.traversalLimitInWords = kTraversalLimitWords;
   options.nestingLimit = 32;
@@ -103,7 +106,11 @@ Result<IncomingMessage> ReceiveMessage(zmq::socket_t& socket, bool has_routing_i
     }
     kj::Array<capnp::word> words = CopyToWords(header);
     try {
-      return IncomingMessage(std::move(routing_id), std::move(words), std::move(payload));
+      // ZMQ_SRCFD is deprecated for the "Peer-Address" property, which cannot be matched with
+      // the socket monitor's events (PeerMonitor); it still works in every libzmq 4.x.
+      const int source_fd = zmq_msg_get(header.handle(), ZMQ_SRCFD);
+      return IncomingMessage(std::move(routing_id), std::move(words), std::move(payload),
+                             source_fd);
     } catch (const kj::Exception& e) {
       return InvalidArgumentError(std::string("malformed header: ") +
                                   e.getDescription().cStr());
@@ -204,6 +211,14 @@ Result<IncomingMessage> RpcChannel::Call(capnp::MallocMessageBuilder& request,
   Reset();
   return UnavailableError("no reply from " + address_ + " within " +
                           std::to_string(timeout_.count()) + " ms");
+}
+
+Status RpcChannel::Post(capnp::MallocMessageBuilder& request) {
+  request.getRoot<proto::Request>().setId(next_id_++);
+  socket_->set(zmq::sockopt::sndtimeo, 0);
+  Status sent = SendMessage(*socket_, nullptr, request);
+  socket_->set(zmq::sockopt::sndtimeo, static_cast<int>(timeout_.count()));
+  return sent;
 }
 
 }  // namespace bm

@@ -26,10 +26,13 @@ namespace bm {
 class IncomingMessage {
  public:
   IncomingMessage(std::optional<zmq::message_t> routing_id, kj::Array<capnp::word> words,
-                  std::vector<zmq::message_t> payload);
+                  std::vector<zmq::message_t> payload, int source_fd = -1);
 
   // The sender's identity when received on a ROUTER socket.
   const std::optional<zmq::message_t>& routing_id() const { return routing_id_; }
+  // The descriptor of the connection the message came in on (ZMQ_SRCFD of its header frame;
+  // ROUTERs do not set it on the routing id frame); -1 when unknown. See PeerMonitor.
+  int source_fd() const { return source_fd_; }
   proto::Request::Reader request() { return reader_->getRoot<proto::Request>(); }
   proto::Reply::Reader reply() { return reader_->getRoot<proto::Reply>(); }
   std::vector<zmq::message_t>& payload() { return payload_; }
@@ -42,6 +45,7 @@ class IncomingMessage {
   kj::Array<capnp::word> words_;
   std::unique_ptr<capnp::FlatArrayMessageReader> reader_;
   std::vector<zmq::message_t> payload_;
+  int source_fd_ = -1;
 };
 
 // Receives one whole multipart message from a socket that is ready to read (poll first, or
@@ -80,6 +84,11 @@ class RpcChannel {
   // reply cannot be mistaken for a later call's).
   Result<IncomingMessage> Call(capnp::MallocMessageBuilder& request,
                                std::vector<zmq::message_t> payload = {});
+
+  // Sends a request without waiting for its reply (which a later Call drops as stale), and
+  // without blocking: for best-effort notices such as abortPut. kUnavailable when it cannot
+  // be queued at once.
+  Status Post(capnp::MallocMessageBuilder& request);
 
  private:
   void Reset();

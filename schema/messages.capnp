@@ -256,6 +256,15 @@ struct PutBlock {
   replica @7 :Bool;
 }
 
+# Client -> worker: the client gave up on this upload (a piece failed elsewhere, its source
+# failed, or it fails over to another worker). The worker drops the upload and releases its
+# claimed space at once. Best effort: the client does not wait for the reply (`ok`, also for
+# an upload the worker does not know), and a worker also drops the uploads of a client whose
+# connection closes.
+struct AbortPut {
+  uploadId @0 :UInt64;
+}
+
 struct PutReply {
   tier @0 :Tier;         # where the block landed (meaningful once committed)
   committed @1 :Bool;
@@ -341,6 +350,7 @@ struct Request {
     decommission @20 :Void;   # master -> worker: refuse new blocks from now on
     shutdown @21 :Void;       # master -> worker: drained; answer ok and exit
     getBlocks @22 :GetBlocks;
+    abortPut @23 :AbortPut;
   }
 }
 
