@@ -291,7 +291,7 @@ BlockInfo BlockIndex::MakeInfo(const BlockId& id, const Entry& entry) const {
     info.locations.push_back({slot_names_[location.worker], location.tier, location.size});
   }
   std::sort(info.locations.begin(), info.locations.end(),
-            [](const BlockLocation& a, const BlockLocation& b) {
+            [](const IndexedLocation& a, const IndexedLocation& b) {
               if (a.tier != b.tier) return a.tier == Tier::kMemory;
               return a.worker_id < b.worker_id;
             });

@@ -20,20 +20,22 @@
 
 namespace bm {
 
-// One copy of a block on a worker.
-struct BlockLocation {
+// One copy of a block on a worker, as the master indexes it. (Not the client's BlockLocation,
+// which carries the worker's address: two classes of one name would break the one definition
+// rule in a binary that links both.)
+struct IndexedLocation {
   std::string worker_id;
   Tier tier;
   uint64_t size;
 
-  bool operator==(const BlockLocation&) const = default;
+  bool operator==(const IndexedLocation&) const = default;
 };
 
 // What the master knows about one block.
 struct BlockInfo {
   BlockId id;
   StorageLevel level;
-  std::vector<BlockLocation> locations;  // never empty; memory before disk, then by worker id
+  std::vector<IndexedLocation> locations;  // never empty; memory before disk, then by worker id
 };
 
 // One copy of a block as the index holds it, for lookups that copy nothing: `worker_id` is the

@@ -724,10 +724,10 @@ void MasterServer::Loop::TrimExtraCopies(const std::vector<BlockId>& ids) {
   for (const BlockId& id : ids) {
     std::optional<BlockInfo> info = index_.Find(id);
     if (!info || info->locations.size() <= 1) continue;
-    std::vector<BlockLocation> copies = replication_.ExtraCopies(*info, registry_);
+    std::vector<IndexedLocation> copies = replication_.ExtraCopies(*info, registry_);
     if (copies.empty()) continue;
     const uint64_t version = index_.VersionOf(id).value_or(0);
-    for (const BlockLocation& copy : copies) {
+    for (const IndexedLocation& copy : copies) {
       BlockChange removal{id};
       removal.removed = true;
       removal.version = version;
@@ -753,7 +753,7 @@ void MasterServer::Loop::FillBlockLocations(const BlockId& id, const std::option
   out.setLevel(ToProto(info->level));
   auto locations = out.initLocations(info->locations.size());
   for (size_t i = 0; i < info->locations.size(); ++i) {
-    const BlockLocation& location = info->locations[i];
+    const IndexedLocation& location = info->locations[i];
     const WorkerRecord* worker = registry_.Find(location.worker_id);
     BM_CHECK(worker != nullptr);  // locations exist only on registered workers
     locations[i].setWorkerId(location.worker_id);
@@ -932,7 +932,7 @@ Status MasterServer::Loop::HandleAcquireCompute(proto::AcquireCompute::Reader re
 
   std::optional<BlockInfo> info = index_.Find(id);
   if (info) {
-    std::erase_if(info->locations, [&](const BlockLocation& location) {
+    std::erase_if(info->locations, [&](const IndexedLocation& location) {
       return std::find(failed_workers.begin(), failed_workers.end(), location.worker_id) !=
              failed_workers.end();
     });
