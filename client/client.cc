@@ -436,7 +436,7 @@ Result<PutResult> Client::PutOnce(const BlockId& id, PieceSource& source, Storag
 
   // Every copy this put stores carries one version token, so the master sees them as one
   // version and lets that version replace any other (PROTOCOL.md, "One version per block id").
-  const UploadVersion version{NewVersionToken(), /*replica=*/false};
+  const UploadVersion version{NewVersionToken(), /*replica=*/false, options.compute_lease};
   std::vector<Result<PutResult>> stored;
   Status last;
   size_t next = 0;
@@ -547,6 +547,7 @@ std::vector<Result<PutResult>> Client::Upload(const std::vector<const WorkerInfo
       put.setUploadId(target.upload_id);
       put.setVersion(version.token);
       put.setReplica(version.replica);
+      put.setLeaseToken(version.lease);
       std::vector<zmq::message_t> payload;
       payload.reserve(chunks->size());
       for (const ChunkPtr& chunk : *chunks) payload.push_back(MessageFromChunk(chunk));

@@ -55,6 +55,10 @@ struct ClientOptions {
   // Get-or-compute: how long the master holds one request of a client waiting for another's
   // compute before answering "still busy" (the client then asks again).
   std::chrono::milliseconds compute_wait{2000};
+  // Get-or-compute: how long one call may wait for the block while other clients compute it
+  // (or while the master cannot be reached) before failing with kUnavailable. 0: no bound. A
+  // compute this client runs itself is not interrupted.
+  std::chrono::milliseconds get_or_compute_deadline{0};
   // Names this client in leases (logs, "busy" answers). Empty: "<hostname>:<pid>".
   std::string holder_name{};
 
@@ -261,6 +265,7 @@ class Client {
   struct UploadVersion {
     uint64_t token = 0;
     bool replica = false;  // a copy of an existing version, not a new put
+    uint64_t lease = 0;    // PutOptions::compute_lease
   };
   uint64_t NewVersionToken();
   // Streams the block to every target, piece by piece; one result per target, in order.

@@ -56,6 +56,7 @@ struct BlockChange {
   uint64_t size = 0;
   uint64_t version = 0;  // the writer's token (BlockStatus.version); 0 = unknown
   bool fresh = false;    // a put just committed it: it replaces every other version
+  uint64_t lease = 0;    // the compute lease a fresh get-or-compute put stored it under
 };
 
 // A copy the index no longer lists because its version was replaced (or is stale): its worker

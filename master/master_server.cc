@@ -229,8 +229,13 @@ class MasterServer::Loop {
   // Applies a worker's changes to the index under the version rules (BlockIndex::Apply),
   // journals what was recorded, and tells workers to remove the copies that were refused as
   // stale or replaced by a fresh put. Returns the copies replaced on other workers.
+  // A fresh block stored under a compute lease (BlockChange::lease) is refused unless the
+  // lease is still held, or the block's current version is this one (another copy of the same
+  // put ended the lease): a holder that stalled past its lease must not store a second
+  // computed version after another client's. Refused changes are added to `refused`.
   std::vector<RetiredCopy> ApplyChanges(const std::string& worker_id,
-                                        std::vector<BlockChange>& changes);
+                                        std::vector<BlockChange>& changes,
+                                        std::vector<BlockChange>* refused);
   // Sends removeBlocks for exactly these versions to their workers. With `op` the requests
   // count towards that pending operation; without, nobody waits for them.
   void RemoveCopies(const std::vector<RetiredCopy>& copies, PendingRemove* op, uint64_t op_id);
@@ -611,10 +616,12 @@ Status MasterServer::Loop::HandleReportBlocks(proto::ReportBlocks::Reader reques
   for (proto::BlockUpdate::Reader update : request.getUpdates()) {
     ASSIGN_OR_RETURN(BlockChange change, DecodeBlockStatus(update.getStatus(), update.getRemoved(),
                                                            update.getFresh()));
+    change.lease = update.getLeaseToken();
     changes.push_back(change);
   }
   RETURN_IF_ERROR(registry_.Touch(id, FromProto(request.getStats())));
-  std::vector<RetiredCopy> replaced = ApplyChanges(id, changes);
+  std::vector<BlockChange> refused;
+  std::vector<RetiredCopy> replaced = ApplyChanges(id, changes, &refused);
   BlocksStored(changes);
   // Copies landing from re-replication may meet a copy that came back meanwhile.
   std::vector<BlockId> copies;
@@ -622,6 +629,18 @@ Status MasterServer::Loop::HandleReportBlocks(proto::ReportBlocks::Reader reques
     if (!change.removed && !change.fresh) copies.push_back(change.id);
   }
   TrimExtraCopies(copies);
+  if (!refused.empty()) {
+    // The worker fails the puts of the refused blocks (their removal is under way). A report
+    // cannot both refuse and replace: a refused change replaced nothing, and other changes'
+    // replaced copies are removed without waiting, as for a report that was not fresh.
+    auto list = reply.initReportRefused(static_cast<unsigned>(refused.size()));
+    for (size_t i = 0; i < refused.size(); ++i) {
+      list[static_cast<unsigned>(i)].setBlockId(refused[i].id.ToString());
+      list[static_cast<unsigned>(i)].setVersion(refused[i].version);
+    }
+    if (!replaced.empty()) RemoveCopies(replaced, nullptr, 0);
+    return Status::Ok();
+  }
   if (replaced.empty()) {
     reply.setOk();
     return Status::Ok();
@@ -646,12 +665,22 @@ Status MasterServer::Loop::HandleReportBlocks(proto::ReportBlocks::Reader reques
 }
 
 std::vector<RetiredCopy> MasterServer::Loop::ApplyChanges(const std::string& worker_id,
-                                                          std::vector<BlockChange>& changes) {
+                                                          std::vector<BlockChange>& changes,
+                                                          std::vector<BlockChange>* refused) {
   std::vector<BlockChange> recorded;
   recorded.reserve(changes.size());
   std::vector<RetiredCopy> stale;
   std::vector<RetiredCopy> replaced;
   for (const BlockChange& change : changes) {
+    if (change.fresh && !change.removed && change.lease != 0 &&
+        !leases_.Holds(change.id, change.lease) && index_.VersionOf(change.id) != change.version) {
+      spdlog::info("worker {} stored {} under a compute lease that is no longer held; refusing "
+                   "and removing it",
+                   worker_id, change.id.ToString());
+      stale.push_back(RetiredCopy{worker_id, change.id, change.version});
+      refused->push_back(change);
+      continue;
+    }
     ApplyResult applied = index_.Apply(worker_id, change);
     if (!applied.recorded) {
       spdlog::info("worker {} stored {} in a version that was replaced or removed; removing it",

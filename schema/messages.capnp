@@ -58,6 +58,8 @@ struct BlockUpdate {
   # A put just committed this version here: it replaces every other version of the block in the
   # cluster. False for copies, tier moves and full reports of what a worker already held.
   fresh @2 :Bool;
+  # The compute lease the put of a fresh block stored it under (PutBlock.leaseToken); 0 = none.
+  leaseToken @3 :UInt64;
 }
 
 struct WorkerStats {
@@ -254,6 +256,9 @@ struct PutBlock {
   # A copy of an existing version (re-replication, draining), not a new put: it never replaces
   # another version of the block.
   replica @7 :Bool;
+  # Get-or-compute: the compute lease the client stores its result under (0 = none). The
+  # master refuses the block unless that lease is still held (PROTOCOL.md, "Compute leases").
+  leaseToken @8 :UInt64;
 }
 
 # Client -> worker: the client gave up on this upload (a piece failed elsewhere, its source
@@ -371,5 +376,9 @@ struct Reply {
     compute @12 :ComputeReply;
     replicated @13 :UInt32;   # copies made by a replicateBlock
     blocksRead @14 :List(MultiGetEntry);   # answers getBlocks (+ payload)
+    # Answers reportBlocks instead of `ok` when the master refused fresh blocks in it because
+    # the compute lease they were stored under is no longer held. The report is acknowledged
+    # all the same; the listed copies are being removed from the worker.
+    reportRefused @15 :List(BlockStatus);
   }
 }

@@ -141,7 +141,7 @@ Result<Tier> BlockManager::CommitPut(UploadId upload_id) {
   const Tier tier = upload.tier;
   if (old.has_value() && old->tier != tier) RecordRemoved(*old);
   RecordStored(BlockStatus{id, upload.level, tier, upload.total_size, upload.version.token},
-               upload.version.fresh);
+               upload.version.fresh, upload.version.lease);
   uploads_.erase(found);
   return tier;
 }
@@ -234,8 +234,8 @@ WorkerStats BlockManager::Stats() const {
 
 std::vector<BlockStatusChange> BlockManager::TakeChanges() { return std::exchange(changes_, {}); }
 
-void BlockManager::RecordStored(const BlockStatus& status, bool fresh) {
-  changes_.push_back({status, /*removed=*/false, fresh});
+void BlockManager::RecordStored(const BlockStatus& status, bool fresh, uint64_t lease) {
+  changes_.push_back({status, /*removed=*/false, fresh, lease});
 }
 
 void BlockManager::RecordRemoved(const BlockStatus& status) { changes_.push_back({status, true}); }

@@ -279,7 +279,8 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
     piece.offset = put.getOffset();
     piece.last = put.getLast();
     piece.upload_id = put.getUploadId();
-    piece.version = PutVersion{put.getVersion(), /*fresh=*/!put.getReplica()};
+    piece.version =
+        PutVersion{put.getVersion(), /*fresh=*/!put.getReplica(), put.getLeaseToken()};
     return Status::Ok();
   }));
   const zmq::message_t& peer = *message.routing_id();
@@ -367,8 +368,9 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
   if (link_->acked_seq() >= seq) {
     SendPutReply(peer, id, *tier, /*committed=*/true);
   } else {
-    deferred_.push_back(
-        DeferredPut{CopyFrame(peer), id, *tier, seq, now + options_.put_ack_timeout});
+    deferred_.push_back(DeferredPut{CopyFrame(peer), id, *tier, seq,
+                                    now + options_.put_ack_timeout, done.block,
+                                    piece.version.token});
   }
   return Status::Ok();
 }
@@ -702,6 +704,7 @@ void WorkerServer::ExpireIdleUploads(TimePoint now) {
 }
 
 void WorkerServer::ReleaseDeferredPuts(TimePoint now, bool all) {
+  for (auto& refused : link_->TakeRefused()) refused_.push_back(std::move(refused));
   while (!deferred_.empty()) {
     DeferredPut& put = deferred_.front();
     const bool acked = link_->acked_seq() >= put.needs_seq;
@@ -709,9 +712,20 @@ void WorkerServer::ReleaseDeferredPuts(TimePoint now, bool all) {
     if (!acked) {
       spdlog::debug("answering put {} before the master acknowledged its report", put.request_id);
     }
-    SendPutReply(put.peer, put.request_id, put.tier, /*committed=*/true);
+    auto refused = std::find(refused_.begin(), refused_.end(),
+                             std::pair<BlockId, uint64_t>{put.block, put.version});
+    if (acked && refused != refused_.end()) {
+      refused_.erase(refused);
+      SendError(put.peer, put.request_id,
+                AbortedError("the master refused " + put.block.ToString() +
+                             ": the compute lease it was stored under is no longer held "
+                             "(another client computes or stored it); it is being removed"));
+    } else {
+      SendPutReply(put.peer, put.request_id, put.tier, /*committed=*/true);
+    }
     deferred_.pop_front();
   }
+  if (deferred_.empty()) refused_.clear();
 }
 
 void WorkerServer::SendReply(const zmq::message_t& peer, capnp::MallocMessageBuilder& reply,

@@ -87,6 +87,8 @@ class WorkerServer {
     Tier tier;
     uint64_t needs_seq;  // reply once MasterLink::acked_seq() reaches this
     TimePoint deadline;  // or now
+    BlockId block;       // the master may refuse it (MasterLink::TakeRefused)
+    uint64_t version;
   };
 
   WorkerServer(zmq::context_t& context, WorkerServerOptions options,
@@ -144,6 +146,8 @@ class WorkerServer {
   std::unique_ptr<MasterLink> link_;
   UploadTable uploads_;
   std::deque<DeferredPut> deferred_;  // in seq and deadline order
+  // Fresh blocks the master refused, whose deferred puts fail (see ReleaseDeferredPuts).
+  std::vector<std::pair<BlockId, uint64_t>> refused_;
   // Set by the master's `decommission`: new uploads are refused.
   bool decommissioning_ = false;
   // Versions for uploads that name none (clients from before versions).
