@@ -9,9 +9,10 @@
 
 namespace bm {
 
-// Tells a server which connections of its ROUTER socket closed, so it can drop at once what a
-// peer left behind (the uploads of a client that was killed or gave up), instead of waiting
-// for a timeout.
+// Tells a socket's owner which of its connections closed: a server's ROUTER, so it can drop at
+// once what a peer left behind (the uploads of a client that was killed or gave up) instead of
+// waiting for a timeout; a client's DEALER, so a call in flight fails over at once when its
+// connection dies (RpcChannel).
 //
 // ZeroMQ hides connections behind routing ids; its socket monitor reports a closed
 // connection by its file descriptor, and every received frame carries the descriptor it came
@@ -27,8 +28,8 @@ namespace bm {
 // Not thread-safe: owned by the thread that owns the ROUTER.
 class PeerMonitor {
  public:
-  // Monitors `router` (which must outlive the monitor); `name` makes the inproc endpoint
-  // unique within the context.
+  // Monitors `router` (any socket; it must outlive the monitor); `name` makes the inproc
+  // endpoint unique within the context.
   static Result<std::unique_ptr<PeerMonitor>> Create(zmq::context_t& context,
                                                      zmq::socket_t& router,
                                                      const std::string& name);

@@ -1,5 +1,7 @@
 #include "common/transport.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "common/protocol.h"
@@ -168,9 +170,18 @@ RpcChannel::RpcChannel(zmq::context_t& context, std::string address,
 }
 
 void RpcChannel::Reset() {
+  monitor_.reset();  // before the socket it monitors
   socket_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
   ConfigureSocket(*socket_);
-  socket_->set(zmq::sockopt::sndtimeo, static_cast<int>(timeout_.count()));
+  socket_->set(zmq::sockopt::immediate, 1);
+  socket_->set(zmq::sockopt::heartbeat_ivl, static_cast<int>(kHeartbeatInterval.count()));
+  socket_->set(zmq::sockopt::heartbeat_timeout, static_cast<int>(kHeartbeatTimeout.count()));
+  socket_->set(zmq::sockopt::sndtimeo, static_cast<int>(std::min(timeout_, kConnectBound).count()));
+  static std::atomic<uint64_t> monitors{0};
+  Result<std::unique_ptr<PeerMonitor>> monitor =
+      PeerMonitor::Create(context_, *socket_, "rpc-" + std::to_string(++monitors));
+  // Without a monitor a call still ends at its timeout.
+  if (monitor.ok()) monitor_ = std::move(monitor).value();
   socket_->connect(address_);
 }
 
@@ -179,6 +190,8 @@ Result<IncomingMessage> RpcChannel::Call(capnp::MallocMessageBuilder& request,
   const uint64_t id = next_id_++;
   request.getRoot<proto::Request>().setId(id);
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  // Only a connection lost after this send fails the call.
+  if (monitor_) monitor_->TakeClosed();
   Status sent = SendMessage(*socket_, nullptr, request, std::move(payload));
   if (!sent.ok()) {
     Reset();
@@ -189,11 +202,20 @@ Result<IncomingMessage> RpcChannel::Call(capnp::MallocMessageBuilder& request,
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     // A blocking receive bounded by the time left, not zmq::poll then a receive: that saves
-    // a poll pass per call, which is measurable on VMs where system calls are dear.
-    socket_->set(zmq::sockopt::rcvtimeo, static_cast<int>(left.count()));
+    // a poll pass per call, which is measurable on VMs where system calls are dear. It waits
+    // in slices, checking between them whether the connection was lost.
+    socket_->set(zmq::sockopt::rcvtimeo,
+                 static_cast<int>(std::min(left, kHeartbeatInterval).count()));
     Result<IncomingMessage> received = ReceiveMessage(*socket_, /*has_routing_id=*/false);
     if (!received.ok()) {
-      if (received.status().code() == StatusCode::kUnavailable) break;  // the time is up
+      if (received.status().code() == StatusCode::kUnavailable) {  // this slice is up
+        if (monitor_ && !monitor_->TakeClosed().empty()) {
+          Reset();
+          return UnavailableError("lost the connection to " + address_ +
+                                  " (it closed, or the peer stopped answering heartbeats)");
+        }
+        continue;
+      }
       continue;  // a garbled reply: keep waiting for ours
     }
     IncomingMessage& message = received.value();
@@ -217,7 +239,7 @@ Status RpcChannel::Post(capnp::MallocMessageBuilder& request) {
   request.getRoot<proto::Request>().setId(next_id_++);
   socket_->set(zmq::sockopt::sndtimeo, 0);
   Status sent = SendMessage(*socket_, nullptr, request);
-  socket_->set(zmq::sockopt::sndtimeo, static_cast<int>(timeout_.count()));
+  socket_->set(zmq::sockopt::sndtimeo, static_cast<int>(std::min(timeout_, kConnectBound).count()));
   return sent;
 }
 

@@ -15,6 +15,7 @@
 #include <zmq.hpp>
 
 #include "common/chunk.h"
+#include "common/peer_monitor.h"
 #include "common/status.h"
 #include "schema/messages.capnp.h"
 
@@ -71,6 +72,16 @@ void ConfigureSocket(zmq::socket_t& socket);
 
 // A request/reply channel to one server over a DEALER socket. Assigns request ids, waits for
 // the matching reply up to a timeout and drops stale replies of earlier timed-out calls.
+//
+// A server that is dead or stopped fails a call within about half a second, not at the
+// timeout, so callers fail over fast (to another copy, another worker):
+//   - ZMQ_IMMEDIATE: a request is queued only on a connection whose handshake completed, and a
+//     send waits at most kConnectBound for one. A killed server refuses the connection; a
+//     stopped one (its port still accepts) never completes the handshake.
+//   - ZMTP heartbeats (ZMQ_HEARTBEAT_IVL/TIMEOUT): a connection whose peer stops answering
+//     pings is closed, and the socket monitor's report of it fails the call in flight. Pings
+//     are answered by the peer's ZeroMQ I/O thread, so a server busy with a long request still
+//     answers them; only a dead, stopped or cut-off process is detected.
 // Not thread-safe: one thread owns a channel.
 class RpcChannel {
  public:
@@ -90,6 +101,12 @@ class RpcChannel {
   // be queued at once.
   Status Post(capnp::MallocMessageBuilder& request);
 
+  // How long a send waits for a connection to complete (see the class comment).
+  static constexpr std::chrono::milliseconds kConnectBound{500};
+  // Heartbeats on the connection: a peer silent this long after a ping is given up.
+  static constexpr std::chrono::milliseconds kHeartbeatInterval{100};
+  static constexpr std::chrono::milliseconds kHeartbeatTimeout{400};
+
  private:
   void Reset();
 
@@ -97,6 +114,7 @@ class RpcChannel {
   std::string address_;
   std::chrono::milliseconds timeout_;
   std::unique_ptr<zmq::socket_t> socket_;
+  std::unique_ptr<PeerMonitor> monitor_;  // of socket_; null if it could not be set up
   uint64_t next_id_ = 1;
 };
 
