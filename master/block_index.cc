@@ -215,6 +215,10 @@ ApplyResult BlockIndex::Apply(std::string_view worker_id, const BlockChange& cha
   return result;
 }
 
+void BlockIndex::RetireVersion(const BlockId& id, uint64_t version) {
+  if (version != 0) history_.Retire(id, version);
+}
+
 void BlockIndex::RetireVersions(std::span<const BlockId> ids) {
   for (const BlockId& id : ids) {
     if (const Entry* entry = FindEntry(id)) history_.Retire(id, entry->version());

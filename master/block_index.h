@@ -122,6 +122,8 @@ class BlockIndex {
   // The current version of every id in `ids` that is tracked is retired (a user removal): no
   // copy of it is accepted again, while a new put of the id is.
   void RetireVersions(std::span<const BlockId> ids);
+  // Retires one version of `id` (a removal the journal remembered across a restart).
+  void RetireVersion(const BlockId& id, uint64_t version);
   // The block's current version; nullopt when not tracked.
   std::optional<uint64_t> VersionOf(const BlockId& id) const;
 

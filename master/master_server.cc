@@ -317,6 +317,7 @@ Status MasterServer::Loop::RestoreFromJournal() {
                    journal_->Load([&](const std::string& worker_id, const BlockChange& change) {
                      index_.Apply(worker_id, change);
                    }));
+  for (const auto& [id, version] : snapshot.retired) index_.RetireVersion(id, version);
   for (JournaledWorker& worker : snapshot.workers) {
     // Connected now, so removes fan out to it before it registers again.
     Result<zmq::socket_t> link = ConnectWorker(worker.address);
@@ -1108,7 +1109,16 @@ void MasterServer::Loop::StartRemove(const zmq::message_t& client, uint64_t requ
                                      std::vector<BlockId> ids) {
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  // A copy of a removed version that comes back later (its worker was away) is refused.
+  // A copy of a removed version that comes back later (its worker was away) is refused, also
+  // after a master restart (the journal remembers the retired versions).
+  if (journal_) {
+    std::vector<std::pair<BlockId, uint64_t>> retired;
+    for (const BlockId& id : ids) {
+      std::optional<uint64_t> version = index_.VersionOf(id);
+      if (version && *version != 0) retired.emplace_back(id, *version);
+    }
+    Journaled(journal_->RecordRetired(retired));
+  }
   index_.RetireVersions(ids);
   const uint64_t op_id = next_op_id_++;
   PendingRemove op;

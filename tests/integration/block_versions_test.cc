@@ -228,13 +228,9 @@ TEST(BlockVersionsTest, RddRemovedWhileAWorkerWasAwayStaysRemoved) {
   EXPECT_EQ(ListBlocks(cluster).size(), 1u);
 }
 
-// As above, with the master restarted (from its journal) while the worker was away: what the
-// master remembers of the removal must survive the restart.
-// Disabled: it fails today. The version history lives in the master's memory only, and the
-// journal forgets a dropped worker's locations, so a master restarted after the removal knows
-// nothing of the RDD and takes the returning worker's copies back. Needs the retired versions
-// (or per-worker pending removals) in the journal.
-TEST(BlockVersionsTest, DISABLED_RddRemovedWhileAWorkerWasAwayStaysRemovedAcrossAMasterRestart) {
+// As above, with the master restarted (from its journal) while the worker was away: the
+// journal remembers the versions the removal retired.
+TEST(BlockVersionsTest, RddRemovedWhileAWorkerWasAwayStaysRemovedAcrossAMasterRestart) {
   LocalCluster cluster(/*heartbeat_timeout_seconds=*/1);
   cluster.SetMasterStateDir((cluster.dir().path() / "master-state").string());
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
