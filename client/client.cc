@@ -1101,21 +1101,42 @@ Result<std::vector<WorkerInfo>> Client::Workers() {
 }
 
 Result<std::vector<BlockLocations>> Client::Blocks(std::optional<uint64_t> rdd_id) {
-  capnp::MallocMessageBuilder message;
-  proto::ListBlocks::Builder list = message.initRoot<proto::Request>().initListBlocks();
-  if (rdd_id) {
-    list.setRddId(*rdd_id);
-  } else {
-    list.setAll();
-  }
-  ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message));
   std::vector<BlockLocations> out;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
-    proto::Reply::Reader r = reply.reply();
-    if (!r.isBlocks()) return UnexpectedReply("master", "blocks");
-    return ToBlockLocations(r.getBlocks(), &out);
+  RETURN_IF_ERROR(ForEachBlockPage(rdd_id, [&](const std::vector<BlockLocations>& page) {
+    out.insert(out.end(), page.begin(), page.end());
+    return Status::Ok();
   }));
   return out;
+}
+
+Status Client::ForEachBlockPage(
+    std::optional<uint64_t> rdd_id,
+    const std::function<Status(const std::vector<BlockLocations>&)>& visit, uint32_t page_size) {
+  std::string after;
+  while (true) {
+    capnp::MallocMessageBuilder message;
+    proto::ListBlocks::Builder list = message.initRoot<proto::Request>().initListBlocks();
+    if (rdd_id) {
+      list.setRddId(*rdd_id);
+    } else {
+      list.setAll();
+    }
+    list.setAfter(after);
+    list.setLimit(std::max<uint32_t>(page_size, 1));
+    ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message));
+    std::vector<BlockLocations> page;
+    bool more = false;
+    RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+      proto::Reply::Reader r = reply.reply();
+      if (!r.isBlockPage()) return UnexpectedReply("master", "blockPage");
+      more = r.getBlockPage().getMore();
+      return ToBlockLocations(r.getBlockPage().getBlocks(), &page);
+    }));
+    if (page.empty()) return Status::Ok();
+    after = page.back().block.ToString();
+    RETURN_IF_ERROR(visit(page));
+    if (!more) return Status::Ok();
+  }
 }
 
 Result<std::vector<RddInfo>> Client::Rdds() {

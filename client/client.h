@@ -219,8 +219,17 @@ class Client {
   Result<std::vector<BlockLocations>> Locations(const std::vector<BlockId>& ids);
   // Live workers, sorted by id.
   Result<std::vector<WorkerInfo>> Workers();
-  // Every known block, or those of one RDD, sorted by id.
+  // Every known block, or those of one RDD, sorted by id. Read page by page (BlockPages), so
+  // it works at any count; for millions of blocks prefer ForEachBlockPage, which holds one
+  // page at a time.
   Result<std::vector<BlockLocations>> Blocks(std::optional<uint64_t> rdd_id = std::nullopt);
+  // Hands every known block (or those of one RDD) to `visit` a page at a time, in id order,
+  // asking the master for one page after another (at most `page_size` blocks each; the master
+  // may send fewer). An error from `visit` stops the walk and is returned. Blocks put or
+  // removed during the walk may or may not be seen; none is seen twice.
+  Status ForEachBlockPage(std::optional<uint64_t> rdd_id,
+                          const std::function<Status(const std::vector<BlockLocations>&)>& visit,
+                          uint32_t page_size = 10000);
   // Cached RDDs, sorted by id.
   Result<std::vector<RddInfo>> Rdds();
   // Starts draining a worker (see DecommissionWorker in schema/messages.capnp): it takes no

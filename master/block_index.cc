@@ -340,6 +340,43 @@ std::vector<BlockInfo> BlockIndex::List() const {
   return out;
 }
 
+std::vector<BlockInfo> BlockIndex::ListPage(std::optional<uint64_t> rdd_id,
+                                            const std::optional<BlockId>& after,
+                                            size_t limit) const {
+  // A max-heap of the smallest `limit` ids seen after `after`.
+  std::vector<BlockId> page;
+  if (limit == 0) return {};
+  page.reserve(limit);
+  auto consider = [&](const BlockId& id) {
+    if (after && !(*after < id)) return;
+    if (page.size() < limit) {
+      page.push_back(id);
+      std::push_heap(page.begin(), page.end());
+    } else if (id < page.front()) {
+      std::pop_heap(page.begin(), page.end());
+      page.back() = id;
+      std::push_heap(page.begin(), page.end());
+    }
+  };
+  auto scan_rdd = [&](uint64_t rdd, const PartitionMap& partitions) {
+    partitions.ForEach(
+        [&](uint64_t partition, const Entry&) { consider(BlockId::Rdd(rdd, partition)); });
+  };
+  if (rdd_id) {
+    if (const PartitionMap* partitions = rdds_.Find(*rdd_id)) scan_rdd(*rdd_id, *partitions);
+  } else {
+    rdds_.ForEach(scan_rdd);
+    for (const auto& [id, entry] : others_) consider(id);
+  }
+  std::sort_heap(page.begin(), page.end());
+  std::vector<BlockInfo> out;
+  out.reserve(page.size());
+  for (const BlockId& id : page) {
+    if (const Entry* entry = FindEntry(id)) out.push_back(MakeInfo(id, *entry));
+  }
+  return out;
+}
+
 void BlockIndex::ForEach(const std::function<void(const BlockInfo&)>& visit) const {
   rdds_.ForEach([&](uint64_t rdd_id, const PartitionMap& partitions) {
     partitions.ForEach([&](uint64_t partition, const Entry& entry) {

@@ -141,6 +141,11 @@ class BlockIndex {
   void Prefetch(const BlockId& id) const;
   // Every block, sorted by id.
   std::vector<BlockInfo> List() const;
+  // One page of the list: the first `limit` blocks with ids after `after` (all when nullopt),
+  // of one RDD or all, sorted by id. One pass over the index keeping `limit` ids, so a page of
+  // a huge index costs memory for the page only.
+  std::vector<BlockInfo> ListPage(std::optional<uint64_t> rdd_id, const std::optional<BlockId>& after,
+                                  size_t limit) const;
   // Calls `visit` for every block, in no particular order, without materialising the list.
   void ForEach(const std::function<void(const BlockInfo&)>& visit) const;
   // The blocks of one RDD, sorted by id.

@@ -35,6 +35,8 @@ constexpr size_t kMaxLabelBytes = 256;
 // RDD descriptions are small, but a client registering ids in a loop must not grow the master
 // without bound.
 constexpr size_t kMaxRegisteredRdds = 100000;
+// Blocks in one listBlocks page at most: ~1 MB of reply, and one pass over the index each.
+constexpr size_t kMaxBlockPage = 10000;
 // Bounds on a compute lease and on how long the master keeps a waiting acquireCompute.
 constexpr uint32_t kMinLeaseMs = 50;
 constexpr uint32_t kMaxLeaseMs = 10 * 60 * 1000;
@@ -852,6 +854,26 @@ void MasterServer::Loop::HandleListWorkers(proto::Reply::Builder reply) {
 Status MasterServer::Loop::HandleListBlocks(proto::ListBlocks::Reader request,
                                             proto::Reply::Builder reply) {
   std::vector<BlockInfo> blocks;
+  if (request.getLimit() > 0) {
+    std::optional<uint64_t> rdd_id;
+    if (request.isRddId()) {
+      rdd_id = request.getRddId();
+    } else if (!request.isAll()) {
+      return InvalidArgumentError("unsupported listBlocks filter");
+    }
+    std::optional<BlockId> after;
+    if (request.hasAfter() && request.getAfter().size() > 0) {
+      ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(request.getAfter()));
+      after = parsed;
+    }
+    const size_t limit = std::min<size_t>(request.getLimit(), kMaxBlockPage);
+    blocks = index_.ListPage(rdd_id, after, limit);
+    proto::BlockPage::Builder page = reply.initBlockPage();
+    page.setMore(blocks.size() == limit);
+    auto out = page.initBlocks(blocks.size());
+    for (size_t i = 0; i < blocks.size(); ++i) FillBlockLocations(blocks[i].id, blocks[i], out[i]);
+    return Status::Ok();
+  }
   switch (request.which()) {
     case proto::ListBlocks::ALL:
       blocks = index_.List();

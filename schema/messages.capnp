@@ -162,6 +162,16 @@ struct ListBlocks {
     all @0 :Void;
     rddId @1 :UInt64;
   }
+  # Paging (PROTOCOL.md, "Listing many blocks"): with `limit` > 0 the master answers
+  # `blockPage` with at most that many blocks (it may cap it), the first ids after `after` in id
+  # order (empty: from the first). 0: every block in one `blocks` reply.
+  after @2 :Text;
+  limit @3 :UInt32;
+}
+
+struct BlockPage {
+  blocks @0 :List(BlockLocations);
+  more @1 :Bool;   # blocks after the last one may exist: ask again with `after` = its id
 }
 
 struct RddInfo {
@@ -380,5 +390,6 @@ struct Reply {
     # the compute lease they were stored under is no longer held. The report is acknowledged
     # all the same; the listed copies are being removed from the worker.
     reportRefused @15 :List(BlockStatus);
+    blockPage @16 :BlockPage;   # answers listBlocks with a limit
   }
 }
