@@ -1068,20 +1068,27 @@ Result<uint64_t> Client::ReadFrom(const BlockLocation& location, const BlockId& 
 // ---- metadata ----
 
 Result<std::vector<BlockLocations>> Client::Locations(const std::vector<BlockId>& ids) {
-  if (ids.empty()) return std::vector<BlockLocations>{};
-  capnp::MallocMessageBuilder message;
-  auto list = message.initRoot<proto::Request>().initGetLocations().initBlockIds(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) list.set(i, ids[i].ToString());
-  ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message));
+  // Asked in batches, so neither a request nor its answer nears the header limit however many
+  // ids are asked for (an answer of 10,000 blocks with a copy each is about 1 MB).
+  constexpr size_t kIdsPerRequest = 10000;
   std::vector<BlockLocations> out;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
-    proto::Reply::Reader r = reply.reply();
-    if (!r.isLocations()) return UnexpectedReply("master", "locations");
-    return ToBlockLocations(r.getLocations(), &out);
-  }));
-  if (out.size() != ids.size()) {
-    return InternalError("master answered " + std::to_string(out.size()) + " entries for " +
-                         std::to_string(ids.size()) + " blocks");
+  out.reserve(ids.size());
+  for (size_t first = 0; first < ids.size(); first += kIdsPerRequest) {
+    const size_t n = std::min(kIdsPerRequest, ids.size() - first);
+    capnp::MallocMessageBuilder message;
+    auto list = message.initRoot<proto::Request>().initGetLocations().initBlockIds(n);
+    for (size_t i = 0; i < n; ++i) list.set(i, ids[first + i].ToString());
+    ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message));
+    const size_t before = out.size();
+    RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+      proto::Reply::Reader r = reply.reply();
+      if (!r.isLocations()) return UnexpectedReply("master", "locations");
+      return ToBlockLocations(r.getLocations(), &out);
+    }));
+    if (out.size() - before != n) {
+      return InternalError("master answered " + std::to_string(out.size() - before) +
+                           " entries for " + std::to_string(n) + " blocks");
+    }
   }
   return out;
 }

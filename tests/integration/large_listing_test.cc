@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "client/client.h"
 #include "tests/support/local_cluster.h"
 
 namespace bm::testing {
@@ -64,6 +65,17 @@ TEST(LargeListingTest, AMillionBlocksListAsJsonWithTheMastersMemoryBounded) {
   ASSERT_NE(newline, std::string::npos) << ends.out;
   EXPECT_NE(ends.out.substr(0, newline).find("\"rdd_1_0\""), std::string::npos) << ends.out;
   EXPECT_NE(ends.out.substr(newline).find("\"rdd_1_999999\""), std::string::npos) << ends.out;
+
+  // Locations of all of them at once: asked in batches, answered in full.
+  std::vector<BlockId> ids;
+  ids.reserve(kBlocks);
+  for (uint64_t p = 0; p < kBlocks; ++p) ids.push_back(BlockId::Rdd(1, p));
+  Client client(ClientOptions{.master_address = cluster.master_endpoint()});
+  Result<std::vector<BlockLocations>> where = client.Locations(ids);
+  ASSERT_TRUE(where.ok()) << where.status().ToString();
+  ASSERT_EQ(where->size(), kBlocks);
+  EXPECT_EQ((*where)[kBlocks - 1].block, BlockId::Rdd(1, kBlocks - 1));
+  EXPECT_EQ((*where)[kBlocks - 1].locations.size(), 1u);
 }
 
 }  // namespace
