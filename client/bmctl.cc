@@ -499,9 +499,27 @@ int Main(int argc, char** argv) {
     if (!found.ok()) return Fail(found.status());
     std::cout << (json ? LocationsToJson(*found).dump(2) + "\n" : LocationsTable(*found));
   } else if (blocks->parsed()) {
-    Result<std::vector<BlockLocations>> list = client.Blocks(rdd_id);
-    if (!list.ok()) return Fail(list.status());
-    std::cout << (json ? BlocksToJson(*list).dump(2) + "\n" : BlocksTable(*list));
+    // Streamed a page at a time, so memory stays bounded however many blocks there are: JSON
+    // as an array with one block per line, the table with its header on the first page only.
+    bool first = true;
+    if (json) std::cout << "[";
+    Status listed = client.ForEachBlockPage(rdd_id, [&](const std::vector<BlockLocations>& page) {
+      if (json) {
+        for (const nlohmann::ordered_json& entry : BlocksToJson(page)) {
+          std::cout << (first ? "\n" : ",\n") << entry.dump();
+          first = false;
+        }
+      } else {
+        std::string table = BlocksTable(page);
+        if (!first) table.erase(0, table.find('\n') + 1);  // the header
+        std::cout << table;
+        first = false;
+      }
+      return std::cout ? Status::Ok() : InternalError("writing to stdout failed");
+    });
+    if (json) std::cout << (first ? "]\n" : "\n]\n");
+    if (!listed.ok()) return Fail(listed);
+    if (!json && first) std::cout << BlocksTable({});
   } else if (rdds->parsed()) {
     Result<std::vector<RddInfo>> list = client.Rdds();
     if (!list.ok()) return Fail(list.status());

@@ -9,6 +9,7 @@
 #include <ostream>
 #include <zmq.hpp>
 
+#include "client/abort_put.h"
 #include "client/local_hosts.h"
 #include "client/placement.h"
 #include "client/reply_decoding.h"
@@ -480,7 +481,7 @@ Result<PutResult> Client::Impl::PutOnce(const BlockId& id, PieceSource& source, 
 
   // Every copy this put stores carries one version token, so the master sees them as one
   // version and lets that version replace any other (PROTOCOL.md, "One version per block id").
-  const UploadVersion version{NewVersionToken(), /*replica=*/false};
+  const UploadVersion version{NewVersionToken(), /*replica=*/false, options.compute_lease};
   std::vector<Result<PutResult>> stored;
   Status last;
   size_t next = 0;
@@ -543,8 +544,14 @@ std::vector<Result<PutResult>> Client::Impl::Upload(const std::vector<const Work
     uint64_t upload_id = 0;
     std::optional<Status> failure;
     Tier tier = Tier::kMemory;
+    bool started = false;  // a piece was sent: the worker may hold a claim for it
   };
   std::vector<Target> uploads;
+  // A target this client gives up on releases its claim at once (PROTOCOL.md, "Uploads").
+  auto give_up = [](Target& target, Status why) {
+    target.failure = std::move(why);
+    if (target.started) PostAbortPut(*target.channel, target.upload_id);
+  };
   for (const WorkerInfo* worker : targets) {
     Target target;
     target.worker = worker;
@@ -567,7 +574,7 @@ std::vector<Result<PutResult>> Client::Impl::Upload(const std::vector<const Work
     Result<std::vector<ChunkPtr>> chunks = source.NextPiece();
     if (!chunks.ok()) {
       for (Target& target : uploads) {
-        if (!target.failure) target.failure = chunks.status();
+        if (!target.failure) give_up(target, chunks.status());
       }
       break;
     }
@@ -585,15 +592,17 @@ std::vector<Result<PutResult>> Client::Impl::Upload(const std::vector<const Work
       put.setUploadId(target.upload_id);
       put.setVersion(version.token);
       put.setReplica(version.replica);
+      put.setLeaseToken(version.lease);
       std::vector<zmq::message_t> payload;
       payload.reserve(chunks->size());
       for (const ChunkPtr& chunk : *chunks) payload.push_back(MessageFromChunk(chunk));
 
+      target.started = true;
       Result<IncomingMessage> reply = Call(*target.channel, options_.request_timeout, peer,
                                            message, std::move(payload),
                                            last ? kCommitSlack : milliseconds(0));
       if (!reply.ok()) {
-        target.failure = reply.status();
+        give_up(target, reply.status());
         continue;
       }
       bool committed = false;
@@ -607,7 +616,7 @@ std::vector<Result<PutResult>> Client::Impl::Upload(const std::vector<const Work
       if (read.ok() && committed != last) {
         read = InternalError(peer + (last ? " did not commit " : " committed early ") + block);
       }
-      if (!read.ok()) target.failure = read;
+      if (!read.ok()) give_up(target, read);
     }
     if (last) break;
   }
@@ -1111,20 +1120,27 @@ Result<uint64_t> Client::Impl::ReadFrom(const BlockLocation& location, const Blo
 // ---- metadata ----
 
 Result<std::vector<BlockLocations>> Client::Impl::Locations(const std::vector<BlockId>& ids) {
-  if (ids.empty()) return std::vector<BlockLocations>{};
-  capnp::MallocMessageBuilder message;
-  auto list = message.initRoot<proto::Request>().initGetLocations().initBlockIds(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) list.set(i, ids[i].ToString());
-  ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message));
+  // Asked in batches, so neither a request nor its answer nears the header limit however many
+  // ids are asked for (an answer of 10,000 blocks with a copy each is about 1 MB).
+  constexpr size_t kIdsPerRequest = 10000;
   std::vector<BlockLocations> out;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
-    proto::Reply::Reader r = reply.reply();
-    if (!r.isLocations()) return UnexpectedReply("master", "locations");
-    return ToBlockLocations(r.getLocations(), &out);
-  }));
-  if (out.size() != ids.size()) {
-    return InternalError("master answered " + std::to_string(out.size()) + " entries for " +
-                         std::to_string(ids.size()) + " blocks");
+  out.reserve(ids.size());
+  for (size_t first = 0; first < ids.size(); first += kIdsPerRequest) {
+    const size_t n = std::min(kIdsPerRequest, ids.size() - first);
+    capnp::MallocMessageBuilder message;
+    auto list = message.initRoot<proto::Request>().initGetLocations().initBlockIds(n);
+    for (size_t i = 0; i < n; ++i) list.set(i, ids[first + i].ToString());
+    ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message));
+    const size_t before = out.size();
+    RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+      proto::Reply::Reader r = reply.reply();
+      if (!r.isLocations()) return UnexpectedReply("master", "locations");
+      return ToBlockLocations(r.getLocations(), &out);
+    }));
+    if (out.size() - before != n) {
+      return InternalError("master answered " + std::to_string(out.size() - before) +
+                           " entries for " + std::to_string(n) + " blocks");
+    }
   }
   return out;
 }
@@ -1145,21 +1161,42 @@ Result<std::vector<WorkerInfo>> Client::Impl::Workers() {
 }
 
 Result<std::vector<BlockLocations>> Client::Impl::Blocks(std::optional<uint64_t> rdd_id) {
-  capnp::MallocMessageBuilder message;
-  proto::ListBlocks::Builder list = message.initRoot<proto::Request>().initListBlocks();
-  if (rdd_id) {
-    list.setRddId(*rdd_id);
-  } else {
-    list.setAll();
-  }
-  ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message));
   std::vector<BlockLocations> out;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
-    proto::Reply::Reader r = reply.reply();
-    if (!r.isBlocks()) return UnexpectedReply("master", "blocks");
-    return ToBlockLocations(r.getBlocks(), &out);
+  RETURN_IF_ERROR(ForEachBlockPage(rdd_id, [&](const std::vector<BlockLocations>& page) {
+    out.insert(out.end(), page.begin(), page.end());
+    return Status::Ok();
   }));
   return out;
+}
+
+Status Client::Impl::ForEachBlockPage(
+    std::optional<uint64_t> rdd_id,
+    const std::function<Status(const std::vector<BlockLocations>&)>& visit, uint32_t page_size) {
+  std::string after;
+  while (true) {
+    capnp::MallocMessageBuilder message;
+    proto::ListBlocks::Builder list = message.initRoot<proto::Request>().initListBlocks();
+    if (rdd_id) {
+      list.setRddId(*rdd_id);
+    } else {
+      list.setAll();
+    }
+    list.setAfter(after);
+    list.setLimit(std::max<uint32_t>(page_size, 1));
+    ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message));
+    std::vector<BlockLocations> page;
+    bool more = false;
+    RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+      proto::Reply::Reader r = reply.reply();
+      if (!r.isBlockPage()) return UnexpectedReply("master", "blockPage");
+      more = r.getBlockPage().getMore();
+      return ToBlockLocations(r.getBlockPage().getBlocks(), &page);
+    }));
+    if (page.empty()) return Status::Ok();
+    after = page.back().block.ToString();
+    RETURN_IF_ERROR(visit(page));
+    if (!more) return Status::Ok();
+  }
 }
 
 Result<std::vector<RddInfo>> Client::Impl::Rdds() {

@@ -45,6 +45,10 @@ struct ClientOptions {
   // Get-or-compute: how long the master holds one request of a client waiting for another's
   // compute before answering "still busy" (the client then asks again).
   std::chrono::milliseconds compute_wait{2000};
+  // Get-or-compute: how long one call may wait for the block while other clients compute it
+  // (or while the master cannot be reached) before failing with kUnavailable. 0: no bound. A
+  // compute this client runs itself is not interrupted.
+  std::chrono::milliseconds get_or_compute_deadline{0};
   // Names this client in leases (logs, "busy" answers). Empty: "<hostname>:<pid>".
   std::string holder_name{};
 
@@ -215,8 +219,17 @@ class Client {
   // Trusts `public_key` as the key of the worker at `address`, as if the master had vouched
   // for it (a worker's replicator reads from its own worker this way).
   void TrustWorkerKey(const std::string& address, const std::string& public_key);
-  // Every known block, or those of one RDD, sorted by id.
+  // Every known block, or those of one RDD, sorted by id. Read page by page (BlockPages), so
+  // it works at any count; for millions of blocks prefer ForEachBlockPage, which holds one
+  // page at a time.
   Result<std::vector<BlockLocations>> Blocks(std::optional<uint64_t> rdd_id = std::nullopt);
+  // Hands every known block (or those of one RDD) to `visit` a page at a time, in id order,
+  // asking the master for one page after another (at most `page_size` blocks each; the master
+  // may send fewer). An error from `visit` stops the walk and is returned. Blocks put or
+  // removed during the walk may or may not be seen; none is seen twice.
+  Status ForEachBlockPage(std::optional<uint64_t> rdd_id,
+                          const std::function<Status(const std::vector<BlockLocations>&)>& visit,
+                          uint32_t page_size = 10000);
   // Cached RDDs, sorted by id.
   Result<std::vector<RddInfo>> Rdds();
   // Starts draining a worker (see DecommissionWorker in schema/messages.capnp): it takes no

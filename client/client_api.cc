@@ -90,6 +90,12 @@ Result<std::vector<BlockLocations>> Client::Blocks(std::optional<uint64_t> rdd_i
   return impl_->Blocks(rdd_id);
 }
 
+Status Client::ForEachBlockPage(
+    std::optional<uint64_t> rdd_id,
+    const std::function<Status(const std::vector<BlockLocations>&)>& visit, uint32_t page_size) {
+  return impl_->ForEachBlockPage(rdd_id, visit, page_size);
+}
+
 Result<std::vector<RddInfo>> Client::Rdds() { return impl_->Rdds(); }
 
 Status Client::Decommission(const std::string& worker_id) { return impl_->Decommission(worker_id); }

@@ -77,6 +77,9 @@ class Client::Impl {
   Result<std::vector<WorkerInfo>> Workers();
   void TrustWorkerKey(const std::string& address, const std::string& public_key);
   Result<std::vector<BlockLocations>> Blocks(std::optional<uint64_t> rdd_id);
+  Status ForEachBlockPage(std::optional<uint64_t> rdd_id,
+                          const std::function<Status(const std::vector<BlockLocations>&)>& visit,
+                          uint32_t page_size = 10000);
   Result<std::vector<RddInfo>> Rdds();
   Status Decommission(const std::string& worker_id);
   Status PingMaster();
@@ -115,6 +118,7 @@ class Client::Impl {
   struct UploadVersion {
     uint64_t token = 0;
     bool replica = false;  // a copy of an existing version, not a new put
+    uint64_t lease = 0;    // PutOptions::compute_lease
   };
   uint64_t NewVersionToken();
   // Streams the block to every target, piece by piece; one result per target, in order.

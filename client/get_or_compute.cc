@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
 #include <zmq.hpp>
 
 #include "client/client_impl.h"
@@ -43,6 +44,16 @@ class LeaseReleaser {
 
 Result<std::vector<std::byte>> Client::Impl::GetOrCompute(const BlockId& id, StorageLevel level,
                                                     const ComputeFn& compute) {
+  const auto started = std::chrono::steady_clock::now();
+  const milliseconds deadline = options_.get_or_compute_deadline;
+  // How long the next acquireCompute may wait; nullopt once the deadline has passed.
+  auto next_wait = [&]() -> std::optional<milliseconds> {
+    if (deadline.count() <= 0) return options_.compute_wait;
+    const auto left = deadline - std::chrono::duration_cast<milliseconds>(
+                                     std::chrono::steady_clock::now() - started);
+    if (left.count() <= 0) return std::nullopt;
+    return std::min(options_.compute_wait, left);
+  };
   std::vector<std::string> failed_workers;  // workers that could not serve a listed copy
   if (const std::vector<BlockLocation>* cached = location_cache_.Find(id)) {
     // This client read or stored the block before: read it without asking the master. A
@@ -60,8 +71,13 @@ Result<std::vector<std::byte>> Client::Impl::GetOrCompute(const BlockId& id, Sto
   }
   bool missed = false;
   while (true) {
-    ASSIGN_OR_RETURN(ComputeTicket ticket,
-                     AcquireCompute(id, failed_workers, options_.compute_wait));
+    const std::optional<milliseconds> wait = next_wait();
+    if (!wait) {
+      return UnavailableError("get-or-compute of " + id.ToString() + " gave up after " +
+                              std::to_string(deadline.count()) +
+                              " ms: another client is still computing it");
+    }
+    ASSIGN_OR_RETURN(ComputeTicket ticket, AcquireCompute(id, failed_workers, *wait));
     switch (ticket.kind) {
       case ComputeTicket::Kind::kCached: {
         if (ticket.locations.empty()) break;  // stored and already gone again: ask again
@@ -113,6 +129,7 @@ Result<std::vector<std::byte>> Client::Impl::ComputeAndStore(const BlockId& id, 
                        std::max(options_.compute_lease / 3, milliseconds(1)),
                        options_.request_timeout, ChannelSecurity{keys_, master_key_});
   ++counters_.computes;
+  uint64_t lease = token;  // the lease the result is stored under
   Result<std::vector<std::byte>> computed = compute();
   if (!computed.ok()) return computed;
   if (renewer.lost()) {
@@ -126,10 +143,12 @@ Result<std::vector<std::byte>> Client::Impl::ComputeAndStore(const BlockId& id, 
       return computed;
     }
     releaser.set_token(again->token);
+    lease = again->token;
   }
   // The renewer keeps running through the put: a big block's upload can outlast the lease.
   PutOptions put_options;
   put_options.prefer_local = true;
+  put_options.compute_lease = lease;
   Result<PutResult> stored = Put(id, *computed, level, put_options);
   renewer.Stop();
   if (!stored.ok()) {

@@ -82,6 +82,9 @@ struct PutOptions {
   // Try workers on this client's own host first (see ClientOptions::local_hosts), in placement
   // order, then the others. Get-or-compute stores what it computed this way, as Spark does.
   bool prefer_local = false;
+  // Get-or-compute sets this to the compute lease its result is stored under (0 = none): the
+  // master refuses the block, and the put fails (kAborted), when that lease is no longer held.
+  uint64_t compute_lease = 0;
 };
 
 // What a client's get-or-compute calls did, counted since the client was created (or since

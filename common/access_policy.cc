@@ -117,6 +117,7 @@ Status AuthorizeWorkerRequest(bool secure, const std::optional<PeerIdentity>& ma
     case Which::PING:
       return Status::Ok();
     case Which::PUT_BLOCK:
+    case Which::ABORT_PUT:  // only the sender's own uploads: matched by sender and uploadId
     case Which::GET_BLOCK:
     case Which::GET_BLOCKS:
     case Which::CONTAINS_BLOCK:

@@ -2,6 +2,7 @@
 
 #include <zmq.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <stdexcept>
@@ -47,8 +48,11 @@ void DrainRest(zmq::socket_t& socket) {
 
 IncomingMessage::IncomingMessage(std::optional<zmq::message_t> routing_id,
                                  kj::Array<capnp::word> words,
-                                 std::vector<zmq::message_t> payload)
-    : routing_id_(std::move(routing_id)), words_(std::move(words)), payload_(std::move(payload)) {
+                                 std::vector<zmq::message_t> payload, int source_fd)
+    : routing_id_(std::move(routing_id)),
+      words_(std::move(words)),
+      payload_(std::move(payload)),
+      source_fd_(source_fd) {
   capnp::ReaderOptions options;
   options.traversalLimitInWords = kTraversalLimitWords;
   options.nestingLimit = 32;
@@ -109,7 +113,11 @@ Result<IncomingMessage> ReceiveMessage(zmq::socket_t& socket, bool has_routing_i
     // Set by the ZAP handler for CURVE connections; absent (NULL) on plaintext ones.
     const char* user_id = zmq_msg_gets(header.handle(), "User-Id");
     try {
-      IncomingMessage message(std::move(routing_id), std::move(words), std::move(payload));
+      // ZMQ_SRCFD is deprecated for the "Peer-Address" property, which cannot be matched with
+      // the socket monitor's events (PeerMonitor); it still works in every libzmq 4.x.
+      const int source_fd = zmq_msg_get(header.handle(), ZMQ_SRCFD);
+      IncomingMessage message(std::move(routing_id), std::move(words), std::move(payload),
+                              source_fd);
       if (user_id != nullptr) message.set_peer(DecodeUserId(user_id));
       return message;
     } catch (const kj::Exception& e) {
@@ -188,7 +196,6 @@ namespace {
 
 // Slices of a call's wait between looks at the handshake monitor: a refused key fails within
 // this, not at the call's timeout. A reply that comes sooner costs no extra system call.
-constexpr std::chrono::milliseconds kHandshakeCheckInterval{100};
 std::atomic<uint64_t> next_monitor_id{1};
 
 }  // namespace
@@ -205,45 +212,35 @@ RpcChannel::RpcChannel(zmq::context_t& context, std::string address,
 RpcChannel::~RpcChannel() = default;
 
 void RpcChannel::Reset() {
-  monitor_.reset();
+  monitor_.reset();  // before the socket it monitors
   socket_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
   Status configured = ConfigureClientSocket(*socket_, security_, address_);
   // Never fall back to plaintext: the request would go out unencrypted to whoever answers.
   if (!configured.ok()) throw std::invalid_argument(configured.message());
-  socket_->set(zmq::sockopt::sndtimeo, static_cast<int>(timeout_.count()));
-  const std::string monitor_address =
-      "inproc://bm-rpc-monitor-" + std::to_string(next_monitor_id.fetch_add(1));
-  if (zmq_socket_monitor(socket_->handle(), monitor_address.c_str(),
-                         ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
-                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) == 0) {
-    monitor_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pair);
-    monitor_->set(zmq::sockopt::linger, 0);
-    monitor_->connect(monitor_address);
-  }
+  socket_->set(zmq::sockopt::immediate, 1);
+  socket_->set(zmq::sockopt::heartbeat_ivl, static_cast<int>(kHeartbeatInterval.count()));
+  socket_->set(zmq::sockopt::heartbeat_timeout, static_cast<int>(kHeartbeatTimeout.count()));
+  socket_->set(zmq::sockopt::sndtimeo, static_cast<int>(std::min(timeout_, kConnectBound).count()));
+  // One monitor for both what ends a call early: a lost connection and a refused handshake.
+  Result<std::unique_ptr<PeerMonitor>> monitor = PeerMonitor::Create(
+      context_, *socket_, "rpc-" + std::to_string(next_monitor_id.fetch_add(1)),
+      ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+          ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
+  // Without a monitor a call still ends at its timeout.
+  if (monitor.ok()) monitor_ = std::move(monitor).value();
   socket_->connect(address_);
 }
 
-Status RpcChannel::HandshakeStatus() {
+Status RpcChannel::ConnectionStatus() {
   if (!monitor_) return Status::Ok();
-  while (true) {
-    zmq::message_t event;
-    if (!monitor_->recv(event, zmq::recv_flags::dontwait)) return Status::Ok();
-    while (monitor_->get(zmq::sockopt::rcvmore)) {
-      zmq::message_t rest;
-      (void)monitor_->recv(rest, zmq::recv_flags::none);
-    }
-    if (event.size() < 6) continue;
-    uint16_t kind = 0;
-    uint32_t value = 0;
-    std::memcpy(&kind, event.data(), sizeof(kind));
-    std::memcpy(&value, static_cast<const char*>(event.data()) + 2, sizeof(value));
-    if (kind == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+  bool lost = false;
+  for (const PeerMonitor::Event& event : monitor_->TakeEvents()) {
+    if (event.kind == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
       return PermissionDeniedError("authentication refused by " + address_ +
                                    " (its allow-list does not hold this key)");
     }
-    if (kind == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
-        value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
+    if (event.kind == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+        event.value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
       if (security_.own.enabled()) {
         return PermissionDeniedError(address_ +
                                      " does not use keys (an --insecure server?) but this side "
@@ -253,12 +250,18 @@ Status RpcChannel::HandshakeStatus() {
                                    " requires keys: give --key and --master-key (or "
                                    "BLOCKMGR_KEY and BLOCKMGR_MASTER_KEY)");
     }
-    if (kind == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && security_.own.enabled()) {
+    if (event.kind == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && security_.own.enabled()) {
       return PermissionDeniedError("secure handshake with " + address_ +
-                                   " failed (protocol error " + std::to_string(value) +
+                                   " failed (protocol error " + std::to_string(event.value) +
                                    "): is its public key the one this side was given?");
     }
+    if (event.kind == ZMQ_EVENT_DISCONNECTED) lost = true;
   }
+  if (lost) {
+    return UnavailableError("lost the connection to " + address_ +
+                            " (it closed, or the peer stopped answering heartbeats)");
+  }
+  return Status::Ok();
 }
 
 Result<IncomingMessage> RpcChannel::Call(capnp::MallocMessageBuilder& request,
@@ -266,9 +269,19 @@ Result<IncomingMessage> RpcChannel::Call(capnp::MallocMessageBuilder& request,
   const uint64_t id = next_id_++;
   request.getRoot<proto::Request>().setId(id);
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  // Only a connection lost after this send fails the call; a refused handshake fails it at
+  // once, whenever it happened.
+  if (Status before = ConnectionStatus(); before.code() == StatusCode::kPermissionDenied) {
+    Reset();
+    return before;
+  }
   Status sent = SendMessage(*socket_, nullptr, request, std::move(payload));
   if (!sent.ok()) {
+    // With ZMQ_IMMEDIATE a send waits for a connection that completed its handshake: a
+    // refused key shows here, as a handshake event, rather than as a reply.
+    Status connection = ConnectionStatus();
     Reset();
+    if (connection.code() == StatusCode::kPermissionDenied) return connection;
     return UnavailableError("cannot reach " + address_ + ": " + sent.message());
   }
   while (true) {
@@ -276,19 +289,20 @@ Result<IncomingMessage> RpcChannel::Call(capnp::MallocMessageBuilder& request,
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     // A blocking receive bounded by the time left, not zmq::poll then a receive: that saves
-    // a poll pass per call, which is measurable on VMs where system calls are dear.
+    // a poll pass per call, which is measurable on VMs where system calls are dear. It waits
+    // in slices, checking between them whether the connection was lost or refused.
     socket_->set(zmq::sockopt::rcvtimeo,
-                 static_cast<int>(std::min(left, kHandshakeCheckInterval).count()));
+                 static_cast<int>(std::min(left, kHeartbeatInterval).count()));
     Result<IncomingMessage> received = ReceiveMessage(*socket_, /*has_routing_id=*/false);
     if (!received.ok()) {
-      if (received.status().code() == StatusCode::kUnavailable) {
-        Status handshake = HandshakeStatus();
-        if (!handshake.ok()) {
+      if (received.status().code() == StatusCode::kUnavailable) {  // this slice is up
+        Status connection = ConnectionStatus();
+        if (!connection.ok()) {
           Reset();
-          return handshake;
+          return connection;
         }
       }
-      continue;  // the slice is up, or a garbled reply: keep waiting for ours
+      continue;  // a garbled reply: keep waiting for ours
     }
     IncomingMessage& message = received.value();
     bool stale = false;
@@ -305,6 +319,14 @@ Result<IncomingMessage> RpcChannel::Call(capnp::MallocMessageBuilder& request,
   Reset();
   return UnavailableError("no reply from " + address_ + " within " +
                           std::to_string(timeout_.count()) + " ms");
+}
+
+Status RpcChannel::Post(capnp::MallocMessageBuilder& request) {
+  request.getRoot<proto::Request>().setId(next_id_++);
+  socket_->set(zmq::sockopt::sndtimeo, 0);
+  Status sent = SendMessage(*socket_, nullptr, request);
+  socket_->set(zmq::sockopt::sndtimeo, static_cast<int>(std::min(timeout_, kConnectBound).count()));
+  return sent;
 }
 
 }  // namespace bm

@@ -16,6 +16,7 @@
 
 #include "common/chunk.h"
 #include "common/curve_keys.h"
+#include "common/peer_monitor.h"
 #include "common/status.h"
 #include "schema/messages.capnp.h"
 
@@ -27,10 +28,13 @@ namespace bm {
 class IncomingMessage {
  public:
   IncomingMessage(std::optional<zmq::message_t> routing_id, kj::Array<capnp::word> words,
-                  std::vector<zmq::message_t> payload);
+                  std::vector<zmq::message_t> payload, int source_fd = -1);
 
   // The sender's identity when received on a ROUTER socket.
   const std::optional<zmq::message_t>& routing_id() const { return routing_id_; }
+  // The descriptor of the connection the message came in on (ZMQ_SRCFD of its header frame;
+  // ROUTERs do not set it on the routing id frame); -1 when unknown. See PeerMonitor.
+  int source_fd() const { return source_fd_; }
   proto::Request::Reader request() { return reader_->getRoot<proto::Request>(); }
   proto::Reply::Reader reply() { return reader_->getRoot<proto::Reply>(); }
   std::vector<zmq::message_t>& payload() { return payload_; }
@@ -48,6 +52,7 @@ class IncomingMessage {
   std::unique_ptr<capnp::FlatArrayMessageReader> reader_;
   std::vector<zmq::message_t> payload_;
   std::optional<PeerIdentity> peer_;
+  int source_fd_ = -1;
 };
 
 // Receives one whole multipart message from a socket that is ready to read (poll first, or
@@ -82,6 +87,16 @@ Status ConfigureClientSocket(zmq::socket_t& socket, const ChannelSecurity& secur
 
 // A request/reply channel to one server over a DEALER socket. Assigns request ids, waits for
 // the matching reply up to a timeout and drops stale replies of earlier timed-out calls.
+//
+// A server that is dead or stopped fails a call within about half a second, not at the
+// timeout, so callers fail over fast (to another copy, another worker):
+//   - ZMQ_IMMEDIATE: a request is queued only on a connection whose handshake completed, and a
+//     send waits at most kConnectBound for one. A killed server refuses the connection; a
+//     stopped one (its port still accepts) never completes the handshake.
+//   - ZMTP heartbeats (ZMQ_HEARTBEAT_IVL/TIMEOUT): a connection whose peer stops answering
+//     pings is closed, and the socket monitor's report of it fails the call in flight. Pings
+//     are answered by the peer's ZeroMQ I/O thread, so a server busy with a long request still
+//     answers them; only a dead, stopped or cut-off process is detected.
 // Not thread-safe: one thread owns a channel.
 class RpcChannel {
  public:
@@ -97,23 +112,35 @@ class RpcChannel {
   // Sends the request (its id is set here) and returns the reply. An error reply becomes its
   // Status; no reply within the timeout is kUnavailable (and the socket is reset so a late
   // reply cannot be mistaken for a later call's). A handshake the server refused fails at once
-  // (within kHandshakeCheckInterval) with kPermissionDenied: "authentication refused by
+  // (within kHeartbeatInterval) with kPermissionDenied: "authentication refused by
   // tcp://HOST:PORT", or a message naming a keys/no-keys mismatch.
   Result<IncomingMessage> Call(capnp::MallocMessageBuilder& request,
                                std::vector<zmq::message_t> payload = {});
 
+  // Sends a request without waiting for its reply (which a later Call drops as stale), and
+  // without blocking: for best-effort notices such as abortPut. kUnavailable when it cannot
+  // be queued at once.
+  Status Post(capnp::MallocMessageBuilder& request);
+
+  // How long a send waits for a connection to complete (see the class comment).
+  static constexpr std::chrono::milliseconds kConnectBound{500};
+  // Heartbeats on the connection: a peer silent this long after a ping is given up.
+  static constexpr std::chrono::milliseconds kHeartbeatInterval{100};
+  static constexpr std::chrono::milliseconds kHeartbeatTimeout{400};
+
  private:
   void Reset();
-  // The handshake failure the socket's monitor reported, if any (reads without waiting).
-  Status HandshakeStatus();
+  // A refused handshake (kPermissionDenied, saying why) or a lost connection (kUnavailable)
+  // reported by the monitor since the last call; OK when neither.
+  Status ConnectionStatus();
 
   zmq::context_t& context_;
   std::string address_;
   std::chrono::milliseconds timeout_;
   ChannelSecurity security_;
   std::unique_ptr<zmq::socket_t> socket_;
-  // Receives the handshake events of socket_ (ZMQ_EVENT_HANDSHAKE_*).
-  std::unique_ptr<zmq::socket_t> monitor_;
+  // Of socket_, for lost connections and refused handshakes; null if it could not be set up.
+  std::unique_ptr<PeerMonitor> monitor_;
   uint64_t next_id_ = 1;
 };
 

@@ -215,6 +215,10 @@ ApplyResult BlockIndex::Apply(std::string_view worker_id, const BlockChange& cha
   return result;
 }
 
+void BlockIndex::RetireVersion(const BlockId& id, uint64_t version) {
+  if (version != 0) history_.Retire(id, version);
+}
+
 void BlockIndex::RetireVersions(std::span<const BlockId> ids) {
   for (const BlockId& id : ids) {
     if (const Entry* entry = FindEntry(id)) history_.Retire(id, entry->version());
@@ -291,7 +295,7 @@ BlockInfo BlockIndex::MakeInfo(const BlockId& id, const Entry& entry) const {
     info.locations.push_back({slot_names_[location.worker], location.tier, location.size});
   }
   std::sort(info.locations.begin(), info.locations.end(),
-            [](const BlockLocation& a, const BlockLocation& b) {
+            [](const IndexedLocation& a, const IndexedLocation& b) {
               if (a.tier != b.tier) return a.tier == Tier::kMemory;
               return a.worker_id < b.worker_id;
             });
@@ -333,6 +337,43 @@ std::vector<BlockInfo> BlockIndex::List() const {
   for (const auto& [id, entry] : others_) out.push_back(MakeInfo(id, entry));
   std::sort(out.begin(), out.end(),
             [](const BlockInfo& a, const BlockInfo& b) { return a.id < b.id; });
+  return out;
+}
+
+std::vector<BlockInfo> BlockIndex::ListPage(std::optional<uint64_t> rdd_id,
+                                            const std::optional<BlockId>& after,
+                                            size_t limit) const {
+  // A max-heap of the smallest `limit` ids seen after `after`.
+  std::vector<BlockId> page;
+  if (limit == 0) return {};
+  page.reserve(limit);
+  auto consider = [&](const BlockId& id) {
+    if (after && !(*after < id)) return;
+    if (page.size() < limit) {
+      page.push_back(id);
+      std::push_heap(page.begin(), page.end());
+    } else if (id < page.front()) {
+      std::pop_heap(page.begin(), page.end());
+      page.back() = id;
+      std::push_heap(page.begin(), page.end());
+    }
+  };
+  auto scan_rdd = [&](uint64_t rdd, const PartitionMap& partitions) {
+    partitions.ForEach(
+        [&](uint64_t partition, const Entry&) { consider(BlockId::Rdd(rdd, partition)); });
+  };
+  if (rdd_id) {
+    if (const PartitionMap* partitions = rdds_.Find(*rdd_id)) scan_rdd(*rdd_id, *partitions);
+  } else {
+    rdds_.ForEach(scan_rdd);
+    for (const auto& [id, entry] : others_) consider(id);
+  }
+  std::sort_heap(page.begin(), page.end());
+  std::vector<BlockInfo> out;
+  out.reserve(page.size());
+  for (const BlockId& id : page) {
+    if (const Entry* entry = FindEntry(id)) out.push_back(MakeInfo(id, *entry));
+  }
   return out;
 }
 

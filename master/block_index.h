@@ -20,20 +20,22 @@
 
 namespace bm {
 
-// One copy of a block on a worker.
-struct BlockLocation {
+// One copy of a block on a worker, as the master indexes it. (Not the client's BlockLocation,
+// which carries the worker's address: two classes of one name would break the one definition
+// rule in a binary that links both.)
+struct IndexedLocation {
   std::string worker_id;
   Tier tier;
   uint64_t size;
 
-  bool operator==(const BlockLocation&) const = default;
+  bool operator==(const IndexedLocation&) const = default;
 };
 
 // What the master knows about one block.
 struct BlockInfo {
   BlockId id;
   StorageLevel level;
-  std::vector<BlockLocation> locations;  // never empty; memory before disk, then by worker id
+  std::vector<IndexedLocation> locations;  // never empty; memory before disk, then by worker id
 };
 
 // One copy of a block as the index holds it, for lookups that copy nothing: `worker_id` is the
@@ -54,6 +56,7 @@ struct BlockChange {
   uint64_t size = 0;
   uint64_t version = 0;  // the writer's token (BlockStatus.version); 0 = unknown
   bool fresh = false;    // a put just committed it: it replaces every other version
+  uint64_t lease = 0;    // the compute lease a fresh get-or-compute put stored it under
 };
 
 // A copy the index no longer lists because its version was replaced (or is stale): its worker
@@ -119,6 +122,8 @@ class BlockIndex {
   // The current version of every id in `ids` that is tracked is retired (a user removal): no
   // copy of it is accepted again, while a new put of the id is.
   void RetireVersions(std::span<const BlockId> ids);
+  // Retires one version of `id` (a removal the journal remembered across a restart).
+  void RetireVersion(const BlockId& id, uint64_t version);
   // The block's current version; nullopt when not tracked.
   std::optional<uint64_t> VersionOf(const BlockId& id) const;
 
@@ -136,6 +141,11 @@ class BlockIndex {
   void Prefetch(const BlockId& id) const;
   // Every block, sorted by id.
   std::vector<BlockInfo> List() const;
+  // One page of the list: the first `limit` blocks with ids after `after` (all when nullopt),
+  // of one RDD or all, sorted by id. One pass over the index keeping `limit` ids, so a page of
+  // a huge index costs memory for the page only.
+  std::vector<BlockInfo> ListPage(std::optional<uint64_t> rdd_id, const std::optional<BlockId>& after,
+                                  size_t limit) const;
   // Calls `visit` for every block, in no particular order, without materialising the list.
   void ForEach(const std::function<void(const BlockInfo&)>& visit) const;
   // The blocks of one RDD, sorted by id.

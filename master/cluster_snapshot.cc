@@ -20,7 +20,7 @@ BlockRow ToRow(const BlockInfo& info, const WorkerRegistry& registry) {
   BlockRow row;
   row.id = info.id;
   row.level = info.level;
-  for (const BlockLocation& location : info.locations) {
+  for (const IndexedLocation& location : info.locations) {
     const WorkerRecord* worker = registry.Find(location.worker_id);
     row.copies.push_back(BlockCopy{location.worker_id, worker ? worker->address : std::string(),
                                    location.tier, location.size});
@@ -223,7 +223,7 @@ std::vector<BlockRow> QueryLocations(const MasterView& view, const std::vector<B
 std::vector<RddDistribution> QueryRddDistribution(const MasterView& view, uint64_t rdd_id) {
   std::map<std::string, RddDistribution> by_worker;
   for (const BlockInfo& info : view.index.ListRdd(rdd_id)) {
-    for (const BlockLocation& location : info.locations) {
+    for (const IndexedLocation& location : info.locations) {
       RddDistribution& entry = by_worker[location.worker_id];
       entry.worker_id = location.worker_id;
       (location.tier == Tier::kMemory ? entry.memory_bytes : entry.disk_bytes) += location.size;

@@ -34,6 +34,11 @@ Status ComputeLeases::Renew(const BlockId& block, uint64_t token) {
   return Status::Ok();
 }
 
+bool ComputeLeases::Holds(const BlockId& block, uint64_t token) const {
+  auto it = leases_.find(block);
+  return it != leases_.end() && it->second.token == token && clock_.Now() < it->second.expires;
+}
+
 std::vector<ComputeLeases::Answer> ComputeLeases::Release(const BlockId& block, uint64_t token) {
   std::vector<Answer> answers;
   auto it = leases_.find(block);

@@ -56,6 +56,9 @@ class ComputeLeases {
   // kOk and extends the lease by its length; kAborted when `token` no longer holds it.
   Status Renew(const BlockId& block, uint64_t token);
 
+  // Whether `token` holds the lease on `block` now (granted, not released, not expired).
+  bool Holds(const BlockId& block, uint64_t token) const;
+
   // Ends the lease if `token` holds it, granting it to the first waiter. Unknown tokens are
   // ignored (the lease already ended).
   std::vector<Answer> Release(const BlockId& block, uint64_t token);

@@ -26,6 +26,7 @@ namespace {
 //   "w" + worker id                          -> JournalWorker (schema/journal.capnp)
 //   "l" + varint(len(worker id)) + worker id + block id -> location value, below
 //   "r" + be64(rdd id)                       -> JournalRdd
+//   "v" + be64(sequence number)              -> be64(version) + block id: a retired version
 // Locations sort by worker, then block: one worker's are one contiguous range, so dropping or
 // re-registering a worker is one DeleteRange. The length prefix keeps the worker part
 // prefix-free (worker "w1" never captures the locations of worker "w10"). Block ids are their
@@ -39,6 +40,7 @@ constexpr char kFormatVersion = 1;
 constexpr std::string_view kWorkerPrefix = "w";
 constexpr std::string_view kLocationPrefix = "l";
 constexpr std::string_view kRddPrefix = "r";
+constexpr std::string_view kRetiredPrefix = "v";
 constexpr int kLevelCount = 6;
 
 Status FromRocks(const rocksdb::Status& s, const std::string& what) {
@@ -87,6 +89,12 @@ std::string LocationPrefixEnd(std::string_view worker_id) {
 
 std::string LocationKey(std::string_view worker_id, const BlockId& block) {
   return LocationPrefix(worker_id) + block.ToString();
+}
+
+std::string RetiredKey(uint64_t seq) {
+  std::string key(kRetiredPrefix);
+  PutBigEndian(key, seq);
+  return key;
 }
 
 std::string RddKey(uint64_t rdd_id) {
@@ -271,6 +279,24 @@ Result<JournalSnapshot> MasterJournal::Load(const LocationSink& on_location) {
   }
   RETURN_IF_ERROR(FromRocks(it->status(), "reading RDDs from the master journal " + dir_));
 
+  bool first_retired = true;
+  for (it->Seek(kRetiredPrefix); it->Valid() && it->key().starts_with(kRetiredPrefix);
+       it->Next()) {
+    const std::string_view key = it->key().ToStringView();
+    const std::string_view value = it->value().ToStringView();
+    if (key.size() != kRetiredPrefix.size() + 8 || value.size() <= 8) {
+      return corrupt(key, "a bad retired version");
+    }
+    Result<BlockId> id = BlockId::Parse(value.substr(8));
+    if (!id.ok()) return corrupt(key, "a bad block id in a retired version");
+    const uint64_t seq = GetBigEndian(key.substr(kRetiredPrefix.size()));
+    if (first_retired) first_retired_seq_ = seq;
+    first_retired = false;
+    next_retired_seq_ = seq + 1;
+    snapshot.retired.emplace_back(*id, GetBigEndian(value.substr(0, 8)));
+  }
+  RETURN_IF_ERROR(FromRocks(it->status(), "reading retired versions from the journal " + dir_));
+
   std::unordered_set<std::string_view> known_workers;
   for (const JournaledWorker& worker : snapshot.workers) known_workers.insert(worker.id);
   std::optional<std::string> worker_id;  // of the previous location: they come grouped
@@ -367,6 +393,26 @@ Status MasterJournal::RecordRdd(const JournaledRdd& rdd) {
   record.setTotalPartitions(rdd.total_partitions);
   return FromRocks(db_->Put(JournalWriteOptions(), RddKey(rdd.rdd_id), Flatten(message)),
                    "journaling RDD " + std::to_string(rdd.rdd_id));
+}
+
+Status MasterJournal::RecordRetired(std::span<const std::pair<BlockId, uint64_t>> retired) {
+  if (retired.empty()) return Status::Ok();
+  rocksdb::WriteBatch batch;
+  for (const auto& [id, version] : retired) {
+    std::string value;
+    PutBigEndian(value, version);
+    value += id.ToString();
+    batch.Put(RetiredKey(next_retired_seq_++), value);
+  }
+  uint64_t first = first_retired_seq_;
+  if (next_retired_seq_ - first_retired_seq_ > kMaxRetired) {
+    first = next_retired_seq_ - kMaxRetired;
+    batch.DeleteRange(RetiredKey(first_retired_seq_), RetiredKey(first));
+  }
+  Status written = FromRocks(db_->Write(JournalWriteOptions(), &batch),
+                             "journaling " + std::to_string(retired.size()) + " retired versions");
+  if (written.ok()) first_retired_seq_ = first;
+  return written;
 }
 
 Status MasterJournal::RecordRddForgotten(uint64_t rdd_id) {

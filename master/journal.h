@@ -45,6 +45,8 @@ struct JournalSnapshot {
   std::vector<JournaledWorker> workers;
   std::vector<JournaledRdd> rdds;
   uint64_t location_count = 0;
+  // Versions retired by removals (RecordRetired), oldest first.
+  std::vector<std::pair<BlockId, uint64_t>> retired;
 };
 
 // The master's metadata on disk (bm-master --state-dir): the registered workers, every block
@@ -84,6 +86,12 @@ class MasterJournal {
   Status RecordWorkerDropped(std::string_view worker_id);
   Status RecordRdd(const JournaledRdd& rdd);
   Status RecordRddForgotten(uint64_t rdd_id);
+  // Block versions a removal retired (BlockIndex::RetireVersions), so that a worker away during
+  // the removal whose copies come back after a master restart has them refused, as the master's
+  // version history refuses them while it runs. Keeps the last kMaxRetired, as the history
+  // keeps a bounded number of ids.
+  Status RecordRetired(std::span<const std::pair<BlockId, uint64_t>> retired);
+  static constexpr uint64_t kMaxRetired = uint64_t{1} << 18;
 
   const std::string& dir() const { return dir_; }
 
@@ -93,6 +101,9 @@ class MasterJournal {
 
   const std::string dir_;
   std::unique_ptr<rocksdb::DB> db_;
+  // Sequence numbers of the retired-version records kept: [first, next). Set by Load().
+  uint64_t first_retired_seq_ = 0;
+  uint64_t next_retired_seq_ = 0;
 };
 
 }  // namespace bm

@@ -37,6 +37,8 @@ constexpr size_t kMaxLabelBytes = 256;
 // RDD descriptions are small, but a client registering ids in a loop must not grow the master
 // without bound.
 constexpr size_t kMaxRegisteredRdds = 100000;
+// Blocks in one listBlocks page at most: ~1 MB of reply, and one pass over the index each.
+constexpr size_t kMaxBlockPage = 10000;
 // Bounds on a compute lease and on how long the master keeps a waiting acquireCompute.
 constexpr uint32_t kMinLeaseMs = 50;
 constexpr uint32_t kMaxLeaseMs = 10 * 60 * 1000;
@@ -272,8 +274,13 @@ class MasterServer::Loop {
   // Applies a worker's changes to the index under the version rules (BlockIndex::Apply),
   // journals what was recorded, and tells workers to remove the copies that were refused as
   // stale or replaced by a fresh put. Returns the copies replaced on other workers.
+  // A fresh block stored under a compute lease (BlockChange::lease) is refused unless the
+  // lease is still held, or the block's current version is this one (another copy of the same
+  // put ended the lease): a holder that stalled past its lease must not store a second
+  // computed version after another client's. Refused changes are added to `refused`.
   std::vector<RetiredCopy> ApplyChanges(const std::string& worker_id,
-                                        std::vector<BlockChange>& changes);
+                                        std::vector<BlockChange>& changes,
+                                        std::vector<BlockChange>* refused);
   // Sends removeBlocks for exactly these versions to their workers. With `op` the requests
   // count towards that pending operation; without, nobody waits for them.
   void RemoveCopies(const std::vector<RetiredCopy>& copies, PendingRemove* op, uint64_t op_id);
@@ -357,6 +364,7 @@ Status MasterServer::Loop::RestoreFromJournal() {
                    journal_->Load([&](const std::string& worker_id, const BlockChange& change) {
                      index_.Apply(worker_id, change);
                    }));
+  for (const auto& [id, version] : snapshot.retired) index_.RetireVersion(id, version);
   for (JournaledWorker& worker : snapshot.workers) {
     // Connected now, so removes fan out to it before it registers again.
     // The journal keeps no keys: with keys on, a worker is reachable only once it has
@@ -694,10 +702,12 @@ Status MasterServer::Loop::HandleReportBlocks(proto::ReportBlocks::Reader reques
   for (proto::BlockUpdate::Reader update : request.getUpdates()) {
     ASSIGN_OR_RETURN(BlockChange change, DecodeBlockStatus(update.getStatus(), update.getRemoved(),
                                                            update.getFresh()));
+    change.lease = update.getLeaseToken();
     changes.push_back(change);
   }
   RETURN_IF_ERROR(registry_.Touch(id, FromProto(request.getStats())));
-  std::vector<RetiredCopy> replaced = ApplyChanges(id, changes);
+  std::vector<BlockChange> refused;
+  std::vector<RetiredCopy> replaced = ApplyChanges(id, changes, &refused);
   BlocksStored(changes);
   // Copies landing from re-replication may meet a copy that came back meanwhile.
   std::vector<BlockId> copies;
@@ -706,6 +716,18 @@ Status MasterServer::Loop::HandleReportBlocks(proto::ReportBlocks::Reader reques
   }
   TrimExtraCopies(copies);
   BlocksLost(id, request.getLostBlocks());
+  if (!refused.empty()) {
+    // The worker fails the puts of the refused blocks (their removal is under way). A report
+    // cannot both refuse and replace: a refused change replaced nothing, and other changes'
+    // replaced copies are removed without waiting, as for a report that was not fresh.
+    auto list = reply.initReportRefused(static_cast<unsigned>(refused.size()));
+    for (size_t i = 0; i < refused.size(); ++i) {
+      list[static_cast<unsigned>(i)].setBlockId(refused[i].id.ToString());
+      list[static_cast<unsigned>(i)].setVersion(refused[i].version);
+    }
+    if (!replaced.empty()) RemoveCopies(replaced, nullptr, 0);
+    return Status::Ok();
+  }
   if (replaced.empty()) {
     reply.setOk();
     return Status::Ok();
@@ -730,12 +752,22 @@ Status MasterServer::Loop::HandleReportBlocks(proto::ReportBlocks::Reader reques
 }
 
 std::vector<RetiredCopy> MasterServer::Loop::ApplyChanges(const std::string& worker_id,
-                                                          std::vector<BlockChange>& changes) {
+                                                          std::vector<BlockChange>& changes,
+                                                          std::vector<BlockChange>* refused) {
   std::vector<BlockChange> recorded;
   recorded.reserve(changes.size());
   std::vector<RetiredCopy> stale;
   std::vector<RetiredCopy> replaced;
   for (const BlockChange& change : changes) {
+    if (change.fresh && !change.removed && change.lease != 0 &&
+        !leases_.Holds(change.id, change.lease) && index_.VersionOf(change.id) != change.version) {
+      spdlog::info("worker {} stored {} under a compute lease that is no longer held; refusing "
+                   "and removing it",
+                   worker_id, change.id.ToString());
+      stale.push_back(RetiredCopy{worker_id, change.id, change.version});
+      refused->push_back(change);
+      continue;
+    }
     ApplyResult applied = index_.Apply(worker_id, change);
     if (!applied.recorded) {
       spdlog::info("worker {} stored {} in a version that was replaced or removed; removing it",
@@ -808,10 +840,10 @@ void MasterServer::Loop::TrimExtraCopies(const std::vector<BlockId>& ids) {
   for (const BlockId& id : ids) {
     std::optional<BlockInfo> info = index_.Find(id);
     if (!info || info->locations.size() <= 1) continue;
-    std::vector<BlockLocation> copies = replication_.ExtraCopies(*info, registry_);
+    std::vector<IndexedLocation> copies = replication_.ExtraCopies(*info, registry_);
     if (copies.empty()) continue;
     const uint64_t version = index_.VersionOf(id).value_or(0);
-    for (const BlockLocation& copy : copies) {
+    for (const IndexedLocation& copy : copies) {
       BlockChange removal{id};
       removal.removed = true;
       removal.version = version;
@@ -853,7 +885,7 @@ void MasterServer::Loop::FillBlockLocations(const BlockId& id, const std::option
   out.setLevel(ToProto(info->level));
   auto locations = out.initLocations(info->locations.size());
   for (size_t i = 0; i < info->locations.size(); ++i) {
-    const BlockLocation& location = info->locations[i];
+    const IndexedLocation& location = info->locations[i];
     const WorkerRecord* worker = registry_.Find(location.worker_id);
     BM_CHECK(worker != nullptr);  // locations exist only on registered workers
     locations[i].setWorkerId(location.worker_id);
@@ -927,6 +959,26 @@ void MasterServer::Loop::HandleListWorkers(proto::Reply::Builder reply) {
 Status MasterServer::Loop::HandleListBlocks(proto::ListBlocks::Reader request,
                                             proto::Reply::Builder reply) {
   std::vector<BlockInfo> blocks;
+  if (request.getLimit() > 0) {
+    std::optional<uint64_t> rdd_id;
+    if (request.isRddId()) {
+      rdd_id = request.getRddId();
+    } else if (!request.isAll()) {
+      return InvalidArgumentError("unsupported listBlocks filter");
+    }
+    std::optional<BlockId> after;
+    if (request.hasAfter() && request.getAfter().size() > 0) {
+      ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(request.getAfter()));
+      after = parsed;
+    }
+    const size_t limit = std::min<size_t>(request.getLimit(), kMaxBlockPage);
+    blocks = index_.ListPage(rdd_id, after, limit);
+    proto::BlockPage::Builder page = reply.initBlockPage();
+    page.setMore(blocks.size() == limit);
+    auto out = page.initBlocks(blocks.size());
+    for (size_t i = 0; i < blocks.size(); ++i) FillBlockLocations(blocks[i].id, blocks[i], out[i]);
+    return Status::Ok();
+  }
   switch (request.which()) {
     case proto::ListBlocks::ALL:
       blocks = index_.List();
@@ -1037,7 +1089,7 @@ Status MasterServer::Loop::HandleAcquireCompute(proto::AcquireCompute::Reader re
 
   std::optional<BlockInfo> info = index_.Find(id);
   if (info) {
-    std::erase_if(info->locations, [&](const BlockLocation& location) {
+    std::erase_if(info->locations, [&](const IndexedLocation& location) {
       return std::find(failed_workers.begin(), failed_workers.end(), location.worker_id) !=
              failed_workers.end();
     });
@@ -1197,7 +1249,16 @@ void MasterServer::Loop::StartRemove(const zmq::message_t& client, uint64_t requ
                                      std::vector<BlockId> ids) {
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  // A copy of a removed version that comes back later (its worker was away) is refused.
+  // A copy of a removed version that comes back later (its worker was away) is refused, also
+  // after a master restart (the journal remembers the retired versions).
+  if (journal_) {
+    std::vector<std::pair<BlockId, uint64_t>> retired;
+    for (const BlockId& id : ids) {
+      std::optional<uint64_t> version = index_.VersionOf(id);
+      if (version && *version != 0) retired.emplace_back(id, *version);
+    }
+    Journaled(journal_->RecordRetired(retired));
+  }
   index_.RetireVersions(ids);
   const uint64_t op_id = next_op_id_++;
   PendingRemove op;

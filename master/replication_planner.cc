@@ -32,7 +32,7 @@ std::vector<WorkerRecord> Candidates(const BlockInfo& info, const WorkerRegistry
   for (WorkerRecord& worker : registry.List()) {
     if (worker.state != WorkerState::kActive) continue;
     const bool holds = std::any_of(info.locations.begin(), info.locations.end(),
-                                   [&](const BlockLocation& l) { return l.worker_id == worker.id; });
+                                   [&](const IndexedLocation& l) { return l.worker_id == worker.id; });
     if (holds) continue;
     if (memory && FreeMemory(worker.stats) >= size) {
       fits_memory.push_back(std::move(worker));
@@ -60,20 +60,20 @@ ReplicaSite SiteOf(const WorkerRecord& worker) {
 
 int ReplicationPlanner::Missing(const BlockInfo& info, const WorkerRegistry& registry) {
   int staying = 0;
-  for (const BlockLocation& location : info.locations) {
+  for (const IndexedLocation& location : info.locations) {
     if (Stays(registry.Find(location.worker_id))) ++staying;
   }
   return std::max(1, ReplicationOf(info.level)) - staying;
 }
 
-std::vector<BlockLocation> ReplicationPlanner::ExtraCopies(const BlockInfo& info,
+std::vector<IndexedLocation> ReplicationPlanner::ExtraCopies(const BlockInfo& info,
                                                            const WorkerRegistry& registry) const {
   if (copying_.contains(info.id)) return {};
   const size_t wanted = static_cast<size_t>(std::max(1, ReplicationOf(info.level)));
   // Locations are memory first already: SpreadReplicas keeps the first of equals.
-  std::vector<const BlockLocation*> active;
+  std::vector<const IndexedLocation*> active;
   std::vector<ReplicaSite> sites;
-  for (const BlockLocation& location : info.locations) {
+  for (const IndexedLocation& location : info.locations) {
     const WorkerRecord* worker = registry.Find(location.worker_id);
     if (worker == nullptr || worker->state != WorkerState::kActive) continue;
     active.push_back(&location);
@@ -83,7 +83,7 @@ std::vector<BlockLocation> ReplicationPlanner::ExtraCopies(const BlockInfo& info
   std::vector<size_t> order = SpreadReplicas(sites, {}, wanted);
   std::vector<bool> keep(active.size(), false);
   for (size_t i = 0; i < std::min(order.size(), wanted); ++i) keep[order[i]] = true;
-  std::vector<BlockLocation> extra;
+  std::vector<IndexedLocation> extra;
   for (size_t i = 0; i < active.size(); ++i) {
     if (!keep[i]) extra.push_back(*active[i]);
   }
@@ -125,7 +125,7 @@ std::vector<ReplicationPlanner::CopyCommand> ReplicationPlanner::Plan(
     std::vector<WorkerRecord> candidates = Candidates(*info, registry);
     std::vector<ReplicaSite> sites, holders;
     for (const WorkerRecord& candidate : candidates) sites.push_back(SiteOf(candidate));
-    for (const BlockLocation& location : info->locations) {
+    for (const IndexedLocation& location : info->locations) {
       if (const WorkerRecord* holder = registry.Find(location.worker_id); Stays(holder)) {
         holders.push_back(SiteOf(*holder));
       }
@@ -138,8 +138,8 @@ std::vector<ReplicationPlanner::CopyCommand> ReplicationPlanner::Plan(
     }
     // Read from a copy that stays when there is one, memory before disk (locations are in
     // that order already).
-    const BlockLocation* source = &info->locations.front();
-    for (const BlockLocation& location : info->locations) {
+    const IndexedLocation* source = &info->locations.front();
+    for (const IndexedLocation& location : info->locations) {
       if (Stays(registry.Find(location.worker_id))) {
         source = &location;
         break;
@@ -175,7 +175,7 @@ std::vector<std::string> ReplicationPlanner::DrainedWorkers(const BlockIndex& in
     const int wanted = std::max(1, ReplicationOf(info.level));
     const int reachable = std::min<int>(wanted, static_cast<int>(staying));
     if (missing <= 0 || (staying > 0 && wanted - missing >= reachable)) return;
-    for (const BlockLocation& location : info.locations) {
+    for (const IndexedLocation& location : info.locations) {
       if (draining.contains(location.worker_id)) busy.insert(location.worker_id);
     }
   });

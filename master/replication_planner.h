@@ -58,7 +58,7 @@ class ReplicationPlanner {
   // its blocks were copied elsewhere. Copies on decommissioning or unconfirmed workers neither
   // count nor go. Keeps memory copies first, then copies on distinct racks and hosts (as
   // SpreadReplicas places them); empty while a copy of the block is in flight.
-  std::vector<BlockLocation> ExtraCopies(const BlockInfo& info,
+  std::vector<IndexedLocation> ExtraCopies(const BlockInfo& info,
                                          const WorkerRegistry& registry) const;
 
   // Blocks known to be short of copies (as of the last Plan()), and copies in flight.

@@ -59,6 +59,8 @@ struct BlockUpdate {
   # A put just committed this version here: it replaces every other version of the block in the
   # cluster. False for copies, tier moves and full reports of what a worker already held.
   fresh @2 :Bool;
+  # The compute lease the put of a fresh block stored it under (PutBlock.leaseToken); 0 = none.
+  leaseToken @3 :UInt64;
 }
 
 struct WorkerStats {
@@ -171,6 +173,16 @@ struct ListBlocks {
     all @0 :Void;
     rddId @1 :UInt64;
   }
+  # Paging (PROTOCOL.md, "Listing many blocks"): with `limit` > 0 the master answers
+  # `blockPage` with at most that many blocks (it may cap it), the first ids after `after` in id
+  # order (empty: from the first). 0: every block in one `blocks` reply.
+  after @2 :Text;
+  limit @3 :UInt32;
+}
+
+struct BlockPage {
+  blocks @0 :List(BlockLocations);
+  more @1 :Bool;   # blocks after the last one may exist: ask again with `after` = its id
 }
 
 struct RddInfo {
@@ -265,6 +277,18 @@ struct PutBlock {
   # A copy of an existing version (re-replication, draining), not a new put: it never replaces
   # another version of the block.
   replica @7 :Bool;
+  # Get-or-compute: the compute lease the client stores its result under (0 = none). The
+  # master refuses the block unless that lease is still held (PROTOCOL.md, "Compute leases").
+  leaseToken @8 :UInt64;
+}
+
+# Client -> worker: the client gave up on this upload (a piece failed elsewhere, its source
+# failed, or it fails over to another worker). The worker drops the upload and releases its
+# claimed space at once. Best effort: the client does not wait for the reply (`ok`, also for
+# an upload the worker does not know), and a worker also drops the uploads of a client whose
+# connection closes.
+struct AbortPut {
+  uploadId @0 :UInt64;
 }
 
 struct PutReply {
@@ -352,6 +376,7 @@ struct Request {
     decommission @20 :Void;   # master -> worker: refuse new blocks from now on
     shutdown @21 :Void;       # master -> worker: drained; answer ok and exit
     getBlocks @22 :GetBlocks;
+    abortPut @23 :AbortPut;
   }
 }
 
@@ -372,5 +397,10 @@ struct Reply {
     compute @12 :ComputeReply;
     replicated @13 :UInt32;   # copies made by a replicateBlock
     blocksRead @14 :List(MultiGetEntry);   # answers getBlocks (+ payload)
+    # Answers reportBlocks instead of `ok` when the master refused fresh blocks in it because
+    # the compute lease they were stored under is no longer held. The report is acknowledged
+    # all the same; the listed copies are being removed from the worker.
+    reportRefused @15 :List(BlockStatus);
+    blockPage @16 :BlockPage;   # answers listBlocks with a limit
   }
 }

@@ -144,7 +144,7 @@ Result<Tier> BlockManager::CommitPut(UploadId upload_id) {
   const Tier tier = upload.tier;
   if (old.has_value() && old->tier != tier) RecordRemoved(*old);
   RecordStored(BlockStatus{id, upload.level, tier, upload.total_size, upload.version.token},
-               upload.version.fresh);
+               upload.version.fresh, upload.version.lease);
   uploads_.erase(found);
   return tier;
 }
@@ -262,8 +262,8 @@ size_t BlockManager::disk_block_count() const { return disk_->block_count(); }
 
 std::vector<BlockStatusChange> BlockManager::TakeChanges() { return std::exchange(changes_, {}); }
 
-void BlockManager::RecordStored(const BlockStatus& status, bool fresh) {
-  changes_.push_back({status, /*removed=*/false, fresh});
+void BlockManager::RecordStored(const BlockStatus& status, bool fresh, uint64_t lease) {
+  changes_.push_back({status, /*removed=*/false, fresh, lease});
 }
 
 void BlockManager::RecordRemoved(const BlockStatus& status) { changes_.push_back({status, true}); }

@@ -35,6 +35,9 @@ struct BlockRead {
 struct PutVersion {
   uint64_t token = 0;
   bool fresh = false;
+  // The compute lease a get-or-compute put stores under (0 = none), passed on to the master
+  // with the block's report so it can refuse a block stored under a lost lease.
+  uint64_t lease = 0;
 };
 
 // The worker's storage policy over its memory and disk stores: where a block of each level
@@ -102,7 +105,7 @@ class BlockManager {
  private:
   struct Upload;
 
-  void RecordStored(const BlockStatus& status, bool fresh);
+  void RecordStored(const BlockStatus& status, bool fresh, uint64_t lease = 0);
   void RecordRemoved(const BlockStatus& status);
   // Takes the disk store's lost blocks into lost_ (and the changes, when `report_removed`).
   void CollectLost(bool report_removed);

@@ -24,6 +24,8 @@ struct BlockStatusChange {
   bool removed;
   // A put committed this version just now: it replaces other versions cluster-wide.
   bool fresh = false;
+  // The compute lease the put stored it under (PutVersion::lease); 0 = none.
+  uint64_t lease = 0;
 };
 
 }  // namespace bm

@@ -174,6 +174,7 @@ void MasterLink::MaybeSendReport() {
       FillBlockStatus(queue_[i].change.status, updates[i].initStatus());
       updates[i].setRemoved(queue_[i].change.removed);
       updates[i].setFresh(queue_[i].change.fresh);
+      updates[i].setLeaseToken(queue_[i].change.lease);
     }
     ToProto(stats, report.initStats());
     FillLost([&](unsigned count) { return report.initLostBlocks(count); });
@@ -213,6 +214,12 @@ void MasterLink::HandleReply(IncomingMessage& message) {
     if (reply.isError()) error = StatusFromError(reply.getError());
     if (reply.isRegistered())
       heartbeat_interval_ms = reply.getRegistered().getHeartbeatIntervalMs();
+    if (reply.isReportRefused()) {
+      for (proto::BlockStatus::Reader block : reply.getReportRefused()) {
+        ASSIGN_OR_RETURN(BlockId refused, ParseWireBlockId(block.getBlockId()));
+        refused_.emplace_back(refused, block.getVersion());
+      }
+    }
     return Status::Ok();
   });
   if (!read.ok()) {
@@ -250,7 +257,7 @@ void MasterLink::HandleReply(IncomingMessage& message) {
         SendRegister();
         return;
       }
-      if (which == proto::Reply::OK) {
+      if (which == proto::Reply::OK || which == proto::Reply::REPORT_REFUSED) {
         if (request.kind == RequestKind::kReport) {
           LostAcknowledged();
           Acknowledge(request.covers_seq);

@@ -80,6 +80,9 @@ class MasterLink {
   bool registered() const { return state_ == State::kRegistered; }
   // Changes waiting for the master's acknowledgement.
   size_t queued_changes() const { return queue_.size(); }
+  // Fresh blocks the master refused since the last call (stored under a compute lease that is
+  // no longer held: reportRefused), as (id, version). Their reports are acknowledged.
+  std::vector<std::pair<BlockId, uint64_t>> TakeRefused() { return std::exchange(refused_, {}); }
 
   // Handles every reply ready on the socket.
   void OnReadable();
@@ -127,6 +130,7 @@ class MasterLink {
 
   std::unique_ptr<zmq::socket_t> socket_;
   bool unsettled_ = true;
+  std::vector<std::pair<BlockId, uint64_t>> refused_;  // see TakeRefused()
   State state_ = State::kUnregistered;
   TimePoint next_attempt_;  // kUnregistered: when to send registerWorker
   Duration backoff_;        // the delay after the next failure

@@ -38,6 +38,19 @@ std::vector<UploadTable::Entry> UploadTable::TakeIdleSince(TimePoint cutoff) {
   return idle;
 }
 
+std::vector<UploadTable::Entry> UploadTable::TakeFromConnection(int connection) {
+  std::vector<Entry> taken;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (it->second.connection == connection) {
+      taken.push_back(std::move(it->second));
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return taken;
+}
+
 std::vector<UploadTable::Entry> UploadTable::TakeAll() {
   std::vector<Entry> all;
   all.reserve(entries_.size());

@@ -18,7 +18,7 @@ namespace bm {
 // the uploadId it chose. Two clients may pick the same uploadId; they never collide.
 //
 // An entry lives from the first piece (offset 0) until the last piece commits, a piece fails,
-// or the upload sits idle too long. The table only keeps the bookkeeping; the caller owns the
+// the client aborts it or its connection closes, or it sits idle too long. The table only keeps the bookkeeping; the caller owns the
 // matching BlockManager uploads and aborts them when it erases entries.
 //
 // Not thread-safe: owned by the worker's event loop.
@@ -36,6 +36,8 @@ class UploadTable {
     TimePoint last_activity;
     // The sender's public key (keys on; empty without): uploads are limited per key.
     std::string owner{};
+    // The client connection it arrives on (PeerMonitor::SourceFd); -1 when unknown.
+    int connection = -1;
   };
 
   Entry* Find(const Key& key);
@@ -46,6 +48,8 @@ class UploadTable {
 
   // Removes and returns every upload with no activity since `cutoff`.
   std::vector<Entry> TakeIdleSince(TimePoint cutoff);
+  // Removes and returns every upload that arrived on `connection`.
+  std::vector<Entry> TakeFromConnection(int connection);
   // Removes and returns every upload.
   std::vector<Entry> TakeAll();
   // The earliest last_activity, if any upload is in progress.

@@ -135,6 +135,7 @@ Status WorkerServer::Bind() {
     return UnavailableError("cannot listen on " + options_.listen_address + ": " + e.what());
   }
   endpoint_ = router_->get(zmq::sockopt::last_endpoint);
+  ASSIGN_OR_RETURN(peer_monitor_, PeerMonitor::Create(context_, *router_, "worker-" + endpoint_));
 
   advertised_address_ = options_.advertise_address.empty() ? endpoint_ : options_.advertise_address;
   ASSIGN_OR_RETURN(TcpAddress advertised, ParseTcpAddress(advertised_address_, false));
@@ -196,13 +197,14 @@ void WorkerServer::Run() {
         {router_->get(zmq::sockopt::fd), POLLIN, 0},
         {link_->socket().get(zmq::sockopt::fd), POLLIN, 0},
         {wake_fd_, POLLIN, 0},
+        {peer_monitor_->socket().get(zmq::sockopt::fd), POLLIN, 0},
         // poll ignores a negative fd: no hook, no status queries.
         {options_.status_hook ? options_.status_hook->wake_fd() : -1, POLLIN, 0},
     };
-    const bool unsettled = router_unsettled_ || link_->unsettled();
+    const bool unsettled = router_unsettled_ || link_->unsettled() || peer_monitor_unsettled_;
     const int timeout =
         unsettled ? 0 : static_cast<int>(PollTimeout(clock_.Now()).count());
-    if (::poll(fds, 4, timeout) < 0) {
+    if (::poll(fds, 5, timeout) < 0) {
       if (errno == EINTR) continue;
       spdlog::error("poll failed: {}; stopping", std::strerror(errno));
       break;
@@ -212,12 +214,13 @@ void WorkerServer::Run() {
       ssize_t got = read(wake_fd_, &count, sizeof(count));
       (void)got;
     }
+    if (fds[3].revents != 0 || peer_monitor_unsettled_) AbortUploadsOfClosedConnections();
     if (fds[0].revents != 0 || router_unsettled_) HandleClientMessages();
     // Checks the current socket's readiness itself (the one polled may have been replaced).
     if (fds[1].revents != 0 || link_->unsettled()) link_->OnReadable();
     AnswerFinishedReplications();
     ReleaseDeferredPuts(clock_.Now());
-    if (fds[3].revents != 0) {
+    if (fds[4].revents != 0) {
       options_.status_hook->Serve(WorkerView{
           .worker_id = worker_id_,
           .blocks = *blocks_,
@@ -316,6 +319,8 @@ Status WorkerServer::Dispatch(IncomingMessage& message, uint64_t* id, WorkerOp* 
       return HandleRemove(message, *id);
     case proto::Request::REPLICATE_BLOCK:
       return HandleReplicate(message, *id);
+    case proto::Request::ABORT_PUT:
+      return HandleAbortPut(message, *id);
     case proto::Request::DECOMMISSION:
       if (!decommissioning_) spdlog::info("decommissioning: taking no new blocks");
       decommissioning_ = true;
@@ -356,7 +361,8 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
     piece.offset = put.getOffset();
     piece.last = put.getLast();
     piece.upload_id = put.getUploadId();
-    piece.version = PutVersion{put.getVersion(), /*fresh=*/!put.getReplica()};
+    piece.version =
+        PutVersion{put.getVersion(), /*fresh=*/!put.getReplica(), put.getLeaseToken()};
     return Status::Ok();
   }));
   const zmq::message_t& peer = *message.routing_id();
@@ -386,11 +392,14 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
     }
     // A client from before versions sends none: the put still gets a version of its own.
     while (piece.version.token == 0) piece.version.token = version_tokens_();
+    // Closed connections are forgotten before this one's descriptor is noted (see PeerMonitor:
+    // a descriptor just reused must not inherit the closed connection's fate).
+    AbortUploadsOfClosedConnections();
     ASSIGN_OR_RETURN(BlockManager::UploadId handle,
                      blocks_->BeginPut(*piece.block, piece.level, piece.total_size, piece.version));
     uploads_.Insert(
         key, UploadTable::Entry{handle, *piece.block, piece.level, piece.total_size, 0, now,
-                                owner ? *owner : std::string()});
+                                owner ? *owner : std::string(), message.source_fd()});
     upload = uploads_.Find(key);
   } else if (upload == nullptr) {
     return InvalidArgumentError("no upload " + std::to_string(piece.upload_id) +
@@ -447,8 +456,9 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
   if (link_->acked_seq() >= seq) {
     SendPutReply(peer, id, *tier, /*committed=*/true);
   } else {
-    deferred_.push_back(
-        DeferredPut{CopyFrame(peer), id, *tier, seq, now + options_.put_ack_timeout});
+    deferred_.push_back(DeferredPut{CopyFrame(peer), id, *tier, seq,
+                                    now + options_.put_ack_timeout, done.block,
+                                    piece.version.token});
   }
   return Status::Ok();
 }
@@ -740,6 +750,33 @@ Status WorkerServer::HandleRemove(IncomingMessage& message, uint64_t id) {
   return Status::Ok();
 }
 
+Status WorkerServer::HandleAbortPut(IncomingMessage& message, uint64_t id) {
+  uint64_t upload_id = 0;
+  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    upload_id = message.request().getAbortPut().getUploadId();
+    return Status::Ok();
+  }));
+  const UploadTable::Key key{PeerKey(*message.routing_id()), upload_id};
+  if (const UploadTable::Entry* upload = uploads_.Find(key)) {
+    spdlog::debug("client aborted its upload of {} ({} of {} bytes received)",
+                  upload->block.ToString(), upload->next_offset, upload->total_size);
+  }
+  AbortUpload(key);
+  SendOk(*message.routing_id(), id);
+  return Status::Ok();
+}
+
+void WorkerServer::AbortUploadsOfClosedConnections() {
+  peer_monitor_unsettled_ = false;  // TakeClosed() drains its socket
+  for (int connection : peer_monitor_->TakeClosed()) {
+    for (const UploadTable::Entry& entry : uploads_.TakeFromConnection(connection)) {
+      spdlog::info("aborting upload of {} ({} of {} bytes received): its client disconnected",
+                   entry.block.ToString(), entry.next_offset, entry.total_size);
+      blocks_->AbortPut(entry.upload);
+    }
+  }
+}
+
 void WorkerServer::AbortUpload(const UploadTable::Key& key) {
   if (std::optional<UploadTable::Entry> entry = uploads_.Erase(key)) {
     blocks_->AbortPut(entry->upload);
@@ -756,6 +793,7 @@ void WorkerServer::ExpireIdleUploads(TimePoint now) {
 }
 
 void WorkerServer::ReleaseDeferredPuts(TimePoint now, bool all) {
+  for (auto& refused : link_->TakeRefused()) refused_.push_back(std::move(refused));
   while (!deferred_.empty()) {
     DeferredPut& put = deferred_.front();
     const bool acked = link_->acked_seq() >= put.needs_seq;
@@ -763,9 +801,20 @@ void WorkerServer::ReleaseDeferredPuts(TimePoint now, bool all) {
     if (!acked) {
       spdlog::debug("answering put {} before the master acknowledged its report", put.request_id);
     }
-    SendPutReply(put.peer, put.request_id, put.tier, /*committed=*/true);
+    auto refused = std::find(refused_.begin(), refused_.end(),
+                             std::pair<BlockId, uint64_t>{put.block, put.version});
+    if (acked && refused != refused_.end()) {
+      refused_.erase(refused);
+      SendError(put.peer, put.request_id,
+                AbortedError("the master refused " + put.block.ToString() +
+                             ": the compute lease it was stored under is no longer held "
+                             "(another client computes or stored it); it is being removed"));
+    } else {
+      SendPutReply(put.peer, put.request_id, put.tier, /*committed=*/true);
+    }
     deferred_.pop_front();
   }
+  if (deferred_.empty()) refused_.clear();
 }
 
 void WorkerServer::SendReply(const zmq::message_t& peer, capnp::MallocMessageBuilder& reply,

@@ -11,6 +11,7 @@
 #include <zmq.hpp>
 
 #include "common/clock.h"
+#include "common/peer_monitor.h"
 #include "common/status.h"
 #include "common/tier.h"
 #include "common/transport.h"
@@ -33,7 +34,8 @@ struct WorkerServerOptions {
   std::string worker_id;
   // The master and how to talk to it. The server fills in worker_id and advertised_address.
   MasterLinkOptions master;
-  // An upload with no piece for this long is aborted.
+  // An upload with no piece for this long is aborted. The last resort: a client that gives up
+  // sends abortPut, and a client whose connection closes loses its uploads at once.
   Duration upload_idle_timeout = std::chrono::seconds(60);
   // How long a committed put's reply waits for the master to acknowledge the block's report.
   Duration put_ack_timeout = std::chrono::seconds(2);
@@ -100,6 +102,8 @@ class WorkerServer {
     Tier tier;
     uint64_t needs_seq;  // reply once MasterLink::acked_seq() reaches this
     TimePoint deadline;  // or now
+    BlockId block;       // the master may refuse it (MasterLink::TakeRefused)
+    uint64_t version;
   };
 
   WorkerServer(zmq::context_t& context, WorkerServerOptions options,
@@ -122,7 +126,11 @@ class WorkerServer {
   // Answers the replicateBlock requests whose copies finished.
   void AnswerFinishedReplications();
   void SendOk(const zmq::message_t& peer, uint64_t id);
+  Status HandleAbortPut(IncomingMessage& message, uint64_t id);
   void AbortUpload(const UploadTable::Key& key);
+  // Aborts the uploads of client connections that closed (a client killed mid-upload, or one
+  // that gave up and reset its socket), releasing their claimed space at once.
+  void AbortUploadsOfClosedConnections();
   void ExpireIdleUploads(TimePoint now);
   void ReleaseDeferredPuts(TimePoint now, bool all = false);
 
@@ -148,10 +156,15 @@ class WorkerServer {
   std::unique_ptr<zmq::socket_t> router_;
   // True when router_ may hold messages its ZMQ_FD will not signal (see Run()).
   bool router_unsettled_ = true;
+  // Reports router_'s closed connections; declared after router_ so it stops first.
+  std::unique_ptr<PeerMonitor> peer_monitor_;
+  bool peer_monitor_unsettled_ = true;  // as router_unsettled_, for its event socket
   std::unique_ptr<MasterLink> link_;
   TimePoint next_storage_maintenance_{};
   UploadTable uploads_;
   std::deque<DeferredPut> deferred_;  // in seq and deadline order
+  // Fresh blocks the master refused, whose deferred puts fail (see ReleaseDeferredPuts).
+  std::vector<std::pair<BlockId, uint64_t>> refused_;
   // Set by the master's `decommission`: new uploads are refused.
   bool decommissioning_ = false;
   // Versions for uploads that name none (clients from before versions).

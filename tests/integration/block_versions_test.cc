@@ -163,6 +163,69 @@ TEST(BlockVersionsTest, RemovedWhileAWorkerWasAwayStaysRemoved) {
   EXPECT_TRUE(WaitFor([&] { return !cluster.WorkerHolds("w1", "rdd_9_0"); }, 10s));
 }
 
+// A worker away while a whole RDD is removed: when it registers again, the master does not list
+// its copies and has it remove them. The master's version history of retired versions is what
+// remembers the removal (no separate per-worker list: every removed id is retired there).
+TEST(BlockVersionsTest, RddRemovedWhileAWorkerWasAwayStaysRemoved) {
+  LocalCluster cluster(/*heartbeat_timeout_seconds=*/1);
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(2));
+  constexpr int kPartitions = 20;
+  for (int p = 0; p < kPartitions; ++p) {
+    const std::string block = "rdd_12_" + std::to_string(p);
+    ASSERT_EQ(cluster.Bmctl({"put", block, "-", "--level", "DISK_ONLY_2"}, RandomBytes(4096, p))
+                  .exit_code,
+              0);
+  }
+  ASSERT_EQ(cluster.ListBlockCopies().size(), static_cast<size_t>(kPartitions));
+  cluster.KillWorker("w1");
+  ASSERT_TRUE(cluster.WaitForWorkers({"w2"}));
+  CommandResult removed = cluster.Bmctl({"rm-rdd", "12"});
+  ASSERT_EQ(removed.exit_code, 0) << removed.err;
+  ASSERT_TRUE(cluster.ListBlockCopies().empty());
+
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", ""}));
+  ASSERT_TRUE(cluster.WaitForWorkers({"w1", "w2"}));
+  EXPECT_TRUE(cluster.ListBlockCopies().empty());
+  json rdds = cluster.BmctlJson({"rdds"});
+  EXPECT_TRUE(rdds.empty()) << rdds.dump();
+  for (int p = 0; p < kPartitions; ++p) {
+    const std::string block = "rdd_12_" + std::to_string(p);
+    EXPECT_TRUE(WaitFor([&] { return !cluster.WorkerHolds("w1", block); }, 10s)) << block;
+    EXPECT_NE(cluster.Bmctl({"get", block}).exit_code, 0) << block;
+  }
+  // The id is free again: a new put of it is accepted and listed.
+  ASSERT_EQ(cluster.Bmctl({"put", "rdd_12_0", "-"}, RandomBytes(100, 99)).exit_code, 0);
+  EXPECT_EQ(cluster.ListBlockCopies().size(), 1u);
+}
+
+// As above, with the master restarted (from its journal) while the worker was away: the
+// journal remembers the versions the removal retired.
+TEST(BlockVersionsTest, RddRemovedWhileAWorkerWasAwayStaysRemovedAcrossAMasterRestart) {
+  LocalCluster cluster(/*heartbeat_timeout_seconds=*/1);
+  cluster.SetMasterStateDir((cluster.dir().path() / "master-state").string());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(2));
+  for (int p = 0; p < 5; ++p) {
+    ASSERT_EQ(cluster.Bmctl({"put", "rdd_13_" + std::to_string(p), "-", "--level", "DISK_ONLY_2"},
+                            RandomBytes(4096, p))
+                  .exit_code,
+              0);
+  }
+  cluster.KillWorker("w1");
+  ASSERT_TRUE(cluster.WaitForWorkers({"w2"}));
+  ASSERT_EQ(cluster.Bmctl({"rm-rdd", "13"}).exit_code, 0);
+  cluster.KillMaster();
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", ""}));
+  ASSERT_TRUE(cluster.WaitForWorkers({"w1", "w2"}));
+  EXPECT_TRUE(cluster.ListBlockCopies().empty());
+  for (int p = 0; p < 5; ++p) {
+    const std::string block = "rdd_13_" + std::to_string(p);
+    EXPECT_TRUE(WaitFor([&] { return !cluster.WorkerHolds("w1", block); }, 10s)) << block;
+  }
+}
+
 // 200 overwrite-then-get rounds: four writers at once, each overwriting its own block on a
 // random worker with bmctl (a new process each time), then reading it back with bmctl and
 // through a long-lived client that remembers locations.

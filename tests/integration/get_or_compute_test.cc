@@ -8,6 +8,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "client/client.h"
@@ -197,6 +198,78 @@ TEST(GetOrComputeTest, AWaiterComputesWhenTheComputingProcessIsKilled) {
   EXPECT_LT(took, std::chrono::seconds(5));
   auto where = cluster.Locations({"rdd_5_2"});
   EXPECT_EQ(where["rdd_5_2"].size(), 1u);
+}
+
+// A holder that stalls past its lease (stopped while computing) and then stores its result:
+// another process was granted the lease meanwhile and stored its own result first. The
+// stalled holder's put carries its lost lease, so the master refuses it: the block stays as
+// the second process stored it, once.
+TEST(GetOrComputeTest, AHolderStalledPastItsLeaseNeverStoresASecondComputedCopy) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(2));
+  const std::string dir = cluster.dir().path().string();
+  const std::string marker = dir + "/stalled";
+  const std::string log = dir + "/computes.log";
+  constexpr uint64_t kSize = 3 * kMiB;
+  const std::vector<std::string> common = {"--master", cluster.master_endpoint(), "--block",
+                                           "rdd_14_0", "--size", std::to_string(kSize),
+                                           "--lease-ms", "600", "--compute-log", log};
+  std::vector<std::string> stalled_args = common;
+  // Its bytes differ from the other's, so the test can tell whose result is stored.
+  stalled_args.insert(stalled_args.end(), {"--stall-marker", marker, "--salt", "100"});
+  Process stalled = Process::Start(BinaryPath("bm-goc-probe"), stalled_args, dir + "/stalled.log");
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(marker); }, milliseconds(10000)));
+
+  // Granted once the stalled holder's lease expires; computes and stores.
+  Process other = Process::Start(BinaryPath("bm-goc-probe"), common, dir + "/other.log");
+  ASSERT_EQ(other.Wait(milliseconds(20000)), 0);
+  ASSERT_EQ(LineCount(log), 2u);
+
+  stalled.Signal(SIGCONT);
+  ASSERT_EQ(stalled.Wait(milliseconds(20000)), 0);
+  Client client(Options(cluster));
+  Result<Bytes> stored = client.Get(BlockId::Rdd(14, 0));
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_TRUE(*stored == RandomByteVector(kSize, 0))
+      << "the stalled holder's result replaced the one stored under the live lease";
+  auto where = cluster.Locations({"rdd_14_0"});
+  EXPECT_EQ(where["rdd_14_0"].size(), 1u);
+}
+
+TEST(GetOrComputeTest, AWaiterGivesUpAtItsDeadlineWhileAnotherProcessComputes) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(1));
+  const std::string dir = cluster.dir().path().string();
+  const std::string marker = dir + "/computing";
+  // A live holder that never finishes (it keeps renewing its lease).
+  Process hanging = Process::Start(BinaryPath("bm-goc-probe"),
+                                   {"--master", cluster.master_endpoint(), "--block", "rdd_15_0",
+                                    "--lease-ms", "1000", "--hang-marker", marker},
+                                   dir + "/hang.log");
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(marker); }, milliseconds(10000)));
+
+  ClientOptions options = Options(cluster);
+  options.get_or_compute_deadline = milliseconds(800);
+  bool computed = false;
+  std::future<Result<Bytes>> call = std::async(std::launch::async, [&] {
+    Client client(options);
+    return client.GetOrCompute(BlockId::Rdd(15, 0), StorageLevel::kMemoryOnly,
+                               [&]() -> Result<Bytes> {
+                                 computed = true;
+                                 return Bytes(10);
+                               });
+  });
+  const auto started = std::chrono::steady_clock::now();
+  const bool returned = call.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  const auto took = std::chrono::steady_clock::now() - started;
+  if (!returned) hanging.Kill();  // lets the call finish, so the test can end
+  ASSERT_TRUE(returned) << "GetOrCompute did not give up at its deadline";
+  Result<Bytes> result = call.get();
+  EXPECT_EQ(result.status().code(), StatusCode::kUnavailable) << result.status().ToString();
+  EXPECT_FALSE(computed);
+  EXPECT_LT(took, milliseconds(3000));
 }
 
 TEST(GetOrComputeTest, AFailedComputeHandsTheBlockToAWaiterAtOnce) {

@@ -44,7 +44,7 @@ TEST(BlockIndexTest, StoredBlockIsFoundWithLevelAndLocation) {
   std::optional<BlockInfo> info = index.Find(Id("rdd_1_2"));
   ASSERT_TRUE(info.has_value());
   EXPECT_EQ(info->level, StorageLevel::kDiskOnly);
-  EXPECT_THAT(info->locations, ElementsAre(BlockLocation{"w1", Tier::kDisk, 100}));
+  EXPECT_THAT(info->locations, ElementsAre(IndexedLocation{"w1", Tier::kDisk, 100}));
   EXPECT_EQ(index.block_count(), 1u);
   EXPECT_FALSE(index.Find(Id("rdd_1_3")).has_value());
 }
@@ -57,8 +57,8 @@ TEST(BlockIndexTest, LocationsListMemoryBeforeDiskThenByWorker) {
   index.Apply("w4", Stored("broadcast_7", Tier::kMemory, 10));
   EXPECT_THAT(
       index.Find(Id("broadcast_7"))->locations,
-      ElementsAre(BlockLocation{"w2", Tier::kMemory, 10}, BlockLocation{"w4", Tier::kMemory, 10},
-                  BlockLocation{"w1", Tier::kDisk, 10}, BlockLocation{"w3", Tier::kDisk, 10}));
+      ElementsAre(IndexedLocation{"w2", Tier::kMemory, 10}, IndexedLocation{"w4", Tier::kMemory, 10},
+                  IndexedLocation{"w1", Tier::kDisk, 10}, IndexedLocation{"w3", Tier::kDisk, 10}));
   EXPECT_EQ(index.block_count(), 1u);
 }
 
@@ -84,7 +84,7 @@ TEST(BlockIndexTest, ReportFromSameWorkerReplacesItsLocation) {
   index.Apply("w1", Stored("rdd_1_0", Tier::kMemory, 100, StorageLevel::kMemoryAndDisk));
   index.Apply("w1", Stored("rdd_1_0", Tier::kDisk, 120, StorageLevel::kMemoryAndDisk));
   EXPECT_THAT(index.Find(Id("rdd_1_0"))->locations,
-              ElementsAre(BlockLocation{"w1", Tier::kDisk, 120}));
+              ElementsAre(IndexedLocation{"w1", Tier::kDisk, 120}));
   EXPECT_EQ(index.LocationCount("w1"), 1u);
 }
 
@@ -94,7 +94,7 @@ TEST(BlockIndexTest, LastRemovedLocationErasesTheBlock) {
   index.Apply("w2", Stored("shuffle_1_2_3", Tier::kMemory, 5));
   index.Apply("w1", Removed("shuffle_1_2_3"));
   EXPECT_THAT(index.Find(Id("shuffle_1_2_3"))->locations,
-              ElementsAre(BlockLocation{"w2", Tier::kMemory, 5}));
+              ElementsAre(IndexedLocation{"w2", Tier::kMemory, 5}));
   index.Apply("w2", Removed("shuffle_1_2_3"));
   EXPECT_FALSE(index.Find(Id("shuffle_1_2_3")).has_value());
   EXPECT_EQ(index.block_count(), 0u);
@@ -123,7 +123,7 @@ TEST(BlockIndexTest, RemoveWorkerDropsOnlyItsLocations) {
   EXPECT_EQ(index.RemoveWorker("never-seen"), 0u);
   EXPECT_THAT(Names(index.List()), ElementsAre("rdd_1_1", "broadcast_2"));
   EXPECT_THAT(index.Find(Id("rdd_1_1"))->locations,
-              ElementsAre(BlockLocation{"w2", Tier::kDisk, 1}));
+              ElementsAre(IndexedLocation{"w2", Tier::kDisk, 1}));
   EXPECT_EQ(index.LocationCount("w1"), 0u);
   EXPECT_EQ(index.LocationCount("w2"), 2u);
 }
@@ -135,9 +135,9 @@ TEST(BlockIndexTest, WorkerSlotIsReusedAfterItsLastLocationGoes) {
   index.Apply("w2", Stored("rdd_1_0", Tier::kMemory, 2));
   index.Apply("w1", Stored("rdd_1_1", Tier::kDisk, 3));
   EXPECT_THAT(index.Find(Id("rdd_1_0"))->locations,
-              ElementsAre(BlockLocation{"w2", Tier::kMemory, 2}));
+              ElementsAre(IndexedLocation{"w2", Tier::kMemory, 2}));
   EXPECT_THAT(index.Find(Id("rdd_1_1"))->locations,
-              ElementsAre(BlockLocation{"w1", Tier::kDisk, 3}));
+              ElementsAre(IndexedLocation{"w1", Tier::kDisk, 3}));
 }
 
 TEST(BlockIndexTest, ListsAreSortedByIdNumerically) {
@@ -184,7 +184,7 @@ TEST(BlockIndexTest, HoldersGroupsRequestedBlocksByWorker) {
 // compact entry (inline first location, heap extras) through growth, removal from any position
 // and worker drops.
 TEST(BlockIndexTest, MatchesASimpleModelUnderRandomChanges) {
-  using Model = std::map<BlockId, std::map<std::string, BlockLocation>>;
+  using Model = std::map<BlockId, std::map<std::string, IndexedLocation>>;
   BlockIndex index;
   Model model;
   std::mt19937 rng(42);
@@ -201,7 +201,7 @@ TEST(BlockIndexTest, MatchesASimpleModelUnderRandomChanges) {
       change.tier = rng() % 2 ? Tier::kMemory : Tier::kDisk;
       change.size = rng() % 1000;
       index.Apply(worker, change);
-      model[change.id][worker] = BlockLocation{worker, change.tier, change.size};
+      model[change.id][worker] = IndexedLocation{worker, change.tier, change.size};
     } else if (action < 98) {
       BlockChange change{pick_id()};
       change.removed = true;
@@ -226,8 +226,8 @@ TEST(BlockIndexTest, MatchesASimpleModelUnderRandomChanges) {
     auto expected = model.begin();
     for (const BlockInfo& info : listed) {
       ASSERT_EQ(info.id, expected->first);
-      std::map<std::string, BlockLocation> got;
-      for (const BlockLocation& location : info.locations) got[location.worker_id] = location;
+      std::map<std::string, IndexedLocation> got;
+      for (const IndexedLocation& location : info.locations) got[location.worker_id] = location;
       ASSERT_EQ(got.size(), info.locations.size()) << "a worker listed twice";
       ASSERT_EQ(got, expected->second) << info.id.ToString();
       // The lookups agree with the listing, location for location and in the same order.
@@ -238,7 +238,7 @@ TEST(BlockIndexTest, MatchesASimpleModelUnderRandomChanges) {
       ASSERT_EQ(index.FindLocations(info.id, &refs), info.level);
       ASSERT_EQ(refs.size(), info.locations.size());
       for (size_t i = 0; i < refs.size(); ++i) {
-        EXPECT_EQ((BlockLocation{*refs[i].worker_id, refs[i].tier, refs[i].size}),
+        EXPECT_EQ((IndexedLocation{*refs[i].worker_id, refs[i].tier, refs[i].size}),
                   info.locations[i]);
       }
       ++expected;
@@ -259,7 +259,7 @@ BlockChange Version(const std::string& id, uint64_t version, bool fresh,
 std::vector<std::string> Holders(const BlockIndex& index, const std::string& id) {
   std::vector<std::string> out;
   if (std::optional<BlockInfo> info = index.Find(Id(id))) {
-    for (const BlockLocation& location : info->locations) out.push_back(location.worker_id);
+    for (const IndexedLocation& location : info->locations) out.push_back(location.worker_id);
   }
   return out;
 }
@@ -338,7 +338,7 @@ TEST(BlockIndexVersionsTest, TierMoveKeepsTheVersion) {
   index.Apply("w1", evicted);
   EXPECT_TRUE(index.Apply("w1", Version("rdd_1_0", 7, false, Tier::kDisk)).recorded);
   EXPECT_THAT(index.Find(Id("rdd_1_0"))->locations,
-              ElementsAre(BlockLocation{"w1", Tier::kDisk, 10}));
+              ElementsAre(IndexedLocation{"w1", Tier::kDisk, 10}));
 }
 
 TEST(BlockIndexVersionsTest, RemovedVersionIsNotTakenBackButANewPutIs) {

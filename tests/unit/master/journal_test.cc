@@ -102,6 +102,30 @@ TEST_F(MasterJournalTest, RecordsSurviveReopening) {
                {BlockId::Broadcast(9), {Tier::kDisk, StorageLevel::kDiskOnly, 0}}}));
 }
 
+TEST_F(MasterJournalTest, RetiredVersionsSurviveReopeningInOrder) {
+  using Retired = std::vector<std::pair<BlockId, uint64_t>>;
+  const Retired first = {{BlockId::Rdd(4, 0), 11}, {BlockId::Rdd(4, 1), 12}};
+  const Retired second = {{BlockId::Broadcast(2), 0xfedcba9876543210ull}};
+  {
+    auto journal = OpenOrDie(dir());
+    ASSERT_NE(journal, nullptr);
+    LoadAll(*journal);
+    ASSERT_TRUE(journal->RecordRetired(first).ok());
+  }
+  {
+    auto journal = OpenOrDie(dir());
+    ASSERT_NE(journal, nullptr);
+    EXPECT_EQ(LoadAll(*journal).snapshot.retired, first);
+    // Appended after what was loaded, not over it.
+    ASSERT_TRUE(journal->RecordRetired(second).ok());
+  }
+  auto journal = OpenOrDie(dir());
+  ASSERT_NE(journal, nullptr);
+  Retired all = first;
+  all.insert(all.end(), second.begin(), second.end());
+  EXPECT_EQ(LoadAll(*journal).snapshot.retired, all);
+}
+
 TEST_F(MasterJournalTest, ReRegistrationReplacesTheWorkersOldLocations) {
   auto journal = OpenOrDie(dir());
   ASSERT_NE(journal, nullptr);

@@ -344,7 +344,7 @@ TEST_F(ReplicationPlannerTest, ExtraCopiesKeepMemoryCopiesOnDistinctRacks) {
   index_.Apply("w1", BlockChange{block, false, StorageLevel::kMemoryAndDisk2, Tier::kMemory, 10});
   index_.Apply("w2", BlockChange{block, false, StorageLevel::kMemoryAndDisk2, Tier::kMemory, 10});
   index_.Apply("w3", BlockChange{block, false, StorageLevel::kMemoryAndDisk2, Tier::kDisk, 10});
-  std::vector<BlockLocation> extra = planner_.ExtraCopies(*index_.Find(block), registry_);
+  std::vector<IndexedLocation> extra = planner_.ExtraCopies(*index_.Find(block), registry_);
   // Two memory copies on r1, one disk copy on r2: one r1 copy goes, the other rack stays.
   ASSERT_EQ(extra.size(), 1u);
   EXPECT_EQ(extra[0].worker_id, "w2");

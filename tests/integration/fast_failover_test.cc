@@ -1,0 +1,94 @@
+// Reads and puts aimed at a worker that is dead or stopped, but still listed by the master
+// (its heartbeat timeout has not passed), fail over to another worker within about half a
+// second instead of the 5 s request timeout (RpcChannel: ZMQ_IMMEDIATE, ZMTP heartbeats).
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+
+#include "client/client.h"
+#include "tests/support/files.h"
+#include "tests/support/local_cluster.h"
+
+namespace bm::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+// Well under the 5 s request timeout, with room for a loaded test machine.
+constexpr milliseconds kFailoverBound{1500};
+
+class FastFailoverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(cluster_.StartMaster());
+    // w1 has the most free memory, so placement tries it first.
+    ASSERT_NO_FATAL_FAILURE(
+        cluster_.StartWorker(WorkerSpec{.id = "w1", .memory = "256MiB", .disk_limit = ""}));
+    ASSERT_NO_FATAL_FAILURE(
+        cluster_.StartWorker(WorkerSpec{.id = "w2", .memory = "64MiB", .disk_limit = ""}));
+  }
+  void TearDown() override {
+    if (cluster_.ListedWorkers().size() < 2) return;
+    cluster_.SignalWorker("w1", SIGCONT);  // so it can be killed cleanly
+  }
+
+  ClientOptions Options() const {
+    return ClientOptions{.master_address = cluster_.master_endpoint()};
+  }
+
+  // The master's heartbeat timeout (60 s) keeps a dead or stopped worker listed throughout.
+  LocalCluster cluster_{60};
+};
+
+TEST_F(FastFailoverTest, ReadFromAStoppedWorkerFailsOverToTheOtherCopy) {
+  Client client(Options());
+  const std::vector<std::byte> data = RandomByteVector(256 * 1024, 3);
+  Result<PutResult> put = client.Put(BlockId::Rdd(1, 0), data, StorageLevel::kMemoryOnly2);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  ASSERT_EQ(put->replicas.size(), 2u);
+  // Connected to both already: the read goes over an established connection to w1.
+  ASSERT_TRUE(client.Get(BlockId::Rdd(1, 0)).ok());
+
+  cluster_.SignalWorker("w1", SIGSTOP);
+  const auto started = Clock::now();
+  Result<std::vector<std::byte>> got = client.Get(BlockId::Rdd(1, 0));
+  const auto took = Clock::now() - started;
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(*got == data);
+  EXPECT_LT(took, kFailoverBound);
+}
+
+TEST_F(FastFailoverTest, PutPlacedOnAStoppedWorkerFailsOverToAnother) {
+  cluster_.SignalWorker("w1", SIGSTOP);
+  Client client(Options());  // a new client: its connection to w1 never completes
+  const auto started = Clock::now();
+  Result<PutResult> put =
+      client.Put(BlockId::Rdd(2, 0), RandomByteVector(1024, 4), StorageLevel::kMemoryOnly);
+  const auto took = Clock::now() - started;
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_EQ(put->worker_id, "w2");
+  EXPECT_LT(took, kFailoverBound);
+}
+
+TEST_F(FastFailoverTest, PutPlacedOnAKilledWorkerFailsOverToAnother) {
+  Client client(Options());
+  // Connected to w1 before it dies.
+  Result<PutResult> first =
+      client.Put(BlockId::Rdd(3, 0), RandomByteVector(1024, 5), StorageLevel::kMemoryOnly);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(first->worker_id, "w1");
+  cluster_.KillWorker("w1");
+  const auto started = Clock::now();
+  Result<PutResult> put =
+      client.Put(BlockId::Rdd(3, 1), RandomByteVector(1024, 6), StorageLevel::kMemoryOnly);
+  const auto took = Clock::now() - started;
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_EQ(put->worker_id, "w2");
+  EXPECT_LT(took, kFailoverBound);
+}
+
+}  // namespace
+}  // namespace bm::testing

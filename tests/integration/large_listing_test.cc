@@ -1,0 +1,82 @@
+// Listing a million blocks: `bmctl --json blocks` pages through the master's list and streams
+// it, and the master holds one page at a time (PROTOCOL.md, "Listing many blocks").
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "client/client.h"
+#include "tests/support/local_cluster.h"
+
+namespace bm::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+// A field of /proc/PID/status in KiB ("VmHWM", "VmRSS"); 0 if unreadable.
+uint64_t ProcStatusKiB(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(field + ":", 0) == 0) return std::stoull(line.substr(field.size() + 1));
+  }
+  return 0;
+}
+
+TEST(LargeListingTest, AMillionBlocksListAsJsonWithTheMastersMemoryBounded) {
+  constexpr uint64_t kBlocks = 1'000'000;
+  LocalCluster cluster(/*heartbeat_timeout_seconds=*/30);
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  const std::string dir = cluster.dir().path().string();
+  const std::string marker = dir + "/registered";
+  Process fake = Process::Start(BinaryPath("bm-fake-worker"),
+                                {"--master", cluster.master_endpoint(), "--blocks",
+                                 std::to_string(kBlocks), "--ready-marker", marker},
+                                dir + "/fake-worker.log");
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(marker); }, milliseconds(120000)))
+      << cluster.LogTail("master");
+
+  const pid_t master = cluster.master_process().pid();
+  const uint64_t peak_before = ProcStatusKiB(master, "VmHWM");
+  ASSERT_GT(peak_before, 0u);
+  CommandResult counted =
+      RunCommand("/bin/sh",
+                 {"-c", BinaryPath("bmctl") + " --master " + cluster.master_endpoint() +
+                            " --json blocks | wc -l"},
+                 "", std::chrono::seconds(240));
+  ASSERT_EQ(counted.exit_code, 0) << counted.err;
+  // "[", one line per block, "]".
+  EXPECT_EQ(std::stoull(counted.out), kBlocks + 2);
+  const uint64_t peak_after = ProcStatusKiB(master, "VmHWM");
+  // A page is ~10,000 blocks (about 2 MB of reply); listing everything at once took hundreds.
+  EXPECT_LT(peak_after - peak_before, 64u * 1024) << "VmHWM grew from " << peak_before
+                                                  << " KiB to " << peak_after << " KiB";
+
+  // In id order across the pages: the first block line is rdd_1_0, the last rdd_1_999999.
+  CommandResult ends = RunCommand(
+      "/bin/sh", {"-c", BinaryPath("bmctl") + " --master " + cluster.master_endpoint() +
+                            " --json blocks | sed -n '2p' && " + BinaryPath("bmctl") +
+                            " --master " + cluster.master_endpoint() +
+                            " --json blocks | tail -n 2 | head -n 1"},
+      "", std::chrono::seconds(240));
+  ASSERT_EQ(ends.exit_code, 0) << ends.err;
+  const size_t newline = ends.out.find('\n');
+  ASSERT_NE(newline, std::string::npos) << ends.out;
+  EXPECT_NE(ends.out.substr(0, newline).find("\"rdd_1_0\""), std::string::npos) << ends.out;
+  EXPECT_NE(ends.out.substr(newline).find("\"rdd_1_999999\""), std::string::npos) << ends.out;
+
+  // Locations of all of them at once: asked in batches, answered in full.
+  std::vector<BlockId> ids;
+  ids.reserve(kBlocks);
+  for (uint64_t p = 0; p < kBlocks; ++p) ids.push_back(BlockId::Rdd(1, p));
+  Client client(ClientOptions{.master_address = cluster.master_endpoint()});
+  Result<std::vector<BlockLocations>> where = client.Locations(ids);
+  ASSERT_TRUE(where.ok()) << where.status().ToString();
+  ASSERT_EQ(where->size(), kBlocks);
+  EXPECT_EQ((*where)[kBlocks - 1].block, BlockId::Rdd(1, kBlocks - 1));
+  EXPECT_EQ((*where)[kBlocks - 1].locations.size(), 1u);
+}
+
+}  // namespace
+}  // namespace bm::testing
