@@ -225,15 +225,28 @@ void RpcChannel::Reset() {
   Result<std::unique_ptr<PeerMonitor>> monitor = PeerMonitor::Create(
       context_, *socket_, "rpc-" + std::to_string(next_monitor_id.fetch_add(1)),
       ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
-          ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
+          ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+          ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
   // Without a monitor a call still ends at its timeout.
   if (monitor.ok()) monitor_ = std::move(monitor).value();
   socket_->connect(address_);
 }
 
 Status RpcChannel::ConnectionStatus() {
+  Status status = ReadMonitor();
+  // A refused or cut handshake is remembered until one succeeds: a call that then gives up
+  // waiting for a connection reports it, even if its events were read before the call.
+  if (status.code() == StatusCode::kPermissionDenied ||
+      status.message().find("handshake") != std::string::npos) {
+    handshake_problem_ = status;
+  }
+  return status;
+}
+
+Status RpcChannel::ReadMonitor() {
   if (!monitor_) return Status::Ok();
   bool lost = false;
+  bool handshake_cut = false;
   for (const PeerMonitor::Event& event : monitor_->TakeEvents()) {
     if (event.kind == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
       return PermissionDeniedError("authentication refused by " + address_ +
@@ -255,7 +268,26 @@ Status RpcChannel::ConnectionStatus() {
                                    " failed (protocol error " + std::to_string(event.value) +
                                    "): is its public key the one this side was given?");
     }
+    if (event.kind == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) handshake_cut = true;
+    if (event.kind == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      handshake_cut = false;
+      handshake_problem_ = Status::Ok();
+    }
     if (event.kind == ZMQ_EVENT_DISCONNECTED) lost = true;
+  }
+  // The server closed the connection before this side learnt why (a keys mismatch races with
+  // the close): name the likely cause, but as unavailable, since a transport error during the
+  // handshake looks the same.
+  if (handshake_cut) {
+    if (security_.own.enabled()) {
+      return UnavailableError(address_ +
+                              " closed the connection during the secure handshake: it does not "
+                              "use keys (an --insecure server?), or it refused this key");
+    }
+    return UnavailableError(address_ +
+                            " closed the connection during the handshake: it requires keys "
+                            "(give --key and --master-key, or BLOCKMGR_KEY and "
+                            "BLOCKMGR_MASTER_KEY), or it is not a blockmgr server");
   }
   if (lost) {
     return UnavailableError("lost the connection to " + address_ +
@@ -278,10 +310,17 @@ Result<IncomingMessage> RpcChannel::Call(capnp::MallocMessageBuilder& request,
   Status sent = SendMessage(*socket_, nullptr, request, std::move(payload));
   if (!sent.ok()) {
     // With ZMQ_IMMEDIATE a send waits for a connection that completed its handshake: a
-    // refused key shows here, as a handshake event, rather than as a reply.
+    // refused key shows here, as a handshake event, rather than as a reply. On a loaded
+    // machine that event may come a little after the send gave up: wait for it briefly.
     Status connection = ConnectionStatus();
+    if (connection.ok() && handshake_problem_.ok() && monitor_) {
+      zmq::pollitem_t item{monitor_->socket().handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, kConnectBound);
+      connection = ConnectionStatus();
+    }
+    if (connection.ok()) connection = handshake_problem_;
     Reset();
-    if (connection.code() == StatusCode::kPermissionDenied) return connection;
+    if (!connection.ok()) return connection;
     return UnavailableError("cannot reach " + address_ + ": " + sent.message());
   }
   while (true) {

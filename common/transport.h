@@ -133,6 +133,7 @@ class RpcChannel {
   // A refused handshake (kPermissionDenied, saying why) or a lost connection (kUnavailable)
   // reported by the monitor since the last call; OK when neither.
   Status ConnectionStatus();
+  Status ReadMonitor();
 
   zmq::context_t& context_;
   std::string address_;
@@ -141,6 +142,8 @@ class RpcChannel {
   std::unique_ptr<zmq::socket_t> socket_;
   // Of socket_, for lost connections and refused handshakes; null if it could not be set up.
   std::unique_ptr<PeerMonitor> monitor_;
+  // The last refused or cut handshake, until a handshake succeeds.
+  Status handshake_problem_;
   uint64_t next_id_ = 1;
 };
 
