@@ -42,8 +42,9 @@ class MultiHostTest : public ::testing::Test {
     }
     net_ = std::move(net).value();
     master_address_ = "tcp://" + net_->address(kMasterHost) + ":7077";
-    auto [ip, args] = net_->InHost(kMasterHost, BinaryPath("bm-master"),
-                                   {"--listen", master_address_, "--heartbeat-timeout", "2"});
+    auto [ip, args] =
+        net_->InHost(kMasterHost, BinaryPath("bm-master"),
+                     {"--listen", master_address_, "--heartbeat-timeout", "2", "--insecure"});
     processes_.push_back(
         std::make_unique<Process>(Process::Start(ip, args, dir_.Sub("master.log"))));
     for (int host = kFirstWorkerHost; host < kFirstWorkerHost + kWorkers; ++host) {
@@ -52,7 +53,7 @@ class MultiHostTest : public ::testing::Test {
           net_->InHost(host, BinaryPath("bm-worker"),
                        {"--master", master_address_, "--listen", address, "--advertise", address,
                         "--id", WorkerId(host), "--host", "host-" + std::to_string(host),
-                        "--memory", "64MiB", "--disk-dir", dir_.Sub(WorkerId(host))});
+                        "--memory", "64MiB", "--disk-dir", dir_.Sub(WorkerId(host)), "--insecure"});
       processes_.push_back(
           std::make_unique<Process>(Process::Start(wip, wargs, dir_.Sub(WorkerId(host) + ".log"))));
     }
