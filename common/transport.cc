@@ -14,8 +14,11 @@
 // the uninstrumented libraries: what their own threads do inside them (memcpy, free, their
 // locks) is theirs to get right; every access from this project's code is still checked, and
 // the hand-over of frames between threads is annotated in SendMessage/ReceiveMessage.
+// libsodium is there because libzmq's I/O thread decrypts CURVE frames with it, straight into
+// the buffer a receiver later reads.
 extern "C" const char* __tsan_default_suppressions() {
   return "called_from_lib:libzmq.so\n"
+         "called_from_lib:libsodium.so\n"
          "called_from_lib:librocksdb.so\n";
 }
 #endif
