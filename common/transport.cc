@@ -8,6 +8,26 @@
 #include <stdexcept>
 
 #include "common/protocol.h"
+#include "common/tsan.h"
+
+#if defined(BM_TSAN_ENABLED)
+// Read by ThreadSanitizer at start-up in every program that links the transport. It names only
+// the uninstrumented libraries: what their own threads do inside them (memcpy, free, their
+// locks) is theirs to get right; every access from this project's code is still checked, and
+// the hand-over of frames between threads is annotated in SendMessage/ReceiveMessage.
+// libsodium is there because libzmq's I/O thread decrypts CURVE frames with it, straight into
+// the buffer a receiver later reads; cpp-httplib (the --http server) hands requests between its
+// own threads. RocksDB's background threads also run std::string code that the linker takes
+// from this program's instrumented copy, which called_from_lib cannot see: hence race:rocksdb::
+// (the disk store calls RocksDB from one thread only, see DiskStore).
+extern "C" const char* __tsan_default_suppressions() {
+  return "called_from_lib:libzmq.so\n"
+         "called_from_lib:libsodium.so\n"
+         "called_from_lib:librocksdb.so\n"
+         "called_from_lib:libcpp-httplib.so\n"
+         "race:rocksdb::\n";
+}
+#endif
 
 namespace bm {
 namespace {
@@ -86,6 +106,7 @@ Result<IncomingMessage> ReceiveMessage(zmq::socket_t& socket, bool has_routing_i
     }
     zmq::message_t header;
     if (!socket.recv(header, zmq::recv_flags::none)) return UnavailableError("receive interrupted");
+    BM_TSAN_ACQUIRE(header.data());
     if (header.size() == 0 || header.size() > kMaxHeaderBytes) {
       DrainRest(socket);
       return InvalidArgumentError("header frame of " + std::to_string(header.size()) +
@@ -97,6 +118,7 @@ Result<IncomingMessage> ReceiveMessage(zmq::socket_t& socket, bool has_routing_i
       if (!socket.recv(frame, zmq::recv_flags::none)) {
         return UnavailableError("receive interrupted");
       }
+      BM_TSAN_ACQUIRE(frame.data());
       if (payload.size() >= kMaxPayloadFrames) {
         DrainRest(socket);
         return TooLargeError("message has more than " + std::to_string(kMaxPayloadFrames) +
@@ -140,9 +162,11 @@ Status SendMessage(zmq::socket_t& socket, const zmq::message_t* routing_id,
     }
     zmq::message_t header_frame(bytes.begin(), bytes.size());
     zmq::send_flags flags = payload.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore;
+    BM_TSAN_RELEASE(header_frame.data());
     if (!socket.send(header_frame, flags)) return UnavailableError("peer not ready");
     for (size_t i = 0; i < payload.size(); ++i) {
       zmq::send_flags f = i + 1 < payload.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
+      BM_TSAN_RELEASE(payload[i].data());
       if (!socket.send(payload[i], f)) return UnavailableError("peer not ready");
     }
   } catch (const zmq::error_t& e) {
@@ -155,10 +179,16 @@ zmq::message_t MessageFromChunk(ChunkPtr chunk) {
   std::span<const std::byte> bytes = chunk->bytes();
   if (bytes.empty()) return zmq::message_t();
   // The heap-held shared_ptr keeps the chunk alive until ZeroMQ has sent the frame.
+  // ZeroMQ may call the free function on its I/O thread.
   auto* keeper = new ChunkPtr(std::move(chunk));
+  BM_TSAN_RELEASE(keeper);
   return zmq::message_t(
       const_cast<std::byte*>(bytes.data()), bytes.size(),
-      [](void*, void* hint) { delete static_cast<ChunkPtr*>(hint); }, keeper);
+      [](void*, void* hint) {
+        BM_TSAN_ACQUIRE(hint);
+        delete static_cast<ChunkPtr*>(hint);
+      },
+      keeper);
 }
 
 ChunkPtr ChunkFromMessage(zmq::message_t message) {

@@ -23,7 +23,7 @@ struct BlockManager::Upload {
   std::unique_ptr<DiskWriter> writer;  // tier == kDisk
 };
 
-BlockManager::BlockManager(std::unique_ptr<MemoryStore> memory, std::unique_ptr<DiskStore> disk)
+BlockManager::BlockManager(std::unique_ptr<MemoryStore> memory, std::unique_ptr<BlockStore> disk)
     : memory_(std::move(memory)), disk_(std::move(disk)) {
   BM_CHECK(memory_ != nullptr && disk_ != nullptr);
   next_generation_ = disk_->next_generation();

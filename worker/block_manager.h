@@ -13,7 +13,7 @@
 #include "common/tier.h"
 #include "common/worker_stats.h"
 #include "worker/block_status.h"
-#include "worker/disk_store.h"
+#include "worker/block_store.h"
 #include "worker/memory_store.h"
 
 namespace bm {
@@ -40,7 +40,8 @@ struct PutVersion {
   uint64_t lease = 0;
 };
 
-// The worker's storage policy over its memory and disk stores: where a block of each level
+// The worker's storage policy over its memory store (the LRU) and its disk store (a BlockStore:
+// RocksDB in production, a fault-injecting wrapper in tests): where a block of each level
 // goes, what eviction spills or drops, and the list of changes the master must hear about.
 //
 // Placement by level:
@@ -57,7 +58,7 @@ class BlockManager {
  public:
   using UploadId = uint64_t;
 
-  BlockManager(std::unique_ptr<MemoryStore> memory, std::unique_ptr<DiskStore> disk);
+  BlockManager(std::unique_ptr<MemoryStore> memory, std::unique_ptr<BlockStore> disk);
   ~BlockManager();
 
   // Starts an upload of `total_size` bytes; claims its space up front (memory or disk by the
@@ -115,7 +116,7 @@ class BlockManager {
   uint64_t NewMemoryGeneration();
 
   std::unique_ptr<MemoryStore> memory_;
-  std::unique_ptr<DiskStore> disk_;
+  std::unique_ptr<BlockStore> disk_;
   std::unordered_map<UploadId, std::unique_ptr<Upload>> uploads_;
   UploadId next_upload_id_ = 1;
   uint64_t next_generation_ = 1;

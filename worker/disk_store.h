@@ -13,40 +13,18 @@
 #include "common/status.h"
 #include "common/storage_level.h"
 #include "worker/block_status.h"
+#include "worker/block_store.h"
 
 namespace rocksdb {
 class DB;
 class Env;
 class Status;
-}
+}  // namespace rocksdb
 
 namespace bm {
 
 class DiskStore;
 class CommitJournal;
-
-// Streams one block into the disk store in ~1 MiB chunks, so a block of any size passes
-// through a fixed amount of memory. Until Commit() the block is invisible to readers and a
-// previous version (if any) stays readable. Destroying an uncommitted writer discards what
-// it wrote. Borrows its store, which must outlive it.
-class DiskWriter {
- public:
-  virtual ~DiskWriter() = default;
-  // Appends bytes; fails (and the write is then abandoned) past the declared total size or on
-  // a storage error.
-  virtual Status Append(std::span<const std::byte> bytes) = 0;
-  // Makes the block visible, replacing any previous version atomically. Fails if fewer bytes
-  // than declared were appended.
-  virtual Status Commit() = 0;
-};
-
-// What a read of a block range returns.
-struct DiskRead {
-  uint64_t total_size;
-  uint64_t generation;
-  StorageLevel level;
-  std::vector<ChunkPtr> chunks;  // the requested range, in order
-};
 
 // How chunk values are laid out in RocksDB. Measured side by side (bm-bench row "4s", RocksDB
 // 7.8, 1 MiB chunks, in-process): plain values were read 3.5-4.5x faster than blob files
@@ -70,12 +48,6 @@ class SpaceProbe {
 
 // statvfs(2) of `dir`.
 std::unique_ptr<SpaceProbe> MakeStatvfsProbe(std::string dir);
-
-// A block the store had committed that did not survive (named by the commit journal).
-struct LostBlock {
-  BlockId id;
-  std::string reason;
-};
 
 struct DiskStoreOptions {
   uint64_t limit_bytes = 0;  // 0: as much as the filesystem has
@@ -107,7 +79,7 @@ struct DiskStoreOptions {
 // not survive is logged with the reason, counted and returned by TakeLost().
 //
 // Not thread-safe: owned by the worker's event loop.
-class DiskStore {
+class DiskStore final : public BlockStore {
  public:
   static Result<std::unique_ptr<DiskStore>> Open(const std::string& dir, uint64_t limit_bytes,
                                                  DiskValueFormat format = DiskValueFormat::kPlain);
@@ -118,52 +90,53 @@ class DiskStore {
   // free space less the headroom, or when the store is read-only. `version` is stored with the
   // block (BlockStatus::version).
   Result<std::unique_ptr<DiskWriter>> BeginWrite(const BlockId& id, StorageLevel level,
-                                                 uint64_t total_size, uint64_t version = 0);
+                                                 uint64_t total_size,
+                                                 uint64_t version = 0) override;
   // Writes a whole block held in memory (used when spilling an evicted block).
   Status Write(const BlockId& id, StorageLevel level, const BlockData& data,
-               uint64_t version = 0);
+               uint64_t version = 0) override;
 
   // Reads [offset, offset + max_length) (clamped to the block). kNotFound when absent;
   // kInvalidArgument when offset is past the end (offset == size reads zero bytes).
-  Result<DiskRead> Read(const BlockId& id, uint64_t offset, uint64_t max_length);
+  Result<DiskRead> Read(const BlockId& id, uint64_t offset, uint64_t max_length) override;
   // As Read, but only from version `generation`: kAborted when the block was replaced or removed
   // since (a reader continuing a ranged read gets no mix of two versions).
   Result<DiskRead> ReadGeneration(const BlockId& id, uint64_t generation, uint64_t offset,
-                                  uint64_t max_length);
-  std::optional<BlockStatus> Find(const BlockId& id) const;
+                                  uint64_t max_length) override;
+  std::optional<BlockStatus> Find(const BlockId& id) const override;
   // Removes the block. kNotFound when absent. While read-only the block is hidden at once and
   // deleted from the database when it is writable again.
-  Status Remove(const BlockId& id);
+  Status Remove(const BlockId& id) override;
 
   // Sorted by id.
-  std::vector<BlockStatus> List() const;
-  size_t block_count() const;
+  std::vector<BlockStatus> List() const override;
+  size_t block_count() const override;
   uint64_t limit() const { return limit_; }
   // Bytes of committed blocks plus space claimed by writes in progress.
-  uint64_t used() const;
+  uint64_t used() const override;
   // What used() could reach now: the limit, or less when the filesystem has less room.
-  uint64_t capacity() const;
+  uint64_t capacity() const override;
   // Space kept free on the filesystem for RocksDB's own files.
   uint64_t headroom() const { return headroom_; }
 
-  bool read_only() const;
+  bool read_only() const override;
   // Why the store is read-only ("" when it is not).
   std::string read_only_reason() const;
 
   // Off the hot path, every second or so: notices background errors, reopens a read-only store
   // once the filesystem has room again, and gives back the space of removed blocks when the
   // filesystem is short of it. Blocks found lost on a reopen are added to TakeLost().
-  void Maintain();
+  void Maintain() override;
   // Blocks found lost since the last call (at open, or on a reopen).
-  std::vector<LostBlock> TakeLost();
+  std::vector<LostBlock> TakeLost() override;
   // Blocks found lost since the store was opened.
   uint64_t lost_count() const { return lost_count_; }
 
   // Generations come from one increasing sequence, above every generation found on disk. The
   // block manager draws memory blocks' generations from the same sequence (AdvanceGenerationTo
   // after taking some), so a generation never names two versions of a block on this worker.
-  uint64_t next_generation() const;
-  void AdvanceGenerationTo(uint64_t generation);
+  uint64_t next_generation() const override;
+  void AdvanceGenerationTo(uint64_t generation) override;
 
  private:
   friend class RocksDiskWriter;

@@ -11,6 +11,8 @@
 #include "common/protocol.h"
 #include "tests/support/files.h"
 #include "tests/support/temp_dir.h"
+#include "tests/unit/worker/fault_injecting_store.h"
+#include "worker/disk_store.h"
 
 namespace bm {
 namespace {
@@ -403,6 +405,83 @@ TEST_F(BlockManagerTest, DiskBlocksSurviveRestart) {
   EXPECT_EQ(TierOf(BlockId::Rdd(1, 0)), Tier::kDisk);
   EXPECT_FALSE(manager_->Find(BlockId::Rdd(1, 1)).has_value());
   EXPECT_TRUE(ReadAll(BlockId::Rdd(1, 0)) == bytes);
+}
+
+// The block manager over a disk that fails on command.
+class BlockManagerFaultTest : public BlockManagerTest {
+ protected:
+  void SetUp() override {
+    Result<std::unique_ptr<DiskStore>> disk = DiskStore::Open(dir_.Sub("db"), 0);
+    ASSERT_TRUE(disk.ok()) << disk.status().ToString();
+    auto faults = std::make_unique<testing::FaultInjectingStore>(std::move(disk).value());
+    faults_ = faults.get();
+    manager_ = std::make_unique<BlockManager>(std::make_unique<MemoryStore>(kMemory),
+                                              std::move(faults));
+  }
+
+  // Owned by manager_.
+  testing::FaultInjectingStore* faults_ = nullptr;
+};
+
+TEST_F(BlockManagerFaultTest, FailedSpillReportsTheBlockRemovedAndNeverListsIt) {
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryAndDisk, RandomBytes(2 * kKiB, 4)).ok());
+  faults_->FailWrites(InternalError("I/O error (injected)"));
+  const std::vector<std::byte> second = RandomBytes(2 * kKiB, 5);
+  ASSERT_TRUE(Put(BlockId::Rdd(2, 0), StorageLevel::kMemoryAndDisk, second).ok());
+
+  EXPECT_EQ(faults_->injected_write_failures(), 1u);
+  EXPECT_FALSE(manager_->Find(BlockId::Rdd(1, 0)).has_value());
+  EXPECT_EQ(manager_->Read(BlockId::Rdd(1, 0), 0, UINT64_MAX).status().code(),
+            StatusCode::kNotFound);
+  std::vector<std::string> listed;
+  for (const BlockStatus& status : manager_->List()) listed.push_back(status.id.ToString());
+  EXPECT_THAT(listed, ElementsAre("rdd_2_0"));
+  EXPECT_EQ(manager_->Stats().disk_used, 0u);
+  // The master hears that the block left memory and never that it reached disk.
+  EXPECT_THAT(Describe(manager_->TakeChanges()),
+              ElementsAre("+rdd_1_0@memory", "-rdd_1_0@memory", "+rdd_2_0@memory"));
+  EXPECT_TRUE(ReadAll(BlockId::Rdd(2, 0)) == second);
+}
+
+TEST_F(BlockManagerFaultTest, DiskFullMidUploadFailsThatUploadAndKeepsTheOldVersion) {
+  const std::vector<std::byte> old = RandomBytes(kChunkBytes + 7, 6);
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, old).ok());
+  manager_->TakeChanges();
+  faults_->FillDiskAfter(kChunkBytes + 100);
+
+  const std::vector<std::byte> bytes = RandomBytes(3 * kChunkBytes, 7);
+  auto upload = manager_->BeginPut(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, bytes.size());
+  ASSERT_TRUE(upload.ok()) << upload.status().ToString();
+  Status appended = manager_->AppendPut(*upload, Chunks(bytes));
+  EXPECT_EQ(appended.code(), StatusCode::kOutOfSpace) << appended.ToString();
+
+  // The upload is gone with its claim; the old version is still the one stored.
+  EXPECT_FALSE(manager_->HasUpload(*upload));
+  EXPECT_EQ(manager_->Stats().disk_used, old.size());
+  EXPECT_TRUE(ReadAll(BlockId::Rdd(1, 0)) == old);
+  EXPECT_TRUE(manager_->TakeChanges().empty());
+
+  faults_->ClearFaults();
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, bytes).ok());
+  EXPECT_TRUE(ReadAll(BlockId::Rdd(1, 0)) == bytes);
+  EXPECT_EQ(manager_->Stats().disk_used, bytes.size());
+}
+
+TEST_F(BlockManagerFaultTest, WriteErrorAtCommitKeepsTheOldVersion) {
+  const std::vector<std::byte> old = RandomBytes(kChunkBytes / 2, 8);
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, old).ok());
+  const std::vector<std::byte> bytes = RandomBytes(kChunkBytes / 2, 9);
+  auto upload = manager_->BeginPut(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, bytes.size());
+  ASSERT_TRUE(upload.ok());
+  ASSERT_TRUE(manager_->AppendPut(*upload, Chunks(bytes)).ok());
+  faults_->FailWrites(InternalError("I/O error (injected)"));
+
+  Result<Tier> committed = manager_->CommitPut(*upload);
+  EXPECT_EQ(committed.status().code(), StatusCode::kInternal);
+  EXPECT_FALSE(manager_->HasUpload(*upload));
+  faults_->ClearFaults();
+  EXPECT_TRUE(ReadAll(BlockId::Rdd(1, 0)) == old);
+  EXPECT_EQ(manager_->Stats().disk_used, old.size());
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "common/protocol.h"
 #include "tests/support/files.h"
 #include "tests/support/temp_dir.h"
+#include "tests/unit/worker/fault_injecting_store.h"
 #include "worker/disk_store.h"
 #include "worker/memory_store.h"
 
@@ -339,8 +340,10 @@ class WorkerServerTest : public ::testing::Test {
   void StartWorker() {
     Result<std::unique_ptr<DiskStore>> disk = DiskStore::Open(dir_.Sub("disk"), 0);
     ASSERT_TRUE(disk.ok()) << disk.status().ToString();
+    auto faults = std::make_unique<testing::FaultInjectingStore>(std::move(disk).value());
+    faults_ = faults.get();
     auto blocks = std::make_unique<BlockManager>(std::make_unique<MemoryStore>(memory_bytes_),
-                                                 std::move(disk).value());
+                                                 std::move(faults));
     options_.listen_address = "tcp://127.0.0.1:*";
     options_.master.master_address = master_->endpoint();
     Result<std::unique_ptr<WorkerServer>> server =
@@ -356,6 +359,7 @@ class WorkerServerTest : public ::testing::Test {
     server_->Stop();
     thread_.join();
     channel_.reset();
+    faults_ = nullptr;
     server_.reset();
   }
 
@@ -373,6 +377,8 @@ class WorkerServerTest : public ::testing::Test {
   WorkerServerOptions options_;
   std::unique_ptr<FakeMaster> master_;
   std::unique_ptr<WorkerServer> server_;
+  // The worker's disk store, owned by its block manager; set while the worker runs.
+  testing::FaultInjectingStore* faults_ = nullptr;
   std::thread thread_;
   std::unique_ptr<RpcChannel> channel_;
 };
@@ -837,6 +843,32 @@ TEST_F(WorkerServerTest, OutOfSpaceUploadFailsOnFirstPiece) {
   FillPut(first, "rdd_12_0", StorageLevel::kMemoryOnly, 8 * kMiB, 0, false, 1);
   EXPECT_EQ(channel_->Call(first).status().code(), StatusCode::kOutOfSpace);
   EXPECT_TRUE(Ping(*channel_).ok());
+}
+
+TEST_F(WorkerServerTest, DiskFullMidUploadFailsThatUploadCleanly) {
+  StartWorker();
+  const std::vector<std::byte> old = RandomBytes(1 * kMiB, 41);
+  ASSERT_TRUE(Put(*channel_, "rdd_13_0", StorageLevel::kDiskOnly, old).ok());
+  const std::vector<std::byte> data = RandomBytes(6 * kMiB, 42);
+  faults_->FillDiskAfter(3 * kMiB);
+
+  Result<IncomingMessage> failed =
+      Put(*channel_, "rdd_13_0", StorageLevel::kDiskOnly, data, 2 * kMiB);
+  EXPECT_EQ(failed.status().code(), StatusCode::kOutOfSpace) << failed.status().ToString();
+  EXPECT_GE(faults_->injected_write_failures(), 1u);
+  // The old version is still the one served, and the worker goes on serving.
+  Result<GetResult> got = Get(*channel_, "rdd_13_0", 0, kMaxPieceBytes);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->bytes, old);
+  EXPECT_TRUE(Ping(*channel_).ok());
+
+  // Once the disk has room the same upload goes through.
+  faults_->ClearFaults();
+  ASSERT_TRUE(Put(*channel_, "rdd_13_0", StorageLevel::kDiskOnly, data, 2 * kMiB, 2).ok());
+  got = Get(*channel_, "rdd_13_0", 0, 2 * kMiB);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->total_size, data.size());
+  EXPECT_TRUE(std::equal(got->bytes.begin(), got->bytes.end(), data.begin()));
 }
 
 TEST_F(WorkerServerTest, StopsPromptlyWhileMasterIsUnreachable) {
