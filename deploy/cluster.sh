@@ -130,7 +130,9 @@ case "$cmd" in
     else
       echo "cluster: master $master with $workers worker(s), no keys; logs in $run_dir"
     fi
-    [ -n "$http_port" ] && echo "cluster: status pages at http://127.0.0.1:$http_port/"
+    if [ -n "$http_port" ]; then
+      echo "cluster: status pages at http://127.0.0.1:$http_port/"
+    fi
     ;;
   status)
     [ -f "$run_dir/env" ] && . "$run_dir/env"
