@@ -7,27 +7,10 @@ set -uo pipefail
 # fonts-dejavu-core: the storage page screenshot needs a font to draw its text with.
 packages=(chromium fonts-dejavu-core prometheus)
 
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-test-deps: all packages present"
-  exit 0
-fi
-
-echo "install-test-deps: installing ${missing[*]}"
-if [ "$(id -u)" -ne 0 ]; then
-  SUDO=sudo
-else
-  SUDO=
-fi
-export DEBIAN_FRONTEND=noninteractive
+. "$(dirname "${BASH_SOURCE[0]}")/apt_packages.sh"
 # The Prometheus package would start a server on :9090 where an init system runs; the tests
 # start their own on a free loopback port.
-if ! { $SUDO apt-get update -qq &&
-       $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"; }; then
-  echo "install-test-deps: could not install ${missing[*]}; the tests that need them will skip" >&2
+if ! install_missing_packages install-test-deps "${packages[@]}"; then
+  echo "install-test-deps: could not install ${packages[*]}; the tests that need them will skip" >&2
 fi
 exit 0
