@@ -340,14 +340,9 @@ Result<IncomingMessage> RpcChannel::Call(capnp::MallocMessageBuilder& request,
   Status sent = SendMessage(*socket_, nullptr, request, std::move(payload));
   if (!sent.ok()) {
     // With ZMQ_IMMEDIATE a send waits for a connection that completed its handshake: a
-    // refused key shows here, as a handshake event, rather than as a reply. On a loaded
-    // machine that event may come a little after the send gave up: wait for it briefly.
+    // refused key shows here, as a handshake event (read now, or earlier and remembered),
+    // rather than as a reply.
     Status connection = ConnectionStatus();
-    if (connection.ok() && handshake_problem_.ok() && monitor_) {
-      zmq::pollitem_t item{monitor_->socket().handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, kConnectBound);
-      connection = ConnectionStatus();
-    }
     if (connection.ok()) connection = handshake_problem_;
     Reset();
     if (!connection.ok()) return connection;

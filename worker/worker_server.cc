@@ -329,6 +329,9 @@ Status WorkerServer::Dispatch(IncomingMessage& message, uint64_t* id, WorkerOp* 
     case proto::Request::SHUTDOWN:
       spdlog::info("drained: shutting down as the master asked");
       SendOk(*message.routing_id(), *id);
+      // Sockets close with linger 0; this last answer is promised (PROTOCOL.md), so the
+      // router keeps it queued for up to a second while the worker exits.
+      router_->set(zmq::sockopt::linger, 1000);
       Stop();
       return Status::Ok();
     case proto::Request::PING:
