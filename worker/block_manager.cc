@@ -3,12 +3,31 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
+
+#include "common/byte_size.h"
 
 namespace bm {
 
+namespace {
+
+// Memory generations carry the top bit; the disk store's never reach it. The two sequences are
+// kept by different threads, and a generation must never name two versions of a block.
+constexpr uint64_t kMemoryGenerationBit = uint64_t{1} << 63;
+
+constexpr uint64_t kMinSpillBacklog = 64 << 20;
+
+}  // namespace
+
+// A disk upload's writer. Only storage jobs touch it; the loop holds it to hand it on to them.
+struct BlockManager::DiskUpload {
+  std::unique_ptr<DiskWriter> writer;
+  Status failed;  // why there is no writer
+};
+
 // One block being uploaded. Its space is claimed in `tier` from BeginPut on; memory uploads
-// collect the received chunks as they are, disk uploads stream them through `writer`.
+// collect the received chunks as they are, disk uploads stream them to the storage thread.
 struct BlockManager::Upload {
   Upload(const BlockId& id, StorageLevel level, uint64_t total_size, PutVersion version)
       : id(id), level(level), total_size(total_size), version(version) {}
@@ -19,23 +38,35 @@ struct BlockManager::Upload {
   const PutVersion version;
   Tier tier = Tier::kMemory;
   uint64_t received = 0;
-  BlockData data;                      // tier == kMemory
-  std::unique_ptr<DiskWriter> writer;  // tier == kDisk
+  BlockData data;                    // tier == kMemory
+  std::shared_ptr<DiskUpload> disk;  // tier == kDisk
 };
 
-BlockManager::BlockManager(std::unique_ptr<MemoryStore> memory, std::unique_ptr<BlockStore> disk)
-    : memory_(std::move(memory)), disk_(std::move(disk)) {
-  BM_CHECK(memory_ != nullptr && disk_ != nullptr);
-  next_generation_ = disk_->next_generation();
+BlockManager::BlockManager(std::unique_ptr<MemoryStore> memory, std::unique_ptr<BlockStore> disk,
+                           BlockManagerOptions options)
+    : options_(options), memory_(std::move(memory)) {
+  BM_CHECK(memory_ != nullptr && disk != nullptr);
+  // Past every generation the last run of this worker handed out (a client may still hold one
+  // from before a restart), with no disk write to remember it: microseconds since the epoch.
+  next_memory_generation_ = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  // Still this thread's: the index starts as what the store holds.
+  for (const BlockStatus& status : disk->List()) disk_index_.emplace(status.id, status);
   // Lost before this run: the master learns of them with the registration, whose full block
   // report already leaves them out.
-  CollectLost(/*report_removed=*/false);
+  CollectLost(disk->TakeLost(), /*report_removed=*/false);
+  storage_ = std::make_unique<StorageThread>(std::move(disk));
 }
 
 BlockManager::~BlockManager() {
-  // Writers borrow the disk store: drop them (and memory claims) first.
+  // Writers belong to the storage thread: their uploads are dropped there, before it stops.
   while (!uploads_.empty()) AbortPut(uploads_.begin()->first);
+  storage_.reset();
 }
+
+size_t BlockManager::RunCompletions() { return storage_->RunCompletions(); }
 
 Result<BlockManager::UploadId> BlockManager::BeginPut(const BlockId& id, StorageLevel level,
                                                       uint64_t total_size, PutVersion version) {
@@ -54,15 +85,37 @@ Result<BlockManager::UploadId> BlockManager::BeginPut(const BlockId& id, Storage
     }
   }
   if (!UsesMemory(level) || !memory_failure.empty()) {
-    Result<std::unique_ptr<DiskWriter>> writer =
-        disk_->BeginWrite(id, level, total_size, version.token);
-    if (!writer.ok()) {
-      if (memory_failure.empty()) return writer.status();
-      return Status(writer.status().code(),
-                    "memory: " + memory_failure + "; disk: " + writer.status().message());
+    // What the loop last heard of the disk's room refuses a block that cannot fit at once;
+    // the store's own check, on the storage thread, has the last word.
+    const DiskTierStats& disk = storage_->stats();
+    std::string disk_failure;
+    if (disk.read_only) {
+      disk_failure = "the disk store is read-only after a storage error";
+    } else if (total_size > disk.capacity - std::min(disk.used, disk.capacity)) {
+      disk_failure = "block of " + FormatBytes(total_size) + " does not fit: " +
+                     FormatBytes(disk.used) + " of " + FormatBytes(disk.capacity) + " used";
+    }
+    if (!disk_failure.empty()) {
+      return memory_failure.empty()
+                 ? OutOfSpaceError(disk_failure)
+                 : OutOfSpaceError("memory: " + memory_failure + "; disk: " + disk_failure);
     }
     upload->tier = Tier::kDisk;
-    upload->writer = std::move(writer).value();
+    upload->disk = std::make_shared<DiskUpload>();
+    storage_->Submit([disk = upload->disk, id, level, total_size, token = version.token,
+                      memory_failure](BlockStore& store) -> StorageThread::Completion {
+      Result<std::unique_ptr<DiskWriter>> writer =
+          store.BeginWrite(id, level, total_size, token);
+      if (writer.ok()) {
+        disk->writer = std::move(writer).value();
+      } else if (memory_failure.empty()) {
+        disk->failed = writer.status();
+      } else {
+        disk->failed = Status(writer.status().code(),
+                              "memory: " + memory_failure + "; disk: " + writer.status().message());
+      }
+      return nullptr;
+    });
   }
 
   const UploadId upload_id = next_upload_id_++;
@@ -70,10 +123,22 @@ Result<BlockManager::UploadId> BlockManager::BeginPut(const BlockId& id, Storage
   return upload_id;
 }
 
-Status BlockManager::AppendPut(UploadId upload_id, std::vector<ChunkPtr> chunks) {
+bool BlockManager::TakesBytes(uint64_t bytes) const {
+  if (spill_backlog_bytes_ == 0) return true;
+  const uint64_t allowance =
+      options_.spill_backlog_bytes != 0
+          ? options_.spill_backlog_bytes
+          : std::max<uint64_t>(kMinSpillBacklog, memory_->capacity() / 4);
+  const uint64_t held = memory_->stored_bytes() + memory_upload_bytes_ + spill_backlog_bytes_;
+  return held + bytes <= memory_->capacity() + allowance;
+}
+
+void BlockManager::AppendPut(UploadId upload_id, std::vector<ChunkPtr> chunks,
+                             Callback<Status> done) {
   auto found = uploads_.find(upload_id);
   if (found == uploads_.end()) {
-    return NotFoundError("upload " + std::to_string(upload_id) + " is not in progress");
+    done(NotFoundError("upload " + std::to_string(upload_id) + " is not in progress"));
+    return;
   }
   Upload& upload = *found->second;
   uint64_t bytes = 0;
@@ -83,121 +148,237 @@ Status BlockManager::AppendPut(UploadId upload_id, std::vector<ChunkPtr> chunks)
                           std::to_string(upload.received + bytes) + " bytes, more than the " +
                           std::to_string(upload.total_size) + " declared";
     AbortPut(upload_id);
-    return InvalidArgumentError(std::move(message));
-  }
-  for (ChunkPtr& chunk : chunks) {
-    if (chunk->size() == 0) continue;
-    if (upload.tier == Tier::kMemory) {
-      upload.data.Append(std::move(chunk));
-    } else {
-      Status s = upload.writer->Append(chunk->bytes());
-      if (!s.ok()) {
-        AbortPut(upload_id);
-        return s;
-      }
-    }
+    done(InvalidArgumentError(std::move(message)));
+    return;
   }
   upload.received += bytes;
-  return Status::Ok();
+  if (upload.tier == Tier::kMemory) {
+    for (ChunkPtr& chunk : chunks) {
+      if (chunk->size() > 0) upload.data.Append(std::move(chunk));
+    }
+    memory_upload_bytes_ += bytes;
+    done(Status::Ok());
+    return;
+  }
+  storage_->Submit([this, upload_id, disk = upload.disk, chunks = std::move(chunks),
+                    done = std::move(done)](BlockStore&) mutable -> StorageThread::Completion {
+    Status appended = disk->failed;
+    if (disk->writer == nullptr && appended.ok()) {
+      appended = AbortedError("the upload was abandoned");
+    }
+    for (const ChunkPtr& chunk : chunks) {
+      if (!appended.ok()) break;
+      if (chunk->size() > 0) appended = disk->writer->Append(chunk->bytes());
+    }
+    // A failed writer is dropped here, where it lives: its chunks are deleted now. A commit
+    // already queued behind this append reports the same failure.
+    if (!appended.ok()) {
+      disk->writer.reset();
+      disk->failed = appended;
+    }
+    return [this, upload_id, appended, done = std::move(done)] {
+      if (!appended.ok()) AbortPut(upload_id);
+      done(appended);
+    };
+  });
 }
 
-Result<Tier> BlockManager::CommitPut(UploadId upload_id) {
+void BlockManager::CommitPut(UploadId upload_id, Callback<Result<Tier>> done) {
   auto found = uploads_.find(upload_id);
   if (found == uploads_.end()) {
-    return NotFoundError("upload " + std::to_string(upload_id) + " is not in progress");
+    done(NotFoundError("upload " + std::to_string(upload_id) + " is not in progress"));
+    return;
   }
-  Upload& upload = *found->second;
-  if (upload.received != upload.total_size) {
+  if (found->second->received != found->second->total_size) {
+    const Upload& upload = *found->second;
     std::string message = "upload of block " + upload.id.ToString() + " ended after " +
                           std::to_string(upload.received) + " of " +
                           std::to_string(upload.total_size) + " bytes";
     AbortPut(upload_id);
-    return InvalidArgumentError(std::move(message));
+    done(InvalidArgumentError(std::move(message)));
+    return;
   }
-
-  const BlockId id = upload.id;
-  const std::optional<BlockStatus> old = Find(id);
-  if (upload.tier == Tier::kMemory) {
-    if (old.has_value() && old->tier == Tier::kDisk) {
-      Status s = disk_->Remove(id);
-      if (!s.ok()) {
-        AbortPut(upload_id);
-        return s;
-      }
-    }
-    if (old.has_value() && old->tier == Tier::kMemory) {
-      // Its bytes stay alive for in-flight sends holding its chunks.
-      memory_->Remove(id);
-    }
-    memory_->Insert(MemoryBlock{id, upload.level, std::move(upload.data), NewMemoryGeneration(),
-                                upload.version.token});
-  } else {
-    // Replaces a disk version atomically.
-    Status s = upload.writer->Commit();
-    if (!s.ok()) {
-      AbortPut(upload_id);
-      return s;
-    }
-    if (old.has_value() && old->tier == Tier::kMemory) memory_->Remove(id);
-  }
-
-  const Tier tier = upload.tier;
-  if (old.has_value() && old->tier != tier) RecordRemoved(*old);
-  RecordStored(BlockStatus{id, upload.level, tier, upload.total_size, upload.version.token},
-               upload.version.fresh, upload.version.lease);
+  std::unique_ptr<Upload> upload = std::move(found->second);
   uploads_.erase(found);
-  return tier;
+  const BlockId id = upload->id;
+
+  if (upload->tier == Tier::kMemory) {
+    memory_upload_bytes_ -= upload->received;
+    if (!disk_index_.contains(id) && !spilling_.contains(id) && !committing_.contains(id)) {
+      FinishMemoryCommit(std::move(upload), std::move(done));
+      return;
+    }
+    // A disk copy (or one on its way there: the spill queued before runs first) is deleted
+    // before the memory copy goes in; until then readers see the old version.
+    committing_.insert(id);
+    std::shared_ptr<Upload> shared(std::move(upload));
+    storage_->Submit([this, shared, done = std::move(done)](
+                         BlockStore& store) mutable -> StorageThread::Completion {
+      const BlockId& id = shared->id;
+      Status removed = store.Remove(id);
+      if (!removed.ok() && removed.code() != StatusCode::kNotFound) {
+        spdlog::warn("could not delete the disk copy of {} replaced by a memory copy: {}",
+                     id.ToString(), removed.ToString());
+      }
+      return [this, shared, done = std::move(done)]() mutable {
+        const BlockId id = shared->id;
+        committing_.erase(committing_.find(id));
+        if (auto spill = spilling_.find(id); spill != spilling_.end()) {
+          const MemoryBlock& block = spill->second.block;
+          RecordRemoved({id, block.level, Tier::kMemory, block.data.size, block.version});
+          CancelSpill(id);
+        }
+        if (auto on_disk = disk_index_.find(id); on_disk != disk_index_.end()) {
+          RecordRemoved(on_disk->second);
+          disk_index_.erase(on_disk);
+        }
+        auto upload = std::make_unique<Upload>(shared->id, shared->level, shared->total_size,
+                                               shared->version);
+        upload->received = shared->received;
+        upload->data = std::move(shared->data);
+        FinishMemoryCommit(std::move(upload), std::move(done));
+      };
+    });
+    return;
+  }
+
+  committing_.insert(id);
+  std::shared_ptr<Upload> shared(std::move(upload));
+  storage_->Submit([this, shared, done = std::move(done)](
+                       BlockStore&) mutable -> StorageThread::Completion {
+    DiskUpload& disk = *shared->disk;
+    Status committed = disk.failed;
+    if (committed.ok()) {
+      committed = disk.writer != nullptr ? disk.writer->Commit()
+                                         : AbortedError("the upload was abandoned");
+    }
+    disk.writer.reset();  // committed, or its chunks deleted
+    return [this, shared, committed, done = std::move(done)]() mutable {
+      FinishDiskCommit(*shared, committed, std::move(done));
+    };
+  });
+}
+
+void BlockManager::FinishMemoryCommit(std::unique_ptr<Upload> upload,
+                                      Callback<Result<Tier>> done) {
+  const BlockId id = upload->id;
+  if (std::optional<MemoryBlock> old = memory_->Remove(id)) {
+    // Its bytes stay alive for in-flight sends holding its chunks. Same tier: the stored
+    // change below supersedes it.
+    (void)old;
+  }
+  memory_->Insert(MemoryBlock{id, upload->level, std::move(upload->data), NewMemoryGeneration(),
+                              upload->version.token});
+  RecordStored(BlockStatus{id, upload->level, Tier::kMemory, upload->total_size,
+                           upload->version.token},
+               upload->version.fresh, upload->version.lease);
+  done(Tier::kMemory);
+}
+
+void BlockManager::FinishDiskCommit(const Upload& upload, const Status& committed,
+                                    Callback<Result<Tier>> done) {
+  committing_.erase(committing_.find(upload.id));
+  if (!committed.ok()) {
+    done(committed);
+    return;
+  }
+  const BlockId& id = upload.id;
+  // The memory copy it replaces (or one evicted and waiting for a spill, which was never
+  // queued: see committing_).
+  CancelSpill(id);
+  if (std::optional<MemoryBlock> old = memory_->Remove(id)) {
+    RecordRemoved({id, old->level, Tier::kMemory, old->data.size, old->version});
+  }
+  const BlockStatus status{id, upload.level, Tier::kDisk, upload.total_size,
+                           upload.version.token};
+  disk_index_.insert_or_assign(id, status);
+  RecordStored(status, upload.version.fresh, upload.version.lease);
+  done(Tier::kDisk);
 }
 
 void BlockManager::AbortPut(UploadId upload_id) {
   auto found = uploads_.find(upload_id);
   if (found == uploads_.end()) return;
-  if (found->second->tier == Tier::kMemory) memory_->Release(found->second->total_size);
-  // Destroying an uncommitted writer deletes its chunks and releases its disk claim.
+  Upload& upload = *found->second;
+  if (upload.tier == Tier::kMemory) {
+    memory_->Release(upload.total_size);
+    memory_upload_bytes_ -= upload.received;
+  } else {
+    // Destroying an uncommitted writer deletes its chunks and releases its disk claim, on the
+    // thread that owns the store.
+    storage_->Submit([disk = upload.disk](BlockStore&) -> StorageThread::Completion {
+      disk->writer.reset();
+      return nullptr;
+    });
+  }
   uploads_.erase(found);
 }
 
 bool BlockManager::HasUpload(UploadId upload_id) const { return uploads_.contains(upload_id); }
 
-Result<BlockRead> BlockManager::Read(const BlockId& id, uint64_t offset, uint64_t max_length) {
+Result<BlockRead> BlockManager::SliceMemoryBlock(const MemoryBlock& block, uint64_t offset,
+                                                 uint64_t max_length) {
+  const uint64_t size = block.data.size;
+  if (offset > size) {
+    return InvalidArgumentError("offset " + std::to_string(offset) +
+                                " is past the end of block " + block.id.ToString() + " (" +
+                                std::to_string(size) + " bytes)");
+  }
+  BlockRead read{size, offset, block.generation, Tier::kMemory, block.level, {}, block.version};
+  const uint64_t end = offset + std::min(max_length, size - offset);
+  uint64_t pos = 0;
+  for (const ChunkPtr& chunk : block.data.chunks) {
+    if (pos >= end) break;
+    const uint64_t chunk_end = pos + chunk->size();
+    if (chunk_end > offset && chunk->size() > 0) {
+      const uint64_t from = std::max(offset, pos) - pos;
+      const uint64_t to = std::min(end, chunk_end) - pos;
+      read.chunks.push_back(SliceChunk(chunk, from, to - from));
+    }
+    pos = chunk_end;
+  }
+  return read;
+}
+
+void BlockManager::Read(const BlockId& id, uint64_t offset, uint64_t max_length,
+                        Callback<Result<BlockRead>> done) {
   if (const MemoryBlock* block = memory_->Get(id)) {
-    const uint64_t size = block->data.size;
-    if (offset > size) {
-      return InvalidArgumentError("offset " + std::to_string(offset) +
-                                  " is past the end of block " + id.ToString() + " (" +
-                                  std::to_string(size) + " bytes)");
-    }
-    BlockRead read{size, offset, block->generation, Tier::kMemory, block->level, {},
-                   block->version};
-    const uint64_t end = offset + std::min(max_length, size - offset);
-    uint64_t pos = 0;
-    for (const ChunkPtr& chunk : block->data.chunks) {
-      if (pos >= end) break;
-      const uint64_t chunk_end = pos + chunk->size();
-      if (chunk_end > offset && chunk->size() > 0) {
-        const uint64_t from = std::max(offset, pos) - pos;
-        const uint64_t to = std::min(end, chunk_end) - pos;
-        read.chunks.push_back(SliceChunk(chunk, from, to - from));
-      }
-      pos = chunk_end;
-    }
-    return read;
+    done(SliceMemoryBlock(*block, offset, max_length));
+    return;
   }
-  const std::optional<BlockStatus> on_disk = disk_->Find(id);
-  if (!on_disk.has_value()) {
-    return NotFoundError("block " + id.ToString() + " is not stored here");
+  if (auto spill = spilling_.find(id); spill != spilling_.end()) {
+    done(SliceMemoryBlock(spill->second.block, offset, max_length));
+    return;
   }
-  ASSIGN_OR_RETURN(DiskRead disk_read, disk_->Read(id, offset, max_length));
-  return BlockRead{disk_read.total_size, offset,          disk_read.generation,
-                   Tier::kDisk,          disk_read.level, std::move(disk_read.chunks),
-                   on_disk->version};
+  if (!disk_index_.contains(id)) {
+    done(NotFoundError("block " + id.ToString() + " is not stored here"));
+    return;
+  }
+  storage_->Submit([id, offset, max_length,
+                    done = std::move(done)](BlockStore& store) mutable -> StorageThread::Completion {
+    Result<DiskRead> read = store.Read(id, offset, max_length);
+    const std::optional<BlockStatus> status = store.Find(id);
+    Result<BlockRead> result =
+        read.ok() ? Result<BlockRead>(BlockRead{read->total_size, offset, read->generation,
+                                                Tier::kDisk, read->level, std::move(read->chunks),
+                                                status ? status->version : 0})
+                  : Result<BlockRead>(read.status());
+    return [result = std::move(result), done = std::move(done)]() mutable {
+      done(std::move(result));
+    };
+  });
 }
 
 std::optional<BlockStatus> BlockManager::Find(const BlockId& id) const {
   if (const MemoryBlock* block = memory_->Peek(id)) {
     return BlockStatus{id, block->level, Tier::kMemory, block->data.size, block->version};
   }
-  return disk_->Find(id);
+  if (auto spill = spilling_.find(id); spill != spilling_.end()) {
+    const MemoryBlock& block = spill->second.block;
+    return BlockStatus{id, block.level, Tier::kMemory, block.data.size, block.version};
+  }
+  if (auto on_disk = disk_index_.find(id); on_disk != disk_index_.end()) return on_disk->second;
+  return std::nullopt;
 }
 
 Status BlockManager::Remove(const BlockId& id, uint64_t only_version) {
@@ -212,53 +393,88 @@ Status BlockManager::Remove(const BlockId& id, uint64_t only_version) {
     RecordRemoved({id, block->level, Tier::kMemory, block->data.size, block->version});
     removed = true;
   }
-  if (std::optional<BlockStatus> on_disk = disk_->Find(id)) {
-    RETURN_IF_ERROR(disk_->Remove(id));
-    RecordRemoved(*on_disk);
+  if (auto spill = spilling_.find(id); spill != spilling_.end()) {
+    const MemoryBlock& block = spill->second.block;
+    RecordRemoved({id, block.level, Tier::kMemory, block.data.size, block.version});
+    CancelSpill(id);
+    RemoveFromDisk(id);  // after the spill, which may already be writing
+    removed = true;
+  }
+  if (auto on_disk = disk_index_.find(id); on_disk != disk_index_.end()) {
+    RecordRemoved(on_disk->second);
+    disk_index_.erase(on_disk);
+    RemoveFromDisk(id);
     removed = true;
   }
   if (!removed) return NotFoundError("block " + id.ToString() + " is not stored here");
   return Status::Ok();
 }
 
+void BlockManager::RemoveFromDisk(const BlockId& id) {
+  storage_->Submit([id](BlockStore& store) -> StorageThread::Completion {
+    Status removed = store.Remove(id);
+    if (!removed.ok() && removed.code() != StatusCode::kNotFound) {
+      // The store turns read-only on a storage error; its maintenance pass recovers it. The
+      // copy left behind is an old version the master no longer lists.
+      spdlog::warn("could not delete the disk copy of {}: {}", id.ToString(),
+                   removed.ToString());
+    }
+    return nullptr;
+  });
+}
+
 std::vector<BlockStatus> BlockManager::List() const {
   std::vector<BlockStatus> blocks = memory_->List();
-  std::vector<BlockStatus> on_disk = disk_->List();
-  blocks.insert(blocks.end(), on_disk.begin(), on_disk.end());
+  blocks.reserve(blocks.size() + spilling_.size() + disk_index_.size());
+  for (const auto& [id, spill] : spilling_) {
+    const MemoryBlock& block = spill.block;
+    blocks.push_back({id, block.level, Tier::kMemory, block.data.size, block.version});
+  }
+  for (const auto& [id, status] : disk_index_) blocks.push_back(status);
   std::sort(blocks.begin(), blocks.end(),
             [](const BlockStatus& a, const BlockStatus& b) { return a.id < b.id; });
   return blocks;
 }
 
 WorkerStats BlockManager::Stats() const {
+  const DiskTierStats& disk = storage_->stats();
   return WorkerStats{memory_->capacity(),
                      memory_->used(),
-                     disk_->used(),
-                     disk_->capacity(),
-                     memory_->block_count() + disk_->block_count(),
-                     disk_->read_only()};
+                     disk.used,
+                     disk.capacity,
+                     memory_block_count() + disk_index_.size(),
+                     disk.read_only};
+}
+
+size_t BlockManager::memory_block_count() const {
+  return memory_->block_count() + spilling_.size();
 }
 
 void BlockManager::Maintain() {
-  disk_->Maintain();
-  CollectLost(/*report_removed=*/true);
+  if (maintenance_queued_) return;
+  maintenance_queued_ = true;
+  storage_->Submit([this](BlockStore& store) -> StorageThread::Completion {
+    store.Maintain();
+    return [this, lost = store.TakeLost()]() mutable {
+      maintenance_queued_ = false;
+      CollectLost(std::move(lost), /*report_removed=*/true);
+    };
+  });
 }
 
 std::vector<BlockId> BlockManager::TakeLost() { return std::exchange(lost_, {}); }
 
-void BlockManager::CollectLost(bool report_removed) {
-  for (LostBlock& block : disk_->TakeLost()) {
-    // The master knows only that this worker no longer has the block on disk.
-    if (report_removed && memory_->Peek(block.id) == nullptr) {
-      RecordRemoved({block.id, StorageLevel::kDiskOnly, Tier::kDisk, 0});
+void BlockManager::CollectLost(std::vector<LostBlock> blocks, bool report_removed) {
+  for (LostBlock& block : blocks) {
+    auto on_disk = disk_index_.find(block.id);
+    if (on_disk != disk_index_.end()) {
+      // The master knows only that this worker no longer has the block on disk.
+      if (report_removed) RecordRemoved(on_disk->second);
+      disk_index_.erase(on_disk);
     }
     lost_.push_back(block.id);
   }
 }
-
-size_t BlockManager::memory_block_count() const { return memory_->block_count(); }
-
-size_t BlockManager::disk_block_count() const { return disk_->block_count(); }
 
 std::vector<BlockStatusChange> BlockManager::TakeChanges() { return std::exchange(changes_, {}); }
 
@@ -270,27 +486,51 @@ void BlockManager::RecordRemoved(const BlockStatus& status) { changes_.push_back
 
 void BlockManager::HandleEvicted(std::vector<MemoryBlock> evicted) {
   for (MemoryBlock& block : evicted) {
-    const BlockStatus was{block.id, block.level, Tier::kMemory, block.data.size, block.version};
-    RecordRemoved(was);
     ++evictions_;
-    if (!UsesDisk(block.level)) continue;
-    Status s = disk_->Write(block.id, block.level, block.data, block.version);
-    if (s.ok()) {
-      ++spills_;
-      RecordStored(BlockStatus{block.id, block.level, Tier::kDisk, block.data.size, block.version},
-                   /*fresh=*/false);
-    } else {
-      spdlog::warn("could not spill evicted block {} to disk, dropping it: {}", block.id.ToString(),
-                   s.ToString());
+    if (!UsesDisk(block.level) || committing_.contains(block.id)) {
+      RecordRemoved({block.id, block.level, Tier::kMemory, block.data.size, block.version});
+      continue;
     }
+    // Stays readable from memory (Read, Find) until the spill commits.
+    const uint64_t ticket = next_spill_ticket_++;
+    const BlockId id = block.id;
+    spill_backlog_bytes_ += block.data.size;
+    storage_->Submit([this, ticket, id, level = block.level, data = block.data,
+                      version = block.version](BlockStore& store) -> StorageThread::Completion {
+      Status written = store.Write(id, level, data, version);
+      return [this, id, ticket, written] { SpillFinished(id, ticket, written); };
+    });
+    spilling_.insert_or_assign(id, Spill{ticket, std::move(block)});
   }
 }
 
+void BlockManager::SpillFinished(const BlockId& id, uint64_t ticket, const Status& written) {
+  auto spill = spilling_.find(id);
+  if (spill == spilling_.end() || spill->second.ticket != ticket) return;  // cancelled
+  const MemoryBlock& block = spill->second.block;
+  RecordRemoved({id, block.level, Tier::kMemory, block.data.size, block.version});
+  if (written.ok()) {
+    ++spills_;
+    const BlockStatus status{id, block.level, Tier::kDisk, block.data.size, block.version};
+    disk_index_.insert_or_assign(id, status);
+    RecordStored(status, /*fresh=*/false);
+  } else {
+    spdlog::warn("could not spill evicted block {} to disk, dropping it: {}", id.ToString(),
+                 written.ToString());
+  }
+  spill_backlog_bytes_ -= block.data.size;
+  spilling_.erase(spill);
+}
+
+void BlockManager::CancelSpill(const BlockId& id) {
+  auto spill = spilling_.find(id);
+  if (spill == spilling_.end()) return;
+  spill_backlog_bytes_ -= spill->second.block.data.size;
+  spilling_.erase(spill);
+}
+
 uint64_t BlockManager::NewMemoryGeneration() {
-  const uint64_t generation = std::max(next_generation_, disk_->next_generation());
-  next_generation_ = generation + 1;
-  disk_->AdvanceGenerationTo(next_generation_);
-  return generation;
+  return kMemoryGenerationBit | next_memory_generation_++;
 }
 
 }  // namespace bm

@@ -1,9 +1,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/block_id.h"
@@ -15,6 +17,7 @@
 #include "worker/block_status.h"
 #include "worker/block_store.h"
 #include "worker/memory_store.h"
+#include "worker/storage_thread.h"
 
 namespace bm {
 
@@ -40,6 +43,14 @@ struct PutVersion {
   uint64_t lease = 0;
 };
 
+struct BlockManagerOptions {
+  // How far the bytes held in RAM may run past the memory budget while evicted blocks wait to
+  // be spilled: a put evicts at once (so it never waits for a disk to make room it was
+  // promised), and its bytes then wait (TakesBytes) only while the spills behind it are more
+  // than this many bytes behind. 0: a quarter of the memory budget, at least 64 MiB.
+  uint64_t spill_backlog_bytes = 0;
+};
+
 // The worker's storage policy over its memory store (the LRU) and its disk store (a BlockStore:
 // RocksDB in production, a fault-injecting wrapper in tests): where a block of each level
 // goes, what eviction spills or drops, and the list of changes the master must hear about.
@@ -53,45 +64,79 @@ struct PutVersion {
 // A put of an existing id replaces the old version once the new one is committed; until then
 // readers see the old one.
 //
-// Not thread-safe: owned by the worker's event loop.
+// Threads: the memory tier and the policy belong to the worker's event loop, which calls every
+// method here. The disk store belongs to a StorageThread: every disk read, write, removal,
+// spill and maintenance pass runs there, and what the loop needs back arrives as a completion
+// (RunCompletions(), when completion_fd() is readable). So the operations that may touch the
+// disk (AppendPut, CommitPut, Read) answer through a callback, which runs at once for memory
+// blocks and on a later RunCompletions() for disk blocks, always on the loop. The loop keeps its
+// own index of the disk tier (updated as jobs complete) so Find, List and Stats never wait.
+//
+// An evicted MEMORY_AND_DISK block stays readable from memory while its spill is queued or
+// running; the master hears "moved to disk" when the spill has committed.
 class BlockManager {
  public:
   using UploadId = uint64_t;
+  template <typename T>
+  using Callback = std::function<void(T)>;
 
-  BlockManager(std::unique_ptr<MemoryStore> memory, std::unique_ptr<BlockStore> disk);
+  BlockManager(std::unique_ptr<MemoryStore> memory, std::unique_ptr<BlockStore> disk,
+               BlockManagerOptions options = {});
+  // Aborts uploads in progress, lets the storage thread finish its queue, and joins it.
   ~BlockManager();
 
-  // Starts an upload of `total_size` bytes; claims its space up front (memory or disk by the
-  // level rules above), so a put that cannot fit fails before any bytes are sent.
+  // --- The loop's side of the storage thread.
+  int completion_fd() const { return storage_->wake_fd(); }
+  // Applies finished disk work (and calls its callbacks). Returns how many jobs finished.
+  size_t RunCompletions();
+  // Disk jobs submitted and not yet completed (spills, reads, writes, maintenance).
+  size_t storage_jobs_outstanding() const { return storage_->outstanding(); }
+
+  // --- Uploads.
+  // Starts an upload of `total_size` bytes and claims its space: memory at once (evicting as
+  // needed), or disk (the disk's refusal, if any, arrives with the first AppendPut or the
+  // CommitPut). A memory put that cannot fit fails here, before any bytes are sent.
   Result<UploadId> BeginPut(const BlockId& id, StorageLevel level, uint64_t total_size,
                             PutVersion version = {});
-  // Adds the next bytes of the upload (chunks are kept as they are for memory blocks, without
-  // copying). Fails past the declared size; a failed upload is aborted.
-  Status AppendPut(UploadId upload, std::vector<ChunkPtr> chunks);
-  // Makes the block visible; returns the tier it landed on. Fails if bytes are missing.
-  Result<Tier> CommitPut(UploadId upload);
+  // False while `bytes` more arriving now would run the RAM held by the memory tier (stored
+  // blocks, uploads' received bytes, evicted blocks awaiting their spill) past the budget by
+  // more than the spill backlog allows: the caller holds the bytes back until a spill
+  // completes (never false while no spill is pending, so nothing waits forever).
+  bool TakesBytes(uint64_t bytes) const;
+  // Adds the next bytes of the upload (kept as they are for memory blocks, without copying).
+  // Fails past the declared size or on a storage error; a failed upload is aborted.
+  void AppendPut(UploadId upload, std::vector<ChunkPtr> chunks, Callback<Status> done);
+  // Makes the block visible and reports the tier it landed on. Fails if bytes are missing.
+  // The upload is gone from HasUpload() at once.
+  void CommitPut(UploadId upload, Callback<Result<Tier>> done);
   // Drops an upload and releases its space. Unknown ids are ignored.
   void AbortPut(UploadId upload);
   bool HasUpload(UploadId upload) const;
 
+  // --- Reads and removals.
   // Reads a range of a block, clamped to the block and to `max_length`.
-  Result<BlockRead> Read(const BlockId& id, uint64_t offset, uint64_t max_length);
+  void Read(const BlockId& id, uint64_t offset, uint64_t max_length,
+            Callback<Result<BlockRead>> done);
   std::optional<BlockStatus> Find(const BlockId& id) const;
-  // Removes the block from whichever tier holds it. kNotFound when absent, or when
-  // `only_version` is not 0 and the block held is another version.
+  // Removes the block from whichever tier holds it: readers no longer find it from now on (a
+  // disk copy is deleted by a job behind the reads already queued). kNotFound when absent, or
+  // when `only_version` is not 0 and the block held is another version.
   Status Remove(const BlockId& id, uint64_t only_version = 0);
 
   std::vector<BlockStatus> List() const;
   WorkerStats Stats() const;
   // For metrics: blocks per tier, and blocks evicted from memory (spilled to disk or dropped).
   size_t memory_block_count() const;
-  size_t disk_block_count() const;
+  size_t disk_block_count() const { return disk_index_.size(); }
   uint64_t evictions() const { return evictions_; }
   uint64_t spills() const { return spills_; }
+  // Evicted blocks whose spill has not committed yet, and their bytes.
+  size_t spills_pending() const { return spilling_.size(); }
+  uint64_t spill_backlog_bytes() const { return spill_backlog_bytes_; }
 
-  // Off the hot path (every second or so): lets the disk store recover from a storage error
-  // and give back removed blocks' space; blocks it finds lost become removals in TakeChanges()
-  // and ids in TakeLost().
+  // Off the hot path (every second or so): queues a pass in which the disk store recovers from
+  // a storage error and gives back removed blocks' space; blocks it finds lost become removals
+  // in TakeChanges() and ids in TakeLost() when the pass completes.
   void Maintain();
   // Blocks committed to disk that did not survive (a restart or a storage error), since the
   // last call, for the master: it re-replicates them from other copies.
@@ -105,25 +150,58 @@ class BlockManager {
 
  private:
   struct Upload;
+  struct DiskUpload;
+  // An evicted MEMORY_AND_DISK block between its eviction and its spill's completion.
+  struct Spill {
+    uint64_t ticket;
+    MemoryBlock block;
+  };
 
   void RecordStored(const BlockStatus& status, bool fresh, uint64_t lease = 0);
   void RecordRemoved(const BlockStatus& status);
-  // Takes the disk store's lost blocks into lost_ (and the changes, when `report_removed`).
-  void CollectLost(bool report_removed);
-  // Spills MEMORY_AND_DISK blocks evicted from memory to disk and records every change.
+  // Takes blocks the disk store lost into lost_ (and the changes, when `report_removed`).
+  void CollectLost(std::vector<LostBlock> blocks, bool report_removed);
+  // Queues the spills of MEMORY_AND_DISK blocks evicted from memory; drops the others.
   void HandleEvicted(std::vector<MemoryBlock> evicted);
-  // A generation for a new memory version, from the sequence the disk store draws from too.
+  void SpillFinished(const BlockId& id, uint64_t ticket, const Status& written);
+  // Forgets a queued spill (the block was removed or replaced): its completion changes nothing.
+  void CancelSpill(const BlockId& id);
+  // Queues the deletion of `id`'s disk copy (behind every job already queued for it).
+  void RemoveFromDisk(const BlockId& id);
+  // The memory commit, once any disk copy it replaces is gone.
+  void FinishMemoryCommit(std::unique_ptr<Upload> upload, Callback<Result<Tier>> done);
+  void FinishDiskCommit(const Upload& upload, const Status& committed,
+                        Callback<Result<Tier>> done);
+  // A range of an in-memory block's bytes.
+  static Result<BlockRead> SliceMemoryBlock(const MemoryBlock& block, uint64_t offset,
+                                            uint64_t max_length);
   uint64_t NewMemoryGeneration();
 
+  const BlockManagerOptions options_;
   std::unique_ptr<MemoryStore> memory_;
-  std::unique_ptr<BlockStore> disk_;
   std::unordered_map<UploadId, std::unique_ptr<Upload>> uploads_;
   UploadId next_upload_id_ = 1;
-  uint64_t next_generation_ = 1;
+  uint64_t next_memory_generation_ = 1;
   std::vector<BlockStatusChange> changes_;
   std::vector<BlockId> lost_;
   uint64_t evictions_ = 0;
   uint64_t spills_ = 0;
+
+  // The loop's index of the disk tier: every block whose disk write has completed and whose
+  // removal has not been queued.
+  std::unordered_map<BlockId, BlockStatus> disk_index_;
+  std::unordered_map<BlockId, Spill> spilling_;
+  uint64_t spill_backlog_bytes_ = 0;
+  uint64_t next_spill_ticket_ = 1;
+  // Bytes received so far by memory uploads (claimed in full by MemoryStore, held as they come).
+  uint64_t memory_upload_bytes_ = 0;
+  // Ids with a commit queued on the storage thread: an evicted older version of one is dropped,
+  // not spilled, so its spill cannot land on top of the newer version.
+  std::unordered_multiset<BlockId> committing_;
+  bool maintenance_queued_ = false;
+
+  // Last: destroyed first, so no job outlives what its completion would touch.
+  std::unique_ptr<StorageThread> storage_;
 };
 
 }  // namespace bm

@@ -32,6 +32,12 @@ zmq::message_t CopyFrame(const zmq::message_t& frame) {
   return zmq::message_t(frame.data(), frame.size());
 }
 
+// A client's routing id, kept by a reply that waits for the storage thread (callbacks are
+// copyable, ZeroMQ frames are not).
+std::shared_ptr<const zmq::message_t> SharePeer(const zmq::message_t& frame) {
+  return std::make_shared<const zmq::message_t>(frame.data(), frame.size());
+}
+
 // The Cap'n Proto enum value as sent, so values this build does not know can be rejected.
 bool IsKnownLevel(proto::StorageLevel level) {
   return static_cast<uint16_t>(level) <= static_cast<uint16_t>(proto::StorageLevel::DISK_ONLY2);
@@ -182,8 +188,7 @@ void WorkerServer::Run() {
     ReleaseDeferredPuts(now);
     if (now >= next_storage_maintenance_) {
       next_storage_maintenance_ = now + options_.storage_maintenance_interval;
-      blocks_->Maintain();
-      link_->CollectChanges();  // blocks found lost are reported at once
+      blocks_->Maintain();  // its findings arrive as a completion, reported at once
     }
 
     // The loop sleeps in ::poll on the sockets' ZMQ_FDs, not in zmq::poll, which checks every
@@ -200,11 +205,12 @@ void WorkerServer::Run() {
         {peer_monitor_->socket().get(zmq::sockopt::fd), POLLIN, 0},
         // poll ignores a negative fd: no hook, no status queries.
         {options_.status_hook ? options_.status_hook->wake_fd() : -1, POLLIN, 0},
+        {blocks_->completion_fd(), POLLIN, 0},
     };
     const bool unsettled = router_unsettled_ || link_->unsettled() || peer_monitor_unsettled_;
     const int timeout =
         unsettled ? 0 : static_cast<int>(PollTimeout(clock_.Now()).count());
-    if (::poll(fds, 5, timeout) < 0) {
+    if (::poll(fds, 6, timeout) < 0) {
       if (errno == EINTR) continue;
       spdlog::error("poll failed: {}; stopping", std::strerror(errno));
       break;
@@ -215,6 +221,12 @@ void WorkerServer::Run() {
       (void)got;
     }
     if (fds[3].revents != 0 || peer_monitor_unsettled_) AbortUploadsOfClosedConnections();
+    if (fds[5].revents != 0 && blocks_->RunCompletions() > 0) {
+      // Finished disk work: replies were sent by its callbacks; spills may have made room for
+      // the pieces held back, and the changes go to the master.
+      ServeWaitingPieces();
+      link_->CollectChanges();
+    }
     if (fds[0].revents != 0 || router_unsettled_) HandleClientMessages();
     // Checks the current socket's readiness itself (the one polled may have been replaced).
     if (fds[1].revents != 0 || link_->unsettled()) link_->OnReadable();
@@ -274,11 +286,27 @@ void WorkerServer::HandleClientMessage() {
     if (peer) SendError(*peer, 0, received.status());
     return;
   }
-  IncomingMessage& message = received.value();
+  if (Serve(received.value()) == Served::kMustWait) {
+    waiting_pieces_.push_back(std::move(received).value());
+  }
+}
+
+void WorkerServer::ServeWaitingPieces() {
+  while (!waiting_pieces_.empty()) {
+    serving_waiting_piece_ = true;
+    const Served served = Serve(waiting_pieces_.front());
+    serving_waiting_piece_ = false;
+    if (served == Served::kMustWait) return;
+    waiting_pieces_.pop_front();
+  }
+}
+
+WorkerServer::Served WorkerServer::Serve(IncomingMessage& message) {
   uint64_t id = 0;
   WorkerOp op = WorkerOp::kOther;
   const TimePoint start = clock_.Now();
   Status status;
+  piece_must_wait_ = false;
   try {
     status = Dispatch(message, &id, &op);
   } catch (const kj::Exception& e) {
@@ -286,14 +314,16 @@ void WorkerServer::HandleClientMessage() {
   } catch (const std::exception& e) {
     status = InternalError(std::string("unexpected failure: ") + e.what());
   }
+  if (piece_must_wait_) return Served::kMustWait;
   counters_.RecordRequest(op, status, clock_.Now() - start);
-  if (status.ok()) return;
+  if (status.ok()) return Served::kDone;
   if (IsClientFault(status.code()) || status.code() == StatusCode::kInternal) {
     spdlog::warn("request {} failed: {}", id, status.ToString());
   } else {
     spdlog::debug("request {} failed: {}", id, status.ToString());
   }
   SendError(*message.routing_id(), id, status);
+  return Served::kDone;
 }
 
 Status WorkerServer::Dispatch(IncomingMessage& message, uint64_t* id, WorkerOp* op) {
@@ -308,6 +338,11 @@ Status WorkerServer::Dispatch(IncomingMessage& message, uint64_t* id, WorkerOp* 
   RETURN_IF_ERROR(AuthorizeWorkerRequest(keys_.enabled(), message.peer(), which));
   switch (which) {
     case proto::Request::PUT_BLOCK:
+      // Pieces keep their order behind one that waits for room.
+      if (!waiting_pieces_.empty() && !serving_waiting_piece_) {
+        piece_must_wait_ = true;
+        return Status::Ok();
+      }
       return HandlePut(message, *id);
     case proto::Request::GET_BLOCK:
       return HandleGet(message, *id);
@@ -380,6 +415,12 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
                          std::to_string(kMaxPieceBytes) + "-byte limit");
   }
 
+  // Held back (no state changed) while spills are too far behind to take more bytes in RAM.
+  if (bytes > 0 && !blocks_->TakesBytes(bytes)) {
+    piece_must_wait_ = true;
+    return Status::Ok();
+  }
+
   UploadTable::Entry* upload = uploads_.Find(key);
   if (piece.offset == 0) {
     // A first piece always starts afresh, replacing a same-id upload the client gave up on.
@@ -432,38 +473,58 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
     return valid;
   }
 
-  if (bytes > 0) {
-    std::vector<ChunkPtr> chunks = message.TakePayloadChunks();
-    std::erase_if(chunks, [](const ChunkPtr& chunk) { return chunk->size() == 0; });
-    Status appended = blocks_->AppendPut(upload->upload, std::move(chunks));
-    if (!appended.ok()) {
-      AbortUpload(key);
-      return appended;
-    }
-  }
+  std::vector<ChunkPtr> chunks = message.TakePayloadChunks();
+  std::erase_if(chunks, [](const ChunkPtr& chunk) { return chunk->size() == 0; });
   upload->next_offset += bytes;
   upload->last_activity = now;
   counters_.bytes_written += bytes;
-
-  if (!piece.last) {
-    SendPutReply(peer, id, Tier::kMemory, /*committed=*/false);
-    return Status::Ok();
-  }
-  const UploadTable::Entry done = *uploads_.Erase(key);
-  Result<Tier> tier = blocks_->CommitPut(done.upload);
-  if (!tier.ok()) {
-    blocks_->AbortPut(done.upload);
-    return tier.status();
-  }
-  const uint64_t seq = link_->CollectChanges();
-  if (link_->acked_seq() >= seq) {
-    SendPutReply(peer, id, *tier, /*committed=*/true);
-  } else {
-    deferred_.push_back(DeferredPut{CopyFrame(peer), id, *tier, seq,
-                                    now + options_.put_ack_timeout, done.block,
-                                    piece.version.token});
-  }
+  const BlockManager::UploadId handle = upload->upload;
+  // Answered when the bytes are stored: at once in memory, when the storage thread has written
+  // them on disk. The client sends its next piece after this answer.
+  blocks_->AppendPut(handle, std::move(chunks),
+                     [this, key, handle, peer = SharePeer(peer), id, last = piece.last,
+                      version = piece.version.token](Status appended) {
+                       if (!appended.ok()) {
+                         ForgetUpload(key, handle);
+                         SendError(*peer, id, appended);
+                       } else if (!last) {
+                         SendPutReply(*peer, id, Tier::kMemory, /*committed=*/false);
+                       } else {
+                         CommitUpload(key, handle, peer, id, version);
+                       }
+                     });
   return Status::Ok();
+}
+
+void WorkerServer::CommitUpload(const UploadTable::Key& key, BlockManager::UploadId handle,
+                                std::shared_ptr<const zmq::message_t> peer, uint64_t id,
+                                uint64_t version) {
+  const std::optional<UploadTable::Entry> done = ForgetUpload(key, handle);
+  if (!done) {
+    SendError(*peer, id,
+              AbortedError("the upload was abandoned before its last piece was stored"));
+    return;
+  }
+  blocks_->CommitPut(handle, [this, peer, id, block = done->block, version](Result<Tier> tier) {
+    if (!tier.ok()) {
+      SendError(*peer, id, tier.status());
+      return;
+    }
+    const uint64_t seq = link_->CollectChanges();
+    if (link_->acked_seq() >= seq) {
+      SendPutReply(*peer, id, *tier, /*committed=*/true);
+    } else {
+      deferred_.push_back(DeferredPut{CopyFrame(*peer), id, *tier, seq,
+                                      clock_.Now() + options_.put_ack_timeout, block, version});
+    }
+  });
+}
+
+std::optional<UploadTable::Entry> WorkerServer::ForgetUpload(const UploadTable::Key& key,
+                                                             BlockManager::UploadId handle) {
+  const UploadTable::Entry* entry = uploads_.Find(key);
+  if (entry == nullptr || entry->upload != handle) return std::nullopt;  // a newer upload
+  return uploads_.Erase(key);
 }
 
 Status WorkerServer::HandleGet(IncomingMessage& message, uint64_t id) {
@@ -486,8 +547,20 @@ Status WorkerServer::HandleGet(IncomingMessage& message, uint64_t id) {
                                 " bytes)");
   }
   const uint64_t limit = std::min(max_length, kMaxPieceBytes);
-  ASSIGN_OR_RETURN(BlockRead read, blocks_->Read(*block, offset, limit));
+  // Memory blocks answer at once; disk blocks when the storage thread has read the range.
+  blocks_->Read(*block, offset, limit,
+                [this, peer = SharePeer(*message.routing_id()), id, limit](Result<BlockRead> read) {
+                  if (read.ok()) {
+                    SendGetReply(*peer, id, limit, *read);
+                  } else {
+                    SendError(*peer, id, read.status());
+                  }
+                });
+  return Status::Ok();
+}
 
+void WorkerServer::SendGetReply(const zmq::message_t& peer, uint64_t id, uint64_t limit,
+                                const BlockRead& read) {
   // Frames of at most kChunkBytes sharing the stored chunks' bytes; a range made of many tiny
   // chunks is cut short at kMaxPayloadFrames (the client asks again for the rest).
   std::vector<zmq::message_t> frames;
@@ -514,8 +587,7 @@ Status WorkerServer::HandleGet(IncomingMessage& message, uint64_t id) {
   get.setTier(ToProto(read.tier));
   get.setLevel(ToProto(read.level));
   get.setVersion(read.version);
-  SendReply(*message.routing_id(), reply, std::move(frames));
-  return Status::Ok();
+  SendReply(peer, reply, std::move(frames));
 }
 
 Status WorkerServer::HandleGetMany(IncomingMessage& message, uint64_t id) {
@@ -534,9 +606,41 @@ Status WorkerServer::HandleGetMany(IncomingMessage& message, uint64_t id) {
     return Status::Ok();
   }));
 
+  // Every block that may fit the reply is read (memory blocks at once, disk blocks on the
+  // storage thread); the reply is built when the last read is in.
+  auto batch = std::make_shared<GetManyBatch>();
+  batch->peer = CopyFrame(*message.routing_id());
+  batch->request_id = id;
+  batch->blocks = std::move(blocks);
+  batch->statuses.resize(batch->blocks.size());
+  batch->reads.resize(batch->blocks.size());
+  uint64_t bytes = 0;
+  std::vector<size_t> to_read;
+  for (size_t i = 0; i < batch->blocks.size(); ++i) {
+    batch->statuses[i] = blocks_->Find(batch->blocks[i]);
+    const std::optional<BlockStatus>& status = batch->statuses[i];
+    if (!status || status->size > kMaxPieceBytes - bytes) continue;
+    bytes += status->size;
+    to_read.push_back(i);
+  }
+  batch->pending = to_read.size() + 1;  // + 1 until every read is asked for
+  for (size_t i : to_read) {
+    blocks_->Read(batch->blocks[i], 0, batch->statuses[i]->size,
+                  [this, batch, i](Result<BlockRead> read) {
+                    // Gone or unreadable since Find: the client reads it alone and hears why.
+                    if (read.ok()) batch->reads[i] = std::move(read).value();
+                    if (--batch->pending == 0) SendGetManyReply(*batch);
+                  });
+  }
+  if (--batch->pending == 0) SendGetManyReply(*batch);
+  return Status::Ok();
+}
+
+void WorkerServer::SendGetManyReply(const GetManyBatch& batch) {
+  const std::vector<BlockId>& blocks = batch.blocks;
   capnp::MallocMessageBuilder reply;
   proto::Reply::Builder root = reply.initRoot<proto::Reply>();
-  root.setId(id);
+  root.setId(batch.request_id);
   auto entries = root.initBlocksRead(static_cast<unsigned>(blocks.size()));
   // Small blocks are copied into shared frames: every frame costs ZeroMQ a send and a receive
   // call of its own (below 8 KiB it copies them into its batch buffer anyway), so 16 blocks of
@@ -544,7 +648,7 @@ Status WorkerServer::HandleGetMany(IncomingMessage& message, uint64_t id) {
   // First which blocks fit and how the frames are cut, then the frames themselves.
   constexpr uint64_t kPackedBlockBytes = 64 << 10;
   struct Part {
-    BlockRead read;
+    const BlockRead* read;
     bool packed;
   };
   std::vector<Part> parts;
@@ -554,7 +658,7 @@ Status WorkerServer::HandleGetMany(IncomingMessage& message, uint64_t id) {
   uint64_t bytes = 0;
   for (size_t i = 0; i < blocks.size(); ++i) {
     proto::MultiGetEntry::Builder entry = entries[static_cast<unsigned>(i)];
-    std::optional<BlockStatus> status = blocks_->Find(blocks[i]);
+    const std::optional<BlockStatus>& status = batch.statuses[i];
     if (!status) {
       entry.setState(proto::MultiGetEntry::State::NOT_FOUND);
       continue;
@@ -562,9 +666,8 @@ Status WorkerServer::HandleGetMany(IncomingMessage& message, uint64_t id) {
     entry.setTotalSize(status->size);
     entry.setState(proto::MultiGetEntry::State::NOT_INCLUDED);
     if (status->size > kMaxPieceBytes - bytes) continue;
-    Result<BlockRead> read = blocks_->Read(blocks[i], 0, status->size);
-    // Gone or unreadable between Find and Read: the client reads it alone and hears why.
-    if (!read.ok() || read->total_size != status->size) continue;
+    const std::optional<BlockRead>& read = batch.reads[i];
+    if (!read || read->total_size != status->size) continue;
     const bool packed = status->size <= kPackedBlockBytes;
     const bool pack_full = packed && open_pack > 0 && open_pack + status->size > kChunkBytes;
     // Frames the reply would have with this block, counting an open pack as one. A bigger
@@ -596,7 +699,7 @@ Status WorkerServer::HandleGetMany(IncomingMessage& message, uint64_t id) {
     entry.setGeneration(read->generation);
     entry.setTier(ToProto(read->tier));
     bytes += status->size;
-    parts.push_back(Part{std::move(read).value(), packed});
+    parts.push_back(Part{&*read, packed});
   }
   if (open_pack > 0) pack_sizes.push_back(open_pack);
 
@@ -609,14 +712,14 @@ Status WorkerServer::HandleGetMany(IncomingMessage& message, uint64_t id) {
     pack.reset();
   };
   for (const Part& part : parts) {
-    if (part.read.total_size == 0) continue;  // no bytes, no frame
+    if (part.read->total_size == 0) continue;  // no bytes, no frame
     if (part.packed) {
-      if (pack && pack_filled + part.read.total_size > pack->size()) close_pack();
+      if (pack && pack_filled + part.read->total_size > pack->size()) close_pack();
       if (!pack) {
         pack.emplace(static_cast<size_t>(pack_sizes[next_pack++]));
         pack_filled = 0;
       }
-      for (const ChunkPtr& chunk : part.read.chunks) {
+      for (const ChunkPtr& chunk : part.read->chunks) {
         std::memcpy(static_cast<std::byte*>(pack->data()) + pack_filled, chunk->bytes().data(),
                     chunk->size());
         pack_filled += chunk->size();
@@ -624,7 +727,7 @@ Status WorkerServer::HandleGetMany(IncomingMessage& message, uint64_t id) {
       continue;
     }
     close_pack();
-    for (const ChunkPtr& chunk : part.read.chunks) {
+    for (const ChunkPtr& chunk : part.read->chunks) {
       for (size_t pos = 0; pos < chunk->size();) {
         const size_t take = std::min<size_t>(chunk->size() - pos, kChunkBytes);
         frames.push_back(MessageFromChunk(SliceChunk(chunk, pos, take)));
@@ -633,8 +736,7 @@ Status WorkerServer::HandleGetMany(IncomingMessage& message, uint64_t id) {
     }
   }
   close_pack();
-  SendReply(*message.routing_id(), reply, std::move(frames));
-  return Status::Ok();
+  SendReply(batch.peer, reply, std::move(frames));
 }
 
 Status WorkerServer::HandleContains(IncomingMessage& message, uint64_t id) {
@@ -772,6 +874,9 @@ Status WorkerServer::HandleAbortPut(IncomingMessage& message, uint64_t id) {
 void WorkerServer::AbortUploadsOfClosedConnections() {
   peer_monitor_unsettled_ = false;  // TakeClosed() drains its socket
   for (int connection : peer_monitor_->TakeClosed()) {
+    std::erase_if(waiting_pieces_, [connection](const IncomingMessage& piece) {
+      return piece.source_fd() == connection;
+    });
     for (const UploadTable::Entry& entry : uploads_.TakeFromConnection(connection)) {
       spdlog::info("aborting upload of {} ({} of {} bytes received): its client disconnected",
                    entry.block.ToString(), entry.next_offset, entry.total_size);

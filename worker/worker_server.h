@@ -113,12 +113,36 @@ class WorkerServer {
   std::chrono::milliseconds PollTimeout(TimePoint now) const;
   void HandleClientMessages();
   void HandleClientMessage();
+  enum class Served { kDone, kMustWait };
+  // Serves one request and answers any failure. kMustWait: a put piece that cannot be taken
+  // until spills make room (BlockManager::TakesBytes); nothing was changed or answered.
+  Served Serve(IncomingMessage& message);
+  // Serves the held-back pieces, in arrival order, as far as room allows.
+  void ServeWaitingPieces();
   // Serves one request; on success it has sent the reply (or deferred it). On failure the
   // caller sends the error reply. `id` is set as soon as the request's id is read.
   Status Dispatch(IncomingMessage& message, uint64_t* id, WorkerOp* op);
   Status HandlePut(IncomingMessage& message, uint64_t id);
+  // After the last piece is stored: commits the upload and answers (or defers the answer).
+  void CommitUpload(const UploadTable::Key& key, BlockManager::UploadId handle,
+                    std::shared_ptr<const zmq::message_t> peer, uint64_t id, uint64_t version);
+  // Takes the upload out of the table unless the key now names a newer upload.
+  std::optional<UploadTable::Entry> ForgetUpload(const UploadTable::Key& key,
+                                                 BlockManager::UploadId handle);
+  void SendGetReply(const zmq::message_t& peer, uint64_t id, uint64_t limit,
+                    const BlockRead& read);
   Status HandleGet(IncomingMessage& message, uint64_t id);
   Status HandleGetMany(IncomingMessage& message, uint64_t id);
+  // A getBlocks request whose reads are in progress.
+  struct GetManyBatch {
+    zmq::message_t peer;
+    uint64_t request_id = 0;
+    std::vector<BlockId> blocks;
+    std::vector<std::optional<BlockStatus>> statuses;  // from Find, nullopt: not stored here
+    std::vector<std::optional<BlockRead>> reads;       // nullopt: not read, or the read failed
+    size_t pending = 0;
+  };
+  void SendGetManyReply(const GetManyBatch& batch);
   Status HandleContains(IncomingMessage& message, uint64_t id);
   Status HandleRemove(IncomingMessage& message, uint64_t id);
   // From the master: copy a block to other workers (answered when the copy is done).
@@ -162,6 +186,10 @@ class WorkerServer {
   std::unique_ptr<MasterLink> link_;
   TimePoint next_storage_maintenance_{};
   UploadTable uploads_;
+  // Put pieces held back until spills make room, in arrival order (see Serve).
+  std::deque<IncomingMessage> waiting_pieces_;
+  bool serving_waiting_piece_ = false;
+  bool piece_must_wait_ = false;  // set by HandlePut for Serve
   std::deque<DeferredPut> deferred_;  // in seq and deadline order
   // Fresh blocks the master refused, whose deferred puts fail (see ReleaseDeferredPuts).
   std::vector<std::pair<BlockId, uint64_t>> refused_;

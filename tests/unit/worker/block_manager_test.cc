@@ -5,12 +5,14 @@
 
 #include <filesystem>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "common/byte_size.h"
 #include "common/protocol.h"
 #include "tests/support/files.h"
 #include "tests/support/temp_dir.h"
+#include "tests/unit/worker/block_manager_sync.h"
 #include "tests/unit/worker/fault_injecting_store.h"
 #include "worker/disk_store.h"
 
@@ -68,12 +70,12 @@ class BlockManagerTest : public ::testing::Test {
 
   Result<Tier> Put(const BlockId& id, StorageLevel level, const std::vector<std::byte>& bytes) {
     ASSIGN_OR_RETURN(BlockManager::UploadId upload, manager_->BeginPut(id, level, bytes.size()));
-    RETURN_IF_ERROR(manager_->AppendPut(upload, Chunks(bytes)));
-    return manager_->CommitPut(upload);
+    RETURN_IF_ERROR(testing::AppendPut(*manager_, upload, Chunks(bytes)));
+    return testing::CommitPut(*manager_, upload);
   }
 
   std::vector<std::byte> ReadAll(const BlockId& id) {
-    Result<BlockRead> read = manager_->Read(id, 0, UINT64_MAX);
+    Result<BlockRead> read = testing::Read(*manager_, id, 0, UINT64_MAX);
     EXPECT_TRUE(read.ok()) << read.status().ToString();
     return read.ok() ? Concat(read->chunks) : std::vector<std::byte>{};
   }
@@ -95,12 +97,12 @@ TEST_F(BlockManagerTest, MemoryBlockIsServedFromTheReceivedChunksWithoutCopy) {
 
   auto upload = manager_->BeginPut(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, bytes.size());
   ASSERT_TRUE(upload.ok());
-  ASSERT_TRUE(manager_->AppendPut(*upload, std::move(chunks)).ok());
-  Result<Tier> tier = manager_->CommitPut(*upload);
+  ASSERT_TRUE(testing::AppendPut(*manager_, *upload, std::move(chunks)).ok());
+  Result<Tier> tier = testing::CommitPut(*manager_, *upload);
   ASSERT_TRUE(tier.ok()) << tier.status().ToString();
   EXPECT_EQ(*tier, Tier::kMemory);
 
-  Result<BlockRead> read = manager_->Read(BlockId::Rdd(1, 0), 0, UINT64_MAX);
+  Result<BlockRead> read = testing::Read(*manager_, BlockId::Rdd(1, 0), 0, UINT64_MAX);
   ASSERT_TRUE(read.ok());
   EXPECT_EQ(read->tier, Tier::kMemory);
   EXPECT_EQ(read->total_size, 1000u);
@@ -113,20 +115,20 @@ TEST_F(BlockManagerTest, ReadsRangesOfMemoryBlockAcrossChunkBoundaries) {
   const std::vector<std::byte> bytes = RandomBytes(1000, 2);
   auto upload = manager_->BeginPut(BlockId::Broadcast(1), StorageLevel::kMemoryOnly, 1000);
   ASSERT_TRUE(upload.ok());
-  ASSERT_TRUE(manager_->AppendPut(*upload, Chunks(bytes, 333)).ok());
-  ASSERT_TRUE(manager_->CommitPut(*upload).ok());
+  ASSERT_TRUE(testing::AppendPut(*manager_, *upload, Chunks(bytes, 333)).ok());
+  ASSERT_TRUE(testing::CommitPut(*manager_, *upload).ok());
 
-  Result<BlockRead> read = manager_->Read(BlockId::Broadcast(1), 330, 10);
+  Result<BlockRead> read = testing::Read(*manager_, BlockId::Broadcast(1), 330, 10);
   ASSERT_TRUE(read.ok());
   EXPECT_EQ(read->offset, 330u);
   EXPECT_EQ(read->chunks.size(), 2u);
   EXPECT_TRUE(Concat(read->chunks) ==
               std::vector<std::byte>(bytes.begin() + 330, bytes.begin() + 340));
-  Result<BlockRead> tail = manager_->Read(BlockId::Broadcast(1), 990, 100);
+  Result<BlockRead> tail = testing::Read(*manager_, BlockId::Broadcast(1), 990, 100);
   ASSERT_TRUE(tail.ok());
   EXPECT_TRUE(Concat(tail->chunks) == std::vector<std::byte>(bytes.begin() + 990, bytes.end()));
-  EXPECT_TRUE(manager_->Read(BlockId::Broadcast(1), 1000, 5)->chunks.empty());
-  EXPECT_EQ(manager_->Read(BlockId::Broadcast(1), 1001, 5).status().code(),
+  EXPECT_TRUE(testing::Read(*manager_, BlockId::Broadcast(1), 1000, 5)->chunks.empty());
+  EXPECT_EQ(testing::Read(*manager_, BlockId::Broadcast(1), 1001, 5).status().code(),
             StatusCode::kInvalidArgument);
 }
 
@@ -231,7 +233,7 @@ TEST_F(BlockManagerTest, RemovesBlocksFromEitherTier) {
   EXPECT_FALSE(manager_->Find(BlockId::Rdd(1, 0)).has_value());
   EXPECT_FALSE(manager_->Find(BlockId::Rdd(1, 1)).has_value());
   EXPECT_EQ(manager_->Remove(BlockId::Rdd(1, 0)).code(), StatusCode::kNotFound);
-  EXPECT_EQ(manager_->Read(BlockId::Rdd(1, 1), 0, 1).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(testing::Read(*manager_, BlockId::Rdd(1, 1), 0, 1).status().code(), StatusCode::kNotFound);
   WorkerStats stats = manager_->Stats();
   EXPECT_EQ(stats.memory_used, 0u);
   EXPECT_EQ(stats.disk_used, 0u);
@@ -243,15 +245,15 @@ TEST_F(BlockManagerTest, ReplacementBecomesVisibleOnlyAtCommit) {
   const std::vector<std::byte> v1 = RandomBytes(1000, 1);
   const std::vector<std::byte> v2 = RandomBytes(900, 2);
   ASSERT_TRUE(Put(BlockId::Broadcast(7), StorageLevel::kMemoryOnly, v1).ok());
-  const uint64_t g1 = manager_->Read(BlockId::Broadcast(7), 0, 1)->generation;
+  const uint64_t g1 = testing::Read(*manager_, BlockId::Broadcast(7), 0, 1)->generation;
 
   auto upload = manager_->BeginPut(BlockId::Broadcast(7), StorageLevel::kMemoryOnly, v2.size());
   ASSERT_TRUE(upload.ok()) << upload.status().ToString();
-  ASSERT_TRUE(manager_->AppendPut(*upload, Chunks(v2)).ok());
+  ASSERT_TRUE(testing::AppendPut(*manager_, *upload, Chunks(v2)).ok());
   EXPECT_TRUE(ReadAll(BlockId::Broadcast(7)) == v1);
 
-  ASSERT_TRUE(manager_->CommitPut(*upload).ok());
-  Result<BlockRead> read = manager_->Read(BlockId::Broadcast(7), 0, UINT64_MAX);
+  ASSERT_TRUE(testing::CommitPut(*manager_, *upload).ok());
+  Result<BlockRead> read = testing::Read(*manager_, BlockId::Broadcast(7), 0, UINT64_MAX);
   ASSERT_TRUE(read.ok());
   EXPECT_TRUE(Concat(read->chunks) == v2);
   EXPECT_NE(read->generation, g1);
@@ -284,7 +286,7 @@ TEST_F(BlockManagerTest, AbortPutReleasesClaimedSpace) {
   auto memory = manager_->BeginPut(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, 2 * kKiB);
   auto disk = manager_->BeginPut(BlockId::Rdd(1, 1), StorageLevel::kDiskOnly, 5 * kKiB);
   ASSERT_TRUE(memory.ok() && disk.ok());
-  ASSERT_TRUE(manager_->AppendPut(*disk, Chunks(RandomBytes(3 * kKiB, 1))).ok());
+  ASSERT_TRUE(testing::AppendPut(*manager_, *disk, Chunks(RandomBytes(3 * kKiB, 1))).ok());
   EXPECT_EQ(manager_->Stats().memory_used, 2 * kKiB);
   EXPECT_EQ(manager_->Stats().disk_used, 5 * kKiB);
 
@@ -292,6 +294,7 @@ TEST_F(BlockManagerTest, AbortPutReleasesClaimedSpace) {
   manager_->AbortPut(*disk);
   manager_->AbortPut(12345);  // unknown: ignored
   EXPECT_FALSE(manager_->HasUpload(*memory));
+  testing::Settle(*manager_);  // the disk claim goes when the storage thread drops the writer
   EXPECT_EQ(manager_->Stats().memory_used, 0u);
   EXPECT_EQ(manager_->Stats().disk_used, 0u);
   EXPECT_TRUE(manager_->List().empty());
@@ -302,11 +305,11 @@ TEST_F(BlockManagerTest, AppendPastDeclaredSizeAbortsUpload) {
   auto upload = manager_->BeginPut(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, 10);
   ASSERT_TRUE(upload.ok());
   EXPECT_TRUE(manager_->HasUpload(*upload));
-  Status s = manager_->AppendPut(*upload, Chunks(RandomBytes(11, 1)));
+  Status s = testing::AppendPut(*manager_, *upload, Chunks(RandomBytes(11, 1)));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(manager_->HasUpload(*upload));
   EXPECT_EQ(manager_->Stats().memory_used, 0u);
-  EXPECT_EQ(manager_->CommitPut(*upload).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(testing::CommitPut(*manager_, *upload).status().code(), StatusCode::kNotFound);
 }
 
 TEST_F(BlockManagerTest, CommitWithMissingBytesFailsAndKeepsOldVersion) {
@@ -314,8 +317,8 @@ TEST_F(BlockManagerTest, CommitWithMissingBytesFailsAndKeepsOldVersion) {
   ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, v1).ok());
   auto upload = manager_->BeginPut(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, 100);
   ASSERT_TRUE(upload.ok());
-  ASSERT_TRUE(manager_->AppendPut(*upload, Chunks(RandomBytes(50, 2))).ok());
-  Result<Tier> tier = manager_->CommitPut(*upload);
+  ASSERT_TRUE(testing::AppendPut(*manager_, *upload, Chunks(RandomBytes(50, 2))).ok());
+  Result<Tier> tier = testing::CommitPut(*manager_, *upload);
   ASSERT_FALSE(tier.ok());
   EXPECT_EQ(tier.status().code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(manager_->HasUpload(*upload));
@@ -326,7 +329,7 @@ TEST_F(BlockManagerTest, CommitWithMissingBytesFailsAndKeepsOldVersion) {
 TEST_F(BlockManagerTest, EmptyBlockIsStored) {
   Result<Tier> tier = Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, {});
   ASSERT_TRUE(tier.ok());
-  Result<BlockRead> read = manager_->Read(BlockId::Rdd(1, 0), 0, 100);
+  Result<BlockRead> read = testing::Read(*manager_, BlockId::Rdd(1, 0), 0, 100);
   ASSERT_TRUE(read.ok());
   EXPECT_EQ(read->total_size, 0u);
   EXPECT_TRUE(read->chunks.empty());
@@ -338,14 +341,16 @@ TEST_F(BlockManagerTest, GenerationsAreUniqueAcrossTiersAndRestarts) {
   for (StorageLevel level : {StorageLevel::kMemoryOnly, StorageLevel::kDiskOnly,
                              StorageLevel::kMemoryOnly, StorageLevel::kDiskOnly}) {
     ASSERT_TRUE(Put(id, level, RandomBytes(10, 1)).ok());
-    generations.push_back(manager_->Read(id, 0, 1)->generation);
+    generations.push_back(testing::Read(*manager_, id, 0, 1)->generation);
   }
   Make(kMemory, 0);
   ASSERT_TRUE(Put(BlockId::Rdd(1, 1), StorageLevel::kMemoryOnly, RandomBytes(10, 1)).ok());
-  generations.push_back(manager_->Read(BlockId::Rdd(1, 1), 0, 1)->generation);
-  for (size_t i = 1; i < generations.size(); ++i) {
-    EXPECT_GT(generations[i], generations[i - 1]) << i;
-  }
+  generations.push_back(testing::Read(*manager_, BlockId::Rdd(1, 1), 0, 1)->generation);
+  // The memory tier's and the disk tier's sequences are kept by different threads: they never
+  // meet, and a restarted worker's memory sequence starts past the last one's.
+  EXPECT_EQ(std::set<uint64_t>(generations.begin(), generations.end()).size(),
+            generations.size());
+  EXPECT_GT(generations[4], generations[2]);
 }
 
 TEST_F(BlockManagerTest, ListAndStatsCoverBothTiers) {
@@ -431,7 +436,7 @@ TEST_F(BlockManagerFaultTest, FailedSpillReportsTheBlockRemovedAndNeverListsIt) 
 
   EXPECT_EQ(faults_->injected_write_failures(), 1u);
   EXPECT_FALSE(manager_->Find(BlockId::Rdd(1, 0)).has_value());
-  EXPECT_EQ(manager_->Read(BlockId::Rdd(1, 0), 0, UINT64_MAX).status().code(),
+  EXPECT_EQ(testing::Read(*manager_, BlockId::Rdd(1, 0), 0, UINT64_MAX).status().code(),
             StatusCode::kNotFound);
   std::vector<std::string> listed;
   for (const BlockStatus& status : manager_->List()) listed.push_back(status.id.ToString());
@@ -452,7 +457,7 @@ TEST_F(BlockManagerFaultTest, DiskFullMidUploadFailsThatUploadAndKeepsTheOldVers
   const std::vector<std::byte> bytes = RandomBytes(3 * kChunkBytes, 7);
   auto upload = manager_->BeginPut(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, bytes.size());
   ASSERT_TRUE(upload.ok()) << upload.status().ToString();
-  Status appended = manager_->AppendPut(*upload, Chunks(bytes));
+  Status appended = testing::AppendPut(*manager_, *upload, Chunks(bytes));
   EXPECT_EQ(appended.code(), StatusCode::kOutOfSpace) << appended.ToString();
 
   // The upload is gone with its claim; the old version is still the one stored.
@@ -473,10 +478,10 @@ TEST_F(BlockManagerFaultTest, WriteErrorAtCommitKeepsTheOldVersion) {
   const std::vector<std::byte> bytes = RandomBytes(kChunkBytes / 2, 9);
   auto upload = manager_->BeginPut(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, bytes.size());
   ASSERT_TRUE(upload.ok());
-  ASSERT_TRUE(manager_->AppendPut(*upload, Chunks(bytes)).ok());
+  ASSERT_TRUE(testing::AppendPut(*manager_, *upload, Chunks(bytes)).ok());
   faults_->FailWrites(InternalError("I/O error (injected)"));
 
-  Result<Tier> committed = manager_->CommitPut(*upload);
+  Result<Tier> committed = testing::CommitPut(*manager_, *upload);
   EXPECT_EQ(committed.status().code(), StatusCode::kInternal);
   EXPECT_FALSE(manager_->HasUpload(*upload));
   faults_->ClearFaults();

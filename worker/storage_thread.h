@@ -1,0 +1,81 @@
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "worker/block_store.h"
+
+namespace bm {
+
+// What the loop knows of the disk tier's space, as of the last finished job.
+struct DiskTierStats {
+  uint64_t used = 0;
+  uint64_t capacity = 0;
+  bool read_only = false;
+};
+
+// Runs the disk tier's work on a thread of its own, so the worker's event loop never waits on a
+// disk: a RocksDB write stall, a 16 MiB read or a spill of a few GiB costs the loop nothing.
+//
+// The loop submits jobs; each job is a function of the store, runs on the storage thread, and
+// returns a completion, which runs back on the loop when the loop calls RunCompletions() (after
+// wake_fd() turns readable). Jobs run one at a time in the order submitted, and completions run
+// in the same order, so a removal submitted after a write runs after it, and the loop sees the
+// results of its jobs in the order it asked for them.
+//
+// Ownership and threads: owns the store, which only the storage thread touches once the
+// StorageThread exists. A job must touch nothing but the store and what it captured by value
+// (or shared ownership); a completion may touch the loop's state. Submit(), RunCompletions() and
+// the accessors are for the one loop thread.
+class StorageThread {
+ public:
+  using Completion = std::function<void()>;
+  using Job = std::function<Completion(BlockStore&)>;
+
+  explicit StorageThread(std::unique_ptr<BlockStore> store);
+  // Runs the jobs still queued (their completions are dropped, not run), then joins.
+  ~StorageThread();
+  StorageThread(const StorageThread&) = delete;
+  StorageThread& operator=(const StorageThread&) = delete;
+
+  void Submit(Job job);
+  // Runs the completions of the jobs finished so far, in order; returns how many ran.
+  size_t RunCompletions();
+  // Readable (eventfd) while completions wait to run.
+  int wake_fd() const { return wake_fd_; }
+  // Jobs submitted whose completions have not run yet.
+  size_t outstanding() const { return outstanding_; }
+  // As of the last completion run.
+  const DiskTierStats& stats() const { return stats_; }
+
+ private:
+  struct Finished {
+    Completion completion;
+    DiskTierStats stats;
+  };
+
+  void Loop();
+
+  const std::unique_ptr<BlockStore> store_;
+  const int wake_fd_;
+
+  std::mutex mutex_;
+  std::condition_variable work_ready_;  // with mutex_
+  // Guarded by mutex_.
+  std::deque<Job> jobs_;
+  std::deque<Finished> finished_;
+  bool stopping_ = false;
+
+  // The loop's.
+  size_t outstanding_ = 0;
+  DiskTierStats stats_;
+
+  std::thread thread_;  // last: starts once everything above exists
+};
+
+}  // namespace bm
