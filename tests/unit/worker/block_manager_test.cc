@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <optional>
+#include <chrono>
+#include <thread>
 #include <random>
 #include <set>
 #include <vector>
@@ -487,6 +490,146 @@ TEST_F(BlockManagerFaultTest, WriteErrorAtCommitKeepsTheOldVersion) {
   faults_->ClearFaults();
   EXPECT_TRUE(ReadAll(BlockId::Rdd(1, 0)) == old);
   EXPECT_EQ(manager_->Stats().disk_used, old.size());
+}
+
+
+// Waits (with a deadline) until the storage thread is stuck in `count` held writes.
+bool WaitForHeldWrites(const testing::FaultInjectingStore& faults, int count) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (faults.writes_waiting() < count) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+TEST_F(BlockManagerFaultTest, StalledDiskDelaysNeitherMemoryPutsNorMemoryReads) {
+  const std::vector<std::byte> spilled = RandomBytes(2 * kKiB, 10);
+  const std::vector<std::byte> on_disk = RandomBytes(kKiB, 11);
+  ASSERT_TRUE(Put(BlockId::Rdd(9, 0), StorageLevel::kDiskOnly, on_disk).ok());
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryAndDisk, spilled).ok());
+  manager_->TakeChanges();
+  faults_->HoldWrites();
+
+  // This put evicts rdd_1_0, whose spill then hangs on the stalled disk.
+  const std::vector<std::byte> fresh = RandomBytes(2 * kKiB, 12);
+  auto upload = manager_->BeginPut(BlockId::Rdd(2, 0), StorageLevel::kMemoryOnly, fresh.size());
+  ASSERT_TRUE(upload.ok()) << upload.status().ToString();
+  ASSERT_TRUE(WaitForHeldWrites(*faults_, 1));
+  EXPECT_EQ(manager_->spills_pending(), 1u);
+
+  // Everything in memory answers at once, the evicted block too (from its pending spill).
+  std::optional<Status> appended;
+  manager_->AppendPut(*upload, Chunks(fresh), [&](Status s) { appended = s; });
+  ASSERT_TRUE(appended.has_value() && appended->ok());
+  std::optional<Result<Tier>> committed;
+  manager_->CommitPut(*upload, [&](Result<Tier> tier) { committed = tier; });
+  ASSERT_TRUE(committed.has_value() && committed->ok());
+  for (const auto& [id, bytes] : {std::pair{BlockId::Rdd(2, 0), fresh},
+                                  std::pair{BlockId::Rdd(1, 0), spilled}}) {
+    std::optional<Result<BlockRead>> read;
+    manager_->Read(id, 0, UINT64_MAX, [&](Result<BlockRead> r) { read = std::move(r); });
+    ASSERT_TRUE(read.has_value() && read->ok()) << id.ToString();
+    EXPECT_EQ((*read)->tier, Tier::kMemory);
+    EXPECT_TRUE(Concat((*read)->chunks) == bytes) << id.ToString();
+  }
+  EXPECT_EQ(manager_->Find(BlockId::Rdd(1, 0))->tier, Tier::kMemory);
+
+  // A disk read waits behind the stalled write, and is answered once the disk moves.
+  std::optional<Result<BlockRead>> disk_read;
+  manager_->Read(BlockId::Rdd(9, 0), 0, UINT64_MAX,
+                 [&](Result<BlockRead> r) { disk_read = std::move(r); });
+  manager_->RunCompletions();
+  EXPECT_FALSE(disk_read.has_value());
+
+  faults_->ReleaseWrites();
+  testing::Settle(*manager_);
+  ASSERT_TRUE(disk_read.has_value() && disk_read->ok());
+  EXPECT_TRUE(Concat((*disk_read)->chunks) == on_disk);
+  EXPECT_EQ(TierOf(BlockId::Rdd(1, 0)), Tier::kDisk);
+  EXPECT_EQ(manager_->spills_pending(), 0u);
+  EXPECT_TRUE(ReadAll(BlockId::Rdd(1, 0)) == spilled);
+  // The master hears of the move only once the spill has committed.
+  EXPECT_THAT(Describe(manager_->TakeChanges()),
+              ElementsAre("+rdd_2_0@memory", "-rdd_1_0@memory", "+rdd_1_0@disk"));
+}
+
+TEST_F(BlockManagerFaultTest, BytesWaitOnlyWhileTheSpillBacklogIsOverItsAllowance) {
+  Result<std::unique_ptr<DiskStore>> disk = DiskStore::Open(dir_.Sub("db2"), 0);
+  ASSERT_TRUE(disk.ok());
+  auto faults = std::make_unique<testing::FaultInjectingStore>(std::move(disk).value());
+  faults_ = faults.get();
+  manager_ = std::make_unique<BlockManager>(std::make_unique<MemoryStore>(kMemory),
+                                            std::move(faults),
+                                            BlockManagerOptions{.spill_backlog_bytes = kKiB});
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryAndDisk, RandomBytes(2 * kKiB, 13)).ok());
+  EXPECT_TRUE(manager_->TakesBytes(3 * kKiB));  // no spill pending: never held back
+
+  faults_->HoldWrites();
+  auto upload = manager_->BeginPut(BlockId::Rdd(2, 0), StorageLevel::kMemoryOnly, 3 * kKiB);
+  ASSERT_TRUE(upload.ok());
+  EXPECT_EQ(manager_->spill_backlog_bytes(), 2 * kKiB);
+  // 2 KiB waiting for the disk + 1 KiB arriving fits 3 KiB + the 1 KiB allowance; 3 KiB not.
+  EXPECT_TRUE(manager_->TakesBytes(kKiB));
+  EXPECT_FALSE(manager_->TakesBytes(3 * kKiB));
+
+  faults_->ReleaseWrites();
+  testing::Settle(*manager_);
+  EXPECT_EQ(manager_->spill_backlog_bytes(), 0u);
+  EXPECT_TRUE(manager_->TakesBytes(3 * kKiB));
+  ASSERT_TRUE(testing::AppendPut(*manager_, *upload, Chunks(RandomBytes(3 * kKiB, 14))).ok());
+  ASSERT_TRUE(testing::CommitPut(*manager_, *upload).ok());
+}
+
+TEST_F(BlockManagerFaultTest, BlockRemovedWhileItsSpillIsPendingLeavesNoDiskCopy) {
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryAndDisk, RandomBytes(2 * kKiB, 15)).ok());
+  faults_->HoldWrites();
+  ASSERT_TRUE(manager_->BeginPut(BlockId::Rdd(2, 0), StorageLevel::kMemoryOnly, 2 * kKiB).ok());
+  ASSERT_TRUE(WaitForHeldWrites(*faults_, 1));
+
+  ASSERT_TRUE(manager_->Remove(BlockId::Rdd(1, 0)).ok());
+  EXPECT_FALSE(manager_->Find(BlockId::Rdd(1, 0)).has_value());
+  EXPECT_EQ(manager_->spill_backlog_bytes(), 0u);
+
+  faults_->ReleaseWrites();
+  testing::Settle(*manager_);
+  EXPECT_FALSE(manager_->Find(BlockId::Rdd(1, 0)).has_value());
+  EXPECT_EQ(manager_->disk_block_count(), 0u);
+  EXPECT_EQ(manager_->Stats().disk_used, 0u);
+  EXPECT_THAT(Describe(manager_->TakeChanges()),
+              ElementsAre("+rdd_1_0@memory", "-rdd_1_0@memory"));
+}
+
+TEST_F(BlockManagerFaultTest, MemoryPutReplacingABlockOnItsWayToDiskWins) {
+  const std::vector<std::byte> v1 = RandomBytes(2 * kKiB, 16);
+  const std::vector<std::byte> v2 = RandomBytes(kKiB, 17);
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryAndDisk, v1).ok());
+  faults_->HoldWrites();
+  ASSERT_TRUE(manager_->BeginPut(BlockId::Rdd(2, 0), StorageLevel::kMemoryOnly, 2 * kKiB).ok());
+  ASSERT_TRUE(WaitForHeldWrites(*faults_, 1));
+
+  auto upload = manager_->BeginPut(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, v2.size());
+  ASSERT_TRUE(upload.ok()) << upload.status().ToString();
+  std::optional<Status> appended;
+  manager_->AppendPut(*upload, Chunks(v2), [&](Status s) { appended = s; });
+  ASSERT_TRUE(appended.has_value() && appended->ok());
+  std::optional<Result<Tier>> committed;
+  manager_->CommitPut(*upload, [&](Result<Tier> tier) { committed = tier; });
+  // The old version's disk copy goes first, behind its spill: until then readers see v1.
+  EXPECT_FALSE(committed.has_value());
+  std::optional<Result<BlockRead>> read;
+  manager_->Read(BlockId::Rdd(1, 0), 0, UINT64_MAX, [&](Result<BlockRead> r) { read = r; });
+  ASSERT_TRUE(read.has_value() && read->ok());
+  EXPECT_TRUE(Concat((*read)->chunks) == v1);
+
+  faults_->ReleaseWrites();
+  testing::Settle(*manager_);
+  ASSERT_TRUE(committed.has_value() && committed->ok());
+  EXPECT_EQ(**committed, Tier::kMemory);
+  EXPECT_TRUE(ReadAll(BlockId::Rdd(1, 0)) == v2);
+  EXPECT_EQ(TierOf(BlockId::Rdd(1, 0)), Tier::kMemory);
+  EXPECT_EQ(manager_->disk_block_count(), 0u);
+  EXPECT_EQ(manager_->Stats().disk_used, 0u);
 }
 
 }  // namespace

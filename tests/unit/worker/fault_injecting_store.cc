@@ -76,9 +76,11 @@ void FaultInjectingStore::ClearFaults() {
     bytes_until_full_.reset();
     read_delay_ = std::chrono::milliseconds{0};
     hold_reads_ = false;
+    hold_writes_ = false;
     corrupt_.clear();
   }
   reads_released_.notify_all();
+  writes_released_.notify_all();
 }
 
 uint64_t FaultInjectingStore::injected_write_failures() const {
@@ -86,8 +88,29 @@ uint64_t FaultInjectingStore::injected_write_failures() const {
   return injected_write_failures_;
 }
 
-Status FaultInjectingStore::CheckWrite(uint64_t bytes) {
+void FaultInjectingStore::HoldWrites() {
   std::lock_guard lock(mutex_);
+  hold_writes_ = true;
+}
+
+void FaultInjectingStore::ReleaseWrites() {
+  {
+    std::lock_guard lock(mutex_);
+    hold_writes_ = false;
+  }
+  writes_released_.notify_all();
+}
+
+int FaultInjectingStore::writes_waiting() const {
+  std::lock_guard lock(mutex_);
+  return writes_waiting_;
+}
+
+Status FaultInjectingStore::CheckWrite(uint64_t bytes) {
+  std::unique_lock lock(mutex_);
+  ++writes_waiting_;
+  writes_released_.wait(lock, [this] { return !hold_writes_; });
+  --writes_waiting_;
   if (!write_failure_.ok()) {
     ++injected_write_failures_;
     return write_failure_;

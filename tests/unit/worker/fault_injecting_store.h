@@ -39,9 +39,14 @@ class FaultInjectingStore final : public BlockStore {
   void HoldReads();
   void ReleaseReads();
   int reads_waiting() const;
+  // Writes (BeginWrite, Write, Append, Commit) wait on the writing thread until
+  // ReleaseWrites(): a device stalled for as long as a test needs. writes_waiting() counts them.
+  void HoldWrites();
+  void ReleaseWrites();
+  int writes_waiting() const;
   // Reads of `id` return its bytes with the first byte of the first chunk flipped.
   void CorruptReadsOf(const BlockId& id);
-  // Back to a healthy disk (releases held reads).
+  // Back to a healthy disk (releases held reads and writes).
   void ClearFaults();
   // Writes refused by an injected fault so far.
   uint64_t injected_write_failures() const;
@@ -78,13 +83,16 @@ class FaultInjectingStore final : public BlockStore {
   const std::unique_ptr<BlockStore> base_;
 
   mutable std::mutex mutex_;
-  std::condition_variable reads_released_;  // with mutex_
+  std::condition_variable reads_released_;   // with mutex_
+  std::condition_variable writes_released_;  // with mutex_
   // The switches, guarded by mutex_.
   Status write_failure_;
   std::optional<uint64_t> bytes_until_full_;
   std::chrono::milliseconds read_delay_{0};
   bool hold_reads_ = false;
   int reads_waiting_ = 0;
+  bool hold_writes_ = false;
+  int writes_waiting_ = 0;
   std::set<BlockId> corrupt_;
   uint64_t injected_write_failures_ = 0;
 };
