@@ -4,6 +4,9 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <atomic>
 #include <cstring>
 #include <thread>
@@ -226,6 +229,65 @@ Result<Json> WorkerGetsTask(const Json& task) {
                                                           : InternalError("wrong size");
                    }));
   return Json{{"ops_per_s", gets.per_second()}};
+}
+
+// blockmgr ("master", "size", "count", "rdd", "level", "done_file"): puts `count` blocks of
+// `size`, each in an RDD of its own (rdd, rdd + 1, ...) so that a put may evict the ones before
+// it, then creates `done_file`.
+Result<Json> BlockmgrPutManyTask(const Json& task) {
+  const uint64_t size = task.at("size").get<uint64_t>();
+  const int count = task.at("count").get<int>();
+  const uint64_t rdd = task.value("rdd", uint64_t{1});
+  ASSIGN_OR_RETURN(StorageLevel level, LevelOf(task));
+  Client client(OptionsFor(task));
+  const std::vector<std::byte> data = PatternBytes(size);
+  const auto start = std::chrono::steady_clock::now();
+  Status failed = Status::Ok();
+  for (int i = 0; i < count && failed.ok(); ++i) {
+    failed = client.Put(BlockId::Rdd(rdd + static_cast<uint64_t>(i), 0), data, level).status();
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (task.contains("done_file")) {
+    std::ofstream(task.at("done_file").get<std::string>()) << "done\n";
+  }
+  RETURN_IF_ERROR(failed);
+  return Json{{"put_bytes_per_s", static_cast<double>(size) * count / seconds}};
+}
+
+// blockmgr ("master", "size", "ids", "rdd", "max_seconds", "stop_file"): puts `ids` MEMORY_ONLY
+// blocks of `size`, then gets them one at a time until `stop_file` exists (or max_seconds
+// pass), timing each get. Returns the latency percentiles in microseconds.
+Result<Json> BlockmgrGetLatencyTask(const Json& task) {
+  const uint64_t size = task.at("size").get<uint64_t>();
+  const int ids = task.value("ids", 64);
+  const std::string stop_file = task.value("stop_file", std::string());
+  const auto max_time = std::chrono::duration<double>(task.value("max_seconds", 60.0));
+  Client client(OptionsFor(task));
+  const std::vector<std::byte> data = PatternBytes(size);
+  for (int key = 0; key < ids; ++key) {
+    RETURN_IF_ERROR(client.Put(KeyBlock(task, key), data, StorageLevel::kMemoryOnly).status());
+  }
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> micros;
+  uint64_t errors = 0;
+  const auto start = Clock::now();
+  for (int next = 0;; ++next) {
+    if (next % 64 == 0) {
+      if (Clock::now() - start > max_time) break;
+      if (!stop_file.empty() && std::filesystem::exists(stop_file)) break;
+    }
+    CountingSink counter;
+    const auto before = Clock::now();
+    Result<uint64_t> got = client.GetTo(KeyBlock(task, next % ids), std::ref(counter));
+    micros.push_back(std::chrono::duration<double, std::micro>(Clock::now() - before).count());
+    if (!got.ok() || *got != size) ++errors;
+  }
+  if (micros.empty()) return InternalError("no get ran");
+  std::sort(micros.begin(), micros.end());
+  auto at = [&](double q) { return micros[static_cast<size_t>(q * (micros.size() - 1))]; };
+  return Json{{"p50_us", at(0.5)},   {"p99_us", at(0.99)}, {"max_us", micros.back()},
+              {"gets", micros.size()}, {"errors", errors}};
 }
 
 }  // namespace bm::bench

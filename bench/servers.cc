@@ -99,7 +99,8 @@ Result<std::unique_ptr<BlockmgrCluster>> BlockmgrCluster::Start(const BenchEnv& 
     std::filesystem::remove_all(disk_dir);
     ASSIGN_OR_RETURN(PeerServer worker,
                      StartListening(
-                         env.bin_dir + "/bm-worker",
+                         options.worker_binary.empty() ? env.bin_dir + "/bm-worker"
+                                                       : options.worker_binary,
                          [&](int port) -> std::vector<std::string> {
                            std::vector<std::string> args = {
                                "--master",   cluster->master_endpoint_,

@@ -30,6 +30,8 @@ class BlockmgrCluster {
     // master_key_file() (an admin key).
     bool keys = false;
     bool http = false;  // --http on the master and every worker, on free loopback ports
+    // The bm-worker binary; empty: the one in BenchEnv::bin_dir.
+    std::string worker_binary{};
   };
 
   static Result<std::unique_ptr<BlockmgrCluster>> Start(const BenchEnv& env, Options options);

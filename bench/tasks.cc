@@ -14,6 +14,7 @@ Result<Json> RunClientTask(const Json& task) {
       {"bm_transfer", &BlockmgrTransferTask},     {"bm_small_gets", &BlockmgrSmallGetsTask},
       {"bm_big_block", &BlockmgrBigBlockTask},    {"disk_store_formats", &DiskStoreFormatsTask},    {"master_load", &MasterLoadTask},
       {"worker_gets", &WorkerGetsTask},
+      {"bm_put_many", &BlockmgrPutManyTask},      {"bm_get_latency", &BlockmgrGetLatencyTask},
       {"redis_transfer", &RedisTransferTask},     {"redis_small_gets", &RedisSmallGetsTask},
       {"memcached_transfer", &MemcachedTransferTask}, {"zmq_transfer", &ZmqTransferTask},
       {"zmq_round_trips", &ZmqRoundTripsTask},    {"memcpy", &MemcpyTask},

@@ -30,6 +30,12 @@ Result<Json> RunClientTask(const Json& task);
 Result<Json> BlockmgrTransferTask(const Json& task);
 // blockmgr ("master", "size", "ids", "threads"): gets of small blocks, `threads` clients at once.
 Result<Json> BlockmgrSmallGetsTask(const Json& task);
+// blockmgr ("master", "size", "count", "rdd", "level", "done_file"): puts `count` blocks, one
+// RDD each, then creates done_file.
+Result<Json> BlockmgrPutManyTask(const Json& task);
+// blockmgr ("master", "size", "ids", "rdd", "max_seconds", "stop_file"): one get at a time
+// until stop_file exists; latency percentiles.
+Result<Json> BlockmgrGetLatencyTask(const Json& task);
 // A worker alone ("worker", "size", "ids"): getBlock round trips with no master lookup.
 Result<Json> WorkerGetsTask(const Json& task);
 // blockmgr ("master", "size"): one huge DISK_ONLY block streamed in and out, checked byte for byte.

@@ -661,6 +661,92 @@ void PythonClient(Runner& runner, BlockmgrCluster& cluster) {
   }
 }
 
+// ---- workload 10: small gets while a put spills ----
+
+struct SpillRun {
+  Result<Json> quiet = InternalError("not run");     // gets with nothing else going on
+  Result<Json> spilling = InternalError("not run");  // gets while 2 GiB is put and spilled
+  std::optional<bool> worker_dropped;                // by the master, for a missed heartbeat
+};
+
+// A worker with a 256 MiB budget and a 1 s heartbeat timeout: one client times 4 KiB memory
+// gets while another puts 32 blocks of 64 MiB MEMORY_AND_DISK, each in an RDD of its own, so
+// that every put past the first four evicts (and spills) the one before.
+SpillRun MeasureGetsDuringSpills(Runner& runner, const std::string& name,
+                                 const std::string& worker_binary) {
+  const BenchEnv& env = runner.config().env;
+  SpillRun run;
+  Result<std::unique_ptr<BlockmgrCluster>> started =
+      BlockmgrCluster::Start(env, {.name = name,
+                                   .workers = 1,
+                                   .worker_memory = "256MiB",
+                                   .heartbeat_timeout_s = 1,
+                                   .worker_binary = worker_binary});
+  if (!started.ok()) {
+    run.quiet = run.spilling = started.status();
+    return run;
+  }
+  BlockmgrCluster& cluster = **started;
+  const Json gets{{"task", "bm_get_latency"}, {"master", cluster.master_endpoint()},
+                  {"size", 4096},             {"ids", 64}};
+  Json quiet = gets;
+  quiet["rdd"] = 500;
+  quiet["max_seconds"] = 3;
+  run.quiet = runner.Client(quiet);
+
+  const std::string done = env.work_dir + "/" + name + "-puts-done";
+  std::filesystem::remove(done);
+  const Json puts{{"task", "bm_put_many"}, {"master", cluster.master_endpoint()},
+                  {"size", 64u << 20},     {"count", 32},
+                  {"rdd", 1000},           {"level", "MEMORY_AND_DISK"},
+                  {"done_file", done}};
+  Result<ChildProcess> putter = ChildProcess::Start(
+      env.bin_dir + "/bm-bench", {"--client", puts.dump()}, env.work_dir + "/" + name + "-putter.log");
+  if (!putter.ok()) {
+    run.spilling = putter.status();
+    return run;
+  }
+  Json spilling = gets;
+  spilling["rdd"] = 501;
+  spilling["stop_file"] = done;
+  spilling["max_seconds"] = 300;
+  run.spilling = runner.Client(spilling);
+  if (!WaitUntil([&] { return !putter->Running(); }, std::chrono::seconds(300))) putter->Stop();
+  if (!std::filesystem::exists(done)) {
+    run.spilling = InternalError("the putter did not finish; see " + name + "-putter.log");
+  }
+  std::ifstream log(env.work_dir + "/" + name + "-master.log");
+  const std::string all((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  run.worker_dropped = all.find("dropped worker") != std::string::npos;
+  return run;
+}
+
+void GetsDuringSpills(Runner& runner) {
+  Progress("10: 4 KiB gets while 2 GiB of MEMORY_AND_DISK puts spill from a 256 MiB worker");
+  const std::string baseline = runner.config().baseline_worker;
+  const SpillRun now = MeasureGetsDuringSpills(runner, "spill", "");
+  std::optional<SpillRun> before;
+  if (!baseline.empty()) before = MeasureGetsDuringSpills(runner, "spill-baseline", baseline);
+
+  auto p99 = [&](const Result<Json>& result, const std::string& what) {
+    return runner.Figure(result, "p99_us", 1e3, what);
+  };
+  auto add = [&](const std::string& label, const SpillRun& run) {
+    runner.Add("10. 4 KiB get p99 while spilling" + label, "ms",
+               p99(run.spilling, "spilling" + label), "same, no spill running",
+               p99(run.quiet, "quiet" + label), 5.0, Better::kLower,
+               "one client gets 4 KiB memory blocks while another puts 32 x 64 MiB "
+               "MEMORY_AND_DISK into a 256 MiB worker");
+    runner.Add("10. worker kept by the master throughout (1 s heartbeat timeout)" + label,
+               "1 = yes",
+               run.worker_dropped.has_value() ? std::optional<double>(*run.worker_dropped ? 0 : 1)
+                                              : std::nullopt,
+               "target", 1.0, 1.0);
+  };
+  add("", now);
+  if (before) add(" (baseline worker: " + baseline + ")", *before);
+}
+
 }  // namespace
 
 Report RunBenchmark(const BenchConfig& config) {
@@ -690,6 +776,7 @@ Report RunBenchmark(const BenchConfig& config) {
     }
   }
   if (selected(5)) MasterLoad(runner);
+  if (selected(10)) GetsDuringSpills(runner);
   if (selected(6)) {
     if (config.big_block_bytes > 0) {
       BigBlock(runner);

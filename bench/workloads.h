@@ -24,6 +24,8 @@ struct BenchConfig {
   std::vector<uint64_t> master_blocks = {1'000'000, 10'000'000};
   // Values db_bench writes and reads in workload 4.
   uint64_t db_bench_values = 1000;
+  // A bm-worker of another build that workload 10 measures too; empty = none.
+  std::string baseline_worker;
   // Which workloads to run (0 = memcpy); empty = all.
   std::set<int> only;
 };

@@ -90,10 +90,11 @@ Result<BlockManager::UploadId> BlockManager::BeginPut(const BlockId& id, Storage
     const DiskTierStats& disk = storage_->stats();
     std::string disk_failure;
     if (disk.read_only) {
-      disk_failure = "the disk store is read-only after a storage error";
+      disk_failure = "disk store is read-only after a storage error";
     } else if (total_size > disk.capacity - std::min(disk.used, disk.capacity)) {
-      disk_failure = "block of " + FormatBytes(total_size) + " does not fit: " +
-                     FormatBytes(disk.used) + " of " + FormatBytes(disk.capacity) + " used";
+      disk_failure = "block " + id.ToString() + " of " + FormatBytes(total_size) +
+                     " does not fit on disk: " + FormatBytes(disk.used) + " of the " +
+                     FormatBytes(disk.capacity) + " it can hold in use";
     }
     if (!disk_failure.empty()) {
       return memory_failure.empty()

@@ -1,0 +1,94 @@
+// Memory pressure is a cache's normal state: a put that evicts a GiB of MEMORY_AND_DISK blocks
+// spills them in the background, on the worker's storage thread, while the worker goes on
+// answering its clients and heartbeating the master.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <tuple>
+#include <string>
+#include <vector>
+
+#include "client/client.h"
+#include "tests/support/local_cluster.h"
+
+namespace bm::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr uint64_t kMiB = 1024 * 1024;
+
+// Bytes no two blocks share, cheap to make and to check: a 64-bit counter mixed with the seed.
+std::vector<std::byte> Pattern(uint64_t size, uint64_t seed) {
+  std::vector<std::byte> bytes(size);
+  for (uint64_t i = 0; i + 8 <= size; i += 8) {
+    uint64_t word = (i / 8 + 1) * 0x9E3779B97F4A7C15ull ^ seed * 0xD1B54A32D192ED03ull;
+    word ^= word >> 29;
+    std::memcpy(bytes.data() + i, &word, 8);
+  }
+  return bytes;
+}
+
+// The whole log of a process the cluster started.
+std::string WholeLog(const LocalCluster& cluster, const std::string& name) {
+  std::ifstream in(cluster.dir().Sub(name + ".log"));
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(MemoryPressureTest, GibibytePutSpillsInTheBackgroundAndTheWorkerIsNeverDropped) {
+  // A 1 s heartbeat timeout: a worker whose loop stalled on the spill would be dropped.
+  LocalCluster cluster(/*heartbeat_timeout_seconds=*/1);
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(WorkerSpec{.id = "w1", .memory = "1GiB", .disk_limit = ""}));
+  Client client(ClientOptions{.master_address = cluster.master_endpoint()});
+
+  constexpr int kCachedBlocks = 15;
+  for (int i = 0; i < kCachedBlocks; ++i) {
+    Result<PutResult> put = client.Put(BlockId::Rdd(1, i), Pattern(64 * kMiB, i),
+                                       StorageLevel::kMemoryAndDisk);
+    ASSERT_TRUE(put.ok()) << i << ": " << put.status().ToString();
+  }
+
+  // The new user's reproduction: a 1 GiB file put with bmctl, default timeouts.
+  const std::string file = (cluster.dir().path() / "big.bin").string();
+  const std::vector<std::byte> big = Pattern(1024 * kMiB, 100);
+  {
+    std::ofstream out(file, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(big.data()), static_cast<std::streamsize>(big.size()));
+    ASSERT_TRUE(out.good());
+  }
+  CommandResult put = cluster.Bmctl({"put", "rdd_2_0", file, "--level", "MEMORY_AND_DISK"});
+  ASSERT_EQ(put.exit_code, 0) << put.out << put.err << cluster.LogTail("w1");
+
+  // Every evicted block spills to disk; the worker is listed throughout.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::map<std::string, std::vector<std::tuple<std::string, std::string, uint64_t>>> where =
+            cluster.Locations({"rdd_1_14"});
+        return !where["rdd_1_14"].empty() && std::get<1>(where["rdd_1_14"][0]) == "disk";
+      },
+      milliseconds(60000)))
+      << cluster.LogTail("w1");
+  EXPECT_EQ(cluster.ListedWorkers(), std::vector<std::string>{"w1"});
+  EXPECT_EQ(WholeLog(cluster, "master").find("dropped worker"), std::string::npos)
+      << cluster.LogTail("master");
+
+  // Byte-exact, from whichever tier each block is on now.
+  for (int i = 0; i < kCachedBlocks; ++i) {
+    Result<std::vector<std::byte>> got = client.Get(BlockId::Rdd(1, i));
+    ASSERT_TRUE(got.ok()) << i << ": " << got.status().ToString();
+    EXPECT_TRUE(*got == Pattern(64 * kMiB, i)) << "rdd_1_" << i << " differs";
+  }
+  Result<std::vector<std::byte>> got = client.Get(BlockId::Rdd(2, 0));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(*got == big) << "rdd_2_0 differs";
+  EXPECT_EQ(WholeLog(cluster, "master").find("dropped worker"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace bm::testing
