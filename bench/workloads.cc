@@ -737,6 +737,12 @@ void GetsDuringSpills(Runner& runner) {
                p99(run.quiet, "quiet" + label), 5.0, Better::kLower,
                "one client gets 4 KiB memory blocks while another puts 32 x 64 MiB "
                "MEMORY_AND_DISK into a 256 MiB worker");
+    runner.Add("10. 4 KiB get, slowest while spilling" + label, "ms",
+               runner.Figure(run.spilling, "max_us", 1e3, "spilling max" + label),
+               "same, no spill running", runner.Figure(run.quiet, "max_us", 1e3, "quiet max" + label),
+               std::nullopt, Better::kLower,
+               "one get at a time: a stall of the worker's loop shows here whole, in p99 only "
+               "as one slow get");
     runner.Add("10. worker kept by the master throughout (1 s heartbeat timeout)" + label,
                "1 = yes",
                run.worker_dropped.has_value() ? std::optional<double>(*run.worker_dropped ? 0 : 1)

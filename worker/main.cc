@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   std::string memory_text;
   std::string disk_dir;
   std::string disk_limit_text = "0";
+  std::string spill_backlog_text = "0";
   std::string id;
   std::string advertise;
   std::string host_label;
@@ -54,6 +55,11 @@ int main(int argc, char** argv) {
   app.add_option("--disk-limit", disk_limit_text,
                  "Disk space for blocks; 0 = as much as the filesystem has free (less a headroom "
                  "for RocksDB's own files)")
+      ->capture_default_str();
+  app.add_option("--spill-backlog", spill_backlog_text,
+                 "How far evicted blocks waiting to be spilled may run the RAM held past "
+                 "--memory before new put bytes wait for the disk; 0 = a quarter of --memory, "
+                 "at least 64MiB")
       ->capture_default_str();
   app.add_option("--id", id, "Worker id (default: worker-HOST-PORT of the advertised address)");
   app.add_option("--advertise", advertise,
@@ -99,6 +105,8 @@ int main(int argc, char** argv) {
   if (!memory.ok()) return Usage("--memory: " + memory.status().message());
   bm::Result<uint64_t> disk_limit = bm::ParseByteSize(disk_limit_text);
   if (!disk_limit.ok()) return Usage("--disk-limit: " + disk_limit.status().message());
+  bm::Result<uint64_t> spill_backlog = bm::ParseByteSize(spill_backlog_text);
+  if (!spill_backlog.ok()) return Usage("--spill-backlog: " + spill_backlog.status().message());
   if (bm::Status s = bm::ParseTcpAddress(master, false).status(); !s.ok()) {
     return Usage("--master: " + s.message());
   }
@@ -137,8 +145,10 @@ int main(int argc, char** argv) {
   }
   // Without --disk-limit the filesystem's free space is the limit, less this headroom.
   const uint64_t disk_headroom = (*disk)->headroom();
-  auto blocks = std::make_unique<bm::BlockManager>(std::make_unique<bm::MemoryStore>(*memory),
-                                                   std::move(disk).value());
+  // Starts the storage thread, which owns the disk store from here on.
+  auto blocks = std::make_unique<bm::BlockManager>(
+      std::make_unique<bm::MemoryStore>(*memory), std::move(disk).value(),
+      bm::BlockManagerOptions{.spill_backlog_bytes = *spill_backlog});
 
   zmq::context_t context(1);
   // The ZAP handler binds before the worker's socket (see bm-master).

@@ -75,6 +75,8 @@ WorkerSnapshot BuildWorkerSnapshot(const WorkerView& view) {
   snapshot.disk_blocks = view.blocks.disk_block_count();
   snapshot.evictions = view.blocks.evictions();
   snapshot.spills = view.blocks.spills();
+  snapshot.spill_backlog_bytes = view.blocks.spill_backlog_bytes();
+  snapshot.storage_jobs = view.blocks.storage_jobs_outstanding();
   snapshot.uploads_in_progress = view.uploads_in_progress;
   snapshot.counters = view.counters;
   return snapshot;
@@ -102,6 +104,12 @@ std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
   out.Family("blockmgr_worker_spills_total", Type::kCounter,
              "Evicted MEMORY_AND_DISK blocks written to disk.");
   out.Sample("blockmgr_worker_spills_total", number(snapshot.spills));
+  out.Family("blockmgr_worker_spill_backlog_bytes", Type::kGauge,
+             "Bytes of evicted blocks still in memory, waiting for their spill to disk.");
+  out.Sample("blockmgr_worker_spill_backlog_bytes", number(snapshot.spill_backlog_bytes));
+  out.Family("blockmgr_worker_storage_jobs", Type::kGauge,
+             "Disk reads, writes, removals and spills queued or running on the storage thread.");
+  out.Sample("blockmgr_worker_storage_jobs", number(snapshot.storage_jobs));
   out.Family("blockmgr_worker_read_bytes_total", Type::kCounter,
              "Block bytes sent in replies to gets.");
   out.Sample("blockmgr_worker_read_bytes_total", number(snapshot.counters.bytes_read));

@@ -72,6 +72,8 @@ struct WorkerSnapshot {
   uint64_t disk_blocks = 0;
   uint64_t evictions = 0;
   uint64_t spills = 0;
+  uint64_t spill_backlog_bytes = 0;  // evicted, waiting for their spill
+  uint64_t storage_jobs = 0;  // disk work queued or running on the storage thread
   uint64_t uploads_in_progress = 0;
   WorkerCounters counters;
 };
