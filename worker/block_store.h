@@ -52,7 +52,8 @@ struct LostBlock {
 // views of the stored chunks and its evictions are the policy's input, which a byte-stream
 // store has no counterpart for.
 //
-// Implementations are not thread-safe: one thread owns a store (today the worker's event loop).
+// Implementations are not thread-safe: one thread owns a store (the worker's storage thread,
+// see StorageThread).
 class BlockStore {
  public:
   virtual ~BlockStore() = default;
@@ -90,10 +91,6 @@ class BlockStore {
   virtual void Maintain() = 0;
   // Blocks found lost since the last call.
   virtual std::vector<LostBlock> TakeLost() = 0;
-
-  // Generations come from one increasing sequence; see DiskStore.
-  virtual uint64_t next_generation() const = 0;
-  virtual void AdvanceGenerationTo(uint64_t generation) = 0;
 };
 
 }  // namespace bm

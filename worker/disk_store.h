@@ -78,7 +78,7 @@ struct DiskStoreOptions {
 // database. Open() and a reopen compare it with what RocksDB recovered; every block that did
 // not survive is logged with the reason, counted and returned by TakeLost().
 //
-// Not thread-safe: owned by the worker's event loop.
+// Not thread-safe: owned by the worker's storage thread (StorageThread).
 class DiskStore final : public BlockStore {
  public:
   static Result<std::unique_ptr<DiskStore>> Open(const std::string& dir, uint64_t limit_bytes,
@@ -132,11 +132,11 @@ class DiskStore final : public BlockStore {
   // Blocks found lost since the store was opened.
   uint64_t lost_count() const { return lost_count_; }
 
-  // Generations come from one increasing sequence, above every generation found on disk. The
-  // block manager draws memory blocks' generations from the same sequence (AdvanceGenerationTo
-  // after taking some), so a generation never names two versions of a block on this worker.
-  uint64_t next_generation() const override;
-  void AdvanceGenerationTo(uint64_t generation) override;
+  // Generations come from one increasing sequence, above every generation found on disk, so a
+  // generation never names two versions of a block on this worker. (The block manager's memory
+  // generations have the top bit set, which this sequence never reaches.)
+  uint64_t next_generation() const;
+  void AdvanceGenerationTo(uint64_t generation);
 
  private:
   friend class RocksDiskWriter;

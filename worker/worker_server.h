@@ -60,11 +60,16 @@ struct WorkerServerOptions {
 // The bm-worker server: serves clients and the master on a ROUTER socket (PROTOCOL.md,
 // "Worker requests") and keeps the master informed through a MasterLink.
 //
-// One thread runs everything: Run() polls the ROUTER, the master link's DEALER and a wake-up
-// fd in one loop whose timeout is the next timer (heartbeat, registration retry, idle-upload
-// expiry, deferred put reply). It owns the BlockManager, the sockets and all state, so nothing
-// is locked. Sockets are created by Create() and then used only by the thread calling Run()
-// (moving them to a new thread once, before Run(), is allowed by ZeroMQ).
+// Threads: the loop in Run() polls the ROUTER, the master link's DEALER, the block manager's
+// completion fd and a wake-up fd, with a timeout that is the next timer (heartbeat,
+// registration retry, idle-upload expiry, deferred put reply). It owns the sockets, the
+// BlockManager's memory tier and every table here, so nothing is locked. It never waits on a
+// disk: reads of disk blocks, disk uploads, removals and spills run on the block manager's
+// storage thread, and the loop answers those requests when their completions come back (a
+// put piece held back for room waits in waiting_pieces_, its arrival order kept). Copies for
+// the master (replicateBlock) run on the Replicator's thread; HTTP status queries are
+// answered through status_hook. Sockets are created by Create() and then used only by the
+// thread calling Run() (moving them to a new thread once, before Run(), is allowed by ZeroMQ).
 //
 // A committed put is answered once the master has acknowledged the report holding the block,
 // or after put_ack_timeout (the report is still delivered later), so a client that saw its put
