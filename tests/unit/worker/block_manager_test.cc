@@ -427,6 +427,11 @@ class BlockManagerFaultTest : public BlockManagerTest {
                                               std::move(faults));
   }
 
+  void TearDown() override {
+    if (faults_ != nullptr) faults_->ClearFaults();  // a held write would hold the shutdown
+    manager_.reset();
+  }
+
   // Owned by manager_.
   testing::FaultInjectingStore* faults_ = nullptr;
 };

@@ -14,6 +14,7 @@
 #include "common/byte_size.h"
 #include "common/protocol.h"
 #include "tests/support/files.h"
+#include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/worker/fault_injecting_store.h"
 #include "worker/disk_store.h"
@@ -356,6 +357,7 @@ class WorkerServerTest : public ::testing::Test {
 
   void StopWorker() {
     if (!server_) return;
+    faults_->ClearFaults();  // a held write would hold the storage thread's shutdown
     server_->Stop();
     thread_.join();
     channel_.reset();
@@ -869,6 +871,50 @@ TEST_F(WorkerServerTest, DiskFullMidUploadFailsThatUploadCleanly) {
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(got->total_size, data.size());
   EXPECT_TRUE(std::equal(got->bytes.begin(), got->bytes.end(), data.begin()));
+}
+
+TEST_F(WorkerServerTest, StalledDiskDelaysNeitherMemoryGetsNorHeartbeats) {
+  StartWorker();
+  ASSERT_TRUE(AwaitRegistration());
+  const std::vector<std::byte> hot = RandomBytes(64 * kKiB, 51);
+  ASSERT_TRUE(Put(*channel_, "rdd_14_0", StorageLevel::kMemoryOnly, hot).ok());
+
+  // A disk upload's first piece hangs in the stalled device, on the storage thread.
+  faults_->HoldWrites();
+  RawPeer uploader(context_, server_->endpoint());
+  capnp::MallocMessageBuilder piece;
+  FillPut(piece, "rdd_14_1", StorageLevel::kDiskOnly, 2 * kMiB, 0, false, 7);
+  const std::vector<std::byte> first = RandomBytes(kMiB, 52);
+  uploader.Send(piece, Frames(first));
+  ASSERT_TRUE(testing::WaitFor([&] { return faults_->writes_waiting() >= 1; }, seconds(10)));
+
+  // The loop goes on: memory gets are answered and heartbeats go out while the write hangs.
+  auto heartbeats = [&] {
+    int count = 0;
+    master_->WaitFor([&](const std::vector<SeenRequest>& seen) {
+      count = static_cast<int>(std::count_if(seen.begin(), seen.end(), [](const SeenRequest& r) {
+        return r.kind == SeenRequest::kHeartbeat;
+      }));
+      return true;
+    });
+    return count;
+  };
+  const int before = heartbeats();
+  for (int i = 0; i < 20; ++i) {
+    Result<GetResult> got = Get(*channel_, "rdd_14_0", 0, kMaxPieceBytes);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->bytes, hot);
+  }
+  EXPECT_TRUE(testing::WaitFor([&] { return heartbeats() >= before + 2; }, seconds(10)));
+  EXPECT_EQ(faults_->writes_waiting(), 1);
+  EXPECT_FALSE(uploader.Receive(milliseconds(0)).has_value());  // still being written
+
+  // The disk moves again: the piece is answered.
+  faults_->ReleaseWrites();
+  std::optional<IncomingMessage> answered = uploader.Receive();
+  ASSERT_TRUE(answered.has_value());
+  ASSERT_TRUE(answered->reply().isPut()) << "not a put reply";
+  EXPECT_FALSE(answered->reply().getPut().getCommitted());
 }
 
 TEST_F(WorkerServerTest, StopsPromptlyWhileMasterIsUnreachable) {
