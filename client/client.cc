@@ -1200,29 +1200,37 @@ Status Client::Impl::ForEachBlockPage(
 }
 
 Result<std::vector<RddInfo>> Client::Impl::Rdds() {
-  capnp::MallocMessageBuilder message;
-  message.initRoot<proto::Request>().setListRdds();
-  ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message));
+  // Page by page (PROTOCOL.md, "Listing many blocks"), so no reply outgrows the header limit.
   std::vector<RddInfo> out;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
-    proto::Reply::Reader r = reply.reply();
-    if (!r.isRdds()) return UnexpectedReply("master", "rdds");
-    for (proto::RddInfo::Reader rdd : r.getRdds()) {
-      RddInfo info;
-      info.rdd_id = rdd.getRddId();
-      info.name = ToStdString(rdd.getName());
-      info.level = FromProto(rdd.getLevel());
-      info.total_partitions = rdd.getTotalPartitions();
-      info.cached_partitions = rdd.getCachedPartitions();
-      info.memory_bytes = rdd.getMemoryBytes();
-      info.disk_bytes = rdd.getDiskBytes();
-      for (capnp::Text::Reader worker : rdd.getWorkers())
-        info.workers.push_back(ToStdString(worker));
-      out.push_back(std::move(info));
-    }
-    return Status::Ok();
-  }));
-  return out;
+  uint64_t start_at = 0;
+  while (true) {
+    capnp::MallocMessageBuilder message;
+    message.initRoot<proto::Request>().initListRddPage().setStartAt(start_at);
+    ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message));
+    bool more = false;
+    RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+      proto::Reply::Reader r = reply.reply();
+      if (!r.isRddPage()) return UnexpectedReply("master", "rddPage");
+      more = r.getRddPage().getMore();
+      for (proto::RddInfo::Reader rdd : r.getRddPage().getRdds()) {
+        RddInfo info;
+        info.rdd_id = rdd.getRddId();
+        info.name = ToStdString(rdd.getName());
+        info.level = FromProto(rdd.getLevel());
+        info.total_partitions = rdd.getTotalPartitions();
+        info.cached_partitions = rdd.getCachedPartitions();
+        info.memory_bytes = rdd.getMemoryBytes();
+        info.disk_bytes = rdd.getDiskBytes();
+        for (capnp::Text::Reader worker : rdd.getWorkers())
+          info.workers.push_back(ToStdString(worker));
+        out.push_back(std::move(info));
+      }
+      return Status::Ok();
+    }));
+    if (!more || out.empty() || out.back().rdd_id == UINT64_MAX) return out;
+    if (out.back().rdd_id < start_at) return InternalError("the master's RDD pages went backwards");
+    start_at = out.back().rdd_id + 1;
+  }
 }
 
 Status Client::Impl::CallMasterForOk(capnp::MallocMessageBuilder& request) {

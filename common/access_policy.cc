@@ -21,6 +21,8 @@ const char* RequestName(Which which) {
       return "listWorkers";
     case Which::LIST_BLOCKS:
       return "listBlocks";
+    case Which::LIST_RDD_PAGE:
+      return "listRddPage";
     case Which::LIST_RDDS:
       return "listRdds";
     case Which::REMOVE_BLOCKS:
@@ -53,6 +55,8 @@ const char* RequestName(Which which) {
       return "shutdown";
     case Which::GET_BLOCKS:
       return "getBlocks";
+    case Which::ABORT_PUT:
+      return "abortPut";
   }
   return "this request";
 }
@@ -93,6 +97,7 @@ Status AuthorizeMasterRequest(bool secure, const std::optional<PeerIdentity>& ma
     case Which::LIST_WORKERS:
     case Which::LIST_BLOCKS:
     case Which::LIST_RDDS:
+    case Which::LIST_RDD_PAGE:
     case Which::REGISTER_RDD:
     case Which::ACQUIRE_COMPUTE:
     case Which::RENEW_COMPUTE:

@@ -37,6 +37,8 @@ constexpr size_t kMaxLabelBytes = 256;
 // RDD descriptions are small, but a client registering ids in a loop must not grow the master
 // without bound.
 constexpr size_t kMaxRegisteredRdds = 100000;
+// RDDs in one listRddPage page at most: a few hundred bytes each with their workers' ids.
+constexpr uint32_t kRddsPerPage = 10000;
 // Blocks in one listBlocks page at most: ~1 MB of reply, and one pass over the index each.
 constexpr size_t kMaxBlockPage = 10000;
 // Bounds on a compute lease and on how long the master keeps a waiting acquireCompute.
@@ -142,6 +144,7 @@ MasterOp OpOf(proto::Request::Which which) {
     case proto::Request::LIST_BLOCKS:
       return MasterOp::kListBlocks;
     case proto::Request::LIST_RDDS:
+    case proto::Request::LIST_RDD_PAGE:
       return MasterOp::kListRdds;
     case proto::Request::REMOVE_BLOCKS:
       return MasterOp::kRemoveBlocks;
@@ -243,6 +246,10 @@ class MasterServer::Loop {
   void HandleListWorkers(proto::Reply::Builder reply);
   Status HandleListBlocks(proto::ListBlocks::Reader request, proto::Reply::Builder reply);
   void HandleListRdds(proto::Reply::Builder reply);
+  void HandleListRddPage(proto::ListRdds::Reader request, proto::Reply::Builder reply);
+  // RDDs with cached blocks, and registered ones with none cached (yet, or any more), by id.
+  std::map<uint64_t, RddSummary> CollectRdds() const;
+  void FillRddInfo(uint64_t rdd_id, const RddSummary& summary, proto::RddInfo::Builder out) const;
   Status HandleRegisterRdd(proto::RegisterRdd::Reader request, proto::Reply::Builder reply);
   void FillBlockLocations(const BlockId& id, const std::optional<BlockInfo>& info,
                           proto::BlockLocations::Builder out) const;
@@ -567,6 +574,9 @@ Status MasterServer::Loop::Dispatch(proto::Request::Reader request, const zmq::m
       return HandleListBlocks(request.getListBlocks(), reply);
     case proto::Request::LIST_RDDS:
       HandleListRdds(reply);
+      return Status::Ok();
+    case proto::Request::LIST_RDD_PAGE:
+      HandleListRddPage(request.getListRddPage(), reply);
       return Status::Ok();
     case proto::Request::REMOVE_BLOCKS: {
       ASSIGN_OR_RETURN(std::vector<BlockId> ids,
@@ -995,8 +1005,7 @@ Status MasterServer::Loop::HandleListBlocks(proto::ListBlocks::Reader request,
   return Status::Ok();
 }
 
-void MasterServer::Loop::HandleListRdds(proto::Reply::Builder reply) {
-  // RDDs with cached blocks, and registered ones with none cached (yet, or any more).
+std::map<uint64_t, RddSummary> MasterServer::Loop::CollectRdds() const {
   std::map<uint64_t, RddSummary> rdds;
   for (RddSummary& summary : index_.RddSummaries()) rdds.emplace(summary.rdd_id, std::move(summary));
   for (const auto& [rdd_id, description] : rdd_descriptions_) {
@@ -1004,24 +1013,44 @@ void MasterServer::Loop::HandleListRdds(proto::Reply::Builder reply) {
     empty.rdd_id = rdd_id;
     rdds.try_emplace(rdd_id, std::move(empty));
   }
+  return rdds;
+}
+
+void MasterServer::Loop::FillRddInfo(uint64_t rdd_id, const RddSummary& summary,
+                                     proto::RddInfo::Builder out) const {
+  out.setRddId(rdd_id);
+  out.setCachedPartitions(summary.cached_partitions);
+  out.setMemoryBytes(summary.memory_bytes);
+  out.setDiskBytes(summary.disk_bytes);
+  out.setLevel(ToProto(summary.level));
+  auto workers = out.initWorkers(summary.workers.size());
+  for (size_t w = 0; w < summary.workers.size(); ++w) workers.set(w, summary.workers[w]);
+  if (auto description = rdd_descriptions_.find(rdd_id); description != rdd_descriptions_.end()) {
+    out.setName(description->second.name);
+    out.setLevel(ToProto(description->second.level));
+    out.setTotalPartitions(description->second.total_partitions);
+  }
+}
+
+void MasterServer::Loop::HandleListRdds(proto::Reply::Builder reply) {
+  const std::map<uint64_t, RddSummary> rdds = CollectRdds();
   auto out = reply.initRdds(rdds.size());
   size_t i = 0;
-  for (const auto& [rdd_id, summary] : rdds) {
-    out[i].setRddId(rdd_id);
-    out[i].setCachedPartitions(summary.cached_partitions);
-    out[i].setMemoryBytes(summary.memory_bytes);
-    out[i].setDiskBytes(summary.disk_bytes);
-    out[i].setLevel(ToProto(summary.level));
-    auto workers = out[i].initWorkers(summary.workers.size());
-    for (size_t w = 0; w < summary.workers.size(); ++w) workers.set(w, summary.workers[w]);
-    if (auto description = rdd_descriptions_.find(rdd_id);
-        description != rdd_descriptions_.end()) {
-      out[i].setName(description->second.name);
-      out[i].setLevel(ToProto(description->second.level));
-      out[i].setTotalPartitions(description->second.total_partitions);
-    }
-    ++i;
-  }
+  for (const auto& [rdd_id, summary] : rdds) FillRddInfo(rdd_id, summary, out[i++]);
+}
+
+void MasterServer::Loop::HandleListRddPage(proto::ListRdds::Reader request,
+                                           proto::Reply::Builder reply) {
+  const uint32_t limit =
+      request.getLimit() == 0 ? kRddsPerPage : std::min(request.getLimit(), kRddsPerPage);
+  const std::map<uint64_t, RddSummary> rdds = CollectRdds();
+  auto from = rdds.lower_bound(request.getStartAt());
+  const size_t left = static_cast<size_t>(std::distance(from, rdds.end()));
+  const size_t count = std::min<size_t>(left, limit);
+  proto::RddPage::Builder page = reply.initRddPage();
+  auto out = page.initRdds(static_cast<unsigned>(count));
+  for (size_t i = 0; i < count; ++i, ++from) FillRddInfo(from->first, from->second, out[i]);
+  page.setMore(left > count);
 }
 
 Status MasterServer::Loop::HandleRegisterRdd(proto::RegisterRdd::Reader request,

@@ -185,6 +185,18 @@ struct BlockPage {
   more @1 :Bool;   # blocks after the last one may exist: ask again with `after` = its id
 }
 
+# One page of the RDD list (PROTOCOL.md, "Listing many blocks"): RDDs with ids >= `startAt`,
+# by id, at most `limit` of them (the master caps it; 0 = its cap).
+struct ListRdds {
+  startAt @0 :UInt64;
+  limit @1 :UInt32;
+}
+
+struct RddPage {
+  rdds @0 :List(RddInfo);
+  more @1 :Bool;   # RDDs after the last one may exist: ask again from its id + 1
+}
+
 struct RddInfo {
   rddId @0 :UInt64;
   cachedPartitions @1 :UInt64;
@@ -377,6 +389,7 @@ struct Request {
     shutdown @21 :Void;       # master -> worker: drained; answer ok and exit
     getBlocks @22 :GetBlocks;
     abortPut @23 :AbortPut;
+    listRddPage @24 :ListRdds;
   }
 }
 
@@ -402,5 +415,6 @@ struct Reply {
     # all the same; the listed copies are being removed from the worker.
     reportRefused @15 :List(BlockStatus);
     blockPage @16 :BlockPage;   # answers listBlocks with a limit
+    rddPage @17 :RddPage;       # answers listRddPage
   }
 }

@@ -761,6 +761,34 @@ TEST_F(MasterServerTest, AJournaledMasterRestartsWithUnconfirmedWorkersAndTheirL
   EXPECT_THAT(ListBlocks(), ElementsAre("rdd_1_0 w1:disk:10", "broadcast_3 w2:disk:40"));
 }
 
+TEST_F(MasterServerTest, RddListIsPagedByIdFromAnyStart) {
+  StartMaster();
+  for (uint64_t rdd : {3, 7, 8, 20, 21}) {
+    ASSERT_TRUE(RegisterRdd(rdd, "r" + std::to_string(rdd)).ok());
+  }
+  auto page = [&](uint64_t start_at, uint32_t limit) {
+    capnp::MallocMessageBuilder message;
+    auto request = message.initRoot<proto::Request>().initListRddPage();
+    request.setStartAt(start_at);
+    request.setLimit(limit);
+    Result<IncomingMessage> reply = channel_->Call(message);
+    EXPECT_TRUE(reply.ok()) << reply.status().ToString();
+    std::vector<std::string> ids;
+    if (!reply.ok()) return ids;
+    EXPECT_TRUE(reply->reply().isRddPage());
+    for (proto::RddInfo::Reader rdd : reply->reply().getRddPage().getRdds()) {
+      ids.push_back(std::to_string(rdd.getRddId()) + ":" + rdd.getName().cStr());
+    }
+    if (reply->reply().getRddPage().getMore()) ids.push_back("more");
+    return ids;
+  };
+  EXPECT_THAT(page(0, 2), ElementsAre("3:r3", "7:r7", "more"));
+  EXPECT_THAT(page(8, 2), ElementsAre("8:r8", "20:r20", "more"));
+  EXPECT_THAT(page(21, 2), ElementsAre("21:r21"));
+  EXPECT_THAT(page(22, 2), ElementsAre());
+  EXPECT_THAT(page(0, 0), ElementsAre("3:r3", "7:r7", "8:r8", "20:r20", "21:r21"));
+}
+
 TEST_F(MasterServerTest, AnUnconfirmedWorkerThatNeverComesBackIsDroppedWithItsLocations) {
   testing::TempDir state;
   StartMaster(200ms, 5s, state.Sub("journal"));
