@@ -18,6 +18,7 @@
 
 #include "common/access_policy.h"
 #include "common/protocol.h"
+#include "common/socket_drain.h"
 #include "common/transport.h"
 #include "master/block_index.h"
 #include "master/compute_leases.h"
@@ -408,7 +409,7 @@ Status MasterServer::Loop::RestoreFromJournal() {
 //
 // A ZMQ_FD is edge-triggered: it fires when commands reach the socket, and any operation on
 // the socket (a send too) may consume them. So before sleeping, every socket is left
-// "settled": drained until ZMQ_EVENTS shows no message, with nothing sent on it since. A
+// "settled" (DrainSocket): drained until ZMQ_EVENTS shows no message, with nothing sent on it since. A
 // socket sent on after its drain, or whose drain stopped at kMaxMessagesPerWake, is drained
 // again before the loop sleeps (it then polls with a zero timeout).
 void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
@@ -486,30 +487,27 @@ void MasterServer::Loop::DrainControl() {
 }
 
 void MasterServer::Loop::DrainWorker(const std::string& worker_id, zmq::socket_t& socket) {
-  for (int i = 0; i < kMaxMessagesPerWake; ++i) {
-    if (!(socket.get(zmq::sockopt::events) & ZMQ_POLLIN)) {
-      unsettled_links_.erase(worker_id);
-      return;
-    }
+  const Drained drained = DrainSocket(socket, kMaxMessagesPerWake, [&] {
     Result<IncomingMessage> received = ReceiveMessage(socket, /*has_routing_id=*/false);
     if (!received.ok()) {
       spdlog::warn("bad message from worker {}: {}", worker_id, received.status().ToString());
-      continue;
+    } else {
+      HandleWorkerReply(worker_id, received.value());
     }
-    HandleWorkerReply(worker_id, received.value());
+    return true;
+  });
+  if (drained == Drained::kSettled) {
+    unsettled_links_.erase(worker_id);
+  } else {
+    unsettled_links_.insert(worker_id);
   }
-  unsettled_links_.insert(worker_id);  // more may be waiting
 }
 
 void MasterServer::Loop::DrainClients() {
-  for (int i = 0; i < kMaxMessagesPerWake; ++i) {
-    if (!(router_.get(zmq::sockopt::events) & ZMQ_POLLIN)) {
-      router_unsettled_ = false;
-      return;
-    }
-    HandleClientMessage();
-  }
-  router_unsettled_ = true;  // more may be waiting
+  router_unsettled_ = DrainSocket(router_, kMaxMessagesPerWake, [&] {
+                        HandleClientMessage();
+                        return true;
+                      }) != Drained::kSettled;
 }
 
 void MasterServer::Loop::HandleClientMessage() {

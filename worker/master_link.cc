@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/protocol.h"
+#include "common/socket_drain.h"
 #include "worker/wire.h"
 
 namespace bm {
@@ -183,22 +184,17 @@ void MasterLink::MaybeSendReport() {
 }
 
 void MasterLink::OnReadable() {
-  // Bounded so a chatty peer cannot starve the rest of the loop.
-  for (int i = 0; i < 256; ++i) {
-    if (!(socket_->get(zmq::sockopt::events) & ZMQ_POLLIN)) {
-      unsettled_ = false;
-      return;
-    }
+  const Drained drained = DrainSocket(*socket_, 256, [&] {
     Result<IncomingMessage> received = ReceiveMessage(*socket_, /*has_routing_id=*/false);
     if (!received.ok()) {
       spdlog::warn("bad message from master {}: {}", options_.master_address,
                    received.status().ToString());
-      if (received.status().code() == StatusCode::kUnavailable) return;
-      continue;
+      return received.status().code() != StatusCode::kUnavailable;
     }
     HandleReply(received.value());
-  }
-  unsettled_ = true;  // stopped early: more may be waiting
+    return true;
+  });
+  if (drained != Drained::kStopped) unsettled_ = drained == Drained::kMoreWaiting;
 }
 
 void MasterLink::HandleReply(IncomingMessage& message) {

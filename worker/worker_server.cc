@@ -11,6 +11,7 @@
 
 #include "common/access_policy.h"
 #include "common/protocol.h"
+#include "common/socket_drain.h"
 #include "worker/address.h"
 #include "worker/wire.h"
 
@@ -191,13 +192,9 @@ void WorkerServer::Run() {
       blocks_->Maintain();  // its findings arrive as a completion, reported at once
     }
 
-    // The loop sleeps in ::poll on the sockets' ZMQ_FDs, not in zmq::poll, which checks every
-    // socket's ZMQ_EVENTS (each a getpid and a poll of its mailbox) before and after sleeping:
-    // measured ~12 poll calls per 4 KiB get before, on a VM where a system call costs
-    // microseconds. A ZMQ_FD is edge-triggered and any operation on its socket, a send too,
-    // may consume its signal, so the loop sleeps only once both sockets are "settled": drained
-    // until ZMQ_EVENTS showed no message, with nothing sent since (else it polls with a zero
-    // timeout and drains them again). The master's loop works the same way.
+    // The loop sleeps in ::poll on the sockets' ZMQ_FDs (see DrainSocket: measured ~12 poll
+    // calls per 4 KiB get with zmq::poll, on a VM where a system call costs microseconds), and
+    // only once every socket is settled; else it polls with a zero timeout and drains again.
     pollfd fds[] = {
         {router_->get(zmq::sockopt::fd), POLLIN, 0},
         {link_->socket().get(zmq::sockopt::fd), POLLIN, 0},
@@ -266,16 +263,13 @@ milliseconds WorkerServer::PollTimeout(TimePoint now) const {
 }
 
 void WorkerServer::HandleClientMessages() {
-  for (int i = 0; i < kMessagesPerWakeup; ++i) {
-    if (!(router_->get(zmq::sockopt::events) & ZMQ_POLLIN)) {
-      router_unsettled_ = false;
-      return;
-    }
+  const Drained drained = DrainSocket(*router_, kMessagesPerWakeup, [&] {
     HandleClientMessage();
     // Anything the request changed goes to the master now.
     link_->CollectChanges();
-  }
-  router_unsettled_ = true;  // stopped early: more may be waiting
+    return true;
+  });
+  router_unsettled_ = drained != Drained::kSettled;
 }
 
 void WorkerServer::HandleClientMessage() {
