@@ -409,9 +409,9 @@ Status MasterServer::Loop::RestoreFromJournal() {
 //
 // A ZMQ_FD is edge-triggered: it fires when commands reach the socket, and any operation on
 // the socket (a send too) may consume them. So before sleeping, every socket is left
-// "settled" (DrainSocket): drained until ZMQ_EVENTS shows no message, with nothing sent on it since. A
-// socket sent on after its drain, or whose drain stopped at kMaxMessagesPerWake, is drained
-// again before the loop sleeps (it then polls with a zero timeout).
+// "settled" (DrainSocket): drained until ZMQ_EVENTS shows no message, with nothing sent on it
+// since. A socket sent on after its drain, or whose drain stopped at kMaxMessagesPerWake, is
+// drained again before the loop sleeps (it then polls with a zero timeout).
 void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
   next_heartbeat_check_ = clock_.Now() + check_interval_;
   std::vector<pollfd> fds;
