@@ -366,9 +366,12 @@ Status MasterServer::Loop::RestoreFromJournal() {
                    }));
   for (const auto& [id, version] : snapshot.retired) index_.RetireVersion(id, version);
   for (JournaledWorker& worker : snapshot.workers) {
-    // Connected now, so removes fan out to it before it registers again.
-    // The journal keeps no keys: with keys on, a worker is reachable only once it has
-    // registered again (and authenticated).
+    // Connected now, so removes fan out to it before it registers again. With keys on, the
+    // key it authenticated with last time is vouched for to clients, and trusted by the link,
+    // until it registers again (a master with keys off has no use for journaled keys).
+    if (options_.keys.enabled() && !worker.public_key.empty()) {
+      worker_keys_.insert_or_assign(worker.id, worker.public_key);
+    }
     Result<zmq::socket_t> link = ConnectWorker(worker.address, WorkerKey(worker.id));
     if (!link.ok()) {
       spdlog::warn("journaled worker {}: {}; forgetting it", worker.id, link.status().ToString());
@@ -654,8 +657,12 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
   }
   // The journal's registration record replaces the old locations in the same batch.
   if (journal_) {
-    Journaled(journal_->RecordRegistration(
-        JournaledWorker{.id = id, .address = address, .host = host, .rack = rack}, recorded));
+    Journaled(journal_->RecordRegistration(JournaledWorker{.id = id,
+                                                           .address = address,
+                                                           .host = host,
+                                                           .rack = rack,
+                                                           .public_key = public_key},
+                                           recorded));
   }
   JournalRemovals(replaced);
   if (!to_remove.empty()) {

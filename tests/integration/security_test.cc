@@ -344,6 +344,37 @@ TEST_F(SecurityTest, RevokedKeyIsRefusedAfterSighup) {
   EXPECT_EQ(admin.exit_code, 0) << admin.err;
 }
 
+// A restarted master vouches for the workers' keys from its journal, before they register
+// again: clients can reach the blocks a worker holds as soon as the master answers.
+TEST_F(SecurityTest, RestartedMasterVouchesForJournaledWorkerKeys) {
+  if (!CurveAvailable()) GTEST_SKIP() << "libzmq was built without CURVE (libsodium)";
+  cluster_.SetMasterStateDir(cluster_.dir().Sub("master-state"));
+  ASSERT_NO_FATAL_FAILURE(StartCluster(true));
+  ASSERT_NO_FATAL_FAILURE(PutBlock("journaled payload"));
+  const std::string w1_key = LoadCertificate(cluster_.PublicKeyFile("w1"))->public_key;
+
+  // Stopped, the workers cannot register again before the master's answers are checked.
+  cluster_.KillMaster();
+  cluster_.SignalWorker("w1", SIGSTOP);
+  cluster_.SignalWorker("w2", SIGSTOP);
+  ASSERT_NO_FATAL_FAILURE(cluster_.StartMaster());
+  Result<IncomingMessage> reply = RawCall(
+      context_, cluster_.master_endpoint(), cluster_.SecurityOf("client", "master"),
+      [](proto::Request::Builder r) { r.initGetLocations().initBlockIds(1).set(0, kBlock); });
+  cluster_.SignalWorker("w1", SIGCONT);
+  cluster_.SignalWorker("w2", SIGCONT);
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  auto locations = reply->reply().getLocations();
+  ASSERT_EQ(locations.size(), 1u);
+  ASSERT_EQ(locations[0].getLocations().size(), 1u);
+  EXPECT_EQ(std::string(locations[0].getLocations()[0].getWorkerId().cStr()), "w1");
+  EXPECT_EQ(std::string(locations[0].getLocations()[0].getPublicKey().cStr()), w1_key);
+
+  CommandResult get = cluster_.BmctlAs("client", {"get", kBlock});
+  EXPECT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_EQ(get.out, "journaled payload");
+}
+
 TEST_F(SecurityTest, PutAndGetWorkWithKeys) {
   ASSERT_NO_FATAL_FAILURE(StartCluster(true));
   std::string bytes(3 << 20, '\0');
