@@ -81,6 +81,17 @@ int main(int argc, char** argv) {
   app.add_flag("--insecure", insecure,
                "Serve without keys on a non-loopback address (plaintext, anyone who can reach "
                "the port is trusted)");
+  size_t max_connections_per_key = bm::WorkerServerOptions{}.max_connections_per_key;
+  size_t max_uploads_per_key = bm::WorkerServerOptions{}.max_uploads_per_key;
+  app.add_option("--max-connections-per-key", max_connections_per_key,
+                 "With keys: connections one key may hold open at once; beyond it the key's "
+                 "requests and new handshakes are refused until one closes (0: no limit)")
+      ->capture_default_str();
+  app.add_option("--max-uploads-per-key", max_uploads_per_key,
+                 "With keys: puts one key may have in progress at once; more are refused as "
+                 "unavailable (retry later)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--http", http,
                  "Serve /metrics, /healthz and /readyz on HOST:PORT, e.g. 0.0.0.0:9100 (port 0: "
                  "any free port). Default: off");
@@ -177,6 +188,9 @@ int main(int argc, char** argv) {
   }
   bm::WorkerServerOptions options;
   options.key_file = key_file;
+  options.zap = secure.zap.get();
+  options.max_connections_per_key = max_connections_per_key;
+  options.max_uploads_per_key = max_uploads_per_key;
   options.master_key_file = master_key_file;
   options.status_hook = status.get();
   options.listen_address = listen;
