@@ -9,8 +9,8 @@
 // ZMQ_SRCFD). So the server's loop counts a connection against its key from its first
 // request, and forgets it when the monitor reports its descriptor closed (PeerMonitor). A key
 // at its limit is refused twice over: its requests on further connections are answered
-// kUnavailable, and the ZAP handler refuses its new handshakes (status 300, "try later") until
-// one of its connections closes.
+// kUnavailable, and the ZAP handler refuses its new handshakes (ZAP status 500, which clients
+// name as "refused for now") until one of its connections closes.
 //
 // A connection that authenticates and never sends a request is not counted: it costs the
 // server one descriptor and no work. TODO(security): count those too once libzmq names the

@@ -278,9 +278,9 @@ Status RpcChannel::ReadMonitor() {
   bool lost = false;
   bool handshake_cut = false;
   for (const PeerMonitor::Event& event : monitor_->TakeEvents()) {
-    if (event.kind == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH && event.value == 300) {
-      // ZAP's "temporary failure": the key is allowed but holds the most connections one key
-      // may have open (ConnectionLimit).
+    if (event.kind == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH && event.value == 500) {
+      // blockmgr's ZAP handler answers 500 to a key it allows that holds the most connections
+      // one key may have open (ConnectionLimit); a key it does not allow gets 400.
       return UnavailableError("handshake refused by " + address_ +
                               " for now: this key holds the most connections one key may have "
                               "open (--max-connections-per-key); retry later");

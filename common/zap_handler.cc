@@ -109,7 +109,9 @@ void ZapHandler::Answer() {
     zmq_z85_encode(z85, static_cast<const uint8_t*>(frames[6].data()), 32);
     auto found = allowed_.find(z85);
     if (found != allowed_.end() && KeyAtLimit(z85)) {
-      status = "300";
+      // Not 300 ("temporary failure"): libzmq then drops the connection without telling the
+      // client why. 500 reaches the client's monitor as its own code, which it names.
+      status = "500";
       text = "key '" + found->second.name +
              "' holds the most connections one key may have open; try later";
       refused_at_limit_.fetch_add(1);

@@ -50,8 +50,8 @@ class ZapHandler {
   // removed are refused on their next connection.
   void RequestReload() { reload_requested_.store(true); }
 
-  // A key at its connection limit (ConnectionLimit) is refused with ZAP status 300 ("try
-  // later") until it is no longer. Thread-safe.
+  // A key at its connection limit (ConnectionLimit) is refused with ZAP status 500 until it
+  // is no longer (unknown keys get 400), so its client can tell the two apart. Thread-safe.
   void SetKeyAtLimit(const std::string& public_key, bool at_limit);
 
   // Handshakes refused: every one (unknown keys and keys at their limit), and those of keys at
