@@ -487,6 +487,35 @@ TEST_F(SecurityTest, OneKeyOverItsConnectionLimitIsRefusedWhileOtherKeysGetIn) {
       << metrics->body;
 }
 
+TEST_F(SecurityTest, WorkersLimitConnectionsPerKeyToo) {
+  if (!CurveAvailable()) GTEST_SKIP() << "libzmq was built without CURVE (libsodium)";
+  ASSERT_NO_FATAL_FAILURE(cluster_.UseKeys({"w1"}));
+  ASSERT_NO_FATAL_FAILURE(cluster_.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(
+      cluster_.StartWorker({"w1", "64MiB", "", {"--max-connections-per-key", "2"}}));
+  const ChannelSecurity client = cluster_.SecurityOf("client", "w1");
+  const auto ping = [&](RpcChannel& channel) {
+    capnp::MallocMessageBuilder request;
+    request.initRoot<proto::Request>().setPing();
+    return channel.Call(request);
+  };
+  RpcChannel first(context_, cluster_.worker_endpoint("w1"), seconds(3), client);
+  RpcChannel second(context_, cluster_.worker_endpoint("w1"), seconds(3), client);
+  ASSERT_TRUE(ping(first).ok());
+  ASSERT_TRUE(ping(second).ok());
+  RpcChannel third(context_, cluster_.worker_endpoint("w1"), seconds(3), client);
+  Result<IncomingMessage> refused = ping(third);
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status().ToString();
+  // Other keys are not affected.
+  RpcChannel admin(context_, cluster_.worker_endpoint("w1"), seconds(3),
+                   cluster_.SecurityOf("admin", "w1"));
+  EXPECT_TRUE(ping(admin).ok());
+  CommandResult put = cluster_.BmctlAs(
+      "admin", {"put", kBlock, "-", "--level", "MEMORY_ONLY", "--worker", "w1"}, "bytes");
+  EXPECT_EQ(put.exit_code, 0) << put.err;
+  EXPECT_TRUE(cluster_.worker_process("w1").Running());
+}
+
 // 10,000 registrations against the master: without keys each new id costs the master a socket
 // (the attack works); with keys an outsider is refused at the handshake, a worker key may not
 // register other ids, and its own re-registrations are limited, so descriptors stay bounded.
