@@ -492,7 +492,7 @@ TEST_F(SecurityTest, WorkersLimitConnectionsPerKeyToo) {
   ASSERT_NO_FATAL_FAILURE(cluster_.UseKeys({"w1"}));
   ASSERT_NO_FATAL_FAILURE(cluster_.StartMaster());
   ASSERT_NO_FATAL_FAILURE(
-      cluster_.StartWorker({"w1", "64MiB", "", {"--max-connections-per-key", "2"}}));
+      cluster_.StartWorker({"w1", "64MiB", "", {"--max-connections-per-key", "2", "--io-threads", "2"}}));
   const ChannelSecurity client = cluster_.SecurityOf("client", "w1");
   const auto ping = [&](RpcChannel& channel) {
     capnp::MallocMessageBuilder request;
@@ -513,6 +513,9 @@ TEST_F(SecurityTest, WorkersLimitConnectionsPerKeyToo) {
   CommandResult put = cluster_.BmctlAs(
       "admin", {"put", kBlock, "-", "--level", "MEMORY_ONLY", "--worker", "w1"}, "bytes");
   EXPECT_EQ(put.exit_code, 0) << put.err;
+  CommandResult get = cluster_.BmctlAs("admin", {"get", kBlock});
+  EXPECT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_EQ(get.out, "bytes");
   EXPECT_TRUE(cluster_.worker_process("w1").Running());
 }
 
