@@ -27,7 +27,8 @@ Result<Json> CurveCryptoTask(const Json& task) {
     return InternalError("crypto_box_beforenm failed");
   }
   std::vector<unsigned char> plain(crypto_box_ZEROBYTES + size, 0);
-  for (uint64_t i = 0; i < size; ++i) plain[crypto_box_ZEROBYTES + i] = static_cast<unsigned char>(i * 131);
+  for (uint64_t i = 0; i < size; ++i)
+    plain[crypto_box_ZEROBYTES + i] = static_cast<unsigned char>(i * 131);
   std::vector<unsigned char> box(plain.size());
   std::vector<unsigned char> opened(plain.size());
   unsigned char nonce[crypto_box_NONCEBYTES] = {};
@@ -37,13 +38,13 @@ Result<Json> CurveCryptoTask(const Json& task) {
                      crypto_box_afternm(box.data(), plain.data(), plain.size(), nonce, seal_key);
                      return Status::Ok();
                    }));
-  ASSIGN_OR_RETURN(Timed opens, RunTimed(DurationOf(task), [&]() -> Status {
-                     if (crypto_box_open_afternm(opened.data(), box.data(), box.size(), nonce,
-                                                 open_key) != 0) {
-                       return InternalError("a sealed frame did not open");
-                     }
-                     return Status::Ok();
-                   }));
+  ASSIGN_OR_RETURN(
+      Timed opens, RunTimed(DurationOf(task), [&]() -> Status {
+        if (crypto_box_open_afternm(opened.data(), box.data(), box.size(), nonce, open_key) != 0) {
+          return InternalError("a sealed frame did not open");
+        }
+        return Status::Ok();
+      }));
   if (std::memcmp(opened.data() + crypto_box_ZEROBYTES, plain.data() + crypto_box_ZEROBYTES,
                   size) != 0) {
     return InternalError("an opened frame differs from the sealed one");

@@ -296,7 +296,9 @@ void CurveBlocks(Runner& runner, BlockmgrCluster& plain) {
                        {"get_bytes_per_s", rates.get_bytes_per_s}};
          },
          [&runner] {
-           return runner.Client({{"task", "curve_crypto"}, {"size", static_cast<uint64_t>(kChunkBytes)}, {"min_ops", 20}});
+           return runner.Client({{"task", "curve_crypto"},
+                                 {"size", static_cast<uint64_t>(kChunkBytes)},
+                                 {"min_ops", 20}});
          }});
     // What the cipher alone allows one connection: every frame (kChunkBytes) is sealed by the
     // sender's I/O thread and opened by the receiver's. A 64 MiB transfer overlaps the two (on

@@ -38,9 +38,9 @@ Status RegistrationLimit::Admit(const PeerIdentity& peer) {
     return Status::Ok();
   }
   ++refused_;
-  const auto wait = std::chrono::ceil<std::chrono::milliseconds>(
-      Duration(static_cast<Duration::rep>((1 - bucket.tokens) *
-                                          static_cast<double>(refill_interval_.count()))));
+  const auto wait =
+      std::chrono::ceil<std::chrono::milliseconds>(Duration(static_cast<Duration::rep>(
+          (1 - bucket.tokens) * static_cast<double>(refill_interval_.count()))));
   const std::string why = "key '" + peer.name + "' registered " +
                           std::to_string(static_cast<uint64_t>(capacity_)) +
                           " times within a minute, the most one key may";

@@ -48,7 +48,7 @@ class RegistrationLimit {
   const Duration refill_interval_;  // time for one token to come back
   const Clock& clock_;
   std::unordered_map<std::string, Bucket> buckets_;  // by Z85 key
-  TimePoint next_sweep_{};  // when full buckets are next forgotten
+  TimePoint next_sweep_{};                           // when full buckets are next forgotten
   uint64_t refused_ = 0;
   RefusalLog log_;
 };

@@ -491,8 +491,8 @@ TEST_F(SecurityTest, WorkersLimitConnectionsPerKeyToo) {
   if (!CurveAvailable()) GTEST_SKIP() << "libzmq was built without CURVE (libsodium)";
   ASSERT_NO_FATAL_FAILURE(cluster_.UseKeys({"w1"}));
   ASSERT_NO_FATAL_FAILURE(cluster_.StartMaster());
-  ASSERT_NO_FATAL_FAILURE(
-      cluster_.StartWorker({"w1", "64MiB", "", {"--max-connections-per-key", "2", "--io-threads", "2"}}));
+  ASSERT_NO_FATAL_FAILURE(cluster_.StartWorker(
+      {"w1", "64MiB", "", {"--max-connections-per-key", "2", "--io-threads", "2"}}));
   const ChannelSecurity client = cluster_.SecurityOf("client", "w1");
   const auto ping = [&](RpcChannel& channel) {
     capnp::MallocMessageBuilder request;

@@ -158,7 +158,8 @@ TEST_F(ZapHandlerTest, KeyAtItsConnectionLimitIsRefusedForNowWhileOthersGetIn) {
   EXPECT_TRUE(Ping(context, server.endpoint(), {*bob, server_keys_.public_key}).ok());
 
   (*zap)->SetKeyAtLimit(alice->public_key, false);
-  Result<IncomingMessage> again = Ping(context, server.endpoint(), {*alice, server_keys_.public_key});
+  Result<IncomingMessage> again =
+      Ping(context, server.endpoint(), {*alice, server_keys_.public_key});
   EXPECT_TRUE(again.ok()) << again.status().ToString();
 }
 
