@@ -18,6 +18,7 @@ Result<Json> RunClientTask(const Json& task) {
       {"redis_transfer", &RedisTransferTask},     {"redis_small_gets", &RedisSmallGetsTask},
       {"memcached_transfer", &MemcachedTransferTask}, {"zmq_transfer", &ZmqTransferTask},
       {"zmq_round_trips", &ZmqRoundTripsTask},    {"memcpy", &MemcpyTask},
+      {"curve_crypto", &CurveCryptoTask},
   };
   const std::string name = task.value("task", "");
   auto found = kTasks.find(name);

@@ -56,6 +56,10 @@ Result<Json> ZmqTransferTask(const Json& task);
 Result<Json> ZmqRoundTripsTask(const Json& task);
 // memcpy ("size") between two buffers already touched: the machine's copy bandwidth.
 Result<Json> MemcpyTask(const Json& task);
+// libsodium ("size"): sealing and opening `size`-byte frames with crypto_box_afternm
+// (XSalsa20-Poly1305), as libzmq's CURVE does to every frame, on one core:
+// {"seal_bytes_per_s", "open_bytes_per_s"}.
+Result<Json> CurveCryptoTask(const Json& task);
 
 // ---- shared by the tasks ----
 

@@ -278,6 +278,13 @@ Status RpcChannel::ReadMonitor() {
   bool lost = false;
   bool handshake_cut = false;
   for (const PeerMonitor::Event& event : monitor_->TakeEvents()) {
+    if (event.kind == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH && event.value == 500) {
+      // blockmgr's ZAP handler answers 500 to a key it allows that holds the most connections
+      // one key may have open (ConnectionLimit); a key it does not allow gets 400.
+      return UnavailableError("handshake refused by " + address_ +
+                              " for now: this key holds the most connections one key may have "
+                              "open (--max-connections-per-key); retry later");
+    }
     if (event.kind == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
       return PermissionDeniedError("authentication refused by " + address_ +
                                    " (its allow-list does not hold this key)");

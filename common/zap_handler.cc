@@ -108,7 +108,14 @@ void ZapHandler::Answer() {
     char z85[41] = {};
     zmq_z85_encode(z85, static_cast<const uint8_t*>(frames[6].data()), 32);
     auto found = allowed_.find(z85);
-    if (found != allowed_.end()) {
+    if (found != allowed_.end() && KeyAtLimit(z85)) {
+      // Not 300 ("temporary failure"): libzmq then drops the connection without telling the
+      // client why. 500 reaches the client's monitor as its own code, which it names.
+      status = "500";
+      text = "key '" + found->second.name +
+             "' holds the most connections one key may have open; try later";
+      refused_at_limit_.fetch_add(1);
+    } else if (found != allowed_.end()) {
       status = "200";
       text = "OK";
       user_id = EncodeUserId(found->second);
@@ -127,6 +134,20 @@ void ZapHandler::Answer() {
     zmq::send_flags flags = i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
     (void)socket_.send(zmq::buffer(reply[i]), flags);
   }
+}
+
+void ZapHandler::SetKeyAtLimit(const std::string& public_key, bool at_limit) {
+  std::lock_guard<std::mutex> lock(at_limit_mutex_);
+  if (at_limit) {
+    at_limit_.insert(public_key);
+  } else {
+    at_limit_.erase(public_key);
+  }
+}
+
+bool ZapHandler::KeyAtLimit(const std::string& public_key) {
+  std::lock_guard<std::mutex> lock(at_limit_mutex_);
+  return at_limit_.contains(public_key);
 }
 
 void ZapHandler::LogRefusal(const std::string& address, const std::string& why) {

@@ -11,9 +11,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <zmq.hpp>
 
 #include "common/curve_keys.h"
@@ -48,7 +50,14 @@ class ZapHandler {
   // removed are refused on their next connection.
   void RequestReload() { reload_requested_.store(true); }
 
+  // A key at its connection limit (ConnectionLimit) is refused with ZAP status 500 until it
+  // is no longer (unknown keys get 400), so its client can tell the two apart. Thread-safe.
+  void SetKeyAtLimit(const std::string& public_key, bool at_limit);
+
+  // Handshakes refused: every one (unknown keys and keys at their limit), and those of keys at
+  // their connection limit.
   uint64_t refused() const { return refused_.load(); }
+  uint64_t refused_at_limit() const { return refused_at_limit_.load(); }
   uint64_t accepted() const { return accepted_.load(); }
   // How many keys the allow-list holds (after the last load).
   size_t allowed_keys() const { return allowed_keys_.load(); }
@@ -59,6 +68,7 @@ class ZapHandler {
   void Run();
   void Answer();
   void LogRefusal(const std::string& address, const std::string& why);
+  bool KeyAtLimit(const std::string& public_key);
 
   // Constant after construction.
   const AllowListOptions options_;
@@ -69,9 +79,14 @@ class ZapHandler {
   std::chrono::steady_clock::time_point last_refusal_log_{};
   uint64_t refusals_not_logged_ = 0;
 
+  // Keys at their connection limit (Z85), set by the server's loop, read by the handler.
+  std::mutex at_limit_mutex_;
+  std::unordered_set<std::string> at_limit_;  // GUARDED_BY(at_limit_mutex_)
+
   std::atomic<bool> stop_{false};
   std::atomic<bool> reload_requested_{false};
   std::atomic<uint64_t> refused_{0};
+  std::atomic<uint64_t> refused_at_limit_{0};
   std::atomic<uint64_t> accepted_{0};
   std::atomic<size_t> allowed_keys_{0};
   std::thread thread_;

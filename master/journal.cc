@@ -15,6 +15,7 @@
 #include <unordered_set>
 
 #include "common/big_endian.h"
+#include "common/curve_keys.h"
 #include "common/protocol.h"
 #include "schema/journal.capnp.h"
 
@@ -253,8 +254,10 @@ Result<JournalSnapshot> MasterJournal::Load(const LocationSink& on_location) {
           worker.address = reader.getAddress();
           worker.host = reader.getHost();
           worker.rack = reader.getRack();
+          worker.public_key = reader.getPublicKey();
         });
-    if (!ok || worker.id.empty() || worker.address.empty()) {
+    if (!ok || worker.id.empty() || worker.address.empty() ||
+        (!worker.public_key.empty() && !IsZ85Key(worker.public_key))) {
       return corrupt(key, "a bad worker record");
     }
     snapshot.workers.push_back(std::move(worker));
@@ -360,6 +363,7 @@ Status MasterJournal::RecordRegistration(const JournaledWorker& worker,
   record.setAddress(worker.address);
   record.setHost(worker.host);
   record.setRack(worker.rack);
+  record.setPublicKey(worker.public_key);
   rocksdb::WriteBatch batch;
   batch.DeleteRange(LocationPrefix(worker.id), LocationPrefixEnd(worker.id));
   batch.Put(WorkerKey(worker.id), Flatten(message));

@@ -25,6 +25,9 @@ struct JournaledWorker {
   std::string address;
   std::string host;  // placement labels; empty = none
   std::string rack;
+  // The CURVE key it authenticated with (Z85), so a restarted master vouches for it to clients
+  // (and reaches it) before it registers again; empty with keys off.
+  std::string public_key{};
 
   bool operator==(const JournaledWorker&) const = default;
 };

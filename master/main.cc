@@ -54,6 +54,16 @@ int main(int argc, char** argv) {
   app.add_flag("--insecure", insecure,
                "Serve without keys on a non-loopback address (plaintext, anyone who can reach "
                "the port is trusted)");
+  size_t max_connections_per_key = bm::MasterOptions{}.max_connections_per_key;
+  size_t max_registrations_per_key = bm::MasterOptions{}.max_registrations_per_key;
+  app.add_option("--max-connections-per-key", max_connections_per_key,
+                 "With keys: connections one key may hold open at once; beyond it the key's "
+                 "requests and new handshakes are refused until one closes (0: no limit)")
+      ->capture_default_str();
+  app.add_option("--max-registrations-per-key", max_registrations_per_key,
+                 "With keys: worker registrations one key may make within a minute; beyond it "
+                 "they are refused with a time to retry (0: no limit)")
+      ->capture_default_str();
   app.add_option("--http", http,
                  "Serve status pages, the REST API (/api/v1), /metrics, /healthz and /readyz on "
                  "HOST:PORT, e.g. 0.0.0.0:8080 (port 0: any free port). Default: off");
@@ -116,6 +126,9 @@ int main(int argc, char** argv) {
   options.listen = listen;
   options.state_dir = state_dir;
   options.keys = secure.keys;
+  options.zap = secure.zap.get();
+  options.max_connections_per_key = max_connections_per_key;
+  options.max_registrations_per_key = max_registrations_per_key;
   options.heartbeat_timeout =
       std::chrono::duration_cast<bm::Duration>(std::chrono::duration<double>(heartbeat_timeout_s));
   bm::Result<std::unique_ptr<bm::MasterServer>> server =

@@ -84,8 +84,22 @@ std::string MasterMetricsText(const ClusterSnapshot& snapshot) {
              "Journal writes that failed (the master keeps serving from memory).");
   out.Sample("blockmgr_journal_write_failures_total",
              static_cast<double>(counters.journal_failures));
-  // Checksum and authentication failures are exported once blocks carry checksums and the
-  // transport authenticates; until then there is nothing to count.
+  // Checksum failures are exported once blocks carry checksums.
+  out.Family("blockmgr_handshakes_refused_total", Type::kCounter,
+             "Handshakes the ZAP handler refused (keys on), by reason: a key not in the "
+             "allow-list, or a key holding the most connections one key may have open.");
+  out.Sample("blockmgr_handshakes_refused_total", {{"reason", "unknown_key"}},
+             static_cast<double>(counters.handshakes_refused -
+                                 counters.handshakes_refused_at_limit));
+  out.Sample("blockmgr_handshakes_refused_total", {{"reason", "connections_per_key"}},
+             static_cast<double>(counters.handshakes_refused_at_limit));
+  out.Family("blockmgr_refused_total", Type::kCounter,
+             "Requests refused by a limit per key (keys on): connections one key may hold "
+             "open, worker registrations one key may make a minute.");
+  out.Sample("blockmgr_refused_total", {{"limit", "connections_per_key"}},
+             static_cast<double>(counters.connections_refused));
+  out.Sample("blockmgr_refused_total", {{"limit", "registrations_per_key"}},
+             static_cast<double>(counters.registrations_refused));
 
   out.Family("blockmgr_master_requests_total", Type::kCounter,
              "Requests the master handled, by operation and result.");

@@ -17,14 +17,18 @@
 #include <vector>
 
 #include "common/access_policy.h"
+#include "common/connection_limit.h"
+#include "common/peer_monitor.h"
 #include "common/protocol.h"
 #include "common/socket_drain.h"
 #include "common/transport.h"
+#include "common/zap_handler.h"
 #include "master/block_index.h"
 #include "master/compute_leases.h"
 #include "master/replication_planner.h"
 #include "master/journal.h"
 #include "master/master_status.h"
+#include "master/registration_limit.h"
 #include "master/worker_registry.h"
 
 namespace bm {
@@ -188,7 +192,18 @@ class MasterServer::Loop {
         router_(std::move(router)),
         control_(std::move(control)),
         registry_(clock),
-        journal_(std::move(journal)) {}
+        journal_(std::move(journal)),
+        connection_limit_(options_.max_connections_per_key, options_.zap),
+        registration_limit_(options_.max_registrations_per_key, clock) {}
+
+  // Watches the client socket's closed connections, for the connection limit. Before Run().
+  Status MonitorConnections() {
+    ASSIGN_OR_RETURN(peer_monitor_,
+                     PeerMonitor::Create(context_, router_,
+                                         "master-" + std::to_string(reinterpret_cast<uintptr_t>(
+                                                         router_.handle()))));
+    return Status::Ok();
+  }
 
   // Loads the journal (if any) into the index, the registry (workers unconfirmed, with links)
   // and the RDD descriptions. Before Run().
@@ -228,6 +243,10 @@ class MasterServer::Loop {
   // Lets the status hook (if any) run its queries against the loop's state.
   void ServeStatus();
   void DrainControl();
+  // Forgets the connections the monitor reports closed.
+  void DrainClosedConnections();
+  // Counts the message's connection against its sender's key (keys on).
+  Status AdmitConnection(const IncomingMessage& message);
   void DrainWorker(const std::string& worker_id, zmq::socket_t& socket);
   void DrainClients();
   void HandleClientMessage();
@@ -336,6 +355,10 @@ class MasterServer::Loop {
   // Follows registry_, index_ and rdd_descriptions_ on disk; null without --state-dir.
   std::unique_ptr<MasterJournal> journal_;
   MasterCounters counters_;  // for status pages and metrics
+  // Limits per key (keys on); the monitor tells the connection limit which connections closed.
+  std::unique_ptr<PeerMonitor> peer_monitor_;
+  ConnectionLimit connection_limit_;
+  RegistrationLimit registration_limit_;
   TimePoint next_heartbeat_check_{};
   ComputeLeases leases_{clock_};
   std::unordered_map<uint64_t, ParkedAcquire> parked_;  // by waiter id
@@ -374,9 +397,12 @@ Status MasterServer::Loop::RestoreFromJournal() {
                    }));
   for (const auto& [id, version] : snapshot.retired) index_.RetireVersion(id, version);
   for (JournaledWorker& worker : snapshot.workers) {
-    // Connected now, so removes fan out to it before it registers again.
-    // The journal keeps no keys: with keys on, a worker is reachable only once it has
-    // registered again (and authenticated).
+    // Connected now, so removes fan out to it before it registers again. With keys on, the
+    // key it authenticated with last time is vouched for to clients, and trusted by the link,
+    // until it registers again (a master with keys off has no use for journaled keys).
+    if (options_.keys.enabled() && !worker.public_key.empty()) {
+      worker_keys_.insert_or_assign(worker.id, worker.public_key);
+    }
     Result<zmq::socket_t> link = ConnectWorker(worker.address, WorkerKey(worker.id));
     if (!link.ok()) {
       spdlog::warn("journaled worker {}: {}; forgetting it", worker.id, link.status().ToString());
@@ -419,11 +445,13 @@ void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
   // The first pass drains everything.
   router_unsettled_ = true;
   for (const auto& [id, socket] : links_) unsettled_links_.insert(id);
+  DrainClosedConnections();
   while (!stop_requested.load()) {
     fds.clear();
     workers.clear();
     fds.push_back({router_.get(zmq::sockopt::fd), POLLIN, 0});
     fds.push_back({control_.get(zmq::sockopt::fd), POLLIN, 0});
+    fds.push_back({peer_monitor_->socket().get(zmq::sockopt::fd), POLLIN, 0});
     if (options_.status_hook) fds.push_back({options_.status_hook->wake_fd(), POLLIN, 0});
     for (auto& [id, socket] : links_) {
       fds.push_back({socket.get(zmq::sockopt::fd), POLLIN, 0});
@@ -437,8 +465,10 @@ void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
       continue;
     }
     if (fds[1].revents != 0) DrainControl();
-    const size_t first_worker_fd = options_.status_hook ? 3 : 2;
-    if (first_worker_fd == 3 && fds[2].revents != 0) ServeStatus();
+    // TakeClosed() drains the monitor's socket, so its fd is settled after this.
+    if (fds[2].revents != 0) DrainClosedConnections();
+    const size_t first_worker_fd = options_.status_hook ? 4 : 3;
+    if (first_worker_fd == 4 && fds[3].revents != 0) ServeStatus();
     // Worker replies first: handling them never adds or drops links, so `workers` stays valid.
     for (size_t i = 0; i < workers.size(); ++i) {
       if (fds[i + first_worker_fd].revents != 0 ||
@@ -467,6 +497,10 @@ std::chrono::milliseconds MasterServer::Loop::NextTimeout() const {
 }
 
 void MasterServer::Loop::ServeStatus() {
+  if (options_.zap != nullptr) {
+    counters_.handshakes_refused = options_.zap->refused();
+    counters_.handshakes_refused_at_limit = options_.zap->refused_at_limit();
+  }
   options_.status_hook->Serve(MasterView{
       .index = index_,
       .registry = registry_,
@@ -478,6 +512,20 @@ void MasterServer::Loop::ServeStatus() {
       .journaled = journal_ != nullptr,
       .now = clock_.Now(),
   });
+}
+
+void MasterServer::Loop::DrainClosedConnections() {
+  for (int fd : peer_monitor_->TakeClosed()) connection_limit_.Closed(fd);
+}
+
+Status MasterServer::Loop::AdmitConnection(const IncomingMessage& message) {
+  if (!message.peer()) return Status::Ok();
+  // A descriptor not seen before may be a closed connection's, reused: forget the closed
+  // ones first (see PeerMonitor).
+  if (!connection_limit_.Knows(message.source_fd())) DrainClosedConnections();
+  Status admitted = connection_limit_.Admit(message.source_fd(), *message.peer());
+  if (!admitted.ok()) ++counters_.connections_refused;
+  return admitted;
 }
 
 void MasterServer::Loop::DrainControl() {
@@ -533,6 +581,7 @@ void MasterServer::Loop::HandleClientMessage() {
     proto::Request::Reader request = message.request();
     request_id = request.getId();
     op = OpOf(request.which());
+    RETURN_IF_ERROR(AdmitConnection(message));
     return Dispatch(request, client, message.peer(), reply, &deferred);
   });
   counters_.RecordRequest(op, status.ok(), clock_.Now() - start);
@@ -554,6 +603,13 @@ Status MasterServer::Loop::Dispatch(proto::Request::Reader request, const zmq::m
     case proto::Request::REGISTER_WORKER:
       RETURN_IF_ERROR(
           AuthorizeWorkerId(secure, peer, request.getRegisterWorker().getWorkerId().cStr()));
+      if (peer) {
+        Status admitted = registration_limit_.Admit(*peer);
+        if (!admitted.ok()) {
+          ++counters_.registrations_refused;
+          return admitted;
+        }
+      }
       return HandleRegister(request.getRegisterWorker(), peer, reply);
     case proto::Request::HEARTBEAT:
       RETURN_IF_ERROR(AuthorizeWorkerId(secure, peer, request.getHeartbeat().getWorkerId().cStr()));
@@ -662,8 +718,12 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
   }
   // The journal's registration record replaces the old locations in the same batch.
   if (journal_) {
-    Journaled(journal_->RecordRegistration(
-        JournaledWorker{.id = id, .address = address, .host = host, .rack = rack}, recorded));
+    Journaled(journal_->RecordRegistration(JournaledWorker{.id = id,
+                                                           .address = address,
+                                                           .host = host,
+                                                           .rack = rack,
+                                                           .public_key = public_key},
+                                           recorded));
   }
   JournalRemovals(replaced);
   if (!to_remove.empty()) {
@@ -1550,6 +1610,7 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Create(zmq::context_t& conte
   control.bind(control_address);
   auto loop = std::make_unique<Loop>(context, std::move(options), clock, std::move(router),
                                      std::move(control), std::move(journal));
+  RETURN_IF_ERROR(loop->MonitorConnections());
   RETURN_IF_ERROR(loop->RestoreFromJournal());
   return std::unique_ptr<MasterServer>(
       new MasterServer(context, std::move(endpoint), std::move(control_address), std::move(loop)));

@@ -13,6 +13,7 @@
 namespace bm {
 
 class MasterStatusHook;
+class ZapHandler;
 
 struct MasterOptions {
   // Where clients and workers reach the master, e.g. "tcp://0.0.0.0:7077". A "*" port
@@ -30,6 +31,16 @@ struct MasterOptions {
   // CURVE (README "Security"): the master's keypair. Empty: plaintext. The ZAP handler that
   // decides which keys get in is started by the caller, on the same context, before Create().
   CurveKeys keys{};
+  // Borrowed, may be null: the ZAP handler of `keys`, told which keys hold the most
+  // connections one key may (ConnectionLimit), so it refuses their new handshakes. Must
+  // outlive the server.
+  ZapHandler* zap = nullptr;
+  // Limits per key (keys on; README "Security"), 0 = none. Connections one key may hold open
+  // at once, counted from their first request ...
+  size_t max_connections_per_key = 4096;
+  // ... and registrations one key may make within a minute (a worker registers once when it
+  // starts and once after each master restart or drop).
+  size_t max_registrations_per_key = 60;
   // Borrowed, may be null: an observer (the HTTP status service) whose queries the loop answers
   // on its own thread. Must outlive Run().
   MasterStatusHook* status_hook = nullptr;

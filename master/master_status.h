@@ -70,6 +70,13 @@ struct MasterCounters {
   uint64_t journal_failures = 0;
   uint64_t lease_grants = 0;
   uint64_t lease_waits = 0;  // acquireCompute requests parked behind another holder
+  // Refusals (keys on): requests on a connection beyond its key's connection limit,
+  // registrations beyond its key's rate, and handshakes the ZAP handler refused (all of them,
+  // and those of keys at their connection limit; copied from it when a status is served).
+  uint64_t connections_refused = 0;
+  uint64_t registrations_refused = 0;
+  uint64_t handshakes_refused = 0;
+  uint64_t handshakes_refused_at_limit = 0;
   std::deque<WorkerEvent> recent_events;  // newest last, at most kMaxEvents
 
   static constexpr size_t kMaxEvents = 50;

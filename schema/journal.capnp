@@ -13,6 +13,9 @@ struct JournalWorker {
   address @0 :Text;
   host @1 :Text;
   rack @2 :Text;
+  # The CURVE public key (Z85) the worker authenticated with when it registered; empty with
+  # keys off and in journals written before keys were journaled.
+  publicKey @3 :Text;
 }
 
 # Key "r" + big-endian RDD id.

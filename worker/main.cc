@@ -87,6 +87,23 @@ int main(int argc, char** argv) {
   app.add_flag("--insecure", insecure,
                "Serve without keys on a non-loopback address (plaintext, anyone who can reach "
                "the port is trusted)");
+  size_t max_connections_per_key = bm::WorkerServerOptions{}.max_connections_per_key;
+  size_t max_uploads_per_key = bm::WorkerServerOptions{}.max_uploads_per_key;
+  app.add_option("--max-connections-per-key", max_connections_per_key,
+                 "With keys: connections one key may hold open at once; beyond it the key's "
+                 "requests and new handshakes are refused until one closes (0: no limit)")
+      ->capture_default_str();
+  app.add_option("--max-uploads-per-key", max_uploads_per_key,
+                 "With keys: puts one key may have in progress at once; more are refused as "
+                 "unavailable (retry later)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  int io_threads = 1;
+  app.add_option("--io-threads", io_threads,
+                 "ZeroMQ I/O threads; with keys each one seals and opens the frames of the "
+                 "connections it serves, so more let many clients use more cores")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   app.add_option("--http", http,
                  "Serve /metrics, /healthz and /readyz on HOST:PORT, e.g. 0.0.0.0:9100 (port 0: "
                  "any free port). Default: off");
@@ -150,7 +167,10 @@ int main(int argc, char** argv) {
       std::make_unique<bm::MemoryStore>(*memory), std::move(disk).value(),
       bm::BlockManagerOptions{.spill_backlog_bytes = *spill_backlog});
 
-  zmq::context_t context(1);
+  // With keys, each connection's frames are sealed and opened on the I/O thread serving it
+  // (bench/README.md, "what bounds CURVE"): one thread caps all clients together at one core's
+  // cipher rate; more spread the connections over cores.
+  zmq::context_t context(io_threads);
   // The ZAP handler binds before the worker's socket (see bm-master).
   bm::SecureNode secure;
   if (!key_file.empty()) {
@@ -187,6 +207,9 @@ int main(int argc, char** argv) {
   }
   bm::WorkerServerOptions options;
   options.key_file = key_file;
+  options.zap = secure.zap.get();
+  options.max_connections_per_key = max_connections_per_key;
+  options.max_uploads_per_key = max_uploads_per_key;
   options.master_key_file = master_key_file;
   options.status_hook = status.get();
   options.listen_address = listen;

@@ -330,6 +330,13 @@ Status WorkerServer::Dispatch(IncomingMessage& message, uint64_t* id, WorkerOp* 
   }));
   *op = OpOf(which);
   RETURN_IF_ERROR(AuthorizeWorkerRequest(keys_.enabled(), message.peer(), which));
+  if (message.peer()) {
+    // An unknown descriptor may be a closed connection's, reused (see PeerMonitor).
+    if (!connection_limit_.Knows(message.source_fd())) AbortUploadsOfClosedConnections();
+    Status admitted = connection_limit_.Admit(message.source_fd(), *message.peer());
+    if (!admitted.ok()) ++counters_.connections_refused;
+    RETURN_IF_ERROR(admitted);
+  }
   switch (which) {
     case proto::Request::PUT_BLOCK:
       // Pieces keep their order behind one that waits for room.
@@ -426,7 +433,12 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
       return UnavailableError("too many uploads in progress; retry later");
     }
     if (owner && uploads_.CountOwnedBy(*owner) >= options_.max_uploads_per_key) {
-      return UnavailableError("too many uploads in progress from this key; retry later");
+      ++counters_.uploads_refused_per_key;
+      const std::string why = "key '" + message.peer()->name + "' has " +
+                              std::to_string(options_.max_uploads_per_key) +
+                              " uploads in progress, the most one key may";
+      upload_refusals_.Warn("refused a put: " + why);
+      return UnavailableError(why + " (--max-uploads-per-key); retry later");
     }
     // A client from before versions sends none: the put still gets a version of its own.
     while (piece.version.token == 0) piece.version.token = version_tokens_();
@@ -871,6 +883,7 @@ void WorkerServer::AbortUploadsOfClosedConnections() {
     std::erase_if(waiting_pieces_, [connection](const IncomingMessage& piece) {
       return piece.source_fd() == connection;
     });
+    connection_limit_.Closed(connection);
     for (const UploadTable::Entry& entry : uploads_.TakeFromConnection(connection)) {
       spdlog::info("aborting upload of {} ({} of {} bytes received): its client disconnected",
                    entry.block.ToString(), entry.next_offset, entry.total_size);

@@ -17,6 +17,7 @@
 #include "common/transport.h"
 #include "worker/block_manager.h"
 #include "worker/master_link.h"
+#include "common/connection_limit.h"
 #include "worker/replicator.h"
 #include "worker/upload_table.h"
 #include "worker/worker_status.h"
@@ -43,6 +44,11 @@ struct WorkerServerOptions {
   size_t max_uploads = 4096;
   // Uploads in progress at once from one key (keys on), so one key cannot take them all.
   size_t max_uploads_per_key = 1024;
+  // Connections one key may hold open at once (keys on; ConnectionLimit), 0 = no limit.
+  size_t max_connections_per_key = 4096;
+  // Borrowed, may be null: the ZAP handler the caller started, told which keys are at their
+  // connection limit. Must outlive the server.
+  ZapHandler* zap = nullptr;
   // CURVE (README "Security"): this worker's secret certificate and the master's public one.
   // Both empty: plaintext. The certificate's worker id is the worker's id (worker_id, if
   // given, must match it). The ZAP handler deciding which keys get in is started by the
@@ -187,6 +193,8 @@ class WorkerServer {
   bool router_unsettled_ = true;
   // Reports router_'s closed connections; declared after router_ so it stops first.
   std::unique_ptr<PeerMonitor> peer_monitor_;
+  ConnectionLimit connection_limit_{options_.max_connections_per_key, options_.zap};
+  RefusalLog upload_refusals_;
   bool peer_monitor_unsettled_ = true;  // as router_unsettled_, for its event socket
   std::unique_ptr<MasterLink> link_;
   TimePoint next_storage_maintenance_{};

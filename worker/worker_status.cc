@@ -116,6 +116,13 @@ std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
   out.Family("blockmgr_worker_written_bytes_total", Type::kCounter,
              "Block bytes received in puts.");
   out.Sample("blockmgr_worker_written_bytes_total", number(snapshot.counters.bytes_written));
+  out.Family("blockmgr_worker_refused_total", Type::kCounter,
+             "Requests refused by a limit per key: connections one key may hold open, uploads "
+             "one key may have in progress.");
+  out.Sample("blockmgr_worker_refused_total", {{"limit", "connections_per_key"}},
+             number(snapshot.counters.connections_refused));
+  out.Sample("blockmgr_worker_refused_total", {{"limit", "uploads_per_key"}},
+             number(snapshot.counters.uploads_refused_per_key));
   out.Family("blockmgr_worker_uploads_in_progress", Type::kGauge, "Puts started, not committed.");
   out.Sample("blockmgr_worker_uploads_in_progress", number(snapshot.uploads_in_progress));
   out.Family("blockmgr_worker_registered", Type::kGauge,

@@ -45,6 +45,10 @@ struct WorkerCounters {
   std::array<PerOp, kWorkerOpCount> ops{};
   uint64_t bytes_read = 0;     // block bytes sent to clients and peers
   uint64_t bytes_written = 0;  // block bytes received in puts
+  // Refusals by a limit per key (keys on): requests on connections beyond the key's connection
+  // limit, and uploads beyond its upload limit.
+  uint64_t connections_refused = 0;
+  uint64_t uploads_refused_per_key = 0;
 
   void RecordRequest(WorkerOp op, const Status& status, Duration elapsed);
 };

@@ -5,10 +5,12 @@
 
 #include <capnp/message.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <signal.h>
 #include <sys/stat.h>
 
 #include <chrono>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -19,6 +21,7 @@
 
 #include "client/client.h"
 #include "common/curve_keys.h"
+#include "common/protocol.h"
 #include "common/transport.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/process.h"
@@ -48,6 +51,62 @@ Result<IncomingMessage> RawCall(zmq::context_t& context, const std::string& endp
   capnp::MallocMessageBuilder message;
   fill(message.initRoot<proto::Request>());
   return channel.Call(message);
+}
+
+// Open descriptors of a process (its /proc/PID/fd entries); -1 if it is gone.
+int OpenDescriptors(pid_t pid) {
+  std::error_code error;
+  std::filesystem::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", error);
+  if (error) return -1;
+  int count = 0;
+  for (; it != std::filesystem::directory_iterator(); it.increment(error)) {
+    if (error) return -1;
+    ++count;
+  }
+  return count;
+}
+
+// Sends `count` registerWorker requests over one connection, pipelined in batches, as a
+// registration storm would, and tallies the replies by status code (a reply that does not
+// come within 10 s counts as kUnavailable under the key -1). Stops early when `stop` says so.
+std::map<int, int> RegistrationStorm(zmq::context_t& context, const std::string& endpoint,
+                                     const ChannelSecurity& security, int count,
+                                     const std::function<std::string(int)>& id_of,
+                                     const std::string& address,
+                                     const std::function<bool()>& stop = [] { return false; }) {
+  std::map<int, int> replies;
+  zmq::socket_t socket(context, zmq::socket_type::dealer);
+  EXPECT_TRUE(ConfigureClientSocket(socket, security, endpoint).ok());
+  socket.set(zmq::sockopt::rcvtimeo, 10000);
+  socket.connect(endpoint);
+  constexpr int kBatch = 500;  // under ZeroMQ's default high-water mark of 1000 messages
+  for (int sent = 0; sent < count && !stop();) {
+    const int batch = std::min(kBatch, count - sent);
+    for (int i = 0; i < batch; ++i, ++sent) {
+      capnp::MallocMessageBuilder message;
+      auto request = message.initRoot<proto::Request>();
+      request.setId(static_cast<uint64_t>(sent + 1));
+      auto reg = request.initRegisterWorker();
+      reg.setWorkerId(id_of(sent));
+      reg.setAddress(address);
+      reg.initStats().setMemoryCapacity(1ull << 40);
+      EXPECT_TRUE(SendMessage(socket, nullptr, message).ok());
+    }
+    for (int i = 0; i < batch; ++i) {
+      Result<IncomingMessage> reply = ReceiveMessage(socket, /*has_routing_id=*/false);
+      if (!reply.ok()) {
+        ++replies[-1];
+        if (stop()) break;
+        continue;
+      }
+      Status status = ReadGuarded([&]() -> Status {
+        if (reply->reply().isError()) return StatusFromError(reply->reply().getError());
+        return Status::Ok();
+      });
+      ++replies[static_cast<int>(status.code())];
+    }
+  }
+  return replies;
 }
 
 class SecurityTest : public ::testing::Test {
@@ -340,6 +399,182 @@ TEST_F(SecurityTest, RevokedKeyIsRefusedAfterSighup) {
       },
       seconds(10)));
   EXPECT_TRUE(cluster_.master_process().Running());
+  CommandResult admin = cluster_.BmctlAs("admin", {"workers"});
+  EXPECT_EQ(admin.exit_code, 0) << admin.err;
+}
+
+// A restarted master vouches for the workers' keys from its journal, before they register
+// again: clients can reach the blocks a worker holds as soon as the master answers.
+TEST_F(SecurityTest, RestartedMasterVouchesForJournaledWorkerKeys) {
+  if (!CurveAvailable()) GTEST_SKIP() << "libzmq was built without CURVE (libsodium)";
+  cluster_.SetMasterStateDir(cluster_.dir().Sub("master-state"));
+  ASSERT_NO_FATAL_FAILURE(StartCluster(true));
+  ASSERT_NO_FATAL_FAILURE(PutBlock("journaled payload"));
+  const std::string w1_key = LoadCertificate(cluster_.PublicKeyFile("w1"))->public_key;
+
+  // Stopped, the workers cannot register again before the master's answers are checked.
+  cluster_.KillMaster();
+  cluster_.SignalWorker("w1", SIGSTOP);
+  cluster_.SignalWorker("w2", SIGSTOP);
+  ASSERT_NO_FATAL_FAILURE(cluster_.StartMaster());
+  Result<IncomingMessage> reply = RawCall(
+      context_, cluster_.master_endpoint(), cluster_.SecurityOf("client", "master"),
+      [](proto::Request::Builder r) { r.initGetLocations().initBlockIds(1).set(0, kBlock); });
+  cluster_.SignalWorker("w1", SIGCONT);
+  cluster_.SignalWorker("w2", SIGCONT);
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  auto locations = reply->reply().getLocations();
+  ASSERT_EQ(locations.size(), 1u);
+  ASSERT_EQ(locations[0].getLocations().size(), 1u);
+  EXPECT_EQ(std::string(locations[0].getLocations()[0].getWorkerId().cStr()), "w1");
+  EXPECT_EQ(std::string(locations[0].getLocations()[0].getPublicKey().cStr()), w1_key);
+
+  CommandResult get = cluster_.BmctlAs("client", {"get", kBlock});
+  EXPECT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_EQ(get.out, "journaled payload");
+}
+
+// ---- limits per key ----
+
+TEST_F(SecurityTest, OneKeyOverItsConnectionLimitIsRefusedWhileOtherKeysGetIn) {
+  cluster_.SetMasterExtraArgs({"--max-connections-per-key", "3", "--http", "127.0.0.1:0"});
+  ASSERT_NO_FATAL_FAILURE(StartCluster(true));
+  const ChannelSecurity client = cluster_.SecurityOf("client", "master");
+  const auto ping = [&](RpcChannel& channel) {
+    capnp::MallocMessageBuilder request;
+    request.initRoot<proto::Request>().setPing();
+    return channel.Call(request);
+  };
+  std::vector<std::unique_ptr<RpcChannel>> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(
+        std::make_unique<RpcChannel>(context_, cluster_.master_endpoint(), seconds(3), client));
+    Result<IncomingMessage> reply = ping(*held.back());
+    ASSERT_TRUE(reply.ok()) << i << ": " << reply.status().ToString();
+  }
+  RpcChannel fourth(context_, cluster_.master_endpoint(), seconds(3), client);
+  Result<IncomingMessage> refused = ping(fourth);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("holds the most connections one key may have open"),
+            std::string::npos)
+      << refused.status().ToString();
+  // Other keys are not affected.
+  CommandResult admin = cluster_.BmctlAs("admin", {"workers"});
+  EXPECT_EQ(admin.exit_code, 0) << admin.err;
+  EXPECT_TRUE(cluster_.master_process().Running());
+
+  // A connection closed makes room again once the master has seen it close.
+  held.pop_back();
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        RpcChannel again(context_, cluster_.master_endpoint(), seconds(3), client);
+        return ping(again).ok();
+      },
+      seconds(10)))
+      << cluster_.LogTail("master");
+  EXPECT_NE(ReadFile(cluster_.dir().Sub("master.log")).find("holds the most connections"),
+            std::string::npos);
+  httplib::Client http("127.0.0.1", cluster_.HttpPort("master"));
+  httplib::Result metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics) << "no /metrics";
+  EXPECT_EQ(metrics->body.find(
+                "blockmgr_handshakes_refused_total{reason=\"connections_per_key\"} 0"),
+            std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("blockmgr_handshakes_refused_total{reason=\"connections_per_key\"}"),
+            std::string::npos)
+      << metrics->body;
+}
+
+TEST_F(SecurityTest, WorkersLimitConnectionsPerKeyToo) {
+  if (!CurveAvailable()) GTEST_SKIP() << "libzmq was built without CURVE (libsodium)";
+  ASSERT_NO_FATAL_FAILURE(cluster_.UseKeys({"w1"}));
+  ASSERT_NO_FATAL_FAILURE(cluster_.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster_.StartWorker(
+      {"w1", "64MiB", "", {"--max-connections-per-key", "2", "--io-threads", "2"}}));
+  const ChannelSecurity client = cluster_.SecurityOf("client", "w1");
+  const auto ping = [&](RpcChannel& channel) {
+    capnp::MallocMessageBuilder request;
+    request.initRoot<proto::Request>().setPing();
+    return channel.Call(request);
+  };
+  RpcChannel first(context_, cluster_.worker_endpoint("w1"), seconds(3), client);
+  RpcChannel second(context_, cluster_.worker_endpoint("w1"), seconds(3), client);
+  ASSERT_TRUE(ping(first).ok());
+  ASSERT_TRUE(ping(second).ok());
+  RpcChannel third(context_, cluster_.worker_endpoint("w1"), seconds(3), client);
+  Result<IncomingMessage> refused = ping(third);
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status().ToString();
+  // Other keys are not affected.
+  RpcChannel admin(context_, cluster_.worker_endpoint("w1"), seconds(3),
+                   cluster_.SecurityOf("admin", "w1"));
+  EXPECT_TRUE(ping(admin).ok());
+  CommandResult put = cluster_.BmctlAs(
+      "admin", {"put", kBlock, "-", "--level", "MEMORY_ONLY", "--worker", "w1"}, "bytes");
+  EXPECT_EQ(put.exit_code, 0) << put.err;
+  CommandResult get = cluster_.BmctlAs("admin", {"get", kBlock});
+  EXPECT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_EQ(get.out, "bytes");
+  EXPECT_TRUE(cluster_.worker_process("w1").Running());
+}
+
+// 10,000 registrations against the master: without keys each new id costs the master a socket
+// (the attack works); with keys an outsider is refused at the handshake, a worker key may not
+// register other ids, and its own re-registrations are limited, so descriptors stay bounded.
+TEST_F(SecurityTest, TenThousandFakeRegistrationsExhaustDescriptorsOnlyWithoutKeys) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster(false));
+  const pid_t master = cluster_.master_process().pid();
+  const int before = OpenDescriptors(master);
+  ASSERT_GT(before, 0);
+  const auto grown = [&] {
+    const int now = OpenDescriptors(master);
+    return now < 0 || now > before + 5000;
+  };
+  RegistrationStorm(
+      context_, cluster_.master_endpoint(), {}, 10000,
+      [](int i) { return "fake-" + std::to_string(i); }, "tcp://127.0.0.1:9", grown);
+  std::printf("[ attack ] master descriptors %d -> %d\n", before, OpenDescriptors(master));
+  EXPECT_TRUE(grown()) << "descriptors: " << before << " -> " << OpenDescriptors(master);
+}
+
+TEST_F(SecurityTest, MasterSurvivesTenThousandRegistrationAttemptsWithKeys) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster(true));
+  const pid_t master = cluster_.master_process().pid();
+  const int before = OpenDescriptors(master);
+  ASSERT_GT(before, 0);
+
+  // 10 outsiders, each on a connection of its own (each waits for its refusal).
+  const ChannelSecurity outsider = OutsiderKeys("master");
+  for (int i = 0; i < 10; ++i) {
+    Result<IncomingMessage> reply =
+        RawCall(context_, cluster_.master_endpoint(), outsider, [i](proto::Request::Builder r) {
+          auto reg = r.initRegisterWorker();
+          reg.setWorkerId("outsider-" + std::to_string(i));
+          reg.setAddress("tcp://127.0.0.1:9");
+          reg.initStats();
+        });
+    ASSERT_EQ(reply.status().code(), StatusCode::kPermissionDenied) << reply.status().ToString();
+  }
+  // w1's key: 4,995 other ids, then 4,995 registrations of its own id.
+  const ChannelSecurity w1 = cluster_.SecurityOf("w1", "master");
+  std::map<int, int> others = RegistrationStorm(
+      context_, cluster_.master_endpoint(), w1, 4995,
+      [](int i) { return "fake-" + std::to_string(i); }, "tcp://127.0.0.1:9");
+  EXPECT_EQ(others[static_cast<int>(StatusCode::kPermissionDenied)], 4995);
+  std::map<int, int> own = RegistrationStorm(context_, cluster_.master_endpoint(), w1, 4995,
+                                             [](int) { return "w1"; },
+                                             cluster_.worker_endpoint("w1"));
+  EXPECT_LE(own[static_cast<int>(StatusCode::kOk)], 60);
+  EXPECT_GE(own[static_cast<int>(StatusCode::kUnavailable)], 4935);
+
+  EXPECT_TRUE(cluster_.master_process().Running());
+  const int after = OpenDescriptors(master);
+  std::printf("[ storm ] master descriptors %d -> %d\n", before, after);
+  EXPECT_LT(after, before + 50) << "descriptors: " << before << " -> " << after;
+  EXPECT_EQ(cluster_.ListedWorkers(), (std::vector<std::string>{"w1", "w2"}));
+  EXPECT_NE(ReadFile(cluster_.dir().Sub("master.log")).find("refused a registration"),
+            std::string::npos);
   CommandResult admin = cluster_.BmctlAs("admin", {"workers"});
   EXPECT_EQ(admin.exit_code, 0) << admin.err;
 }

@@ -134,6 +134,35 @@ TEST_F(ZapHandlerTest, AllowedKeyGetsInWithItsRoleAndReloadRevokesIt) {
   EXPECT_EQ(after.status().code(), StatusCode::kPermissionDenied) << after.status().ToString();
 }
 
+TEST_F(ZapHandlerTest, KeyAtItsConnectionLimitIsRefusedForNowWhileOthersGetIn) {
+  zmq::context_t context;
+  ASSERT_TRUE(GenerateCertificate(allowed_.path().string(), "alice", KeyRole::kClient).ok());
+  ASSERT_TRUE(GenerateCertificate(allowed_.path().string(), "bob", KeyRole::kClient).ok());
+  Result<CurveKeys> alice = LoadKeyPair(allowed_.Sub("alice.key_secret"));
+  Result<CurveKeys> bob = LoadKeyPair(allowed_.Sub("bob.key_secret"));
+  ASSERT_TRUE(alice.ok() && bob.ok());
+  Result<std::unique_ptr<ZapHandler>> zap = ZapHandler::Start(context, {allowed_.Sub("."), ""});
+  ASSERT_TRUE(zap.ok());
+  EchoServer server(context, server_keys_);
+
+  (*zap)->SetKeyAtLimit(alice->public_key, true);
+  Result<IncomingMessage> refused =
+      Ping(context, server.endpoint(), {*alice, server_keys_.public_key});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("handshake refused by " + server.endpoint() +
+                                            " for now"),
+            std::string::npos)
+      << refused.status().ToString();
+  EXPECT_GE((*zap)->refused_at_limit(), 1u);
+  EXPECT_TRUE(Ping(context, server.endpoint(), {*bob, server_keys_.public_key}).ok());
+
+  (*zap)->SetKeyAtLimit(alice->public_key, false);
+  Result<IncomingMessage> again =
+      Ping(context, server.endpoint(), {*alice, server_keys_.public_key});
+  EXPECT_TRUE(again.ok()) << again.status().ToString();
+}
+
 TEST(UserIdTest, RoundTripsRoleNameAndKey) {
   PeerIdentity peer{KeyRole::kWorker, "w-1", "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"};
   std::optional<PeerIdentity> back = DecodeUserId(EncodeUserId(peer));

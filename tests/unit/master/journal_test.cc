@@ -1,5 +1,8 @@
 #include "master/journal.h"
 
+#include <capnp/any.h>
+#include <capnp/message.h>
+#include <capnp/serialize.h>
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
@@ -169,6 +172,60 @@ TEST_F(MasterJournalTest, DroppingAWorkerDropsItsLocationsOnly) {
   EXPECT_EQ(loaded.locations["w10"].size(), 2u);
   EXPECT_EQ(loaded.locations["w2"].size(), 2u);
   EXPECT_EQ(loaded.snapshot.location_count, 4u);
+}
+
+TEST_F(MasterJournalTest, WorkerKeysSurviveReopening) {
+  const std::string key = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
+  const JournaledWorker secure{"w1", "tcp://127.0.0.1:7701", "", "", key};
+  const JournaledWorker insecure{"w2", "tcp://127.0.0.1:7702", "", "", ""};
+  {
+    auto journal = OpenOrDie(dir());
+    ASSERT_NE(journal, nullptr);
+    ASSERT_TRUE(journal->RecordRegistration(secure, {}).ok());
+    ASSERT_TRUE(journal->RecordRegistration(insecure, {}).ok());
+  }
+  auto journal = OpenOrDie(dir());
+  ASSERT_NE(journal, nullptr);
+  EXPECT_EQ(LoadAll(*journal).snapshot.workers, (std::vector<JournaledWorker>{secure, insecure}));
+}
+
+// A worker record as journals before keys wrote it: a struct of three text pointers.
+TEST_F(MasterJournalTest, WorkerRecordsWithoutAKeyStillLoad) {
+  { auto journal = OpenOrDie(dir()); }
+  {
+    capnp::MallocMessageBuilder message;
+    capnp::AnyStruct::Builder record =
+        message.getRoot<capnp::AnyPointer>().initAsAnyStruct(/*dataWords=*/0, /*pointers=*/3);
+    record.getPointerSection()[0].setAs<capnp::Text>("tcp://127.0.0.1:7701");
+    record.getPointerSection()[1].setAs<capnp::Text>("host-a");
+    record.getPointerSection()[2].setAs<capnp::Text>("rack-1");
+    kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir(), &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), "ww1",
+                        rocksdb::Slice(words.asChars().begin(), words.asChars().size()))
+                    .ok());
+  }
+  auto journal = OpenOrDie(dir());
+  ASSERT_NE(journal, nullptr);
+  EXPECT_EQ(LoadAll(*journal).snapshot.workers,
+            (std::vector<JournaledWorker>{{"w1", "tcp://127.0.0.1:7701", "host-a", "rack-1"}}));
+}
+
+TEST_F(MasterJournalTest, AWorkerKeyThatIsNotZ85IsCorrupt) {
+  {
+    auto journal = OpenOrDie(dir());
+    ASSERT_NE(journal, nullptr);
+    ASSERT_TRUE(
+        journal->RecordRegistration({"w1", "tcp://127.0.0.1:1", "", "", "not a key"}, {}).ok());
+  }
+  auto journal = OpenOrDie(dir());
+  ASSERT_NE(journal, nullptr);
+  Result<JournalSnapshot> loaded = journal->Load([](const std::string&, const BlockChange&) {});
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("a bad worker record"), std::string::npos)
+      << loaded.status().ToString();
 }
 
 TEST_F(MasterJournalTest, ACorruptLocationValueIsAClearError) {
