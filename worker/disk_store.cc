@@ -560,9 +560,6 @@ Status DiskStore::OpenDatabase() {
   options.max_compaction_bytes = write_buffer_bytes_ * kCompactionFiles;
   options.level_compaction_dynamic_level_bytes = true;
   options.max_background_jobs = 2;
-  // Flushes and compactions yield the CPU to the worker's event loop (see StorageThread).
-  options.env->LowerThreadPoolCPUPriority(rocksdb::Env::Priority::HIGH);
-  options.env->LowerThreadPoolCPUPriority(rocksdb::Env::Priority::LOW);
   options.keep_log_file_num = 3;
   options.max_log_file_size = std::min<uint64_t>(16 * kMiB, write_buffer_bytes_);
   // A damaged write-ahead log is recovered up to its first bad record and no further
