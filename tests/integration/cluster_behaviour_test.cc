@@ -39,6 +39,13 @@ TEST(ClusterBehaviourTest, EvictionSpillsMemoryAndDiskBlocksAndDropsMemoryOnlyOn
   // Needs 4 MiB more than is free: evicts the least recently used block (rdd_1_0, spilled),
   // then rdd_2_0 (dropped) for the next one.
   Put(cluster, "rdd_3_0", 4 * kMiB, "MEMORY_ONLY");
+  // The spill runs in the background: the master hears of the move once it has committed.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return cluster.Locations({"rdd_1_0"})["rdd_1_0"] ==
+               std::vector<Loc>{{"w1", "disk", 4 * kMiB}};
+      },
+      std::chrono::milliseconds(10000)));
   auto after_first = cluster.Locations({"rdd_1_0", "rdd_2_0", "rdd_3_0"});
   EXPECT_EQ(after_first["rdd_1_0"], (std::vector<Loc>{{"w1", "disk", 4 * kMiB}}));
   EXPECT_EQ(after_first["rdd_2_0"], (std::vector<Loc>{{"w1", "memory", 4 * kMiB}}));
