@@ -1,8 +1,6 @@
 #include "worker/storage_thread.h"
 
 #include <sys/eventfd.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <utility>
@@ -12,9 +10,6 @@
 namespace bm {
 
 namespace {
-
-// Nice value of the storage thread (the loop's is the process's, usually 0).
-constexpr int kStorageNice = 10;
 
 DiskTierStats Measure(const BlockStore& store) {
   return DiskTierStats{store.used(), store.capacity(), store.read_only()};
@@ -69,11 +64,6 @@ size_t StorageThread::RunCompletions() {
 }
 
 void StorageThread::Loop() {
-  // Disk work is background work: when the cores are busy, the event loop (heartbeats, memory
-  // gets) should win them. On Linux a nice value set through the thread id is the thread's own.
-  if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kStorageNice) != 0) {
-    // Not fatal: the work is the same, only scheduled less politely.
-  }
   std::unique_lock lock(mutex_);
   while (true) {
     work_ready_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });

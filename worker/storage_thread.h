@@ -28,6 +28,10 @@ struct DiskTierStats {
 // in the same order, so a removal submitted after a write runs after it, and the loop sees the
 // results of its jobs in the order it asked for them.
 //
+// The thread runs at the process's priority: a put whose bytes wait for spills (see
+// BlockManager::TakesBytes) waits on it, so a lower one would invert priorities on a busy
+// machine (measured: pieces waiting over 5 s for a niced storage thread under load).
+//
 // Ownership and threads: owns the store, which only the storage thread touches once the
 // StorageThread exists. A job must touch nothing but the store and what it captured by value
 // (or shared ownership); a completion may touch the loop's state. Submit(), RunCompletions() and
