@@ -13,6 +13,7 @@ packages=(
   pybind11-dev python3-dev python3-numpy python3-distributed python3-pytest
   yamllint dpkg-dev file iproute2
   libcpp-httplib-dev
+  libxxhash-dev
 )
 
 . "$(dirname "${BASH_SOURCE[0]}")/apt_packages.sh"

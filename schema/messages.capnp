@@ -33,6 +33,7 @@ enum ErrorCode {
   aborted @6;          # the operation lost a race (block replaced during a read); retry
   tooLarge @7;         # a frame or message over the protocol's limits
   permissionDenied @8; # the sender's key (its role, its worker id) may not make this request
+  dataLoss @9;         # the stored bytes failed their checksum: this copy is never served
 }
 
 struct Error {

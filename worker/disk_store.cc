@@ -318,6 +318,9 @@ struct DiskStore::Impl {
   std::vector<std::pair<std::string, std::string>> removed_ranges;
   // Bytes of the versions in removed_ranges: free space once reclaimed, so counted as room.
   uint64_t reclaimable_bytes = 0;
+  // Generations [first, second) whose records the last start-up scan could not read (a table
+  // block failed RocksDB's checksum): versions committed there are lost to corruption.
+  std::vector<std::pair<uint64_t, uint64_t>> unreadable_generations;
 };
 
 // States: writing -> committed, or writing -> abandoned (failed append, failed commit or
@@ -622,6 +625,46 @@ Status DiskStore::OpenDatabase() {
   return LoadIndex();
 }
 
+// Called when seeking to VersionKey(generation) met a table block that failed its checksum.
+// Finds the first generation after it whose seek reads cleanly (doubling the step, then halving
+// back), leaves `it` there and returns it (UINT64_MAX: none, the damage runs to the end).
+// Each probe seeks a fresh iterator: one that met an error stays failed.
+Result<uint64_t> DiskStore::SeekPastCorruption(std::unique_ptr<rocksdb::Iterator>& it,
+                                              uint64_t generation) {
+  auto seek = [&](uint64_t probe) -> Result<bool> {
+    it.reset(db_->NewIterator(impl_->read_options));
+    it->Seek(VersionKey(probe));
+    if (it->status().ok()) return true;
+    if (it->status().IsCorruption()) return false;
+    return FromRocks(it->status(), "scanning disk store versions");
+  };
+  uint64_t bad = generation;  // seeking here fails
+  uint64_t good = UINT64_MAX;
+  for (uint64_t step = 1; bad < UINT64_MAX; step = std::min<uint64_t>(step * 2, 1ull << 62)) {
+    const uint64_t probe = step > UINT64_MAX - bad ? UINT64_MAX : bad + step;
+    ASSIGN_OR_RETURN(bool clean, seek(probe));
+    if (clean) {
+      good = probe;
+      break;
+    }
+    bad = probe;
+  }
+  if (good == UINT64_MAX) {
+    it.reset(db_->NewIterator(impl_->read_options));
+    it->Seek(kVersionsEnd);
+    RETURN_IF_ERROR(FromRocks(it->status(), "scanning disk store versions"));
+    return UINT64_MAX;
+  }
+  while (good - bad > 1) {
+    const uint64_t middle = bad + (good - bad) / 2;
+    ASSIGN_OR_RETURN(bool clean, seek(middle));
+    (clean ? good : bad) = middle;
+  }
+  ASSIGN_OR_RETURN(bool clean, seek(good));
+  if (!clean) return InternalError("disk store: a seek past damaged table data failed twice");
+  return good;
+}
+
 Status DiskStore::LoadIndex() {
   Impl& impl = *impl_;
   rocksdb::WriteBatch garbage;
@@ -658,8 +701,29 @@ Status DiskStore::LoadIndex() {
     RETURN_IF_ERROR(FromRocks(it->status(), "reading disk store metadata"));
 
     // One seek per stored version: its first record is its meta, unless the write was cut
-    // short (chunks only), and then the whole version is deleted.
-    it->Seek(kVersionPrefix);
+    // short (chunks only), and then the whole version is deleted. A seek that meets a table
+    // block failing its checksum steps over the generations that block holds (see
+    // SeekPastCorruption); their versions are lost, and named so by CheckAgainstJournal.
+    impl.unreadable_generations.clear();
+    auto seek_version = [&](uint64_t generation) -> Status {
+      it->Seek(VersionKey(generation));
+      if (!it->status().IsCorruption()) return Status::Ok();
+      ASSIGN_OR_RETURN(uint64_t readable, SeekPastCorruption(it, generation));
+      spdlog::error(
+          "disk store {}: table data of generations {} to {} failed RocksDB's checksum: the "
+          "versions there are lost; serving the rest",
+          dir_, generation, readable == UINT64_MAX ? "the end" : std::to_string(readable - 1));
+      impl.unreadable_generations.emplace_back(generation, readable);
+      max_generation = std::max(max_generation, readable == UINT64_MAX ? generation : readable - 1);
+      // Deleting their records keeps reads away from the damaged block.
+      if (readable == UINT64_MAX) {
+        garbage.DeleteRange(VersionKey(generation), kVersionsEnd);
+      } else {
+        garbage.DeleteRange(VersionKey(generation), VersionKey(readable));
+      }
+      return Status::Ok();
+    };
+    RETURN_IF_ERROR(seek_version(0));
     while (it->Valid() && it->key().starts_with(kVersionPrefix)) {
       std::string_view key = it->key().ToStringView();
       const size_t meta_key_size = kVersionPrefix.size() + 8;
@@ -686,7 +750,7 @@ Status DiskStore::LoadIndex() {
         ++orphan_generations;
       }
       if (generation == UINT64_MAX) break;
-      it->Seek(VersionKey(generation + 1));
+      RETURN_IF_ERROR(seek_version(generation + 1));
     }
     RETURN_IF_ERROR(FromRocks(it->status(), "scanning disk store versions"));
 
@@ -790,7 +854,7 @@ Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generatio
     return AbortedError("block " + id.ToString() + " generation " + std::to_string(generation) +
                         " was removed");
   }
-  const Meta& meta = found->second;
+  const Meta meta = found->second;  // a copy: a corrupt chunk drops the block from the index
   if (meta.generation != generation) {
     return AbortedError("block " + id.ToString() + " generation " + std::to_string(generation) +
                         " was replaced by generation " + std::to_string(meta.generation));
@@ -821,6 +885,10 @@ Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generatio
       status = AbortedError("chunk " + std::to_string(i) + " of block " + id.ToString() +
                             " generation " + std::to_string(generation) + " is gone");
       break;
+    }
+    if (s.IsCorruption()) {
+      return DropCorrupt(id, "chunk " + std::to_string(i) + " failed RocksDB's checksum (" +
+                                 s.ToString() + ")");
     }
     status = FromRocks(s, "reading block " + id.ToString());
     if (!status.ok()) break;
@@ -980,6 +1048,22 @@ void DiskStore::DropUnserved(const BlockId& id) {
   }
 }
 
+Status DiskStore::DropCorrupt(const BlockId& id, const std::string& what) {
+  auto found = impl_->index.find(id);
+  const uint64_t generation = found != impl_->index.end() ? found->second.generation : 0;
+  std::string reason = "generation " + std::to_string(generation) + " is corrupt on disk: " + what;
+  spdlog::error("disk store {}: block {} lost: {}; dropped, never served", dir_, id.ToString(),
+                reason);
+  DropUnserved(id);
+  // Removed for good: a restart does not report it lost a second time.
+  journal_->RecordRemoved(id, generation);
+  ++lost_count_;
+  ++corrupt_count_;
+  lost_.push_back({id, reason});
+  return DataLossError("block " + id.ToString() + " is corrupt on this worker's disk (" + what +
+                       ")");
+}
+
 void DiskStore::CheckAgainstJournal(const std::map<BlockId, uint64_t>& committed,
                                     const std::map<BlockId, uint64_t>& removed, const char* when) {
   // Removed while the store was read-only, then a restart before it could delete them.
@@ -995,7 +1079,15 @@ void DiskStore::CheckAgainstJournal(const std::map<BlockId, uint64_t>& committed
   std::vector<BlockId> stale;
   for (const auto& [id, generation] : committed) {
     auto found = impl_->index.find(id);
-    if (found == impl_->index.end()) {
+    const bool unreadable = std::any_of(
+        impl_->unreadable_generations.begin(), impl_->unreadable_generations.end(),
+        [&](const auto& range) { return generation >= range.first && generation < range.second; });
+    if (found == impl_->index.end() && unreadable) {
+      lost.push_back({id, "generation " + std::to_string(generation) +
+                              " is corrupt on disk: its records failed RocksDB's checksum in "
+                              "the start-up scan"});
+      ++corrupt_count_;
+    } else if (found == impl_->index.end()) {
       lost.push_back({id, "generation " + std::to_string(generation) +
                               " was committed but the store no longer has it (RocksDB "
                               "recovered its write-ahead log only up to a damaged or missing "

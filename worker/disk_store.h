@@ -18,6 +18,7 @@
 namespace rocksdb {
 class DB;
 class Env;
+class Iterator;
 class Status;
 }  // namespace rocksdb
 
@@ -78,6 +79,11 @@ struct DiskStoreOptions {
 // database. Open() and a reopen compare it with what RocksDB recovered; every block that did
 // not survive is logged with the reason, counted and returned by TakeLost().
 //
+// Corruption: a table block that fails RocksDB's checksum costs the blocks whose records it
+// holds, never the store. The start-up scan steps over damaged metadata (those versions are
+// lost, named by the journal check); a read that meets a damaged chunk fails with kDataLoss
+// and drops the block. Either way the block is reported by TakeLost() and never served.
+//
 // Not thread-safe: owned by the worker's event loop.
 class DiskStore final : public BlockStore {
  public:
@@ -131,6 +137,9 @@ class DiskStore final : public BlockStore {
   std::vector<LostBlock> TakeLost() override;
   // Blocks found lost since the store was opened.
   uint64_t lost_count() const { return lost_count_; }
+  // Of those, the blocks lost to corrupt bytes on disk (a table block that failed RocksDB's
+  // checksum, in the start-up scan or on a read).
+  uint64_t corrupt_count() const { return corrupt_count_; }
 
   // Generations come from one increasing sequence, above every generation found on disk. The
   // block manager draws memory blocks' generations from the same sequence (AdvanceGenerationTo
@@ -155,6 +164,11 @@ class DiskStore final : public BlockStore {
                            const std::map<BlockId, uint64_t>& removed, const char* when);
   // Takes a version out of the index and deletes it (or hides it while read-only).
   void DropUnserved(const BlockId& id);
+  // A block whose stored bytes are corrupt (`what`): dropped, recorded removed in the journal,
+  // reported lost. Returns the kDataLoss the read that found it fails with.
+  Status DropCorrupt(const BlockId& id, const std::string& what);
+  // See the .cc.
+  Result<uint64_t> SeekPastCorruption(std::unique_ptr<rocksdb::Iterator>& it, uint64_t generation);
   // Makes the store read-only (once); `why` is logged and shown in refusals.
   void EnterReadOnly(const std::string& why);
   // Ok, or why nothing may be written now (the store is read-only).
@@ -182,6 +196,7 @@ class DiskStore final : public BlockStore {
   std::unique_ptr<CommitJournal> journal_;
   std::vector<LostBlock> lost_;
   uint64_t lost_count_ = 0;
+  uint64_t corrupt_count_ = 0;
 };
 
 }  // namespace bm
