@@ -979,6 +979,11 @@ Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink
   // Workers that did not answer during this call are not waited for a second time when the
   // master, which has not noticed yet, lists them again.
   std::vector<std::string> unreachable;
+  // Copies that failed their checksum on their worker (kDataLoss) during this call. Such a copy
+  // is never served: the next copy is read instead, and the worker, which dropped the bad one,
+  // reports it so the master restores the replication level. When no good copy is left the
+  // read fails with kDataLoss rather than "not found".
+  int corrupt_copies = 0;
   while (true) {
     std::vector<BlockLocation> locations;
     bool from_cache = false;
@@ -1034,6 +1039,10 @@ Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink
         replaced = true;
         break;
       }
+      if (last.code() == StatusCode::kDataLoss) {
+        ++corrupt_copies;
+        continue;
+      }
       if (last.code() != StatusCode::kUnavailable && last.code() != StatusCode::kNotFound) {
         return last;
       }
@@ -1049,6 +1058,11 @@ Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink
       // Remembered locations that are stale (moved, removed, or their worker failed): ask the
       // master, which is not a restart.
       if (from_cache) continue;
+      if (corrupt_copies > 0 && all_not_found) {
+        return DataLossError("block " + block + " is corrupt on every copy (" +
+                             std::to_string(corrupt_copies) +
+                             " found corrupt); last error: " + last.message());
+      }
       if (all_not_found) {
         return NotFoundError("block " + block + " is not stored on any live worker");
       }

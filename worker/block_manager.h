@@ -88,6 +88,9 @@ class BlockManager {
   size_t disk_block_count() const;
   uint64_t evictions() const { return evictions_; }
   uint64_t spills() const { return spills_; }
+  // The disk tier, for the scrubber, which verifies it in the background (what it finds bad the
+  // store reports lost, and Maintain() passes on).
+  BlockStore& disk_store() { return *disk_; }
 
   // Off the hot path (every second or so): lets the disk store recover from a storage error
   // and give back removed blocks' space; blocks it finds lost become removals in TakeChanges()

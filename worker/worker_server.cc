@@ -92,7 +92,12 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Create(zmq::context_t& conte
 
 WorkerServer::WorkerServer(zmq::context_t& context, WorkerServerOptions options,
                            std::unique_ptr<BlockManager> blocks, const Clock& clock)
-    : context_(context), options_(std::move(options)), clock_(clock), blocks_(std::move(blocks)) {}
+    : context_(context),
+      options_(std::move(options)),
+      clock_(clock),
+      blocks_(std::move(blocks)),
+      scrubber_(std::make_unique<Scrubber>(blocks_->disk_store(),
+                                           options_.scrub_bytes_per_second)) {}
 
 WorkerServer::~WorkerServer() {
   if (wake_fd_ >= 0) close(wake_fd_);
@@ -182,6 +187,7 @@ void WorkerServer::Run() {
     ReleaseDeferredPuts(now);
     if (now >= next_storage_maintenance_) {
       next_storage_maintenance_ = now + options_.storage_maintenance_interval;
+      scrubber_->Step(now);  // what it finds bad, Maintain() reports as lost
       blocks_->Maintain();
       link_->CollectChanges();  // blocks found lost are reported at once
     }

@@ -18,6 +18,7 @@
 #include "worker/block_manager.h"
 #include "worker/master_link.h"
 #include "worker/replicator.h"
+#include "worker/scrubber.h"
 #include "worker/upload_table.h"
 #include "worker/worker_status.h"
 
@@ -52,6 +53,8 @@ struct WorkerServerOptions {
   // How often the disk store checks for storage errors, recovers and reclaims space
   // (BlockManager::Maintain).
   Duration storage_maintenance_interval = std::chrono::seconds(1);
+  // The scrubber's rate (worker/scrubber.h), stepped with the storage maintenance; 0: off.
+  uint64_t scrub_bytes_per_second = 0;
   // Borrowed, may be null: an observer (the HTTP status service) whose queries the loop answers
   // on its own thread. Must outlive Run().
   WorkerStatusHook* status_hook = nullptr;
@@ -153,6 +156,7 @@ class WorkerServer {
 
   // Owned by the thread in Run().
   std::unique_ptr<BlockManager> blocks_;
+  std::unique_ptr<Scrubber> scrubber_;  // borrows blocks_'s disk store
   std::unique_ptr<zmq::socket_t> router_;
   // True when router_ may hold messages its ZMQ_FD will not signal (see Run()).
   bool router_unsettled_ = true;

@@ -1,0 +1,125 @@
+// Corrupt stored bytes are never served and cost only the blocks they hit: a worker restarted
+// on a damaged table file starts, its scrubber finds the bad blocks, and the master restores
+// their copies from the good ones.
+
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tests/support/files.h"
+#include "tests/support/local_cluster.h"
+
+namespace bm::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr size_t kChunk = 1 << 20;
+
+// Flushes a stopped worker's write-ahead log into a table file and returns the largest one.
+std::string FlushedTableFile(const std::string& disk_dir) {
+  {
+    rocksdb::DB* raw = nullptr;
+    rocksdb::Status opened = rocksdb::DB::Open(rocksdb::Options(), disk_dir, &raw);
+    EXPECT_TRUE(opened.ok()) << opened.ToString();
+    if (!opened.ok()) return "";
+    std::unique_ptr<rocksdb::DB> db(raw);
+    EXPECT_TRUE(db->Flush(rocksdb::FlushOptions()).ok());
+  }
+  std::string largest;
+  uint64_t largest_size = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(disk_dir)) {
+    if (entry.path().extension() == ".sst" && entry.file_size() > largest_size) {
+      largest = entry.path().string();
+      largest_size = entry.file_size();
+    }
+  }
+  return largest;
+}
+
+TEST(IntegrityTest, ACorruptTableFileOfAStoppedWorkerCostsOnlyItsBlocksWhichAreRepaired) {
+  LocalCluster cluster(/*heartbeat_timeout_seconds=*/30);
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(2));
+  std::map<std::string, std::string> stored;
+  for (int i = 0; i < 12; ++i) {
+    const std::string id = "rdd_1_" + std::to_string(i);
+    stored[id] = RandomBytes(kChunk + 1000 + i, i);
+    CommandResult put =
+        cluster.Bmctl({"put", id, "-", "--level", "DISK_ONLY_2", "--worker", "w1"}, stored[id]);
+    ASSERT_EQ(put.exit_code, 0) << put.err;
+  }
+  std::vector<std::string> ids;
+  for (const auto& [id, bytes] : stored) ids.push_back(id);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto locations = cluster.Locations(ids);
+        for (const std::string& id : ids) {
+          if (locations[id].size() != 2) return false;
+        }
+        return true;
+      },
+      10s));
+
+  cluster.KillWorker("w1");
+  const std::string table = FlushedTableFile(cluster.worker_disk_dir("w1"));
+  ASSERT_FALSE(table.empty());
+  const uint64_t table_size = std::filesystem::file_size(table);
+  ASSERT_GT(table_size, 12 * kChunk);
+  {
+    std::fstream file(table, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(table_size / 2));
+    const std::string garbage(64 << 10, 'z');
+    file.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+    ASSERT_TRUE(file.good());
+  }
+
+  const std::string log_path = cluster.dir().Sub("w1.log");
+  const size_t log_before = ReadFile(log_path).size();
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "", {"--scrub-rate", "100"}}));
+  std::string log;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        log = ReadFile(log_path).substr(log_before);
+        return log.find("scrubber: pass 1 ") != std::string::npos;
+      },
+      15s))
+      << cluster.LogTail("w1");
+  EXPECT_NE(log.find("is corrupt on disk"), std::string::npos) << log;
+
+  // Every block is back at two copies, w1's among them.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto locations = cluster.Locations(ids);
+        for (const std::string& id : ids) {
+          if (locations[id].size() != 2) return false;
+        }
+        for (const std::string& id : ids) {
+          if (!cluster.WorkerHolds("w1", id)) return false;
+        }
+        return true;
+      },
+      30s))
+      << cluster.LogTail("master") << cluster.LogTail("w1");
+
+  // Served right from either copy: first with both workers, then from w1's alone.
+  for (int round = 0; round < 2; ++round) {
+    if (round == 1) cluster.KillWorker("w2");
+    for (const auto& [id, bytes] : stored) {
+      CommandResult got = cluster.Bmctl({"get", id});
+      ASSERT_EQ(got.exit_code, 0) << id << ": " << got.err;
+      EXPECT_TRUE(got.out == bytes) << id << " came back with different bytes (round " << round
+                                    << ")";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace bm::testing
