@@ -16,6 +16,7 @@
 #include "common/byte_size.h"
 #include "common/replica_spread.h"
 #include "common/chunk.h"
+#include "common/digest.h"
 #include "common/protocol.h"
 #include "common/transport.h"
 
@@ -579,28 +580,38 @@ std::vector<Result<PutResult>> Client::Impl::Upload(const std::vector<const Work
       break;
     }
     const bool last = source.offset() == source.size();
+    // Checked by each worker before it appends the piece (PutBlock.pieceDigest).
+    StreamingDigest digest;
+    for (const ChunkPtr& chunk : *chunks) digest.Update(chunk->bytes());
+    const uint64_t piece_digest = digest.value();
     for (Target& target : uploads) {
       if (target.failure) continue;
       const std::string peer = "worker " + target.worker->id;
-      capnp::MallocMessageBuilder message;
-      proto::PutBlock::Builder put = message.initRoot<proto::Request>().initPutBlock();
-      put.setBlockId(block);
-      put.setLevel(ToProto(level));
-      put.setTotalSize(source.size());
-      put.setOffset(offset);
-      put.setLast(last);
-      put.setUploadId(target.upload_id);
-      put.setVersion(version.token);
-      put.setReplica(version.replica);
-      put.setLeaseToken(version.lease);
-      std::vector<zmq::message_t> payload;
-      payload.reserve(chunks->size());
-      for (const ChunkPtr& chunk : *chunks) payload.push_back(MessageFromChunk(chunk));
+      // A piece the worker found corrupted in transit is sent once more; it was not appended.
+      Result<IncomingMessage> reply = UnavailableError("not sent");
+      for (int attempt = 0; attempt < 2; ++attempt) {
+        capnp::MallocMessageBuilder message;
+        proto::PutBlock::Builder put = message.initRoot<proto::Request>().initPutBlock();
+        put.setBlockId(block);
+        put.setLevel(ToProto(level));
+        put.setTotalSize(source.size());
+        put.setOffset(offset);
+        put.setLast(last);
+        put.setUploadId(target.upload_id);
+        put.setVersion(version.token);
+        put.setReplica(version.replica);
+        put.setLeaseToken(version.lease);
+        put.setPieceDigest(piece_digest);
+        put.setDigested(true);
+        std::vector<zmq::message_t> payload;
+        payload.reserve(chunks->size());
+        for (const ChunkPtr& chunk : *chunks) payload.push_back(MessageFromChunk(chunk));
 
-      target.started = true;
-      Result<IncomingMessage> reply = Call(*target.channel, options_.request_timeout, peer,
-                                           message, std::move(payload),
-                                           last ? kCommitSlack : milliseconds(0));
+        target.started = true;
+        reply = Call(*target.channel, options_.request_timeout, peer, message, std::move(payload),
+                     last ? kCommitSlack : milliseconds(0));
+        if (reply.ok() || reply.status().code() != StatusCode::kDataLoss) break;
+      }
       if (!reply.ok()) {
         give_up(target, reply.status());
         continue;

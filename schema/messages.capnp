@@ -281,6 +281,12 @@ struct PutBlock {
   # Get-or-compute: the compute lease the client stores its result under (0 = none). The
   # master refuses the block unless that lease is still held (PROTOCOL.md, "Compute leases").
   leaseToken @8 :UInt64;
+  # XXH3-64 of this piece's payload bytes (all its frames in order), checked by the worker
+  # before it appends them: a mismatch fails the piece with dataLoss ("corrupted in transit")
+  # and leaves the upload where it was, so the client sends that piece again. Checked only
+  # when `digested` is set (an old client sends no digest).
+  pieceDigest @9 :UInt64;
+  digested @10 :Bool;
 }
 
 # Client -> worker: the client gave up on this upload (a piece failed elsewhere, its source

@@ -91,6 +91,7 @@ class BlockManager {
   // The disk tier, for the scrubber, which verifies it in the background (what it finds bad the
   // store reports lost, and Maintain() passes on).
   BlockStore& disk_store() { return *disk_; }
+  uint64_t corrupt_disk_blocks() const { return disk_->corrupt_count(); }
 
   // Off the hot path (every second or so): lets the disk store recover from a storage error
   // and give back removed blocks' space; blocks it finds lost become removals in TakeChanges()

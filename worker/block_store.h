@@ -90,6 +90,9 @@ class BlockStore {
   virtual void Maintain() = 0;
   // Blocks found lost since the last call.
   virtual std::vector<LostBlock> TakeLost() = 0;
+  // Blocks found corrupt (failed a checksum on a read or a scrub, or in the start-up scan) since
+  // the store was opened; each was dropped and is among the lost.
+  virtual uint64_t corrupt_count() const = 0;
 
   // Generations come from one increasing sequence; see DiskStore.
   virtual uint64_t next_generation() const = 0;

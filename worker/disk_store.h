@@ -139,7 +139,7 @@ class DiskStore final : public BlockStore {
   uint64_t lost_count() const { return lost_count_; }
   // Of those, the blocks lost to corrupt bytes on disk (a table block that failed RocksDB's
   // checksum, in the start-up scan or on a read).
-  uint64_t corrupt_count() const { return corrupt_count_; }
+  uint64_t corrupt_count() const override { return corrupt_count_; }
 
   // Generations come from one increasing sequence, above every generation found on disk. The
   // block manager draws memory blocks' generations from the same sequence (AdvanceGenerationTo

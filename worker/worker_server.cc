@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/access_policy.h"
+#include "common/digest.h"
 #include "common/protocol.h"
 #include "worker/address.h"
 #include "worker/wire.h"
@@ -65,6 +66,25 @@ WorkerOp OpOf(proto::Request::Which which) {
     default:
       return WorkerOp::kOther;
   }
+}
+
+// Ok when the piece's bytes match the digest its sender computed (or it sent none).
+Status CheckPieceDigest(const std::vector<ChunkPtr>& chunks, std::optional<uint64_t> expected,
+                        const std::string& block, uint64_t offset) {
+  if (!expected.has_value()) return Status::Ok();
+  StreamingDigest digest;
+  uint64_t bytes = 0;
+  for (const ChunkPtr& chunk : chunks) {
+    digest.Update(chunk->bytes());
+    bytes += chunk->size();
+  }
+  if (digest.value() == *expected) return Status::Ok();
+  spdlog::warn("piece of {} at offset {} ({} bytes) was corrupted in transit: its digest does "
+               "not match the sender's; refused, the sender resends it",
+               block, offset, bytes);
+  return DataLossError("piece of " + block + " at offset " + std::to_string(offset) + " (" +
+                       std::to_string(bytes) +
+                       " bytes) was corrupted in transit: its digest does not match; resend it");
 }
 
 }  // namespace
@@ -359,6 +379,7 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
     bool last = false;
     uint64_t upload_id = 0;
     PutVersion version;
+    std::optional<uint64_t> digest;
   } piece;
   RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::PutBlock::Reader put = message.request().getPutBlock();
@@ -372,6 +393,7 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
     piece.upload_id = put.getUploadId();
     piece.version =
         PutVersion{put.getVersion(), /*fresh=*/!put.getReplica(), put.getLeaseToken()};
+    if (put.getDigested()) piece.digest = put.getPieceDigest();
     return Status::Ok();
   }));
   const zmq::message_t& peer = *message.routing_id();
@@ -441,6 +463,11 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
   if (bytes > 0) {
     std::vector<ChunkPtr> chunks = message.TakePayloadChunks();
     std::erase_if(chunks, [](const ChunkPtr& chunk) { return chunk->size() == 0; });
+    // Checked before anything is appended; the upload stays at this offset for the resend.
+    if (Status intact = CheckPieceDigest(chunks, piece.digest, name, piece.offset); !intact.ok()) {
+      ++counters_.checksum_failures_transit;
+      return intact;
+    }
     Status appended = blocks_->AppendPut(upload->upload, std::move(chunks));
     if (!appended.ok()) {
       AbortUpload(key);

@@ -75,6 +75,7 @@ WorkerSnapshot BuildWorkerSnapshot(const WorkerView& view) {
   snapshot.disk_blocks = view.blocks.disk_block_count();
   snapshot.evictions = view.blocks.evictions();
   snapshot.spills = view.blocks.spills();
+  snapshot.corrupt_disk_blocks = view.blocks.corrupt_disk_blocks();
   snapshot.uploads_in_progress = view.uploads_in_progress;
   snapshot.counters = view.counters;
   return snapshot;
@@ -116,8 +117,13 @@ std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
   out.Family("blockmgr_worker_decommissioning", Type::kGauge,
              "1 while the master drains this worker.");
   out.Sample("blockmgr_worker_decommissioning", snapshot.decommissioning ? 1 : 0);
-  // Checksum and authentication failures are exported once blocks carry checksums and the
-  // transport authenticates; until then there is nothing to count.
+  out.Family("blockmgr_worker_checksum_failures_total", Type::kCounter,
+             "Block bytes that failed a checksum, by where: transit (a put piece, refused and "
+             "resent), disk (a stored block, dropped and reported lost).");
+  out.Sample("blockmgr_worker_checksum_failures_total", {{"where", "transit"}},
+             number(snapshot.counters.checksum_failures_transit));
+  out.Sample("blockmgr_worker_checksum_failures_total", {{"where", "disk"}},
+             number(snapshot.corrupt_disk_blocks));
 
   out.Family("blockmgr_worker_requests_total", Type::kCounter,
              "Requests the worker handled, by operation and result (gets and puts included).");

@@ -45,6 +45,8 @@ struct WorkerCounters {
   std::array<PerOp, kWorkerOpCount> ops{};
   uint64_t bytes_read = 0;     // block bytes sent to clients and peers
   uint64_t bytes_written = 0;  // block bytes received in puts
+  // Put pieces whose bytes did not match their sender's digest (refused, resent).
+  uint64_t checksum_failures_transit = 0;
 
   void RecordRequest(WorkerOp op, const Status& status, Duration elapsed);
 };
@@ -72,6 +74,7 @@ struct WorkerSnapshot {
   uint64_t disk_blocks = 0;
   uint64_t evictions = 0;
   uint64_t spills = 0;
+  uint64_t corrupt_disk_blocks = 0;  // BlockStore::corrupt_count
   uint64_t uploads_in_progress = 0;
   WorkerCounters counters;
 };

@@ -15,6 +15,8 @@
 
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
+#include "tests/support/process.h"
+#include "tests/support/tcp_proxy.h"
 
 namespace bm::testing {
 namespace {
@@ -119,6 +121,33 @@ TEST(IntegrityTest, ACorruptTableFileOfAStoppedWorkerCostsOnlyItsBlocksWhichAreR
                                     << ")";
     }
   }
+}
+
+
+// One bit flipped on the wire in the bytes of a put: the worker refuses the piece (its digest
+// does not match), the client sends it again, and the block holds exactly what was put.
+TEST(IntegrityTest, APutPieceCorruptedInTransitIsRefusedAndSentAgain) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  const int worker_port = FreeLoopbackPort();
+  TcpProxy proxy(worker_port);
+  WorkerSpec spec{"w1", "64MiB", ""};
+  spec.port = worker_port;
+  spec.extra_args = {"--advertise", LoopbackEndpoint(proxy.port())};
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(spec));
+  const std::string marker = "bytes-in-transit-0123456789-";
+  std::string bytes;
+  while (bytes.size() < (3 << 20)) bytes += marker + std::to_string(bytes.size()) + "-";
+
+  proxy.CorruptOnce(marker);
+  CommandResult put = cluster.Bmctl({"put", "rdd_1_0", "-"}, bytes);
+  ASSERT_EQ(put.exit_code, 0) << put.err << cluster.LogTail("w1");
+  ASSERT_TRUE(proxy.corrupted()) << "the proxy should have flipped a bit of the put";
+  CommandResult got = cluster.Bmctl({"get", "rdd_1_0"});
+  ASSERT_EQ(got.exit_code, 0) << got.err;
+  EXPECT_TRUE(got.out == bytes) << "the block holds other bytes than were put";
+  EXPECT_NE(ReadFile(cluster.dir().Sub("w1.log")).find("corrupted in transit"), std::string::npos)
+      << cluster.LogTail("w1");
 }
 
 }  // namespace

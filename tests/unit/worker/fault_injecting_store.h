@@ -63,6 +63,7 @@ class FaultInjectingStore final : public BlockStore {
   bool read_only() const override { return base_->read_only(); }
   void Maintain() override { base_->Maintain(); }
   std::vector<LostBlock> TakeLost() override { return base_->TakeLost(); }
+  uint64_t corrupt_count() const override { return base_->corrupt_count(); }
   uint64_t next_generation() const override { return base_->next_generation(); }
   void AdvanceGenerationTo(uint64_t generation) override { base_->AdvanceGenerationTo(generation); }
 
