@@ -117,6 +117,26 @@ std::string DefaultHolderName() {
   return std::string(host.data()) + ":" + std::to_string(getpid());
 }
 
+// Ok when the bytes of a range a worker sent, [offset, offset + length) of a block of `total`
+// bytes, match the stored digests it sent with them (none: a block stored without digests).
+// kDataLoss otherwise: that copy is corrupt, the caller reads another.
+Status CheckRange(const std::vector<zmq::message_t>& frames, uint64_t offset, uint64_t length,
+                  uint64_t total, const std::vector<uint64_t>& unit_digests,
+                  const std::string& peer, const std::string& block) {
+  if (unit_digests.empty()) return Status::Ok();
+  std::vector<std::span<const std::byte>> pieces;
+  pieces.reserve(frames.size());
+  for (const zmq::message_t& frame : frames) {
+    pieces.emplace_back(static_cast<const std::byte*>(frame.data()), frame.size());
+  }
+  std::optional<uint64_t> bad = FirstBadUnit(pieces, offset, length, total, unit_digests);
+  if (!bad.has_value()) return Status::Ok();
+  return DataLossError("block " + block + " from " + peer + ": bytes " +
+                       std::to_string(*bad * kDigestUnitBytes) + " to " +
+                       std::to_string(std::min<uint64_t>((*bad + 1) * kDigestUnitBytes, total)) +
+                       " do not match their digest (a corrupt copy, or corrupted in transit)");
+}
+
 }  // namespace
 
 CacheCounters& CacheCounters::operator+=(const CacheCounters& other) {
@@ -665,6 +685,7 @@ Result<uint32_t> Client::Impl::CopyBlock(const BlockId& id, const std::string& s
     get.setMaxLength(kMaxPieceBytes);
     ASSIGN_OR_RETURN(IncomingMessage reply, Call(*channel, options_.request_timeout, peer, message));
     uint64_t length = 0, reply_generation = 0, reply_total = 0;
+    std::vector<uint64_t> unit_digests;
     RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
       proto::Reply::Reader r = reply.reply();
       if (!r.isGet()) return UnexpectedReply(peer, "get");
@@ -672,6 +693,7 @@ Result<uint32_t> Client::Impl::CopyBlock(const BlockId& id, const std::string& s
       reply_generation = r.getGet().getGeneration();
       reply_total = r.getGet().getTotalSize();
       version = r.getGet().getVersion();
+      for (uint64_t digest : r.getGet().getUnitDigests()) unit_digests.push_back(digest);
       return Status::Ok();
     }));
     if (generation && (reply_generation != *generation || reply_total != total)) {
@@ -681,6 +703,9 @@ Result<uint32_t> Client::Impl::CopyBlock(const BlockId& id, const std::string& s
         (length == 0 && fetched < reply_total)) {
       return InternalError(peer + " sent a malformed range of " + block);
     }
+    // A copy is made only of bytes that match their digests.
+    RETURN_IF_ERROR(CheckRange(reply.payload(), fetched, length, reply_total, unit_digests, peer,
+                               block));
     generation = reply_generation;
     total = reply_total;
     fetched += length;
@@ -1105,6 +1130,7 @@ Result<uint64_t> Client::Impl::ReadFrom(const BlockLocation& location, const Blo
     ASSIGN_OR_RETURN(IncomingMessage reply,
                      Call(*channel, options_.request_timeout, peer, message));
     uint64_t reply_total = 0, reply_offset = 0, length = 0, reply_generation = 0;
+    std::vector<uint64_t> unit_digests;
     RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
       proto::Reply::Reader r = reply.reply();
       if (!r.isGet()) return UnexpectedReply(peer, "get");
@@ -1113,6 +1139,7 @@ Result<uint64_t> Client::Impl::ReadFrom(const BlockLocation& location, const Blo
       reply_offset = g.getOffset();
       length = g.getLength();
       reply_generation = g.getGeneration();
+      for (uint64_t digest : g.getUnitDigests()) unit_digests.push_back(digest);
       return Status::Ok();
     }));
     if (generation && reply_generation != *generation) {
@@ -1128,6 +1155,8 @@ Result<uint64_t> Client::Impl::ReadFrom(const BlockLocation& location, const Blo
         (length == 0 && offset < total)) {
       return InternalError(peer + " sent a malformed range of " + block);
     }
+    // Checked whole before any of it reaches the sink: wrong bytes are never handed out.
+    RETURN_IF_ERROR(CheckRange(reply.payload(), offset, length, total, unit_digests, peer, block));
     for (const zmq::message_t& frame : reply.payload()) {
       if (frame.size() == 0) continue;
       progress.emitted = true;

@@ -53,6 +53,36 @@ void BlockDigester::Update(std::span<const std::byte> bytes) {
   }
 }
 
+std::optional<uint64_t> FirstBadUnit(const std::vector<std::span<const std::byte>>& pieces,
+                                     uint64_t offset, uint64_t length, uint64_t total_size,
+                                     std::span<const uint64_t> unit_digests) {
+  if (unit_digests.empty() || length == 0) return std::nullopt;
+  const uint64_t first_unit = offset / kDigestUnitBytes;
+  const uint64_t end = offset + length;
+  StreamingDigest digest;
+  uint64_t position = offset;  // of the next byte of `pieces`
+  for (std::span<const std::byte> piece : pieces) {
+    while (!piece.empty()) {
+      const uint64_t unit = position / kDigestUnitBytes;
+      const uint64_t unit_start = unit * kDigestUnitBytes;
+      const uint64_t unit_end = std::min(unit_start + kDigestUnitBytes, total_size);
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(unit_end - position, piece.size()));
+      const bool whole = unit_start >= offset && unit_end <= end;
+      const bool known = unit - first_unit < unit_digests.size();
+      if (whole && known) {
+        if (position == unit_start) digest.Reset();
+        digest.Update(piece.first(n));
+        if (position + n == unit_end && digest.value() != unit_digests[unit - first_unit]) {
+          return unit;
+        }
+      }
+      position += n;
+      piece = piece.subspan(n);
+    }
+  }
+  return std::nullopt;
+}
+
 BlockDigests BlockDigester::Finish() const {
   BlockDigests digests{units_, block_.value()};
   if (in_unit_ > 0) digests.units.push_back(unit_.value());

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -61,6 +62,15 @@ class BlockDigester {
   uint64_t bytes_ = 0;
   uint64_t in_unit_ = 0;  // bytes of the current unit fed so far
 };
+
+// Checks a range [offset, offset + length) of a block of `total_size` bytes, its bytes given in
+// `pieces` in order, against the stored digests of the units the range overlaps
+// (`unit_digests[0]` is unit offset / kDigestUnitBytes). Units not wholly inside the range are
+// skipped (their bytes are checked with the range that holds them whole), as are units past the
+// digests given. Returns the first unit whose bytes do not match, or nullopt.
+std::optional<uint64_t> FirstBadUnit(const std::vector<std::span<const std::byte>>& pieces,
+                                     uint64_t offset, uint64_t length, uint64_t total_size,
+                                     std::span<const uint64_t> unit_digests);
 
 // How many units a block of `size` bytes has.
 constexpr uint64_t DigestUnitCount(uint64_t size) {

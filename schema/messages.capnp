@@ -321,6 +321,10 @@ struct GetReply {
   tier @4 :Tier;
   level @5 :StorageLevel;
   version @6 :UInt64;    # the block's version (BlockStatus.version)
+  # The stored XXH3 digests of the digest units (1 MiB aligned to block offsets) this range
+  # overlaps, the first being unit offset / 2^20; empty for a block stored without digests.
+  # The reader checks every unit wholly inside the range before using its bytes.
+  unitDigests @7 :List(UInt64);
 }
 
 # Reads several whole blocks in one round trip (a multi-get): what a client asking for many

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/digest.h"
+
 namespace bm {
 
 // One block being uploaded. Its space is claimed in `tier` from BeginPut on; memory uploads
@@ -20,6 +22,7 @@ struct BlockManager::Upload {
   Tier tier = Tier::kMemory;
   uint64_t received = 0;
   BlockData data;                      // tier == kMemory
+  BlockDigester digester;              // tier == kMemory (the disk writer digests its own)
   std::unique_ptr<DiskWriter> writer;  // tier == kDisk
 };
 
@@ -88,6 +91,7 @@ Status BlockManager::AppendPut(UploadId upload_id, std::vector<ChunkPtr> chunks)
   for (ChunkPtr& chunk : chunks) {
     if (chunk->size() == 0) continue;
     if (upload.tier == Tier::kMemory) {
+      upload.digester.Update(chunk->bytes());
       upload.data.Append(std::move(chunk));
     } else {
       Status s = upload.writer->Append(chunk->bytes());
@@ -130,7 +134,7 @@ Result<Tier> BlockManager::CommitPut(UploadId upload_id) {
       memory_->Remove(id);
     }
     memory_->Insert(MemoryBlock{id, upload.level, std::move(upload.data), NewMemoryGeneration(),
-                                upload.version.token});
+                                upload.version.token, upload.digester.Finish().units});
   } else {
     // Replaces a disk version atomically.
     Status s = upload.writer->Commit();
@@ -170,6 +174,11 @@ Result<BlockRead> BlockManager::Read(const BlockId& id, uint64_t offset, uint64_
     BlockRead read{size, offset, block->generation, Tier::kMemory, block->level, {},
                    block->version};
     const uint64_t end = offset + std::min(max_length, size - offset);
+    if (!block->unit_digests.empty() && end > offset) {
+      read.unit_digests.assign(
+          block->unit_digests.begin() + static_cast<ptrdiff_t>(offset / kDigestUnitBytes),
+          block->unit_digests.begin() + static_cast<ptrdiff_t>((end - 1) / kDigestUnitBytes) + 1);
+    }
     uint64_t pos = 0;
     for (const ChunkPtr& chunk : block->data.chunks) {
       if (pos >= end) break;
@@ -190,7 +199,7 @@ Result<BlockRead> BlockManager::Read(const BlockId& id, uint64_t offset, uint64_
   ASSIGN_OR_RETURN(DiskRead disk_read, disk_->Read(id, offset, max_length));
   return BlockRead{disk_read.total_size, offset,          disk_read.generation,
                    Tier::kDisk,          disk_read.level, std::move(disk_read.chunks),
-                   on_disk->version};
+                   on_disk->version,     std::move(disk_read.unit_digests)};
 }
 
 std::optional<BlockStatus> BlockManager::Find(const BlockId& id) const {
@@ -274,7 +283,8 @@ void BlockManager::HandleEvicted(std::vector<MemoryBlock> evicted) {
     RecordRemoved(was);
     ++evictions_;
     if (!UsesDisk(block.level)) continue;
-    Status s = disk_->Write(block.id, block.level, block.data, block.version);
+    Status s =
+        disk_->Write(block.id, block.level, block.data, block.version, block.unit_digests);
     if (s.ok()) {
       ++spills_;
       RecordStored(BlockStatus{block.id, block.level, Tier::kDisk, block.data.size, block.version},

@@ -27,6 +27,9 @@ struct BlockRead {
   StorageLevel level;
   std::vector<ChunkPtr> chunks;  // the bytes of the range, in order; no copies for memory blocks
   uint64_t version = 0;          // BlockStatus::version
+  // Stored digests of the digest units the range overlaps, the first being unit
+  // offset / kDigestUnitBytes; empty for a block stored without them.
+  std::vector<uint64_t> unit_digests{};
 };
 
 // The version an upload stores: `token` is kept with the block (BlockStatus::version); `fresh`

@@ -21,6 +21,7 @@
 
 #include "common/big_endian.h"
 #include "common/byte_size.h"
+#include "common/digest.h"
 #include "common/protocol.h"
 #include "worker/commit_journal.h"
 
@@ -47,9 +48,13 @@ namespace {
 constexpr std::string_view kVersionPrefix = "v";
 constexpr std::string_view kVersionsEnd = "w";  // just past every version key
 // Format 3 adds the block's version token (BlockStatus::version) after the fixed fields;
-// format 2 (written before versions existed) reads as version 0.
+// format 2 (written before versions existed) reads as version 0. Format 4 adds, after the
+// token, the XXH3 digest of every chunk (chunks are digest units, common/digest.h); blocks of
+// older formats have none and are served unverified (RocksDB's own checksums still apply).
 constexpr uint8_t kVersionMetaFormatNoToken = 2;
-constexpr uint8_t kVersionMetaFormat = 3;
+constexpr uint8_t kVersionMetaFormatNoDigests = 3;
+constexpr uint8_t kVersionMetaFormat = 4;
+static_assert(kChunkBytes == kDigestUnitBytes, "a stored chunk is one digest unit");
 constexpr std::string_view kMetaPrefix = "m:";
 constexpr std::string_view kChunkPrefix = "c:";
 constexpr uint8_t kMetaFormat = 1;
@@ -62,6 +67,8 @@ struct Meta {
   uint32_t chunk_bytes;
   bool legacy = false;  // records under the id ("m:", "c:"), not under the generation
   uint64_t version = 0;  // which put wrote it (BlockStatus::version); 0 = unknown
+  // One per chunk; empty for blocks written before digests were kept.
+  std::vector<uint64_t> unit_digests;
 };
 
 std::string MetaKey(const BlockId& id) { return std::string(kMetaPrefix) + id.ToString(); }
@@ -161,6 +168,8 @@ std::string EncodeVersionMeta(const BlockId& id, const Meta& meta) {
   out.push_back(static_cast<char>(kVersionMetaFormat));
   PutMetaFields(out, meta);
   PutBigEndian(out, meta.version);
+  BM_CHECK(meta.unit_digests.size() == meta.chunk_count);
+  for (uint64_t digest : meta.unit_digests) PutBigEndian(out, digest);
   const std::string_view level = StorageLevelName(meta.level);
   out.push_back(static_cast<char>(level.size()));
   out += level;
@@ -171,9 +180,19 @@ std::string EncodeVersionMeta(const BlockId& id, const Meta& meta) {
 std::optional<std::pair<BlockId, Meta>> DecodeVersionMeta(std::string_view in) {
   if (in.empty()) return std::nullopt;
   const uint8_t format = static_cast<uint8_t>(in[0]);
-  if (format != kVersionMetaFormat && format != kVersionMetaFormatNoToken) return std::nullopt;
-  const size_t token_bytes = format == kVersionMetaFormat ? 8 : 0;
-  const size_t level_at = kMetaFixedBytes + token_bytes;
+  if (format != kVersionMetaFormat && format != kVersionMetaFormatNoDigests &&
+      format != kVersionMetaFormatNoToken) {
+    return std::nullopt;
+  }
+  if (in.size() < kMetaFixedBytes) return std::nullopt;
+  const size_t token_bytes = format == kVersionMetaFormatNoToken ? 0 : 8;
+  // The chunk count comes before any digest, so the digests' size is known from it.
+  const uint64_t chunk_count = GetBigEndian(in.substr(17));
+  if (format == kVersionMetaFormat && chunk_count > (in.size() - kMetaFixedBytes) / 8) {
+    return std::nullopt;
+  }
+  const size_t digest_bytes = format == kVersionMetaFormat ? chunk_count * 8 : 0;
+  const size_t level_at = kMetaFixedBytes + token_bytes + digest_bytes;
   if (in.size() < level_at + 1) return std::nullopt;
   const size_t level_size = static_cast<uint8_t>(in[level_at]);
   if (in.size() < level_at + 1 + level_size) return std::nullopt;
@@ -181,6 +200,12 @@ std::optional<std::pair<BlockId, Meta>> DecodeVersionMeta(std::string_view in) {
   Result<BlockId> id = BlockId::Parse(in.substr(level_at + 1 + level_size));
   if (!meta.has_value() || !id.ok()) return std::nullopt;
   if (token_bytes > 0) meta->version = GetBigEndian(in.substr(kMetaFixedBytes));
+  if (digest_bytes > 0) {
+    meta->unit_digests.reserve(chunk_count);
+    for (uint64_t i = 0; i < chunk_count; ++i) {
+      meta->unit_digests.push_back(GetBigEndian(in.substr(kMetaFixedBytes + 8 + 8 * i)));
+    }
+  }
   return std::pair{*id, *meta};
 }
 
@@ -348,6 +373,7 @@ class RocksDiskWriter final : public DiskWriter {
                                   std::to_string(total_size_));
     }
     appended_ += bytes.size();
+    digester_.Update(bytes);
     while (!bytes.empty()) {
       // A whole chunk that is not the block's last goes straight from the caller's bytes.
       if (buffer_.empty() && bytes.size() >= kChunkBytes && !IsLastChunk()) {
@@ -381,8 +407,9 @@ class RocksDiskWriter final : public DiskWriter {
       return writable;
     }
     DiskStore::Impl& impl = *store_->impl_;
-    Meta meta{level_, total_size_, generation_, next_chunk_ + (buffer_.empty() ? 0 : 1),
-              static_cast<uint32_t>(kChunkBytes), /*legacy=*/false, version_};
+    Meta meta{level_,  total_size_, generation_, next_chunk_ + (buffer_.empty() ? 0 : 1),
+              static_cast<uint32_t>(kChunkBytes), /*legacy=*/false, version_,
+              digester_.Finish().units};
     BM_CHECK(meta.chunk_count == ChunkCount(total_size_, kChunkBytes));
 
     rocksdb::WriteBatch batch;
@@ -481,6 +508,7 @@ class RocksDiskWriter final : public DiskWriter {
   uint64_t appended_ = 0;
   uint64_t next_chunk_ = 0;        // chunks [0, next_chunk_) are in the database
   std::vector<std::byte> buffer_;  // bytes of chunk next_chunk_, at most kChunkBytes
+  BlockDigester digester_;         // of every byte appended
 };
 
 DiskStore::DiskStore(std::string dir, DiskStoreOptions options)
@@ -833,7 +861,17 @@ Result<std::unique_ptr<DiskWriter>> DiskStore::BeginWrite(const BlockId& id, Sto
 }
 
 Status DiskStore::Write(const BlockId& id, StorageLevel level, const BlockData& data,
-                        uint64_t version) {
+                        uint64_t version, std::span<const uint64_t> expected_unit_digests) {
+  if (!expected_unit_digests.empty()) {
+    std::vector<std::span<const std::byte>> pieces;
+    for (const ChunkPtr& chunk : data.chunks) pieces.push_back(chunk->bytes());
+    if (std::optional<uint64_t> bad =
+            FirstBadUnit(pieces, 0, data.size, data.size, expected_unit_digests)) {
+      return DataLossError("block " + id.ToString() + " is corrupt in memory: bytes " +
+                           std::to_string(*bad * kDigestUnitBytes) + " on do not match their " +
+                           "digest; not written to disk");
+    }
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer, BeginWrite(id, level, data.size, version));
   for (const ChunkPtr& chunk : data.chunks) RETURN_IF_ERROR(writer->Append(chunk->bytes()));
   return writer->Commit();
@@ -863,7 +901,7 @@ Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generatio
     return InvalidArgumentError("offset " + std::to_string(offset) + " is past the end of block " +
                                 id.ToString() + " (" + std::to_string(meta.size) + " bytes)");
   }
-  DiskRead read{meta.size, meta.generation, meta.level, {}};
+  DiskRead read{meta.size, meta.generation, meta.level, {}, {}};
   const uint64_t length = std::min(max_length, meta.size - offset);
   if (length == 0) return read;
 
@@ -905,6 +943,10 @@ Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generatio
     read.chunks.push_back(SliceChunk(std::move(chunk), from, to - from));
   }
   if (!status.ok()) return status;
+  if (!meta.unit_digests.empty()) {
+    read.unit_digests.assign(meta.unit_digests.begin() + static_cast<ptrdiff_t>(first),
+                             meta.unit_digests.begin() + static_cast<ptrdiff_t>(last) + 1);
+  }
   return read;
 }
 
@@ -1062,6 +1104,15 @@ Status DiskStore::DropCorrupt(const BlockId& id, const std::string& what) {
   lost_.push_back({id, reason});
   return DataLossError("block " + id.ToString() + " is corrupt on this worker's disk (" + what +
                        ")");
+}
+
+Status DiskStore::ReportCorrupt(const BlockId& id, uint64_t generation, const std::string& what) {
+  auto found = impl_->index.find(id);
+  if (found == impl_->index.end() || found->second.generation != generation) {
+    return DataLossError("block " + id.ToString() + " generation " + std::to_string(generation) +
+                         " was corrupt (" + what + "); it is no longer stored");
+  }
+  return DropCorrupt(id, what);
 }
 
 void DiskStore::CheckAgainstJournal(const std::map<BlockId, uint64_t>& committed,

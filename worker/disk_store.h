@@ -98,9 +98,10 @@ class DiskStore final : public BlockStore {
   Result<std::unique_ptr<DiskWriter>> BeginWrite(const BlockId& id, StorageLevel level,
                                                  uint64_t total_size,
                                                  uint64_t version = 0) override;
-  // Writes a whole block held in memory (used when spilling an evicted block).
-  Status Write(const BlockId& id, StorageLevel level, const BlockData& data,
-               uint64_t version = 0) override;
+  // Writes a whole block held in memory (used when spilling an evicted block), checked first
+  // against `expected_unit_digests` when given.
+  Status Write(const BlockId& id, StorageLevel level, const BlockData& data, uint64_t version = 0,
+               std::span<const uint64_t> expected_unit_digests = {}) override;
 
   // Reads [offset, offset + max_length) (clamped to the block). kNotFound when absent;
   // kInvalidArgument when offset is past the end (offset == size reads zero bytes).
@@ -140,6 +141,7 @@ class DiskStore final : public BlockStore {
   // Of those, the blocks lost to corrupt bytes on disk (a table block that failed RocksDB's
   // checksum, in the start-up scan or on a read).
   uint64_t corrupt_count() const override { return corrupt_count_; }
+  Status ReportCorrupt(const BlockId& id, uint64_t generation, const std::string& what) override;
 
   // Generations come from one increasing sequence, above every generation found on disk. The
   // block manager draws memory blocks' generations from the same sequence (AdvanceGenerationTo

@@ -64,7 +64,23 @@ std::optional<uint64_t> Scrubber::ScrubNextPiece() {
   }
   generation_ = read->generation;
   uint64_t bytes = 0;
-  for (const ChunkPtr& chunk : read->chunks) bytes += chunk->size();
+  std::vector<std::span<const std::byte>> pieces;
+  for (const ChunkPtr& chunk : read->chunks) {
+    bytes += chunk->size();
+    pieces.push_back(chunk->bytes());
+  }
+  // The store's read checked RocksDB's checksums; this checks the block's own digests, which
+  // also cover what RocksDB does not (bytes that went bad before they reached it).
+  if (std::optional<uint64_t> bad =
+          FirstBadUnit(pieces, offset_, bytes, read->total_size, read->unit_digests)) {
+    ++stats_.corrupt_found;
+    Status dropped = store_.ReportCorrupt(
+        id, read->generation,
+        "chunk " + std::to_string(*bad) + " does not match its digest (found by the scrubber)");
+    spdlog::error("scrubber: block {} failed verification: {}", id.ToString(), dropped.message());
+    NextBlock();
+    return std::max(bytes, kEmptyBlockCost);
+  }
   offset_ += bytes;
   stats_.bytes_verified += bytes;
   if (offset_ >= read->total_size) {

@@ -547,6 +547,14 @@ Status WorkerServer::HandleGet(IncomingMessage& message, uint64_t id) {
   get.setTier(ToProto(read.tier));
   get.setLevel(ToProto(read.level));
   get.setVersion(read.version);
+  if (!read.unit_digests.empty() && length > 0) {
+    // Those of the units this reply's bytes overlap (it may end before the range read).
+    const size_t units = std::min<size_t>(
+        read.unit_digests.size(),
+        (offset + length - 1) / kDigestUnitBytes - offset / kDigestUnitBytes + 1);
+    capnp::List<uint64_t>::Builder digests = get.initUnitDigests(static_cast<unsigned>(units));
+    for (size_t i = 0; i < units; ++i) digests.set(static_cast<unsigned>(i), read.unit_digests[i]);
+  }
   SendReply(*message.routing_id(), reply, std::move(frames));
   return Status::Ok();
 }

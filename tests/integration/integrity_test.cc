@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
+#include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
 
 #include <chrono>
@@ -44,6 +45,29 @@ std::string FlushedTableFile(const std::string& disk_dir) {
     }
   }
   return largest;
+}
+
+// Flips one byte of chunk 0 of `block` in a stopped worker's database, through RocksDB (so its
+// own checksums still pass: only the block's digests can tell).
+void CorruptFirstChunk(const std::string& disk_dir, const std::string& block) {
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status opened = rocksdb::DB::Open(rocksdb::Options(), disk_dir, &raw);
+  ASSERT_TRUE(opened.ok()) << opened.ToString();
+  std::unique_ptr<rocksdb::DB> db(raw);
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+  std::string meta_key;
+  // Version metadata records ("v" + 8-byte generation) end with the block id.
+  for (it->Seek("v"); it->Valid() && it->key().starts_with("v"); it->Next()) {
+    if (it->key().size() == 9 && it->value().ToString().ends_with(block)) {
+      meta_key = it->key().ToString();
+    }
+  }
+  ASSERT_FALSE(meta_key.empty()) << block;
+  const std::string chunk_key = meta_key + std::string(8, '\0');
+  std::string value;
+  ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), chunk_key, &value).ok());
+  value[value.size() / 2] ^= 0x20;
+  ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), chunk_key, value).ok());
 }
 
 TEST(IntegrityTest, ACorruptTableFileOfAStoppedWorkerCostsOnlyItsBlocksWhichAreRepaired) {
@@ -148,6 +172,59 @@ TEST(IntegrityTest, APutPieceCorruptedInTransitIsRefusedAndSentAgain) {
   EXPECT_TRUE(got.out == bytes) << "the block holds other bytes than were put";
   EXPECT_NE(ReadFile(cluster.dir().Sub("w1.log")).find("corrupted in transit"), std::string::npos)
       << cluster.LogTail("w1");
+}
+
+
+// A stored copy whose bytes no longer match their digests (scrubbers off, so only readers can
+// tell): a get reads the block's other copy, and a block whose only copy is bad fails with
+// "corrupt on every copy" and writes nothing to the output file.
+TEST(IntegrityTest, AGetReadsPastACorruptCopyAndFailsWhenEveryCopyIsCorrupt) {
+  LocalCluster cluster(/*heartbeat_timeout_seconds=*/30);
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  const std::vector<std::string> no_scrub = {"--scrub-rate", "0"};
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "", no_scrub}));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w2", "64MiB", "", no_scrub}));
+  std::map<std::string, std::string> stored;
+  // rdd_1_0 and rdd_1_1 have a copy on each worker; rdd_2_0 only one, on w1.
+  for (const std::string& id : {"rdd_1_0", "rdd_1_1"}) {
+    stored[id] = RandomBytes(2 * kChunk + 5, id.size() + id.back());
+    ASSERT_EQ(cluster.Bmctl({"put", id, "-", "--level", "DISK_ONLY_2"}, stored[id]).exit_code, 0);
+  }
+  const std::string single = RandomBytes(kChunk, 42);
+  ASSERT_EQ(
+      cluster.Bmctl({"put", "rdd_2_0", "-", "--level", "DISK_ONLY", "--worker", "w1"}, single)
+          .exit_code,
+      0);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto locations = cluster.Locations({"rdd_1_0", "rdd_1_1"});
+        return locations["rdd_1_0"].size() == 2 && locations["rdd_1_1"].size() == 2;
+      },
+      10s));
+
+  // Whichever copy a reader tries first, one of the two blocks has it bad.
+  cluster.KillWorker("w1");
+  cluster.KillWorker("w2");
+  ASSERT_NO_FATAL_FAILURE(CorruptFirstChunk(cluster.worker_disk_dir("w1"), "rdd_1_0"));
+  ASSERT_NO_FATAL_FAILURE(CorruptFirstChunk(cluster.worker_disk_dir("w1"), "rdd_2_0"));
+  ASSERT_NO_FATAL_FAILURE(CorruptFirstChunk(cluster.worker_disk_dir("w2"), "rdd_1_1"));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "", no_scrub}));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w2", "64MiB", "", no_scrub}));
+  ASSERT_TRUE(cluster.WaitForWorkers({"w1", "w2"}));
+
+  for (const auto& [id, bytes] : stored) {
+    CommandResult got = cluster.Bmctl({"get", id});
+    ASSERT_EQ(got.exit_code, 0) << id << ": " << got.err;
+    EXPECT_TRUE(got.out == bytes) << id << " came back with different bytes";
+  }
+  const std::string output = cluster.dir().Sub("rdd_2_0.out");
+  CommandResult bad = cluster.Bmctl({"get", "rdd_2_0", "-o", output});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("corrupt on every copy"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(output)) << "no byte of a corrupt block is written";
+  CommandResult to_stdout = cluster.Bmctl({"get", "rdd_2_0"});
+  EXPECT_EQ(to_stdout.exit_code, 1);
+  EXPECT_TRUE(to_stdout.out.empty()) << to_stdout.out.size() << " bytes written to stdout";
 }
 
 }  // namespace

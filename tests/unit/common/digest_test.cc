@@ -51,3 +51,40 @@ TEST(DigestTest, BlockDigesterCutsUnitsAtBlockOffsetsWhateverThePieces) {
 
 }  // namespace
 }  // namespace bm
+
+namespace bm {
+namespace {
+
+std::vector<uint64_t> UnitDigests(std::span<const std::byte> block) {
+  BlockDigester digester;
+  digester.Update(block);
+  return digester.Finish().units;
+}
+
+TEST(FirstBadUnitTest, FindsTheUnitHoldingAFlippedByteWhateverTheFrames) {
+  std::vector<std::byte> block = testing::RandomByteVector(3 * kDigestUnitBytes + 100, 4);
+  const std::vector<uint64_t> units = UnitDigests(block);
+  const std::span<const std::byte> all(block);
+  std::vector<std::span<const std::byte>> frames;
+  for (size_t at = 0; at < block.size(); at += 300000) {
+    frames.push_back(all.subspan(at, std::min<size_t>(300000, block.size() - at)));
+  }
+  EXPECT_EQ(FirstBadUnit(frames, 0, block.size(), block.size(), units), std::nullopt);
+  block[2 * kDigestUnitBytes + 7] ^= std::byte{1};
+  EXPECT_EQ(FirstBadUnit(frames, 0, block.size(), block.size(), units), 2u);
+  // A range starting at unit 2 gets the digests from unit 2 on.
+  const std::vector<std::span<const std::byte>> tail = {all.subspan(2 * kDigestUnitBytes)};
+  EXPECT_EQ(FirstBadUnit(tail, 2 * kDigestUnitBytes, block.size() - 2 * kDigestUnitBytes,
+                         block.size(), std::span(units).subspan(2)),
+            2u);
+  // Without digests (a block stored before them) nothing is checked.
+  EXPECT_EQ(FirstBadUnit(frames, 0, block.size(), block.size(), {}), std::nullopt);
+  // A range that holds the bad unit only in part skips it.
+  const std::vector<std::span<const std::byte>> part = {all.subspan(kDigestUnitBytes, kDigestUnitBytes + 100)};
+  EXPECT_EQ(FirstBadUnit(part, kDigestUnitBytes, kDigestUnitBytes + 100, block.size(),
+                         std::span(units).subspan(1)),
+            std::nullopt);
+}
+
+}  // namespace
+}  // namespace bm

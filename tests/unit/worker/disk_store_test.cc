@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/byte_size.h"
+#include "common/digest.h"
 #include "common/protocol.h"
 #include "tests/support/files.h"
 #include "tests/support/temp_dir.h"
@@ -753,6 +754,61 @@ TEST_F(DiskStoreSpaceTest, TheJournalNamesBlocksTheDatabaseLost) {
   store = Open();
   ASSERT_NE(store, nullptr);
   EXPECT_TRUE(store->TakeLost().empty()) << "reported once";
+}
+
+TEST_F(DiskStoreTest, StoresADigestPerChunkAndReturnsThoseOfTheRangeRead) {
+  const std::vector<std::byte> bytes = RandomBytes(2 * kChunkBytes + 10, 9);
+  const std::span<const std::byte> all(bytes);
+  ASSERT_TRUE(WriteBlock(*store_, BlockId::Rdd(3, 0), bytes).ok());
+  const std::vector<uint64_t> expected = {DigestOf(all.subspan(kChunkBytes, kChunkBytes)),
+                                          DigestOf(all.subspan(2 * kChunkBytes))};
+  Result<DiskRead> read = store_->Read(BlockId::Rdd(3, 0), kChunkBytes + 5, kChunkBytes);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->unit_digests, expected);
+  Reopen();
+  read = store_->Read(BlockId::Rdd(3, 0), kChunkBytes + 5, kChunkBytes);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->unit_digests, expected) << "kept across a restart";
+}
+
+// A block written before digests were kept (meta format 3) reads back, with no digests.
+TEST_F(DiskStoreTest, BlocksStoredWithoutDigestsStillReadBack) {
+  const std::vector<std::byte> bytes = RandomBytes(kChunkBytes + 10, 10);
+  ASSERT_TRUE(WriteBlock(*store_, BlockId::Rdd(3, 1), bytes).ok());
+  const uint64_t generation = store_->Read(BlockId::Rdd(3, 1), 0, 1)->generation;
+  store_.reset();
+  std::string meta(1, '\x03');
+  for (uint64_t field : {uint64_t{bytes.size()}, generation, uint64_t{2}, uint64_t{kChunkBytes},
+                         uint64_t{77}}) {
+    PutBigEndian(meta, field);
+  }
+  const std::string_view level = StorageLevelName(StorageLevel::kDiskOnly);
+  meta.push_back(static_cast<char>(level.size()));
+  meta += level;
+  meta += "rdd_3_1";
+  ASSERT_NO_FATAL_FAILURE(PutRawRecords(dir_.Sub("db"), {{VersionKey(generation), meta}}));
+
+  Reopen();
+  Result<DiskRead> read = store_->Read(BlockId::Rdd(3, 1), 0, UINT64_MAX);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(Concat(read->chunks) == bytes);
+  EXPECT_TRUE(read->unit_digests.empty());
+  EXPECT_EQ(store_->Find(BlockId::Rdd(3, 1))->version, 77u);
+}
+
+TEST_F(DiskStoreTest, ASpillWhoseMemoryBytesNoLongerMatchTheirDigestsIsRefused) {
+  std::vector<std::byte> bytes = RandomBytes(kChunkBytes + 10, 11);
+  BlockDigester digester;
+  digester.Update(bytes);
+  const std::vector<uint64_t> digests = digester.Finish().units;
+  bytes[kChunkBytes + 3] ^= std::byte{0x40};  // rots in memory before the spill
+  BlockData data;
+  data.Append(MakeChunk(bytes));
+  Status written = store_->Write(BlockId::Rdd(3, 2), StorageLevel::kMemoryAndDisk, data, 0, digests);
+  EXPECT_EQ(written.code(), StatusCode::kDataLoss) << written.ToString();
+  EXPECT_THAT(written.message(), HasSubstr("corrupt in memory"));
+  EXPECT_FALSE(store_->Find(BlockId::Rdd(3, 2)).has_value());
+  EXPECT_EQ(store_->used(), 0u);
 }
 
 // The largest table file of a closed store's database.
