@@ -1077,6 +1077,9 @@ Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink
       }
       if (last.code() == StatusCode::kDataLoss) {
         ++corrupt_copies;
+        // The worker re-reads its copy: dropped if it is bad there (the master then restores
+        // a copy from a good one), else the bytes went bad on the way. Best effort.
+        if (progress.digest_mismatch) (void)VerifyCopy(location, id, /*reported_bad=*/true);
         continue;
       }
       if (last.code() != StatusCode::kUnavailable && last.code() != StatusCode::kNotFound) {
@@ -1156,7 +1159,12 @@ Result<uint64_t> Client::Impl::ReadFrom(const BlockLocation& location, const Blo
       return InternalError(peer + " sent a malformed range of " + block);
     }
     // Checked whole before any of it reaches the sink: wrong bytes are never handed out.
-    RETURN_IF_ERROR(CheckRange(reply.payload(), offset, length, total, unit_digests, peer, block));
+    if (Status intact = CheckRange(reply.payload(), offset, length, total, unit_digests, peer,
+                                   block);
+        !intact.ok()) {
+      progress.digest_mismatch = true;
+      return intact;
+    }
     for (const zmq::message_t& frame : reply.payload()) {
       if (frame.size() == 0) continue;
       progress.emitted = true;
@@ -1169,6 +1177,60 @@ Result<uint64_t> Client::Impl::ReadFrom(const BlockLocation& location, const Blo
     offset += length;
     if (offset == total) return total;
   }
+}
+
+// ---- verification ----
+
+Result<CopyCheck> Client::Impl::VerifyCopy(const BlockLocation& location, const BlockId& id,
+                                           bool reported_bad) {
+  CopyCheck check{id, location.worker_id, CopyCheck::State::kUnreachable, location.tier};
+  Result<RpcChannel*> channel = WorkerChannel(location.address);
+  if (!channel.ok()) {
+    check.message = channel.status().message();
+    return check;
+  }
+  const std::string peer = "worker " + location.worker_id;
+  capnp::MallocMessageBuilder message;
+  proto::VerifyBlock::Builder verify = message.initRoot<proto::Request>().initVerifyBlock();
+  verify.setBlockId(id.ToString());
+  verify.setReportedBad(reported_bad);
+  Result<IncomingMessage> reply = Call(**channel, options_.request_timeout, peer, message);
+  if (!reply.ok()) {
+    if (reply.status().code() != StatusCode::kUnavailable) return reply.status();
+    check.message = reply.status().message();
+    return check;
+  }
+  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::Reply::Reader r = reply->reply();
+    if (!r.isVerified()) return UnexpectedReply(peer, "verified");
+    proto::VerifyReply::Reader verified = r.getVerified();
+    switch (verified.getState()) {
+      case proto::VerifyReply::State::INTACT: check.state = CopyCheck::State::kIntact; break;
+      case proto::VerifyReply::State::CORRUPT: check.state = CopyCheck::State::kCorrupt; break;
+      default: check.state = CopyCheck::State::kGone; break;
+    }
+    check.tier = FromProto(verified.getTier());
+    check.digested = verified.getDigested();
+    check.message = verified.getMessage();
+    return Status::Ok();
+  }));
+  return check;
+}
+
+Result<std::vector<CopyCheck>> Client::Impl::VerifyCopies(
+    const std::vector<BlockLocations>& blocks) {
+  std::vector<CopyCheck> checks;
+  for (const BlockLocations& block : blocks) {
+    if (block.locations.empty()) {
+      checks.push_back({block.block, "", CopyCheck::State::kGone});
+      continue;
+    }
+    for (const BlockLocation& location : block.locations) {
+      ASSIGN_OR_RETURN(CopyCheck check, VerifyCopy(location, block.block, false));
+      checks.push_back(std::move(check));
+    }
+  }
+  return checks;
 }
 
 // ---- metadata ----

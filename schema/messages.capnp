@@ -355,6 +355,29 @@ struct ContainsBlock {
   blockId @0 :Text;
 }
 
+# Client -> worker: re-read this worker's copy of a block now and check it against its stored
+# digests (and RocksDB's checksums). Sent by a reader whose bytes from this copy did not match
+# their digests (`reportedBad`), and by `bmctl verify`. A corrupt copy is dropped and reported
+# to the master with the worker's next block changes, so the master restores the replication
+# level from a good copy. An intact copy reported bad means the bytes went bad in transit.
+struct VerifyBlock {
+  blockId @0 :Text;
+  reportedBad @1 :Bool;
+}
+
+struct VerifyReply {
+  state @0 :State;
+  enum State {
+    intact @0;
+    corrupt @1;    # dropped here
+    notFound @2;
+  }
+  tier @1 :Tier;
+  digested @2 :Bool;  # false: stored without digests (before they existed), so only RocksDB's
+                      # checksums were checked
+  message @3 :Text;   # what was wrong, for a corrupt copy
+}
+
 struct ContainsReply {
   present @0 :Bool;
   status @1 :BlockStatus;
@@ -388,6 +411,7 @@ struct Request {
     shutdown @21 :Void;       # master -> worker: drained; answer ok and exit
     getBlocks @22 :GetBlocks;
     abortPut @23 :AbortPut;
+    verifyBlock @24 :VerifyBlock;
   }
 }
 
@@ -413,5 +437,6 @@ struct Reply {
     # all the same; the listed copies are being removed from the worker.
     reportRefused @15 :List(BlockStatus);
     blockPage @16 :BlockPage;   # answers listBlocks with a limit
+    verified @17 :VerifyReply;  # answers verifyBlock
   }
 }

@@ -202,6 +202,56 @@ Result<BlockRead> BlockManager::Read(const BlockId& id, uint64_t offset, uint64_
                    on_disk->version,     std::move(disk_read.unit_digests)};
 }
 
+Result<BlockCheck> BlockManager::Verify(const BlockId& id) {
+  if (const MemoryBlock* block = memory_->Peek(id)) {
+    BlockCheck check{Tier::kMemory, !block->unit_digests.empty(), Status::Ok()};
+    std::vector<std::span<const std::byte>> pieces;
+    for (const ChunkPtr& chunk : block->data.chunks) pieces.push_back(chunk->bytes());
+    std::optional<uint64_t> bad =
+        FirstBadUnit(pieces, 0, block->data.size, block->data.size, block->unit_digests);
+    if (!bad.has_value()) return check;
+    check.corrupt = DataLossError("block " + id.ToString() + " is corrupt in memory: unit " +
+                                  std::to_string(*bad) + " does not match its digest");
+    spdlog::error("{}; dropped, never served", check.corrupt.message());
+    std::optional<MemoryBlock> dropped = memory_->Remove(id);
+    RecordRemoved({id, dropped->level, Tier::kMemory, dropped->data.size, dropped->version});
+    lost_.push_back(id);
+    return check;
+  }
+  const std::optional<BlockStatus> on_disk = disk_->Find(id);
+  if (!on_disk.has_value()) return NotFoundError("block " + id.ToString() + " is not stored here");
+  BlockCheck check{Tier::kDisk, false, Status::Ok()};
+  std::optional<uint64_t> generation;
+  for (uint64_t offset = 0; offset < on_disk->size || !generation.has_value();) {
+    Result<DiskRead> read = generation.has_value()
+                                ? disk_->ReadGeneration(id, *generation, offset, kDigestUnitBytes)
+                                : disk_->Read(id, offset, kDigestUnitBytes);
+    if (!read.ok()) {
+      if (read.status().code() != StatusCode::kDataLoss) return read.status();
+      check.corrupt = read.status();  // the store dropped it
+      break;
+    }
+    generation = read->generation;
+    check.digested = !read->unit_digests.empty();
+    std::vector<std::span<const std::byte>> pieces;
+    uint64_t bytes = 0;
+    for (const ChunkPtr& chunk : read->chunks) {
+      pieces.push_back(chunk->bytes());
+      bytes += chunk->size();
+    }
+    if (std::optional<uint64_t> bad =
+            FirstBadUnit(pieces, offset, bytes, read->total_size, read->unit_digests)) {
+      check.corrupt = disk_->ReportCorrupt(
+          id, *generation, "chunk " + std::to_string(*bad) + " does not match its digest");
+      break;
+    }
+    if (bytes == 0) break;
+    offset += bytes;
+  }
+  CollectLost(/*report_removed=*/true);
+  return check;
+}
+
 std::optional<BlockStatus> BlockManager::Find(const BlockId& id) const {
   if (const MemoryBlock* block = memory_->Peek(id)) {
     return BlockStatus{id, block->level, Tier::kMemory, block->data.size, block->version};

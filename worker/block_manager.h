@@ -32,6 +32,13 @@ struct BlockRead {
   std::vector<uint64_t> unit_digests{};
 };
 
+// What re-reading a stored copy found.
+struct BlockCheck {
+  Tier tier = Tier::kMemory;
+  bool digested = false;  // false: stored without digests; only RocksDB's checksums apply
+  Status corrupt;         // Ok: intact; else kDataLoss saying what was wrong (copy dropped)
+};
+
 // The version an upload stores: `token` is kept with the block (BlockStatus::version); `fresh`
 // says the upload is a new put, which replaces every other version of the block in the cluster
 // (the master arbitrates), rather than a copy of an existing version.
@@ -80,6 +87,10 @@ class BlockManager {
   // Reads a range of a block, clamped to the block and to `max_length`.
   Result<BlockRead> Read(const BlockId& id, uint64_t offset, uint64_t max_length);
   std::optional<BlockStatus> Find(const BlockId& id) const;
+  // Re-reads the stored copy and checks it against its digests (and, on disk, RocksDB's
+  // checksums). A corrupt copy is dropped, and reported like a lost block (TakeChanges,
+  // TakeLost). kNotFound when the block is not here.
+  Result<BlockCheck> Verify(const BlockId& id);
   // Removes the block from whichever tier holds it. kNotFound when absent, or when
   // `only_version` is not 0 and the block held is another version.
   Status Remove(const BlockId& id, uint64_t only_version = 0);

@@ -341,6 +341,8 @@ Status WorkerServer::Dispatch(IncomingMessage& message, uint64_t* id, WorkerOp* 
       return HandleGetMany(message, *id);
     case proto::Request::CONTAINS_BLOCK:
       return HandleContains(message, *id);
+    case proto::Request::VERIFY_BLOCK:
+      return HandleVerify(message, *id);
     case proto::Request::REMOVE_BLOCKS:
       return HandleRemove(message, *id);
     case proto::Request::REPLICATE_BLOCK:
@@ -675,6 +677,48 @@ Status WorkerServer::HandleGetMany(IncomingMessage& message, uint64_t id) {
   }
   close_pack();
   SendReply(*message.routing_id(), reply, std::move(frames));
+  return Status::Ok();
+}
+
+Status WorkerServer::HandleVerify(IncomingMessage& message, uint64_t id) {
+  std::optional<BlockId> block;
+  bool reported_bad = false;
+  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::VerifyBlock::Reader verify = message.request().getVerifyBlock();
+    ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(verify.getBlockId()));
+    block = parsed;
+    reported_bad = verify.getReportedBad();
+    return Status::Ok();
+  }));
+  // TODO(perf): reads the whole block on the loop; moves to the storage thread with the rest.
+  Result<BlockCheck> check = blocks_->Verify(*block);
+  capnp::MallocMessageBuilder reply;
+  proto::Reply::Builder root = reply.initRoot<proto::Reply>();
+  root.setId(id);
+  proto::VerifyReply::Builder verified = root.initVerified();
+  if (!check.ok()) {
+    if (check.status().code() != StatusCode::kNotFound) return check.status();
+    verified.setState(proto::VerifyReply::State::NOT_FOUND);
+  } else {
+    verified.setTier(ToProto(check->tier));
+    verified.setDigested(check->digested);
+    if (check->corrupt.ok()) {
+      verified.setState(proto::VerifyReply::State::INTACT);
+      if (reported_bad) {
+        // The stored copy is right: what the reader got went bad on the way.
+        ++counters_.checksum_failures_read_transit;
+        spdlog::warn("block {}: a reader's bytes did not match their digests but the stored copy "
+                     "is intact: corrupted in transit",
+                     block->ToString());
+      }
+    } else {
+      verified.setState(proto::VerifyReply::State::CORRUPT);
+      verified.setMessage(check->corrupt.message());
+      if (check->tier == Tier::kMemory) ++counters_.checksum_failures_memory;
+      link_->CollectChanges();  // the master hears of the dropped copy at once
+    }
+  }
+  SendReply(*message.routing_id(), reply);
   return Status::Ok();
 }
 

@@ -123,6 +123,7 @@ class WorkerServer {
   Status HandleGet(IncomingMessage& message, uint64_t id);
   Status HandleGetMany(IncomingMessage& message, uint64_t id);
   Status HandleContains(IncomingMessage& message, uint64_t id);
+  Status HandleVerify(IncomingMessage& message, uint64_t id);
   Status HandleRemove(IncomingMessage& message, uint64_t id);
   // From the master: copy a block to other workers (answered when the copy is done).
   Status HandleReplicate(IncomingMessage& message, uint64_t id);

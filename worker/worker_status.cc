@@ -119,11 +119,16 @@ std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
   out.Sample("blockmgr_worker_decommissioning", snapshot.decommissioning ? 1 : 0);
   out.Family("blockmgr_worker_checksum_failures_total", Type::kCounter,
              "Block bytes that failed a checksum, by where: transit (a put piece, refused and "
-             "resent), disk (a stored block, dropped and reported lost).");
+             "resent), disk and memory (a stored copy, dropped and reported lost), client-read "
+             "(a reader's bytes, the stored copy being intact: corrupted on the way).");
   out.Sample("blockmgr_worker_checksum_failures_total", {{"where", "transit"}},
              number(snapshot.counters.checksum_failures_transit));
   out.Sample("blockmgr_worker_checksum_failures_total", {{"where", "disk"}},
              number(snapshot.corrupt_disk_blocks));
+  out.Sample("blockmgr_worker_checksum_failures_total", {{"where", "memory"}},
+             number(snapshot.counters.checksum_failures_memory));
+  out.Sample("blockmgr_worker_checksum_failures_total", {{"where", "client-read"}},
+             number(snapshot.counters.checksum_failures_read_transit));
 
   out.Family("blockmgr_worker_requests_total", Type::kCounter,
              "Requests the worker handled, by operation and result (gets and puts included).");

@@ -47,6 +47,10 @@ struct WorkerCounters {
   uint64_t bytes_written = 0;  // block bytes received in puts
   // Put pieces whose bytes did not match their sender's digest (refused, resent).
   uint64_t checksum_failures_transit = 0;
+  // Memory copies found corrupt on a verify (dropped), and copies a reader reported bad that
+  // were intact here (the bytes went bad between this worker and the reader).
+  uint64_t checksum_failures_memory = 0;
+  uint64_t checksum_failures_read_transit = 0;
 
   void RecordRequest(WorkerOp op, const Status& status, Duration elapsed);
 };

@@ -186,7 +186,7 @@ TEST(IntegrityTest, AGetReadsPastACorruptCopyAndFailsWhenEveryCopyIsCorrupt) {
   ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w2", "64MiB", "", no_scrub}));
   std::map<std::string, std::string> stored;
   // rdd_1_0 and rdd_1_1 have a copy on each worker; rdd_2_0 only one, on w1.
-  for (const std::string& id : {"rdd_1_0", "rdd_1_1"}) {
+  for (const std::string id : {"rdd_1_0", "rdd_1_1"}) {
     stored[id] = RandomBytes(2 * kChunk + 5, id.size() + id.back());
     ASSERT_EQ(cluster.Bmctl({"put", id, "-", "--level", "DISK_ONLY_2"}, stored[id]).exit_code, 0);
   }
@@ -225,6 +225,26 @@ TEST(IntegrityTest, AGetReadsPastACorruptCopyAndFailsWhenEveryCopyIsCorrupt) {
   CommandResult to_stdout = cluster.Bmctl({"get", "rdd_2_0"});
   EXPECT_EQ(to_stdout.exit_code, 1);
   EXPECT_TRUE(to_stdout.out.empty()) << to_stdout.out.size() << " bytes written to stdout";
+
+  // The readers reported the copies they found bad, which their workers dropped; bmctl verify
+  // finds the others. The master restores two good copies of each block.
+  CommandResult verify = cluster.Bmctl({"verify", "--rdd", "1"});
+  EXPECT_TRUE(verify.exit_code == 0 || verify.exit_code == 1) << verify.err;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto locations = cluster.Locations({"rdd_1_0", "rdd_1_1"});
+        return locations["rdd_1_0"].size() == 2 && locations["rdd_1_1"].size() == 2 &&
+               cluster.Bmctl({"verify", "rdd_1_0", "rdd_1_1"}).exit_code == 0;
+      },
+      20s))
+      << cluster.Bmctl({"verify", "rdd_1_0", "rdd_1_1"}).out << cluster.LogTail("master");
+  EXPECT_NE(ReadFile(cluster.dir().Sub("w1.log")).find("block rdd_1_0 lost"), std::string::npos);
+  EXPECT_NE(ReadFile(cluster.dir().Sub("w2.log")).find("block rdd_1_1 lost"), std::string::npos);
+  CommandResult intact = cluster.Bmctl({"verify", "--worker", "w1"});
+  EXPECT_EQ(intact.exit_code, 0) << intact.out << intact.err;
+  EXPECT_NE(intact.out.find("rdd_1_1  w1  intact (disk, digests checked)"), std::string::npos)
+      << intact.out;
+  EXPECT_EQ(intact.out.find("rdd_2_0"), std::string::npos) << "its only copy was dropped";
 }
 
 }  // namespace
