@@ -1,27 +1,37 @@
 #include "common/digest.h"
 
+// XXH3 from Debian's libxxhash-dev header, inlined: the SSE2 build here, the AVX2 build in
+// digest_avx2.cc, picked once by what the CPU supports.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <algorithm>
 
+#include "common/digest_dispatch.h"
 #include "common/status.h"
 
 namespace bm {
+namespace {
+
+bool HasAvx2() {
+#if defined(__x86_64__)
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
 
 uint64_t DigestOf(std::span<const std::byte> bytes) {
+  if (HasAvx2()) return digest_internal::OneShotAvx2(bytes.data(), bytes.size());
   return XXH3_64bits(bytes.data(), bytes.size());
 }
 
 struct StreamingDigest::State {
-  State() : xxh(XXH3_createState()) {
-    BM_CHECK(xxh != nullptr);
-    XXH3_64bits_reset(xxh);
-  }
-  ~State() { XXH3_freeState(xxh); }
-  State(const State&) = delete;
-  State& operator=(const State&) = delete;
-
-  XXH3_state_t* const xxh;
+  State() { XXH3_64bits_reset(&xxh); }
+  XXH3_state_t xxh;
 };
 
 StreamingDigest::StreamingDigest() : state_(std::make_unique<State>()) {}
@@ -30,12 +40,16 @@ StreamingDigest::StreamingDigest(StreamingDigest&&) noexcept = default;
 StreamingDigest& StreamingDigest::operator=(StreamingDigest&&) noexcept = default;
 
 void StreamingDigest::Update(std::span<const std::byte> bytes) {
-  XXH3_64bits_update(state_->xxh, bytes.data(), bytes.size());
+  if (HasAvx2()) {
+    digest_internal::UpdateAvx2(&state_->xxh, bytes.data(), bytes.size());
+  } else {
+    XXH3_64bits_update(&state_->xxh, bytes.data(), bytes.size());
+  }
 }
 
-uint64_t StreamingDigest::value() const { return XXH3_64bits_digest(state_->xxh); }
+uint64_t StreamingDigest::value() const { return XXH3_64bits_digest(&state_->xxh); }
 
-void StreamingDigest::Reset() { XXH3_64bits_reset(state_->xxh); }
+void StreamingDigest::Reset() { XXH3_64bits_reset(&state_->xxh); }
 
 void BlockDigester::Update(std::span<const std::byte> bytes) {
   block_.Update(bytes);

@@ -1,6 +1,7 @@
 #include "common/digest.h"
 
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <vector>
 
@@ -18,6 +19,21 @@ TEST(DigestTest, StreamingInAnyPiecesEqualsTheWholeDigest) {
       digest.Update(std::span(bytes).subspan(at, std::min(piece, bytes.size() - at)));
     }
     EXPECT_EQ(digest.value(), whole) << "pieces of " << piece;
+  }
+}
+
+// The digests are XXH3-64 exactly, whichever build of it the CPU gets (AVX2 or SSE2): stored
+// digests are checked on other machines. Debian's libxxhash is the reference.
+TEST(DigestTest, IsXxh3AsTheSystemLibraryComputesIt) {
+  EXPECT_EQ(DigestOf({}), 0x2D06800538D394C2ULL);
+  for (size_t size : {size_t{1}, size_t{240}, size_t{1000}, kDigestUnitBytes + 17}) {
+    const std::vector<std::byte> bytes = testing::RandomByteVector(size, size);
+    const uint64_t reference = XXH3_64bits(bytes.data(), bytes.size());
+    EXPECT_EQ(DigestOf(bytes), reference) << size;
+    StreamingDigest streaming;
+    streaming.Update(std::span(bytes).first(size / 3));
+    streaming.Update(std::span(bytes).subspan(size / 3));
+    EXPECT_EQ(streaming.value(), reference) << size;
   }
 }
 
