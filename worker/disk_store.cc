@@ -734,7 +734,8 @@ Status DiskStore::LoadIndex() {
     // SeekPastCorruption); their versions are lost, and named so by CheckAgainstJournal.
     impl.unreadable_generations.clear();
     auto seek_version = [&](uint64_t generation) -> Status {
-      it->Seek(VersionKey(generation));
+      // From the prefix itself at first, so malformed short keys are met (and deleted) too.
+      it->Seek(generation == 0 ? std::string(kVersionPrefix) : VersionKey(generation));
       if (!it->status().IsCorruption()) return Status::Ok();
       ASSIGN_OR_RETURN(uint64_t readable, SeekPastCorruption(it, generation));
       spdlog::error(
