@@ -462,7 +462,8 @@ int Main(int argc, char** argv) {
     const int ways = (verify_blocks.empty() ? 0 : 1) + (verify_rdd_option->count() > 0 ? 1 : 0) +
                      (verify_worker_option->count() > 0 ? 1 : 0);
     if (ways != 1) {
-      valid = InvalidArgumentError("verify takes BLOCK_ID..., --rdd N or --worker ID (one of them)");
+      valid =
+          InvalidArgumentError("verify takes BLOCK_ID..., --rdd N or --worker ID (one of them)");
     } else if (!verify_blocks.empty()) {
       valid = parse_ids(verify_blocks);
     } else if (verify_rdd_option->count() > 0) {

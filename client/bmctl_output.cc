@@ -90,10 +90,14 @@ namespace {
 
 std::string_view CheckStateName(CopyCheck::State state) {
   switch (state) {
-    case CopyCheck::State::kIntact: return "intact";
-    case CopyCheck::State::kCorrupt: return "corrupt";
-    case CopyCheck::State::kGone: return "gone";
-    case CopyCheck::State::kUnreachable: return "unreachable";
+    case CopyCheck::State::kIntact:
+      return "intact";
+    case CopyCheck::State::kCorrupt:
+      return "corrupt";
+    case CopyCheck::State::kGone:
+      return "gone";
+    case CopyCheck::State::kUnreachable:
+      return "unreachable";
   }
   return "unknown";
 }

@@ -76,8 +76,7 @@ class Client::Impl {
   Result<std::vector<BlockLocations>> Locations(const std::vector<BlockId>& ids);
   Result<std::vector<CopyCheck>> VerifyCopies(const std::vector<BlockLocations>& blocks);
   // Asks the worker at `location` to re-read its copy of `id` (PROTOCOL.md, verifyBlock).
-  Result<CopyCheck> VerifyCopy(const BlockLocation& location, const BlockId& id,
-                               bool reported_bad);
+  Result<CopyCheck> VerifyCopy(const BlockLocation& location, const BlockId& id, bool reported_bad);
   Result<std::vector<WorkerInfo>> Workers();
   void TrustWorkerKey(const std::string& address, const std::string& public_key);
   Result<std::vector<BlockLocations>> Blocks(std::optional<uint64_t> rdd_id);

@@ -333,8 +333,7 @@ void BlockManager::HandleEvicted(std::vector<MemoryBlock> evicted) {
     RecordRemoved(was);
     ++evictions_;
     if (!UsesDisk(block.level)) continue;
-    Status s =
-        disk_->Write(block.id, block.level, block.data, block.version, block.unit_digests);
+    Status s = disk_->Write(block.id, block.level, block.data, block.version, block.unit_digests);
     if (s.ok()) {
       ++spills_;
       RecordStored(BlockStatus{block.id, block.level, Tier::kDisk, block.data.size, block.version},

@@ -407,8 +407,13 @@ class RocksDiskWriter final : public DiskWriter {
       return writable;
     }
     DiskStore::Impl& impl = *store_->impl_;
-    Meta meta{level_,  total_size_, generation_, next_chunk_ + (buffer_.empty() ? 0 : 1),
-              static_cast<uint32_t>(kChunkBytes), /*legacy=*/false, version_,
+    Meta meta{level_,
+              total_size_,
+              generation_,
+              next_chunk_ + (buffer_.empty() ? 0 : 1),
+              static_cast<uint32_t>(kChunkBytes),
+              /*legacy=*/false,
+              version_,
               digester_.Finish().units};
     BM_CHECK(meta.chunk_count == ChunkCount(total_size_, kChunkBytes));
 
@@ -658,7 +663,7 @@ Status DiskStore::OpenDatabase() {
 // back), leaves `it` there and returns it (UINT64_MAX: none, the damage runs to the end).
 // Each probe seeks a fresh iterator: one that met an error stays failed.
 Result<uint64_t> DiskStore::SeekPastCorruption(std::unique_ptr<rocksdb::Iterator>& it,
-                                              uint64_t generation) {
+                                               uint64_t generation) {
   auto seek = [&](uint64_t probe) -> Result<bool> {
     it.reset(db_->NewIterator(impl_->read_options));
     it->Seek(VersionKey(probe));
@@ -926,8 +931,8 @@ Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generatio
       break;
     }
     if (s.IsCorruption()) {
-      return DropCorrupt(id, "chunk " + std::to_string(i) + " failed RocksDB's checksum (" +
-                                 s.ToString() + ")");
+      return DropCorrupt(
+          id, "chunk " + std::to_string(i) + " failed RocksDB's checksum (" + s.ToString() + ")");
     }
     status = FromRocks(s, "reading block " + id.ToString());
     if (!status.ok()) break;

@@ -53,8 +53,8 @@ class Scrubber {
   double budget_ = 0;  // bytes that may be read now; negative after reading ahead of the rate
   std::vector<BlockId> pass_;
   size_t next_block_ = 0;
-  uint64_t offset_ = 0;                   // in pass_[next_block_]
-  std::optional<uint64_t> generation_;    // of the version being read, after its first piece
+  uint64_t offset_ = 0;                 // in pass_[next_block_]
+  std::optional<uint64_t> generation_;  // of the version being read, after its first piece
   ScrubStats stats_;
   uint64_t corrupt_before_pass_ = 0;
 };

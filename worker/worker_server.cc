@@ -79,9 +79,10 @@ Status CheckPieceDigest(const std::vector<ChunkPtr>& chunks, std::optional<uint6
     bytes += chunk->size();
   }
   if (digest.value() == *expected) return Status::Ok();
-  spdlog::warn("piece of {} at offset {} ({} bytes) was corrupted in transit: its digest does "
-               "not match the sender's; refused, the sender resends it",
-               block, offset, bytes);
+  spdlog::warn(
+      "piece of {} at offset {} ({} bytes) was corrupted in transit: its digest does "
+      "not match the sender's; refused, the sender resends it",
+      block, offset, bytes);
   return DataLossError("piece of " + block + " at offset " + std::to_string(offset) + " (" +
                        std::to_string(bytes) +
                        " bytes) was corrupted in transit: its digest does not match; resend it");
@@ -116,8 +117,8 @@ WorkerServer::WorkerServer(zmq::context_t& context, WorkerServerOptions options,
       options_(std::move(options)),
       clock_(clock),
       blocks_(std::move(blocks)),
-      scrubber_(std::make_unique<Scrubber>(blocks_->disk_store(),
-                                           options_.scrub_bytes_per_second)) {}
+      scrubber_(
+          std::make_unique<Scrubber>(blocks_->disk_store(), options_.scrub_bytes_per_second)) {}
 
 WorkerServer::~WorkerServer() {
   if (wake_fd_ >= 0) close(wake_fd_);
@@ -551,9 +552,9 @@ Status WorkerServer::HandleGet(IncomingMessage& message, uint64_t id) {
   get.setVersion(read.version);
   if (!read.unit_digests.empty() && length > 0) {
     // Those of the units this reply's bytes overlap (it may end before the range read).
-    const size_t units = std::min<size_t>(
-        read.unit_digests.size(),
-        (offset + length - 1) / kDigestUnitBytes - offset / kDigestUnitBytes + 1);
+    const size_t units =
+        std::min<size_t>(read.unit_digests.size(),
+                         (offset + length - 1) / kDigestUnitBytes - offset / kDigestUnitBytes + 1);
     capnp::List<uint64_t>::Builder digests = get.initUnitDigests(static_cast<unsigned>(units));
     for (size_t i = 0; i < units; ++i) digests.set(static_cast<unsigned>(i), read.unit_digests[i]);
   }
@@ -707,9 +708,10 @@ Status WorkerServer::HandleVerify(IncomingMessage& message, uint64_t id) {
       if (reported_bad) {
         // The stored copy is right: what the reader got went bad on the way.
         ++counters_.checksum_failures_read_transit;
-        spdlog::warn("block {}: a reader's bytes did not match their digests but the stored copy "
-                     "is intact: corrupted in transit",
-                     block->ToString());
+        spdlog::warn(
+            "block {}: a reader's bytes did not match their digests but the stored copy "
+            "is intact: corrupted in transit",
+            block->ToString());
       }
     } else {
       verified.setState(proto::VerifyReply::State::CORRUPT);

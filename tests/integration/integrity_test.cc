@@ -141,12 +141,11 @@ TEST(IntegrityTest, ACorruptTableFileOfAStoppedWorkerCostsOnlyItsBlocksWhichAreR
     for (const auto& [id, bytes] : stored) {
       CommandResult got = cluster.Bmctl({"get", id});
       ASSERT_EQ(got.exit_code, 0) << id << ": " << got.err;
-      EXPECT_TRUE(got.out == bytes) << id << " came back with different bytes (round " << round
-                                    << ")";
+      EXPECT_TRUE(got.out == bytes)
+          << id << " came back with different bytes (round " << round << ")";
     }
   }
 }
-
 
 // One bit flipped on the wire in the bytes of a put: the worker refuses the piece (its digest
 // does not match), the client sends it again, and the block holds exactly what was put.
@@ -174,7 +173,6 @@ TEST(IntegrityTest, APutPieceCorruptedInTransitIsRefusedAndSentAgain) {
       << cluster.LogTail("w1");
 }
 
-
 // A stored copy whose bytes no longer match their digests (scrubbers off, so only readers can
 // tell): a get reads the block's other copy, and a block whose only copy is bad fails with
 // "corrupt on every copy" and writes nothing to the output file.
@@ -191,10 +189,9 @@ TEST(IntegrityTest, AGetReadsPastACorruptCopyAndFailsWhenEveryCopyIsCorrupt) {
     ASSERT_EQ(cluster.Bmctl({"put", id, "-", "--level", "DISK_ONLY_2"}, stored[id]).exit_code, 0);
   }
   const std::string single = RandomBytes(kChunk, 42);
-  ASSERT_EQ(
-      cluster.Bmctl({"put", "rdd_2_0", "-", "--level", "DISK_ONLY", "--worker", "w1"}, single)
-          .exit_code,
-      0);
+  ASSERT_EQ(cluster.Bmctl({"put", "rdd_2_0", "-", "--level", "DISK_ONLY", "--worker", "w1"}, single)
+                .exit_code,
+            0);
   ASSERT_TRUE(WaitFor(
       [&] {
         auto locations = cluster.Locations({"rdd_1_0", "rdd_1_1"});

@@ -96,7 +96,8 @@ TEST(FirstBadUnitTest, FindsTheUnitHoldingAFlippedByteWhateverTheFrames) {
   // Without digests (a block stored before them) nothing is checked.
   EXPECT_EQ(FirstBadUnit(frames, 0, block.size(), block.size(), {}), std::nullopt);
   // A range that holds the bad unit only in part skips it.
-  const std::vector<std::span<const std::byte>> part = {all.subspan(kDigestUnitBytes, kDigestUnitBytes + 100)};
+  const std::vector<std::span<const std::byte>> part = {
+      all.subspan(kDigestUnitBytes, kDigestUnitBytes + 100)};
   EXPECT_EQ(FirstBadUnit(part, kDigestUnitBytes, kDigestUnitBytes + 100, block.size(),
                          std::span(units).subspan(1)),
             std::nullopt);

@@ -12,8 +12,8 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "common/byte_size.h"
@@ -778,8 +778,8 @@ TEST_F(DiskStoreTest, BlocksStoredWithoutDigestsStillReadBack) {
   const uint64_t generation = store_->Read(BlockId::Rdd(3, 1), 0, 1)->generation;
   store_.reset();
   std::string meta(1, '\x03');
-  for (uint64_t field : {uint64_t{bytes.size()}, generation, uint64_t{2}, uint64_t{kChunkBytes},
-                         uint64_t{77}}) {
+  for (uint64_t field :
+       {uint64_t{bytes.size()}, generation, uint64_t{2}, uint64_t{kChunkBytes}, uint64_t{77}}) {
     PutBigEndian(meta, field);
   }
   const std::string_view level = StorageLevelName(StorageLevel::kDiskOnly);
@@ -804,7 +804,8 @@ TEST_F(DiskStoreTest, ASpillWhoseMemoryBytesNoLongerMatchTheirDigestsIsRefused) 
   bytes[kChunkBytes + 3] ^= std::byte{0x40};  // rots in memory before the spill
   BlockData data;
   data.Append(MakeChunk(bytes));
-  Status written = store_->Write(BlockId::Rdd(3, 2), StorageLevel::kMemoryAndDisk, data, 0, digests);
+  Status written =
+      store_->Write(BlockId::Rdd(3, 2), StorageLevel::kMemoryAndDisk, data, 0, digests);
   EXPECT_EQ(written.code(), StatusCode::kDataLoss) << written.ToString();
   EXPECT_THAT(written.message(), HasSubstr("corrupt in memory"));
   EXPECT_FALSE(store_->Find(BlockId::Rdd(3, 2)).has_value());

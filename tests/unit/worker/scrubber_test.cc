@@ -133,7 +133,8 @@ TEST_F(ScrubberTest, FindsAChunkThatNoLongerMatchesItsDigest) {
     ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_.Sub("db"), &raw).ok());
     std::unique_ptr<rocksdb::DB> db(raw);
     std::string key = "v";
-    for (int shift = 56; shift >= 0; shift -= 8) key.push_back(static_cast<char>(generation >> shift));
+    for (int shift = 56; shift >= 0; shift -= 8)
+      key.push_back(static_cast<char>(generation >> shift));
     key.append(7, '\0');
     key.push_back('\1');  // chunk 1
     std::string value;
