@@ -209,6 +209,7 @@ void WorkerServer::Run() {
     if (now >= next_storage_maintenance_) {
       next_storage_maintenance_ = now + options_.storage_maintenance_interval;
       scrubber_->Step(now);  // what it finds bad, Maintain() reports as lost
+      counters_.scrubbed_bytes = scrubber_->stats().bytes_verified;
       blocks_->Maintain();
       link_->CollectChanges();  // blocks found lost are reported at once
     }

@@ -129,6 +129,9 @@ std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
              number(snapshot.counters.checksum_failures_memory));
   out.Sample("blockmgr_worker_checksum_failures_total", {{"where", "client-read"}},
              number(snapshot.counters.checksum_failures_read_transit));
+  out.Family("blockmgr_worker_scrubbed_bytes_total", Type::kCounter,
+             "Disk block bytes the scrubber re-read and verified (--scrub-rate).");
+  out.Sample("blockmgr_worker_scrubbed_bytes_total", number(snapshot.counters.scrubbed_bytes));
 
   out.Family("blockmgr_worker_requests_total", Type::kCounter,
              "Requests the worker handled, by operation and result (gets and puts included).");

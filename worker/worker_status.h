@@ -51,6 +51,7 @@ struct WorkerCounters {
   // were intact here (the bytes went bad between this worker and the reader).
   uint64_t checksum_failures_memory = 0;
   uint64_t checksum_failures_read_transit = 0;
+  uint64_t scrubbed_bytes = 0;  // disk block bytes the scrubber re-read and verified
 
   void RecordRequest(WorkerOp op, const Status& status, Duration elapsed);
 };

@@ -3,6 +3,7 @@
 // their copies from the good ones.
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <rocksdb/db.h>
 #include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
@@ -109,7 +110,8 @@ TEST(IntegrityTest, ACorruptTableFileOfAStoppedWorkerCostsOnlyItsBlocksWhichAreR
 
   const std::string log_path = cluster.dir().Sub("w1.log");
   const size_t log_before = ReadFile(log_path).size();
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "", {"--scrub-rate", "100"}}));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(
+      {"w1", "64MiB", "", {"--scrub-rate", "100", "--http", "127.0.0.1:0"}}));
   std::string log;
   ASSERT_TRUE(WaitFor(
       [&] {
@@ -119,6 +121,17 @@ TEST(IntegrityTest, ACorruptTableFileOfAStoppedWorkerCostsOnlyItsBlocksWhichAreR
       15s))
       << cluster.LogTail("w1");
   EXPECT_NE(log.find("is corrupt on disk"), std::string::npos) << log;
+
+  // Counted where metrics show them.
+  httplib::Client http("127.0.0.1", cluster.HttpPort("w1"));
+  httplib::Result metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics && metrics->status == 200);
+  const std::string disk_failures = "blockmgr_worker_checksum_failures_total{where=\"disk\"} ";
+  const size_t at = metrics->body.find(disk_failures);
+  ASSERT_NE(at, std::string::npos) << metrics->body;
+  EXPECT_GE(std::stoull(metrics->body.substr(at + disk_failures.size())), 1u) << metrics->body;
+  EXPECT_EQ(metrics->body.find("blockmgr_worker_scrubbed_bytes_total 0\n"), std::string::npos)
+      << metrics->body;
 
   // Every block is back at two copies, w1's among them.
   EXPECT_TRUE(WaitFor(
