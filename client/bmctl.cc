@@ -352,6 +352,19 @@ int Main(int argc, char** argv) {
       app.add_subcommand("locations", "which workers hold the blocks, tier, size");
   locations->add_option("BLOCK_ID", locations_blocks, "blocks to look up")->required();
 
+  std::vector<std::string> verify_blocks;
+  std::string verify_rdd;
+  std::string verify_worker;
+  CLI::App* verify = app.add_subcommand(
+      "verify",
+      "have the workers re-read and check every copy of the blocks now (corrupt copies are "
+      "dropped and restored from good ones); exit 1 when any copy was not intact");
+  verify->add_option("BLOCK_ID", verify_blocks, "blocks to verify");
+  CLI::Option* verify_rdd_option =
+      verify->add_option("--rdd", verify_rdd, "every block of this RDD");
+  CLI::Option* verify_worker_option =
+      verify->add_option("--worker", verify_worker, "every block on this worker");
+
   std::string blocks_rdd;
   CLI::App* blocks = app.add_subcommand("blocks", "every block (of one RDD)");
   CLI::Option* blocks_rdd_option =
@@ -445,6 +458,23 @@ int Main(int argc, char** argv) {
     }
   } else if (locations->parsed()) {
     valid = parse_ids(locations_blocks);
+  } else if (verify->parsed()) {
+    const int ways = (verify_blocks.empty() ? 0 : 1) + (verify_rdd_option->count() > 0 ? 1 : 0) +
+                     (verify_worker_option->count() > 0 ? 1 : 0);
+    if (ways != 1) {
+      valid =
+          InvalidArgumentError("verify takes BLOCK_ID..., --rdd N or --worker ID (one of them)");
+    } else if (!verify_blocks.empty()) {
+      valid = parse_ids(verify_blocks);
+    } else if (verify_rdd_option->count() > 0) {
+      Result<uint64_t> parsed = ParseUnsigned("RDD id", verify_rdd);
+      if (parsed.ok())
+        rdd_id = *parsed;
+      else
+        valid = parsed.status();
+    } else if (verify_worker.empty()) {
+      valid = InvalidArgumentError("--worker needs a worker id");
+    }
   } else if (rm->parsed()) {
     valid = parse_ids(rm_blocks);
   } else if (blocks->parsed() && blocks_rdd_option->count() > 0) {
@@ -520,6 +550,39 @@ int Main(int argc, char** argv) {
     if (json) std::cout << (first ? "]\n" : "\n]\n");
     if (!listed.ok()) return Fail(listed);
     if (!json && first) std::cout << BlocksTable({});
+  } else if (verify->parsed()) {
+    std::vector<BlockLocations> targets;
+    if (!ids.empty()) {
+      Result<std::vector<BlockLocations>> found = client.Locations(ids);
+      if (!found.ok()) return Fail(found.status());
+      targets = std::move(found).value();
+    } else {
+      Status listed = client.ForEachBlockPage(rdd_id, [&](const std::vector<BlockLocations>& page) {
+        for (const BlockLocations& block : page) {
+          if (verify_worker.empty()) {
+            targets.push_back(block);
+            continue;
+          }
+          BlockLocations on_worker{block.block, block.level, {}};
+          for (const BlockLocation& location : block.locations) {
+            if (location.worker_id == verify_worker) on_worker.locations.push_back(location);
+          }
+          if (!on_worker.locations.empty()) targets.push_back(std::move(on_worker));
+        }
+        return Status::Ok();
+      });
+      if (!listed.ok()) return Fail(listed);
+    }
+    Result<std::vector<CopyCheck>> checks = client.VerifyCopies(targets);
+    if (!checks.ok()) return Fail(checks.status());
+    std::cout << (json ? VerifyToJson(*checks).dump(2) + "\n" : VerifyText(*checks));
+    size_t bad = 0;
+    for (const CopyCheck& check : *checks) bad += check.state != CopyCheck::State::kIntact;
+    if (bad > 0) {
+      std::cout.flush();
+      std::cerr << "bmctl: " << bad << " of " << checks->size() << " copies not intact\n";
+      return 1;
+    }
   } else if (rdds->parsed()) {
     Result<std::vector<RddInfo>> list = client.Rdds();
     if (!list.ok()) return Fail(list.status());

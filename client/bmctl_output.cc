@@ -86,6 +86,37 @@ json RddsToJson(const std::vector<RddInfo>& rdds) {
 
 json RemovedToJson(uint64_t removed) { return {{"removed", removed}}; }
 
+namespace {
+
+std::string_view CheckStateName(CopyCheck::State state) {
+  switch (state) {
+    case CopyCheck::State::kIntact:
+      return "intact";
+    case CopyCheck::State::kCorrupt:
+      return "corrupt";
+    case CopyCheck::State::kGone:
+      return "gone";
+    case CopyCheck::State::kUnreachable:
+      return "unreachable";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+json VerifyToJson(const std::vector<CopyCheck>& checks) {
+  json out = json::array();
+  for (const CopyCheck& check : checks) {
+    out.push_back({{"block", check.block.ToString()},
+                   {"worker", check.worker_id},
+                   {"state", CheckStateName(check.state)},
+                   {"tier", TierName(check.tier)},
+                   {"digested", check.digested},
+                   {"message", check.message}});
+  }
+  return out;
+}
+
 json PutToJson(const BlockId& id, const PutResult& put) {
   return {{"block", id.ToString()},
           {"worker", put.worker_id},
@@ -209,6 +240,32 @@ std::string RddsTable(const std::vector<RddInfo>& rdds) {
                       {"DISK", true},
                       {"WORKERS"}},
                      rows);
+}
+
+std::string VerifyText(const std::vector<CopyCheck>& checks) {
+  std::string text;
+  for (const CopyCheck& check : checks) {
+    text += check.block.ToString() + "  " + (check.worker_id.empty() ? "-" : check.worker_id) +
+            "  " + std::string(CheckStateName(check.state));
+    switch (check.state) {
+      case CopyCheck::State::kIntact:
+        text += " (" + std::string(TierName(check.tier)) +
+                (check.digested ? ", digests checked)"
+                                : ", stored without digests: RocksDB's checksums checked)");
+        break;
+      case CopyCheck::State::kCorrupt:
+        text += ": " + check.message + "; dropped, the master restores it from a good copy";
+        break;
+      case CopyCheck::State::kGone:
+        text += check.worker_id.empty() ? ": no live worker holds it" : ": no longer there";
+        break;
+      case CopyCheck::State::kUnreachable:
+        text += ": " + check.message;
+        break;
+    }
+    text += "\n";
+  }
+  return text;
 }
 
 std::string RemovedText(uint64_t removed) {

@@ -27,6 +27,7 @@ nlohmann::ordered_json BlocksToJson(const std::vector<BlockLocations>& blocks);
 nlohmann::ordered_json WorkersToJson(const std::vector<WorkerInfo>& workers);
 nlohmann::ordered_json RddsToJson(const std::vector<RddInfo>& rdds);
 nlohmann::ordered_json RemovedToJson(uint64_t removed);
+nlohmann::ordered_json VerifyToJson(const std::vector<CopyCheck>& checks);
 nlohmann::ordered_json PutToJson(const BlockId& id, const PutResult& put);
 
 // Tables: a header row, then one row per item, columns separated by two spaces, no trailing
@@ -37,6 +38,8 @@ std::string WorkersTable(const std::vector<WorkerInfo>& workers);
 std::string RddsTable(const std::vector<RddInfo>& rdds);
 // One line: "removed 3 blocks".
 std::string RemovedText(uint64_t removed);
+// One line per copy: block, worker, what its worker found.
+std::string VerifyText(const std::vector<CopyCheck>& checks);
 // One line: "stored rdd_1_0 (5.0 MiB) on w1 (tcp://...) in memory".
 std::string PutText(const BlockId& id, const PutResult& put);
 

@@ -16,6 +16,7 @@
 #include "common/byte_size.h"
 #include "common/replica_spread.h"
 #include "common/chunk.h"
+#include "common/digest.h"
 #include "common/protocol.h"
 #include "common/transport.h"
 
@@ -114,6 +115,26 @@ std::string DefaultHolderName() {
   std::array<char, 256> host{};
   if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
   return std::string(host.data()) + ":" + std::to_string(getpid());
+}
+
+// Ok when the bytes of a range a worker sent, [offset, offset + length) of a block of `total`
+// bytes, match the stored digests it sent with them (none: a block stored without digests).
+// kDataLoss otherwise: that copy is corrupt, the caller reads another.
+Status CheckRange(const std::vector<zmq::message_t>& frames, uint64_t offset, uint64_t length,
+                  uint64_t total, const std::vector<uint64_t>& unit_digests,
+                  const std::string& peer, const std::string& block) {
+  if (unit_digests.empty()) return Status::Ok();
+  std::vector<std::span<const std::byte>> pieces;
+  pieces.reserve(frames.size());
+  for (const zmq::message_t& frame : frames) {
+    pieces.emplace_back(static_cast<const std::byte*>(frame.data()), frame.size());
+  }
+  std::optional<uint64_t> bad = FirstBadUnit(pieces, offset, length, total, unit_digests);
+  if (!bad.has_value()) return Status::Ok();
+  return DataLossError("block " + block + " from " + peer + ": bytes " +
+                       std::to_string(*bad * kDigestUnitBytes) + " to " +
+                       std::to_string(std::min<uint64_t>((*bad + 1) * kDigestUnitBytes, total)) +
+                       " do not match their digest (a corrupt copy, or corrupted in transit)");
 }
 
 }  // namespace
@@ -579,28 +600,38 @@ std::vector<Result<PutResult>> Client::Impl::Upload(const std::vector<const Work
       break;
     }
     const bool last = source.offset() == source.size();
+    // Checked by each worker before it appends the piece (PutBlock.pieceDigest).
+    StreamingDigest digest;
+    for (const ChunkPtr& chunk : *chunks) digest.Update(chunk->bytes());
+    const uint64_t piece_digest = digest.value();
     for (Target& target : uploads) {
       if (target.failure) continue;
       const std::string peer = "worker " + target.worker->id;
-      capnp::MallocMessageBuilder message;
-      proto::PutBlock::Builder put = message.initRoot<proto::Request>().initPutBlock();
-      put.setBlockId(block);
-      put.setLevel(ToProto(level));
-      put.setTotalSize(source.size());
-      put.setOffset(offset);
-      put.setLast(last);
-      put.setUploadId(target.upload_id);
-      put.setVersion(version.token);
-      put.setReplica(version.replica);
-      put.setLeaseToken(version.lease);
-      std::vector<zmq::message_t> payload;
-      payload.reserve(chunks->size());
-      for (const ChunkPtr& chunk : *chunks) payload.push_back(MessageFromChunk(chunk));
+      // A piece the worker found corrupted in transit is sent once more; it was not appended.
+      Result<IncomingMessage> reply = UnavailableError("not sent");
+      for (int attempt = 0; attempt < 2; ++attempt) {
+        capnp::MallocMessageBuilder message;
+        proto::PutBlock::Builder put = message.initRoot<proto::Request>().initPutBlock();
+        put.setBlockId(block);
+        put.setLevel(ToProto(level));
+        put.setTotalSize(source.size());
+        put.setOffset(offset);
+        put.setLast(last);
+        put.setUploadId(target.upload_id);
+        put.setVersion(version.token);
+        put.setReplica(version.replica);
+        put.setLeaseToken(version.lease);
+        put.setPieceDigest(piece_digest);
+        put.setDigested(true);
+        std::vector<zmq::message_t> payload;
+        payload.reserve(chunks->size());
+        for (const ChunkPtr& chunk : *chunks) payload.push_back(MessageFromChunk(chunk));
 
-      target.started = true;
-      Result<IncomingMessage> reply = Call(*target.channel, options_.request_timeout, peer,
-                                           message, std::move(payload),
-                                           last ? kCommitSlack : milliseconds(0));
+        target.started = true;
+        reply = Call(*target.channel, options_.request_timeout, peer, message, std::move(payload),
+                     last ? kCommitSlack : milliseconds(0));
+        if (reply.ok() || reply.status().code() != StatusCode::kDataLoss) break;
+      }
       if (!reply.ok()) {
         give_up(target, reply.status());
         continue;
@@ -654,6 +685,7 @@ Result<uint32_t> Client::Impl::CopyBlock(const BlockId& id, const std::string& s
     get.setMaxLength(kMaxPieceBytes);
     ASSIGN_OR_RETURN(IncomingMessage reply, Call(*channel, options_.request_timeout, peer, message));
     uint64_t length = 0, reply_generation = 0, reply_total = 0;
+    std::vector<uint64_t> unit_digests;
     RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
       proto::Reply::Reader r = reply.reply();
       if (!r.isGet()) return UnexpectedReply(peer, "get");
@@ -661,6 +693,7 @@ Result<uint32_t> Client::Impl::CopyBlock(const BlockId& id, const std::string& s
       reply_generation = r.getGet().getGeneration();
       reply_total = r.getGet().getTotalSize();
       version = r.getGet().getVersion();
+      for (uint64_t digest : r.getGet().getUnitDigests()) unit_digests.push_back(digest);
       return Status::Ok();
     }));
     if (generation && (reply_generation != *generation || reply_total != total)) {
@@ -670,6 +703,9 @@ Result<uint32_t> Client::Impl::CopyBlock(const BlockId& id, const std::string& s
         (length == 0 && fetched < reply_total)) {
       return InternalError(peer + " sent a malformed range of " + block);
     }
+    // A copy is made only of bytes that match their digests.
+    RETURN_IF_ERROR(CheckRange(reply.payload(), fetched, length, reply_total, unit_digests, peer,
+                               block));
     generation = reply_generation;
     total = reply_total;
     fetched += length;
@@ -979,6 +1015,11 @@ Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink
   // Workers that did not answer during this call are not waited for a second time when the
   // master, which has not noticed yet, lists them again.
   std::vector<std::string> unreachable;
+  // Copies that failed their checksum on their worker (kDataLoss) during this call. Such a copy
+  // is never served: the next copy is read instead, and the worker, which dropped the bad one,
+  // reports it so the master restores the replication level. When no good copy is left the
+  // read fails with kDataLoss rather than "not found".
+  int corrupt_copies = 0;
   while (true) {
     std::vector<BlockLocation> locations;
     bool from_cache = false;
@@ -1034,6 +1075,13 @@ Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink
         replaced = true;
         break;
       }
+      if (last.code() == StatusCode::kDataLoss) {
+        ++corrupt_copies;
+        // The worker re-reads its copy: dropped if it is bad there (the master then restores
+        // a copy from a good one), else the bytes went bad on the way. Best effort.
+        if (progress.digest_mismatch) (void)VerifyCopy(location, id, /*reported_bad=*/true);
+        continue;
+      }
       if (last.code() != StatusCode::kUnavailable && last.code() != StatusCode::kNotFound) {
         return last;
       }
@@ -1049,6 +1097,11 @@ Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink
       // Remembered locations that are stale (moved, removed, or their worker failed): ask the
       // master, which is not a restart.
       if (from_cache) continue;
+      if (corrupt_copies > 0 && all_not_found) {
+        return DataLossError("block " + block + " is corrupt on every copy (" +
+                             std::to_string(corrupt_copies) +
+                             " found corrupt); last error: " + last.message());
+      }
       if (all_not_found) {
         return NotFoundError("block " + block + " is not stored on any live worker");
       }
@@ -1080,6 +1133,7 @@ Result<uint64_t> Client::Impl::ReadFrom(const BlockLocation& location, const Blo
     ASSIGN_OR_RETURN(IncomingMessage reply,
                      Call(*channel, options_.request_timeout, peer, message));
     uint64_t reply_total = 0, reply_offset = 0, length = 0, reply_generation = 0;
+    std::vector<uint64_t> unit_digests;
     RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
       proto::Reply::Reader r = reply.reply();
       if (!r.isGet()) return UnexpectedReply(peer, "get");
@@ -1088,6 +1142,7 @@ Result<uint64_t> Client::Impl::ReadFrom(const BlockLocation& location, const Blo
       reply_offset = g.getOffset();
       length = g.getLength();
       reply_generation = g.getGeneration();
+      for (uint64_t digest : g.getUnitDigests()) unit_digests.push_back(digest);
       return Status::Ok();
     }));
     if (generation && reply_generation != *generation) {
@@ -1103,6 +1158,13 @@ Result<uint64_t> Client::Impl::ReadFrom(const BlockLocation& location, const Blo
         (length == 0 && offset < total)) {
       return InternalError(peer + " sent a malformed range of " + block);
     }
+    // Checked whole before any of it reaches the sink: wrong bytes are never handed out.
+    if (Status intact = CheckRange(reply.payload(), offset, length, total, unit_digests, peer,
+                                   block);
+        !intact.ok()) {
+      progress.digest_mismatch = true;
+      return intact;
+    }
     for (const zmq::message_t& frame : reply.payload()) {
       if (frame.size() == 0) continue;
       progress.emitted = true;
@@ -1115,6 +1177,60 @@ Result<uint64_t> Client::Impl::ReadFrom(const BlockLocation& location, const Blo
     offset += length;
     if (offset == total) return total;
   }
+}
+
+// ---- verification ----
+
+Result<CopyCheck> Client::Impl::VerifyCopy(const BlockLocation& location, const BlockId& id,
+                                           bool reported_bad) {
+  CopyCheck check{id, location.worker_id, CopyCheck::State::kUnreachable, location.tier};
+  Result<RpcChannel*> channel = WorkerChannel(location.address);
+  if (!channel.ok()) {
+    check.message = channel.status().message();
+    return check;
+  }
+  const std::string peer = "worker " + location.worker_id;
+  capnp::MallocMessageBuilder message;
+  proto::VerifyBlock::Builder verify = message.initRoot<proto::Request>().initVerifyBlock();
+  verify.setBlockId(id.ToString());
+  verify.setReportedBad(reported_bad);
+  Result<IncomingMessage> reply = Call(**channel, options_.request_timeout, peer, message);
+  if (!reply.ok()) {
+    if (reply.status().code() != StatusCode::kUnavailable) return reply.status();
+    check.message = reply.status().message();
+    return check;
+  }
+  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::Reply::Reader r = reply->reply();
+    if (!r.isVerified()) return UnexpectedReply(peer, "verified");
+    proto::VerifyReply::Reader verified = r.getVerified();
+    switch (verified.getState()) {
+      case proto::VerifyReply::State::INTACT: check.state = CopyCheck::State::kIntact; break;
+      case proto::VerifyReply::State::CORRUPT: check.state = CopyCheck::State::kCorrupt; break;
+      default: check.state = CopyCheck::State::kGone; break;
+    }
+    check.tier = FromProto(verified.getTier());
+    check.digested = verified.getDigested();
+    check.message = verified.getMessage();
+    return Status::Ok();
+  }));
+  return check;
+}
+
+Result<std::vector<CopyCheck>> Client::Impl::VerifyCopies(
+    const std::vector<BlockLocations>& blocks) {
+  std::vector<CopyCheck> checks;
+  for (const BlockLocations& block : blocks) {
+    if (block.locations.empty()) {
+      checks.push_back({block.block, "", CopyCheck::State::kGone});
+      continue;
+    }
+    for (const BlockLocation& location : block.locations) {
+      ASSIGN_OR_RETURN(CopyCheck check, VerifyCopy(location, block.block, false));
+      checks.push_back(std::move(check));
+    }
+  }
+  return checks;
 }
 
 // ---- metadata ----

@@ -215,6 +215,11 @@ class Client {
   Result<std::vector<BlockLocations>> Locations(const std::vector<BlockId>& ids);
   // Live workers, sorted by id.
   Result<std::vector<WorkerInfo>> Workers();
+  // Has every worker holding each block re-read its copy now and check it against the block's
+  // digests (bmctl verify). A corrupt copy is dropped by its worker, and the master restores
+  // the replication level from a good one. One entry per copy, in the order of `blocks` and
+  // their locations; a block with no copy yields one kGone entry with no worker.
+  Result<std::vector<CopyCheck>> VerifyCopies(const std::vector<BlockLocations>& blocks);
 
   // Trusts `public_key` as the key of the worker at `address`, as if the master had vouched
   // for it (a worker's replicator reads from its own worker this way).

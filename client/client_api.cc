@@ -82,6 +82,10 @@ Result<std::vector<BlockLocations>> Client::Locations(const std::vector<BlockId>
 
 Result<std::vector<WorkerInfo>> Client::Workers() { return impl_->Workers(); }
 
+Result<std::vector<CopyCheck>> Client::VerifyCopies(const std::vector<BlockLocations>& blocks) {
+  return impl_->VerifyCopies(blocks);
+}
+
 void Client::TrustWorkerKey(const std::string& address, const std::string& public_key) {
   impl_->TrustWorkerKey(address, public_key);
 }

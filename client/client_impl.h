@@ -74,6 +74,9 @@ class Client::Impl {
   Result<uint64_t> GetTo(const BlockId& id, std::ostream& out);
   std::vector<Result<std::vector<std::byte>>> GetMany(const std::vector<BlockId>& ids);
   Result<std::vector<BlockLocations>> Locations(const std::vector<BlockId>& ids);
+  Result<std::vector<CopyCheck>> VerifyCopies(const std::vector<BlockLocations>& blocks);
+  // Asks the worker at `location` to re-read its copy of `id` (PROTOCOL.md, verifyBlock).
+  Result<CopyCheck> VerifyCopy(const BlockLocation& location, const BlockId& id, bool reported_bad);
   Result<std::vector<WorkerInfo>> Workers();
   void TrustWorkerKey(const std::string& address, const std::string& public_key);
   Result<std::vector<BlockLocations>> Blocks(std::optional<uint64_t> rdd_id);
@@ -90,6 +93,7 @@ class Client::Impl {
   struct ReadProgress {
     bool emitted = false;      // the sink received at least one byte
     bool sink_failed = false;  // the error came from the sink, not from the worker
+    bool digest_mismatch = false;  // the worker's bytes did not match their digests
   };
   // Where a successful read came from, and which workers failed to serve it before.
   struct ReadReport {

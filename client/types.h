@@ -43,6 +43,17 @@ struct BlockLocation {
   uint64_t size = 0;
 };
 
+// What a worker found when it re-read its copy of a block (Client::VerifyCopies).
+struct CopyCheck {
+  enum class State { kIntact, kCorrupt, kGone, kUnreachable };
+  BlockId block;
+  std::string worker_id;
+  State state = State::kIntact;
+  Tier tier = Tier::kMemory;
+  bool digested = false;  // false: stored without digests; only RocksDB's checksums were checked
+  std::string message{};  // what was wrong (kCorrupt, kUnreachable)
+};
+
 // Where a block is stored. `locations` lists memory copies before disk copies and is empty when
 // no live worker holds the block.
 struct BlockLocations {

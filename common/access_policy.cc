@@ -57,6 +57,8 @@ const char* RequestName(Which which) {
       return "getBlocks";
     case Which::ABORT_PUT:
       return "abortPut";
+    case Which::VERIFY_BLOCK:
+      return "verifyBlock";
   }
   return "this request";
 }
@@ -126,6 +128,7 @@ Status AuthorizeWorkerRequest(bool secure, const std::optional<PeerIdentity>& ma
     case Which::GET_BLOCK:
     case Which::GET_BLOCKS:
     case Which::CONTAINS_BLOCK:
+    case Which::VERIFY_BLOCK:
       // Workers put and read blocks on each other when they replicate.
       if (IsClientOrAdmin(peer->role) || peer->role == KeyRole::kWorker) return Status::Ok();
       return Denied(*peer, which, "client, admin or worker");

@@ -69,6 +69,7 @@ void SetError(proto::Error::Builder error, const Status& status) {
     case StatusCode::kAborted: code = proto::ErrorCode::ABORTED; break;
     case StatusCode::kTooLarge: code = proto::ErrorCode::TOO_LARGE; break;
     case StatusCode::kPermissionDenied: code = proto::ErrorCode::PERMISSION_DENIED; break;
+    case StatusCode::kDataLoss: code = proto::ErrorCode::DATA_LOSS; break;
   }
   error.setCode(code);
   error.setMessage(status.message());
@@ -86,6 +87,7 @@ Status StatusFromError(proto::Error::Reader error) {
     case proto::ErrorCode::ABORTED: return {StatusCode::kAborted, message};
     case proto::ErrorCode::TOO_LARGE: return {StatusCode::kTooLarge, message};
     case proto::ErrorCode::PERMISSION_DENIED: return {StatusCode::kPermissionDenied, message};
+    case proto::ErrorCode::DATA_LOSS: return {StatusCode::kDataLoss, message};
   }
   return {StatusCode::kInternal, "unknown error code from peer: " + message};
 }

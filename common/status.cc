@@ -14,6 +14,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kAborted: return "aborted";
     case StatusCode::kTooLarge: return "too large";
     case StatusCode::kPermissionDenied: return "permission denied";
+    case StatusCode::kDataLoss: return "data loss";
   }
   return "unknown";
 }

@@ -22,6 +22,7 @@ enum class StatusCode {
   kAborted,          // lost a race (block replaced mid-read): retry
   kTooLarge,         // over a protocol or configured limit
   kPermissionDenied, // the key is not allowed in, or its role may not do this: do not retry
+  kDataLoss,         // stored bytes are corrupt (failed their checksum): never served; try another copy
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -57,6 +58,7 @@ inline Status TooLargeError(std::string m) { return {StatusCode::kTooLarge, std:
 inline Status PermissionDeniedError(std::string m) {
   return {StatusCode::kPermissionDenied, std::move(m)};
 }
+inline Status DataLossError(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 
 // A value or the Status explaining why there is none.
 template <typename T>

@@ -14,6 +14,7 @@ packages=(
   yamllint dpkg-dev file iproute2
   libcpp-httplib-dev
   libsodium-dev
+  libxxhash-dev
 )
 
 . "$(dirname "${BASH_SOURCE[0]}")/apt_packages.sh"

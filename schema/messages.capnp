@@ -33,6 +33,7 @@ enum ErrorCode {
   aborted @6;          # the operation lost a race (block replaced during a read); retry
   tooLarge @7;         # a frame or message over the protocol's limits
   permissionDenied @8; # the sender's key (its role, its worker id) may not make this request
+  dataLoss @9;         # the stored bytes failed their checksum: this copy is never served
 }
 
 struct Error {
@@ -292,6 +293,12 @@ struct PutBlock {
   # Get-or-compute: the compute lease the client stores its result under (0 = none). The
   # master refuses the block unless that lease is still held (PROTOCOL.md, "Compute leases").
   leaseToken @8 :UInt64;
+  # XXH3-64 of this piece's payload bytes (all its frames in order), checked by the worker
+  # before it appends them: a mismatch fails the piece with dataLoss ("corrupted in transit")
+  # and leaves the upload where it was, so the client sends that piece again. Checked only
+  # when `digested` is set (an old client sends no digest).
+  pieceDigest @9 :UInt64;
+  digested @10 :Bool;
 }
 
 # Client -> worker: the client gave up on this upload (a piece failed elsewhere, its source
@@ -326,6 +333,10 @@ struct GetReply {
   tier @4 :Tier;
   level @5 :StorageLevel;
   version @6 :UInt64;    # the block's version (BlockStatus.version)
+  # The stored XXH3 digests of the digest units (1 MiB aligned to block offsets) this range
+  # overlaps, the first being unit offset / 2^20; empty for a block stored without digests.
+  # The reader checks every unit wholly inside the range before using its bytes.
+  unitDigests @7 :List(UInt64);
 }
 
 # Reads several whole blocks in one round trip (a multi-get): what a client asking for many
@@ -354,6 +365,29 @@ struct MultiGetEntry {
 
 struct ContainsBlock {
   blockId @0 :Text;
+}
+
+# Client -> worker: re-read this worker's copy of a block now and check it against its stored
+# digests (and RocksDB's checksums). Sent by a reader whose bytes from this copy did not match
+# their digests (`reportedBad`), and by `bmctl verify`. A corrupt copy is dropped and reported
+# to the master with the worker's next block changes, so the master restores the replication
+# level from a good copy. An intact copy reported bad means the bytes went bad in transit.
+struct VerifyBlock {
+  blockId @0 :Text;
+  reportedBad @1 :Bool;
+}
+
+struct VerifyReply {
+  state @0 :State;
+  enum State {
+    intact @0;
+    corrupt @1;    # dropped here
+    notFound @2;
+  }
+  tier @1 :Tier;
+  digested @2 :Bool;  # false: stored without digests (before they existed), so only RocksDB's
+                      # checksums were checked
+  message @3 :Text;   # what was wrong, for a corrupt copy
 }
 
 struct ContainsReply {
@@ -390,6 +424,7 @@ struct Request {
     getBlocks @22 :GetBlocks;
     abortPut @23 :AbortPut;
     listRddPage @24 :ListRdds;
+    verifyBlock @25 :VerifyBlock;
   }
 }
 
@@ -416,5 +451,6 @@ struct Reply {
     reportRefused @15 :List(BlockStatus);
     blockPage @16 :BlockPage;   # answers listBlocks with a limit
     rddPage @17 :RddPage;       # answers listRddPage
+    verified @18 :VerifyReply;  # answers verifyBlock
   }
 }

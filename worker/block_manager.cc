@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/byte_size.h"
+#include "common/digest.h"
 
 namespace bm {
 
@@ -39,6 +40,7 @@ struct BlockManager::Upload {
   Tier tier = Tier::kMemory;
   uint64_t received = 0;
   BlockData data;                    // tier == kMemory
+  BlockDigester digester;            // tier == kMemory (the disk writer digests its own)
   std::shared_ptr<DiskUpload> disk;  // tier == kDisk
 };
 
@@ -57,6 +59,7 @@ BlockManager::BlockManager(std::unique_ptr<MemoryStore> memory, std::unique_ptr<
   // Lost before this run: the master learns of them with the registration, whose full block
   // report already leaves them out.
   CollectLost(disk->TakeLost(), /*report_removed=*/false);
+  scrubber_ = std::make_unique<Scrubber>(*disk, options_.scrub_bytes_per_second);
   storage_ = std::make_unique<StorageThread>(std::move(disk));
 }
 
@@ -155,7 +158,9 @@ void BlockManager::AppendPut(UploadId upload_id, std::vector<ChunkPtr> chunks,
   upload.received += bytes;
   if (upload.tier == Tier::kMemory) {
     for (ChunkPtr& chunk : chunks) {
-      if (chunk->size() > 0) upload.data.Append(std::move(chunk));
+      if (chunk->size() == 0) continue;
+      upload.digester.Update(chunk->bytes());
+      upload.data.Append(std::move(chunk));
     }
     memory_upload_bytes_ += bytes;
     done(Status::Ok());
@@ -206,7 +211,7 @@ void BlockManager::CommitPut(UploadId upload_id, Callback<Result<Tier>> done) {
   if (upload->tier == Tier::kMemory) {
     memory_upload_bytes_ -= upload->received;
     if (!disk_index_.contains(id) && !spilling_.contains(id) && !committing_.contains(id)) {
-      FinishMemoryCommit(std::move(upload), std::move(done));
+      FinishMemoryCommit(*upload, std::move(done));
       return;
     }
     // A disk copy (or one on its way there: the spill queued before runs first) is deleted
@@ -233,11 +238,7 @@ void BlockManager::CommitPut(UploadId upload_id, Callback<Result<Tier>> done) {
           RecordRemoved(on_disk->second);
           disk_index_.erase(on_disk);
         }
-        auto upload = std::make_unique<Upload>(shared->id, shared->level, shared->total_size,
-                                               shared->version);
-        upload->received = shared->received;
-        upload->data = std::move(shared->data);
-        FinishMemoryCommit(std::move(upload), std::move(done));
+        FinishMemoryCommit(*shared, std::move(done));
       };
     });
     return;
@@ -260,19 +261,18 @@ void BlockManager::CommitPut(UploadId upload_id, Callback<Result<Tier>> done) {
   });
 }
 
-void BlockManager::FinishMemoryCommit(std::unique_ptr<Upload> upload,
-                                      Callback<Result<Tier>> done) {
-  const BlockId id = upload->id;
+void BlockManager::FinishMemoryCommit(Upload& upload, Callback<Result<Tier>> done) {
+  const BlockId id = upload.id;
   if (std::optional<MemoryBlock> old = memory_->Remove(id)) {
     // Its bytes stay alive for in-flight sends holding its chunks. Same tier: the stored
     // change below supersedes it.
     (void)old;
   }
-  memory_->Insert(MemoryBlock{id, upload->level, std::move(upload->data), NewMemoryGeneration(),
-                              upload->version.token});
-  RecordStored(BlockStatus{id, upload->level, Tier::kMemory, upload->total_size,
-                           upload->version.token},
-               upload->version.fresh, upload->version.lease);
+  memory_->Insert(MemoryBlock{id, upload.level, std::move(upload.data), NewMemoryGeneration(),
+                              upload.version.token, upload.digester.Finish().units});
+  RecordStored(BlockStatus{id, upload.level, Tier::kMemory, upload.total_size,
+                           upload.version.token},
+               upload.version.fresh, upload.version.lease);
   done(Tier::kMemory);
 }
 
@@ -327,6 +327,11 @@ Result<BlockRead> BlockManager::SliceMemoryBlock(const MemoryBlock& block, uint6
   }
   BlockRead read{size, offset, block.generation, Tier::kMemory, block.level, {}, block.version};
   const uint64_t end = offset + std::min(max_length, size - offset);
+  if (!block.unit_digests.empty() && end > offset) {
+    read.unit_digests.assign(
+        block.unit_digests.begin() + static_cast<ptrdiff_t>(offset / kDigestUnitBytes),
+        block.unit_digests.begin() + static_cast<ptrdiff_t>((end - 1) / kDigestUnitBytes) + 1);
+  }
   uint64_t pos = 0;
   for (const ChunkPtr& chunk : block.data.chunks) {
     if (pos >= end) break;
@@ -362,9 +367,78 @@ void BlockManager::Read(const BlockId& id, uint64_t offset, uint64_t max_length,
     Result<BlockRead> result =
         read.ok() ? Result<BlockRead>(BlockRead{read->total_size, offset, read->generation,
                                                 Tier::kDisk, read->level, std::move(read->chunks),
-                                                status ? status->version : 0})
+                                                status ? status->version : 0,
+                                                std::move(read->unit_digests)})
                   : Result<BlockRead>(read.status());
     return [result = std::move(result), done = std::move(done)]() mutable {
+      done(std::move(result));
+    };
+  });
+}
+
+void BlockManager::Verify(const BlockId& id, Callback<Result<BlockCheck>> done) {
+  const MemoryBlock* block = memory_->Peek(id);
+  if (block == nullptr) {
+    if (auto spill = spilling_.find(id); spill != spilling_.end()) block = &spill->second.block;
+  }
+  if (block != nullptr) {
+    BlockCheck check{Tier::kMemory, !block->unit_digests.empty(), Status::Ok()};
+    std::vector<std::span<const std::byte>> pieces;
+    for (const ChunkPtr& chunk : block->data.chunks) pieces.push_back(chunk->bytes());
+    std::optional<uint64_t> bad =
+        FirstBadUnit(pieces, 0, block->data.size, block->data.size, block->unit_digests);
+    if (bad.has_value()) {
+      check.corrupt = DataLossError("block " + id.ToString() + " is corrupt in memory: unit " +
+                                    std::to_string(*bad) + " does not match its digest");
+      spdlog::error("{}; dropped, never served", check.corrupt.message());
+      Status removed = Remove(id);
+      (void)removed;  // it was found just now
+      lost_.push_back(id);
+    }
+    done(std::move(check));
+    return;
+  }
+  auto on_disk = disk_index_.find(id);
+  if (on_disk == disk_index_.end()) {
+    done(NotFoundError("block " + id.ToString() + " is not stored here"));
+    return;
+  }
+  storage_->Submit([this, id, size = on_disk->second.size,
+                    done = std::move(done)](BlockStore& store) mutable -> StorageThread::Completion {
+    Result<BlockCheck> result = BlockCheck{Tier::kDisk, false, Status::Ok()};
+    std::optional<uint64_t> generation;
+    for (uint64_t offset = 0; offset < size || !generation.has_value();) {
+      Result<DiskRead> read = generation.has_value()
+                                  ? store.ReadGeneration(id, *generation, offset, kDigestUnitBytes)
+                                  : store.Read(id, offset, kDigestUnitBytes);
+      if (!read.ok()) {
+        if (read.status().code() != StatusCode::kDataLoss) {
+          result = read.status();
+        } else {
+          result->corrupt = read.status();  // the store dropped it
+        }
+        break;
+      }
+      generation = read->generation;
+      result->digested = !read->unit_digests.empty();
+      std::vector<std::span<const std::byte>> pieces;
+      uint64_t bytes = 0;
+      for (const ChunkPtr& chunk : read->chunks) {
+        pieces.push_back(chunk->bytes());
+        bytes += chunk->size();
+      }
+      if (std::optional<uint64_t> bad =
+              FirstBadUnit(pieces, offset, bytes, read->total_size, read->unit_digests)) {
+        result->corrupt = store.ReportCorrupt(
+            id, *generation, "chunk " + std::to_string(*bad) + " does not match its digest");
+        break;
+      }
+      if (bytes == 0) break;
+      offset += bytes;
+    }
+    return [this, result = std::move(result), lost = store.TakeLost(),
+            done = std::move(done)]() mutable {
+      CollectLost(std::move(lost), /*report_removed=*/true);
       done(std::move(result));
     };
   });
@@ -454,10 +528,13 @@ size_t BlockManager::memory_block_count() const {
 void BlockManager::Maintain() {
   if (maintenance_queued_) return;
   maintenance_queued_ = true;
-  storage_->Submit([this](BlockStore& store) -> StorageThread::Completion {
+  storage_->Submit([this, scrubber = scrubber_.get()](BlockStore& store) -> StorageThread::Completion {
     store.Maintain();
-    return [this, lost = store.TakeLost()]() mutable {
+    // What the scrubber finds bad the store drops and reports lost, with the rest.
+    scrubber->Step(std::chrono::steady_clock::now());
+    return [this, lost = store.TakeLost(), scrubbed = scrubber->stats().bytes_verified]() mutable {
       maintenance_queued_ = false;
+      scrubbed_bytes_ = scrubbed;
       CollectLost(std::move(lost), /*report_removed=*/true);
     };
   });
@@ -496,9 +573,12 @@ void BlockManager::HandleEvicted(std::vector<MemoryBlock> evicted) {
     const uint64_t ticket = next_spill_ticket_++;
     const BlockId id = block.id;
     spill_backlog_bytes_ += block.data.size;
+    // The bytes are checked against their digests on the way to disk (memory rot is caught
+    // before it is made permanent).
     storage_->Submit([this, ticket, id, level = block.level, data = block.data,
-                      version = block.version](BlockStore& store) -> StorageThread::Completion {
-      Status written = store.Write(id, level, data, version);
+                      version = block.version, digests = block.unit_digests](
+                         BlockStore& store) -> StorageThread::Completion {
+      Status written = store.Write(id, level, data, version, digests);
       return [this, id, ticket, written] { SpillFinished(id, ticket, written); };
     });
     spilling_.insert_or_assign(id, Spill{ticket, std::move(block)});

@@ -17,6 +17,7 @@
 #include "worker/block_status.h"
 #include "worker/block_store.h"
 #include "worker/memory_store.h"
+#include "worker/scrubber.h"
 #include "worker/storage_thread.h"
 
 namespace bm {
@@ -30,6 +31,16 @@ struct BlockRead {
   StorageLevel level;
   std::vector<ChunkPtr> chunks;  // the bytes of the range, in order; no copies for memory blocks
   uint64_t version = 0;          // BlockStatus::version
+  // Stored digests of the digest units the range overlaps, the first being unit
+  // offset / kDigestUnitBytes; empty for a block stored without them.
+  std::vector<uint64_t> unit_digests{};
+};
+
+// What re-reading a stored copy found.
+struct BlockCheck {
+  Tier tier = Tier::kMemory;
+  bool digested = false;  // false: stored without digests; only RocksDB's checksums apply
+  Status corrupt;         // Ok: intact; else kDataLoss saying what was wrong (copy dropped)
 };
 
 // The version an upload stores: `token` is kept with the block (BlockStatus::version); `fresh`
@@ -49,6 +60,9 @@ struct BlockManagerOptions {
   // promised), and its bytes then wait (TakesBytes) only while the spills behind it are more
   // than this many bytes behind. 0: a quarter of the memory budget, at least 64 MiB.
   uint64_t spill_backlog_bytes = 0;
+  // The scrubber's rate (worker/scrubber.h), stepped on the storage thread with each
+  // maintenance pass; 0: off.
+  uint64_t scrub_bytes_per_second = 0;
 };
 
 // The worker's storage policy over its memory store (the LRU) and its disk store (a BlockStore:
@@ -118,6 +132,11 @@ class BlockManager {
   void Read(const BlockId& id, uint64_t offset, uint64_t max_length,
             Callback<Result<BlockRead>> done);
   std::optional<BlockStatus> Find(const BlockId& id) const;
+  // Re-reads the stored copy and checks it against its digests (and, on disk, RocksDB's
+  // checksums): a memory copy at once, a disk copy on the storage thread. A corrupt copy is
+  // dropped and reported like a lost block (TakeChanges, TakeLost). kNotFound when the block
+  // is not here.
+  void Verify(const BlockId& id, Callback<Result<BlockCheck>> done);
   // Removes the block from whichever tier holds it: readers no longer find it from now on (a
   // disk copy is deleted by a job behind the reads already queued). kNotFound when absent, or
   // when `only_version` is not 0 and the block held is another version.
@@ -133,6 +152,10 @@ class BlockManager {
   // Evicted blocks whose spill has not committed yet, and their bytes.
   size_t spills_pending() const { return spilling_.size(); }
   uint64_t spill_backlog_bytes() const { return spill_backlog_bytes_; }
+  // Disk blocks found corrupt (and dropped) since the store opened, as of the last job.
+  uint64_t corrupt_disk_blocks() const { return storage_->stats().corrupt_blocks; }
+  // Disk bytes the scrubber has re-read and verified, as of the last maintenance pass.
+  uint64_t scrubbed_bytes() const { return scrubbed_bytes_; }
 
   // Off the hot path (every second or so): queues a pass in which the disk store recovers from
   // a storage error and gives back removed blocks' space; blocks it finds lost become removals
@@ -169,7 +192,7 @@ class BlockManager {
   // Queues the deletion of `id`'s disk copy (behind every job already queued for it).
   void RemoveFromDisk(const BlockId& id);
   // The memory commit, once any disk copy it replaces is gone.
-  void FinishMemoryCommit(std::unique_ptr<Upload> upload, Callback<Result<Tier>> done);
+  void FinishMemoryCommit(Upload& upload, Callback<Result<Tier>> done);
   void FinishDiskCommit(const Upload& upload, const Status& committed,
                         Callback<Result<Tier>> done);
   // A range of an in-memory block's bytes.
@@ -199,6 +222,10 @@ class BlockManager {
   // not spilled, so its spill cannot land on top of the newer version.
   std::unordered_multiset<BlockId> committing_;
   bool maintenance_queued_ = false;
+  uint64_t scrubbed_bytes_ = 0;
+
+  // Touched only by storage jobs (it borrows the store); destroyed after the storage thread.
+  std::unique_ptr<Scrubber> scrubber_;
 
   // Last: destroyed first, so no job outlives what its completion would touch.
   std::unique_ptr<StorageThread> storage_;

@@ -36,6 +36,9 @@ struct DiskRead {
   uint64_t generation;
   StorageLevel level;
   std::vector<ChunkPtr> chunks;  // the requested range, in order
+  // The stored digests of the digest units the range overlaps, the first being unit
+  // offset / kDigestUnitBytes (common/digest.h); empty for a block stored without digests.
+  std::vector<uint64_t> unit_digests;
 };
 
 // A block the store had committed that did not survive (named by the commit journal).
@@ -63,9 +66,12 @@ class BlockStore {
   virtual Result<std::unique_ptr<DiskWriter>> BeginWrite(const BlockId& id, StorageLevel level,
                                                          uint64_t total_size,
                                                          uint64_t version = 0) = 0;
-  // Writes a whole block held in memory (used when spilling an evicted block).
+  // Writes a whole block held in memory (used when spilling an evicted block). When
+  // `expected_unit_digests` are given, the bytes are checked against them first: kDataLoss, and
+  // nothing written, when they differ (the memory copy rotted).
   virtual Status Write(const BlockId& id, StorageLevel level, const BlockData& data,
-                       uint64_t version = 0) = 0;
+                       uint64_t version = 0,
+                       std::span<const uint64_t> expected_unit_digests = {}) = 0;
 
   // Reads [offset, offset + max_length) (clamped to the block). kNotFound when absent;
   // kInvalidArgument when offset is past the end (offset == size reads zero bytes).
@@ -91,6 +97,13 @@ class BlockStore {
   virtual void Maintain() = 0;
   // Blocks found lost since the last call.
   virtual std::vector<LostBlock> TakeLost() = 0;
+  // Blocks found corrupt (failed a checksum on a read or a scrub, or in the start-up scan) since
+  // the store was opened; each was dropped and is among the lost.
+  virtual uint64_t corrupt_count() const = 0;
+  // A reader found version `generation` of the block corrupt (`what`): when it is still the
+  // stored version, it is dropped and reported lost like one the store found itself. Returns
+  // the kDataLoss a read of it fails with.
+  virtual Status ReportCorrupt(const BlockId& id, uint64_t generation, const std::string& what) = 0;
 };
 
 }  // namespace bm

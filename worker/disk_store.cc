@@ -21,6 +21,7 @@
 
 #include "common/big_endian.h"
 #include "common/byte_size.h"
+#include "common/digest.h"
 #include "common/protocol.h"
 #include "worker/commit_journal.h"
 
@@ -47,9 +48,13 @@ namespace {
 constexpr std::string_view kVersionPrefix = "v";
 constexpr std::string_view kVersionsEnd = "w";  // just past every version key
 // Format 3 adds the block's version token (BlockStatus::version) after the fixed fields;
-// format 2 (written before versions existed) reads as version 0.
+// format 2 (written before versions existed) reads as version 0. Format 4 adds, after the
+// token, the XXH3 digest of every chunk (chunks are digest units, common/digest.h); blocks of
+// older formats have none and are served unverified (RocksDB's own checksums still apply).
 constexpr uint8_t kVersionMetaFormatNoToken = 2;
-constexpr uint8_t kVersionMetaFormat = 3;
+constexpr uint8_t kVersionMetaFormatNoDigests = 3;
+constexpr uint8_t kVersionMetaFormat = 4;
+static_assert(kChunkBytes == kDigestUnitBytes, "a stored chunk is one digest unit");
 constexpr std::string_view kMetaPrefix = "m:";
 constexpr std::string_view kChunkPrefix = "c:";
 constexpr uint8_t kMetaFormat = 1;
@@ -62,6 +67,8 @@ struct Meta {
   uint32_t chunk_bytes;
   bool legacy = false;  // records under the id ("m:", "c:"), not under the generation
   uint64_t version = 0;  // which put wrote it (BlockStatus::version); 0 = unknown
+  // One per chunk; empty for blocks written before digests were kept.
+  std::vector<uint64_t> unit_digests;
 };
 
 std::string MetaKey(const BlockId& id) { return std::string(kMetaPrefix) + id.ToString(); }
@@ -161,6 +168,8 @@ std::string EncodeVersionMeta(const BlockId& id, const Meta& meta) {
   out.push_back(static_cast<char>(kVersionMetaFormat));
   PutMetaFields(out, meta);
   PutBigEndian(out, meta.version);
+  BM_CHECK(meta.unit_digests.size() == meta.chunk_count);
+  for (uint64_t digest : meta.unit_digests) PutBigEndian(out, digest);
   const std::string_view level = StorageLevelName(meta.level);
   out.push_back(static_cast<char>(level.size()));
   out += level;
@@ -171,9 +180,19 @@ std::string EncodeVersionMeta(const BlockId& id, const Meta& meta) {
 std::optional<std::pair<BlockId, Meta>> DecodeVersionMeta(std::string_view in) {
   if (in.empty()) return std::nullopt;
   const uint8_t format = static_cast<uint8_t>(in[0]);
-  if (format != kVersionMetaFormat && format != kVersionMetaFormatNoToken) return std::nullopt;
-  const size_t token_bytes = format == kVersionMetaFormat ? 8 : 0;
-  const size_t level_at = kMetaFixedBytes + token_bytes;
+  if (format != kVersionMetaFormat && format != kVersionMetaFormatNoDigests &&
+      format != kVersionMetaFormatNoToken) {
+    return std::nullopt;
+  }
+  if (in.size() < kMetaFixedBytes) return std::nullopt;
+  const size_t token_bytes = format == kVersionMetaFormatNoToken ? 0 : 8;
+  // The chunk count comes before any digest, so the digests' size is known from it.
+  const uint64_t chunk_count = GetBigEndian(in.substr(17));
+  if (format == kVersionMetaFormat && chunk_count > (in.size() - kMetaFixedBytes) / 8) {
+    return std::nullopt;
+  }
+  const size_t digest_bytes = format == kVersionMetaFormat ? chunk_count * 8 : 0;
+  const size_t level_at = kMetaFixedBytes + token_bytes + digest_bytes;
   if (in.size() < level_at + 1) return std::nullopt;
   const size_t level_size = static_cast<uint8_t>(in[level_at]);
   if (in.size() < level_at + 1 + level_size) return std::nullopt;
@@ -181,6 +200,12 @@ std::optional<std::pair<BlockId, Meta>> DecodeVersionMeta(std::string_view in) {
   Result<BlockId> id = BlockId::Parse(in.substr(level_at + 1 + level_size));
   if (!meta.has_value() || !id.ok()) return std::nullopt;
   if (token_bytes > 0) meta->version = GetBigEndian(in.substr(kMetaFixedBytes));
+  if (digest_bytes > 0) {
+    meta->unit_digests.reserve(chunk_count);
+    for (uint64_t i = 0; i < chunk_count; ++i) {
+      meta->unit_digests.push_back(GetBigEndian(in.substr(kMetaFixedBytes + 8 + 8 * i)));
+    }
+  }
   return std::pair{*id, *meta};
 }
 
@@ -318,6 +343,9 @@ struct DiskStore::Impl {
   std::vector<std::pair<std::string, std::string>> removed_ranges;
   // Bytes of the versions in removed_ranges: free space once reclaimed, so counted as room.
   uint64_t reclaimable_bytes = 0;
+  // Generations [first, second) whose records the last start-up scan could not read (a table
+  // block failed RocksDB's checksum): versions committed there are lost to corruption.
+  std::vector<std::pair<uint64_t, uint64_t>> unreadable_generations;
 };
 
 // States: writing -> committed, or writing -> abandoned (failed append, failed commit or
@@ -345,6 +373,7 @@ class RocksDiskWriter final : public DiskWriter {
                                   std::to_string(total_size_));
     }
     appended_ += bytes.size();
+    digester_.Update(bytes);
     while (!bytes.empty()) {
       // A whole chunk that is not the block's last goes straight from the caller's bytes.
       if (buffer_.empty() && bytes.size() >= kChunkBytes && !IsLastChunk()) {
@@ -378,8 +407,14 @@ class RocksDiskWriter final : public DiskWriter {
       return writable;
     }
     DiskStore::Impl& impl = *store_->impl_;
-    Meta meta{level_, total_size_, generation_, next_chunk_ + (buffer_.empty() ? 0 : 1),
-              static_cast<uint32_t>(kChunkBytes), /*legacy=*/false, version_};
+    Meta meta{level_,
+              total_size_,
+              generation_,
+              next_chunk_ + (buffer_.empty() ? 0 : 1),
+              static_cast<uint32_t>(kChunkBytes),
+              /*legacy=*/false,
+              version_,
+              digester_.Finish().units};
     BM_CHECK(meta.chunk_count == ChunkCount(total_size_, kChunkBytes));
 
     rocksdb::WriteBatch batch;
@@ -478,6 +513,7 @@ class RocksDiskWriter final : public DiskWriter {
   uint64_t appended_ = 0;
   uint64_t next_chunk_ = 0;        // chunks [0, next_chunk_) are in the database
   std::vector<std::byte> buffer_;  // bytes of chunk next_chunk_, at most kChunkBytes
+  BlockDigester digester_;         // of every byte appended
 };
 
 DiskStore::DiskStore(std::string dir, DiskStoreOptions options)
@@ -622,6 +658,46 @@ Status DiskStore::OpenDatabase() {
   return LoadIndex();
 }
 
+// Called when seeking to VersionKey(generation) met a table block that failed its checksum.
+// Finds the first generation after it whose seek reads cleanly (doubling the step, then halving
+// back), leaves `it` there and returns it (UINT64_MAX: none, the damage runs to the end).
+// Each probe seeks a fresh iterator: one that met an error stays failed.
+Result<uint64_t> DiskStore::SeekPastCorruption(std::unique_ptr<rocksdb::Iterator>& it,
+                                               uint64_t generation) {
+  auto seek = [&](uint64_t probe) -> Result<bool> {
+    it.reset(db_->NewIterator(impl_->read_options));
+    it->Seek(VersionKey(probe));
+    if (it->status().ok()) return true;
+    if (it->status().IsCorruption()) return false;
+    return FromRocks(it->status(), "scanning disk store versions");
+  };
+  uint64_t bad = generation;  // seeking here fails
+  uint64_t good = UINT64_MAX;
+  for (uint64_t step = 1; bad < UINT64_MAX; step = std::min<uint64_t>(step * 2, 1ull << 62)) {
+    const uint64_t probe = step > UINT64_MAX - bad ? UINT64_MAX : bad + step;
+    ASSIGN_OR_RETURN(bool clean, seek(probe));
+    if (clean) {
+      good = probe;
+      break;
+    }
+    bad = probe;
+  }
+  if (good == UINT64_MAX) {
+    it.reset(db_->NewIterator(impl_->read_options));
+    it->Seek(kVersionsEnd);
+    RETURN_IF_ERROR(FromRocks(it->status(), "scanning disk store versions"));
+    return UINT64_MAX;
+  }
+  while (good - bad > 1) {
+    const uint64_t middle = bad + (good - bad) / 2;
+    ASSIGN_OR_RETURN(bool clean, seek(middle));
+    (clean ? good : bad) = middle;
+  }
+  ASSIGN_OR_RETURN(bool clean, seek(good));
+  if (!clean) return InternalError("disk store: a seek past damaged table data failed twice");
+  return good;
+}
+
 Status DiskStore::LoadIndex() {
   Impl& impl = *impl_;
   rocksdb::WriteBatch garbage;
@@ -658,8 +734,30 @@ Status DiskStore::LoadIndex() {
     RETURN_IF_ERROR(FromRocks(it->status(), "reading disk store metadata"));
 
     // One seek per stored version: its first record is its meta, unless the write was cut
-    // short (chunks only), and then the whole version is deleted.
-    it->Seek(kVersionPrefix);
+    // short (chunks only), and then the whole version is deleted. A seek that meets a table
+    // block failing its checksum steps over the generations that block holds (see
+    // SeekPastCorruption); their versions are lost, and named so by CheckAgainstJournal.
+    impl.unreadable_generations.clear();
+    auto seek_version = [&](uint64_t generation) -> Status {
+      // From the prefix itself at first, so malformed short keys are met (and deleted) too.
+      it->Seek(generation == 0 ? std::string(kVersionPrefix) : VersionKey(generation));
+      if (!it->status().IsCorruption()) return Status::Ok();
+      ASSIGN_OR_RETURN(uint64_t readable, SeekPastCorruption(it, generation));
+      spdlog::error(
+          "disk store {}: table data of generations {} to {} failed RocksDB's checksum: the "
+          "versions there are lost; serving the rest",
+          dir_, generation, readable == UINT64_MAX ? "the end" : std::to_string(readable - 1));
+      impl.unreadable_generations.emplace_back(generation, readable);
+      max_generation = std::max(max_generation, readable == UINT64_MAX ? generation : readable - 1);
+      // Deleting their records keeps reads away from the damaged block.
+      if (readable == UINT64_MAX) {
+        garbage.DeleteRange(VersionKey(generation), kVersionsEnd);
+      } else {
+        garbage.DeleteRange(VersionKey(generation), VersionKey(readable));
+      }
+      return Status::Ok();
+    };
+    RETURN_IF_ERROR(seek_version(0));
     while (it->Valid() && it->key().starts_with(kVersionPrefix)) {
       std::string_view key = it->key().ToStringView();
       const size_t meta_key_size = kVersionPrefix.size() + 8;
@@ -686,7 +784,7 @@ Status DiskStore::LoadIndex() {
         ++orphan_generations;
       }
       if (generation == UINT64_MAX) break;
-      it->Seek(VersionKey(generation + 1));
+      RETURN_IF_ERROR(seek_version(generation + 1));
     }
     RETURN_IF_ERROR(FromRocks(it->status(), "scanning disk store versions"));
 
@@ -769,7 +867,17 @@ Result<std::unique_ptr<DiskWriter>> DiskStore::BeginWrite(const BlockId& id, Sto
 }
 
 Status DiskStore::Write(const BlockId& id, StorageLevel level, const BlockData& data,
-                        uint64_t version) {
+                        uint64_t version, std::span<const uint64_t> expected_unit_digests) {
+  if (!expected_unit_digests.empty()) {
+    std::vector<std::span<const std::byte>> pieces;
+    for (const ChunkPtr& chunk : data.chunks) pieces.push_back(chunk->bytes());
+    if (std::optional<uint64_t> bad =
+            FirstBadUnit(pieces, 0, data.size, data.size, expected_unit_digests)) {
+      return DataLossError("block " + id.ToString() + " is corrupt in memory: bytes " +
+                           std::to_string(*bad * kDigestUnitBytes) + " on do not match their " +
+                           "digest; not written to disk");
+    }
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer, BeginWrite(id, level, data.size, version));
   for (const ChunkPtr& chunk : data.chunks) RETURN_IF_ERROR(writer->Append(chunk->bytes()));
   return writer->Commit();
@@ -790,7 +898,7 @@ Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generatio
     return AbortedError("block " + id.ToString() + " generation " + std::to_string(generation) +
                         " was removed");
   }
-  const Meta& meta = found->second;
+  const Meta meta = found->second;  // a copy: a corrupt chunk drops the block from the index
   if (meta.generation != generation) {
     return AbortedError("block " + id.ToString() + " generation " + std::to_string(generation) +
                         " was replaced by generation " + std::to_string(meta.generation));
@@ -799,7 +907,7 @@ Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generatio
     return InvalidArgumentError("offset " + std::to_string(offset) + " is past the end of block " +
                                 id.ToString() + " (" + std::to_string(meta.size) + " bytes)");
   }
-  DiskRead read{meta.size, meta.generation, meta.level, {}};
+  DiskRead read{meta.size, meta.generation, meta.level, {}, {}};
   const uint64_t length = std::min(max_length, meta.size - offset);
   if (length == 0) return read;
 
@@ -822,6 +930,10 @@ Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generatio
                             " generation " + std::to_string(generation) + " is gone");
       break;
     }
+    if (s.IsCorruption()) {
+      return DropCorrupt(
+          id, "chunk " + std::to_string(i) + " failed RocksDB's checksum (" + s.ToString() + ")");
+    }
     status = FromRocks(s, "reading block " + id.ToString());
     if (!status.ok()) break;
     const uint64_t chunk_start = i * meta.chunk_bytes;
@@ -837,6 +949,10 @@ Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generatio
     read.chunks.push_back(SliceChunk(std::move(chunk), from, to - from));
   }
   if (!status.ok()) return status;
+  if (!meta.unit_digests.empty()) {
+    read.unit_digests.assign(meta.unit_digests.begin() + static_cast<ptrdiff_t>(first),
+                             meta.unit_digests.begin() + static_cast<ptrdiff_t>(last) + 1);
+  }
   return read;
 }
 
@@ -980,6 +1096,31 @@ void DiskStore::DropUnserved(const BlockId& id) {
   }
 }
 
+Status DiskStore::DropCorrupt(const BlockId& id, const std::string& what) {
+  auto found = impl_->index.find(id);
+  const uint64_t generation = found != impl_->index.end() ? found->second.generation : 0;
+  std::string reason = "generation " + std::to_string(generation) + " is corrupt on disk: " + what;
+  spdlog::error("disk store {}: block {} lost: {}; dropped, never served", dir_, id.ToString(),
+                reason);
+  DropUnserved(id);
+  // Removed for good: a restart does not report it lost a second time.
+  journal_->RecordRemoved(id, generation);
+  ++lost_count_;
+  ++corrupt_count_;
+  lost_.push_back({id, reason});
+  return DataLossError("block " + id.ToString() + " is corrupt on this worker's disk (" + what +
+                       ")");
+}
+
+Status DiskStore::ReportCorrupt(const BlockId& id, uint64_t generation, const std::string& what) {
+  auto found = impl_->index.find(id);
+  if (found == impl_->index.end() || found->second.generation != generation) {
+    return DataLossError("block " + id.ToString() + " generation " + std::to_string(generation) +
+                         " was corrupt (" + what + "); it is no longer stored");
+  }
+  return DropCorrupt(id, what);
+}
+
 void DiskStore::CheckAgainstJournal(const std::map<BlockId, uint64_t>& committed,
                                     const std::map<BlockId, uint64_t>& removed, const char* when) {
   // Removed while the store was read-only, then a restart before it could delete them.
@@ -995,7 +1136,15 @@ void DiskStore::CheckAgainstJournal(const std::map<BlockId, uint64_t>& committed
   std::vector<BlockId> stale;
   for (const auto& [id, generation] : committed) {
     auto found = impl_->index.find(id);
-    if (found == impl_->index.end()) {
+    const bool unreadable = std::any_of(
+        impl_->unreadable_generations.begin(), impl_->unreadable_generations.end(),
+        [&](const auto& range) { return generation >= range.first && generation < range.second; });
+    if (found == impl_->index.end() && unreadable) {
+      lost.push_back({id, "generation " + std::to_string(generation) +
+                              " is corrupt on disk: its records failed RocksDB's checksum in "
+                              "the start-up scan"});
+      ++corrupt_count_;
+    } else if (found == impl_->index.end()) {
       lost.push_back({id, "generation " + std::to_string(generation) +
                               " was committed but the store no longer has it (RocksDB "
                               "recovered its write-ahead log only up to a damaged or missing "

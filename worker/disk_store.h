@@ -18,6 +18,7 @@
 namespace rocksdb {
 class DB;
 class Env;
+class Iterator;
 class Status;
 }  // namespace rocksdb
 
@@ -78,6 +79,11 @@ struct DiskStoreOptions {
 // database. Open() and a reopen compare it with what RocksDB recovered; every block that did
 // not survive is logged with the reason, counted and returned by TakeLost().
 //
+// Corruption: a table block that fails RocksDB's checksum costs the blocks whose records it
+// holds, never the store. The start-up scan steps over damaged metadata (those versions are
+// lost, named by the journal check); a read that meets a damaged chunk fails with kDataLoss
+// and drops the block. Either way the block is reported by TakeLost() and never served.
+//
 // Not thread-safe: owned by the worker's storage thread (StorageThread).
 class DiskStore final : public BlockStore {
  public:
@@ -92,9 +98,10 @@ class DiskStore final : public BlockStore {
   Result<std::unique_ptr<DiskWriter>> BeginWrite(const BlockId& id, StorageLevel level,
                                                  uint64_t total_size,
                                                  uint64_t version = 0) override;
-  // Writes a whole block held in memory (used when spilling an evicted block).
-  Status Write(const BlockId& id, StorageLevel level, const BlockData& data,
-               uint64_t version = 0) override;
+  // Writes a whole block held in memory (used when spilling an evicted block), checked first
+  // against `expected_unit_digests` when given.
+  Status Write(const BlockId& id, StorageLevel level, const BlockData& data, uint64_t version = 0,
+               std::span<const uint64_t> expected_unit_digests = {}) override;
 
   // Reads [offset, offset + max_length) (clamped to the block). kNotFound when absent;
   // kInvalidArgument when offset is past the end (offset == size reads zero bytes).
@@ -131,6 +138,10 @@ class DiskStore final : public BlockStore {
   std::vector<LostBlock> TakeLost() override;
   // Blocks found lost since the store was opened.
   uint64_t lost_count() const { return lost_count_; }
+  // Of those, the blocks lost to corrupt bytes on disk (a table block that failed RocksDB's
+  // checksum, in the start-up scan or on a read).
+  uint64_t corrupt_count() const override { return corrupt_count_; }
+  Status ReportCorrupt(const BlockId& id, uint64_t generation, const std::string& what) override;
 
   // Generations come from one increasing sequence, above every generation found on disk, so a
   // generation never names two versions of a block on this worker. (The block manager's memory
@@ -155,6 +166,11 @@ class DiskStore final : public BlockStore {
                            const std::map<BlockId, uint64_t>& removed, const char* when);
   // Takes a version out of the index and deletes it (or hides it while read-only).
   void DropUnserved(const BlockId& id);
+  // A block whose stored bytes are corrupt (`what`): dropped, recorded removed in the journal,
+  // reported lost. Returns the kDataLoss the read that found it fails with.
+  Status DropCorrupt(const BlockId& id, const std::string& what);
+  // See the .cc.
+  Result<uint64_t> SeekPastCorruption(std::unique_ptr<rocksdb::Iterator>& it, uint64_t generation);
   // Makes the store read-only (once); `why` is logged and shown in refusals.
   void EnterReadOnly(const std::string& why);
   // Ok, or why nothing may be written now (the store is read-only).
@@ -182,6 +198,7 @@ class DiskStore final : public BlockStore {
   std::unique_ptr<CommitJournal> journal_;
   std::vector<LostBlock> lost_;
   uint64_t lost_count_ = 0;
+  uint64_t corrupt_count_ = 0;
 };
 
 }  // namespace bm

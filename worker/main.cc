@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   std::string rack_label;
   std::string log_level = "info";
   std::string http;
+  double scrub_rate_mb = 4;
   app.add_option("--master", master, "The master's address, e.g. tcp://10.0.0.1:7077")->required();
   app.add_option("--listen", listen, "Address to serve on, e.g. tcp://0.0.0.0:7078")->required();
   app.add_option("--memory", memory_text, "Memory for blocks, e.g. 512MiB or 4GiB")->required();
@@ -107,6 +108,11 @@ int main(int argc, char** argv) {
   app.add_option("--http", http,
                  "Serve /metrics, /healthz and /readyz on HOST:PORT, e.g. 0.0.0.0:9100 (port 0: "
                  "any free port). Default: off");
+  app.add_option("--scrub-rate", scrub_rate_mb,
+                 "MB/s at which the disk blocks are re-read and verified in the background, so a "
+                 "copy that rots is found and repaired before it is needed (0: off)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
@@ -165,7 +171,9 @@ int main(int argc, char** argv) {
   // Starts the storage thread, which owns the disk store from here on.
   auto blocks = std::make_unique<bm::BlockManager>(
       std::make_unique<bm::MemoryStore>(*memory), std::move(disk).value(),
-      bm::BlockManagerOptions{.spill_backlog_bytes = *spill_backlog});
+      bm::BlockManagerOptions{
+          .spill_backlog_bytes = *spill_backlog,
+          .scrub_bytes_per_second = static_cast<uint64_t>(scrub_rate_mb * 1e6)});
 
   // With keys, each connection's frames are sealed and opened on the I/O thread serving it
   // (bench/README.md, "what bounds CURVE"): one thread caps all clients together at one core's

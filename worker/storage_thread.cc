@@ -12,7 +12,7 @@ namespace bm {
 namespace {
 
 DiskTierStats Measure(const BlockStore& store) {
-  return DiskTierStats{store.used(), store.capacity(), store.read_only()};
+  return DiskTierStats{store.used(), store.capacity(), store.read_only(), store.corrupt_count()};
 }
 
 }  // namespace

@@ -17,6 +17,7 @@ struct DiskTierStats {
   uint64_t used = 0;
   uint64_t capacity = 0;
   bool read_only = false;
+  uint64_t corrupt_blocks = 0;  // BlockStore::corrupt_count
 };
 
 // Runs the disk tier's work on a thread of its own, so the worker's event loop never waits on a

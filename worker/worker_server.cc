@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/access_policy.h"
+#include "common/digest.h"
 #include "common/protocol.h"
 #include "common/socket_drain.h"
 #include "worker/address.h"
@@ -72,6 +73,26 @@ WorkerOp OpOf(proto::Request::Which which) {
     default:
       return WorkerOp::kOther;
   }
+}
+
+// Ok when the piece's bytes match the digest its sender computed (or it sent none).
+Status CheckPieceDigest(const std::vector<ChunkPtr>& chunks, std::optional<uint64_t> expected,
+                        const std::string& block, uint64_t offset) {
+  if (!expected.has_value()) return Status::Ok();
+  StreamingDigest digest;
+  uint64_t bytes = 0;
+  for (const ChunkPtr& chunk : chunks) {
+    digest.Update(chunk->bytes());
+    bytes += chunk->size();
+  }
+  if (digest.value() == *expected) return Status::Ok();
+  spdlog::warn(
+      "piece of {} at offset {} ({} bytes) was corrupted in transit: its digest does "
+      "not match the sender's; refused, the sender resends it",
+      block, offset, bytes);
+  return DataLossError("piece of " + block + " at offset " + std::to_string(offset) + " (" +
+                       std::to_string(bytes) +
+                       " bytes) was corrupted in transit: its digest does not match; resend it");
 }
 
 }  // namespace
@@ -351,6 +372,8 @@ Status WorkerServer::Dispatch(IncomingMessage& message, uint64_t* id, WorkerOp* 
       return HandleGetMany(message, *id);
     case proto::Request::CONTAINS_BLOCK:
       return HandleContains(message, *id);
+    case proto::Request::VERIFY_BLOCK:
+      return HandleVerify(message, *id);
     case proto::Request::REMOVE_BLOCKS:
       return HandleRemove(message, *id);
     case proto::Request::REPLICATE_BLOCK:
@@ -389,6 +412,7 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
     bool last = false;
     uint64_t upload_id = 0;
     PutVersion version;
+    std::optional<uint64_t> digest;
   } piece;
   RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::PutBlock::Reader put = message.request().getPutBlock();
@@ -402,6 +426,7 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
     piece.upload_id = put.getUploadId();
     piece.version =
         PutVersion{put.getVersion(), /*fresh=*/!put.getReplica(), put.getLeaseToken()};
+    if (put.getDigested()) piece.digest = put.getPieceDigest();
     return Status::Ok();
   }));
   const zmq::message_t& peer = *message.routing_id();
@@ -481,6 +506,11 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
 
   std::vector<ChunkPtr> chunks = message.TakePayloadChunks();
   std::erase_if(chunks, [](const ChunkPtr& chunk) { return chunk->size() == 0; });
+  // Checked before anything is appended; the upload stays at this offset for the resend.
+  if (Status intact = CheckPieceDigest(chunks, piece.digest, name, piece.offset); !intact.ok()) {
+    ++counters_.checksum_failures_transit;
+    return intact;
+  }
   upload->next_offset += bytes;
   upload->last_activity = now;
   counters_.bytes_written += bytes;
@@ -593,6 +623,15 @@ void WorkerServer::SendGetReply(const zmq::message_t& peer, uint64_t id, uint64_
   get.setTier(ToProto(read.tier));
   get.setLevel(ToProto(read.level));
   get.setVersion(read.version);
+  if (!read.unit_digests.empty() && length > 0) {
+    // Those of the units this reply's bytes overlap (it may end before the range read).
+    const uint64_t offset = read.offset;
+    const size_t units =
+        std::min<size_t>(read.unit_digests.size(),
+                         (offset + length - 1) / kDigestUnitBytes - offset / kDigestUnitBytes + 1);
+    capnp::List<uint64_t>::Builder digests = get.initUnitDigests(static_cast<unsigned>(units));
+    for (size_t i = 0; i < units; ++i) digests.set(static_cast<unsigned>(i), read.unit_digests[i]);
+  }
   SendReply(peer, reply, std::move(frames));
 }
 
@@ -743,6 +782,54 @@ void WorkerServer::SendGetManyReply(const GetManyBatch& batch) {
   }
   close_pack();
   SendReply(batch.peer, reply, std::move(frames));
+}
+
+Status WorkerServer::HandleVerify(IncomingMessage& message, uint64_t id) {
+  std::optional<BlockId> block;
+  bool reported_bad = false;
+  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::VerifyBlock::Reader verify = message.request().getVerifyBlock();
+    ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(verify.getBlockId()));
+    block = parsed;
+    reported_bad = verify.getReportedBad();
+    return Status::Ok();
+  }));
+  // A disk copy is re-read on the storage thread; the answer goes when it is done.
+  blocks_->Verify(*block, [this, peer = SharePeer(*message.routing_id()), id, block = *block,
+                           reported_bad](Result<BlockCheck> check) {
+    capnp::MallocMessageBuilder reply;
+    proto::Reply::Builder root = reply.initRoot<proto::Reply>();
+    root.setId(id);
+    proto::VerifyReply::Builder verified = root.initVerified();
+    if (!check.ok()) {
+      if (check.status().code() != StatusCode::kNotFound) {
+        SendError(*peer, id, check.status());
+        return;
+      }
+      verified.setState(proto::VerifyReply::State::NOT_FOUND);
+    } else {
+      verified.setTier(ToProto(check->tier));
+      verified.setDigested(check->digested);
+      if (check->corrupt.ok()) {
+        verified.setState(proto::VerifyReply::State::INTACT);
+        if (reported_bad) {
+          // The stored copy is right: what the reader got went bad on the way.
+          ++counters_.checksum_failures_read_transit;
+          spdlog::warn(
+              "block {}: a reader's bytes did not match their digests but the stored copy "
+              "is intact: corrupted in transit",
+              block.ToString());
+        }
+      } else {
+        verified.setState(proto::VerifyReply::State::CORRUPT);
+        verified.setMessage(check->corrupt.message());
+        if (check->tier == Tier::kMemory) ++counters_.checksum_failures_memory;
+        link_->CollectChanges();  // the master hears of the dropped copy at once
+      }
+    }
+    SendReply(*peer, reply);
+  });
+  return Status::Ok();
 }
 
 Status WorkerServer::HandleContains(IncomingMessage& message, uint64_t id) {

@@ -155,6 +155,7 @@ class WorkerServer {
   };
   void SendGetManyReply(const GetManyBatch& batch);
   Status HandleContains(IncomingMessage& message, uint64_t id);
+  Status HandleVerify(IncomingMessage& message, uint64_t id);
   Status HandleRemove(IncomingMessage& message, uint64_t id);
   // From the master: copy a block to other workers (answered when the copy is done).
   Status HandleReplicate(IncomingMessage& message, uint64_t id);

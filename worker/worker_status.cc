@@ -77,6 +77,8 @@ WorkerSnapshot BuildWorkerSnapshot(const WorkerView& view) {
   snapshot.spills = view.blocks.spills();
   snapshot.spill_backlog_bytes = view.blocks.spill_backlog_bytes();
   snapshot.storage_jobs = view.blocks.storage_jobs_outstanding();
+  snapshot.corrupt_disk_blocks = view.blocks.corrupt_disk_blocks();
+  snapshot.scrubbed_bytes = view.blocks.scrubbed_bytes();
   snapshot.uploads_in_progress = view.uploads_in_progress;
   snapshot.counters = view.counters;
   return snapshot;
@@ -131,8 +133,21 @@ std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
   out.Family("blockmgr_worker_decommissioning", Type::kGauge,
              "1 while the master drains this worker.");
   out.Sample("blockmgr_worker_decommissioning", snapshot.decommissioning ? 1 : 0);
-  // Checksum and authentication failures are exported once blocks carry checksums and the
-  // transport authenticates; until then there is nothing to count.
+  out.Family("blockmgr_worker_checksum_failures_total", Type::kCounter,
+             "Block bytes that failed a checksum, by where: transit (a put piece, refused and "
+             "resent), disk and memory (a stored copy, dropped and reported lost), client-read "
+             "(a reader's bytes, the stored copy being intact: corrupted on the way).");
+  out.Sample("blockmgr_worker_checksum_failures_total", {{"where", "transit"}},
+             number(snapshot.counters.checksum_failures_transit));
+  out.Sample("blockmgr_worker_checksum_failures_total", {{"where", "disk"}},
+             number(snapshot.corrupt_disk_blocks));
+  out.Sample("blockmgr_worker_checksum_failures_total", {{"where", "memory"}},
+             number(snapshot.counters.checksum_failures_memory));
+  out.Sample("blockmgr_worker_checksum_failures_total", {{"where", "client-read"}},
+             number(snapshot.counters.checksum_failures_read_transit));
+  out.Family("blockmgr_worker_scrubbed_bytes_total", Type::kCounter,
+             "Disk block bytes the scrubber re-read and verified (--scrub-rate).");
+  out.Sample("blockmgr_worker_scrubbed_bytes_total", number(snapshot.scrubbed_bytes));
 
   out.Family("blockmgr_worker_requests_total", Type::kCounter,
              "Requests the worker handled, by operation and result (gets and puts included).");

@@ -49,6 +49,12 @@ struct WorkerCounters {
   // limit, and uploads beyond its upload limit.
   uint64_t connections_refused = 0;
   uint64_t uploads_refused_per_key = 0;
+  // Put pieces whose bytes did not match their sender's digest (refused, resent).
+  uint64_t checksum_failures_transit = 0;
+  // Memory copies found corrupt on a verify (dropped), and copies a reader reported bad that
+  // were intact here (the bytes went bad between this worker and the reader).
+  uint64_t checksum_failures_memory = 0;
+  uint64_t checksum_failures_read_transit = 0;
 
   void RecordRequest(WorkerOp op, const Status& status, Duration elapsed);
 };
@@ -78,6 +84,8 @@ struct WorkerSnapshot {
   uint64_t spills = 0;
   uint64_t spill_backlog_bytes = 0;  // evicted, waiting for their spill
   uint64_t storage_jobs = 0;  // disk work queued or running on the storage thread
+  uint64_t corrupt_disk_blocks = 0;  // BlockStore::corrupt_count
+  uint64_t scrubbed_bytes = 0;  // disk block bytes the scrubber re-read and verified
   uint64_t uploads_in_progress = 0;
   WorkerCounters counters;
 };

@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace bm::testing {
@@ -51,6 +53,16 @@ std::string TcpProxy::Captured() const {
   return captured_;
 }
 
+void TcpProxy::CorruptOnce(std::string pattern) {
+  std::lock_guard lock(mutex_);
+  corrupt_pattern_ = std::move(pattern);
+}
+
+bool TcpProxy::corrupted() const {
+  std::lock_guard lock(mutex_);
+  return corrupted_;
+}
+
 void TcpProxy::Run() {
   // Pairs of (accepted, upstream) descriptors; data read on one is written to the other.
   std::vector<std::pair<int, int>> links;
@@ -88,6 +100,15 @@ void TcpProxy::Run() {
         {
           std::lock_guard lock(mutex_);
           captured_.append(buffer.data(), static_cast<size_t>(n));
+          if (side == 0 && !corrupt_pattern_.empty()) {
+            const std::string_view relayed(buffer.data(), static_cast<size_t>(n));
+            const size_t at = relayed.find(corrupt_pattern_);
+            if (at != std::string_view::npos) {
+              buffer[at + corrupt_pattern_.size() / 2] ^= 0x10;
+              corrupt_pattern_.clear();
+              corrupted_ = true;
+            }
+          }
         }
         for (ssize_t sent = 0; sent < n;) {
           ssize_t w = ::write(to, buffer.data() + sent, static_cast<size_t>(n - sent));

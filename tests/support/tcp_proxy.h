@@ -20,6 +20,12 @@ class TcpProxy {
   int port() const { return port_; }
   // Everything relayed so far, both directions appended as it passed.
   std::string Captured() const;
+  // From now on, flips one bit in the middle of the first occurrence of `pattern` within one
+  // read of bytes relayed towards the target (a bad link, say), once. The capture records the
+  // bytes as they arrived.
+  void CorruptOnce(std::string pattern);
+  // Whether the flip happened.
+  bool corrupted() const;
 
  private:
   void Run();
@@ -30,6 +36,8 @@ class TcpProxy {
   std::atomic<bool> stop_{false};
   mutable std::mutex mutex_;
   std::string captured_;  // guarded by mutex_
+  std::string corrupt_pattern_;  // guarded by mutex_; empty: relay faithfully
+  bool corrupted_ = false;       // guarded by mutex_
   std::thread thread_;
 };
 

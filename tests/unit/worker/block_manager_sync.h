@@ -46,4 +46,12 @@ inline Result<BlockRead> Read(BlockManager& manager, const BlockId& id, uint64_t
   return std::move(*result);
 }
 
+inline Result<BlockCheck> Verify(BlockManager& manager, const BlockId& id) {
+  std::optional<Result<BlockCheck>> result;
+  manager.Verify(id, [&](Result<BlockCheck> check) { result = std::move(check); });
+  Settle(manager);
+  BM_CHECK(result.has_value());
+  return std::move(*result);
+}
+
 }  // namespace bm::testing

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/byte_size.h"
+#include "common/digest.h"
 #include "common/protocol.h"
 #include "tests/support/files.h"
 #include "tests/support/temp_dir.h"
@@ -91,6 +92,58 @@ class BlockManagerTest : public ::testing::Test {
   testing::TempDir dir_;
   std::unique_ptr<BlockManager> manager_;
 };
+
+// Flips a bit of a stored memory chunk in place, as failing RAM would.
+void Rot(const ChunkPtr& chunk) {
+  auto* bytes = const_cast<std::byte*>(chunk->bytes().data());
+  bytes[chunk->size() / 2] ^= std::byte{0x08};
+}
+
+TEST_F(BlockManagerTest, AMemoryCopyThatRotsFailsItsDigestsAndVerifyDropsIt) {
+  const std::vector<std::byte> bytes = RandomBytes(1000, 21);
+  std::vector<ChunkPtr> chunks = Chunks(bytes, 400);
+  const ChunkPtr held = chunks[1];
+  auto upload = manager_->BeginPut(BlockId::Rdd(6, 0), StorageLevel::kMemoryOnly, bytes.size());
+  ASSERT_TRUE(upload.ok());
+  ASSERT_TRUE(testing::AppendPut(*manager_, *upload, std::move(chunks)).ok());
+  ASSERT_TRUE(testing::CommitPut(*manager_, *upload).ok());
+  (void)manager_->TakeChanges();
+  Result<BlockCheck> intact = testing::Verify(*manager_, BlockId::Rdd(6, 0));
+  ASSERT_TRUE(intact.ok()) << intact.status().ToString();
+  EXPECT_TRUE(intact->corrupt.ok());
+  EXPECT_TRUE(intact->digested);
+
+  Rot(held);
+  Result<BlockRead> read = testing::Read(*manager_, BlockId::Rdd(6, 0), 0, UINT64_MAX);
+  ASSERT_TRUE(read.ok());
+  std::vector<std::span<const std::byte>> pieces;
+  for (const ChunkPtr& chunk : read->chunks) pieces.push_back(chunk->bytes());
+  EXPECT_EQ(FirstBadUnit(pieces, 0, 1000, 1000, read->unit_digests), 0u)
+      << "a reader can tell from the digests it is handed";
+  Result<BlockCheck> rotten = testing::Verify(*manager_, BlockId::Rdd(6, 0));
+  ASSERT_TRUE(rotten.ok()) << rotten.status().ToString();
+  EXPECT_EQ(rotten->corrupt.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(rotten->tier, Tier::kMemory);
+  EXPECT_FALSE(manager_->Find(BlockId::Rdd(6, 0)).has_value());
+  EXPECT_EQ(Describe(manager_->TakeChanges()), std::vector<std::string>{"-rdd_6_0@memory"});
+  EXPECT_EQ(manager_->TakeLost(), std::vector<BlockId>{BlockId::Rdd(6, 0)});
+  EXPECT_EQ(testing::Verify(*manager_, BlockId::Rdd(6, 0)).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(BlockManagerTest, AnEvictedMemoryCopyThatRottedIsNotSpilledToDisk) {
+  const std::vector<std::byte> bytes = RandomBytes(1000, 22);
+  std::vector<ChunkPtr> chunks = Chunks(bytes, 400);
+  const ChunkPtr held = chunks[0];
+  auto upload = manager_->BeginPut(BlockId::Rdd(6, 1), StorageLevel::kMemoryAndDisk, bytes.size());
+  ASSERT_TRUE(upload.ok());
+  ASSERT_TRUE(testing::AppendPut(*manager_, *upload, std::move(chunks)).ok());
+  ASSERT_TRUE(testing::CommitPut(*manager_, *upload).ok());
+  Rot(held);
+  // Other RDDs' blocks fill the memory: rdd_6_1 is evicted.
+  ASSERT_TRUE(Put(BlockId::Rdd(7, 0), StorageLevel::kMemoryOnly, RandomBytes(2500, 23)).ok());
+  EXPECT_FALSE(manager_->Find(BlockId::Rdd(6, 1)).has_value()) << "dropped, not spilled";
+  EXPECT_EQ(manager_->spills(), 0u);
+}
 
 TEST_F(BlockManagerTest, MemoryBlockIsServedFromTheReceivedChunksWithoutCopy) {
   const std::vector<std::byte> bytes = RandomBytes(1000, 1);

@@ -137,9 +137,10 @@ Result<std::unique_ptr<DiskWriter>> FaultInjectingStore::BeginWrite(const BlockI
 }
 
 Status FaultInjectingStore::Write(const BlockId& id, StorageLevel level, const BlockData& data,
-                                  uint64_t version) {
+                                  uint64_t version,
+                                  std::span<const uint64_t> expected_unit_digests) {
   RETURN_IF_ERROR(CheckWrite(data.size));
-  return base_->Write(id, level, data, version);
+  return base_->Write(id, level, data, version, expected_unit_digests);
 }
 
 void FaultInjectingStore::BeforeRead() {

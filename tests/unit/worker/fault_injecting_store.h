@@ -54,8 +54,8 @@ class FaultInjectingStore final : public BlockStore {
   Result<std::unique_ptr<DiskWriter>> BeginWrite(const BlockId& id, StorageLevel level,
                                                  uint64_t total_size,
                                                  uint64_t version = 0) override;
-  Status Write(const BlockId& id, StorageLevel level, const BlockData& data,
-               uint64_t version = 0) override;
+  Status Write(const BlockId& id, StorageLevel level, const BlockData& data, uint64_t version = 0,
+               std::span<const uint64_t> expected_unit_digests = {}) override;
   Result<DiskRead> Read(const BlockId& id, uint64_t offset, uint64_t max_length) override;
   Result<DiskRead> ReadGeneration(const BlockId& id, uint64_t generation, uint64_t offset,
                                   uint64_t max_length) override;
@@ -68,6 +68,10 @@ class FaultInjectingStore final : public BlockStore {
   bool read_only() const override { return base_->read_only(); }
   void Maintain() override { base_->Maintain(); }
   std::vector<LostBlock> TakeLost() override { return base_->TakeLost(); }
+  uint64_t corrupt_count() const override { return base_->corrupt_count(); }
+  Status ReportCorrupt(const BlockId& id, uint64_t generation, const std::string& what) override {
+    return base_->ReportCorrupt(id, generation, what);
+  }
 
  private:
   class Writer;

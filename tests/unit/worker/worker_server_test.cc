@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/byte_size.h"
+#include "common/digest.h"
 #include "common/protocol.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
@@ -248,6 +249,7 @@ struct GetResult {
   uint64_t total_size, offset, length, generation;
   proto::Tier tier;
   std::vector<std::byte> bytes;
+  std::vector<uint64_t> unit_digests{};
 };
 
 Result<GetResult> Get(RpcChannel& channel, const std::string& block, uint64_t offset,
@@ -261,6 +263,7 @@ Result<GetResult> Get(RpcChannel& channel, const std::string& block, uint64_t of
   proto::GetReply::Reader header = reply.reply().getGet();
   GetResult out{header.getTotalSize(),  header.getOffset(), header.getLength(),
                 header.getGeneration(), header.getTier(),   {}};
+  for (uint64_t digest : header.getUnitDigests()) out.unit_digests.push_back(digest);
   for (const zmq::message_t& frame : reply.payload()) {
     const auto* p = static_cast<const std::byte*>(frame.data());
     out.bytes.insert(out.bytes.end(), p, p + frame.size());
@@ -281,6 +284,24 @@ Result<bool> Contains(RpcChannel& channel, const std::string& block) {
   request.initRoot<proto::Request>().initContainsBlock().setBlockId(block);
   ASSIGN_OR_RETURN(IncomingMessage reply, channel.Call(request));
   return reply.reply().getContains().getPresent();
+}
+
+struct VerifyResult {
+  proto::VerifyReply::State state;
+  proto::Tier tier;
+  bool digested;
+  std::string message;
+};
+
+Result<VerifyResult> Verify(RpcChannel& channel, const std::string& block, bool reported_bad) {
+  capnp::MallocMessageBuilder request;
+  proto::VerifyBlock::Builder verify = request.initRoot<proto::Request>().initVerifyBlock();
+  verify.setBlockId(block);
+  verify.setReportedBad(reported_bad);
+  ASSIGN_OR_RETURN(IncomingMessage reply, channel.Call(request));
+  proto::VerifyReply::Reader verified = reply.reply().getVerified();
+  return VerifyResult{verified.getState(), verified.getTier(), verified.getDigested(),
+                      verified.getMessage()};
 }
 
 Status Ping(RpcChannel& channel) {
@@ -691,6 +712,49 @@ TEST_F(WorkerServerTest, RemoveBlocksCountsPresentBlocksAndReportsRemovals) {
   EXPECT_EQ(Remove(*channel_, {"rdd_8_2", "not-a-block"}).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_TRUE(Contains(*channel_, "rdd_8_2").value());
+}
+
+// A get carries the stored digests of the units it returns; a copy whose stored bytes went bad
+// (here its disk reads come back with a byte flipped) no longer matches them, and verifyBlock
+// then drops it and reports the removal. An intact memory copy verifies as intact.
+TEST_F(WorkerServerTest, VerifyBlockDropsACopyThatNoLongerMatchesItsDigests) {
+  StartWorker();
+  const std::vector<std::byte> on_disk = RandomBytes(2 * kMiB + 3, 12);
+  ASSERT_TRUE(Put(*channel_, "rdd_8_0", StorageLevel::kDiskOnly, on_disk).ok());
+  ASSERT_TRUE(Put(*channel_, "rdd_8_1", StorageLevel::kMemoryOnly, RandomBytes(kMiB + 1, 13)).ok());
+  for (const char* block : {"rdd_8_0", "rdd_8_1"}) {
+    Result<VerifyResult> intact = Verify(*channel_, block, /*reported_bad=*/true);
+    ASSERT_TRUE(intact.ok()) << intact.status().ToString();
+    EXPECT_EQ(intact->state, proto::VerifyReply::State::INTACT) << block;
+    EXPECT_TRUE(intact->digested) << block;
+  }
+
+  Result<GetResult> got = Get(*channel_, "rdd_8_0", 0, kMaxPieceBytes);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->unit_digests.size(), 3u);
+  const std::vector<std::span<const std::byte>> pieces = {got->bytes};
+  EXPECT_EQ(FirstBadUnit(pieces, 0, got->length, got->total_size, got->unit_digests), std::nullopt);
+  faults_->CorruptReadsOf(BlockId::Rdd(8, 0));
+  got = Get(*channel_, "rdd_8_0", 0, kMaxPieceBytes);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  const std::vector<std::span<const std::byte>> bad_pieces = {got->bytes};
+  EXPECT_EQ(FirstBadUnit(bad_pieces, 0, got->length, got->total_size, got->unit_digests), 0u);
+
+  Result<VerifyResult> corrupt = Verify(*channel_, "rdd_8_0", /*reported_bad=*/true);
+  ASSERT_TRUE(corrupt.ok()) << corrupt.status().ToString();
+  EXPECT_EQ(corrupt->state, proto::VerifyReply::State::CORRUPT);
+  EXPECT_EQ(corrupt->tier, proto::Tier::DISK);
+  EXPECT_NE(corrupt->message.find("does not match its digest"), std::string::npos)
+      << corrupt->message;
+  EXPECT_FALSE(Contains(*channel_, "rdd_8_0").value());
+  EXPECT_TRUE(master_->WaitFor([](const std::vector<SeenRequest>& seen) {
+    return std::any_of(seen.begin(), seen.end(), [](const SeenRequest& r) {
+      return r.kind == SeenRequest::kReport && r.Has("rdd_8_0", /*removed=*/true);
+    });
+  }));
+  Result<VerifyResult> gone = Verify(*channel_, "rdd_8_0", false);
+  ASSERT_TRUE(gone.ok()) << gone.status().ToString();
+  EXPECT_EQ(gone->state, proto::VerifyReply::State::NOT_FOUND);
 }
 
 TEST_F(WorkerServerTest, MalformedMessagesGetErrorRepliesAndServerKeepsServing) {

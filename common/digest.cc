@@ -1,0 +1,106 @@
+#include "common/digest.h"
+
+// XXH3 from Debian's libxxhash-dev header, inlined: the SSE2 build here, the AVX2 build in
+// digest_avx2.cc, picked once by what the CPU supports.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <algorithm>
+
+#include "common/digest_dispatch.h"
+#include "common/status.h"
+
+namespace bm {
+namespace {
+
+bool HasAvx2() {
+#if defined(__x86_64__)
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+uint64_t DigestOf(std::span<const std::byte> bytes) {
+  if (HasAvx2()) return digest_internal::OneShotAvx2(bytes.data(), bytes.size());
+  return XXH3_64bits(bytes.data(), bytes.size());
+}
+
+struct StreamingDigest::State {
+  State() { XXH3_64bits_reset(&xxh); }
+  XXH3_state_t xxh;
+};
+
+StreamingDigest::StreamingDigest() : state_(std::make_unique<State>()) {}
+StreamingDigest::~StreamingDigest() = default;
+StreamingDigest::StreamingDigest(StreamingDigest&&) noexcept = default;
+StreamingDigest& StreamingDigest::operator=(StreamingDigest&&) noexcept = default;
+
+void StreamingDigest::Update(std::span<const std::byte> bytes) {
+  if (HasAvx2()) {
+    digest_internal::UpdateAvx2(&state_->xxh, bytes.data(), bytes.size());
+  } else {
+    XXH3_64bits_update(&state_->xxh, bytes.data(), bytes.size());
+  }
+}
+
+uint64_t StreamingDigest::value() const { return XXH3_64bits_digest(&state_->xxh); }
+
+void StreamingDigest::Reset() { XXH3_64bits_reset(&state_->xxh); }
+
+void BlockDigester::Update(std::span<const std::byte> bytes) {
+  block_.Update(bytes);
+  bytes_ += bytes.size();
+  while (!bytes.empty()) {
+    const size_t n = std::min<uint64_t>(kDigestUnitBytes - in_unit_, bytes.size());
+    unit_.Update(bytes.first(n));
+    in_unit_ += n;
+    bytes = bytes.subspan(n);
+    if (in_unit_ == kDigestUnitBytes) {
+      units_.push_back(unit_.value());
+      unit_.Reset();
+      in_unit_ = 0;
+    }
+  }
+}
+
+std::optional<uint64_t> FirstBadUnit(const std::vector<std::span<const std::byte>>& pieces,
+                                     uint64_t offset, uint64_t length, uint64_t total_size,
+                                     std::span<const uint64_t> unit_digests) {
+  if (unit_digests.empty() || length == 0) return std::nullopt;
+  const uint64_t first_unit = offset / kDigestUnitBytes;
+  const uint64_t end = offset + length;
+  StreamingDigest digest;
+  uint64_t position = offset;  // of the next byte of `pieces`
+  for (std::span<const std::byte> piece : pieces) {
+    while (!piece.empty()) {
+      const uint64_t unit = position / kDigestUnitBytes;
+      const uint64_t unit_start = unit * kDigestUnitBytes;
+      const uint64_t unit_end = std::min(unit_start + kDigestUnitBytes, total_size);
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(unit_end - position, piece.size()));
+      const bool whole = unit_start >= offset && unit_end <= end;
+      const bool known = unit - first_unit < unit_digests.size();
+      if (whole && known) {
+        if (position == unit_start) digest.Reset();
+        digest.Update(piece.first(n));
+        if (position + n == unit_end && digest.value() != unit_digests[unit - first_unit]) {
+          return unit;
+        }
+      }
+      position += n;
+      piece = piece.subspan(n);
+    }
+  }
+  return std::nullopt;
+}
+
+BlockDigests BlockDigester::Finish() const {
+  BlockDigests digests{units_, block_.value()};
+  if (in_unit_ > 0) digests.units.push_back(unit_.value());
+  return digests;
+}
+
+}  // namespace bm

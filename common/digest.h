@@ -1,0 +1,80 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace bm {
+
+// Checksums of block bytes, end to end: XXH3-64 (Debian's libxxhash), fast enough to be free
+// next to a copy of the same bytes.
+//
+// A block is digested per unit of kDigestUnitBytes aligned to block offsets (unit i covers
+// [i * kDigestUnitBytes, (i + 1) * kDigestUnitBytes), the last one shorter), whatever pieces the
+// bytes travel or are stored in, plus once whole. The unit is the disk store's chunk size, so a
+// stored chunk is one unit.
+constexpr size_t kDigestUnitBytes = size_t{1} << 20;
+
+// XXH3-64 of `bytes`.
+uint64_t DigestOf(std::span<const std::byte> bytes);
+
+// XXH3-64 of bytes fed in any number of pieces (equal to DigestOf of their concatenation).
+// Not thread-safe.
+class StreamingDigest {
+ public:
+  StreamingDigest();
+  ~StreamingDigest();
+  StreamingDigest(StreamingDigest&&) noexcept;
+  StreamingDigest& operator=(StreamingDigest&&) noexcept;
+
+  void Update(std::span<const std::byte> bytes);
+  uint64_t value() const;
+  void Reset();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// The digests of a block: one per unit and one of the whole block.
+struct BlockDigests {
+  std::vector<uint64_t> units;
+  uint64_t block = 0;
+
+  friend bool operator==(const BlockDigests&, const BlockDigests&) = default;
+};
+
+// Digests a block as its bytes arrive in pieces of any size, in order.
+class BlockDigester {
+ public:
+  void Update(std::span<const std::byte> bytes);
+  // The digests of everything fed so far (the last unit may be partial).
+  BlockDigests Finish() const;
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  StreamingDigest block_;
+  StreamingDigest unit_;
+  std::vector<uint64_t> units_;
+  uint64_t bytes_ = 0;
+  uint64_t in_unit_ = 0;  // bytes of the current unit fed so far
+};
+
+// Checks a range [offset, offset + length) of a block of `total_size` bytes, its bytes given in
+// `pieces` in order, against the stored digests of the units the range overlaps
+// (`unit_digests[0]` is unit offset / kDigestUnitBytes). Units not wholly inside the range are
+// skipped (their bytes are checked with the range that holds them whole), as are units past the
+// digests given. Returns the first unit whose bytes do not match, or nullopt.
+std::optional<uint64_t> FirstBadUnit(const std::vector<std::span<const std::byte>>& pieces,
+                                     uint64_t offset, uint64_t length, uint64_t total_size,
+                                     std::span<const uint64_t> unit_digests);
+
+// How many units a block of `size` bytes has.
+constexpr uint64_t DigestUnitCount(uint64_t size) {
+  return size / kDigestUnitBytes + (size % kDigestUnitBytes != 0 ? 1 : 0);
+}
+
+}  // namespace bm

@@ -1,0 +1,268 @@
+// Corrupt stored bytes are never served and cost only the blocks they hit: a worker restarted
+// on a damaged table file starts, its scrubber finds the bad blocks, and the master restores
+// their copies from the good ones.
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <rocksdb/db.h>
+#include <rocksdb/iterator.h>
+#include <rocksdb/options.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tests/support/files.h"
+#include "tests/support/local_cluster.h"
+#include "tests/support/process.h"
+#include "tests/support/tcp_proxy.h"
+
+namespace bm::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr size_t kChunk = 1 << 20;
+
+// Flushes a stopped worker's write-ahead log into a table file and returns the largest one.
+std::string FlushedTableFile(const std::string& disk_dir) {
+  {
+    rocksdb::DB* raw = nullptr;
+    rocksdb::Status opened = rocksdb::DB::Open(rocksdb::Options(), disk_dir, &raw);
+    EXPECT_TRUE(opened.ok()) << opened.ToString();
+    if (!opened.ok()) return "";
+    std::unique_ptr<rocksdb::DB> db(raw);
+    EXPECT_TRUE(db->Flush(rocksdb::FlushOptions()).ok());
+  }
+  std::string largest;
+  uint64_t largest_size = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(disk_dir)) {
+    if (entry.path().extension() == ".sst" && entry.file_size() > largest_size) {
+      largest = entry.path().string();
+      largest_size = entry.file_size();
+    }
+  }
+  return largest;
+}
+
+// Flips one byte of chunk 0 of `block` in a stopped worker's database, through RocksDB (so its
+// own checksums still pass: only the block's digests can tell).
+void CorruptFirstChunk(const std::string& disk_dir, const std::string& block) {
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status opened = rocksdb::DB::Open(rocksdb::Options(), disk_dir, &raw);
+  ASSERT_TRUE(opened.ok()) << opened.ToString();
+  std::unique_ptr<rocksdb::DB> db(raw);
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+  std::string meta_key;
+  // Version metadata records ("v" + 8-byte generation) end with the block id.
+  for (it->Seek("v"); it->Valid() && it->key().starts_with("v"); it->Next()) {
+    if (it->key().size() == 9 && it->value().ToString().ends_with(block)) {
+      meta_key = it->key().ToString();
+    }
+  }
+  ASSERT_FALSE(meta_key.empty()) << block;
+  const std::string chunk_key = meta_key + std::string(8, '\0');
+  std::string value;
+  ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), chunk_key, &value).ok());
+  value[value.size() / 2] ^= 0x20;
+  ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), chunk_key, value).ok());
+}
+
+TEST(IntegrityTest, ACorruptTableFileOfAStoppedWorkerCostsOnlyItsBlocksWhichAreRepaired) {
+  LocalCluster cluster(/*heartbeat_timeout_seconds=*/30);
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(2));
+  std::map<std::string, std::string> stored;
+  for (int i = 0; i < 12; ++i) {
+    const std::string id = "rdd_1_" + std::to_string(i);
+    stored[id] = RandomBytes(kChunk + 1000 + i, i);
+    CommandResult put =
+        cluster.Bmctl({"put", id, "-", "--level", "DISK_ONLY_2", "--worker", "w1"}, stored[id]);
+    ASSERT_EQ(put.exit_code, 0) << put.err;
+  }
+  std::vector<std::string> ids;
+  for (const auto& [id, bytes] : stored) ids.push_back(id);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto locations = cluster.Locations(ids);
+        for (const std::string& id : ids) {
+          if (locations[id].size() != 2) return false;
+        }
+        return true;
+      },
+      10s));
+
+  cluster.KillWorker("w1");
+  const std::string table = FlushedTableFile(cluster.worker_disk_dir("w1"));
+  ASSERT_FALSE(table.empty());
+  const uint64_t table_size = std::filesystem::file_size(table);
+  ASSERT_GT(table_size, 12 * kChunk);
+  {
+    std::fstream file(table, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(table_size / 2));
+    const std::string garbage(64 << 10, 'z');
+    file.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+    ASSERT_TRUE(file.good());
+  }
+
+  const std::string log_path = cluster.dir().Sub("w1.log");
+  const size_t log_before = ReadFile(log_path).size();
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(
+      {"w1", "64MiB", "", {"--scrub-rate", "100", "--http", "127.0.0.1:0"}}));
+  std::string log;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        log = ReadFile(log_path).substr(log_before);
+        return log.find("scrubber: pass 1 ") != std::string::npos;
+      },
+      15s))
+      << cluster.LogTail("w1");
+  EXPECT_NE(log.find("is corrupt on disk"), std::string::npos) << log;
+
+  // Counted where metrics show them.
+  // (The scrubber runs on the storage thread: its figures reach the loop right after its log.)
+  httplib::Client http("127.0.0.1", cluster.HttpPort("w1"));
+  const std::string disk_failures = "blockmgr_worker_checksum_failures_total{where=\"disk\"} ";
+  std::string body;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        httplib::Result metrics = http.Get("/metrics");
+        if (!metrics || metrics->status != 200) return false;
+        body = metrics->body;
+        const size_t at = body.find(disk_failures);
+        return at != std::string::npos &&
+               std::stoull(body.substr(at + disk_failures.size())) >= 1 &&
+               body.find("blockmgr_worker_scrubbed_bytes_total 0\n") == std::string::npos;
+      },
+      10s))
+      << body;
+
+  // Every block is back at two copies, w1's among them.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto locations = cluster.Locations(ids);
+        for (const std::string& id : ids) {
+          if (locations[id].size() != 2) return false;
+        }
+        for (const std::string& id : ids) {
+          if (!cluster.WorkerHolds("w1", id)) return false;
+        }
+        return true;
+      },
+      30s))
+      << cluster.LogTail("master") << cluster.LogTail("w1");
+
+  // Served right from either copy: first with both workers, then from w1's alone.
+  for (int round = 0; round < 2; ++round) {
+    if (round == 1) cluster.KillWorker("w2");
+    for (const auto& [id, bytes] : stored) {
+      CommandResult got = cluster.Bmctl({"get", id});
+      ASSERT_EQ(got.exit_code, 0) << id << ": " << got.err;
+      EXPECT_TRUE(got.out == bytes)
+          << id << " came back with different bytes (round " << round << ")";
+    }
+  }
+}
+
+// One bit flipped on the wire in the bytes of a put: the worker refuses the piece (its digest
+// does not match), the client sends it again, and the block holds exactly what was put.
+TEST(IntegrityTest, APutPieceCorruptedInTransitIsRefusedAndSentAgain) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  const int worker_port = FreeLoopbackPort();
+  TcpProxy proxy(worker_port);
+  WorkerSpec spec{"w1", "64MiB", ""};
+  spec.port = worker_port;
+  spec.extra_args = {"--advertise", LoopbackEndpoint(proxy.port())};
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(spec));
+  const std::string marker = "bytes-in-transit-0123456789-";
+  std::string bytes;
+  while (bytes.size() < (3 << 20)) bytes += marker + std::to_string(bytes.size()) + "-";
+
+  proxy.CorruptOnce(marker);
+  CommandResult put = cluster.Bmctl({"put", "rdd_1_0", "-"}, bytes);
+  ASSERT_EQ(put.exit_code, 0) << put.err << cluster.LogTail("w1");
+  ASSERT_TRUE(proxy.corrupted()) << "the proxy should have flipped a bit of the put";
+  CommandResult got = cluster.Bmctl({"get", "rdd_1_0"});
+  ASSERT_EQ(got.exit_code, 0) << got.err;
+  EXPECT_TRUE(got.out == bytes) << "the block holds other bytes than were put";
+  EXPECT_NE(ReadFile(cluster.dir().Sub("w1.log")).find("corrupted in transit"), std::string::npos)
+      << cluster.LogTail("w1");
+}
+
+// A stored copy whose bytes no longer match their digests (scrubbers off, so only readers can
+// tell): a get reads the block's other copy, and a block whose only copy is bad fails with
+// "corrupt on every copy" and writes nothing to the output file.
+TEST(IntegrityTest, AGetReadsPastACorruptCopyAndFailsWhenEveryCopyIsCorrupt) {
+  LocalCluster cluster(/*heartbeat_timeout_seconds=*/30);
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  const std::vector<std::string> no_scrub = {"--scrub-rate", "0"};
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "", no_scrub}));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w2", "64MiB", "", no_scrub}));
+  std::map<std::string, std::string> stored;
+  // rdd_1_0 and rdd_1_1 have a copy on each worker; rdd_2_0 only one, on w1.
+  for (const std::string id : {"rdd_1_0", "rdd_1_1"}) {
+    stored[id] = RandomBytes(2 * kChunk + 5, id.size() + id.back());
+    ASSERT_EQ(cluster.Bmctl({"put", id, "-", "--level", "DISK_ONLY_2"}, stored[id]).exit_code, 0);
+  }
+  const std::string single = RandomBytes(kChunk, 42);
+  ASSERT_EQ(cluster.Bmctl({"put", "rdd_2_0", "-", "--level", "DISK_ONLY", "--worker", "w1"}, single)
+                .exit_code,
+            0);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto locations = cluster.Locations({"rdd_1_0", "rdd_1_1"});
+        return locations["rdd_1_0"].size() == 2 && locations["rdd_1_1"].size() == 2;
+      },
+      10s));
+
+  // Whichever copy a reader tries first, one of the two blocks has it bad.
+  cluster.KillWorker("w1");
+  cluster.KillWorker("w2");
+  ASSERT_NO_FATAL_FAILURE(CorruptFirstChunk(cluster.worker_disk_dir("w1"), "rdd_1_0"));
+  ASSERT_NO_FATAL_FAILURE(CorruptFirstChunk(cluster.worker_disk_dir("w1"), "rdd_2_0"));
+  ASSERT_NO_FATAL_FAILURE(CorruptFirstChunk(cluster.worker_disk_dir("w2"), "rdd_1_1"));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "", no_scrub}));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w2", "64MiB", "", no_scrub}));
+  ASSERT_TRUE(cluster.WaitForWorkers({"w1", "w2"}));
+
+  for (const auto& [id, bytes] : stored) {
+    CommandResult got = cluster.Bmctl({"get", id});
+    ASSERT_EQ(got.exit_code, 0) << id << ": " << got.err;
+    EXPECT_TRUE(got.out == bytes) << id << " came back with different bytes";
+  }
+  const std::string output = cluster.dir().Sub("rdd_2_0.out");
+  CommandResult bad = cluster.Bmctl({"get", "rdd_2_0", "-o", output});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("corrupt on every copy"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(output)) << "no byte of a corrupt block is written";
+  CommandResult to_stdout = cluster.Bmctl({"get", "rdd_2_0"});
+  EXPECT_EQ(to_stdout.exit_code, 1);
+  EXPECT_TRUE(to_stdout.out.empty()) << to_stdout.out.size() << " bytes written to stdout";
+
+  // The readers reported the copies they found bad, which their workers dropped; bmctl verify
+  // finds the others. The master restores two good copies of each block.
+  CommandResult verify = cluster.Bmctl({"verify", "--rdd", "1"});
+  EXPECT_TRUE(verify.exit_code == 0 || verify.exit_code == 1) << verify.err;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto locations = cluster.Locations({"rdd_1_0", "rdd_1_1"});
+        return locations["rdd_1_0"].size() == 2 && locations["rdd_1_1"].size() == 2 &&
+               cluster.Bmctl({"verify", "rdd_1_0", "rdd_1_1"}).exit_code == 0;
+      },
+      20s))
+      << cluster.Bmctl({"verify", "rdd_1_0", "rdd_1_1"}).out << cluster.LogTail("master");
+  EXPECT_NE(ReadFile(cluster.dir().Sub("w1.log")).find("block rdd_1_0 lost"), std::string::npos);
+  EXPECT_NE(ReadFile(cluster.dir().Sub("w2.log")).find("block rdd_1_1 lost"), std::string::npos);
+  CommandResult intact = cluster.Bmctl({"verify", "--worker", "w1"});
+  EXPECT_EQ(intact.exit_code, 0) << intact.out << intact.err;
+  EXPECT_NE(intact.out.find("rdd_1_1  w1  intact (disk, digests checked)"), std::string::npos)
+      << intact.out;
+  EXPECT_EQ(intact.out.find("rdd_2_0"), std::string::npos) << "its only copy was dropped";
+}
+
+}  // namespace
+}  // namespace bm::testing

@@ -1,0 +1,107 @@
+#include "common/digest.h"
+
+#include <gtest/gtest.h>
+#include <xxhash.h>
+
+#include <vector>
+
+#include "tests/support/files.h"
+
+namespace bm {
+namespace {
+
+TEST(DigestTest, StreamingInAnyPiecesEqualsTheWholeDigest) {
+  const std::vector<std::byte> bytes = testing::RandomByteVector(3 * kDigestUnitBytes + 17, 1);
+  const uint64_t whole = DigestOf(bytes);
+  for (size_t piece : {size_t{1} << 10, size_t{777777}, kDigestUnitBytes, bytes.size()}) {
+    StreamingDigest digest;
+    for (size_t at = 0; at < bytes.size(); at += piece) {
+      digest.Update(std::span(bytes).subspan(at, std::min(piece, bytes.size() - at)));
+    }
+    EXPECT_EQ(digest.value(), whole) << "pieces of " << piece;
+  }
+}
+
+// The digests are XXH3-64 exactly, whichever build of it the CPU gets (AVX2 or SSE2): stored
+// digests are checked on other machines. Debian's libxxhash is the reference.
+TEST(DigestTest, IsXxh3AsTheSystemLibraryComputesIt) {
+  EXPECT_EQ(DigestOf({}), 0x2D06800538D394C2ULL);
+  for (size_t size : {size_t{1}, size_t{240}, size_t{1000}, kDigestUnitBytes + 17}) {
+    const std::vector<std::byte> bytes = testing::RandomByteVector(size, size);
+    const uint64_t reference = XXH3_64bits(bytes.data(), bytes.size());
+    EXPECT_EQ(DigestOf(bytes), reference) << size;
+    StreamingDigest streaming;
+    streaming.Update(std::span(bytes).first(size / 3));
+    streaming.Update(std::span(bytes).subspan(size / 3));
+    EXPECT_EQ(streaming.value(), reference) << size;
+  }
+}
+
+TEST(DigestTest, OneFlippedBitChangesTheDigest) {
+  std::vector<std::byte> bytes = testing::RandomByteVector(kDigestUnitBytes, 2);
+  const uint64_t before = DigestOf(bytes);
+  bytes[kDigestUnitBytes / 2] ^= std::byte{0x04};
+  EXPECT_NE(DigestOf(bytes), before);
+}
+
+TEST(DigestTest, BlockDigesterCutsUnitsAtBlockOffsetsWhateverThePieces) {
+  const std::vector<std::byte> bytes = testing::RandomByteVector(2 * kDigestUnitBytes + 5, 3);
+  const std::span<const std::byte> all(bytes);
+  const BlockDigests expected{{DigestOf(all.subspan(0, kDigestUnitBytes)),
+                               DigestOf(all.subspan(kDigestUnitBytes, kDigestUnitBytes)),
+                               DigestOf(all.subspan(2 * kDigestUnitBytes))},
+                              DigestOf(all)};
+  for (size_t piece : {size_t{300000}, kDigestUnitBytes + 1, bytes.size()}) {
+    BlockDigester digester;
+    for (size_t at = 0; at < bytes.size(); at += piece) {
+      digester.Update(all.subspan(at, std::min(piece, bytes.size() - at)));
+    }
+    EXPECT_EQ(digester.Finish(), expected) << "pieces of " << piece;
+    EXPECT_EQ(digester.bytes(), bytes.size());
+  }
+  EXPECT_EQ(DigestUnitCount(bytes.size()), 3u);
+  EXPECT_EQ(DigestUnitCount(kDigestUnitBytes), 1u);
+  EXPECT_EQ(DigestUnitCount(0), 0u);
+  EXPECT_EQ(BlockDigester().Finish().units.size(), 0u);
+}
+
+}  // namespace
+}  // namespace bm
+
+namespace bm {
+namespace {
+
+std::vector<uint64_t> UnitDigests(std::span<const std::byte> block) {
+  BlockDigester digester;
+  digester.Update(block);
+  return digester.Finish().units;
+}
+
+TEST(FirstBadUnitTest, FindsTheUnitHoldingAFlippedByteWhateverTheFrames) {
+  std::vector<std::byte> block = testing::RandomByteVector(3 * kDigestUnitBytes + 100, 4);
+  const std::vector<uint64_t> units = UnitDigests(block);
+  const std::span<const std::byte> all(block);
+  std::vector<std::span<const std::byte>> frames;
+  for (size_t at = 0; at < block.size(); at += 300000) {
+    frames.push_back(all.subspan(at, std::min<size_t>(300000, block.size() - at)));
+  }
+  EXPECT_EQ(FirstBadUnit(frames, 0, block.size(), block.size(), units), std::nullopt);
+  block[2 * kDigestUnitBytes + 7] ^= std::byte{1};
+  EXPECT_EQ(FirstBadUnit(frames, 0, block.size(), block.size(), units), 2u);
+  // A range starting at unit 2 gets the digests from unit 2 on.
+  const std::vector<std::span<const std::byte>> tail = {all.subspan(2 * kDigestUnitBytes)};
+  EXPECT_EQ(FirstBadUnit(tail, 2 * kDigestUnitBytes, block.size() - 2 * kDigestUnitBytes,
+                         block.size(), std::span(units).subspan(2)),
+            2u);
+  // Without digests (a block stored before them) nothing is checked.
+  EXPECT_EQ(FirstBadUnit(frames, 0, block.size(), block.size(), {}), std::nullopt);
+  // A range that holds the bad unit only in part skips it.
+  const std::vector<std::span<const std::byte>> part = {
+      all.subspan(kDigestUnitBytes, kDigestUnitBytes + 100)};
+  EXPECT_EQ(FirstBadUnit(part, kDigestUnitBytes, kDigestUnitBytes + 100, block.size(),
+                         std::span(units).subspan(1)),
+            std::nullopt);
+}
+
+}  // namespace
+}  // namespace bm
