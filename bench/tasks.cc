@@ -17,6 +17,8 @@ Result<Json> RunClientTask(const Json& task) {
       {"redis_transfer", &RedisTransferTask},     {"redis_small_gets", &RedisSmallGetsTask},
       {"memcached_transfer", &MemcachedTransferTask}, {"zmq_transfer", &ZmqTransferTask},
       {"zmq_round_trips", &ZmqRoundTripsTask},    {"memcpy", &MemcpyTask},
+      {"bm_shuffle_fetch", &BlockmgrShuffleFetchTask},
+      {"redis_shuffle_fetch", &RedisShuffleFetchTask},
   };
   const std::string name = task.value("task", "");
   auto found = kTasks.find(name);

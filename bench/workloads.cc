@@ -495,6 +495,63 @@ void DiskBlocks(Runner& runner, BlockmgrCluster& cluster) {
   }
 }
 
+// ---- workload 7: the shuffle fetch ----
+
+// One reducer fetching many small blocks as fast as each system allows: blockmgr's GetMany of
+// every id against Redis at its best shape (pipelined GETs or MGETs, several depths tried in
+// the Redis task). The figure is the time of one whole fetch, lower is better.
+void ShuffleFetch(Runner& runner, BlockmgrCluster& cluster) {
+  const uint64_t size = 4096;
+  const int ids = 10000;
+  Progress("7: shuffle fetch, 10,000 blocks of 4 KiB (blockmgr GetMany, Redis GET -P / MGET)");
+  Result<PeerServer> redis_server = StartRedis(runner.config().env);
+  std::vector<Result<Json>> results = Interleaved(
+      runner.config(),
+      {[&] {
+         return runner.Client({{"task", "bm_shuffle_fetch"}, {"master", cluster.master_endpoint()},
+                               {"size", size}, {"ids", ids}, {"rdd", 7}, {"min_ops", 5},
+                               {"worker_pid", cluster.worker_pid(0)},
+                               {"master_pid", cluster.master_pid()}});
+       },
+       !redis_server.ok() ? Failed(redis_server.status())
+                          : [&] {
+                              return runner.Client({{"task", "redis_shuffle_fetch"},
+                                                    {"port", redis_server->port},
+                                                    {"size", size},
+                                                    {"ids", ids},
+                                                    {"depths", {16, 64, 256, 1024}},
+                                                    {"min_ops", 5}});
+                            }});
+  const std::optional<double> ours =
+      runner.Figure(results[0], "fetch_seconds", 1e-3, "blockmgr shuffle fetch");
+  const std::optional<double> redis =
+      runner.Figure(results[1], "fetch_seconds", 1e-3, "redis shuffle fetch");
+  std::string note = "blockmgr: one Client::GetMany of all 10,000 ids by a fresh client";
+  if (results[1].ok()) {
+    note += "; redis: its best of GET -P and MGET at depths 16-1024 (" +
+            (*results[1])["best_shape"].get<std::string>() + ")";
+  }
+  runner.Add("7. shuffle fetch, 10,000 x 4 KiB", "ms", ours, "redis, best depth", redis, 1.0,
+             Better::kLower, note);
+  // Where blockmgr's time goes: the lookup alone, the reads alone (locations cached), and the
+  // CPU each process spends per fetch (steadier than the wall clock on a shared machine).
+  if (results[0].ok()) {
+    const Json& bm = *results[0];
+    auto cpu = [&](const std::string& phase) {
+      return "CPU per fetch: client " + FormatNumber(bm.value(phase + "_cpu_ms_client", 0.0)) +
+             " ms, worker " + FormatNumber(bm.value(phase + "_cpu_ms_worker", 0.0)) +
+             " ms, master " + FormatNumber(bm.value(phase + "_cpu_ms_master", 0.0)) + " ms";
+    };
+    runner.Add("7'. shuffle fetch, locations cached (reads alone)", "ms",
+               bm["cached_fetch_seconds"].get<double>() * 1e3, "redis, best depth", redis,
+               std::nullopt, Better::kLower, "diagnostic; " + cpu("cached_fetch"));
+    runner.Add("7''. shuffle fetch, the location lookup alone", "ms",
+               bm["lookup_seconds"].get<double>() * 1e3, "none", std::nullopt, std::nullopt,
+               Better::kLower, "diagnostic: Client::Locations of all 10,000 ids; " + cpu("lookup"));
+    runner.Note("7. blockmgr " + cpu("fetch"));
+  }
+}
+
 // ---- workload 5: the master alone ----
 
 // Client processes looking up single ids at once: the master's capacity, as opposed to one
@@ -673,8 +730,8 @@ Report RunBenchmark(const BenchConfig& config) {
   if (selected(0) || selected(1)) memcpy = MeasureMemcpy(runner);
   if (selected(0)) runner.Add("0. machine", "memcpy GB/s", memcpy, "none", std::nullopt);
 
-  if (selected(1) || selected(2) || selected(3) || selected(4) || selected(8) ||
-      selected(9)) {
+  if (selected(1) || selected(2) || selected(3) || selected(4) || selected(7) ||
+      selected(8) || selected(9)) {
     Result<std::unique_ptr<BlockmgrCluster>> cluster =
         BlockmgrCluster::Start(config.env, {.name = "main", .workers = 1, .worker_memory = "1GiB"});
     if (!cluster.ok()) {
@@ -685,6 +742,7 @@ Report RunBenchmark(const BenchConfig& config) {
       if (selected(2)) GetsWhileScraped(runner);
       if (selected(3)) SmallGets(runner, **cluster);
       if (selected(4)) DiskBlocks(runner, **cluster);
+      if (selected(7)) ShuffleFetch(runner, **cluster);
       if (selected(8)) PythonClient(runner, **cluster);
       if (selected(9)) CurveBlocks(runner, **cluster);
     }

@@ -202,7 +202,7 @@ class Client {
   Result<uint64_t> GetTo(const BlockId& id, std::ostream& out);
   // Several whole blocks at once, one result per id in the same order: one location lookup for
   // the ids whose locations this client does not remember, then one getBlocks request (a
-  // multi-get of up to 64 ids) per worker and batch, all in flight together (this host's copy
+  // multi-get of up to 1 MiB of small blocks) per worker and batch, all in flight together (this host's copy
   // first, else the first the master lists). A block the multi-get cannot return (over its
   // 16 MiB, moved, or its worker failed) is read again with Get(), which falls over to other
   // locations. An id with no location is kNotFound.

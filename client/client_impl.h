@@ -159,8 +159,11 @@ class Client::Impl {
   // GetMany's reads: the ids of each worker, in getBlocks batches (at most 64 ids each), all
   // sent before any reply is read. Fills `out[i]` or adds i to `retry`.
   void ReadBatched(const std::map<std::string, std::vector<size_t>>& by_worker,
-                   const std::vector<BlockId>& ids,
+                   const std::vector<BlockId>& ids, const std::vector<uint64_t>& sizes,
                    std::vector<Result<std::vector<std::byte>>>& out, std::vector<size_t>& retry);
+  // How many of GetMany's ids, from indexes[start], one getBlocks asks for (by their sizes).
+  static size_t BatchLength(const std::vector<size_t>& indexes, size_t start,
+                            const std::vector<uint64_t>& sizes);
   // Takes one getBlocks reply into `out` / `retry` and off `in_flight` (stale ones are
   // dropped).
   void TakeBatchReply(IncomingMessage& message, const std::vector<BlockId>& ids,
