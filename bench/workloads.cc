@@ -587,7 +587,8 @@ void MasterLoad(Runner& runner) {
       figures = &(*load)["at"][std::to_string(count)];
     }
     auto get = [&](const char* key) -> std::optional<double> {
-      return figures ? std::optional((*figures)[key].get<double>()) : std::nullopt;
+      if (!figures || !figures->contains(key)) return std::nullopt;
+      return (*figures)[key].get<double>();
     };
     // One client, one request at a time: bound by a ZeroMQ round trip (~7-10k/s on the
     // project's VM), so the latency view, not the master's capacity.
@@ -604,6 +605,13 @@ void MasterLoad(Runner& runner) {
       if (late && *late > 0) {
         note += "; the last client started " + std::to_string(static_cast<int>(*late)) +
                 " ms late";
+      }
+      // Where a lookup's microseconds go: both sides share the machine's cores.
+      const std::optional<double> master_cpu = get((key + "_master_cpu_us").c_str());
+      const std::optional<double> client_cpu = get((key + "_client_cpu_us").c_str());
+      if (master_cpu && client_cpu) {
+        note += "; CPU per lookup: master " + FormatNumber(master_cpu) + " us, each client " +
+                FormatNumber(client_cpu) + " us";
       }
       runner.Add(w + " lookups, single, " + std::to_string(clients) + " clients" + at,
                  "lookups/s", get((key + "_per_s").c_str()), "target", 20000.0,
