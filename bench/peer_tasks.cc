@@ -120,11 +120,11 @@ Result<Json> RedisShuffleFetchTask(const Json& task) {
     const std::vector<std::byte> data = PatternBytes(size);
     for (int key = 0; key < ids; ++key) {
       const std::string k = Key(key);
-      RETURN_IF_ERROR(CheckReply(redis.get(),
-                                 static_cast<redisReply*>(redisCommand(
-                                     redis.get(), "SET %b %b", k.data(), k.size(), data.data(),
-                                     data.size())),
-                                 -1));
+      RETURN_IF_ERROR(
+          CheckReply(redis.get(),
+                     static_cast<redisReply*>(redisCommand(redis.get(), "SET %b %b", k.data(),
+                                                           k.size(), data.data(), data.size())),
+                     -1));
     }
   }
   std::vector<std::string> keys;

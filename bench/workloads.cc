@@ -440,8 +440,8 @@ void SmallGets(Runner& runner, BlockmgrCluster& cluster) {
              "reply frame); locations from the client's cache after the first pass over the ids");
   std::optional<double> zmq_16_blocks = runner.Figure(zmq_16, "ops_per_s", 1, "raw ZeroMQ 64 KiB");
   if (zmq_16_blocks) *zmq_16_blocks *= 16;
-  runner.Add("3b. 4 KiB get, 16 in flight", "ops/s", bm_batched,
-             "raw ZeroMQ 64 KiB round trip x16", zmq_16_blocks, 0.9, Better::kHigher,
+  runner.Add("3b. 4 KiB get, 16 in flight", "ops/s", bm_batched, "raw ZeroMQ 64 KiB round trip x16",
+             zmq_16_blocks, 0.9, Better::kHigher,
              "the transport's ceiling for 16 blocks per round trip: raw 64 KiB request/reply "
              "round trips per second, times 16");
   runner.Add("3b'. 4 KiB get, 16 client threads", "ops/s",
@@ -738,8 +738,8 @@ Report RunBenchmark(const BenchConfig& config) {
   if (selected(0) || selected(1)) memcpy = MeasureMemcpy(runner);
   if (selected(0)) runner.Add("0. machine", "memcpy GB/s", memcpy, "none", std::nullopt);
 
-  if (selected(1) || selected(2) || selected(3) || selected(4) || selected(7) ||
-      selected(8) || selected(9)) {
+  if (selected(1) || selected(2) || selected(3) || selected(4) || selected(7) || selected(8) ||
+      selected(9)) {
     Result<std::unique_ptr<BlockmgrCluster>> cluster =
         BlockmgrCluster::Start(config.env, {.name = "main", .workers = 1, .worker_memory = "1GiB"});
     if (!cluster.ok()) {

@@ -907,8 +907,8 @@ void Client::Impl::AwaitBatches(const std::vector<BlockId>& ids,
     // RpcChannel::Call).
     zmq::socket_t& socket = *pipelines_[addresses.front()];
     while (!in_flight.empty()) {
-      const auto left = std::chrono::duration_cast<milliseconds>(
-          deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) break;
       socket.set(zmq::sockopt::rcvtimeo, static_cast<int>(left.count()));
       Result<IncomingMessage> received = ReceiveMessage(socket, /*has_routing_id=*/false);
