@@ -165,6 +165,71 @@ Result<Json> BlockmgrSmallGetsTask(const Json& task) {
   return Json{{"ops_per_s", ops_per_s}, {"mode", "threads"}};
 }
 
+// Workload 7, the shuffle fetch: `ids` blocks of `size` bytes stored, then fetched all at once
+// by a reducer that has never seen them, through one Client::GetMany of every id (one location
+// lookup, then as many getBlocks requests in flight as GetMany sends). Each timed fetch uses a
+// fresh Client, so its location cache starts empty as a reducer's would; the bytes are checked
+// by size. Returns the seconds of one whole fetch.
+Result<Json> BlockmgrShuffleFetchTask(const Json& task) {
+  const uint64_t size = task.at("size").get<uint64_t>();
+  const int ids = task.value("ids", 10000);
+  zmq::context_t context;
+  std::vector<BlockId> all;
+  {
+    Client loader(OptionsFor(task), context);
+    const std::vector<std::byte> data = PatternBytes(size);
+    for (int key = 0; key < ids; ++key) {
+      all.push_back(KeyBlock(task, key));
+      RETURN_IF_ERROR(loader.Put(all.back(), data, StorageLevel::kMemoryOnly).status());
+    }
+  }
+  // CPU seconds per operation of this process and of the servers named in the task
+  // ("worker_pid", "master_pid"): on a shared machine a steadier view than the wall clock.
+  std::vector<std::pair<std::string, pid_t>> processes = {{"client", getpid()}};
+  for (const char* server : {"worker", "master"}) {
+    const std::string key = std::string(server) + "_pid";
+    if (task.contains(key)) processes.emplace_back(server, task.at(key).get<pid_t>());
+  }
+  auto cpu_now = [&] {
+    std::vector<double> seconds;
+    for (const auto& [name, pid] : processes) seconds.push_back(ProcessCpuSeconds(pid));
+    return seconds;
+  };
+  Json out{{"ok", true}};
+  auto measure = [&](const std::string& name, const std::function<Status()>& op) -> Status {
+    const std::vector<double> before = cpu_now();
+    ASSIGN_OR_RETURN(Timed timed, RunTimed(DurationOf(task), op));
+    const std::vector<double> after = cpu_now();
+    const double ops = static_cast<double>(timed.ops);
+    out[name + "_seconds"] = timed.seconds / ops;
+    for (size_t i = 0; i < processes.size(); ++i) {
+      out[name + "_cpu_ms_" + processes[i].first] = (after[i] - before[i]) * 1e3 / ops;
+    }
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(measure("fetch", [&]() -> Status {
+    Client reducer(OptionsFor(task), context);
+    for (const auto& got : reducer.GetMany(all)) {
+      if (!got.ok()) return got.status();
+      if (got->size() != size) return InternalError("get returned a wrong size");
+    }
+    return Status::Ok();
+  }));
+  // Where a fetch's time goes (diagnostic): the location lookup of every id alone, and a
+  // second GetMany of the same client, whose locations are then cached (the reads alone).
+  RETURN_IF_ERROR(measure("lookup", [&]() -> Status {
+    Client reducer(OptionsFor(task), context);
+    return reducer.Locations(all).status();
+  }));
+  Client warm(OptionsFor(task), context);
+  RETURN_IF_ERROR(warm.Locations(all).status());
+  RETURN_IF_ERROR(measure("cached_fetch", [&]() -> Status {
+    for (const auto& got : warm.GetMany(all)) RETURN_IF_ERROR(got.status());
+    return Status::Ok();
+  }));
+  return out;
+}
+
 Result<Json> BlockmgrBigBlockTask(const Json& task) {
   const uint64_t size = task.at("size").get<uint64_t>();
   Client client(OptionsFor(task));

@@ -50,6 +50,8 @@ Result<CommandOutput> RunCommand(const std::string& binary, const std::vector<st
 
 // A field of /proc/<pid>/status in bytes ("VmRSS", "VmHWM"); nullopt when unreadable.
 std::optional<uint64_t> ProcStatusBytes(pid_t pid, const std::string& field);
+// User plus system CPU seconds `pid` has used so far (all its threads); 0 when unreadable.
+double ProcessCpuSeconds(pid_t pid);
 // Resets the kernel's peak-RSS mark (VmHWM) of a process to its current RSS.
 bool ResetPeakRss(pid_t pid);
 

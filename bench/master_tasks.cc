@@ -95,11 +95,19 @@ Result<Json> LookupClientTask(const Json& task) {
   const WallClock::time_point start_at{std::chrono::milliseconds(task.at("start_at_ms").get<int64_t>())};
   const int64_t late_ms = WallMillis(WallClock::now()) - WallMillis(start_at);
   std::this_thread::sleep_until(start_at);
+  const double cpu_before = ProcessCpuSeconds(getpid());
+  const auto wall_before = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(const double rate,
                    MeasureLookups(client, task.at("registered").get<uint64_t>(),
                                   task.at("ids_per_request").get<size_t>(), DurationOf(task),
                                   task.at("seed").get<uint64_t>()));
-  return Json{{"lookups_per_s", rate}, {"late_ms", std::max<int64_t>(0, late_ms)}};
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_before).count();
+  const double cpu_us_per_lookup =
+      (ProcessCpuSeconds(getpid()) - cpu_before) * 1e6 / std::max(1.0, rate * seconds);
+  return Json{{"lookups_per_s", rate},
+              {"late_ms", std::max<int64_t>(0, late_ms)},
+              {"cpu_us_per_lookup", cpu_us_per_lookup}};
 }
 
 // The master's capacity for single-id lookups: `clients` processes (as the bench's other
@@ -113,6 +121,8 @@ Result<Json> ConcurrentLookups(const Json& task, uint64_t registered, int client
   const std::string log = task.value("log", std::string("/dev/null"));
   std::vector<Result<CommandOutput>> runs(clients, InternalError("not run"));
   std::vector<std::thread> threads;
+  const pid_t master_pid = task.at("master_pid").get<pid_t>();
+  double master_cpu_before = 0;
   for (int i = 0; i < clients; ++i) {
     Json child{{"task", "master_load"},     {"mode", "lookups"},
                {"master", task.at("master")}, {"registered", registered},
@@ -123,8 +133,17 @@ Result<Json> ConcurrentLookups(const Json& task, uint64_t registered, int client
       runs[i] = RunCommand(binary, {"--client", child.dump()}, log, std::chrono::minutes(5));
     });
   }
+  // The master's CPU from the clients' common start to the last one's end (their measuring
+  // windows, give or take the clients' own start-up and exit).
+  std::this_thread::sleep_until(WallClock::time_point{std::chrono::milliseconds(start_at_ms)});
+  master_cpu_before = ProcessCpuSeconds(master_pid);
+  const auto window_start = std::chrono::steady_clock::now();
   for (std::thread& thread : threads) thread.join();
+  const double window =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start).count();
+  const double master_cpu = ProcessCpuSeconds(master_pid) - master_cpu_before;
   double total = 0;
+  double client_cpu_us = 0;
   int64_t late_ms = 0;
   for (int i = 0; i < clients; ++i) {
     if (!runs[i].ok()) return runs[i].status();
@@ -136,9 +155,14 @@ Result<Json> ConcurrentLookups(const Json& task, uint64_t registered, int client
                            log + ")");
     }
     total += result.at("lookups_per_s").get<double>();
+    client_cpu_us += result.at("cpu_us_per_lookup").get<double>() / clients;
     late_ms = std::max(late_ms, result.at("late_ms").get<int64_t>());
   }
-  return Json{{"lookups_per_s", total}, {"late_ms", late_ms}};
+  // Master CPU per lookup: an upper bound (the window is a little longer than the lookups').
+  return Json{{"lookups_per_s", total},
+              {"late_ms", late_ms},
+              {"master_cpu_us_per_lookup", master_cpu * 1e6 / std::max(1.0, total * window)},
+              {"client_cpu_us_per_lookup", client_cpu_us}};
 }
 
 }  // namespace
@@ -197,6 +221,8 @@ Result<Json> MasterLoadTask(const Json& task) {
       const std::string key = "lookups_single_" + std::to_string(clients) + "_clients";
       at[key + "_per_s"] = many["lookups_per_s"];
       at[key + "_late_ms"] = many["late_ms"];
+      at[key + "_master_cpu_us"] = many["master_cpu_us_per_lookup"];
+      at[key + "_client_cpu_us"] = many["client_cpu_us_per_lookup"];
     }
     ASSIGN_OR_RETURN(at["lookups_batched_per_s"],
                      MeasureLookups(client, registered, 100, duration));

@@ -4,6 +4,7 @@
 #include <hiredis/hiredis.h>
 #include <libmemcached/memcached.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -102,6 +103,98 @@ Result<Json> RedisSmallGetsTask(const Json& task) {
                      return Status::Ok();
                    }));
   return Json{{"ops_per_s", rounds.per_second() * pipeline}};
+}
+
+// Workload 7's peer: the same `ids` values of `size` bytes fetched from Redis, once per
+// "depth" in the task with pipelined GETs (that many sent, then their replies read, as
+// redis-benchmark -P) and once per depth with MGETs of that many keys each. Each fetch opens a
+// fresh connection, as blockmgr's side starts a fresh client. Returns the seconds of one whole
+// fetch at the best shape, that shape, and every shape's figure.
+Result<Json> RedisShuffleFetchTask(const Json& task) {
+  const uint64_t size = task.at("size").get<uint64_t>();
+  const int ids = task.value("ids", 10000);
+  const int port = task.at("port").get<int>();
+  const std::vector<int> depths = task.value("depths", std::vector<int>{16, 64, 256, 1024});
+  {
+    ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(port));
+    const std::vector<std::byte> data = PatternBytes(size);
+    for (int key = 0; key < ids; ++key) {
+      const std::string k = Key(key);
+      RETURN_IF_ERROR(
+          CheckReply(redis.get(),
+                     static_cast<redisReply*>(redisCommand(redis.get(), "SET %b %b", k.data(),
+                                                           k.size(), data.data(), data.size())),
+                     -1));
+    }
+  }
+  std::vector<std::string> keys;
+  for (int key = 0; key < ids; ++key) keys.push_back(Key(key));
+
+  auto pipelined_gets = [&](redisContext* c, int depth) -> Status {
+    for (int first = 0; first < ids; first += depth) {
+      const int n = std::min(depth, ids - first);
+      for (int i = 0; i < n; ++i) {
+        const std::string& k = keys[first + i];
+        if (redisAppendCommand(c, "GET %b", k.data(), k.size()) != REDIS_OK) {
+          return UnavailableError("redis: cannot queue a command");
+        }
+      }
+      for (int i = 0; i < n; ++i) {
+        void* reply = nullptr;
+        if (redisGetReply(c, &reply) != REDIS_OK) reply = nullptr;
+        RETURN_IF_ERROR(
+            CheckReply(c, static_cast<redisReply*>(reply), static_cast<long long>(size)));
+      }
+    }
+    return Status::Ok();
+  };
+  auto mgets = [&](redisContext* c, int depth) -> Status {
+    std::vector<const char*> argv;
+    std::vector<size_t> lengths;
+    for (int first = 0; first < ids; first += depth) {
+      const int n = std::min(depth, ids - first);
+      argv.assign(1, "MGET");
+      lengths.assign(1, 4);
+      for (int i = 0; i < n; ++i) {
+        argv.push_back(keys[first + i].data());
+        lengths.push_back(keys[first + i].size());
+      }
+      auto* reply = static_cast<redisReply*>(
+          redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lengths.data()));
+      if (reply == nullptr) return UnavailableError(std::string("redis: ") + c->errstr);
+      RedisReplyPtr owned(reply);
+      if (reply->type != REDIS_REPLY_ARRAY || reply->elements != static_cast<size_t>(n)) {
+        return InternalError("redis MGET returned a wrong reply");
+      }
+      for (size_t i = 0; i < reply->elements; ++i) {
+        if (reply->element[i]->type != REDIS_REPLY_STRING || reply->element[i]->len != size) {
+          return InternalError("redis MGET returned a value of the wrong size");
+        }
+      }
+    }
+    return Status::Ok();
+  };
+
+  Json shapes = Json::object();
+  double best = 0;
+  std::string best_shape;
+  for (const char* kind : {"GET -P", "MGET"}) {
+    for (int depth : depths) {
+      ASSIGN_OR_RETURN(Timed fetches, RunTimed(DurationOf(task), [&]() -> Status {
+                         ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(port));
+                         return std::string(kind) == "MGET" ? mgets(redis.get(), depth)
+                                                            : pipelined_gets(redis.get(), depth);
+                       }));
+      const double seconds = fetches.seconds / static_cast<double>(fetches.ops);
+      const std::string shape = std::string(kind) + " " + std::to_string(depth);
+      shapes[shape] = seconds;
+      if (best_shape.empty() || seconds < best) {
+        best = seconds;
+        best_shape = shape;
+      }
+    }
+  }
+  return Json{{"fetch_seconds", best}, {"best_shape", best_shape}, {"shapes", shapes}};
 }
 
 Result<Json> MemcachedTransferTask(const Json& task) {

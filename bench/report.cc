@@ -5,8 +5,6 @@
 #include <ostream>
 
 namespace bm::bench {
-namespace {
-
 std::string FormatNumber(std::optional<double> value) {
   if (!value) return "-";
   char buf[64];
@@ -20,6 +18,8 @@ std::string FormatNumber(std::optional<double> value) {
   }
   return buf;
 }
+
+namespace {
 
 std::string FormatTarget(const Row& row) {
   if (!row.target_ratio) return "";

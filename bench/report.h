@@ -11,6 +11,9 @@
 
 namespace bm::bench {
 
+// A figure as the table prints it (3 significant digits; "-" for none).
+std::string FormatNumber(std::optional<double> value);
+
 // Which way a metric improves, so a row knows whether its target is met.
 enum class Better { kHigher, kLower };
 

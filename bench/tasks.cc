@@ -19,6 +19,8 @@ Result<Json> RunClientTask(const Json& task) {
       {"memcached_transfer", &MemcachedTransferTask}, {"zmq_transfer", &ZmqTransferTask},
       {"zmq_round_trips", &ZmqRoundTripsTask},    {"memcpy", &MemcpyTask},
       {"curve_crypto", &CurveCryptoTask},
+      {"bm_shuffle_fetch", &BlockmgrShuffleFetchTask},
+      {"redis_shuffle_fetch", &RedisShuffleFetchTask},
   };
   const std::string name = task.value("task", "");
   auto found = kTasks.find(name);

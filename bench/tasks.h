@@ -38,6 +38,8 @@ Result<Json> BlockmgrPutManyTask(const Json& task);
 Result<Json> BlockmgrGetLatencyTask(const Json& task);
 // A worker alone ("worker", "size", "ids"): getBlock round trips with no master lookup.
 Result<Json> WorkerGetsTask(const Json& task);
+// blockmgr ("master", "size", "ids"): workload 7, every block fetched by one GetMany.
+Result<Json> BlockmgrShuffleFetchTask(const Json& task);
 // blockmgr ("master", "size"): one huge DISK_ONLY block streamed in and out, checked byte for byte.
 Result<Json> BlockmgrBigBlockTask(const Json& task);
 // The worker's disk store in this process ("dir", "size"): plain values against blob files.
@@ -48,6 +50,9 @@ Result<Json> MasterLoadTask(const Json& task);
 Result<Json> RedisTransferTask(const Json& task);
 // Redis ("port", "size", "ids", "pipeline"): GETs, `pipeline` in flight.
 Result<Json> RedisSmallGetsTask(const Json& task);
+// Redis ("port", "size", "ids", "depths"): workload 7, every value fetched by pipelined GETs
+// and by MGETs at each depth; the best.
+Result<Json> RedisShuffleFetchTask(const Json& task);
 // memcached ("port", "size", "ids"): set then get.
 Result<Json> MemcachedTransferTask(const Json& task);
 // Raw ZeroMQ ("endpoint", "size"): the bytes in 1 MiB zero-copy frames, each way.

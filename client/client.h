@@ -200,11 +200,12 @@ class Client {
   // received a prefix of the block, which the caller must discard.
   Result<uint64_t> GetTo(const BlockId& id, const ByteSink& sink);
   Result<uint64_t> GetTo(const BlockId& id, std::ostream& out);
-  // Several whole blocks at once, one result per id in the same order: one location lookup for
-  // the ids whose locations this client does not remember, then one getBlocks request (a
-  // multi-get of up to 64 ids) per worker and batch, all in flight together (this host's copy
-  // first, else the first the master lists). A block the multi-get cannot return (over its
-  // 16 MiB, moved, or its worker failed) is read again with Get(), which falls over to other
+  // Several whole blocks at once, one result per id in the same order: getBlocks requests (a
+  // multi-get of up to 1 MiB of small blocks each) to each block's worker (this host's copy
+  // first, else the first the master lists), all in flight together; the ids whose locations
+  // this client does not remember are looked up in a few growing chunks, each chunk's reads
+  // sent as soon as its locations arrive. A block the multi-get cannot return (over its 16 MiB,
+  // moved, or its worker failed) is read again with Get(), which falls over to other
   // locations. An id with no location is kNotFound.
   std::vector<Result<std::vector<std::byte>>> GetMany(const std::vector<BlockId>& ids);
 

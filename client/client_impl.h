@@ -160,11 +160,18 @@ class Client::Impl {
     std::string address;
     std::vector<size_t> indexes;  // into GetMany's ids
   };
-  // GetMany's reads: the ids of each worker, in getBlocks batches (at most 64 ids each), all
-  // sent before any reply is read. Fills `out[i]` or adds i to `retry`.
-  void ReadBatched(const std::map<std::string, std::vector<size_t>>& by_worker,
-                   const std::vector<BlockId>& ids,
-                   std::vector<Result<std::vector<std::byte>>>& out, std::vector<size_t>& retry);
+  // Sends GetMany's reads: the ids of each worker, in getBlocks batches, without waiting for
+  // any reply; adds what was sent to `in_flight`, and to `retry` the ids it could not send.
+  void SendBatches(const std::map<std::string, std::vector<size_t>>& by_worker,
+                   const std::vector<BlockId>& ids, const std::vector<uint64_t>& sizes,
+                   std::map<uint64_t, PendingBatch>& in_flight, std::vector<size_t>& retry);
+  // Takes the replies of `in_flight` as they come, up to the request timeout: fills `out[i]`
+  // or adds i to `retry`.
+  void AwaitBatches(const std::vector<BlockId>& ids, std::map<uint64_t, PendingBatch>& in_flight,
+                    std::vector<Result<std::vector<std::byte>>>& out, std::vector<size_t>& retry);
+  // How many of GetMany's ids, from indexes[start], one getBlocks asks for (by their sizes).
+  static size_t BatchLength(const std::vector<size_t>& indexes, size_t start,
+                            const std::vector<uint64_t>& sizes);
   // Takes one getBlocks reply into `out` / `retry` and off `in_flight` (stale ones are
   // dropped).
   void TakeBatchReply(IncomingMessage& message, const std::vector<BlockId>& ids,

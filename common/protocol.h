@@ -24,6 +24,9 @@ constexpr size_t kMaxHeaderBytes = 16 << 20;
 constexpr int64_t kMaxFrameBytes = kMaxHeaderBytes;
 // A receiver rejects a message with more payload frames than this.
 constexpr size_t kMaxPayloadFrames = 64;
+// Ids one getBlocks request may name. Small blocks share frames, so this is not bounded by
+// kMaxPayloadFrames; a reply still carries at most kMaxPayloadFrames frames and kMaxPieceBytes.
+constexpr size_t kMaxGetBlocksIds = 1024;
 // Bytes of block data in one PutBlock piece or one GetReply.
 constexpr uint64_t kMaxPieceBytes = 16 << 20;
 // Cap'n Proto traversal limit for one header, in 8-byte words.

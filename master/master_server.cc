@@ -249,7 +249,8 @@ class MasterServer::Loop {
   Status AdmitConnection(const IncomingMessage& message);
   void DrainWorker(const std::string& worker_id, zmq::socket_t& socket);
   void DrainClients();
-  void HandleClientMessage();
+  // Receives and answers the rest of a client message whose routing id frame was read.
+  void HandleClientMessage(const zmq::message_t& client);
   // Handles a request; fills `reply` or (for removals) takes over replying and sets *deferred.
   Status Dispatch(proto::Request::Reader request, const zmq::message_t& client,
                   const std::optional<PeerIdentity>& peer, proto::Reply::Builder reply,
@@ -435,9 +436,10 @@ Status MasterServer::Loop::RestoreFromJournal() {
 //
 // A ZMQ_FD is edge-triggered: it fires when commands reach the socket, and any operation on
 // the socket (a send too) may consume them. So before sleeping, every socket is left
-// "settled" (DrainSocket): drained until ZMQ_EVENTS shows no message, with nothing sent on it
-// since. A socket sent on after its drain, or whose drain stopped at kMaxMessagesPerWake, is
-// drained again before the loop sleeps (it then polls with a zero timeout).
+// "settled": drained until a receive finds nothing (the client socket) or ZMQ_EVENTS shows no
+// message (the worker links, DrainSocket), with nothing sent on it since. A socket sent on
+// after its drain, or whose drain stopped at kMaxMessagesPerWake, is drained again before the
+// loop sleeps (it then polls with a zero timeout).
 void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
   next_heartbeat_check_ = clock_.Now() + check_interval_;
   std::vector<pollfd> fds;
@@ -551,25 +553,37 @@ void MasterServer::Loop::DrainWorker(const std::string& worker_id, zmq::socket_t
   }
 }
 
+// Each message's first frame (its sender's routing id) is received without waiting, and a
+// drain ends at the first that is not there, rather than asking ZMQ_EVENTS before every
+// message: libzmq processes the socket's commands (getpid and a poll(2)) on each ZMQ_EVENTS
+// query but only once on a receive that finds nothing, which settles the socket the same way.
+// With 8 clients a wake-up finds one or two requests, so this saves one of the ~2.6 poll(2)
+// and ~4 getpid calls the master made per single lookup (strace -c).
 void MasterServer::Loop::DrainClients() {
-  router_unsettled_ = DrainSocket(router_, kMaxMessagesPerWake, [&] {
-                        HandleClientMessage();
-                        return true;
-                      }) != Drained::kSettled;
+  for (int i = 0; i < kMaxMessagesPerWake; ++i) {
+    zmq::message_t routing_id;
+    if (!router_.recv(routing_id, zmq::recv_flags::dontwait)) {
+      router_unsettled_ = false;
+      return;
+    }
+    HandleClientMessage(routing_id);
+  }
+  router_unsettled_ = true;  // more may be waiting
 }
 
-void MasterServer::Loop::HandleClientMessage() {
-  std::optional<zmq::message_t> routing_id;
-  Result<IncomingMessage> received = ReceiveMessage(router_, /*has_routing_id=*/true, &routing_id);
+void MasterServer::Loop::HandleClientMessage(const zmq::message_t& client) {
+  Result<IncomingMessage> received =
+      router_.get(zmq::sockopt::rcvmore) != 0
+          ? ReceiveMessage(router_, /*has_routing_id=*/false)
+          : Result<IncomingMessage>(InvalidArgumentError("message has no header frame"));
   if (!received.ok()) {
     // Rejected before its id could be read: answer with id 0.
-    if (routing_id && received.status().code() != StatusCode::kUnavailable) {
-      SendError(*routing_id, 0, received.status());
+    if (received.status().code() != StatusCode::kUnavailable) {
+      SendError(client, 0, received.status());
     }
     return;
   }
   IncomingMessage& message = received.value();
-  const zmq::message_t& client = *message.routing_id();
   uint64_t request_id = 0;
   bool deferred = false;
   MasterOp op = MasterOp::kOther;

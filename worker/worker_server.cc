@@ -639,9 +639,9 @@ Status WorkerServer::HandleGetMany(IncomingMessage& message, uint64_t id) {
   std::vector<BlockId> blocks;
   RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     capnp::List<capnp::Text>::Reader ids = message.request().getGetBlocks().getBlockIds();
-    if (ids.size() > kMaxPayloadFrames) {
+    if (ids.size() > kMaxGetBlocksIds) {
       return InvalidArgumentError("getBlocks asks for " + std::to_string(ids.size()) +
-                                  " blocks; at most " + std::to_string(kMaxPayloadFrames));
+                                  " blocks; at most " + std::to_string(kMaxGetBlocksIds));
     }
     blocks.reserve(ids.size());
     for (capnp::Text::Reader text : ids) {

@@ -89,5 +89,25 @@ TEST_F(GetManyTest, PackedAndUnpackedBlocksOfEverySizeComeBackExact) {
   }
 }
 
+TEST_F(GetManyTest, ThousandsOfSmallBlocksSpanSeveralBatchesAndComeBackInOrder) {
+  // 3000 blocks of 1 KiB: more than one getBlocks can name, so GetMany cuts several batches.
+  std::vector<BlockId> ids;
+  std::vector<std::vector<std::byte>> expected;
+  PutOptions on_w1;
+  on_w1.worker_id = "w1";
+  for (size_t i = 0; i < 3000; ++i) {
+    ids.push_back(BlockId::Rdd(12, i));
+    expected.push_back(RandomByteVector(1024, 100 + i));
+    ASSERT_TRUE(client_->Put(ids.back(), expected.back(), StorageLevel::kMemoryOnly, on_w1).ok());
+  }
+  Client reader(ClientOptions{cluster_.master_endpoint()});
+  std::vector<Result<std::vector<std::byte>>> got = reader.GetMany(ids);
+  ASSERT_EQ(got.size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_TRUE(got[i].ok()) << ids[i].ToString() << ": " << got[i].status().ToString();
+    ASSERT_TRUE(*got[i] == expected[i]) << ids[i].ToString();
+  }
+}
+
 }  // namespace
 }  // namespace bm::testing

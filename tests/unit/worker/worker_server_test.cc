@@ -616,7 +616,7 @@ TEST_F(WorkerServerTest, GetBlocksPacksSmallBlocksAndReportsEachIdsState) {
 
   // A malformed id fails the request; too many ids too; the worker keeps serving.
   EXPECT_EQ(get_blocks({"rdd_7_0", "not-a-block"}).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(get_blocks(std::vector<std::string>(kMaxPayloadFrames + 1, "rdd_7_0")).status().code(),
+  EXPECT_EQ(get_blocks(std::vector<std::string>(kMaxGetBlocksIds + 1, "rdd_7_0")).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_TRUE(Ping(*channel_).ok());
 }
