@@ -1035,6 +1035,16 @@ void Client::Impl::TakeBatchReply(IncomingMessage& message, const std::vector<Bl
         return InternalError("worker sent fewer bytes of " + ids[index].ToString() +
                              " than it announced");
       }
+      if (entry.hasUnitDigests()) {
+        std::vector<uint64_t> digests;
+        for (uint64_t digest : entry.getUnitDigests()) digests.push_back(digest);
+        if (FirstBadUnit({std::span<const std::byte>(bytes)}, 0, size, size, digests)) {
+          // A corrupt copy, or bytes that went bad on the way: the block is read alone, which
+          // reads past a bad copy to a good one and reports it.
+          to_retry.push_back(index);
+          continue;
+        }
+      }
       counters_.bytes_fetched += bytes.size();
       out[index] = std::move(bytes);
     }

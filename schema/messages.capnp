@@ -361,6 +361,9 @@ struct MultiGetEntry {
   totalSize @1 :UInt64;
   generation @2 :UInt64;
   tier @3 :Tier;
+  # With `included`: the stored digests of every digest unit of the block (PROTOCOL.md,
+  # "Integrity"); empty for a block stored without them.
+  unitDigests @4 :List(UInt64);
 }
 
 struct ContainsBlock {

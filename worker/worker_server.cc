@@ -743,6 +743,13 @@ void WorkerServer::SendGetManyReply(const GetManyBatch& batch) {
     entry.setState(proto::MultiGetEntry::State::INCLUDED);
     entry.setGeneration(read->generation);
     entry.setTier(ToProto(read->tier));
+    if (!read->unit_digests.empty()) {
+      capnp::List<uint64_t>::Builder digests =
+          entry.initUnitDigests(static_cast<unsigned>(read->unit_digests.size()));
+      for (size_t u = 0; u < read->unit_digests.size(); ++u) {
+        digests.set(static_cast<unsigned>(u), read->unit_digests[u]);
+      }
+    }
     bytes += status->size;
     parts.push_back(Part{&*read, packed});
   }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "client/client.h"
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/process.h"
@@ -196,6 +197,56 @@ TEST(IntegrityTest, APutPieceCorruptedInTransitIsRefusedAndSentAgain) {
 // A stored copy whose bytes no longer match their digests (scrubbers off, so only readers can
 // tell): a get reads the block's other copy, and a block whose only copy is bad fails with
 // "corrupt on every copy" and writes nothing to the output file.
+TEST(IntegrityTest, GetManyChecksEveryBlockAndReadsPastACorruptCopy) {
+  LocalCluster cluster(/*heartbeat_timeout_seconds=*/30);
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  const std::vector<std::string> no_scrub = {"--scrub-rate", "0"};
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "", no_scrub}));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w2", "64MiB", "", no_scrub}));
+  // Small blocks, so getBlocks carries them whole, two copies each.
+  std::vector<BlockId> ids;
+  std::map<std::string, std::string> stored;
+  for (uint64_t p = 0; p < 4; ++p) {
+    ids.push_back(BlockId::Rdd(3, p));
+    const std::string id = ids.back().ToString();
+    stored[id] = RandomBytes(100 * 1024, 70 + p);
+    ASSERT_EQ(cluster.Bmctl({"put", id, "-", "--level", "DISK_ONLY_2"}, stored[id]).exit_code, 0);
+  }
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (const auto& [id, where] : cluster.Locations({"rdd_3_0", "rdd_3_1", "rdd_3_2", "rdd_3_3"})) {
+          if (where.size() != 2) return false;
+        }
+        return true;
+      },
+      10s));
+  // Whichever worker a batch goes to, half of its blocks are bad there.
+  cluster.KillWorker("w1");
+  cluster.KillWorker("w2");
+  for (const char* id : {"rdd_3_0", "rdd_3_1"}) {
+    ASSERT_NO_FATAL_FAILURE(CorruptFirstChunk(cluster.worker_disk_dir("w1"), id));
+  }
+  for (const char* id : {"rdd_3_2", "rdd_3_3"}) {
+    ASSERT_NO_FATAL_FAILURE(CorruptFirstChunk(cluster.worker_disk_dir("w2"), id));
+  }
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "", no_scrub}));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w2", "64MiB", "", no_scrub}));
+  ASSERT_TRUE(cluster.WaitForWorkers({"w1", "w2"}));
+
+  Client client(ClientOptions{.master_address = cluster.master_endpoint()});
+  std::vector<Result<std::vector<std::byte>>> got = client.GetMany(ids);
+  ASSERT_EQ(got.size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_TRUE(got[i].ok()) << ids[i].ToString() << ": " << got[i].status().ToString();
+    const std::string& expected = stored[ids[i].ToString()];
+    EXPECT_TRUE(std::equal(got[i]->begin(), got[i]->end(),
+                           reinterpret_cast<const std::byte*>(expected.data()),
+                           reinterpret_cast<const std::byte*>(expected.data()) + expected.size()) &&
+                got[i]->size() == expected.size())
+        << ids[i].ToString() << " came back with different bytes";
+  }
+}
+
 TEST(IntegrityTest, AGetReadsPastACorruptCopyAndFailsWhenEveryCopyIsCorrupt) {
   LocalCluster cluster(/*heartbeat_timeout_seconds=*/30);
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
