@@ -1232,8 +1232,9 @@ void DiskStore::ReclaimRemovedSpace() {
     }
     return;
   }
-  // TODO(perf): this runs on the worker's loop; a flush and a compaction of a few ranges take
-  // milliseconds on a small store, longer on a big one, and only happen when space is short.
+  // A flush and a compaction of a few ranges take milliseconds on a small store, longer on a big
+  // one, and only happen when space is short; they run on the storage thread, behind the jobs
+  // already queued, never on the worker's loop.
   std::vector<std::pair<std::string, std::string>> ranges = std::move(impl_->removed_ranges);
   impl_->removed_ranges.clear();
   impl_->reclaimable_bytes = 0;
