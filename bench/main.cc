@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> scrape_urls;
   double scrape_hz = 20;
   std::string baseline_worker;
+  std::string baseline_bin_dir;
   app.add_flag("--quick", quick,
                "A fast smoke run: short measurements, a 256 MiB big block, 1M master blocks");
   app.add_flag("--json", json, "Print the rows as a JSON list instead of a table");
@@ -78,12 +79,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--master-blocks", master_blocks,
                  "Blocks registered in workload 5, comma separated (default 1000000,10000000)");
-  app.add_option("--workloads", only, "Run only these workloads (0 = memcpy, 1-10)")->delimiter(',');
+  app.add_option("--workloads", only, "Run only these workloads (0 = memcpy, 1-11)")->delimiter(',');
   app.add_option("--work-dir", work_dir, "Logs and disk directories")->capture_default_str();
   app.add_option("--baseline-worker", baseline_worker,
                  "A bm-worker binary of another build (an older release, say) that workload 10 "
                  "also measures, in the same run, for comparison")
       ->check(CLI::ExistingFile);
+  app.add_option("--baseline-bin-dir", baseline_bin_dir,
+                 "The bin directory of a build from before block digests; workload 11 runs its "
+                 "master, worker and client beside this build's to measure what digests cost")
+      ->check(CLI::ExistingDirectory);
   app.add_option("--client", client_task, "(internal) run one client task")->group("");
   app.add_option("--serve-zmq", serve_zmq, "(internal) serve the raw ZeroMQ peer")->group("");
   app.add_option("--serve-bytes", serve_bytes, "(internal) raw ZeroMQ peer's buffer")->group("");
@@ -135,6 +140,7 @@ int main(int argc, char** argv) {
   config.db_bench_values = quick ? 200 : 500;
   config.only.insert(only.begin(), only.end());
   config.baseline_worker = baseline_worker;
+  config.baseline_bin_dir = baseline_bin_dir;
 
   bm::bench::Report report = bm::bench::RunBenchmark(config);
   if (json) {

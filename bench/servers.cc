@@ -77,7 +77,7 @@ Result<std::unique_ptr<BlockmgrCluster>> BlockmgrCluster::Start(const BenchEnv& 
   };
   ASSIGN_OR_RETURN(PeerServer master,
                    StartListening(
-                       env.bin_dir + "/bm-master",
+                       (options.bin_dir.empty() ? env.bin_dir : options.bin_dir) + "/bm-master",
                        [&](int port) -> std::vector<std::string> {
                          std::vector<std::string> args = {
                              "--listen", Loopback(port), "--heartbeat-timeout",
@@ -99,8 +99,8 @@ Result<std::unique_ptr<BlockmgrCluster>> BlockmgrCluster::Start(const BenchEnv& 
     std::filesystem::remove_all(disk_dir);
     ASSIGN_OR_RETURN(PeerServer worker,
                      StartListening(
-                         options.worker_binary.empty() ? env.bin_dir + "/bm-worker"
-                                                       : options.worker_binary,
+                         !options.worker_binary.empty() ? options.worker_binary
+                         : (options.bin_dir.empty() ? env.bin_dir : options.bin_dir) + "/bm-worker",
                          [&](int port) -> std::vector<std::string> {
                            std::vector<std::string> args = {
                                "--master",   cluster->master_endpoint_,

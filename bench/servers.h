@@ -30,8 +30,10 @@ class BlockmgrCluster {
     // master_key_file() (an admin key).
     bool keys = false;
     bool http = false;  // --http on the master and every worker, on free loopback ports
-    // The bm-worker binary; empty: the one in BenchEnv::bin_dir.
+    // The bm-worker binary; empty: the one in bin_dir.
     std::string worker_binary{};
+    // Where bm-master and bm-worker come from; empty: BenchEnv::bin_dir.
+    std::string bin_dir{};
   };
 
   static Result<std::unique_ptr<BlockmgrCluster>> Start(const BenchEnv& env, Options options);

@@ -41,12 +41,13 @@ class Runner {
   Report& report() { return report_; }
 
   // Runs `task` in a client process of its own (`bm-bench --client`); its figures, or why not.
-  Result<Json> Client(Json task) {
+  // `bin_dir`: another build's bm-bench runs the task (empty: this one's).
+  Result<Json> Client(Json task, const std::string& bin_dir = "") {
     task["seconds"] = config_.seconds;
     const std::string log = config_.env.work_dir + "/clients.log";
     ASSIGN_OR_RETURN(CommandOutput run,
-                     RunCommand(config_.env.bin_dir + "/bm-bench", {"--client", task.dump()}, log,
-                                std::chrono::minutes(15)));
+                     RunCommand((bin_dir.empty() ? config_.env.bin_dir : bin_dir) + "/bm-bench",
+                                {"--client", task.dump()}, log, std::chrono::minutes(15)));
     Json result = Json::parse(run.out, nullptr, /*allow_exceptions=*/false);
     if (run.exit_code != 0 || result.is_discarded() || !result.value("ok", false)) {
       std::string why = result.is_object() ? result.value("error", "") : "";
@@ -841,6 +842,46 @@ void GetsDuringSpills(Runner& runner) {
   if (before) add(" (baseline worker: " + baseline + ")", *before);
 }
 
+// ---- workload 11: what block digests cost ----
+
+// The same transfers on this build and on a build from before digests (its own master, worker
+// and client), taking turns: every put byte is digested by the client and checked by the
+// worker, every get byte checked by the client.
+void DigestCost(Runner& runner) {
+  const std::string baseline = runner.config().baseline_bin_dir;
+  if (baseline.empty()) {
+    runner.Note("11. digest cost skipped: it needs --baseline-bin-dir (a build from before digests)");
+    return;
+  }
+  Progress("11: 64 MiB and 1 MiB transfers with digests against the build without them");
+  const BenchEnv& env = runner.config().env;
+  Result<std::unique_ptr<BlockmgrCluster>> now =
+      BlockmgrCluster::Start(env, {.name = "digest", .workers = 1, .worker_memory = "1GiB"});
+  Result<std::unique_ptr<BlockmgrCluster>> before = BlockmgrCluster::Start(
+      env, {.name = "digest-baseline", .workers = 1, .worker_memory = "1GiB", .bin_dir = baseline});
+  if (!now.ok() || !before.ok()) {
+    runner.Note("11. digest cost: " + (now.ok() ? before : now).status().message());
+    return;
+  }
+  for (const auto& [size, ids, label] : {std::tuple<uint64_t, int, const char*>{64u << 20, 4, "64 MiB"},
+                                         {1u << 20, 64, "1 MiB"}}) {
+    auto task = [&, size = size, ids = ids](const BlockmgrCluster& cluster) {
+      return Json{{"task", "bm_transfer"}, {"master", cluster.master_endpoint()},
+                  {"size", size}, {"ids", ids}, {"rdd", 11}, {"level", "MEMORY_ONLY"}};
+    };
+    std::vector<Result<Json>> results =
+        Interleaved(runner.config(), {[&] { return runner.Client(task(**now)); },
+                                      [&] { return runner.Client(task(**before), baseline); }});
+    for (const char* op : {"put", "get"}) {
+      const std::string key = std::string(op) + "_bytes_per_s";
+      runner.Add(std::string("11. digest cost: ") + label + " " + op + ", memory", "GB/s",
+                 runner.Figure(results[0], key, kGB, std::string("digests ") + label),
+                 "same, build without digests",
+                 runner.Figure(results[1], key, kGB, std::string("no digests ") + label), 0.95);
+    }
+  }
+}
+
 }  // namespace
 
 Report RunBenchmark(const BenchConfig& config) {
@@ -872,6 +913,7 @@ Report RunBenchmark(const BenchConfig& config) {
   }
   if (selected(5)) MasterLoad(runner);
   if (selected(10)) GetsDuringSpills(runner);
+  if (selected(11)) DigestCost(runner);
   if (selected(6)) {
     if (config.big_block_bytes > 0) {
       BigBlock(runner);

@@ -26,6 +26,9 @@ struct BenchConfig {
   uint64_t db_bench_values = 1000;
   // A bm-worker of another build that workload 10 measures too; empty = none.
   std::string baseline_worker;
+  // The bin directory of a build from before block digests (bm-master, bm-worker, bm-bench)
+  // that workload 11 measures side by side; empty = workload 11 is skipped.
+  std::string baseline_bin_dir;
   // Which workloads to run (0 = memcpy); empty = all.
   std::set<int> only;
 };
