@@ -263,11 +263,9 @@ void BlockManager::CommitPut(UploadId upload_id, Callback<Result<Tier>> done) {
 
 void BlockManager::FinishMemoryCommit(Upload& upload, Callback<Result<Tier>> done) {
   const BlockId id = upload.id;
-  if (std::optional<MemoryBlock> old = memory_->Remove(id)) {
-    // Its bytes stay alive for in-flight sends holding its chunks. Same tier: the stored
-    // change below supersedes it.
-    (void)old;
-  }
+  // The old version's bytes stay alive for in-flight sends holding its chunks; on the same tier,
+  // the stored change below supersedes it for the master.
+  memory_->Remove(id);
   memory_->Insert(MemoryBlock{id, upload.level, std::move(upload.data), NewMemoryGeneration(),
                               upload.version.token, upload.digester.Finish().units});
   RecordStored(BlockStatus{id, upload.level, Tier::kMemory, upload.total_size,

@@ -7,13 +7,13 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <tuple>
 #include <string>
 #include <vector>
 
 #include "client/client.h"
+#include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
 
 namespace bm::testing {
@@ -32,12 +32,6 @@ std::vector<std::byte> Pattern(uint64_t size, uint64_t seed) {
     std::memcpy(bytes.data() + i, &word, 8);
   }
   return bytes;
-}
-
-// The whole log of a process the cluster started.
-std::string WholeLog(const LocalCluster& cluster, const std::string& name) {
-  std::ifstream in(cluster.dir().Sub(name + ".log"));
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 TEST(MemoryPressureTest, GibibytePutSpillsInTheBackgroundAndTheWorkerIsNeverDropped) {
@@ -75,7 +69,7 @@ TEST(MemoryPressureTest, GibibytePutSpillsInTheBackgroundAndTheWorkerIsNeverDrop
       milliseconds(60000)))
       << cluster.LogTail("w1");
   EXPECT_EQ(cluster.ListedWorkers(), std::vector<std::string>{"w1"});
-  EXPECT_EQ(WholeLog(cluster, "master").find("dropped worker"), std::string::npos)
+  EXPECT_EQ(ReadFile(cluster.dir().Sub("master.log")).find("dropped worker"), std::string::npos)
       << cluster.LogTail("master");
 
   // Byte-exact, from whichever tier each block is on now.
@@ -87,7 +81,7 @@ TEST(MemoryPressureTest, GibibytePutSpillsInTheBackgroundAndTheWorkerIsNeverDrop
   Result<std::vector<std::byte>> got = client.Get(BlockId::Rdd(2, 0));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_TRUE(*got == big) << "rdd_2_0 differs";
-  EXPECT_EQ(WholeLog(cluster, "master").find("dropped worker"), std::string::npos);
+  EXPECT_EQ(ReadFile(cluster.dir().Sub("master.log")).find("dropped worker"), std::string::npos);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "common/curve_keys.h"
 #include "common/protocol.h"
 #include "common/transport.h"
+#include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/process.h"
 #include "tests/support/tcp_proxy.h"
@@ -35,13 +36,6 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 const std::string kBlock = "rdd_7_0";
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // One raw request, as a plain ZeroMQ peer would send it.
 Result<IncomingMessage> RawCall(zmq::context_t& context, const std::string& endpoint,

@@ -11,19 +11,13 @@
 
 #include "client/client.h"
 #include "tests/packaging/packaging_support.h"
+#include "tests/support/files.h"
 #include "tests/support/temp_dir.h"
 
 namespace bm::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string ReadAll(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // The long flags (--name) in `text`.
 std::vector<std::string> LongFlags(const std::string& text) {
@@ -118,7 +112,7 @@ TEST_F(DebPackageTest, ServerPackageHasBinariesUnitsAndConfig) {
   const std::string control = dir_->Sub("control");
   CommandResult extracted = RunCommand("/usr/bin/dpkg-deb", {"-e", Package("blockmgr"), control});
   ASSERT_EQ(extracted.exit_code, 0) << Describe(extracted);
-  const std::string postinst = ReadAll(control + "/postinst");
+  const std::string postinst = ReadFile(control + "/postinst");
   EXPECT_NE(postinst.find("useradd --system"), std::string::npos) << postinst;
   EXPECT_NE(postinst.find("/var/lib/blockmgr"), std::string::npos) << postinst;
   for (const char* script : {"postinst", "prerm", "postrm"}) {
@@ -128,7 +122,7 @@ TEST_F(DebPackageTest, ServerPackageHasBinariesUnitsAndConfig) {
                 fs::perms::none)
         << script;
   }
-  const std::string conffiles = ReadAll(control + "/conffiles");
+  const std::string conffiles = ReadFile(control + "/conffiles");
   EXPECT_NE(conffiles.find("/etc/blockmgr/master.toml"), std::string::npos) << conffiles;
   EXPECT_NE(conffiles.find("/etc/blockmgr/worker.toml"), std::string::npos) << conffiles;
 }
@@ -149,15 +143,15 @@ TEST_F(DebPackageTest, LibraryAndDevPackagesSplitRuntimeFromHeaders) {
   CommandResult extracted =
       RunCommand("/usr/bin/dpkg-deb", {"-e", Package("libblockmgr-client0"), control});
   ASSERT_EQ(extracted.exit_code, 0) << Describe(extracted);
-  EXPECT_NE(ReadAll(control + "/shlibs").find("libblockmgr_client 0 libblockmgr-client0"),
+  EXPECT_NE(ReadFile(control + "/shlibs").find("libblockmgr_client 0 libblockmgr-client0"),
             std::string::npos);
-  EXPECT_NE(ReadAll(control + "/postinst").find("ldconfig"), std::string::npos);
+  EXPECT_NE(ReadFile(control + "/postinst").find("ldconfig"), std::string::npos);
 }
 
 TEST_F(DebPackageTest, UnitsStartPackagedBinariesWithFlagsTheyAccept) {
   const std::string root = UnpackedRoot();
   for (const char* unit : {"bm-master.service", "bm-worker@.service"}) {
-    const std::string text = ReadAll(root + "/usr/lib/systemd/system/" + unit);
+    const std::string text = ReadFile(root + "/usr/lib/systemd/system/" + unit);
     std::smatch exec;
     ASSERT_TRUE(std::regex_search(text, exec, std::regex(R"(\nExecStart=(\S+)([^\n]*))"))) << unit;
     const std::string binary = exec[1];
@@ -176,7 +170,7 @@ TEST_F(DebPackageTest, UnitsStartPackagedBinariesWithFlagsTheyAccept) {
   for (const auto& [file, binary] :
        {std::pair{"master.toml", "bm-master"}, std::pair{"worker.toml", "bm-worker"}}) {
     CommandResult help = RunCommand(root + "/usr/bin/" + binary, {"--help"});
-    const std::vector<std::string> keys = ConfigKeys(ReadAll(root + "/etc/blockmgr/" + file));
+    const std::vector<std::string> keys = ConfigKeys(ReadFile(root + "/etc/blockmgr/" + file));
     EXPECT_GE(keys.size(), 3u) << file;
     for (const std::string& key : keys) {
       EXPECT_NE(help.out.find("--" + key), std::string::npos) << file << " sets " << key;
@@ -196,7 +190,7 @@ TEST_F(DebPackageTest, PackagedMasterRunsFromPackagedConfig) {
   Client client(
       ClientOptions{.master_address = endpoint, .request_timeout = std::chrono::milliseconds(300)});
   EXPECT_TRUE(WaitFor([&] { return client.PingMaster().ok(); }, std::chrono::seconds(10)))
-      << ReadAll(dir_->Sub("master.log"));
+      << ReadFile(dir_->Sub("master.log"));
 }
 
 TEST_F(DebPackageTest, UnitsPassSystemdAnalyzeVerify) {
@@ -211,7 +205,7 @@ TEST_F(DebPackageTest, UnitsPassSystemdAnalyzeVerify) {
   for (const auto& [unit, as] : {std::pair{"bm-master.service", "bm-master.service"},
                                  std::pair{"bm-worker@.service", "bm-worker@test.service"}}) {
     const std::string text =
-        std::regex_replace(ReadAll(root + "/usr/lib/systemd/system/" + unit),
+        std::regex_replace(ReadFile(root + "/usr/lib/systemd/system/" + unit),
                            std::regex("ExecStart=/usr/bin/"), "ExecStart=" + root + "/usr/bin/");
     std::ofstream(units + "/" + as) << text;
     args.push_back(units + "/" + as);

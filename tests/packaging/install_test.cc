@@ -13,6 +13,7 @@
 
 #include "client/client.h"
 #include "tests/packaging/packaging_support.h"
+#include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/temp_dir.h"
 
@@ -20,13 +21,6 @@ namespace bm::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string ReadAll(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 class InstallTest : public ::testing::Test {
  protected:
@@ -64,7 +58,7 @@ TEST_F(InstallTest, PublicHeadersAreSelfContained) {
   for (const fs::directory_entry& entry : fs::recursive_directory_iterator(prefix() + "/include")) {
     if (!entry.is_regular_file()) continue;
     ++headers;
-    const std::string text = ReadAll(entry.path());
+    const std::string text = ReadFile(entry.path());
     for (std::sregex_iterator it(text.begin(), text.end(), include_line), end; it != end; ++it) {
       const std::string included = (*it)[2];
       const bool project = included.find('/') != std::string::npos;

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "tests/packaging/packaging_support.h"
+#include "tests/support/files.h"
 
 namespace bm::testing {
 namespace {
@@ -18,13 +19,6 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kManifests = std::string(BM_SOURCE_DIR) + "/deploy/k8s";
-
-std::string ReadAll(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::vector<std::string> ManifestFiles() {
   std::vector<std::string> files;
@@ -69,7 +63,7 @@ TEST(K8sManifestTest, FlagsAndVariablesExistInTheBinaries) {
   int checked = 0;
   for (const std::string& file : ManifestFiles()) {
     // The binary a flag belongs to is the last one named before it in the file.
-    const std::string text = ReadAll(file);
+    const std::string text = ReadFile(file);
     std::string binary;
     std::istringstream lines(text);
     for (std::string line; std::getline(lines, line);) {
@@ -111,12 +105,12 @@ TEST(K8sManifestTest, FlagsAndVariablesExistInTheBinaries) {
 // The manifests use what the issue of running on Kubernetes needs: the downward API for the
 // worker's address and host, the memory limit, the drain on stop, the master's volume.
 TEST(K8sManifestTest, WorkersUseTheDownwardApiAndDrainOnStop) {
-  const std::string workers = ReadAll(kManifests + "/workers.yaml");
+  const std::string workers = ReadFile(kManifests + "/workers.yaml");
   EXPECT_NE(workers.find("fieldPath: status.podIP"), std::string::npos);
   EXPECT_NE(workers.find("fieldPath: spec.nodeName"), std::string::npos);
   EXPECT_NE(workers.find("resource: limits.memory"), std::string::npos);
   EXPECT_NE(workers.find("decommission"), std::string::npos);
-  const std::string master = ReadAll(kManifests + "/master.yaml");
+  const std::string master = ReadFile(kManifests + "/master.yaml");
   EXPECT_NE(master.find("clusterIP: None"), std::string::npos);
   EXPECT_NE(master.find("volumeClaimTemplates"), std::string::npos);
   EXPECT_TRUE(fs::exists(kManifests + "/Containerfile"));
