@@ -51,8 +51,18 @@ uint64_t StreamingDigest::value() const { return XXH3_64bits_digest(&state_->xxh
 
 void StreamingDigest::Reset() { XXH3_64bits_reset(&state_->xxh); }
 
+uint64_t BlockDigestOf(std::span<const uint64_t> unit_digests) {
+  if (unit_digests.empty()) return 0;
+  std::vector<std::byte> bytes(unit_digests.size() * 8);
+  for (size_t i = 0; i < unit_digests.size(); ++i) {
+    for (size_t b = 0; b < 8; ++b) {
+      bytes[i * 8 + b] = static_cast<std::byte>(unit_digests[i] >> (8 * b));
+    }
+  }
+  return DigestOf(bytes);
+}
+
 void BlockDigester::Update(std::span<const std::byte> bytes) {
-  block_.Update(bytes);
   bytes_ += bytes.size();
   while (!bytes.empty()) {
     const size_t n = std::min<uint64_t>(kDigestUnitBytes - in_unit_, bytes.size());
@@ -98,8 +108,9 @@ std::optional<uint64_t> FirstBadUnit(const std::vector<std::span<const std::byte
 }
 
 BlockDigests BlockDigester::Finish() const {
-  BlockDigests digests{units_, block_.value()};
+  BlockDigests digests{units_, 0};
   if (in_unit_ > 0) digests.units.push_back(unit_.value());
+  digests.block = BlockDigestOf(digests.units);
   return digests;
 }
 

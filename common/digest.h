@@ -39,7 +39,12 @@ class StreamingDigest {
   std::unique_ptr<State> state_;
 };
 
-// The digests of a block: one per unit and one of the whole block.
+// The digest of a whole block: XXH3-64 of its unit digests (each as 8 little-endian bytes), so
+// it costs no second pass over the bytes and anyone holding the unit digests (a worker, the
+// master) can compute it. 0 for an empty block.
+uint64_t BlockDigestOf(std::span<const uint64_t> unit_digests);
+
+// The digests of a block: one per unit and one of the whole block (BlockDigestOf the units).
 struct BlockDigests {
   std::vector<uint64_t> units;
   uint64_t block = 0;
@@ -56,7 +61,6 @@ class BlockDigester {
   uint64_t bytes() const { return bytes_; }
 
  private:
-  StreamingDigest block_;
   StreamingDigest unit_;
   std::vector<uint64_t> units_;
   uint64_t bytes_ = 0;

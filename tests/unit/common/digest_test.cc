@@ -47,10 +47,10 @@ TEST(DigestTest, OneFlippedBitChangesTheDigest) {
 TEST(DigestTest, BlockDigesterCutsUnitsAtBlockOffsetsWhateverThePieces) {
   const std::vector<std::byte> bytes = testing::RandomByteVector(2 * kDigestUnitBytes + 5, 3);
   const std::span<const std::byte> all(bytes);
-  const BlockDigests expected{{DigestOf(all.subspan(0, kDigestUnitBytes)),
-                               DigestOf(all.subspan(kDigestUnitBytes, kDigestUnitBytes)),
-                               DigestOf(all.subspan(2 * kDigestUnitBytes))},
-                              DigestOf(all)};
+  const std::vector<uint64_t> units{DigestOf(all.subspan(0, kDigestUnitBytes)),
+                                    DigestOf(all.subspan(kDigestUnitBytes, kDigestUnitBytes)),
+                                    DigestOf(all.subspan(2 * kDigestUnitBytes))};
+  const BlockDigests expected{units, BlockDigestOf(units)};
   for (size_t piece : {size_t{300000}, kDigestUnitBytes + 1, bytes.size()}) {
     BlockDigester digester;
     for (size_t at = 0; at < bytes.size(); at += piece) {
@@ -63,6 +63,15 @@ TEST(DigestTest, BlockDigesterCutsUnitsAtBlockOffsetsWhateverThePieces) {
   EXPECT_EQ(DigestUnitCount(kDigestUnitBytes), 1u);
   EXPECT_EQ(DigestUnitCount(0), 0u);
   EXPECT_EQ(BlockDigester().Finish().units.size(), 0u);
+}
+
+TEST(DigestTest, TheBlockDigestCoversEveryUnitInOrder) {
+  const std::vector<uint64_t> units{1, 2, 3};
+  const uint64_t digest = BlockDigestOf(units);
+  EXPECT_NE(digest, BlockDigestOf(std::vector<uint64_t>{1, 3, 2}));
+  EXPECT_NE(digest, BlockDigestOf(std::vector<uint64_t>{1, 2}));
+  EXPECT_NE(digest, BlockDigestOf(std::vector<uint64_t>{1, 2, 3 ^ (uint64_t{1} << 63)}));
+  EXPECT_EQ(BlockDigestOf({}), 0u);
 }
 
 }  // namespace
