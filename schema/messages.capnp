@@ -51,6 +51,10 @@ struct BlockStatus {
   # by the copies that put made (and by copies made from them later). 0 = unknown (a block
   # stored before versions existed). See PROTOCOL.md, "One version per block id".
   version @4 :UInt64;
+  # The block's digest: BlockDigestOf its stored unit digests (common/digest.h), the same on
+  # every copy of one version. 0 = unknown (stored before digests existed, or from an old
+  # worker). See PROTOCOL.md, "Integrity".
+  digest @5 :UInt64;
 }
 
 # One change a worker reports: the block is now held as `status`, or it is gone.
@@ -134,6 +138,10 @@ struct BlockLocations {
   blockId @0 :Text;
   level @1 :StorageLevel;
   locations @2 :List(Location);  # empty when no live worker holds the block
+  # The block's digest as the master keeps it for the current version (BlockStatus.digest);
+  # 0 = unknown. A reader of the whole block checks the unit digests the worker sent against
+  # it (PROTOCOL.md, "Integrity").
+  digest @3 :UInt64;
 }
 
 struct WorkerInfo {

@@ -247,7 +247,7 @@ void BlockManager::CommitPut(UploadId upload_id, Callback<Result<Tier>> done) {
   committing_.insert(id);
   std::shared_ptr<Upload> shared(std::move(upload));
   storage_->Submit([this, shared, done = std::move(done)](
-                       BlockStore&) mutable -> StorageThread::Completion {
+                       BlockStore& store) mutable -> StorageThread::Completion {
     DiskUpload& disk = *shared->disk;
     Status committed = disk.failed;
     if (committed.ok()) {
@@ -255,8 +255,11 @@ void BlockManager::CommitPut(UploadId upload_id, Callback<Result<Tier>> done) {
                                          : AbortedError("the upload was abandoned");
     }
     disk.writer.reset();  // committed, or its chunks deleted
-    return [this, shared, committed, done = std::move(done)]() mutable {
-      FinishDiskCommit(*shared, committed, std::move(done));
+    // The block's digest, from the unit digests the commit stored (once, for every report).
+    std::optional<BlockStatus> stored = committed.ok() ? store.Find(shared->id) : std::nullopt;
+    const uint64_t digest = stored ? stored->digest : 0;
+    return [this, shared, committed, digest, done = std::move(done)]() mutable {
+      FinishDiskCommit(*shared, committed, digest, std::move(done));
     };
   });
 }
@@ -266,16 +269,17 @@ void BlockManager::FinishMemoryCommit(Upload& upload, Callback<Result<Tier>> don
   // The old version's bytes stay alive for in-flight sends holding its chunks; on the same tier,
   // the stored change below supersedes it for the master.
   memory_->Remove(id);
+  BlockDigests digests = upload.digester.Finish();
   memory_->Insert(MemoryBlock{id, upload.level, std::move(upload.data), NewMemoryGeneration(),
-                              upload.version.token, upload.digester.Finish().units});
+                              upload.version.token, std::move(digests.units), digests.block});
   RecordStored(BlockStatus{id, upload.level, Tier::kMemory, upload.total_size,
-                           upload.version.token},
+                           upload.version.token, digests.block},
                upload.version.fresh, upload.version.lease);
   done(Tier::kMemory);
 }
 
 void BlockManager::FinishDiskCommit(const Upload& upload, const Status& committed,
-                                    Callback<Result<Tier>> done) {
+                                    uint64_t digest, Callback<Result<Tier>> done) {
   committing_.erase(committing_.find(upload.id));
   if (!committed.ok()) {
     done(committed);
@@ -289,7 +293,7 @@ void BlockManager::FinishDiskCommit(const Upload& upload, const Status& committe
     RecordRemoved({id, old->level, Tier::kMemory, old->data.size, old->version});
   }
   const BlockStatus status{id, upload.level, Tier::kDisk, upload.total_size,
-                           upload.version.token};
+                           upload.version.token, digest};
   disk_index_.insert_or_assign(id, status);
   RecordStored(status, upload.version.fresh, upload.version.lease);
   done(Tier::kDisk);
@@ -444,11 +448,13 @@ void BlockManager::Verify(const BlockId& id, Callback<Result<BlockCheck>> done) 
 
 std::optional<BlockStatus> BlockManager::Find(const BlockId& id) const {
   if (const MemoryBlock* block = memory_->Peek(id)) {
-    return BlockStatus{id, block->level, Tier::kMemory, block->data.size, block->version};
+    return BlockStatus{id,           block->level,   Tier::kMemory,
+                       block->data.size, block->version, block->block_digest};
   }
   if (auto spill = spilling_.find(id); spill != spilling_.end()) {
     const MemoryBlock& block = spill->second.block;
-    return BlockStatus{id, block.level, Tier::kMemory, block.data.size, block.version};
+    return BlockStatus{id, block.level, Tier::kMemory, block.data.size, block.version,
+                       block.block_digest};
   }
   if (auto on_disk = disk_index_.find(id); on_disk != disk_index_.end()) return on_disk->second;
   return std::nullopt;
@@ -501,7 +507,8 @@ std::vector<BlockStatus> BlockManager::List() const {
   blocks.reserve(blocks.size() + spilling_.size() + disk_index_.size());
   for (const auto& [id, spill] : spilling_) {
     const MemoryBlock& block = spill.block;
-    blocks.push_back({id, block.level, Tier::kMemory, block.data.size, block.version});
+    blocks.push_back(
+        {id, block.level, Tier::kMemory, block.data.size, block.version, block.block_digest});
   }
   for (const auto& [id, status] : disk_index_) blocks.push_back(status);
   std::sort(blocks.begin(), blocks.end(),
@@ -590,7 +597,8 @@ void BlockManager::SpillFinished(const BlockId& id, uint64_t ticket, const Statu
   RecordRemoved({id, block.level, Tier::kMemory, block.data.size, block.version});
   if (written.ok()) {
     ++spills_;
-    const BlockStatus status{id, block.level, Tier::kDisk, block.data.size, block.version};
+    const BlockStatus status{id,           block.level,   Tier::kDisk,
+                             block.data.size, block.version, block.block_digest};
     disk_index_.insert_or_assign(id, status);
     RecordStored(status, /*fresh=*/false);
   } else {

@@ -193,7 +193,8 @@ class BlockManager {
   void RemoveFromDisk(const BlockId& id);
   // The memory commit, once any disk copy it replaces is gone.
   void FinishMemoryCommit(Upload& upload, Callback<Result<Tier>> done);
-  void FinishDiskCommit(const Upload& upload, const Status& committed,
+  // `digest`: the committed block's digest (BlockStatus::digest).
+  void FinishDiskCommit(const Upload& upload, const Status& committed, uint64_t digest,
                         Callback<Result<Tier>> done);
   // A range of an in-memory block's bytes.
   static Result<BlockRead> SliceMemoryBlock(const MemoryBlock& block, uint64_t offset,

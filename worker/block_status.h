@@ -16,6 +16,9 @@ struct BlockStatus {
   uint64_t size;
   // Which put wrote it (the master's version token, schema BlockStatus.version); 0 = unknown.
   uint64_t version = 0;
+  // The block's digest (BlockDigestOf its unit digests, common/digest.h), computed once when
+  // the block was stored or loaded; 0 = stored without digests.
+  uint64_t digest = 0;
 };
 
 // One change to report to the master: the block is now held as `status`, or it is gone.

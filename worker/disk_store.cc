@@ -959,8 +959,12 @@ Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generatio
 std::optional<BlockStatus> DiskStore::Find(const BlockId& id) const {
   auto found = impl_->index.find(id);
   if (found == impl_->index.end()) return std::nullopt;
-  return BlockStatus{id, found->second.level, Tier::kDisk, found->second.size,
-                     found->second.version};
+  return BlockStatus{id,
+                     found->second.level,
+                     Tier::kDisk,
+                     found->second.size,
+                     found->second.version,
+                     BlockDigestOf(found->second.unit_digests)};
 }
 
 Status DiskStore::Remove(const BlockId& id) {
@@ -995,7 +999,8 @@ std::vector<BlockStatus> DiskStore::List() const {
   std::vector<BlockStatus> blocks;
   blocks.reserve(impl_->index.size());
   for (const auto& [id, meta] : impl_->index) {
-    blocks.push_back({id, meta.level, Tier::kDisk, meta.size, meta.version});
+    blocks.push_back(
+        {id, meta.level, Tier::kDisk, meta.size, meta.version, BlockDigestOf(meta.unit_digests)});
   }
   return blocks;
 }

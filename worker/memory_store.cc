@@ -96,7 +96,8 @@ std::vector<BlockStatus> MemoryStore::List() const {
   std::vector<BlockStatus> blocks;
   blocks.reserve(lru_.size());
   for (const MemoryBlock& block : lru_) {
-    blocks.push_back({block.id, block.level, Tier::kMemory, block.data.size, block.version});
+    blocks.push_back(
+        {block.id, block.level, Tier::kMemory, block.data.size, block.version, block.block_digest});
   }
   std::sort(blocks.begin(), blocks.end(),
             [](const BlockStatus& a, const BlockStatus& b) { return a.id < b.id; });

@@ -24,6 +24,8 @@ struct MemoryBlock {
   // Digests of its units (common/digest.h), computed from the bytes as they arrived, checked by
   // readers and before a spill to disk.
   std::vector<uint64_t> unit_digests{};
+  // BlockDigestOf(unit_digests), kept so reports do not hash them again; 0 = no digests.
+  uint64_t block_digest = 0;
 };
 
 // A byte-budgeted LRU of in-memory blocks.

@@ -10,6 +10,7 @@ void FillBlockStatus(const BlockStatus& status, proto::BlockStatus::Builder out)
   out.setSize(status.size);
   out.setLevel(ToProto(status.level));
   out.setVersion(status.version);
+  out.setDigest(status.digest);
 }
 
 }  // namespace bm
