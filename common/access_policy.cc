@@ -128,10 +128,16 @@ Status AuthorizeWorkerRequest(bool secure, const std::optional<PeerIdentity>& ma
     case Which::GET_BLOCK:
     case Which::GET_BLOCKS:
     case Which::CONTAINS_BLOCK:
-    case Which::VERIFY_BLOCK:
       // Workers put and read blocks on each other when they replicate.
       if (IsClientOrAdmin(peer->role) || peer->role == KeyRole::kWorker) return Status::Ok();
       return Denied(*peer, which, "client, admin or worker");
+    case Which::VERIFY_BLOCK:
+      // The master too: it asks for a copy reported with a mismatching digest to be verified.
+      if (IsClientOrAdmin(peer->role) || peer->role == KeyRole::kWorker ||
+          peer->role == KeyRole::kMaster) {
+        return Status::Ok();
+      }
+      return Denied(*peer, which, "client, admin, worker or master");
     case Which::REMOVE_BLOCKS:
     case Which::REPLICATE_BLOCK:
     case Which::DECOMMISSION:

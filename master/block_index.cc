@@ -80,7 +80,7 @@ bool BlockIndex::Entry::Remove(Slot worker) {
 // ---- BlockIndex ----
 
 BlockIndex::BlockIndex() {
-  static_assert(sizeof(Entry) <= 32, "keep a block's entry small: the index holds millions");
+  static_assert(sizeof(Entry) <= 40, "keep a block's entry small: the index holds millions");
 }
 
 BlockIndex::~BlockIndex() = default;
@@ -183,7 +183,9 @@ ApplyResult BlockIndex::Apply(std::string_view worker_id, const BlockChange& cha
     result.recorded = false;
     return result;
   }
+  bool new_version = current == nullptr;
   if (current != nullptr && current->version() != change.version && current->version() != 0) {
+    new_version = true;
     if (!change.fresh) {
       result.recorded = false;  // a copy of a version other than the current one
       return result;
@@ -203,10 +205,29 @@ ApplyResult BlockIndex::Apply(std::string_view worker_id, const BlockChange& cha
       ReleaseLocation(slot);
     }
   }
+  if (!new_version && current->digest() != 0 && change.digest != 0 &&
+      change.digest != current->digest()) {
+    // Not the version's bytes: not listed, nor left listed from an earlier report.
+    result.recorded = false;
+    result.digest_mismatch = true;
+    result.expected_digest = current->digest();
+    const std::optional<Slot> own = SlotOf(worker_id);
+    if (own && current->Remove(*own)) {
+      ReleaseLocation(*own);
+      if (current->count() == 0) {
+        history_.Lost(change.id, current->version());
+        EraseEntry(change.id);
+      }
+    }
+    return result;
+  }
   const Slot slot = Intern(worker_id);
   Entry& entry = FindOrAddEntry(change.id);
   entry.set_level(change.level);
   entry.set_version(change.version);
+  // A new version brings its digest (or none); the current one learns it from the first copy
+  // reported with one.
+  if (new_version || entry.digest() == 0) entry.set_digest(change.digest);
   if (entry.Set(slot, change.tier, change.size)) {
     ++slot_locations_[slot];
   } else {
@@ -288,7 +309,7 @@ void BlockIndex::SortedLocations(const Entry& entry, std::vector<LocationRef>* o
 }
 
 BlockInfo BlockIndex::MakeInfo(const BlockId& id, const Entry& entry) const {
-  BlockInfo info{id, entry.level(), {}};
+  BlockInfo info{id, entry.level(), {}, entry.digest()};
   info.locations.reserve(entry.count());
   for (size_t i = 0; i < entry.count(); ++i) {
     Entry::Location location = entry.at(i);
@@ -316,8 +337,10 @@ void BlockIndex::Prefetch(const BlockId& id) const {
 }
 
 std::optional<StorageLevel> BlockIndex::FindLocations(const BlockId& id,
-                                                      std::vector<LocationRef>* out) const {
+                                                      std::vector<LocationRef>* out,
+                                                      uint64_t* digest) const {
   const Entry* entry = FindEntry(id);
+  if (digest != nullptr) *digest = entry == nullptr ? 0 : entry->digest();
   if (entry == nullptr) {
     out->clear();
     return std::nullopt;

@@ -36,6 +36,7 @@ struct BlockInfo {
   BlockId id;
   StorageLevel level;
   std::vector<IndexedLocation> locations;  // never empty; memory before disk, then by worker id
+  uint64_t digest = 0;  // the current version's block digest (BlockChange::digest); 0 = unknown
 };
 
 // One copy of a block as the index holds it, for lookups that copy nothing: `worker_id` is the
@@ -57,6 +58,8 @@ struct BlockChange {
   uint64_t version = 0;  // the writer's token (BlockStatus.version); 0 = unknown
   bool fresh = false;    // a put just committed it: it replaces every other version
   uint64_t lease = 0;    // the compute lease a fresh get-or-compute put stored it under
+  // The copy's block digest (BlockStatus.digest: BlockDigestOf its unit digests); 0 = unknown.
+  uint64_t digest = 0;
 };
 
 // A copy the index no longer lists because its version was replaced (or is stale): its worker
@@ -75,6 +78,12 @@ struct ApplyResult {
   // A fresh version replaced the current one: the copies of the old version, dropped from the
   // index, whose workers must remove them.
   std::vector<RetiredCopy> replaced;
+  // The change was a copy of the current version whose digest differs from the block's (both
+  // known): its bytes are not the version's bytes (or its digest metadata is wrong). It was not
+  // recorded (`recorded` is false), and the worker's earlier location of the block, if any, was
+  // dropped. The copy is not stale: the worker is to verify it, not to remove it.
+  bool digest_mismatch = false;
+  uint64_t expected_digest = 0;  // with digest_mismatch: the version's digest
 };
 
 // The cached partitions of one RDD, summed over its blocks' locations.
@@ -89,8 +98,8 @@ struct RddSummary {
   bool operator==(const RddSummary&) const = default;
 };
 
-// Where every block is: for each block its storage level, its current version and the workers
-// holding it (with tier and size). Invariant: a block is tracked exactly while at least one
+// Where every block is: for each block its storage level, its current version with its digest,
+// and the workers holding it (with tier and size). Invariant: a block is tracked exactly while at least one
 // worker holds it; the last removed location erases it.
 //
 // One version per block id (PROTOCOL.md, "One version per block id"): every location of a
@@ -98,13 +107,18 @@ struct RddSummary {
 // are dropped and returned to the caller to remove); a copy of any other version that is not a
 // fresh put is refused as stale, as is a copy of a version retired earlier (VersionHistory).
 //
+// Digests: the current version's block digest is set by the first copy reported with one (the
+// put's own commit; or, when the version was first reported without one, the first copy that
+// has one) and goes with the version. A copy of the current version reported with another
+// non-zero digest is not listed (ApplyResult::digest_mismatch).
+//
 // Sorted results are in BlockId order (kind, then numerically: rdd_1_2 before rdd_1_10).
 //
 // Memory: the index is sized for millions of blocks. Workers are interned to small slot
 // numbers, a block's first location is stored inline (more copies go to a small heap array),
 // and RDD blocks are keyed by partition under their RDD in a flat table (U64HashMap), so one
-// RDD block costs about 58 bytes and a lookup about one cache miss; another block costs about
-// 90. Queries that list or summarise sort or scan on demand rather than keeping extra
+// RDD block costs about 74 bytes at 10M blocks (bench workload 5; 62 before the entry kept
+// the block digest) and a lookup about one cache miss; another block costs about 100. Queries that list or summarise sort or scan on demand rather than keeping extra
 // per-block indexes.
 //
 // Not thread-safe: owned by the master's event loop.
@@ -135,7 +149,9 @@ class BlockIndex {
   // Find() without copies, for the master's lookup path: the block's level, and its locations
   // in BlockInfo's order in `out` (cleared first; reusing it allocates nothing). nullopt, and
   // `out` empty, when the block is not tracked.
-  std::optional<StorageLevel> FindLocations(const BlockId& id, std::vector<LocationRef>* out) const;
+  // With `digest`, also the block's digest (0 when unknown or not tracked).
+  std::optional<StorageLevel> FindLocations(const BlockId& id, std::vector<LocationRef>* out,
+                                            uint64_t* digest = nullptr) const;
   // A hint that `id` will be looked up soon: starts fetching its entry from memory. Lookups of
   // many ids (getLocations of 100) prefetch a few ids ahead to overlap their cache misses.
   void Prefetch(const BlockId& id) const;
@@ -169,7 +185,7 @@ class BlockIndex {
  private:
   using Slot = uint32_t;
 
-  // One block: its level, version and locations, in 32 bytes. The first location lives inline; further
+  // One block: its level, version, digest and locations, in 40 bytes. The first location lives inline; further
   // copies (rare: replicas, or the same id put on several workers) live in an exact-size heap
   // array. At most one location per worker, and at most kMaxLocations in all (more are not
   // recorded).
@@ -189,6 +205,8 @@ class BlockIndex {
     void set_level(StorageLevel level) { level_ = static_cast<uint8_t>(level); }
     uint64_t version() const { return version_; }
     void set_version(uint64_t version) { version_ = version; }
+    uint64_t digest() const { return digest_; }
+    void set_digest(uint64_t digest) { digest_ = digest; }
     // Sets the worker's location. Returns true if the worker had none before (and one was
     // added: false also when kMaxLocations is reached and the location was not recorded).
     bool Set(Slot worker, Tier tier, uint64_t size);
@@ -198,6 +216,7 @@ class BlockIndex {
    private:
     uint64_t first_size_ = 0;
     uint64_t version_ = 0;
+    uint64_t digest_ = 0;
     Slot first_worker_ = 0;
     uint8_t first_tier_ = 0;
     uint8_t level_ = 0;

@@ -35,7 +35,9 @@ namespace {
 //
 // A location value is 1 byte (bit 0 tier, bits 1-3 level, bits 4-7 zero) and the size as a
 // varint (1-10 bytes): 4 bytes for a 1 MiB block; then the block's version (BlockChange::version)
-// as 8 bytes big-endian, absent when 0 (and in journals written before versions).
+// as 8 bytes big-endian, absent when 0 (and in journals written before versions); then the
+// copy's block digest (BlockChange::digest) as 8 bytes big-endian, absent when 0 (and in
+// journals written before digests were journaled; the version is then written even when 0).
 constexpr std::string_view kFormatKey = "f";
 constexpr char kFormatVersion = 1;
 constexpr std::string_view kWorkerPrefix = "w";
@@ -109,7 +111,8 @@ std::string EncodeLocation(const BlockChange& change) {
   out.push_back(static_cast<char>((change.tier == Tier::kDisk ? 1 : 0) |
                                   (static_cast<int>(change.level) << 1)));
   PutVarint(out, change.size);
-  if (change.version != 0) PutBigEndian(out, change.version);
+  if (change.version != 0 || change.digest != 0) PutBigEndian(out, change.version);
+  if (change.digest != 0) PutBigEndian(out, change.digest);
   return out;
 }
 
@@ -120,9 +123,10 @@ std::optional<BlockChange> DecodeLocation(const BlockId& id, std::string_view va
   const int level = (head >> 1) & 0x7;
   if ((head >> 4) != 0 || level >= kLevelCount) return std::nullopt;
   std::optional<uint64_t> size = GetVarint(value);
-  if (!size || (!value.empty() && value.size() != 8)) return std::nullopt;
+  if (!size || (value.size() != 0 && value.size() != 8 && value.size() != 16)) return std::nullopt;
   BlockChange change{id};
   if (!value.empty()) change.version = GetBigEndian(value);
+  if (value.size() == 16) change.digest = GetBigEndian(value.substr(8));
   change.tier = (head & 1) ? Tier::kDisk : Tier::kMemory;
   change.level = static_cast<StorageLevel>(level);
   change.size = *size;

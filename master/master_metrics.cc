@@ -57,6 +57,11 @@ std::string MasterMetricsText(const ClusterSnapshot& snapshot) {
   out.Family("blockmgr_replication_copies_total", Type::kCounter,
              "Block copies the master started (re-replication and decommission drains).");
   out.Sample("blockmgr_replication_copies_total", static_cast<double>(counters.copies_started));
+  out.Family("blockmgr_digest_mismatch_reports_total", Type::kCounter,
+             "Block copies workers reported with a digest other than their version's; not listed, "
+             "and verified by their workers.");
+  out.Sample("blockmgr_digest_mismatch_reports_total",
+             static_cast<double>(counters.digest_mismatch_reports));
   out.Family("blockmgr_blocks_lost_total", Type::kCounter,
              "Blocks whose last copy went away with a dropped worker.");
   out.Sample("blockmgr_blocks_lost_total", static_cast<double>(counters.blocks_lost));

@@ -90,6 +90,7 @@ Result<BlockChange> DecodeBlockStatus(proto::BlockStatus::Reader status, bool re
   change.tier = FromProto(status.getTier());
   change.size = status.getSize();
   change.version = status.getVersion();
+  change.digest = status.getDigest();
   change.fresh = fresh && !removed;
   return change;
 }
@@ -319,6 +320,10 @@ class MasterServer::Loop {
   // Journals the removal of these copies (already dropped from the index).
   void JournalRemovals(const std::vector<RetiredCopy>& copies);
   void HandleWorkerReply(const std::string& worker_id, IncomingMessage& message);
+  // A copy reported with a digest other than its version's (`expected`): not listed (the index
+  // refused it); counted, logged, and its worker told to re-read it (verifyBlock, reportedBad),
+  // which drops it if its bytes do not match its own digests.
+  void DigestMismatch(const std::string& worker_id, const BlockChange& change, uint64_t expected);
   // Marks a worker request answered; replies to its operation if that was the last.
   void FinishWorkerRequest(uint64_t op_id);
   void ReplyRemoved(const PendingRemove& op);
@@ -372,6 +377,8 @@ class MasterServer::Loop {
     BlockId block;
   };
   std::unordered_map<uint64_t, CopyRequest> copy_requests_;
+  // verifyBlock requests sent after a digest mismatch, by request id: their answers are logged.
+  std::unordered_map<uint64_t, CopyRequest> verify_requests_;
   size_t last_reported_short_ = 0;
 
   std::unordered_map<uint64_t, PendingRemove> pending_;
@@ -723,6 +730,10 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
   std::vector<RetiredCopy> replaced;
   for (const BlockChange& change : blocks) {
     ApplyResult applied = index_.Apply(id, change);
+    if (applied.digest_mismatch) {
+      DigestMismatch(id, change, applied.expected_digest);
+      continue;
+    }
     if (!applied.recorded) {
       to_remove.push_back(RetiredCopy{id, change.id, change.version});
       continue;
@@ -851,6 +862,10 @@ std::vector<RetiredCopy> MasterServer::Loop::ApplyChanges(const std::string& wor
       continue;
     }
     ApplyResult applied = index_.Apply(worker_id, change);
+    if (applied.digest_mismatch) {
+      DigestMismatch(worker_id, change, applied.expected_digest);
+      continue;
+    }
     if (!applied.recorded) {
       spdlog::info("worker {} stored {} in a version that was replaced or removed; removing it",
                    worker_id, change.id.ToString());
@@ -965,6 +980,7 @@ void MasterServer::Loop::FillBlockLocations(const BlockId& id, const std::option
     return;
   }
   out.setLevel(ToProto(info->level));
+  out.setDigest(info->digest);
   auto locations = out.initLocations(info->locations.size());
   for (size_t i = 0; i < info->locations.size(); ++i) {
     const IndexedLocation& location = info->locations[i];
@@ -997,12 +1013,14 @@ Status MasterServer::Loop::HandleGetLocations(proto::GetLocations::Reader reques
   for (size_t i = 0; i < ids.size(); ++i) {
     if (i + kPrefetchAhead < ids.size()) index_.Prefetch(ids[i + kPrefetchAhead]);
     out[i].setBlockId(texts[i]);
-    std::optional<StorageLevel> level = index_.FindLocations(ids[i], &lookup_scratch_);
+    uint64_t digest = 0;
+    std::optional<StorageLevel> level = index_.FindLocations(ids[i], &lookup_scratch_, &digest);
     if (!level) {
       out[i].initLocations(0);
       continue;
     }
     out[i].setLevel(ToProto(*level));
+    out[i].setDigest(digest);
     auto locations = out[i].initLocations(lookup_scratch_.size());
     for (size_t l = 0; l < lookup_scratch_.size(); ++l) {
       const LocationRef& location = lookup_scratch_[l];
@@ -1402,12 +1420,28 @@ void MasterServer::Loop::StartRemove(const zmq::message_t& client, uint64_t requ
 void MasterServer::Loop::HandleWorkerReply(const std::string& worker_id, IncomingMessage& message) {
   uint64_t id = 0;
   bool removed = false;
+  std::optional<std::string> verified;  // a verifyBlock's answer, as a sentence
   Status failure;
   Status read = ReadGuarded([&]() -> Status {
     proto::Reply::Reader reply = message.reply();
     id = reply.getId();
     if (reply.isRemoved()) {
       removed = true;
+    } else if (reply.isVerified()) {
+      proto::VerifyReply::Reader answer = reply.getVerified();
+      switch (answer.getState()) {
+        case proto::VerifyReply::State::INTACT:
+          verified = "its bytes match its own digests: its digest metadata differs from the "
+                     "version's";
+          break;
+        case proto::VerifyReply::State::CORRUPT:
+          verified = "corrupt, dropped: " + std::string(answer.getMessage().cStr(),
+                                                        std::min<size_t>(answer.getMessage().size(), 512));
+          break;
+        default:
+          verified = "not found";
+          break;
+      }
     } else if (reply.isError()) {
       failure = StatusFromError(reply.getError());
     } else {
@@ -1417,6 +1451,15 @@ void MasterServer::Loop::HandleWorkerReply(const std::string& worker_id, Incomin
   });
   if (!read.ok()) {
     spdlog::warn("bad reply from worker {}: {}", worker_id, read.ToString());
+    return;
+  }
+  if (auto verify = verify_requests_.find(id); verify != verify_requests_.end()) {
+    if (verify->second.source == worker_id) {
+      spdlog::warn("worker {} verified its copy of {} (reported with a mismatching digest): {}",
+                   worker_id, verify->second.block.ToString(),
+                   verified ? *verified : failure.ToString());
+      verify_requests_.erase(verify);
+    }
     return;
   }
   if (auto copy = copy_requests_.find(id); copy != copy_requests_.end()) {
@@ -1539,6 +1582,26 @@ void MasterServer::Loop::MaintainReplication() {
     spdlog::info("decommissioned worker {}: every one of its {} blocks has its copies elsewhere",
                  id, locations);
   }
+}
+
+void MasterServer::Loop::DigestMismatch(const std::string& worker_id, const BlockChange& change,
+                                        uint64_t expected) {
+  ++counters_.digest_mismatch_reports;
+  spdlog::warn("worker {} reported {} (version {:016x}) with digest {:016x}, but the version's "
+               "digest is {:016x}: not listing that copy; asking the worker to verify it",
+               worker_id, change.id.ToString(), change.version, change.digest, expected);
+  // Bounded: answers that never come (a worker gone) must not pile up.
+  constexpr size_t kMaxVerifiesInFlight = 1024;
+  if (verify_requests_.size() >= kMaxVerifiesInFlight) verify_requests_.clear();
+  const uint64_t request_id = next_worker_request_id_++;
+  capnp::MallocMessageBuilder message;
+  proto::Request::Builder request = message.initRoot<proto::Request>();
+  request.setId(request_id);
+  proto::VerifyBlock::Builder verify = request.initVerifyBlock();
+  verify.setBlockId(change.id.ToString());
+  verify.setReportedBad(true);
+  verify_requests_.insert_or_assign(request_id, CopyRequest{worker_id, change.id});
+  SendToWorker(worker_id, message);
 }
 
 void MasterServer::Loop::SendToWorker(const std::string& worker_id,

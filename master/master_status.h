@@ -66,6 +66,9 @@ struct MasterCounters {
   uint64_t workers_dropped = 0;
   uint64_t blocks_lost = 0;  // blocks whose last copy went with a dropped worker
   uint64_t copies_started = 0;  // re-replication and decommission copies sent to workers
+  // Copies reported with a block digest other than their version's (both known): not listed,
+  // and their workers told to verify them (PROTOCOL.md, "Integrity").
+  uint64_t digest_mismatch_reports = 0;
   uint64_t journal_writes = 0;
   uint64_t journal_failures = 0;
   uint64_t lease_grants = 0;

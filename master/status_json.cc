@@ -130,6 +130,7 @@ json HealthToJson(const ClusterSnapshot& snapshot) {
           {"blocksLost", snapshot.counters.blocks_lost},
           {"workersDropped", snapshot.counters.workers_dropped},
           {"journalFailures", snapshot.counters.journal_failures},
+          {"digestMismatchReports", snapshot.counters.digest_mismatch_reports},
           // Block checksums are not verified yet; the count appears once they are.
           {"checksumFailures", nullptr},
           {"recentWorkerEvents", std::move(events)}};
