@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/byte_size.h"
+#include "common/digest.h"
 
 namespace bm {
 namespace {
@@ -20,6 +21,12 @@ json LocationListToJson(const std::vector<BlockLocation>& locations) {
   return out;
 }
 
+// A block's digest as tables show it: hex, "-" when unknown.
+std::string DigestCell(uint64_t digest) { return digest == 0 ? "-" : DigestHex(digest); }
+
+// ... and as JSON: hex, null when unknown.
+json DigestJson(uint64_t digest) { return digest == 0 ? json(nullptr) : json(DigestHex(digest)); }
+
 std::string Join(const std::vector<std::string>& parts, const std::string& separator) {
   std::string out;
   for (const std::string& part : parts) {
@@ -34,8 +41,9 @@ std::string Join(const std::vector<std::string>& parts, const std::string& separ
 json LocationsToJson(const std::vector<BlockLocations>& blocks) {
   json out = json::array();
   for (const BlockLocations& block : blocks) {
-    out.push_back(
-        {{"block", block.block.ToString()}, {"locations", LocationListToJson(block.locations)}});
+    out.push_back({{"block", block.block.ToString()},
+                   {"locations", LocationListToJson(block.locations)},
+                   {"digest", DigestJson(block.digest)}});
   }
   return out;
 }
@@ -46,7 +54,8 @@ json BlocksToJson(const std::vector<BlockLocations>& blocks) {
     out.push_back({{"block", block.block.ToString()},
                    {"level", std::string(StorageLevelName(block.level))},
                    {"copies_wanted", ReplicationOf(block.level)},
-                   {"locations", LocationListToJson(block.locations)}});
+                   {"locations", LocationListToJson(block.locations)},
+                   {"digest", DigestJson(block.digest)}});
   }
   return out;
 }
@@ -157,14 +166,16 @@ std::string LocationsTable(const std::vector<BlockLocations>& blocks) {
   std::vector<std::vector<std::string>> rows;
   for (const BlockLocations& block : blocks) {
     if (block.locations.empty()) {
-      rows.push_back({block.block.ToString(), "-", "(not stored on any live worker)", "", ""});
+      rows.push_back({block.block.ToString(), "-", "(not stored on any live worker)", "", "", ""});
     }
     for (const BlockLocation& location : block.locations) {
       rows.push_back({block.block.ToString(), location.worker_id, location.address,
-                      std::string(TierName(location.tier)), FormatBytes(location.size)});
+                      std::string(TierName(location.tier)), FormatBytes(location.size),
+                      DigestCell(block.digest)});
     }
   }
-  return FormatTable({{"BLOCK"}, {"WORKER"}, {"ADDRESS"}, {"TIER"}, {"SIZE", true}}, rows);
+  return FormatTable(
+      {{"BLOCK"}, {"WORKER"}, {"ADDRESS"}, {"TIER"}, {"SIZE", true}, {"DIGEST"}}, rows);
 }
 
 std::string BlocksTable(const std::vector<BlockLocations>& blocks) {
@@ -181,10 +192,11 @@ std::string BlocksTable(const std::vector<BlockLocations>& blocks) {
     if (!block.locations.empty() && block.locations.size() < wanted) ++short_of_copies;
     rows.push_back({block.block.ToString(), std::string(StorageLevelName(block.level)), size,
                     std::to_string(block.locations.size()) + "/" + std::to_string(wanted),
-                    where.empty() ? "-" : Join(where, ", ")});
+                    where.empty() ? "-" : Join(where, ", "), DigestCell(block.digest)});
   }
-  std::string table =
-      FormatTable({{"BLOCK"}, {"LEVEL"}, {"SIZE", true}, {"COPIES", true}, {"LOCATIONS"}}, rows);
+  // The digest last: LOCATIONS holds spaces, so scripts that split on them keep working.
+  std::string table = FormatTable(
+      {{"BLOCK"}, {"LEVEL"}, {"SIZE", true}, {"COPIES", true}, {"LOCATIONS"}, {"DIGEST"}}, rows);
   // Re-replication's progress: blocks that lost a copy and have not got it back yet.
   if (short_of_copies > 0) {
     table += std::to_string(short_of_copies) + " of " + std::to_string(blocks.size()) +

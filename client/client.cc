@@ -101,10 +101,11 @@ Status ToBlockLocations(capnp::List<proto::BlockLocations>::Reader list,
     Result<BlockId> id = ParseWireBlockId(entry.getBlockId());
     if (!id.ok())
       return InternalError("master sent a malformed block id: " + id.status().message());
-    BlockLocations block{*id, FromProto(entry.getLevel()), {}};
+    BlockLocations block{*id, FromProto(entry.getLevel()), {}, entry.getDigest()};
     block.locations.reserve(entry.getLocations().size());
     for (proto::Location::Reader location : entry.getLocations()) {
       block.locations.push_back(ToBlockLocation(location));
+      block.locations.back().block_digest = block.digest;
     }
     out->push_back(std::move(block));
   }
@@ -1118,6 +1119,7 @@ Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink
     bool emitted = false;
     bool all_not_found = true;
     bool replaced = false;
+    bool stale_digest = false;
     Status last;
     for (const BlockLocation& location : locations) {
       if (emitted) {
@@ -1134,6 +1136,17 @@ Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink
       if (expect_size) expect_size(location.size);
       ReadProgress progress;
       Result<uint64_t> read = ReadFrom(location, id, counting_sink, progress);
+      if (read.ok()) {
+        read = CheckBlockDigest(location, block, *read, progress);
+        if (!read.ok() && from_cache) {
+          // The remembered digest may be an older version's: ask the master before calling
+          // the copy corrupt.
+          stale_digest = true;
+          emitted = progress.emitted;
+          last = read.status();
+          break;
+        }
+      }
       if (read.ok()) {
         if (report != nullptr) report->local = IsLocalAddress(location.address);
         return read;
@@ -1165,6 +1178,10 @@ Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink
     }
     if (emitted && !reset) return last;
     if (emitted) reset();
+    if (stale_digest) {
+      location_cache_.Forget(id);
+      continue;
+    }
     if (!replaced) {
       location_cache_.Forget(id);
       // Remembered locations that are stale (moved, removed, or their worker failed): ask the
@@ -1238,6 +1255,7 @@ Result<uint64_t> Client::Impl::ReadFrom(const BlockLocation& location, const Blo
       progress.digest_mismatch = true;
       return intact;
     }
+    progress.RecordUnitDigests(offset, total, unit_digests);
     for (const zmq::message_t& frame : reply.payload()) {
       if (frame.size() == 0) continue;
       progress.emitted = true;
@@ -1250,6 +1268,36 @@ Result<uint64_t> Client::Impl::ReadFrom(const BlockLocation& location, const Blo
     offset += length;
     if (offset == total) return total;
   }
+}
+
+void Client::Impl::ReadProgress::RecordUnitDigests(uint64_t offset, uint64_t total,
+                                                    const std::vector<uint64_t>& units) {
+  const uint64_t first = offset / kDigestUnitBytes;
+  const uint64_t count = DigestUnitCount(total);
+  if (unit_digests.size() != count) unit_digests.assign(count, 0);
+  for (size_t i = 0; i < units.size() && first + i < count; ++i) unit_digests[first + i] = units[i];
+}
+
+uint64_t Client::Impl::ReadProgress::BlockDigest(uint64_t total) const {
+  if (unit_digests.size() != DigestUnitCount(total) || unit_digests.empty()) return 0;
+  if (std::find(unit_digests.begin(), unit_digests.end(), 0) != unit_digests.end()) return 0;
+  return BlockDigestOf(unit_digests);
+}
+
+// After a whole read: the unit digests the worker sent must make up the block digest the master
+// keeps (both known). A worker whose digest metadata itself is wrong passes every unit check of
+// its own bytes; this catches it. A mismatch is a corrupt copy (kDataLoss): the caller reports
+// it and reads the next one.
+Result<uint64_t> Client::Impl::CheckBlockDigest(const BlockLocation& location,
+                                                const std::string& block, uint64_t total,
+                                                ReadProgress& progress) {
+  const uint64_t sent = progress.BlockDigest(total);
+  if (location.block_digest == 0 || sent == 0 || sent == location.block_digest) return total;
+  progress.digest_mismatch = true;
+  return DataLossError("block " + block + " from worker " + location.worker_id +
+                       ": its unit digests make block digest " + DigestHex(sent) +
+                       ", but the master keeps " + DigestHex(location.block_digest) +
+                       " for this version");
 }
 
 // ---- verification ----

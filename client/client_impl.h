@@ -94,6 +94,12 @@ class Client::Impl {
     bool emitted = false;      // the sink received at least one byte
     bool sink_failed = false;  // the error came from the sink, not from the worker
     bool digest_mismatch = false;  // the worker's bytes did not match their digests
+    // The unit digests the worker sent, by unit (0 = none sent); all of them after a whole
+    // read of a block stored with digests.
+    std::vector<uint64_t> unit_digests;
+    void RecordUnitDigests(uint64_t offset, uint64_t total, const std::vector<uint64_t>& units);
+    // BlockDigestOf the units recorded, when every unit of the block was; 0 otherwise.
+    uint64_t BlockDigest(uint64_t total) const;
   };
   // Where a successful read came from, and which workers failed to serve it before.
   struct ReadReport {
@@ -155,6 +161,10 @@ class Client::Impl {
                                                  const ComputeFn& compute, uint64_t token);
   Result<uint64_t> ReadFrom(const BlockLocation& location, const BlockId& id, const ByteSink& sink,
                             ReadProgress& progress);
+  // `total` when the unit digests of a whole read (`progress`) make the block digest the master
+  // keeps for the copy's block (either unknown passes); kDataLoss otherwise.
+  static Result<uint64_t> CheckBlockDigest(const BlockLocation& location, const std::string& block,
+                                           uint64_t total, ReadProgress& progress);
   // A getBlocks request of GetMany in flight: to which worker, for which of its ids.
   struct PendingBatch {
     std::string address;

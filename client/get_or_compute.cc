@@ -183,6 +183,7 @@ Result<Client::Impl::ComputeTicket> Client::Impl::AcquireCompute(const BlockId& 
         ticket.kind = ComputeTicket::Kind::kCached;
         for (proto::Location::Reader location : compute.getCached().getLocations()) {
           ticket.locations.push_back(reply_decoding::ToBlockLocation(location));
+          ticket.locations.back().block_digest = compute.getCached().getDigest();
         }
         return Status::Ok();
       case proto::ComputeReply::GRANTED:

@@ -41,6 +41,9 @@ struct BlockLocation {
   std::string address;
   Tier tier = Tier::kMemory;
   uint64_t size = 0;
+  // The block's digest as the master keeps it (BlockLocations::digest), carried with each copy
+  // so that a reader of this copy can check the digests the worker sends against it.
+  uint64_t block_digest = 0;
 };
 
 // What a worker found when it re-read its copy of a block (Client::VerifyCopies).
@@ -60,6 +63,9 @@ struct BlockLocations {
   BlockId block;
   StorageLevel level = StorageLevel::kMemoryAndDisk;
   std::vector<BlockLocation> locations;
+  // The block's digest (the XXH3-64 of its unit digests, common/digest.h BlockDigestOf) as the
+  // master keeps it for the current version; 0 = unknown.
+  uint64_t digest = 0;
 };
 
 // A cached or persisted RDD, summed over its blocks (what Spark's Storage tab shows).

@@ -114,4 +114,14 @@ BlockDigests BlockDigester::Finish() const {
   return digests;
 }
 
+std::string DigestHex(uint64_t digest) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i) {
+    out[static_cast<size_t>(i)] = kDigits[digest & 0xf];
+    digest >>= 4;
+  }
+  return out;
+}
+
 }  // namespace bm

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace bm {
@@ -43,6 +44,9 @@ class StreamingDigest {
 // it costs no second pass over the bytes and anyone holding the unit digests (a worker, the
 // master) can compute it. 0 for an empty block.
 uint64_t BlockDigestOf(std::span<const uint64_t> unit_digests);
+
+// A digest as 16 lowercase hex digits, as logs and tools show it.
+std::string DigestHex(uint64_t digest);
 
 // The digests of a block: one per unit and one of the whole block (BlockDigestOf the units).
 struct BlockDigests {
