@@ -12,7 +12,8 @@ std::vector<BlockLocations> TwoBlocks() {
       {BlockId::Rdd(1, 0),
        StorageLevel::kMemoryOnly,
        {{"w1", "tcp://10.0.0.1:7701", Tier::kMemory, 123},
-        {"w2", "tcp://10.0.0.2:7701", Tier::kDisk, 123}}},
+        {"w2", "tcp://10.0.0.2:7701", Tier::kDisk, 123}},
+       0x0123456789abcdef},
       {BlockId::Broadcast(9), StorageLevel::kDiskOnly2, {}},
   };
 }
@@ -21,8 +22,9 @@ TEST(BmctlOutputTest, LocationsJsonShape) {
   json expected = json::parse(R"([
     {"block": "rdd_1_0", "locations": [
       {"worker": "w1", "address": "tcp://10.0.0.1:7701", "tier": "memory", "size": 123},
-      {"worker": "w2", "address": "tcp://10.0.0.2:7701", "tier": "disk", "size": 123}]},
-    {"block": "broadcast_9", "locations": []}
+      {"worker": "w2", "address": "tcp://10.0.0.2:7701", "tier": "disk", "size": 123}],
+     "digest": "0123456789abcdef"},
+    {"block": "broadcast_9", "locations": [], "digest": null}
   ])");
   EXPECT_EQ(LocationsToJson(TwoBlocks()), expected);
 }
@@ -37,7 +39,9 @@ TEST(BmctlOutputTest, BlocksJsonShape) {
   EXPECT_TRUE(out[1]["locations"].is_array());
   EXPECT_EQ(out[0]["copies_wanted"], 1);
   EXPECT_EQ(out[1]["copies_wanted"], 2);
-  EXPECT_EQ(out[0].size(), 4u);
+  EXPECT_EQ(out[0]["digest"], "0123456789abcdef");
+  EXPECT_TRUE(out[1]["digest"].is_null());
+  EXPECT_EQ(out[0].size(), 5u);
 }
 
 TEST(BmctlOutputTest, WorkersJsonShape) {
@@ -113,9 +117,9 @@ TEST(BmctlOutputTest, TableAlignsColumnsWithoutTrailingBlanks) {
 
 TEST(BmctlOutputTest, LocationsTableListsEveryCopyAndMissingBlocks) {
   EXPECT_EQ(LocationsTable(TwoBlocks()),
-            "BLOCK        WORKER  ADDRESS                          TIER     SIZE\n"
-            "rdd_1_0      w1      tcp://10.0.0.1:7701              memory  123 B\n"
-            "rdd_1_0      w2      tcp://10.0.0.2:7701              disk    123 B\n"
+            "BLOCK        WORKER  ADDRESS                          TIER     SIZE  DIGEST\n"
+            "rdd_1_0      w1      tcp://10.0.0.1:7701              memory  123 B  0123456789abcdef\n"
+            "rdd_1_0      w2      tcp://10.0.0.2:7701              disk    123 B  0123456789abcdef\n"
             "broadcast_9  -       (not stored on any live worker)\n");
 }
 
@@ -140,14 +144,14 @@ TEST(BmctlOutputTest, WorkersTableFormatsSizesAndUnlimitedDisk) {
 
 TEST(BmctlOutputTest, BlocksAndRddsTables) {
   EXPECT_EQ(BlocksTable(TwoBlocks()),
-            "BLOCK        LEVEL         SIZE  COPIES  LOCATIONS\n"
-            "rdd_1_0      MEMORY_ONLY  123 B     2/1  w1:memory, w2:disk\n"
-            "broadcast_9  DISK_ONLY_2      -     0/2  -\n");
+            "BLOCK        LEVEL         SIZE  COPIES  LOCATIONS           DIGEST\n"
+            "rdd_1_0      MEMORY_ONLY  123 B     2/1  w1:memory, w2:disk  0123456789abcdef\n"
+            "broadcast_9  DISK_ONLY_2      -     0/2  -                   -\n");
   std::vector<BlockLocations> short_of_one = {
       {BlockId::Rdd(2, 0), StorageLevel::kMemoryAndDisk2, {{"w1", "tcp://h:1", Tier::kDisk, 5}}}};
   EXPECT_EQ(BlocksTable(short_of_one),
-            "BLOCK    LEVEL              SIZE  COPIES  LOCATIONS\n"
-            "rdd_2_0  MEMORY_AND_DISK_2   5 B     1/2  w1:disk\n"
+            "BLOCK    LEVEL              SIZE  COPIES  LOCATIONS  DIGEST\n"
+            "rdd_2_0  MEMORY_AND_DISK_2   5 B     1/2  w1:disk    -\n"
             "1 of 1 blocks are under-replicated\n");
   EXPECT_EQ(RddsTable({RddInfo{7, "counts", StorageLevel::kMemoryOnly, 16, 2, 2048, 0, {"w1"}},
                        RddInfo{9, "", StorageLevel::kDiskOnly, 0, 1, 0, 5, {}}}),

@@ -692,3 +692,50 @@ TEST_F(BlockManagerFaultTest, MemoryPutReplacingABlockOnItsWayToDiskWins) {
 
 }  // namespace
 }  // namespace bm
+
+namespace bm {
+namespace {
+
+// The block digest a reader computes: BlockDigestOf the XXH3 of each 1 MiB unit.
+uint64_t ExpectedDigest(const std::vector<std::byte>& bytes) {
+  std::vector<uint64_t> units;
+  for (size_t pos = 0; pos < bytes.size(); pos += kDigestUnitBytes) {
+    units.push_back(DigestOf(std::span(bytes).subspan(pos, std::min(kDigestUnitBytes, bytes.size() - pos))));
+  }
+  return BlockDigestOf(units);
+}
+
+TEST_F(BlockManagerTest, ReportsCarryTheBlockDigestOnEitherTierAndAfterARestart) {
+  Make(3 * kMiB, 0);
+  const std::vector<std::byte> in_memory = RandomBytes(kMiB + 5, 31);
+  const std::vector<std::byte> on_disk = RandomBytes(2 * kMiB + 7, 32);
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, in_memory).ok());
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 1), StorageLevel::kDiskOnly, on_disk).ok());
+  const uint64_t memory_digest = ExpectedDigest(in_memory);
+  const uint64_t disk_digest = ExpectedDigest(on_disk);
+  ASSERT_NE(memory_digest, 0u);
+
+  std::vector<BlockStatusChange> changes = manager_->TakeChanges();
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[0].status.digest, memory_digest);
+  EXPECT_EQ(changes[1].status.digest, disk_digest);
+  std::vector<BlockStatus> all = manager_->List();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].digest, memory_digest);
+  EXPECT_EQ(all[1].digest, disk_digest);
+  EXPECT_EQ(manager_->Find(BlockId::Rdd(1, 1))->digest, disk_digest);
+
+  // A spilled block keeps its digest on disk.
+  ASSERT_TRUE(Put(BlockId::Rdd(2, 0), StorageLevel::kMemoryAndDisk, in_memory).ok());
+  ASSERT_TRUE(Put(BlockId::Rdd(3, 0), StorageLevel::kMemoryAndDisk, RandomBytes(2 * kMiB, 33)).ok());
+  ASSERT_EQ(TierOf(BlockId::Rdd(2, 0)), Tier::kDisk);
+  EXPECT_EQ(manager_->Find(BlockId::Rdd(2, 0))->digest, memory_digest);
+
+  // The disk index a restarted worker loads (its full report) has it too.
+  Make(3 * kMiB, 0);
+  EXPECT_EQ(manager_->Find(BlockId::Rdd(1, 1))->digest, disk_digest);
+  EXPECT_EQ(manager_->Find(BlockId::Rdd(2, 0))->digest, memory_digest);
+}
+
+}  // namespace
+}  // namespace bm
