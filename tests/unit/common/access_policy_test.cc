@@ -52,6 +52,9 @@ TEST(AccessPolicyTest, WorkersTakeCommandsOnlyFromTheMastersKey) {
   EXPECT_TRUE(AuthorizeWorkerRequest(true, As(KeyRole::kWorker), Which::PUT_BLOCK).ok());
   EXPECT_TRUE(AuthorizeWorkerRequest(true, As(KeyRole::kClient), Which::GET_BLOCKS).ok());
   EXPECT_FALSE(AuthorizeWorkerRequest(true, As(KeyRole::kMaster), Which::PUT_BLOCK).ok());
+  // The master asks a worker to verify a copy reported with a mismatching block digest.
+  EXPECT_TRUE(AuthorizeWorkerRequest(true, As(KeyRole::kMaster), Which::VERIFY_BLOCK).ok());
+  EXPECT_TRUE(AuthorizeWorkerRequest(true, As(KeyRole::kClient), Which::VERIFY_BLOCK).ok());
 }
 
 TEST(AccessPolicyTest, AWorkerKeySpeaksOnlyForItsOwnId) {

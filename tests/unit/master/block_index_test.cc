@@ -375,3 +375,90 @@ TEST(VersionHistoryTest, ForgetsTheLongestRememberedIdsPastItsCapacity) {
 
 }  // namespace
 }  // namespace bm
+
+namespace bm {
+namespace {
+
+BlockChange Digested(const std::string& id, uint64_t version, bool fresh, uint64_t digest,
+                     Tier tier = Tier::kMemory) {
+  BlockChange change = Stored(id, tier, 10);
+  change.version = version;
+  change.fresh = fresh;
+  change.digest = digest;
+  return change;
+}
+
+uint64_t DigestOfBlock(const BlockIndex& index, const std::string& id) {
+  std::optional<BlockInfo> info = index.Find(Id(id));
+  return info ? info->digest : 0;
+}
+
+TEST(BlockIndexDigestTest, ThePutsCommitSetsTheDigestAndCopiesKeepIt) {
+  BlockIndex index;
+  index.Apply("w1", Digested("rdd_1_0", 7, true, 0xabc));
+  EXPECT_EQ(DigestOfBlock(index, "rdd_1_0"), 0xabcu);
+  EXPECT_TRUE(index.Apply("w2", Digested("rdd_1_0", 7, false, 0xabc)).recorded);
+  // A copy from a worker that knows no digest (stored before digests) is still listed.
+  EXPECT_TRUE(index.Apply("w3", Digested("rdd_1_0", 7, false, 0)).recorded);
+  EXPECT_EQ(DigestOfBlock(index, "rdd_1_0"), 0xabcu);
+  EXPECT_THAT(Holders(index, "rdd_1_0"), ElementsAre("w1", "w2", "w3"));
+  std::vector<LocationRef> refs;
+  uint64_t digest = 0;
+  ASSERT_TRUE(index.FindLocations(Id("rdd_1_0"), &refs, &digest).has_value());
+  EXPECT_EQ(digest, 0xabcu);
+  EXPECT_FALSE(index.FindLocations(Id("rdd_1_1"), &refs, &digest).has_value());
+  EXPECT_EQ(digest, 0u);
+}
+
+TEST(BlockIndexDigestTest, AVersionFirstReportedWithoutOneLearnsItFromACopy) {
+  BlockIndex index;
+  index.Apply("w1", Digested("rdd_1_0", 7, true, 0));
+  EXPECT_EQ(DigestOfBlock(index, "rdd_1_0"), 0u);
+  EXPECT_TRUE(index.Apply("w2", Digested("rdd_1_0", 7, false, 0x55)).recorded);
+  EXPECT_EQ(DigestOfBlock(index, "rdd_1_0"), 0x55u);
+}
+
+TEST(BlockIndexDigestTest, ANewVersionReplacesTheDigestAndTheLastRemovalClearsIt) {
+  BlockIndex index;
+  index.Apply("w1", Digested("rdd_1_0", 7, true, 0xabc));
+  index.Apply("w2", Digested("rdd_1_0", 8, true, 0xdef));
+  EXPECT_EQ(DigestOfBlock(index, "rdd_1_0"), 0xdefu);
+  // A new version without a digest (an old worker) clears it rather than keeping the old one.
+  index.Apply("w2", Digested("rdd_1_0", 9, true, 0));
+  EXPECT_EQ(DigestOfBlock(index, "rdd_1_0"), 0u);
+  index.Apply("w2", Removed("rdd_1_0"));
+  EXPECT_FALSE(index.Find(Id("rdd_1_0")).has_value());
+  index.Apply("w3", Digested("rdd_1_0", 10, true, 0x123));
+  EXPECT_EQ(DigestOfBlock(index, "rdd_1_0"), 0x123u);
+}
+
+TEST(BlockIndexDigestTest, ACopyWithAnotherDigestIsNotListed) {
+  BlockIndex index;
+  index.Apply("w1", Digested("rdd_1_0", 7, true, 0xabc));
+  ApplyResult bad = index.Apply("w2", Digested("rdd_1_0", 7, false, 0xbad));
+  EXPECT_FALSE(bad.recorded);
+  EXPECT_TRUE(bad.digest_mismatch);
+  EXPECT_EQ(bad.expected_digest, 0xabcu);
+  EXPECT_THAT(bad.replaced, IsEmpty());
+  EXPECT_THAT(Holders(index, "rdd_1_0"), ElementsAre("w1"));
+  EXPECT_EQ(index.LocationCount("w2"), 0u);
+  EXPECT_EQ(DigestOfBlock(index, "rdd_1_0"), 0xabcu);
+  // A stale copy (another version) is refused as stale, not as a mismatch.
+  ApplyResult stale = index.Apply("w2", Digested("rdd_1_0", 6, false, 0xbad));
+  EXPECT_FALSE(stale.recorded);
+  EXPECT_FALSE(stale.digest_mismatch);
+}
+
+TEST(BlockIndexDigestTest, ACopyListedBeforeIsDroppedWhenReportedWithAnotherDigest) {
+  BlockIndex index;
+  index.Apply("w1", Digested("rdd_1_0", 7, true, 0xabc));
+  index.Apply("w2", Digested("rdd_1_0", 7, false, 0xabc, Tier::kMemory));
+  // w2 moved its copy to disk and its digest metadata went wrong meanwhile.
+  ApplyResult bad = index.Apply("w2", Digested("rdd_1_0", 7, false, 0xbad, Tier::kDisk));
+  EXPECT_TRUE(bad.digest_mismatch);
+  EXPECT_THAT(Holders(index, "rdd_1_0"), ElementsAre("w1"));
+  EXPECT_EQ(index.LocationCount("w2"), 0u);
+}
+
+}  // namespace
+}  // namespace bm

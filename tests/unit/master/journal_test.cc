@@ -228,6 +228,34 @@ TEST_F(MasterJournalTest, AWorkerKeyThatIsNotZ85IsCorrupt) {
       << loaded.status().ToString();
 }
 
+TEST_F(MasterJournalTest, BlockDigestsSurviveReopeningAndOldValuesLoadWithout) {
+  BlockChange with_both = Stored(BlockId::Rdd(5, 0), Tier::kDisk, StorageLevel::kDiskOnly, 9);
+  with_both.version = 77;
+  with_both.digest = 0xfeedface12345678;
+  BlockChange digest_only = Stored(BlockId::Rdd(5, 1), Tier::kMemory, StorageLevel::kMemoryOnly, 3);
+  digest_only.digest = 0x42;
+  BlockChange version_only = Stored(BlockId::Rdd(5, 2), Tier::kMemory, StorageLevel::kMemoryOnly, 4);
+  version_only.version = 78;
+  {
+    auto journal = OpenOrDie(dir());
+    ASSERT_NE(journal, nullptr);
+    const std::vector<BlockChange> report = {with_both, digest_only, version_only};
+    ASSERT_TRUE(journal->RecordRegistration({"w1", "tcp://127.0.0.1:1", "", ""}, report).ok());
+  }
+  auto journal = OpenOrDie(dir());
+  ASSERT_NE(journal, nullptr);
+  std::map<BlockId, std::pair<uint64_t, uint64_t>> loaded;  // id -> (version, digest)
+  Result<JournalSnapshot> snapshot =
+      journal->Load([&](const std::string&, const BlockChange& change) {
+        loaded[change.id] = {change.version, change.digest};
+      });
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status().ToString();
+  EXPECT_EQ(loaded[BlockId::Rdd(5, 0)], std::make_pair(uint64_t{77}, uint64_t{0xfeedface12345678}));
+  EXPECT_EQ(loaded[BlockId::Rdd(5, 1)], std::make_pair(uint64_t{0}, uint64_t{0x42}));
+  // A value as journals before digests wrote it (version, no digest) loads with none.
+  EXPECT_EQ(loaded[BlockId::Rdd(5, 2)], std::make_pair(uint64_t{78}, uint64_t{0}));
+}
+
 TEST_F(MasterJournalTest, ACorruptLocationValueIsAClearError) {
   {
     auto journal = OpenOrDie(dir());

@@ -35,6 +35,8 @@ struct BlockSpec {
   Tier tier = Tier::kMemory;
   uint64_t size = 0;
   StorageLevel level = StorageLevel::kMemoryAndDisk;
+  uint64_t version = 0;
+  uint64_t digest = 0;
 };
 
 void FillStatus(const BlockSpec& block, proto::BlockStatus::Builder out) {
@@ -42,6 +44,8 @@ void FillStatus(const BlockSpec& block, proto::BlockStatus::Builder out) {
   out.setTier(ToProto(block.tier));
   out.setSize(block.size);
   out.setLevel(ToProto(block.level));
+  out.setVersion(block.version);
+  out.setDigest(block.digest);
 }
 
 // A worker's data port as the master sees it: a ROUTER that records the ids of every
@@ -70,6 +74,11 @@ class FakeWorker {
     std::lock_guard<std::mutex> lock(mutex_);
     return remove_requests_;
   }
+  // The blocks of the verifyBlock requests it got with reportedBad set.
+  std::multiset<std::string> verified_bad() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return verified_bad_;
+  }
 
  private:
   void Serve() {
@@ -80,6 +89,13 @@ class FakeWorker {
       Result<IncomingMessage> received = ReceiveMessage(socket_, /*has_routing_id=*/true);
       if (!received.ok()) continue;
       proto::Request::Reader request = received->request();
+      if (request.isVerifyBlock()) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (request.getVerifyBlock().getReportedBad()) {
+          verified_bad_.insert(request.getVerifyBlock().getBlockId().cStr());
+        }
+        continue;
+      }
       if (!request.isRemoveBlocks()) continue;
       uint64_t count = 0;
       {
@@ -106,6 +122,7 @@ class FakeWorker {
   mutable std::mutex mutex_;
   std::multiset<std::string> removed_;  // guarded by mutex_
   int remove_requests_ = 0;             // guarded by mutex_
+  std::multiset<std::string> verified_bad_;  // guarded by mutex_
   std::thread thread_;
 };
 
@@ -541,6 +558,33 @@ TEST_F(MasterServerTest, RemoveRddFansOutToExactlyTheHolders) {
   EXPECT_THAT(w2.removed(), UnorderedElementsAre("rdd_1_1"));
   EXPECT_EQ(w3.remove_requests(), 0);
   EXPECT_THAT(ListBlocks(), ElementsAre("rdd_2_0 w2:memory:0", "rdd_2_1 w3:memory:0"));
+}
+
+TEST_F(MasterServerTest, ACopyWithAnotherDigestIsNotListedAndItsWorkerVerifiesIt) {
+  StartMaster();
+  constexpr StorageLevel kTwo = StorageLevel::kMemoryAndDisk2;
+  FakeWorker w1(context_, true), w2(context_, true);
+  ASSERT_TRUE(Register("w1", w1.address(), {{"rdd_1_0", Tier::kMemory, 10, kTwo, 7, 0xabc}}).ok());
+  ASSERT_TRUE(Register("w2", w2.address(), {{"rdd_1_0", Tier::kDisk, 10, kTwo, 7, 0xbad}}).ok());
+  ASSERT_TRUE(Report("w2", {{"rdd_1_1", Tier::kDisk, 10, kTwo, 3, 0x111}}).ok());
+  // A later report of the copy (a tier move) is refused the same way.
+  ASSERT_TRUE(Report("w2", {{"rdd_1_0", Tier::kMemory, 10, kTwo, 7, 0xbad}}).ok());
+
+  capnp::MallocMessageBuilder message;
+  auto ids = message.initRoot<proto::Request>().initGetLocations().initBlockIds(2);
+  ids.set(0, "rdd_1_0");
+  ids.set(1, "rdd_1_1");
+  Result<IncomingMessage> reply = channel_->Call(message);
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  auto blocks = reply->reply().getLocations();
+  EXPECT_THAT(Describe(blocks), ElementsAre("rdd_1_0 w1:memory:10", "rdd_1_1 w2:disk:10"));
+  EXPECT_EQ(blocks[0].getDigest(), 0xabcu);
+  EXPECT_EQ(blocks[1].getDigest(), 0x111u);
+  // Not removed (the copy may be the version's bytes with wrong digest metadata): verified.
+  ASSERT_TRUE(testing::WaitFor([&] { return w2.verified_bad().size() == 2; }, 5000ms));
+  EXPECT_THAT(w2.verified_bad(), ElementsAre("rdd_1_0", "rdd_1_0"));
+  EXPECT_THAT(w2.removed(), IsEmpty());
+  EXPECT_THAT(w1.verified_bad(), IsEmpty());
 }
 
 TEST_F(MasterServerTest, RemoveBlocksCountsDistinctKnownBlocksOnly) {
