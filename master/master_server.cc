@@ -1434,10 +1434,12 @@ void MasterServer::Loop::HandleWorkerReply(const std::string& worker_id, Incomin
           verified = "its bytes match its own digests: its digest metadata differs from the "
                      "version's";
           break;
-        case proto::VerifyReply::State::CORRUPT:
-          verified = "corrupt, dropped: " + std::string(answer.getMessage().cStr(),
-                                                        std::min<size_t>(answer.getMessage().size(), 512));
+        case proto::VerifyReply::State::CORRUPT: {
+          capnp::Text::Reader what = answer.getMessage();
+          verified = "corrupt, dropped: " +
+                     std::string(what.cStr(), std::min<size_t>(what.size(), 512));
           break;
+        }
         default:
           verified = "not found";
           break;
@@ -1602,6 +1604,8 @@ void MasterServer::Loop::DigestMismatch(const std::string& worker_id, const Bloc
   verify.setReportedBad(true);
   verify_requests_.insert_or_assign(request_id, CopyRequest{worker_id, change.id});
   SendToWorker(worker_id, message);
+  // The index dropped any location the worker had for the block: so does the journal.
+  JournalRemovals({RetiredCopy{worker_id, change.id, change.version}});
 }
 
 void MasterServer::Loop::SendToWorker(const std::string& worker_id,
