@@ -12,10 +12,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "client/client.h"
+#include "common/digest.h"
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/process.h"
@@ -313,6 +315,59 @@ TEST(IntegrityTest, AGetReadsPastACorruptCopyAndFailsWhenEveryCopyIsCorrupt) {
   EXPECT_NE(intact.out.find("rdd_1_1  w1  intact (disk, digests checked)"), std::string::npos)
       << intact.out;
   EXPECT_EQ(intact.out.find("rdd_2_0"), std::string::npos) << "its only copy was dropped";
+}
+
+}  // namespace
+}  // namespace bm::testing
+
+namespace bm::testing {
+namespace {
+
+// What a reader computes for a block: BlockDigestOf the XXH3 of each 1 MiB unit of its bytes.
+uint64_t ExpectedBlockDigest(const std::string& bytes) {
+  std::vector<uint64_t> units;
+  for (size_t pos = 0; pos < bytes.size(); pos += kDigestUnitBytes) {
+    const std::string_view unit = std::string_view(bytes).substr(pos, kDigestUnitBytes);
+    units.push_back(DigestOf(std::as_bytes(std::span(unit.data(), unit.size()))));
+  }
+  return BlockDigestOf(units);
+}
+
+TEST(IntegrityTest, APutsBlockDigestIsKeptByTheMasterForEveryCopyAndShownByBmctl) {
+  LocalCluster cluster(/*heartbeat_timeout_seconds=*/30);
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(2));
+  const std::string on_disk = RandomBytes(2 * kChunk + 333, 41);
+  const std::string in_memory = RandomBytes(5000, 42);
+  ASSERT_EQ(cluster.Bmctl({"put", "rdd_3_0", "-", "--level", "DISK_ONLY_2"}, on_disk).exit_code, 0);
+  ASSERT_EQ(cluster.Bmctl({"put", "rdd_3_1", "-", "--level", "MEMORY_ONLY"}, in_memory).exit_code,
+            0);
+  // Both copies of the two-copy block are listed: the replica carries the put's digest.
+  ASSERT_TRUE(WaitFor([&] { return cluster.Locations({"rdd_3_0"})["rdd_3_0"].size() == 2; }, 10s))
+      << cluster.LogTail("master");
+
+  const std::string disk_digest = DigestHex(ExpectedBlockDigest(on_disk));
+  const std::string memory_digest = DigestHex(ExpectedBlockDigest(in_memory));
+  const nlohmann::json locations = cluster.BmctlJson({"locations", "rdd_3_0", "rdd_3_1", "rdd_3_2"});
+  ASSERT_EQ(locations.size(), 3u) << locations.dump();
+  EXPECT_EQ(locations[0].at("digest"), disk_digest) << locations.dump();
+  EXPECT_EQ(locations[1].at("digest"), memory_digest) << locations.dump();
+  EXPECT_TRUE(locations[2].at("digest").is_null()) << locations.dump();
+  const nlohmann::json blocks = cluster.BmctlJson({"blocks", "--rdd", "3"});
+  ASSERT_EQ(blocks.size(), 2u) << blocks.dump();
+  EXPECT_EQ(blocks[0].at("digest"), disk_digest) << blocks.dump();
+
+  CommandResult table = cluster.Bmctl({"locations", "rdd_3_0"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("DIGEST"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find(disk_digest), std::string::npos) << table.out;
+
+  // A whole-block read checks the worker's unit digests against the master's digest: a
+  // matching block reads back intact.
+  CommandResult got = cluster.Bmctl({"get", "rdd_3_0"});
+  ASSERT_EQ(got.exit_code, 0) << got.err;
+  EXPECT_TRUE(got.out == on_disk);
+  EXPECT_EQ(cluster.LogTail("master").find("but the version's digest"), std::string::npos);
 }
 
 }  // namespace
