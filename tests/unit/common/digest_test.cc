@@ -112,5 +112,11 @@ TEST(FirstBadUnitTest, FindsTheUnitHoldingAFlippedByteWhateverTheFrames) {
             std::nullopt);
 }
 
+TEST(DigestTest, HexIsSixteenLowercaseDigits) {
+  EXPECT_EQ(DigestHex(0), "0000000000000000");
+  EXPECT_EQ(DigestHex(0x0123456789abcdefULL), "0123456789abcdef");
+  EXPECT_EQ(DigestHex(UINT64_MAX), "ffffffffffffffff");
+}
+
 }  // namespace
 }  // namespace bm
