@@ -59,6 +59,8 @@ const char* RequestName(Which which) {
       return "abortPut";
     case Which::VERIFY_BLOCK:
       return "verifyBlock";
+    case Which::CORRUPT_BLOCK:
+      return "corruptBlock";
   }
   return "this request";
 }
@@ -138,6 +140,10 @@ Status AuthorizeWorkerRequest(bool secure, const std::optional<PeerIdentity>& ma
         return Status::Ok();
       }
       return Denied(*peer, which, "client, admin, worker or master");
+    case Which::CORRUPT_BLOCK:
+      // Test-only fault injection, which destroys a stored copy: an operator's key at least.
+      if (peer->role == KeyRole::kAdmin) return Status::Ok();
+      return Denied(*peer, which, "admin");
     case Which::REMOVE_BLOCKS:
     case Which::REPLICATE_BLOCK:
     case Which::DECOMMISSION:

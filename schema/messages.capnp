@@ -370,7 +370,7 @@ struct MultiGetEntry {
   generation @2 :UInt64;
   tier @3 :Tier;
   # With `included`: the stored digests of every digest unit of the block (PROTOCOL.md,
-  # "Integrity"); empty for a block stored without them.
+  # "Integrity: where every byte is checked"); empty for a block stored without them.
   unitDigests @4 :List(UInt64);
 }
 
@@ -399,6 +399,17 @@ struct VerifyReply {
   digested @2 :Bool;  # false: stored without digests (before they existed), so only RocksDB's
                       # checksums were checked
   message @3 :Text;   # what was wrong, for a corrupt copy
+}
+
+# Test-only fault injection (PROTOCOL.md, "Fault injection"): flips one byte of this worker's
+# stored copy of a block, on `tier`, at byte `offset` of the block, leaving its stored digests
+# as they were, so the copy reads back corrupt exactly as a rotted one would. A worker serves it
+# only when started with --enable-fault-injection (otherwise: invalidArgument saying so); with
+# keys, only admin keys may send it. Answered `ok` once the byte is flipped.
+struct CorruptBlock {
+  blockId @0 :Text;
+  tier @1 :Tier;
+  offset @2 :UInt64;
 }
 
 struct ContainsReply {
@@ -436,6 +447,7 @@ struct Request {
     abortPut @23 :AbortPut;
     listRddPage @24 :ListRdds;
     verifyBlock @25 :VerifyBlock;
+    corruptBlock @26 :CorruptBlock;   # test-only, see CorruptBlock
   }
 }
 

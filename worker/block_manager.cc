@@ -19,6 +19,28 @@ constexpr uint64_t kMemoryGenerationBit = uint64_t{1} << 63;
 
 constexpr uint64_t kMinSpillBacklog = 64 << 20;
 
+// `data` with the byte at `offset` flipped: the chunk holding it is replaced by a flipped copy,
+// the others are shared. kInvalidArgument when offset is not inside the data.
+Result<BlockData> WithByteFlipped(const BlockData& data, uint64_t offset) {
+  if (offset >= data.size) {
+    return InvalidArgumentError("offset " + std::to_string(offset) + " is not inside the block (" +
+                                std::to_string(data.size) + " bytes)");
+  }
+  BlockData flipped;
+  uint64_t pos = 0;
+  for (const ChunkPtr& chunk : data.chunks) {
+    if (offset >= pos && offset < pos + chunk->size()) {
+      std::vector<std::byte> copy(chunk->bytes().begin(), chunk->bytes().end());
+      copy[offset - pos] ^= std::byte{0xFF};
+      flipped.Append(std::make_shared<VectorChunk>(std::move(copy)));
+    } else {
+      flipped.Append(chunk);
+    }
+    pos += chunk->size();
+  }
+  return flipped;
+}
+
 }  // namespace
 
 // A disk upload's writer. Only storage jobs touch it; the loop holds it to hand it on to them.
@@ -487,6 +509,41 @@ Status BlockManager::Remove(const BlockId& id, uint64_t only_version) {
   }
   if (!removed) return NotFoundError("block " + id.ToString() + " is not stored here");
   return Status::Ok();
+}
+
+void BlockManager::CorruptStoredByte(const BlockId& id, Tier tier, uint64_t offset,
+                                     Callback<Status> done) {
+  if (tier == Tier::kMemory) {
+    MemoryBlock* spilling = nullptr;
+    if (auto spill = spilling_.find(id); spill != spilling_.end()) spilling = &spill->second.block;
+    const MemoryBlock* block = spilling != nullptr ? spilling : memory_->Peek(id);
+    if (block == nullptr) {
+      done(NotFoundError("block " + id.ToString() + " is not in memory here"));
+      return;
+    }
+    Result<BlockData> flipped = WithByteFlipped(block->data, offset);
+    if (!flipped.ok()) {
+      done(flipped.status());
+      return;
+    }
+    // An evicted block waiting for its spill: the spill already holds the bytes it writes.
+    if (spilling != nullptr) {
+      spilling->data = std::move(flipped).value();
+      done(Status::Ok());
+      return;
+    }
+    done(memory_->ReplaceBytes(id, std::move(flipped).value()));
+    return;
+  }
+  if (!disk_index_.contains(id)) {
+    done(NotFoundError("block " + id.ToString() + " is not on disk here"));
+    return;
+  }
+  storage_->Submit([id, offset, done = std::move(done)](
+                       BlockStore& store) mutable -> StorageThread::Completion {
+    Status corrupted = store.CorruptStoredByte(id, offset);
+    return [corrupted, done = std::move(done)] { done(corrupted); };
+  });
 }
 
 void BlockManager::RemoveFromDisk(const BlockId& id) {

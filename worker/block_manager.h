@@ -142,6 +142,14 @@ class BlockManager {
   // when `only_version` is not 0 and the block held is another version.
   Status Remove(const BlockId& id, uint64_t only_version = 0);
 
+  // Test-only fault injection (the worker's corruptBlock): flips the byte at `offset` of the
+  // copy held on `tier`, leaving its digests, so readers and verifyBlock find it corrupt as
+  // they would a copy that rotted. In memory the chunk holding the byte is replaced by a
+  // flipped copy (chunks are shared with in-flight sends, which keep the bytes they hold); on
+  // disk the storage thread rewrites the chunk in the store. kNotFound when the block is not
+  // held on that tier; kInvalidArgument when offset is not inside it.
+  void CorruptStoredByte(const BlockId& id, Tier tier, uint64_t offset, Callback<Status> done);
+
   std::vector<BlockStatus> List() const;
   WorkerStats Stats() const;
   // For metrics: blocks per tier, and blocks evicted from memory (spilled to disk or dropped).

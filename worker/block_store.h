@@ -104,6 +104,12 @@ class BlockStore {
   // stored version, it is dropped and reported lost like one the store found itself. Returns
   // the kDataLoss a read of it fails with.
   virtual Status ReportCorrupt(const BlockId& id, uint64_t generation, const std::string& what) = 0;
+
+  // Test-only fault injection (bm-worker --enable-fault-injection): rewrites the stored bytes
+  // of `id` with the byte at `offset` flipped, leaving its digests and its generation as they
+  // were, so it reads back exactly as a copy that rotted on the device. kNotFound when absent,
+  // kInvalidArgument when offset is not inside the block.
+  virtual Status CorruptStoredByte(const BlockId& id, uint64_t offset) = 0;
 };
 
 }  // namespace bm

@@ -1126,6 +1126,34 @@ Status DiskStore::ReportCorrupt(const BlockId& id, uint64_t generation, const st
   return DropCorrupt(id, what);
 }
 
+Status DiskStore::CorruptStoredByte(const BlockId& id, uint64_t offset) {
+  auto found = impl_->index.find(id);
+  if (found == impl_->index.end()) {
+    return NotFoundError("block " + id.ToString() + " is not on disk here");
+  }
+  const Meta& meta = found->second;
+  if (offset >= meta.size) {
+    return InvalidArgumentError("offset " + std::to_string(offset) + " is not inside block " +
+                                id.ToString() + " (" + std::to_string(meta.size) + " bytes)");
+  }
+  RETURN_IF_ERROR(Writable());
+  const std::string key = ChunkKeyOf(id, meta, offset / meta.chunk_bytes);
+  std::string value;
+  RETURN_IF_ERROR(FromRocks(db_->Get(impl_->read_options, key, &value),
+                            "reading the chunk of " + id.ToString() + " to corrupt"));
+  const uint64_t at = offset % meta.chunk_bytes;
+  if (at >= value.size()) {
+    return InternalError("chunk of block " + id.ToString() + " holding offset " +
+                         std::to_string(offset) + " has only " + std::to_string(value.size()) +
+                         " bytes");
+  }
+  value[at] = static_cast<char>(value[at] ^ 0xFF);
+  // Chunks already read out stay as they were: a pinned value is a table block, a block cache
+  // entry or a copy of the memtable's, none of which this write changes.
+  return Written(db_->Put(impl_->write_options, key, value),
+                 "corrupting block " + id.ToString() + " (fault injection)");
+}
+
 void DiskStore::CheckAgainstJournal(const std::map<BlockId, uint64_t>& committed,
                                     const std::map<BlockId, uint64_t>& removed, const char* when) {
   // Removed while the store was read-only, then a restart before it could delete them.

@@ -142,6 +142,9 @@ class DiskStore final : public BlockStore {
   // checksum, in the start-up scan or on a read).
   uint64_t corrupt_count() const override { return corrupt_count_; }
   Status ReportCorrupt(const BlockId& id, uint64_t generation, const std::string& what) override;
+  // Rewrites the chunk holding `offset` through RocksDB, so RocksDB's own checksums pass and
+  // only the block's digests can tell.
+  Status CorruptStoredByte(const BlockId& id, uint64_t offset) override;
 
   // Generations come from one increasing sequence, above every generation found on disk, so a
   // generation never names two versions of a block on this worker. (The block manager's memory

@@ -113,6 +113,11 @@ int main(int argc, char** argv) {
                  "copy that rots is found and repaired before it is needed (0: off)")
       ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
+  bool enable_fault_injection = false;
+  app.add_flag("--enable-fault-injection", enable_fault_injection,
+               "Test-only: serve corruptBlock, which flips a stored byte of a block on purpose "
+               "so tests can watch corruption being found and repaired (admin keys only with "
+               "keys on). Never set it on a worker whose data matters");
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
@@ -220,6 +225,7 @@ int main(int argc, char** argv) {
   options.max_uploads_per_key = max_uploads_per_key;
   options.master_key_file = master_key_file;
   options.status_hook = status.get();
+  options.enable_fault_injection = enable_fault_injection;
   options.listen_address = listen;
   options.advertise_address = advertise;
   options.worker_id = id;
@@ -240,6 +246,11 @@ int main(int argc, char** argv) {
       *disk_limit == 0 ? std::string("the filesystem's free space") : bm::FormatBytes(*disk_limit),
       bm::FormatBytes(disk_headroom),
       secure.keys.enabled() ? "CURVE keys on" : "no keys: plaintext");
+
+  if (enable_fault_injection) {
+    spdlog::warn("fault injection is on (--enable-fault-injection): corruptBlock requests may "
+                 "corrupt stored blocks on purpose; for tests only");
+  }
 
   shutdown_signals.CallOnSignal([&] { server->Stop(); });
   server->Run();  // returns after Stop(), or if the loop fails

@@ -92,6 +92,19 @@ std::optional<MemoryBlock> MemoryStore::Remove(const BlockId& id) {
   return block;
 }
 
+Status MemoryStore::ReplaceBytes(const BlockId& id, BlockData data) {
+  auto found = index_.find(id);
+  if (found == index_.end()) return NotFoundError("block " + id.ToString() + " is not in memory");
+  MemoryBlock& block = *found->second;
+  if (data.size != block.data.size) {
+    return InvalidArgumentError("block " + id.ToString() + " holds " +
+                                std::to_string(block.data.size) + " bytes, not " +
+                                std::to_string(data.size));
+  }
+  block.data = std::move(data);
+  return Status::Ok();
+}
+
 std::vector<BlockStatus> MemoryStore::List() const {
   std::vector<BlockStatus> blocks;
   blocks.reserve(lru_.size());

@@ -60,6 +60,10 @@ class MemoryStore {
   bool Contains(const BlockId& id) const;
   // Removes and returns the block.
   std::optional<MemoryBlock> Remove(const BlockId& id);
+  // Swaps the block's bytes for `data` of the same size, leaving its recency, generation and
+  // digests as they were: for fault injection (a copy with a byte flipped). kNotFound when
+  // absent; kInvalidArgument when the size differs.
+  Status ReplaceBytes(const BlockId& id, BlockData data);
 
   std::vector<BlockStatus> List() const;
   uint64_t capacity() const { return capacity_; }

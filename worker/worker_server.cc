@@ -374,6 +374,8 @@ Status WorkerServer::Dispatch(IncomingMessage& message, uint64_t* id, WorkerOp* 
       return HandleContains(message, *id);
     case proto::Request::VERIFY_BLOCK:
       return HandleVerify(message, *id);
+    case proto::Request::CORRUPT_BLOCK:
+      return HandleCorruptBlock(message, *id);
     case proto::Request::REMOVE_BLOCKS:
       return HandleRemove(message, *id);
     case proto::Request::REPLICATE_BLOCK:
@@ -836,6 +838,47 @@ Status WorkerServer::HandleVerify(IncomingMessage& message, uint64_t id) {
     }
     SendReply(*peer, reply);
   });
+  return Status::Ok();
+}
+
+Status WorkerServer::HandleCorruptBlock(IncomingMessage& message, uint64_t id) {
+  if (!options_.enable_fault_injection) {
+    return InvalidArgumentError(
+        "corruptBlock is test-only fault injection, off on worker " + worker_id_ +
+        " (it serves it only when started with --enable-fault-injection)");
+  }
+  std::optional<BlockId> block;
+  Tier tier = Tier::kMemory;
+  uint64_t offset = 0;
+  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::CorruptBlock::Reader corrupt = message.request().getCorruptBlock();
+    ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(corrupt.getBlockId()));
+    block = parsed;
+    switch (corrupt.getTier()) {
+      case proto::Tier::MEMORY:
+        tier = Tier::kMemory;
+        break;
+      case proto::Tier::DISK:
+        tier = Tier::kDisk;
+        break;
+      default:
+        return InvalidArgumentError("unknown tier");
+    }
+    offset = corrupt.getOffset();
+    return Status::Ok();
+  }));
+  blocks_->CorruptStoredByte(
+      *block, tier, offset,
+      [this, peer = SharePeer(*message.routing_id()), id, block = *block, tier,
+       offset](Status corrupted) {
+        if (!corrupted.ok()) {
+          SendError(*peer, id, corrupted);
+          return;
+        }
+        spdlog::warn("fault injection: flipped the byte at offset {} of block {}'s {} copy",
+                     offset, block.ToString(), TierName(tier));
+        SendOk(*peer, id);
+      });
   return Status::Ok();
 }
 

@@ -58,6 +58,9 @@ struct WorkerServerOptions {
   // How often the disk store checks for storage errors, recovers and reclaims space
   // (BlockManager::Maintain).
   Duration storage_maintenance_interval = std::chrono::seconds(1);
+  // Test-only: serve corruptBlock, which flips a stored byte on purpose (PROTOCOL.md, "Fault
+  // injection"). Off: the request is refused.
+  bool enable_fault_injection = false;
   // Borrowed, may be null: an observer (the HTTP status service) whose queries the loop answers
   // on its own thread. Must outlive Run().
   WorkerStatusHook* status_hook = nullptr;
@@ -156,6 +159,8 @@ class WorkerServer {
   void SendGetManyReply(const GetManyBatch& batch);
   Status HandleContains(IncomingMessage& message, uint64_t id);
   Status HandleVerify(IncomingMessage& message, uint64_t id);
+  // Test-only fault injection (options_.enable_fault_injection).
+  Status HandleCorruptBlock(IncomingMessage& message, uint64_t id);
   Status HandleRemove(IncomingMessage& message, uint64_t id);
   // From the master: copy a block to other workers (answered when the copy is done).
   Status HandleReplicate(IncomingMessage& message, uint64_t id);

@@ -1,23 +1,30 @@
 // Corrupt stored bytes are never served and cost only the blocks they hit: a worker restarted
 // on a damaged table file starts, its scrubber finds the bad blocks, and the master restores
-// their copies from the good ones.
+// their copies from the good ones. A running worker's copy corrupted through its test-only
+// fault injection (corruptBlock) is read past, dropped and restored the same way.
 
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <rocksdb/db.h>
 #include <rocksdb/iterator.h>
+#include <capnp/message.h>
 #include <rocksdb/options.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <span>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "client/client.h"
 #include "common/digest.h"
+#include "common/protocol.h"
+#include "common/transport.h"
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/process.h"
@@ -72,6 +79,147 @@ void CorruptFirstChunk(const std::string& disk_dir, const std::string& block) {
   ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), chunk_key, &value).ok());
   value[value.size() / 2] ^= 0x20;
   ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), chunk_key, value).ok());
+}
+
+// Flips the byte at `offset` of `worker`'s copy of `block` on `tier`, through the worker's
+// test-only corruptBlock request (the worker runs with --enable-fault-injection).
+Status CorruptCopy(LocalCluster& cluster, const std::string& worker, const std::string& block,
+                   proto::Tier tier, uint64_t offset) {
+  zmq::context_t context;
+  RpcChannel channel(context, cluster.worker_endpoint(worker), std::chrono::seconds(5),
+                     cluster.SecurityOf("admin", worker));
+  capnp::MallocMessageBuilder request;
+  proto::CorruptBlock::Builder corrupt = request.initRoot<proto::Request>().initCorruptBlock();
+  corrupt.setBlockId(block);
+  corrupt.setTier(tier);
+  corrupt.setOffset(offset);
+  return channel.Call(request).status();
+}
+
+// The worker's checksum failures counted `where` (transit, disk, memory, client-read), from its
+// /metrics; nullopt when it does not answer or shows no such sample.
+std::optional<uint64_t> ChecksumFailures(LocalCluster& cluster, const std::string& worker,
+                                         const std::string& where) {
+  httplib::Client http("127.0.0.1", cluster.HttpPort(worker));
+  httplib::Result metrics = http.Get("/metrics");
+  if (!metrics || metrics->status != 200) return std::nullopt;
+  const std::string sample =
+      "blockmgr_worker_checksum_failures_total{where=\"" + where + "\"} ";
+  const size_t at = metrics->body.find(sample);
+  if (at == std::string::npos) return std::nullopt;
+  return std::stoull(metrics->body.substr(at + sample.size()));
+}
+
+// Whether a line of the log at `path` holds every one of `parts`.
+bool LogHasLineWith(const std::string& path, const std::vector<std::string>& parts) {
+  std::istringstream log(ReadFile(path));
+  for (std::string line; std::getline(log, line);) {
+    if (std::all_of(parts.begin(), parts.end(), [&](const std::string& part) {
+          return line.find(part) != std::string::npos;
+        })) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Workers whose copies only readers can find bad (scrubbers off), with fault injection on and
+// metrics served.
+const std::vector<std::string> kFaultInjectingWorker = {
+    "--scrub-rate", "0", "--enable-fault-injection", "--http", "127.0.0.1:0"};
+
+// A byte flipped in the first listed copy of a two-copy block, on `tier`: the next get reads
+// the other copy and returns the right bytes, the bad copy is dropped (counted as a checksum
+// failure `where`), and the block is back at 2 of 2 copies, both intact, within seconds.
+void ExpectACorruptCopyIsReadPastDroppedAndRestored(const std::string& level, proto::Tier tier,
+                                                    const std::string& where) {
+  LocalCluster cluster(/*heartbeat_timeout_seconds=*/30);
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "", kFaultInjectingWorker}));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w2", "64MiB", "", kFaultInjectingWorker}));
+  const std::string id = "rdd_4_0";
+  const std::string bytes = RandomBytes(3 * kChunk + 123, 90);
+  CommandResult put = cluster.Bmctl({"put", id, "-", "--level", level}, bytes);
+  ASSERT_EQ(put.exit_code, 0) << put.err;
+  ASSERT_TRUE(WaitFor([&] { return cluster.Locations({id})[id].size() == 2; }, 10s));
+
+  // The copy a reader tries first (the master's order): the get must read past it.
+  const std::string bad = std::get<0>(cluster.Locations({id})[id].front());
+  const std::string good = bad == "w1" ? "w2" : "w1";
+  ASSERT_EQ(ChecksumFailures(cluster, bad, where), 0u);
+  Status corrupted = CorruptCopy(cluster, bad, id, tier, kChunk + 5);
+  ASSERT_TRUE(corrupted.ok()) << corrupted.ToString() << cluster.LogTail(bad);
+
+  CommandResult got = cluster.Bmctl({"get", id});
+  ASSERT_EQ(got.exit_code, 0) << got.err;
+  EXPECT_TRUE(got.out == bytes) << "the get returned other bytes than were put";
+  EXPECT_TRUE(LogHasLineWith(cluster.dir().Sub(bad + ".log"),
+                             {"block " + id, "corrupt", "dropped, never served"}))
+      << cluster.LogTail(bad);
+  EXPECT_EQ(ChecksumFailures(cluster, bad, where), 1u);
+  EXPECT_EQ(ChecksumFailures(cluster, good, where), 0u);
+
+  // Back at its level's copies (the bad worker holds a fresh one made from the good copy), and
+  // every copy is intact.
+  std::map<std::string, BlockCopies> blocks;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        blocks = cluster.ListBlockCopies();
+        return blocks[id].wanted == 2 && blocks[id].workers.size() == 2;
+      },
+      10s))
+      << cluster.Bmctl({"blocks"}).out << cluster.LogTail("master");
+  CommandResult verify = cluster.Bmctl({"verify", id});
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+  EXPECT_EQ(verify.out.find("corrupt"), std::string::npos) << verify.out;
+  got = cluster.Bmctl({"get", id});
+  ASSERT_EQ(got.exit_code, 0) << got.err;
+  EXPECT_TRUE(got.out == bytes);
+}
+
+TEST(IntegrityTest, AByteFlippedInAMemoryCopyIsReadPastDroppedAndTheCopyRestored) {
+  ExpectACorruptCopyIsReadPastDroppedAndRestored("MEMORY_ONLY_2", proto::Tier::MEMORY, "memory");
+}
+
+TEST(IntegrityTest, AByteFlippedInADiskCopyIsReadPastDroppedAndTheCopyRestored) {
+  ExpectACorruptCopyIsReadPastDroppedAndRestored("DISK_ONLY_2", proto::Tier::DISK, "disk");
+}
+
+// The only copy corrupted: the get fails with "corrupt on every copy" and creates no file.
+TEST(IntegrityTest, AGetOfABlockWhoseOnlyCopyWasCorruptedInMemoryFailsAndWritesNothing) {
+  LocalCluster cluster(/*heartbeat_timeout_seconds=*/30);
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "", kFaultInjectingWorker}));
+  const std::string bytes = RandomBytes(2 * kChunk, 91);
+  ASSERT_EQ(cluster.Bmctl({"put", "rdd_5_0", "-", "--level", "MEMORY_ONLY"}, bytes).exit_code, 0);
+  Status corrupted = CorruptCopy(cluster, "w1", "rdd_5_0", proto::Tier::MEMORY, 2 * kChunk - 1);
+  ASSERT_TRUE(corrupted.ok()) << corrupted.ToString();
+
+  const std::string output = cluster.dir().Sub("rdd_5_0.out");
+  CommandResult bad = cluster.Bmctl({"get", "rdd_5_0", "-o", output});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("corrupt on every copy"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(output)) << "no byte of a corrupt block is written";
+  EXPECT_EQ(ChecksumFailures(cluster, "w1", "memory"), 1u);
+  EXPECT_TRUE(WaitFor([&] { return cluster.Locations({"rdd_5_0"})["rdd_5_0"].empty(); }, 10s))
+      << "the bad copy was dropped";
+}
+
+// Off by default: a worker started without --enable-fault-injection refuses corruptBlock,
+// saying why, and its copy stays as it was.
+TEST(IntegrityTest, AWorkerWithoutFaultInjectionRefusesToCorruptABlock) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1"}));
+  const std::string bytes = RandomBytes(1000, 92);
+  ASSERT_EQ(cluster.Bmctl({"put", "rdd_5_1", "-"}, bytes).exit_code, 0);
+  Status refused = CorruptCopy(cluster, "w1", "rdd_5_1", proto::Tier::MEMORY, 0);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("--enable-fault-injection"), std::string::npos)
+      << refused.ToString();
+  CommandResult got = cluster.Bmctl({"get", "rdd_5_1"});
+  ASSERT_EQ(got.exit_code, 0) << got.err;
+  EXPECT_TRUE(got.out == bytes);
 }
 
 TEST(IntegrityTest, ACorruptTableFileOfAStoppedWorkerCostsOnlyItsBlocksWhichAreRepaired) {

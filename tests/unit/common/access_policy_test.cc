@@ -57,6 +57,15 @@ TEST(AccessPolicyTest, WorkersTakeCommandsOnlyFromTheMastersKey) {
   EXPECT_TRUE(AuthorizeWorkerRequest(true, As(KeyRole::kClient), Which::VERIFY_BLOCK).ok());
 }
 
+TEST(AccessPolicyTest, OnlyAdminKeysMayInjectFaults) {
+  EXPECT_TRUE(AuthorizeWorkerRequest(true, As(KeyRole::kAdmin), Which::CORRUPT_BLOCK).ok());
+  for (KeyRole other : {KeyRole::kMaster, KeyRole::kClient, KeyRole::kWorker}) {
+    Status denied = AuthorizeWorkerRequest(true, As(other), Which::CORRUPT_BLOCK);
+    EXPECT_EQ(denied.code(), StatusCode::kPermissionDenied);
+    EXPECT_NE(denied.message().find("corruptBlock"), std::string::npos) << denied.message();
+  }
+}
+
 TEST(AccessPolicyTest, AWorkerKeySpeaksOnlyForItsOwnId) {
   EXPECT_TRUE(AuthorizeWorkerId(true, As(KeyRole::kWorker, "w1"), "w1").ok());
   EXPECT_EQ(AuthorizeWorkerId(true, As(KeyRole::kWorker, "w1"), "w2").code(),

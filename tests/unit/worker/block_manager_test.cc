@@ -130,6 +130,61 @@ TEST_F(BlockManagerTest, AMemoryCopyThatRotsFailsItsDigestsAndVerifyDropsIt) {
   EXPECT_EQ(testing::Verify(*manager_, BlockId::Rdd(6, 0)).status().code(), StatusCode::kNotFound);
 }
 
+Status CorruptStoredByte(BlockManager& manager, const BlockId& id, Tier tier, uint64_t offset) {
+  std::optional<Status> result;
+  manager.CorruptStoredByte(id, tier, offset, [&](Status s) { result = std::move(s); });
+  testing::Settle(manager);
+  BM_CHECK(result.has_value());
+  return *result;
+}
+
+// Fault injection in memory: later reads get the flipped byte (and the digests that expose it),
+// a read already handed out keeps the bytes it had, and verifyBlock drops the copy.
+TEST_F(BlockManagerTest, AByteFlippedInMemoryIsSeenByLaterReadsAndVerifyDropsTheCopy) {
+  const BlockId id = BlockId::Rdd(6, 5);
+  const std::vector<std::byte> bytes = RandomBytes(1000, 25);
+  ASSERT_TRUE(Put(id, StorageLevel::kMemoryOnly, bytes).ok());
+  Result<BlockRead> before = testing::Read(*manager_, id, 0, UINT64_MAX);
+  ASSERT_TRUE(before.ok());
+
+  EXPECT_EQ(CorruptStoredByte(*manager_, id, Tier::kDisk, 3).code(), StatusCode::kNotFound)
+      << "no disk copy to corrupt";
+  EXPECT_EQ(CorruptStoredByte(*manager_, id, Tier::kMemory, 1000).code(),
+            StatusCode::kInvalidArgument);
+  ASSERT_TRUE(CorruptStoredByte(*manager_, id, Tier::kMemory, 3).ok());
+  std::vector<std::byte> expected = bytes;
+  expected[3] ^= std::byte{0xFF};
+  EXPECT_TRUE(ReadAll(id) == expected);
+  EXPECT_TRUE(Concat(before->chunks) == bytes) << "a chunk in flight changed under its reader";
+
+  Result<BlockCheck> check = testing::Verify(*manager_, id);
+  ASSERT_TRUE(check.ok()) << check.status().ToString();
+  EXPECT_EQ(check->corrupt.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(check->tier, Tier::kMemory);
+  EXPECT_FALSE(manager_->Find(id).has_value());
+  EXPECT_EQ(manager_->TakeLost(), std::vector<BlockId>{id});
+}
+
+TEST_F(BlockManagerTest, AByteFlippedOnDiskIsFoundByVerifyWhichDropsTheCopy) {
+  const BlockId id = BlockId::Rdd(6, 6);
+  const std::vector<std::byte> bytes = RandomBytes(kChunkBytes + 100, 26);
+  ASSERT_TRUE(Put(id, StorageLevel::kDiskOnly, bytes).ok());
+  EXPECT_EQ(CorruptStoredByte(*manager_, id, Tier::kMemory, 3).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(CorruptStoredByte(*manager_, id, Tier::kDisk, kChunkBytes + 1).ok());
+  std::vector<std::byte> expected = bytes;
+  expected[kChunkBytes + 1] ^= std::byte{0xFF};
+  EXPECT_TRUE(ReadAll(id) == expected);
+
+  (void)manager_->TakeChanges();
+  Result<BlockCheck> check = testing::Verify(*manager_, id);
+  ASSERT_TRUE(check.ok()) << check.status().ToString();
+  EXPECT_EQ(check->corrupt.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(check->tier, Tier::kDisk);
+  EXPECT_FALSE(manager_->Find(id).has_value());
+  EXPECT_EQ(Describe(manager_->TakeChanges()), std::vector<std::string>{"-rdd_6_6@disk"});
+  EXPECT_EQ(manager_->TakeLost(), std::vector<BlockId>{id});
+}
+
 TEST_F(BlockManagerTest, AnEvictedMemoryCopyThatRottedIsNotSpilledToDisk) {
   const std::vector<std::byte> bytes = RandomBytes(1000, 22);
   std::vector<ChunkPtr> chunks = Chunks(bytes, 400);

@@ -771,6 +771,34 @@ TEST_F(DiskStoreTest, StoresADigestPerChunkAndReturnsThoseOfTheRangeRead) {
   EXPECT_EQ(read->unit_digests, expected) << "kept across a restart";
 }
 
+// Fault injection: one byte flipped in the stored chunk, through RocksDB (whose checksums still
+// pass), with the digests and the generation left alone; a chunk read out before keeps its bytes.
+TEST_F(DiskStoreTest, CorruptStoredByteFlipsOneByteAndKeepsTheDigests) {
+  const BlockId id = BlockId::Rdd(3, 2);
+  const std::vector<std::byte> bytes = RandomBytes(2 * kChunkBytes + 10, 12);
+  ASSERT_TRUE(WriteBlock(*store_, id, bytes).ok());
+  Result<DiskRead> before = store_->Read(id, 0, UINT64_MAX);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  const uint64_t at = kChunkBytes + 77;
+
+  ASSERT_TRUE(store_->CorruptStoredByte(id, at).ok());
+  Result<DiskRead> after = store_->Read(id, 0, UINT64_MAX);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  std::vector<std::byte> expected = bytes;
+  expected[at] ^= std::byte{0xFF};
+  EXPECT_TRUE(Concat(after->chunks) == expected);
+  EXPECT_EQ(after->unit_digests, before->unit_digests);
+  EXPECT_EQ(after->generation, before->generation);
+  EXPECT_NE(DigestOf(std::span(expected).subspan(kChunkBytes, kChunkBytes)),
+            after->unit_digests[1]);
+  EXPECT_TRUE(Concat(before->chunks) == bytes) << "a chunk already read out changed";
+  Reopen();
+  EXPECT_TRUE(ReadAll(*store_, id) == expected) << "the flipped byte is on disk";
+
+  EXPECT_EQ(store_->CorruptStoredByte(id, bytes.size()).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->CorruptStoredByte(BlockId::Rdd(3, 9), 0).code(), StatusCode::kNotFound);
+}
+
 // A block written before digests were kept (meta format 3) reads back, with no digests.
 TEST_F(DiskStoreTest, BlocksStoredWithoutDigestsStillReadBack) {
   const std::vector<std::byte> bytes = RandomBytes(kChunkBytes + 10, 10);

@@ -72,6 +72,9 @@ class FaultInjectingStore final : public BlockStore {
   Status ReportCorrupt(const BlockId& id, uint64_t generation, const std::string& what) override {
     return base_->ReportCorrupt(id, generation, what);
   }
+  Status CorruptStoredByte(const BlockId& id, uint64_t offset) override {
+    return base_->CorruptStoredByte(id, offset);
+  }
 
  private:
   class Writer;
