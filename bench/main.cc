@@ -86,8 +86,9 @@ int main(int argc, char** argv) {
                  "also measures, in the same run, for comparison")
       ->check(CLI::ExistingFile);
   app.add_option("--baseline-bin-dir", baseline_bin_dir,
-                 "The bin directory of a build from before block digests; workload 11 runs its "
-                 "master, worker and client beside this build's to measure what digests cost")
+                 "The bin directory of another build (one from before block digests, say); "
+                 "workload 11 runs its master, worker and client beside this build's to measure "
+                 "what digests cost, and workload 4 its DISK_ONLY puts and gets (rows 4b)")
       ->check(CLI::ExistingDirectory);
   app.add_option("--client", client_task, "(internal) run one client task")->group("");
   app.add_option("--serve-zmq", serve_zmq, "(internal) serve the raw ZeroMQ peer")->group("");

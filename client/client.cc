@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <array>
 #include <istream>
 #include <ostream>
@@ -17,6 +18,7 @@
 #include "common/replica_spread.h"
 #include "common/chunk.h"
 #include "common/digest.h"
+#include "common/range_verifier.h"
 #include "common/protocol.h"
 #include "common/transport.h"
 
@@ -118,6 +120,23 @@ std::string DefaultHolderName() {
   return std::string(host.data()) + ":" + std::to_string(getpid());
 }
 
+Status DigestMismatch(const std::string& block, const std::string& peer, uint64_t unit,
+                      uint64_t total) {
+  return DataLossError("block " + block + " from " + peer + ": bytes " +
+                       std::to_string(unit * kDigestUnitBytes) + " to " +
+                       std::to_string(std::min<uint64_t>((unit + 1) * kDigestUnitBytes, total)) +
+                       " do not match their digest (a corrupt copy, or corrupted in transit)");
+}
+
+// The channel's error, saying which peer it came from (as Call's).
+Status WithPeer(const Status& error, const std::string& peer) {
+  const char* what = error.code() == StatusCode::kUnavailable ? " unreachable: " : ": ";
+  return Status(error.code(), peer + what + error.message());
+}
+
+// Ranges of one get a client keeps asked for beyond the one it is checking (ReadFrom).
+constexpr size_t kReadWindow = 2;
+
 // Ok when the bytes of a range a worker sent, [offset, offset + length) of a block of `total`
 // bytes, match the stored digests it sent with them (none: a block stored without digests).
 // kDataLoss otherwise: that copy is corrupt, the caller reads another.
@@ -132,10 +151,7 @@ Status CheckRange(const std::vector<zmq::message_t>& frames, uint64_t offset, ui
   }
   std::optional<uint64_t> bad = FirstBadUnit(pieces, offset, length, total, unit_digests);
   if (!bad.has_value()) return Status::Ok();
-  return DataLossError("block " + block + " from " + peer + ": bytes " +
-                       std::to_string(*bad * kDigestUnitBytes) + " to " +
-                       std::to_string(std::min<uint64_t>((*bad + 1) * kDigestUnitBytes, total)) +
-                       " do not match their digest (a corrupt copy, or corrupted in transit)");
+  return DigestMismatch(block, peer, *bad, total);
 }
 
 }  // namespace
@@ -1211,17 +1227,47 @@ Result<uint64_t> Client::Impl::ReadFrom(const BlockLocation& location, const Blo
   ASSIGN_OR_RETURN(RpcChannel * channel, WorkerChannel(location.address));
   const std::string peer = "worker " + location.worker_id;
   const std::string block = id.ToString();
-  uint64_t offset = 0;
-  std::optional<uint64_t> generation;
-  uint64_t total = 0;
-  while (true) {
+  // Ranges asked for and not yet received, oldest first: up to kReadWindow, so the worker
+  // reads and sends the next range while this thread checks and hands out the last one.
+  struct Asked {
+    uint64_t request;
+    uint64_t offset;
+  };
+  std::deque<Asked> asked;
+  struct AbandonAsked {  // on any return: replies still coming are dropped
+    RpcChannel* channel;
+    std::deque<Asked>* asked;
+    ~AbandonAsked() {
+      for (const Asked& a : *asked) channel->Abandon(a.request);
+    }
+  } abandon{channel, &asked};
+  uint64_t asked_end = 0;  // where the next range to ask for starts
+  auto ask = [&]() -> Status {
     capnp::MallocMessageBuilder message;
     proto::GetBlock::Builder get = message.initRoot<proto::Request>().initGetBlock();
     get.setBlockId(block);
-    get.setOffset(offset);
+    get.setOffset(asked_end);
     get.setMaxLength(kMaxPieceBytes);
-    ASSIGN_OR_RETURN(IncomingMessage reply,
-                     Call(*channel, options_.request_timeout, peer, message));
+    Result<uint64_t> request = channel->Send(message);
+    if (!request.ok()) return WithPeer(request.status(), peer);
+    asked.push_back({*request, asked_end});
+    asked_end += kMaxPieceBytes;
+    return Status::Ok();
+  };
+  uint64_t offset = 0;  // of the next byte to receive
+  std::optional<uint64_t> generation;
+  uint64_t total = 0;
+  std::optional<RangeVerifier> verifier;
+  RETURN_IF_ERROR(ask());  // one range until the block's size is known
+  while (true) {
+    if (asked.empty()) RETURN_IF_ERROR(ask());  // every range asked was past a short one
+    const Asked next = asked.front();
+    asked.pop_front();
+    Result<IncomingMessage> awaited = channel->Await(next.request);
+    if (!awaited.ok()) return WithPeer(awaited.status(), peer);
+    IncomingMessage& reply = *awaited;
+    // Asked for past a range the worker cut short: the range after it is asked again below.
+    if (next.offset != offset) continue;
     uint64_t reply_total = 0, reply_offset = 0, length = 0, reply_generation = 0;
     std::vector<uint64_t> unit_digests;
     RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
@@ -1248,18 +1294,26 @@ Result<uint64_t> Client::Impl::ReadFrom(const BlockLocation& location, const Blo
         (length == 0 && offset < total)) {
       return InternalError(peer + " sent a malformed range of " + block);
     }
-    // Checked whole before any of it reaches the sink: wrong bytes are never handed out.
-    if (Status intact = CheckRange(reply.payload(), offset, length, total, unit_digests, peer,
-                                   block);
-        !intact.ok()) {
+    if (!verifier) verifier.emplace(total);
+    // A short range (the worker caps a reply's frames): the ranges asked after it start in the
+    // wrong place; their replies are dropped above and the range after it is asked for anew.
+    if (offset + length < total && length < kMaxPieceBytes) asked_end = offset + length;
+    while (asked.size() < kReadWindow && asked_end < total) RETURN_IF_ERROR(ask());
+    // Checked before any of it reaches the sink: wrong bytes are never handed out. A unit the
+    // range holds only part of is checked (and handed out) with the range that completes it.
+    std::vector<std::span<const std::byte>> pieces;
+    pieces.reserve(reply.payload().size());
+    for (const zmq::message_t& frame : reply.payload()) {
+      pieces.emplace_back(static_cast<const std::byte*>(frame.data()), frame.size());
+    }
+    if (std::optional<uint64_t> bad = verifier->Add(offset, length, pieces, unit_digests)) {
       progress.digest_mismatch = true;
-      return intact;
+      return DigestMismatch(block, peer, *bad, total);
     }
     progress.RecordUnitDigests(offset, total, unit_digests);
-    for (const zmq::message_t& frame : reply.payload()) {
-      if (frame.size() == 0) continue;
+    for (std::span<const std::byte> bytes : verifier->ready()) {
       progress.emitted = true;
-      Status written = sink({static_cast<const std::byte*>(frame.data()), frame.size()});
+      Status written = sink(bytes);
       if (!written.ok()) {
         progress.sink_failed = true;
         return written;

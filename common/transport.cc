@@ -242,6 +242,8 @@ RpcChannel::RpcChannel(zmq::context_t& context, std::string address,
 RpcChannel::~RpcChannel() = default;
 
 void RpcChannel::Reset() {
+  in_flight_.clear();
+  early_replies_.clear();
   monitor_.reset();  // before the socket it monitors
   socket_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
   Status configured = ConfigureClientSocket(*socket_, security_, address_);
@@ -335,9 +337,14 @@ Status RpcChannel::ReadMonitor() {
 
 Result<IncomingMessage> RpcChannel::Call(capnp::MallocMessageBuilder& request,
                                          std::vector<zmq::message_t> payload) {
+  ASSIGN_OR_RETURN(uint64_t id, Send(request, std::move(payload)));
+  return Await(id);
+}
+
+Result<uint64_t> RpcChannel::Send(capnp::MallocMessageBuilder& request,
+                                  std::vector<zmq::message_t> payload) {
   const uint64_t id = next_id_++;
   request.getRoot<proto::Request>().setId(id);
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
   // Only a connection lost after this send fails the call; a refused handshake fails it at
   // once, whenever it happened.
   if (Status before = ConnectionStatus(); before.code() == StatusCode::kPermissionDenied) {
@@ -355,6 +362,28 @@ Result<IncomingMessage> RpcChannel::Call(capnp::MallocMessageBuilder& request,
     if (!connection.ok()) return connection;
     return UnavailableError("cannot reach " + address_ + ": " + sent.message());
   }
+  in_flight_.insert(id);
+  return id;
+}
+
+Result<IncomingMessage> RpcChannel::Await(uint64_t id) {
+  auto reply_status = [](IncomingMessage& message) {
+    return ReadGuarded([&]() -> Status {
+      proto::Reply::Reader reply = message.reply();
+      if (reply.isError()) return StatusFromError(reply.getError());
+      return Status::Ok();
+    });
+  };
+  if (auto early = early_replies_.find(id); early != early_replies_.end()) {
+    IncomingMessage message = std::move(early->second);
+    early_replies_.erase(early);
+    RETURN_IF_ERROR(reply_status(message));
+    return message;
+  }
+  if (!in_flight_.contains(id)) {
+    return UnavailableError("the request to " + address_ + " was lost when its connection reset");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
   while (true) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
@@ -376,20 +405,33 @@ Result<IncomingMessage> RpcChannel::Call(capnp::MallocMessageBuilder& request,
       continue;  // a garbled reply: keep waiting for ours
     }
     IncomingMessage& message = received.value();
-    bool stale = false;
-    Status status = ReadGuarded([&]() -> Status {
-      proto::Reply::Reader reply = message.reply();
-      stale = reply.getId() != id;
-      if (!stale && reply.isError()) return StatusFromError(reply.getError());
-      return Status::Ok();
-    });
-    if (stale) continue;  // the late reply of an earlier call
-    if (!status.ok()) return status;
+    uint64_t reply_id = 0;
+    if (!ReadGuarded([&]() -> Status {
+           reply_id = message.reply().getId();
+           return Status::Ok();
+         }).ok()) {
+      continue;  // garbled
+    }
+    // Not ours: a later request's (kept for its Await), or the late reply of an earlier
+    // timed-out call (dropped).
+    if (reply_id != id) {
+      if (in_flight_.erase(reply_id) > 0) {
+        early_replies_.emplace(reply_id, std::move(received).value());
+      }
+      continue;
+    }
+    in_flight_.erase(id);
+    RETURN_IF_ERROR(reply_status(message));
     return std::move(received).value();
   }
   Reset();
   return UnavailableError("no reply from " + address_ + " within " +
                           std::to_string(timeout_.count()) + " ms");
+}
+
+void RpcChannel::Abandon(uint64_t id) {
+  in_flight_.erase(id);
+  early_replies_.erase(id);
 }
 
 Status RpcChannel::Post(capnp::MallocMessageBuilder& request) {

@@ -8,8 +8,10 @@
 #include <capnp/serialize.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
@@ -117,6 +119,17 @@ class RpcChannel {
   Result<IncomingMessage> Call(capnp::MallocMessageBuilder& request,
                                std::vector<zmq::message_t> payload = {});
 
+  // Call in two halves, so several requests can be in flight on the channel: Send sends the
+  // request and returns its id; Await(id) waits (up to the timeout, from the Await) for that
+  // id's reply, with Call's errors. Replies of other requests in flight that arrive meanwhile
+  // are kept for their own Await. A reset (timeout, lost connection) forgets every request in
+  // flight: their Awaits fail at once with kUnavailable.
+  Result<uint64_t> Send(capnp::MallocMessageBuilder& request,
+                        std::vector<zmq::message_t> payload = {});
+  Result<IncomingMessage> Await(uint64_t id);
+  // Gives up on a request sent and not awaited: its reply, now or later, is dropped.
+  void Abandon(uint64_t id);
+
   // Sends a request without waiting for its reply (which a later Call drops as stale), and
   // without blocking: for best-effort notices such as abortPut. kUnavailable when it cannot
   // be queued at once.
@@ -145,6 +158,9 @@ class RpcChannel {
   // The last refused or cut handshake, until a handshake succeeds.
   Status handshake_problem_;
   uint64_t next_id_ = 1;
+  // Sent and not yet awaited, and the replies of those that arrived before their Await.
+  std::set<uint64_t> in_flight_;
+  std::map<uint64_t, IncomingMessage> early_replies_;
 };
 
 // Runs `read` (which reads a Cap'n Proto message from the network) and turns a decoding

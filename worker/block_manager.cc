@@ -68,7 +68,7 @@ struct BlockManager::Upload {
 
 BlockManager::BlockManager(std::unique_ptr<MemoryStore> memory, std::unique_ptr<BlockStore> disk,
                            BlockManagerOptions options)
-    : options_(options), memory_(std::move(memory)) {
+    : options_(options), memory_(std::move(memory)), read_ahead_(options.read_ahead_bytes) {
   BM_CHECK(memory_ != nullptr && disk != nullptr);
   // Past every generation the last run of this worker handed out (a client may still hold one
   // from before a restart), with no disk write to remember it: microseconds since the epoch.
@@ -384,20 +384,37 @@ void BlockManager::Read(const BlockId& id, uint64_t offset, uint64_t max_length,
     done(NotFoundError("block " + id.ToString() + " is not stored here"));
     return;
   }
-  storage_->Submit([id, offset, max_length,
-                    done = std::move(done)](BlockStore& store) mutable -> StorageThread::Completion {
-    Result<DiskRead> read = store.Read(id, offset, max_length);
-    const std::optional<BlockStatus> status = store.Find(id);
-    Result<BlockRead> result =
-        read.ok() ? Result<BlockRead>(BlockRead{read->total_size, offset, read->generation,
-                                                Tier::kDisk, read->level, std::move(read->chunks),
-                                                status ? status->version : 0,
-                                                std::move(read->unit_digests)})
-                  : Result<BlockRead>(read.status());
-    return [result = std::move(result), done = std::move(done)]() mutable {
-      done(std::move(result));
+  const uint64_t size = disk_index_.at(id).size;
+  if (!read_ahead_.Take(id, offset, max_length, done)) {
+    storage_->Submit([id, offset, max_length, done = std::move(done)](
+                         BlockStore& store) mutable -> StorageThread::Completion {
+      return [result = ReadFromDisk(store, id, offset, max_length),
+              done = std::move(done)]() mutable { done(std::move(result)); };
+    });
+  }
+  // The next range, read while this one is sent. Queued right behind this read, so it reads the
+  // same version; a change to the block after this makes the table forget it.
+  if (max_length == 0 || offset >= size || size - offset <= max_length) return;
+  const uint64_t next = offset + max_length;
+  const std::optional<uint64_t> ticket =
+      read_ahead_.Start(id, next, max_length, std::min(max_length, size - next));
+  if (!ticket) return;
+  storage_->Submit([this, id, next, max_length,
+                    ticket = *ticket](BlockStore& store) -> StorageThread::Completion {
+    return [this, ticket, result = ReadFromDisk(store, id, next, max_length)]() mutable {
+      read_ahead_.Complete(ticket, std::move(result));
     };
   });
+}
+
+Result<BlockRead> BlockManager::ReadFromDisk(BlockStore& store, const BlockId& id, uint64_t offset,
+                                             uint64_t max_length) {
+  Result<DiskRead> read = store.Read(id, offset, max_length);
+  if (!read.ok()) return read.status();
+  const std::optional<BlockStatus> status = store.Find(id);
+  return BlockRead{read->total_size, offset, read->generation, Tier::kDisk, read->level,
+                   std::move(read->chunks), status ? status->version : 0,
+                   std::move(read->unit_digests)};
 }
 
 void BlockManager::Verify(const BlockId& id, Callback<Result<BlockCheck>> done) {
@@ -588,6 +605,7 @@ size_t BlockManager::memory_block_count() const {
 }
 
 void BlockManager::Maintain() {
+  read_ahead_.Age();
   if (maintenance_queued_) return;
   maintenance_queued_ = true;
   storage_->Submit([this, scrubber = scrubber_.get()](BlockStore& store) -> StorageThread::Completion {
@@ -618,11 +636,16 @@ void BlockManager::CollectLost(std::vector<LostBlock> blocks, bool report_remove
 
 std::vector<BlockStatusChange> BlockManager::TakeChanges() { return std::exchange(changes_, {}); }
 
+// Every change to a block passes here: the ranges read ahead of its old version are forgotten.
 void BlockManager::RecordStored(const BlockStatus& status, bool fresh, uint64_t lease) {
+  read_ahead_.Forget(status.id);
   changes_.push_back({status, /*removed=*/false, fresh, lease});
 }
 
-void BlockManager::RecordRemoved(const BlockStatus& status) { changes_.push_back({status, true}); }
+void BlockManager::RecordRemoved(const BlockStatus& status) {
+  read_ahead_.Forget(status.id);
+  changes_.push_back({status, true});
+}
 
 void BlockManager::HandleEvicted(std::vector<MemoryBlock> evicted) {
   for (MemoryBlock& block : evicted) {

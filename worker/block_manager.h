@@ -14,27 +14,15 @@
 #include "common/storage_level.h"
 #include "common/tier.h"
 #include "common/worker_stats.h"
+#include "worker/block_read.h"
 #include "worker/block_status.h"
 #include "worker/block_store.h"
 #include "worker/memory_store.h"
+#include "worker/read_ahead.h"
 #include "worker/scrubber.h"
 #include "worker/storage_thread.h"
 
 namespace bm {
-
-// A range of a stored block, ready to send.
-struct BlockRead {
-  uint64_t total_size;
-  uint64_t offset;
-  uint64_t generation;
-  Tier tier;
-  StorageLevel level;
-  std::vector<ChunkPtr> chunks;  // the bytes of the range, in order; no copies for memory blocks
-  uint64_t version = 0;          // BlockStatus::version
-  // Stored digests of the digest units the range overlaps, the first being unit
-  // offset / kDigestUnitBytes; empty for a block stored without them.
-  std::vector<uint64_t> unit_digests{};
-};
 
 // What re-reading a stored copy found.
 struct BlockCheck {
@@ -63,6 +51,8 @@ struct BlockManagerOptions {
   // The scrubber's rate (worker/scrubber.h), stepped on the storage thread with each
   // maintenance pass; 0: off.
   uint64_t scrub_bytes_per_second = 0;
+  // Bytes of disk block ranges read ahead of their request (ReadAheadTable) at most; 0: none.
+  uint64_t read_ahead_bytes = 4 * (uint64_t{16} << 20);
 };
 
 // The worker's storage policy over its memory store (the LRU) and its disk store (a BlockStore:
@@ -128,7 +118,9 @@ class BlockManager {
   bool HasUpload(UploadId upload) const;
 
   // --- Reads and removals.
-  // Reads a range of a block, clamped to the block and to `max_length`.
+  // Reads a range of a block, clamped to the block and to `max_length`. A disk block's next
+  // range ([offset + max_length, + max_length)) is then read ahead on the storage thread, so a
+  // client reading the block range by range finds it ready (see ReadAheadTable).
   void Read(const BlockId& id, uint64_t offset, uint64_t max_length,
             Callback<Result<BlockRead>> done);
   std::optional<BlockStatus> Find(const BlockId& id) const;
@@ -164,6 +156,9 @@ class BlockManager {
   uint64_t corrupt_disk_blocks() const { return storage_->stats().corrupt_blocks; }
   // Disk bytes the scrubber has re-read and verified, as of the last maintenance pass.
   uint64_t scrubbed_bytes() const { return scrubbed_bytes_; }
+  // Reads answered from a range read ahead, and the bytes read ahead held or coming.
+  uint64_t read_ahead_hits() const { return read_ahead_.hits(); }
+  uint64_t read_ahead_bytes() const { return read_ahead_.bytes(); }
 
   // Off the hot path (every second or so): queues a pass in which the disk store recovers from
   // a storage error and gives back removed blocks' space; blocks it finds lost become removals
@@ -208,6 +203,9 @@ class BlockManager {
   static Result<BlockRead> SliceMemoryBlock(const MemoryBlock& block, uint64_t offset,
                                             uint64_t max_length);
   uint64_t NewMemoryGeneration();
+  // A range of a disk block, read on the storage thread.
+  static Result<BlockRead> ReadFromDisk(BlockStore& store, const BlockId& id, uint64_t offset,
+                                        uint64_t max_length);
 
   const BlockManagerOptions options_;
   std::unique_ptr<MemoryStore> memory_;
@@ -230,6 +228,7 @@ class BlockManager {
   // Ids with a commit queued on the storage thread: an evicted older version of one is dropped,
   // not spilled, so its spill cannot land on top of the newer version.
   std::unordered_multiset<BlockId> committing_;
+  ReadAheadTable read_ahead_;
   bool maintenance_queued_ = false;
   uint64_t scrubbed_bytes_ = 0;
 

@@ -118,6 +118,12 @@ int main(int argc, char** argv) {
                "Test-only: serve corruptBlock, which flips a stored byte of a block on purpose "
                "so tests can watch corruption being found and repaired (admin keys only with "
                "keys on). Never set it on a worker whose data matters");
+  std::string read_ahead_text = "64MiB";
+  app.add_option("--read-ahead", read_ahead_text,
+                 "Bytes of disk block ranges read ahead of the client's request for them, at "
+                 "most (a client reading a large block range by range finds the next one read; "
+                 "0: off)")
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
@@ -135,6 +141,8 @@ int main(int argc, char** argv) {
   if (!disk_limit.ok()) return Usage("--disk-limit: " + disk_limit.status().message());
   bm::Result<uint64_t> spill_backlog = bm::ParseByteSize(spill_backlog_text);
   if (!spill_backlog.ok()) return Usage("--spill-backlog: " + spill_backlog.status().message());
+  bm::Result<uint64_t> read_ahead = bm::ParseByteSize(read_ahead_text);
+  if (!read_ahead.ok()) return Usage("--read-ahead: " + read_ahead.status().message());
   if (bm::Status s = bm::ParseTcpAddress(master, false).status(); !s.ok()) {
     return Usage("--master: " + s.message());
   }
@@ -178,7 +186,8 @@ int main(int argc, char** argv) {
       std::make_unique<bm::MemoryStore>(*memory), std::move(disk).value(),
       bm::BlockManagerOptions{
           .spill_backlog_bytes = *spill_backlog,
-          .scrub_bytes_per_second = static_cast<uint64_t>(scrub_rate_mb * 1e6)});
+          .scrub_bytes_per_second = static_cast<uint64_t>(scrub_rate_mb * 1e6),
+          .read_ahead_bytes = *read_ahead});
 
   // With keys, each connection's frames are sealed and opened on the I/O thread serving it
   // (bench/README.md, "what bounds CURVE"): one thread caps all clients together at one core's

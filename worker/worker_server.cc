@@ -600,7 +600,24 @@ Status WorkerServer::HandleGet(IncomingMessage& message, uint64_t id) {
 void WorkerServer::SendGetReply(const zmq::message_t& peer, uint64_t id, uint64_t limit,
                                 const BlockRead& read) {
   // Frames of at most kChunkBytes sharing the stored chunks' bytes; a range made of many tiny
-  // chunks is cut short at kMaxPayloadFrames (the client asks again for the rest).
+  // chunks is cut short at kMaxPayloadFrames (the client asks again for the rest), at a digest
+  // unit's boundary where the frames reach one, so each unit tends to travel in one reply.
+  uint64_t fits = 0;
+  size_t frame_count = 0;
+  for (const ChunkPtr& chunk : read.chunks) {
+    for (size_t pos = 0; pos < chunk->size() && fits < limit && frame_count < kMaxPayloadFrames;
+         ++frame_count) {
+      const size_t take = static_cast<size_t>(
+          std::min<uint64_t>({chunk->size() - pos, kChunkBytes, limit - fits}));
+      pos += take;
+      fits += take;
+    }
+  }
+  const uint64_t available = std::min(limit, read.total_size - read.offset);
+  if (fits < available) {
+    const uint64_t boundary = (read.offset + fits) / kDigestUnitBytes * kDigestUnitBytes;
+    if (boundary > read.offset) limit = boundary - read.offset;
+  }
   std::vector<zmq::message_t> frames;
   uint64_t length = 0;
   for (const ChunkPtr& chunk : read.chunks) {

@@ -136,5 +136,49 @@ TEST(RpcChannelTest, DropsStaleRepliesAndTurnsErrorRepliesIntoStatus) {
   EXPECT_EQ(reply.status().message(), "no such block");
 }
 
+// Several requests in flight: a reply that arrives while another is awaited is kept for its own
+// Await, and an abandoned request's reply is dropped.
+TEST(RpcChannelTest, RepliesReachTheirOwnAwaitWhateverOrderTheyArriveIn) {
+  zmq::context_t context;
+  zmq::socket_t server(context, zmq::socket_type::router);
+  server.bind("inproc://rpc-window-test");
+  RpcChannel channel(context, "inproc://rpc-window-test", std::chrono::seconds(5));
+  std::thread responder([&] {
+    std::vector<IncomingMessage> requests;
+    for (int i = 0; i < 3; ++i) {
+      Result<IncomingMessage> in = ReceiveMessage(server, true);
+      ASSERT_TRUE(in.ok());
+      requests.push_back(std::move(*in));
+    }
+    // Answered last to first.
+    for (int i = 2; i >= 0; --i) {
+      capnp::MallocMessageBuilder reply;
+      auto root = reply.initRoot<proto::Reply>();
+      root.setId(requests[i].request().getId());
+      root.initError().setMessage(std::to_string(i));  // which request this answers
+      ASSERT_TRUE(SendMessage(server, &*requests[i].routing_id(), reply).ok());
+    }
+  });
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    capnp::MallocMessageBuilder request;
+    request.initRoot<proto::Request>().setPing();
+    Result<uint64_t> id = channel.Send(request);
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    ids.push_back(*id);
+  }
+  channel.Abandon(ids[1]);
+  Result<IncomingMessage> first = channel.Await(ids[0]);
+  responder.join();
+  ASSERT_FALSE(first.ok());
+  EXPECT_EQ(first.status().message(), "0");
+  Result<IncomingMessage> third = channel.Await(ids[2]);
+  ASSERT_FALSE(third.ok());
+  EXPECT_EQ(third.status().message(), "2");
+  // The abandoned one's reply was dropped, not kept.
+  Result<IncomingMessage> second = channel.Await(ids[1]);
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+}
+
 }  // namespace
 }  // namespace bm

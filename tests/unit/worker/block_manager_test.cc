@@ -524,6 +524,124 @@ TEST_F(BlockManagerTest, DiskBlocksSurviveRestart) {
 }
 
 // The block manager over a disk that fails on command.
+// ---- read-ahead: a disk block's next range, read while the last one is sent ----
+
+class BlockManagerReadAheadTest : public BlockManagerTest {
+ protected:
+  static constexpr uint64_t kRange = kChunkBytes;
+  const BlockId kBlock = BlockId::Rdd(9, 0);
+
+  void MakeWithReadAhead(uint64_t read_ahead_bytes) {
+    manager_.reset();
+    Result<std::unique_ptr<DiskStore>> disk = DiskStore::Open(dir_.Sub("db"), 0);
+    ASSERT_TRUE(disk.ok()) << disk.status().ToString();
+    BlockManagerOptions options;
+    options.read_ahead_bytes = read_ahead_bytes;
+    manager_ = std::make_unique<BlockManager>(std::make_unique<MemoryStore>(kMemory),
+                                              std::move(disk).value(), options);
+  }
+
+  std::vector<std::byte> Range(const BlockId& id, uint64_t offset) {
+    Result<BlockRead> read = testing::Read(*manager_, id, offset, kRange);
+    EXPECT_TRUE(read.ok()) << read.status().ToString();
+    return read.ok() ? Concat(read->chunks) : std::vector<std::byte>{};
+  }
+
+  static std::vector<std::byte> Slice(const std::vector<std::byte>& bytes, uint64_t offset) {
+    const uint64_t end = std::min<uint64_t>(offset + kRange, bytes.size());
+    return {bytes.begin() + static_cast<ptrdiff_t>(offset),
+            bytes.begin() + static_cast<ptrdiff_t>(end)};
+  }
+};
+
+TEST_F(BlockManagerReadAheadTest, TheNextRangeIsReadAheadAndServedFromThere) {
+  const std::vector<std::byte> bytes = RandomBytes(3 * kRange + 100, 21);
+  ASSERT_TRUE(Put(kBlock, StorageLevel::kDiskOnly, bytes).ok());
+  EXPECT_TRUE(Range(kBlock, 0) == Slice(bytes, 0));
+  EXPECT_EQ(manager_->read_ahead_hits(), 0u);
+  EXPECT_EQ(manager_->read_ahead_bytes(), kRange);  // [kRange, 2 kRange) held
+  EXPECT_TRUE(Range(kBlock, kRange) == Slice(bytes, kRange));
+  EXPECT_EQ(manager_->read_ahead_hits(), 1u);
+  EXPECT_TRUE(Range(kBlock, 2 * kRange) == Slice(bytes, 2 * kRange));
+  // The last range has no next one; nothing is left held.
+  EXPECT_TRUE(Range(kBlock, 3 * kRange) == Slice(bytes, 3 * kRange));
+  EXPECT_EQ(manager_->read_ahead_hits(), 3u);
+  EXPECT_EQ(manager_->read_ahead_bytes(), 0u);
+}
+
+TEST_F(BlockManagerReadAheadTest, ARequestForARangeStillBeingReadAheadWaitsForThatRead) {
+  const std::vector<std::byte> bytes = RandomBytes(2 * kRange, 27);
+  ASSERT_TRUE(Put(kBlock, StorageLevel::kDiskOnly, bytes).ok());
+  std::optional<Result<BlockRead>> first, second;
+  manager_->Read(kBlock, 0, kRange, [&](Result<BlockRead> r) { first = std::move(r); });
+  manager_->Read(kBlock, kRange, kRange, [&](Result<BlockRead> r) { second = std::move(r); });
+  EXPECT_EQ(manager_->read_ahead_hits(), 1u);
+  EXPECT_EQ(manager_->storage_jobs_outstanding(), 2u);  // no second read of the range
+  testing::Settle(*manager_);
+  ASSERT_TRUE(first.has_value() && first->ok());
+  ASSERT_TRUE(second.has_value() && second->ok());
+  EXPECT_TRUE(Concat((*first)->chunks) == Slice(bytes, 0));
+  EXPECT_TRUE(Concat((*second)->chunks) == Slice(bytes, kRange));
+  EXPECT_EQ(manager_->read_ahead_bytes(), 0u);
+}
+
+TEST_F(BlockManagerReadAheadTest, ARangeReadAheadOfARemovedBlockIsNeverServed) {
+  const std::vector<std::byte> bytes = RandomBytes(2 * kRange, 22);
+  ASSERT_TRUE(Put(kBlock, StorageLevel::kDiskOnly, bytes).ok());
+  EXPECT_TRUE(Range(kBlock, 0) == Slice(bytes, 0));
+  ASSERT_TRUE(manager_->Remove(kBlock).ok());
+  EXPECT_EQ(manager_->read_ahead_bytes(), 0u);
+  Result<BlockRead> read = testing::Read(*manager_, kBlock, kRange, kRange);
+  EXPECT_EQ(read.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(manager_->read_ahead_hits(), 0u);
+}
+
+TEST_F(BlockManagerReadAheadTest, ARangeReadAheadOfAReplacedVersionIsNeverServed) {
+  const std::vector<std::byte> v1 = RandomBytes(2 * kRange, 23);
+  const std::vector<std::byte> v2 = RandomBytes(2 * kRange, 24);
+  ASSERT_TRUE(Put(kBlock, StorageLevel::kDiskOnly, v1).ok());
+  const uint64_t g1 = testing::Read(*manager_, kBlock, 0, kRange)->generation;
+  ASSERT_TRUE(Put(kBlock, StorageLevel::kDiskOnly, v2).ok());
+  Result<BlockRead> read = testing::Read(*manager_, kBlock, kRange, kRange);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_NE(read->generation, g1);
+  EXPECT_TRUE(Concat(read->chunks) == Slice(v2, kRange));
+  EXPECT_EQ(manager_->read_ahead_hits(), 0u);
+
+  // Replaced by a memory version: the memory copy answers.
+  ASSERT_TRUE(Range(kBlock, 0) == Slice(v2, 0));
+  Make(4 * kRange, 0);  // room in memory; the disk copy of v2 survives the restart
+  ASSERT_TRUE(Range(kBlock, 0) == Slice(v2, 0));
+  const std::vector<std::byte> v3 = RandomBytes(2 * kRange, 25);
+  ASSERT_TRUE(Put(kBlock, StorageLevel::kMemoryOnly, v3).ok());
+  EXPECT_TRUE(Range(kBlock, kRange) == Slice(v3, kRange));
+}
+
+TEST_F(BlockManagerReadAheadTest, HeldRangesStayWithinTheirBudget) {
+  MakeWithReadAhead(kRange);
+  const BlockId a = BlockId::Rdd(9, 1), b = BlockId::Rdd(9, 2);
+  const std::vector<std::byte> bytes = RandomBytes(3 * kRange, 26);
+  ASSERT_TRUE(Put(a, StorageLevel::kDiskOnly, bytes).ok());
+  ASSERT_TRUE(Put(b, StorageLevel::kDiskOnly, bytes).ok());
+  EXPECT_TRUE(Range(a, 0) == Slice(bytes, 0));
+  EXPECT_EQ(manager_->read_ahead_bytes(), kRange);
+  EXPECT_TRUE(Range(b, 0) == Slice(bytes, 0));  // a's range makes room for b's
+  EXPECT_EQ(manager_->read_ahead_bytes(), kRange);
+  EXPECT_TRUE(Range(a, kRange) == Slice(bytes, kRange));  // read afresh
+  EXPECT_EQ(manager_->read_ahead_hits(), 0u);
+  EXPECT_LE(manager_->read_ahead_bytes(), kRange);
+  // Unused ranges are given back after two maintenance passes.
+  manager_->Maintain();
+  manager_->Maintain();
+  testing::Settle(*manager_);
+  EXPECT_EQ(manager_->read_ahead_bytes(), 0u);
+
+  // Off: nothing is read ahead.
+  MakeWithReadAhead(0);
+  EXPECT_TRUE(Range(a, 0) == Slice(bytes, 0));
+  EXPECT_EQ(manager_->read_ahead_bytes(), 0u);
+}
+
 class BlockManagerFaultTest : public BlockManagerTest {
  protected:
   void SetUp() override {
