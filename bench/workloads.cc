@@ -460,7 +460,7 @@ void SmallGets(Runner& runner, BlockmgrCluster& cluster) {
       runner.Figure(bm_many, "ops_per_s", 1, "blockmgr 4 KiB GetMany x16");
   runner.Add("3b. 4 KiB get, 16 in flight", "ops/s", bm_batched, "redis GET -P 16",
              redis_pipelined, 1.0, Better::kHigher,
-             "blockmgr: Client::GetMany of 16 ids, one getBlocks request (16 blocks in one "
+             "blockmgr: Client::GetManyChunks of 16 ids, one getBlocks request (16 blocks in one "
              "reply frame); locations from the client's cache after the first pass over the ids");
   std::optional<double> zmq_16_blocks = runner.Figure(zmq_16, "ops_per_s", 1, "raw ZeroMQ 64 KiB");
   if (zmq_16_blocks) *zmq_16_blocks *= 16;
@@ -600,7 +600,7 @@ void DiskBlocks(Runner& runner, BlockmgrCluster& cluster) {
 void ShuffleFetch(Runner& runner, BlockmgrCluster& cluster) {
   const uint64_t size = 4096;
   const int ids = 10000;
-  Progress("7: shuffle fetch, 10,000 blocks of 4 KiB (blockmgr GetMany, Redis GET -P / MGET)");
+  Progress("7: shuffle fetch, 10,000 blocks of 4 KiB (blockmgr GetManyChunks, Redis GET -P / MGET)");
   Result<PeerServer> redis_server = StartRedis(runner.config().env);
   std::vector<Result<Json>> results = Interleaved(
       runner.config(),
@@ -623,7 +623,7 @@ void ShuffleFetch(Runner& runner, BlockmgrCluster& cluster) {
       runner.Figure(results[0], "fetch_seconds", 1e-3, "blockmgr shuffle fetch");
   const std::optional<double> redis =
       runner.Figure(results[1], "fetch_seconds", 1e-3, "redis shuffle fetch");
-  std::string note = "blockmgr: one Client::GetMany of all 10,000 ids by a fresh client";
+  std::string note = "blockmgr: one Client::GetManyChunks of all 10,000 ids by a fresh client";
   if (results[1].ok()) {
     note += "; redis: its best of GET -P and MGET at depths 16-1024 (" +
             (*results[1])["best_shape"].get<std::string>() + ")";

@@ -816,13 +816,37 @@ Result<uint64_t> Client::Impl::GetTo(const BlockId& id, std::ostream& out) {
 }
 
 std::vector<Result<std::vector<std::byte>>> Client::Impl::GetMany(const std::vector<BlockId>& ids) {
-  std::vector<Result<std::vector<std::byte>>> out(
-      ids.size(), Result<std::vector<std::byte>>(InternalError("not read")));
+  std::vector<Result<BlockData>> blocks = GetManyChunks(ids);
+  std::vector<Result<std::vector<std::byte>>> out;
+  out.reserve(blocks.size());
+  for (Result<BlockData>& block : blocks) {
+    if (!block.ok()) {
+      out.emplace_back(block.status());
+    } else if (block->chunks.size() == 1) {
+      const std::span<const std::byte> bytes = block->chunks.front()->bytes();
+      out.emplace_back(std::vector<std::byte>(bytes.begin(), bytes.end()));
+    } else {
+      out.emplace_back(block->Flatten());
+    }
+  }
+  return out;
+}
+
+std::vector<Result<BlockData>> Client::Impl::GetManyChunks(const std::vector<BlockId>& ids) {
+  std::vector<Result<BlockData>> out(ids.size(), Result<BlockData>(InternalError("not read")));
   std::vector<uint64_t> sizes(ids.size());  // as the master last reported them
-  auto preferred = [this](const std::vector<BlockLocation>& locations) -> const BlockLocation& {
-    auto local = std::find_if(locations.begin(), locations.end(),
-                              [this](const BlockLocation& l) { return IsLocalAddress(l.address); });
-    return local != locations.end() ? *local : locations.front();
+  // Whether an address is this host's, asked once per address rather than once per block.
+  std::map<std::string, bool, std::less<>> local;
+  auto is_local = [&](const std::string& address) {
+    auto it = local.find(address);
+    if (it == local.end()) it = local.emplace(address, IsLocalAddress(address)).first;
+    return it->second;
+  };
+  auto preferred = [&](const std::vector<BlockLocation>& locations) -> const BlockLocation& {
+    if (locations.size() == 1) return locations.front();
+    auto found = std::find_if(locations.begin(), locations.end(),
+                              [&](const BlockLocation& l) { return is_local(l.address); });
+    return found != locations.end() ? *found : locations.front();
   };
   // The reads of remembered blocks go out before anything is looked up.
   std::map<std::string, std::vector<size_t>> by_worker;
@@ -870,7 +894,16 @@ std::vector<Result<std::vector<std::byte>>> Client::Impl::GetMany(const std::vec
     SendBatches(by_worker, ids, sizes, in_flight, retry);
   }
   AwaitBatches(ids, in_flight, out, retry);
-  for (size_t i : retry) out[i] = Get(ids[i]);
+  for (size_t i : retry) {
+    Result<std::vector<std::byte>> alone = Get(ids[i]);
+    if (!alone.ok()) {
+      out[i] = alone.status();
+      continue;
+    }
+    BlockData data;
+    if (!alone->empty()) data.Append(std::make_shared<VectorChunk>(std::move(alone).value()));
+    out[i] = std::move(data);
+  }
   return out;
 }
 
@@ -947,7 +980,7 @@ void Client::Impl::SendBatches(const std::map<std::string, std::vector<size_t>>&
 
 void Client::Impl::AwaitBatches(const std::vector<BlockId>& ids,
                                 std::map<uint64_t, PendingBatch>& in_flight,
-                                std::vector<Result<std::vector<std::byte>>>& out,
+                                std::vector<Result<BlockData>>& out,
                                 std::vector<size_t>& retry) {
   std::vector<std::string> addresses;
   for (const auto& [request_id, batch] : in_flight) addresses.push_back(batch.address);
@@ -996,8 +1029,9 @@ void Client::Impl::AwaitBatches(const std::vector<BlockId>& ids,
 }
 
 void Client::Impl::TakeBatchReply(IncomingMessage& message, const std::vector<BlockId>& ids,
-                            std::map<uint64_t, PendingBatch>& in_flight, std::vector<Result<std::vector<std::byte>>>& out,
-                            std::vector<size_t>& retry) {
+                                  std::map<uint64_t, PendingBatch>& in_flight,
+                                  std::vector<Result<BlockData>>& out,
+                                  std::vector<size_t>& retry) {
   uint64_t request_id = 0;
   Status status = ReadGuarded([&]() -> Status {
     request_id = message.reply().getId();
@@ -1007,18 +1041,19 @@ void Client::Impl::TakeBatchReply(IncomingMessage& message, const std::vector<Bl
   if (!status.ok() || found == in_flight.end()) return;  // garbled, or a stale reply
   const std::vector<size_t> indexes = std::move(found->second.indexes);
   in_flight.erase(found);
-  // The included blocks' bytes, back to back over the frames.
-  const std::vector<zmq::message_t>& frames = message.payload();
+  // The included blocks' bytes, back to back over the frames. Each block is handed out as
+  // slices of the frames it lies in (no copy); a slice keeps its frame alive.
+  const uint64_t payload_bytes = message.payload_bytes();
+  const std::vector<ChunkPtr> frames = message.TakePayloadChunks();
   size_t frame = 0, frame_offset = 0;
-  auto take = [&](uint64_t n, std::vector<std::byte>& bytes) {
+  auto take = [&](uint64_t n, BlockData& block) {
     while (n > 0 && frame < frames.size()) {
-      const size_t available = frames[frame].size() - frame_offset;
+      const size_t available = frames[frame]->size() - frame_offset;
       const size_t k = static_cast<size_t>(std::min<uint64_t>(available, n));
-      const auto* data = static_cast<const std::byte*>(frames[frame].data()) + frame_offset;
-      bytes.insert(bytes.end(), data, data + k);
+      block.Append(SliceChunk(frames[frame], frame_offset, k));
       n -= k;
       frame_offset += k;
-      if (frame_offset == frames[frame].size()) {
+      if (frame_offset == frames[frame]->size()) {
         ++frame;
         frame_offset = 0;
       }
@@ -1026,6 +1061,8 @@ void Client::Impl::TakeBatchReply(IncomingMessage& message, const std::vector<Bl
     return n == 0;
   };
   std::vector<size_t> to_retry;
+  std::vector<std::span<const std::byte>> pieces;
+  std::vector<uint64_t> digests;
   status = ReadGuarded([&]() -> Status {
     proto::Reply::Reader reply = message.reply();
     if (!reply.isBlocksRead()) return UnexpectedReply("worker", "blocksRead");
@@ -1043,27 +1080,26 @@ void Client::Impl::TakeBatchReply(IncomingMessage& message, const std::vector<Bl
         continue;
       }
       const uint64_t size = entry.getTotalSize();
-      if (size > message.payload_bytes()) {
-        return InternalError("worker announced more bytes than it sent");
-      }
-      std::vector<std::byte> bytes;
-      bytes.reserve(size);
-      if (!take(size, bytes)) {
+      if (size > payload_bytes) return InternalError("worker announced more bytes than it sent");
+      BlockData block;
+      if (!take(size, block)) {
         return InternalError("worker sent fewer bytes of " + ids[index].ToString() +
                              " than it announced");
       }
       if (entry.hasUnitDigests()) {
-        std::vector<uint64_t> digests;
+        digests.clear();
         for (uint64_t digest : entry.getUnitDigests()) digests.push_back(digest);
-        if (FirstBadUnit({std::span<const std::byte>(bytes)}, 0, size, size, digests)) {
+        pieces.clear();
+        for (const ChunkPtr& chunk : block.chunks) pieces.push_back(chunk->bytes());
+        if (FirstBadUnit(pieces, 0, size, size, digests)) {
           // A corrupt copy, or bytes that went bad on the way: the block is read alone, which
           // reads past a bad copy to a good one and reports it.
           to_retry.push_back(index);
           continue;
         }
       }
-      counters_.bytes_fetched += bytes.size();
-      out[index] = std::move(bytes);
+      counters_.bytes_fetched += size;
+      out[index] = std::move(block);
     }
     return Status::Ok();
   });

@@ -76,6 +76,10 @@ std::vector<Result<std::vector<std::byte>>> Client::GetMany(const std::vector<Bl
   return impl_->GetMany(ids);
 }
 
+std::vector<Result<BlockData>> Client::GetManyChunks(const std::vector<BlockId>& ids) {
+  return impl_->GetManyChunks(ids);
+}
+
 Result<std::vector<BlockLocations>> Client::Locations(const std::vector<BlockId>& ids) {
   return impl_->Locations(ids);
 }

@@ -73,6 +73,7 @@ class Client::Impl {
   Result<uint64_t> GetTo(const BlockId& id, const ByteSink& sink);
   Result<uint64_t> GetTo(const BlockId& id, std::ostream& out);
   std::vector<Result<std::vector<std::byte>>> GetMany(const std::vector<BlockId>& ids);
+  std::vector<Result<BlockData>> GetManyChunks(const std::vector<BlockId>& ids);
   Result<std::vector<BlockLocations>> Locations(const std::vector<BlockId>& ids);
   Result<std::vector<CopyCheck>> VerifyCopies(const std::vector<BlockLocations>& blocks);
   // Asks the worker at `location` to re-read its copy of `id` (PROTOCOL.md, verifyBlock).
@@ -178,7 +179,7 @@ class Client::Impl {
   // Takes the replies of `in_flight` as they come, up to the request timeout: fills `out[i]`
   // or adds i to `retry`.
   void AwaitBatches(const std::vector<BlockId>& ids, std::map<uint64_t, PendingBatch>& in_flight,
-                    std::vector<Result<std::vector<std::byte>>>& out, std::vector<size_t>& retry);
+                    std::vector<Result<BlockData>>& out, std::vector<size_t>& retry);
   // How many of GetMany's ids, from indexes[start], one getBlocks asks for (by their sizes).
   static size_t BatchLength(const std::vector<size_t>& indexes, size_t start,
                             const std::vector<uint64_t>& sizes);
@@ -186,7 +187,7 @@ class Client::Impl {
   // dropped).
   void TakeBatchReply(IncomingMessage& message, const std::vector<BlockId>& ids,
                       std::map<uint64_t, PendingBatch>& in_flight,
-                      std::vector<Result<std::vector<std::byte>>>& out, std::vector<size_t>& retry);
+                      std::vector<Result<BlockData>>& out, std::vector<size_t>& retry);
   // The channel in `slot`, connected to `address` on first use; kInvalidArgument for an
   // address ZeroMQ cannot connect to (so a bad address fails a call instead of throwing).
   Result<RpcChannel*> Connect(std::unique_ptr<RpcChannel>& slot, const std::string& address,

@@ -485,6 +485,17 @@ void BlockManager::Verify(const BlockId& id, Callback<Result<BlockCheck>> done) 
   });
 }
 
+std::optional<BlockRead> BlockManager::ReadInMemory(const BlockId& id) {
+  const MemoryBlock* block = memory_->Get(id);
+  if (block == nullptr) {
+    auto spill = spilling_.find(id);
+    if (spill == spilling_.end()) return std::nullopt;
+    block = &spill->second.block;
+  }
+  // From offset 0, which is never past the end.
+  return std::move(SliceMemoryBlock(*block, 0, block->data.size)).value();
+}
+
 std::optional<BlockStatus> BlockManager::Find(const BlockId& id) const {
   if (const MemoryBlock* block = memory_->Peek(id)) {
     return BlockStatus{id,           block->level,   Tier::kMemory,

@@ -124,6 +124,11 @@ class BlockManager {
   void Read(const BlockId& id, uint64_t offset, uint64_t max_length,
             Callback<Result<BlockRead>> done);
   std::optional<BlockStatus> Find(const BlockId& id) const;
+  // The whole of a block held in RAM (stored, or waiting to be spilled), found with one probe
+  // of the index and marked recently used; nullopt when it is not in RAM (then Find and Read,
+  // which go to the disk tier). A multi-get of small blocks pays one probe per block this way
+  // instead of two (Find, then Read): their cache misses showed in its profile.
+  std::optional<BlockRead> ReadInMemory(const BlockId& id);
   // Re-reads the stored copy and checks it against its digests (and, on disk, RocksDB's
   // checksums): a memory copy at once, a disk copy on the storage thread. A corrupt copy is
   // dropped and reported like a lost block (TakeChanges, TakeLost). kNotFound when the block

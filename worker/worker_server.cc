@@ -670,8 +670,8 @@ Status WorkerServer::HandleGetMany(IncomingMessage& message, uint64_t id) {
     return Status::Ok();
   }));
 
-  // Every block that may fit the reply is read (memory blocks at once, disk blocks on the
-  // storage thread); the reply is built when the last read is in.
+  // Every block that may fit the reply is read (memory blocks at once, with one index probe
+  // each; disk blocks on the storage thread); the reply is built when the last read is in.
   auto batch = std::make_shared<GetManyBatch>();
   batch->peer = CopyFrame(*message.routing_id());
   batch->request_id = id;
@@ -681,7 +681,16 @@ Status WorkerServer::HandleGetMany(IncomingMessage& message, uint64_t id) {
   uint64_t bytes = 0;
   std::vector<size_t> to_read;
   for (size_t i = 0; i < batch->blocks.size(); ++i) {
-    batch->statuses[i] = blocks_->Find(batch->blocks[i]);
+    const BlockId& block = batch->blocks[i];
+    if (std::optional<BlockRead> read = blocks_->ReadInMemory(block)) {
+      batch->statuses[i] =
+          BlockStatus{block, read->level, Tier::kMemory, read->total_size, read->version};
+      if (read->total_size > kMaxPieceBytes - bytes) continue;
+      bytes += read->total_size;
+      batch->reads[i] = std::move(read);
+      continue;
+    }
+    batch->statuses[i] = blocks_->Find(block);
     const std::optional<BlockStatus>& status = batch->statuses[i];
     if (!status || status->size > kMaxPieceBytes - bytes) continue;
     bytes += status->size;

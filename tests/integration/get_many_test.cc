@@ -109,5 +109,38 @@ TEST_F(GetManyTest, ThousandsOfSmallBlocksSpanSeveralBatchesAndComeBackInOrder) 
   }
 }
 
+TEST_F(GetManyTest, ChunksAreViewsOfTheSameBytesThatOutliveTheClient) {
+  // Packed blocks, blocks sent as their own chunks, empty ones and a missing id in one call.
+  const std::vector<size_t> sizes = {4096, 0, 1, 65536, 65537, (1 << 20) + 1, 3000, 200000};
+  std::vector<BlockId> ids;
+  std::vector<std::vector<std::byte>> expected;
+  PutOptions on_w1;
+  on_w1.worker_id = "w1";
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    ids.push_back(BlockId::Rdd(13, i));
+    expected.push_back(RandomByteVector(sizes[i], 500 + i));
+    ASSERT_TRUE(client_->Put(ids.back(), expected.back(), StorageLevel::kMemoryOnly, on_w1).ok());
+  }
+  ids.push_back(BlockId::Rdd(13, 999));  // never stored
+  std::vector<Result<BlockData>> got;
+  {
+    Client reader(ClientOptions{cluster_.master_endpoint()});
+    got = reader.GetManyChunks(ids);
+    // The client and its sockets are gone before the bytes are looked at.
+  }
+  ASSERT_EQ(got.size(), ids.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    ASSERT_TRUE(got[i].ok()) << ids[i].ToString() << ": " << got[i].status().ToString();
+    EXPECT_EQ(got[i]->size, sizes[i]) << ids[i].ToString();
+    EXPECT_TRUE(got[i]->Flatten() == expected[i]) << ids[i].ToString();
+  }
+  EXPECT_EQ(got.back().status().code(), StatusCode::kNotFound);
+  // A small block is one view of the frame it travelled in, not a copy per block: the blocks
+  // packed together lie back to back in that frame.
+  ASSERT_EQ(got[0]->chunks.size(), 1u);
+  ASSERT_EQ(got[2]->chunks.size(), 1u);
+  EXPECT_EQ(got[0]->chunks[0]->bytes().data() + 4096, got[2]->chunks[0]->bytes().data());
+}
+
 }  // namespace
 }  // namespace bm::testing

@@ -56,6 +56,13 @@ std::string TcpProxy::Captured() const {
 void TcpProxy::CorruptOnce(std::string pattern) {
   std::lock_guard lock(mutex_);
   corrupt_pattern_ = std::move(pattern);
+  corrupt_side_ = 0;
+}
+
+void TcpProxy::CorruptReplyOnce(std::string pattern) {
+  std::lock_guard lock(mutex_);
+  corrupt_pattern_ = std::move(pattern);
+  corrupt_side_ = 1;
 }
 
 bool TcpProxy::corrupted() const {
@@ -100,7 +107,7 @@ void TcpProxy::Run() {
         {
           std::lock_guard lock(mutex_);
           captured_.append(buffer.data(), static_cast<size_t>(n));
-          if (side == 0 && !corrupt_pattern_.empty()) {
+          if (side == corrupt_side_ && !corrupt_pattern_.empty()) {
             const std::string_view relayed(buffer.data(), static_cast<size_t>(n));
             const size_t at = relayed.find(corrupt_pattern_);
             if (at != std::string_view::npos) {

@@ -24,6 +24,8 @@ class TcpProxy {
   // read of bytes relayed towards the target (a bad link, say), once. The capture records the
   // bytes as they arrived.
   void CorruptOnce(std::string pattern);
+  // As CorruptOnce, in the bytes relayed back from the target (a reply on a bad link).
+  void CorruptReplyOnce(std::string pattern);
   // Whether the flip happened.
   bool corrupted() const;
 
@@ -37,6 +39,7 @@ class TcpProxy {
   mutable std::mutex mutex_;
   std::string captured_;  // guarded by mutex_
   std::string corrupt_pattern_;  // guarded by mutex_; empty: relay faithfully
+  int corrupt_side_ = 0;         // guarded by mutex_; 0: towards the target, 1: back from it
   bool corrupted_ = false;       // guarded by mutex_
   std::thread thread_;
 };

@@ -222,6 +222,30 @@ TEST_F(BlockManagerTest, MemoryBlockIsServedFromTheReceivedChunksWithoutCopy) {
   EXPECT_TRUE(Concat(read->chunks) == bytes);
 }
 
+TEST_F(BlockManagerTest, ReadInMemoryReturnsWholeMemoryBlocksMarkedRecentlyUsed) {
+  const std::vector<std::byte> a = RandomBytes(1000, 31);
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, a).ok());
+  ASSERT_TRUE(Put(BlockId::Rdd(2, 0), StorageLevel::kMemoryOnly, RandomBytes(1000, 32)).ok());
+  ASSERT_TRUE(Put(BlockId::Rdd(3, 0), StorageLevel::kDiskOnly, RandomBytes(100, 33)).ok());
+
+  std::optional<BlockRead> read = manager_->ReadInMemory(BlockId::Rdd(1, 0));
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->tier, Tier::kMemory);
+  EXPECT_EQ(read->offset, 0u);
+  EXPECT_EQ(read->total_size, 1000u);
+  EXPECT_TRUE(Concat(read->chunks) == a);
+  EXPECT_FALSE(read->unit_digests.empty());
+  // Not in RAM: a disk block and a missing one are left to Find and Read.
+  EXPECT_FALSE(manager_->ReadInMemory(BlockId::Rdd(3, 0)).has_value());
+  EXPECT_FALSE(manager_->ReadInMemory(BlockId::Rdd(9, 0)).has_value());
+
+  // rdd_1_0 was used last, so making room evicts rdd_2_0 (put after it), not rdd_1_0.
+  ASSERT_TRUE(Put(BlockId::Rdd(4, 0), StorageLevel::kMemoryOnly, RandomBytes(1000, 34)).ok());
+  ASSERT_TRUE(Put(BlockId::Rdd(5, 0), StorageLevel::kMemoryOnly, RandomBytes(1000, 35)).ok());
+  EXPECT_EQ(TierOf(BlockId::Rdd(1, 0)), Tier::kMemory);
+  EXPECT_EQ(TierOf(BlockId::Rdd(2, 0)), std::nullopt);
+}
+
 TEST_F(BlockManagerTest, ReadsRangesOfMemoryBlockAcrossChunkBoundaries) {
   const std::vector<std::byte> bytes = RandomBytes(1000, 2);
   auto upload = manager_->BeginPut(BlockId::Broadcast(1), StorageLevel::kMemoryOnly, 1000);
