@@ -242,6 +242,9 @@ RpcChannel::RpcChannel(zmq::context_t& context, std::string address,
 RpcChannel::~RpcChannel() = default;
 
 void RpcChannel::Reset() {
+  // Replies to what was sent on the old socket can no longer arrive.
+  awaited_.clear();
+  arrived_early_.clear();
   monitor_.reset();  // before the socket it monitors
   socket_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
   Status configured = ConfigureClientSocket(*socket_, security_, address_);
@@ -335,10 +338,15 @@ Status RpcChannel::ReadMonitor() {
 
 Result<IncomingMessage> RpcChannel::Call(capnp::MallocMessageBuilder& request,
                                          std::vector<zmq::message_t> payload) {
+  ASSIGN_OR_RETURN(uint64_t id, Send(request, std::move(payload)));
+  return Await(id);
+}
+
+Result<uint64_t> RpcChannel::Send(capnp::MallocMessageBuilder& request,
+                                  std::vector<zmq::message_t> payload) {
   const uint64_t id = next_id_++;
   request.getRoot<proto::Request>().setId(id);
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  // Only a connection lost after this send fails the call; a refused handshake fails it at
+  // Only a connection lost after this send fails the request; a refused handshake fails it at
   // once, whenever it happened.
   if (Status before = ConnectionStatus(); before.code() == StatusCode::kPermissionDenied) {
     Reset();
@@ -355,6 +363,32 @@ Result<IncomingMessage> RpcChannel::Call(capnp::MallocMessageBuilder& request,
     if (!connection.ok()) return connection;
     return UnavailableError("cannot reach " + address_ + ": " + sent.message());
   }
+  awaited_.insert(id);
+  return id;
+}
+
+Result<IncomingMessage> RpcChannel::Await(uint64_t id) {
+  if (!awaited_.contains(id)) {
+    return UnavailableError("the request to " + address_ +
+                            " was given up: its connection was reset by an earlier failure");
+  }
+  // What a reply says: an error reply becomes its Status.
+  auto take = [this, id](IncomingMessage message) -> Result<IncomingMessage> {
+    awaited_.erase(id);
+    Status status = ReadGuarded([&]() -> Status {
+      proto::Reply::Reader reply = message.reply();
+      if (reply.isError()) return StatusFromError(reply.getError());
+      return Status::Ok();
+    });
+    if (!status.ok()) return status;
+    return message;
+  };
+  if (auto early = arrived_early_.find(id); early != arrived_early_.end()) {
+    IncomingMessage message = std::move(early->second);
+    arrived_early_.erase(early);
+    return take(std::move(message));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
   while (true) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
@@ -375,21 +409,28 @@ Result<IncomingMessage> RpcChannel::Call(capnp::MallocMessageBuilder& request,
       }
       continue;  // a garbled reply: keep waiting for ours
     }
-    IncomingMessage& message = received.value();
-    bool stale = false;
-    Status status = ReadGuarded([&]() -> Status {
-      proto::Reply::Reader reply = message.reply();
-      stale = reply.getId() != id;
-      if (!stale && reply.isError()) return StatusFromError(reply.getError());
+    uint64_t reply_id = 0;
+    Status header = ReadGuarded([&]() -> Status {
+      reply_id = received->reply().getId();
       return Status::Ok();
     });
-    if (stale) continue;  // the late reply of an earlier call
-    if (!status.ok()) return status;
-    return std::move(received).value();
+    if (!header.ok()) {  // a reply that cannot be read: this request fails with why
+      awaited_.erase(id);
+      return header;
+    }
+    if (reply_id == id) return take(std::move(received).value());
+    // The reply to another request still awaited (one of a window) is kept for its Await;
+    // any other is the late reply of a request given up on.
+    if (awaited_.contains(reply_id)) arrived_early_.emplace(reply_id, std::move(received).value());
   }
   Reset();
   return UnavailableError("no reply from " + address_ + " within " +
                           std::to_string(timeout_.count()) + " ms");
+}
+
+void RpcChannel::Forget(uint64_t id) {
+  awaited_.erase(id);
+  arrived_early_.erase(id);
 }
 
 Status RpcChannel::Post(capnp::MallocMessageBuilder& request) {

@@ -8,8 +8,10 @@
 #include <capnp/serialize.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
@@ -117,6 +119,18 @@ class RpcChannel {
   Result<IncomingMessage> Call(capnp::MallocMessageBuilder& request,
                                std::vector<zmq::message_t> payload = {});
 
+  // Call in two halves, for a window of requests in flight on one channel (an upload's
+  // pieces): Send queues the request and returns its id; Await(id) returns its reply as Call
+  // does, waiting up to the timeout from when it is called. Replies to other requests still
+  // awaited that arrive first are kept for their own Await. A failure that resets the channel
+  // (a timeout, a lost connection) gives up every request in flight: their Await fails at
+  // once with kUnavailable.
+  Result<uint64_t> Send(capnp::MallocMessageBuilder& request,
+                        std::vector<zmq::message_t> payload = {});
+  Result<IncomingMessage> Await(uint64_t id);
+  // Gives up a request sent and not awaited: its reply, whenever it comes, is dropped.
+  void Forget(uint64_t id);
+
   // Sends a request without waiting for its reply (which a later Call drops as stale), and
   // without blocking: for best-effort notices such as abortPut. kUnavailable when it cannot
   // be queued at once.
@@ -145,6 +159,9 @@ class RpcChannel {
   // The last refused or cut handshake, until a handshake succeeds.
   Status handshake_problem_;
   uint64_t next_id_ = 1;
+  // Requests sent and not yet awaited, and replies that came before their Await.
+  std::set<uint64_t> awaited_;
+  std::map<uint64_t, IncomingMessage> arrived_early_;
 };
 
 // Runs `read` (which reads a Cap'n Proto message from the network) and turns a decoding
