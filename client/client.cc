@@ -6,6 +6,9 @@
 #include <cstring>
 #include <deque>
 #include <array>
+#include <climits>
+#include <deque>
+#include <set>
 #include <istream>
 #include <ostream>
 #include <zmq.hpp>
@@ -29,6 +32,12 @@ using std::chrono::milliseconds;
 
 // The worker holds the reply to a put's last piece until the master recorded the block.
 constexpr milliseconds kCommitSlack{2000};
+// An upload's pieces, and how many of them may be unacknowledged at once per worker: 4 of
+// 4 MiB keep the network and the hashing on both sides busy together while an upload holds
+// at most 16 MiB in flight. Pieces are whole digest units (common/digest.h).
+constexpr uint64_t kPutPieceBytes = 4 << 20;
+constexpr size_t kPutWindowPieces = 4;
+static_assert(kPutPieceBytes % kDigestUnitBytes == 0 && kPutPieceBytes <= kMaxPieceBytes);
 // The master waits for the workers before it answers a removal.
 constexpr milliseconds kRemoveSlack{5000};
 // How many times a read starts over because the block was replaced meanwhile.
@@ -36,6 +45,16 @@ constexpr int kMaxReadRestarts = 3;
 
 using reply_decoding::ToBlockLocation;
 using reply_decoding::ToStdString;
+
+// A failed reply's Status says which peer it came from; its code is kept.
+Result<IncomingMessage> NamePeer(const std::string& peer, Result<IncomingMessage> reply) {
+  if (!reply.ok()) {
+    const Status& error = reply.status();
+    const char* what = error.code() == StatusCode::kUnavailable ? " unreachable: " : ": ";
+    return Status(error.code(), peer + what + error.message());
+  }
+  return reply;
+}
 
 // Calls `channel` with `extra` added to its timeout for this call. Errors keep their code and
 // say which peer they came from.
@@ -46,12 +65,17 @@ Result<IncomingMessage> Call(RpcChannel& channel, milliseconds base_timeout,
   channel.set_timeout(base_timeout + extra);
   Result<IncomingMessage> reply = channel.Call(request, std::move(payload));
   channel.set_timeout(base_timeout);
-  if (!reply.ok()) {
-    const Status& error = reply.status();
-    const char* what = error.code() == StatusCode::kUnavailable ? " unreachable: " : ": ";
-    return Status(error.code(), peer + what + error.message());
-  }
-  return reply;
+  return NamePeer(peer, std::move(reply));
+}
+
+// Awaits the reply to `request` (RpcChannel::Send) as Call does.
+Result<IncomingMessage> Await(RpcChannel& channel, milliseconds base_timeout,
+                              const std::string& peer, uint64_t request,
+                              milliseconds extra = milliseconds(0)) {
+  channel.set_timeout(base_timeout + extra);
+  Result<IncomingMessage> reply = channel.Await(request);
+  channel.set_timeout(base_timeout);
+  return NamePeer(peer, std::move(reply));
 }
 
 // Copies a put stores: as PutOptions::replication says, else as the level does.
@@ -187,14 +211,14 @@ class Client::Impl::PieceSource {
   // True once reading the source itself failed (not a worker's fault: do not fail over).
   bool failed() const { return failed_; }
 
-  // The next bytes, at most kMaxPieceBytes of them in at most kMaxPayloadFrames chunks of at
+  // The next bytes, at most kPutPieceBytes of them in at most kMaxPayloadFrames chunks of at
   // most kChunkBytes each.
   Result<std::vector<ChunkPtr>> NextPiece() {
     if (offset_ == 0 && first_piece_) {
       offset_ = first_piece_bytes_;
       return *first_piece_;
     }
-    const uint64_t limit = std::min<uint64_t>(kMaxPieceBytes, size_ - offset_);
+    const uint64_t limit = std::min<uint64_t>(kPutPieceBytes, size_ - offset_);
     std::vector<ChunkPtr> chunks;
     uint64_t piece = 0;
     Status taken = next_chunk_ ? TakeChunks(limit, chunks, piece) : FillFrames(limit, chunks, piece);
@@ -574,20 +598,37 @@ uint64_t Client::Impl::NewVersionToken() {
 std::vector<Result<PutResult>> Client::Impl::Upload(const std::vector<const WorkerInfo*>& targets,
                                               const BlockId& id, PieceSource& source,
                                               StorageLevel level, const UploadVersion& version) {
-  // Each piece goes to every target still in the upload, one after the other; the pieces'
+  // Pieces go to every target with up to kPutWindowPieces of them unacknowledged per target
+  // (PROTOCOL.md, "Uploads"): the next pieces are read and hashed while the worker takes the
+  // earlier ones. A piece is kept until every target still in the upload acknowledged it; its
   // chunks are shared, not copied, between the targets' messages.
+  struct Piece {
+    uint64_t offset = 0;
+    std::vector<ChunkPtr> chunks;
+    bool last = false;
+    // The piece's unit digests when it is cut on unit boundaries (the worker checks them and
+    // stores them as they are), else one digest of its bytes.
+    std::vector<uint64_t> unit_digests;
+    std::optional<uint64_t> piece_digest;
+  };
   struct Target {
     const WorkerInfo* worker = nullptr;
     RpcChannel* channel = nullptr;
     uint64_t upload_id = 0;
     std::optional<Status> failure;
     Tier tier = Tier::kMemory;
-    bool started = false;  // a piece was sent: the worker may hold a claim for it
+    bool started = false;             // a piece was sent: the worker may hold a claim for it
+    size_t acked = 0;                 // pieces the worker acknowledged (by index)
+    size_t sent = 0;                  // index of the next piece to send
+    std::deque<uint64_t> in_flight;   // request ids of pieces [acked, sent)
+    std::set<size_t> resent;          // pieces sent again after a transit corruption
   };
   std::vector<Target> uploads;
   // A target this client gives up on releases its claim at once (PROTOCOL.md, "Uploads").
   auto give_up = [](Target& target, Status why) {
     target.failure = std::move(why);
+    for (uint64_t request : target.in_flight) target.channel->Abandon(request);
+    target.in_flight.clear();
     if (target.started) PostAbortPut(*target.channel, target.upload_id);
   };
   for (const WorkerInfo* worker : targets) {
@@ -607,66 +648,149 @@ std::vector<Result<PutResult>> Client::Impl::Upload(const std::vector<const Work
     return std::any_of(uploads.begin(), uploads.end(),
                        [](const Target& t) { return !t.failure.has_value(); });
   };
-  while (live()) {
-    const uint64_t offset = source.offset();
-    Result<std::vector<ChunkPtr>> chunks = source.NextPiece();
-    if (!chunks.ok()) {
-      for (Target& target : uploads) {
-        if (!target.failure) give_up(target, chunks.status());
-      }
-      break;
-    }
-    const bool last = source.offset() == source.size();
-    // Checked by each worker before it appends the piece (PutBlock.pieceDigest).
-    StreamingDigest digest;
-    for (const ChunkPtr& chunk : *chunks) digest.Update(chunk->bytes());
-    const uint64_t piece_digest = digest.value();
-    for (Target& target : uploads) {
-      if (target.failure) continue;
-      const std::string peer = "worker " + target.worker->id;
-      // A piece the worker found corrupted in transit is sent once more; it was not appended.
-      Result<IncomingMessage> reply = UnavailableError("not sent");
-      for (int attempt = 0; attempt < 2; ++attempt) {
-        capnp::MallocMessageBuilder message;
-        proto::PutBlock::Builder put = message.initRoot<proto::Request>().initPutBlock();
-        put.setBlockId(block);
-        put.setLevel(ToProto(level));
-        put.setTotalSize(source.size());
-        put.setOffset(offset);
-        put.setLast(last);
-        put.setUploadId(target.upload_id);
-        put.setVersion(version.token);
-        put.setReplica(version.replica);
-        put.setLeaseToken(version.lease);
-        put.setPieceDigest(piece_digest);
-        put.setDigested(true);
-        std::vector<zmq::message_t> payload;
-        payload.reserve(chunks->size());
-        for (const ChunkPtr& chunk : *chunks) payload.push_back(MessageFromChunk(chunk));
+  std::deque<Piece> window;
+  size_t window_base = 0;  // index of window.front()
+  bool source_done = false;
 
-        target.started = true;
-        reply = Call(*target.channel, options_.request_timeout, peer, message, std::move(payload),
-                     last ? kCommitSlack : milliseconds(0));
-        if (reply.ok() || reply.status().code() != StatusCode::kDataLoss) break;
-      }
-      if (!reply.ok()) {
-        give_up(target, reply.status());
-        continue;
-      }
-      bool committed = false;
-      Status read = ReadGuarded([&]() -> Status {
-        proto::Reply::Reader r = reply->reply();
-        if (!r.isPut()) return UnexpectedReply(peer, "put");
-        committed = r.getPut().getCommitted();
-        target.tier = FromProto(r.getPut().getTier());
-        return Status::Ok();
-      });
-      if (read.ok() && committed != last) {
-        read = InternalError(peer + (last ? " did not commit " : " committed early ") + block);
-      }
-      if (!read.ok()) give_up(target, read);
+  // Reads the next piece and computes what the workers check it against.
+  auto read_piece = [&]() -> Status {
+    Piece piece;
+    piece.offset = source.offset();
+    ASSIGN_OR_RETURN(piece.chunks, source.NextPiece());
+    piece.last = source.offset() == source.size();
+    std::vector<std::span<const std::byte>> spans;
+    spans.reserve(piece.chunks.size());
+    for (const ChunkPtr& chunk : piece.chunks) spans.push_back(chunk->bytes());
+    const uint64_t end = source.offset();
+    if (piece.offset % kDigestUnitBytes == 0 && (piece.last || end % kDigestUnitBytes == 0)) {
+      piece.unit_digests = UnitDigestsOf(spans);
+    } else {
+      StreamingDigest digest;
+      for (std::span<const std::byte> span : spans) digest.Update(span);
+      piece.piece_digest = digest.value();
     }
-    if (last) break;
+    source_done = piece.last;
+    window.push_back(std::move(piece));
+    return Status::Ok();
+  };
+  auto send_piece = [&](Target& target, const Piece& piece) -> Status {
+    capnp::MallocMessageBuilder message;
+    proto::PutBlock::Builder put = message.initRoot<proto::Request>().initPutBlock();
+    put.setBlockId(block);
+    put.setLevel(ToProto(level));
+    put.setTotalSize(source.size());
+    put.setOffset(piece.offset);
+    put.setLast(piece.last);
+    put.setUploadId(target.upload_id);
+    put.setVersion(version.token);
+    put.setReplica(version.replica);
+    put.setLeaseToken(version.lease);
+    if (piece.piece_digest) {
+      put.setPieceDigest(*piece.piece_digest);
+      put.setDigested(true);
+    }
+    if (!piece.unit_digests.empty()) {
+      capnp::List<uint64_t>::Builder units =
+          put.initUnitDigests(static_cast<unsigned>(piece.unit_digests.size()));
+      for (size_t i = 0; i < piece.unit_digests.size(); ++i) {
+        units.set(static_cast<unsigned>(i), piece.unit_digests[i]);
+      }
+    }
+    std::vector<zmq::message_t> payload;
+    payload.reserve(piece.chunks.size());
+    for (const ChunkPtr& chunk : piece.chunks) payload.push_back(MessageFromChunk(chunk));
+    target.started = true;
+    target.channel->set_timeout(options_.request_timeout);
+    Result<uint64_t> request = target.channel->Send(message, std::move(payload));
+    if (!request.ok()) {
+      return Status(request.status().code(),
+                    "worker " + target.worker->id + " unreachable: " + request.status().message());
+    }
+    target.in_flight.push_back(*request);
+    ++target.sent;
+    return Status::Ok();
+  };
+  // Takes the worker's answer to the oldest piece `target` has in flight.
+  auto take_reply = [&](Target& target) {
+    const size_t index = target.acked;
+    const Piece& piece = window[index - window_base];
+    const std::string peer = "worker " + target.worker->id;
+    const uint64_t request = target.in_flight.front();
+    target.in_flight.pop_front();
+    Result<IncomingMessage> reply =
+        Await(*target.channel, options_.request_timeout, peer, request,
+              piece.last ? kCommitSlack : milliseconds(0));
+    if (!reply.ok() && reply.status().code() == StatusCode::kDataLoss &&
+        !target.resent.contains(index)) {
+      // Corrupted in transit: not appended, and the pieces sent after it were refused
+      // (`aborted`) without ending the upload. Their answers are taken, and all are sent
+      // again from this one, once.
+      target.resent.insert(index);
+      while (!target.in_flight.empty()) {
+        (void)Await(*target.channel, options_.request_timeout, peer, target.in_flight.front());
+        target.in_flight.pop_front();
+      }
+      target.sent = index;
+      return;
+    }
+    if (!reply.ok()) {
+      give_up(target, reply.status());
+      return;
+    }
+    bool committed = false;
+    Status read = ReadGuarded([&]() -> Status {
+      proto::Reply::Reader r = reply->reply();
+      if (!r.isPut()) return UnexpectedReply(peer, "put");
+      committed = r.getPut().getCommitted();
+      target.tier = FromProto(r.getPut().getTier());
+      return Status::Ok();
+    });
+    if (read.ok() && committed != piece.last) {
+      read = InternalError(peer + (piece.last ? " did not commit " : " committed early ") + block);
+    }
+    if (!read.ok()) {
+      give_up(target, read);
+      return;
+    }
+    ++target.acked;
+  };
+
+  while (live()) {
+    // Pieces every live target acknowledged are let go; the next are read up to a window
+    // ahead of the slowest target.
+    size_t slowest = SIZE_MAX;
+    for (const Target& target : uploads) {
+      if (!target.failure) slowest = std::min(slowest, target.acked);
+    }
+    while (window_base < slowest && !window.empty()) {
+      window.pop_front();
+      ++window_base;
+    }
+    while (!source_done && window_base + window.size() < slowest + kPutWindowPieces) {
+      if (Status read = read_piece(); !read.ok()) {
+        for (Target& target : uploads) {
+          if (!target.failure) give_up(target, read);
+        }
+        break;
+      }
+    }
+    if (!live()) break;
+    const size_t produced = window_base + window.size();
+    for (Target& target : uploads) {
+      while (!target.failure && target.sent < produced &&
+             target.sent < target.acked + kPutWindowPieces) {
+        if (Status sent = send_piece(target, window[target.sent - window_base]); !sent.ok()) {
+          give_up(target, sent);
+        }
+      }
+    }
+    bool waited = false;
+    for (Target& target : uploads) {
+      if (target.failure || target.in_flight.empty()) continue;
+      take_reply(target);
+      waited = true;
+    }
+    if (!waited) break;  // every live target acknowledged every piece
   }
   std::vector<Result<PutResult>> results;
   for (Target& target : uploads) {

@@ -66,15 +66,50 @@ void BlockDigester::Update(std::span<const std::byte> bytes) {
   bytes_ += bytes.size();
   while (!bytes.empty()) {
     const size_t n = std::min<uint64_t>(kDigestUnitBytes - in_unit_, bytes.size());
-    unit_.Update(bytes.first(n));
+    const bool adopted = next_adopted_ < adopted_.size();
+    if (!adopted) unit_.Update(bytes.first(n));
     in_unit_ += n;
     bytes = bytes.subspan(n);
     if (in_unit_ == kDigestUnitBytes) {
-      units_.push_back(unit_.value());
-      unit_.Reset();
+      units_.push_back(adopted ? adopted_[next_adopted_++] : unit_.value());
+      if (!adopted) unit_.Reset();
       in_unit_ = 0;
     }
   }
+}
+
+void BlockDigester::AdoptUnits(std::span<const uint64_t> digests) {
+  BM_CHECK(in_unit_ == 0);
+  adopted_.erase(adopted_.begin(), adopted_.begin() + static_cast<ptrdiff_t>(next_adopted_));
+  next_adopted_ = 0;
+  adopted_.insert(adopted_.end(), digests.begin(), digests.end());
+}
+
+std::vector<uint64_t> UnitDigestsOf(const std::vector<std::span<const std::byte>>& pieces) {
+  std::vector<uint64_t> units;
+  StreamingDigest unit;
+  uint64_t in_unit = 0;
+  for (std::span<const std::byte> piece : pieces) {
+    // A whole unit in one span (the usual case: 1 MiB chunks) is hashed in one shot.
+    while (!piece.empty()) {
+      if (in_unit == 0 && piece.size() >= kDigestUnitBytes) {
+        units.push_back(DigestOf(piece.first(kDigestUnitBytes)));
+        piece = piece.subspan(kDigestUnitBytes);
+        continue;
+      }
+      const size_t n = std::min<uint64_t>(kDigestUnitBytes - in_unit, piece.size());
+      unit.Update(piece.first(n));
+      in_unit += n;
+      piece = piece.subspan(n);
+      if (in_unit == kDigestUnitBytes) {
+        units.push_back(unit.value());
+        unit.Reset();
+        in_unit = 0;
+      }
+    }
+  }
+  if (in_unit > 0) units.push_back(unit.value());
+  return units;
 }
 
 std::optional<uint64_t> FirstBadUnit(const std::vector<std::span<const std::byte>>& pieces,
@@ -109,7 +144,10 @@ std::optional<uint64_t> FirstBadUnit(const std::vector<std::span<const std::byte
 
 BlockDigests BlockDigester::Finish() const {
   BlockDigests digests{units_, 0};
-  if (in_unit_ > 0) digests.units.push_back(unit_.value());
+  if (in_unit_ > 0) {
+    digests.units.push_back(next_adopted_ < adopted_.size() ? adopted_[next_adopted_]
+                                                            : unit_.value());
+  }
   digests.block = BlockDigestOf(digests.units);
   return digests;
 }

@@ -60,6 +60,11 @@ struct BlockDigests {
 class BlockDigester {
  public:
   void Update(std::span<const std::byte> bytes);
+  // Takes the digests of the next units, computed and checked by the caller as the bytes
+  // arrived (a put piece's unit digests): their bytes, fed to Update next, are counted but not
+  // hashed again. Called at a unit boundary; the last adopted unit may be the block's partial
+  // final one.
+  void AdoptUnits(std::span<const uint64_t> digests);
   // The digests of everything fed so far (the last unit may be partial).
   BlockDigests Finish() const;
   uint64_t bytes() const { return bytes_; }
@@ -67,6 +72,8 @@ class BlockDigester {
  private:
   StreamingDigest unit_;
   std::vector<uint64_t> units_;
+  std::vector<uint64_t> adopted_;  // digests of the units after units_, not hashed here
+  size_t next_adopted_ = 0;
   uint64_t bytes_ = 0;
   uint64_t in_unit_ = 0;  // bytes of the current unit fed so far
 };
@@ -79,6 +86,11 @@ class BlockDigester {
 std::optional<uint64_t> FirstBadUnit(const std::vector<std::span<const std::byte>>& pieces,
                                      uint64_t offset, uint64_t length, uint64_t total_size,
                                      std::span<const uint64_t> unit_digests);
+
+// The digests of the consecutive units of `pieces`' bytes taken in order as one run that starts
+// on a unit boundary (the last unit may be shorter): what a put piece carries and a worker
+// checks.
+std::vector<uint64_t> UnitDigestsOf(const std::vector<std::span<const std::byte>>& pieces);
 
 // How many units a block of `size` bytes has.
 constexpr uint64_t DigestUnitCount(uint64_t size) {

@@ -283,8 +283,9 @@ struct RemoveRdd {
 
 # One piece of an upload. A block arrives as one or more PutBlock messages with increasing
 # offsets, each followed by its bytes as payload frames; the one with `last` set commits it.
-# The worker replies to each piece, so the client never has more than one piece unacknowledged
-# per upload, and a big block never has to sit whole in any one message.
+# The worker replies to each piece, in order; a client may send the next pieces before the
+# replies to the earlier ones arrive (a window: PROTOCOL.md, "Uploads"), and a big block never
+# has to sit whole in any one message.
 struct PutBlock {
   blockId @0 :Text;
   level @1 :StorageLevel;
@@ -307,6 +308,13 @@ struct PutBlock {
   # when `digested` is set (an old client sends no digest).
   pieceDigest @9 :UInt64;
   digested @10 :Bool;
+  # XXH3-64 of each digest unit (1 MiB aligned to block offsets, common/digest.h) this piece
+  # holds, in order; then the piece starts on a unit boundary and ends on one or at the block's
+  # end. The worker hashes the bytes once, compares (a mismatch: dataLoss, as for pieceDigest)
+  # and stores these as the block's digests. Empty: the worker uses pieceDigest and digests the
+  # bytes itself. A piece sent after one refused as corrupted, before the client heard of it,
+  # is refused with `aborted` and the upload waits for the resend.
+  unitDigests @11 :List(UInt64);
 }
 
 # Client -> worker: the client gave up on this upload (a piece failed elsewhere, its source

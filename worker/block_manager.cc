@@ -160,7 +160,7 @@ bool BlockManager::TakesBytes(uint64_t bytes) const {
 }
 
 void BlockManager::AppendPut(UploadId upload_id, std::vector<ChunkPtr> chunks,
-                             Callback<Status> done) {
+                             std::vector<uint64_t> checked_unit_digests, Callback<Status> done) {
   auto found = uploads_.find(upload_id);
   if (found == uploads_.end()) {
     done(NotFoundError("upload " + std::to_string(upload_id) + " is not in progress"));
@@ -179,6 +179,7 @@ void BlockManager::AppendPut(UploadId upload_id, std::vector<ChunkPtr> chunks,
   }
   upload.received += bytes;
   if (upload.tier == Tier::kMemory) {
+    if (!checked_unit_digests.empty()) upload.digester.AdoptUnits(checked_unit_digests);
     for (ChunkPtr& chunk : chunks) {
       if (chunk->size() == 0) continue;
       upload.digester.Update(chunk->bytes());
@@ -189,11 +190,13 @@ void BlockManager::AppendPut(UploadId upload_id, std::vector<ChunkPtr> chunks,
     return;
   }
   storage_->Submit([this, upload_id, disk = upload.disk, chunks = std::move(chunks),
+                    digests = std::move(checked_unit_digests),
                     done = std::move(done)](BlockStore&) mutable -> StorageThread::Completion {
     Status appended = disk->failed;
     if (disk->writer == nullptr && appended.ok()) {
       appended = AbortedError("the upload was abandoned");
     }
+    if (appended.ok() && !digests.empty()) disk->writer->AdoptUnitDigests(digests);
     for (const ChunkPtr& chunk : chunks) {
       if (!appended.ok()) break;
       if (chunk->size() > 0) appended = disk->writer->Append(chunk->bytes());

@@ -108,8 +108,12 @@ class BlockManager {
   // completes (never false while no spill is pending, so nothing waits forever).
   bool TakesBytes(uint64_t bytes) const;
   // Adds the next bytes of the upload (kept as they are for memory blocks, without copying).
+  // `checked_unit_digests`: the digests of the units these bytes complete, which the caller
+  // computed and checked against the sender's (then they are stored as they are, not hashed
+  // again; the chunks start on a unit boundary); empty: the manager digests the bytes itself.
   // Fails past the declared size or on a storage error; a failed upload is aborted.
-  void AppendPut(UploadId upload, std::vector<ChunkPtr> chunks, Callback<Status> done);
+  void AppendPut(UploadId upload, std::vector<ChunkPtr> chunks,
+                 std::vector<uint64_t> checked_unit_digests, Callback<Status> done);
   // Makes the block visible and reports the tier it landed on. Fails if bytes are missing.
   // The upload is gone from HasUpload() at once.
   void CommitPut(UploadId upload, Callback<Result<Tier>> done);

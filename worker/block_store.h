@@ -25,6 +25,10 @@ class DiskWriter {
   // Appends bytes; fails (and the write is then abandoned) past the declared total size or on
   // a storage error.
   virtual Status Append(std::span<const std::byte> bytes) = 0;
+  // The digests of the units the next appends complete, computed and checked by the caller as
+  // the bytes arrived (BlockDigester::AdoptUnits): the writer stores them without hashing those
+  // bytes again. Called at a unit boundary.
+  virtual void AdoptUnitDigests(std::span<const uint64_t> digests) = 0;
   // Makes the block visible, replacing any previous version atomically. Fails if fewer bytes
   // than declared were appended.
   virtual Status Commit() = 0;

@@ -395,6 +395,10 @@ class RocksDiskWriter final : public DiskWriter {
     return Status::Ok();
   }
 
+  void AdoptUnitDigests(std::span<const uint64_t> digests) override {
+    digester_.AdoptUnits(digests);
+  }
+
   Status Commit() override {
     if (state_ != State::kWriting) return InvalidArgumentError(Describe() + " is not open");
     if (appended_ != total_size_) {
@@ -879,6 +883,8 @@ Status DiskStore::Write(const BlockId& id, StorageLevel level, const BlockData& 
     }
   }
   ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer, BeginWrite(id, level, data.size, version));
+  // Checked above: the bytes are not hashed a second time on their way in.
+  writer->AdoptUnitDigests(expected_unit_digests);
   for (const ChunkPtr& chunk : data.chunks) RETURN_IF_ERROR(writer->Append(chunk->bytes()));
   return writer->Commit();
 }

@@ -38,6 +38,9 @@ class UploadTable {
     std::string owner{};
     // The client connection it arrives on (PeerMonitor::SourceFd); -1 when unknown.
     int connection = -1;
+    // A piece was refused as corrupted in transit: the pieces the client sent after it (a
+    // window) are refused without ending the upload until the resend arrives at next_offset.
+    bool awaiting_resend = false;
   };
 
   Entry* Find(const Key& key);

@@ -75,6 +75,17 @@ WorkerOp OpOf(proto::Request::Which which) {
   }
 }
 
+std::string CorruptedInTransit(const std::string& block, uint64_t offset, uint64_t bytes,
+                               const std::string& where) {
+  spdlog::warn(
+      "piece of {} at offset {} ({} bytes) was corrupted in transit: {} does not match the "
+      "sender's; refused, the sender resends it",
+      block, offset, bytes, where);
+  return "piece of " + block + " at offset " + std::to_string(offset) + " (" +
+         std::to_string(bytes) + " bytes) was corrupted in transit: " + where +
+         " does not match; resend it";
+}
+
 // Ok when the piece's bytes match the digest its sender computed (or it sent none).
 Status CheckPieceDigest(const std::vector<ChunkPtr>& chunks, std::optional<uint64_t> expected,
                         const std::string& block, uint64_t offset) {
@@ -86,13 +97,30 @@ Status CheckPieceDigest(const std::vector<ChunkPtr>& chunks, std::optional<uint6
     bytes += chunk->size();
   }
   if (digest.value() == *expected) return Status::Ok();
-  spdlog::warn(
-      "piece of {} at offset {} ({} bytes) was corrupted in transit: its digest does "
-      "not match the sender's; refused, the sender resends it",
-      block, offset, bytes);
-  return DataLossError("piece of " + block + " at offset " + std::to_string(offset) + " (" +
-                       std::to_string(bytes) +
-                       " bytes) was corrupted in transit: its digest does not match; resend it");
+  return DataLossError(CorruptedInTransit(block, offset, bytes, "its digest"));
+}
+
+// The piece's unit digests, computed in one pass over its bytes, when they match the ones its
+// sender computed: the worker stores these and never hashes the bytes again. kDataLoss when
+// they do not (corrupted in transit).
+Result<std::vector<uint64_t>> CheckPieceUnits(const std::vector<ChunkPtr>& chunks,
+                                              const std::vector<uint64_t>& expected,
+                                              const std::string& block, uint64_t offset) {
+  std::vector<std::span<const std::byte>> spans;
+  spans.reserve(chunks.size());
+  uint64_t bytes = 0;
+  for (const ChunkPtr& chunk : chunks) {
+    spans.push_back(chunk->bytes());
+    bytes += chunk->size();
+  }
+  std::vector<uint64_t> units = UnitDigestsOf(spans);
+  if (units == expected) return units;
+  size_t unit = 0;
+  while (unit < units.size() && unit < expected.size() && units[unit] == expected[unit]) ++unit;
+  return DataLossError(CorruptedInTransit(
+      block, offset, bytes,
+      "the digest of its unit at block offset " +
+          std::to_string(offset + unit * kDigestUnitBytes)));
 }
 
 }  // namespace
@@ -415,6 +443,7 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
     uint64_t upload_id = 0;
     PutVersion version;
     std::optional<uint64_t> digest;
+    std::vector<uint64_t> unit_digests;
   } piece;
   RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::PutBlock::Reader put = message.request().getPutBlock();
@@ -429,6 +458,8 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
     piece.version =
         PutVersion{put.getVersion(), /*fresh=*/!put.getReplica(), put.getLeaseToken()};
     if (put.getDigested()) piece.digest = put.getPieceDigest();
+    piece.unit_digests.reserve(put.getUnitDigests().size());
+    for (uint64_t digest : put.getUnitDigests()) piece.unit_digests.push_back(digest);
     return Status::Ok();
   }));
   const zmq::message_t& peer = *message.routing_id();
@@ -490,6 +521,12 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
       piece.total_size != upload->total_size) {
     valid = InvalidArgumentError("piece of upload " + std::to_string(piece.upload_id) +
                                  " does not match its block, level or total size");
+  } else if (piece.offset > upload->next_offset && upload->awaiting_resend) {
+    // Sent in the same window as a piece refused as corrupted, before the client heard of it:
+    // refused, and the upload waits for the resend.
+    return AbortedError("piece of " + name + " at offset " + std::to_string(piece.offset) +
+                        " was not taken: waiting for the resend of offset " +
+                        std::to_string(upload->next_offset));
   } else if (piece.offset != upload->next_offset) {
     valid = InvalidArgumentError("piece of " + name + " at offset " + std::to_string(piece.offset) +
                                  ", expected " + std::to_string(upload->next_offset));
@@ -500,6 +537,12 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
     valid = InvalidArgumentError("last piece of " + name + " ends at " +
                                  std::to_string(piece.offset + bytes) + " of " +
                                  std::to_string(upload->total_size) + " bytes");
+  } else if (!piece.unit_digests.empty() &&
+             (piece.offset % kDigestUnitBytes != 0 ||
+              (!piece.last && (piece.offset + bytes) % kDigestUnitBytes != 0))) {
+    valid = InvalidArgumentError("piece of " + name + " at offset " +
+                                 std::to_string(piece.offset) +
+                                 " carries unit digests but is not cut at unit boundaries");
   }
   if (!valid.ok()) {
     AbortUpload(key);
@@ -509,17 +552,33 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
   std::vector<ChunkPtr> chunks = message.TakePayloadChunks();
   std::erase_if(chunks, [](const ChunkPtr& chunk) { return chunk->size() == 0; });
   // Checked before anything is appended; the upload stays at this offset for the resend.
-  if (Status intact = CheckPieceDigest(chunks, piece.digest, name, piece.offset); !intact.ok()) {
+  // A piece with unit digests is hashed once here, and those digests are what is stored.
+  std::vector<uint64_t> checked_units;
+  Status intact = Status::Ok();
+  if (!piece.unit_digests.empty()) {
+    Result<std::vector<uint64_t>> units =
+        CheckPieceUnits(chunks, piece.unit_digests, name, piece.offset);
+    if (units.ok()) {
+      checked_units = std::move(units).value();
+    } else {
+      intact = units.status();
+    }
+  } else {
+    intact = CheckPieceDigest(chunks, piece.digest, name, piece.offset);
+  }
+  if (!intact.ok()) {
     ++counters_.checksum_failures_transit;
+    upload->awaiting_resend = true;
     return intact;
   }
+  upload->awaiting_resend = false;
   upload->next_offset += bytes;
   upload->last_activity = now;
   counters_.bytes_written += bytes;
   const BlockManager::UploadId handle = upload->upload;
   // Answered when the bytes are stored: at once in memory, when the storage thread has written
   // them on disk. The client sends its next piece after this answer.
-  blocks_->AppendPut(handle, std::move(chunks),
+  blocks_->AppendPut(handle, std::move(chunks), std::move(checked_units),
                      [this, key, handle, peer = SharePeer(peer), id, last = piece.last,
                       version = piece.version.token](Status appended) {
                        if (!appended.ok()) {

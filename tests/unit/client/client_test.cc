@@ -287,7 +287,7 @@ FakeServer::Handler PutHandler(UploadLog* log, bool full) {
   };
 }
 
-TEST_F(ClientTest, PutStreamsPiecesOfAtMost16MiBInFramesOf1MiB) {
+TEST_F(ClientTest, PutStreamsUnitAlignedPiecesOfAtMost16MiBInFramesOf1MiB) {
   const std::vector<std::byte> data = Pattern(2 * kMaxPieceBytes + kChunkBytes / 2, 3);
   UploadLog log;
   FakeServer master(context_, "inproc://master", MasterHandler({kW1}, {}, 0));
@@ -299,7 +299,7 @@ TEST_F(ClientTest, PutStreamsPiecesOfAtMost16MiBInFramesOf1MiB) {
   EXPECT_EQ(put->tier, Tier::kDisk);
   EXPECT_EQ(put->size, data.size());
   std::lock_guard<std::mutex> lock(log.mu);
-  ASSERT_EQ(log.pieces.size(), 3u);
+  ASSERT_GE(log.pieces.size(), 3u);
   uint64_t expected_offset = 0;
   for (size_t i = 0; i < log.pieces.size(); ++i) {
     const UploadLog::Piece& piece = log.pieces[i];
@@ -313,6 +313,8 @@ TEST_F(ClientTest, PutStreamsPiecesOfAtMost16MiBInFramesOf1MiB) {
       bytes += frame;
     }
     EXPECT_LE(bytes, kMaxPieceBytes);
+    // Whole digest units, so the worker checks and keeps the units' digests as they came.
+    if (!piece.last) EXPECT_EQ(bytes % kDigestUnitBytes, 0u);
     expected_offset += bytes;
   }
   EXPECT_TRUE(log.bytes == data);

@@ -65,6 +65,43 @@ TEST(DigestTest, BlockDigesterCutsUnitsAtBlockOffsetsWhateverThePieces) {
   EXPECT_EQ(BlockDigester().Finish().units.size(), 0u);
 }
 
+TEST(DigestTest, UnitDigestsOfCutsUnitsWhateverTheSpans) {
+  const std::vector<std::byte> bytes = testing::RandomByteVector(2 * kDigestUnitBytes + 5, 4);
+  const std::span<const std::byte> all(bytes);
+  const std::vector<uint64_t> expected{DigestOf(all.subspan(0, kDigestUnitBytes)),
+                                       DigestOf(all.subspan(kDigestUnitBytes, kDigestUnitBytes)),
+                                       DigestOf(all.subspan(2 * kDigestUnitBytes))};
+  EXPECT_EQ(UnitDigestsOf({all}), expected);
+  EXPECT_EQ(UnitDigestsOf({all.subspan(0, 7), all.subspan(7, kDigestUnitBytes + 3),
+                           all.subspan(kDigestUnitBytes + 10)}),
+            expected);
+  EXPECT_TRUE(UnitDigestsOf({}).empty());
+}
+
+TEST(DigestTest, AdoptedUnitsAreTakenAsGivenAndTheRestHashed) {
+  const std::vector<std::byte> bytes = testing::RandomByteVector(3 * kDigestUnitBytes + 9, 5);
+  const std::span<const std::byte> all(bytes);
+  BlockDigester reference;
+  reference.Update(all);
+  const std::vector<uint64_t> units = reference.Finish().units;
+  ASSERT_EQ(units.size(), 4u);
+
+  // Units 1 and 3 (the partial last one) adopted; a wrong adopted digest shows that the bytes
+  // were not hashed again.
+  BlockDigester digester;
+  digester.Update(all.subspan(0, kDigestUnitBytes));
+  digester.AdoptUnits(std::vector<uint64_t>{units[1]});
+  digester.Update(all.subspan(kDigestUnitBytes, kDigestUnitBytes / 2));
+  digester.Update(all.subspan(kDigestUnitBytes + kDigestUnitBytes / 2, kDigestUnitBytes / 2));
+  digester.Update(all.subspan(2 * kDigestUnitBytes, kDigestUnitBytes));
+  digester.AdoptUnits(std::vector<uint64_t>{42});
+  digester.Update(all.subspan(3 * kDigestUnitBytes));
+  const BlockDigests got = digester.Finish();
+  EXPECT_EQ(got.units, (std::vector<uint64_t>{units[0], units[1], units[2], 42}));
+  EXPECT_EQ(got.block, BlockDigestOf(got.units));
+  EXPECT_EQ(digester.bytes(), bytes.size());
+}
+
 TEST(DigestTest, TheBlockDigestCoversEveryUnitInOrder) {
   const std::vector<uint64_t> units{1, 2, 3};
   const uint64_t digest = BlockDigestOf(units);

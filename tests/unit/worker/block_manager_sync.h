@@ -21,9 +21,11 @@ inline void Settle(BlockManager& manager) {
 
 // The asynchronous operations, waited for (and settled, so spills they caused are done).
 inline Status AppendPut(BlockManager& manager, BlockManager::UploadId upload,
-                        std::vector<ChunkPtr> chunks) {
+                        std::vector<ChunkPtr> chunks,
+                        std::vector<uint64_t> checked_unit_digests = {}) {
   std::optional<Status> result;
-  manager.AppendPut(upload, std::move(chunks), [&](Status s) { result = std::move(s); });
+  manager.AppendPut(upload, std::move(chunks), std::move(checked_unit_digests),
+                    [&](Status s) { result = std::move(s); });
   Settle(manager);
   BM_CHECK(result.has_value());
   return *result;

@@ -775,7 +775,7 @@ TEST_F(BlockManagerFaultTest, StalledDiskDelaysNeitherMemoryPutsNorMemoryReads) 
 
   // Everything in memory answers at once, the evicted block too (from its pending spill).
   std::optional<Status> appended;
-  manager_->AppendPut(*upload, Chunks(fresh), [&](Status s) { appended = s; });
+  manager_->AppendPut(*upload, Chunks(fresh), {}, [&](Status s) { appended = s; });
   ASSERT_TRUE(appended.has_value() && appended->ok());
   std::optional<Result<Tier>> committed;
   manager_->CommitPut(*upload, [&](Result<Tier> tier) { committed = tier; });
@@ -866,7 +866,7 @@ TEST_F(BlockManagerFaultTest, MemoryPutReplacingABlockOnItsWayToDiskWins) {
   auto upload = manager_->BeginPut(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, v2.size());
   ASSERT_TRUE(upload.ok()) << upload.status().ToString();
   std::optional<Status> appended;
-  manager_->AppendPut(*upload, Chunks(v2), [&](Status s) { appended = s; });
+  manager_->AppendPut(*upload, Chunks(v2), {}, [&](Status s) { appended = s; });
   ASSERT_TRUE(appended.has_value() && appended->ok());
   std::optional<Result<Tier>> committed;
   manager_->CommitPut(*upload, [&](Result<Tier> tier) { committed = tier; });

@@ -16,6 +16,9 @@ class FaultInjectingStore::Writer final : public DiskWriter {
     RETURN_IF_ERROR(store_.CheckWrite(bytes.size()));
     return base_->Append(bytes);
   }
+  void AdoptUnitDigests(std::span<const uint64_t> digests) override {
+    base_->AdoptUnitDigests(digests);
+  }
   Status Commit() override {
     RETURN_IF_ERROR(store_.CheckWrite(0));
     return base_->Commit();
