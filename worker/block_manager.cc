@@ -698,6 +698,12 @@ void BlockManager::SpillFinished(const BlockId& id, uint64_t ticket, const Statu
   } else {
     spdlog::warn("could not spill evicted block {} to disk, dropping it: {}", id.ToString(),
                  written.ToString());
+    // Rot in RAM, caught by the spill's check: the copy is reported lost, so the master
+    // restores the level from another copy now rather than at its next scan.
+    if (written.code() == StatusCode::kDataLoss) {
+      ++corrupt_spills_;
+      lost_.push_back(id);
+    }
   }
   spill_backlog_bytes_ -= block.data.size;
   spilling_.erase(spill);

@@ -158,6 +158,8 @@ class BlockManager {
   size_t disk_block_count() const { return disk_index_.size(); }
   uint64_t evictions() const { return evictions_; }
   uint64_t spills() const { return spills_; }
+  // Evicted blocks whose memory copy failed its digests on the way to disk (not spilled).
+  uint64_t corrupt_spills() const { return corrupt_spills_; }
   // Evicted blocks whose spill has not committed yet, and their bytes.
   size_t spills_pending() const { return spilling_.size(); }
   uint64_t spill_backlog_bytes() const { return spill_backlog_bytes_; }
@@ -223,6 +225,7 @@ class BlockManager {
   uint64_t next_memory_generation_ = 1;
   std::vector<BlockStatusChange> changes_;
   std::vector<BlockId> lost_;
+  uint64_t corrupt_spills_ = 0;
   uint64_t evictions_ = 0;
   uint64_t spills_ = 0;
 

@@ -75,6 +75,7 @@ WorkerSnapshot BuildWorkerSnapshot(const WorkerView& view) {
   snapshot.disk_blocks = view.blocks.disk_block_count();
   snapshot.evictions = view.blocks.evictions();
   snapshot.spills = view.blocks.spills();
+  snapshot.corrupt_spills = view.blocks.corrupt_spills();
   snapshot.spill_backlog_bytes = view.blocks.spill_backlog_bytes();
   snapshot.storage_jobs = view.blocks.storage_jobs_outstanding();
   snapshot.corrupt_disk_blocks = view.blocks.corrupt_disk_blocks();
@@ -142,7 +143,7 @@ std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
   out.Sample("blockmgr_worker_checksum_failures_total", {{"where", "disk"}},
              number(snapshot.corrupt_disk_blocks));
   out.Sample("blockmgr_worker_checksum_failures_total", {{"where", "memory"}},
-             number(snapshot.counters.checksum_failures_memory));
+             number(snapshot.counters.checksum_failures_memory + snapshot.corrupt_spills));
   out.Sample("blockmgr_worker_checksum_failures_total", {{"where", "client-read"}},
              number(snapshot.counters.checksum_failures_read_transit));
   out.Family("blockmgr_worker_scrubbed_bytes_total", Type::kCounter,

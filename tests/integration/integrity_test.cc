@@ -344,6 +344,35 @@ TEST(IntegrityTest, APutPieceCorruptedInTransitIsRefusedAndSentAgain) {
       << cluster.LogTail("w1");
 }
 
+// A put of several pieces keeps a window of them in flight: when the second is corrupted on
+// the wire, the pieces sent behind it are refused without ending the upload, and all are sent
+// again from the corrupted one.
+TEST(IntegrityTest, APieceCorruptedInsideAWindowIsResentWithThePiecesBehindIt) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  const int worker_port = FreeLoopbackPort();
+  TcpProxy proxy(worker_port);
+  WorkerSpec spec{"w1", "64MiB", ""};
+  spec.port = worker_port;
+  spec.extra_args = {"--advertise", LoopbackEndpoint(proxy.port())};
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(spec));
+  // The marker only from 6 MiB on: inside the second 4 MiB piece of a 20 MiB block.
+  const std::string marker = "bytes-in-transit-0123456789-";
+  std::string bytes;
+  while (bytes.size() < (6 << 20)) bytes += "filler-" + std::to_string(bytes.size()) + "-";
+  while (bytes.size() < (20 << 20)) bytes += marker + std::to_string(bytes.size()) + "-";
+
+  proxy.CorruptOnce(marker);
+  CommandResult put = cluster.Bmctl({"put", "rdd_1_0", "-"}, bytes);
+  ASSERT_EQ(put.exit_code, 0) << put.err << cluster.LogTail("w1");
+  ASSERT_TRUE(proxy.corrupted()) << "the proxy should have flipped a bit of the put";
+  CommandResult got = cluster.Bmctl({"get", "rdd_1_0"});
+  ASSERT_EQ(got.exit_code, 0) << got.err;
+  EXPECT_TRUE(got.out == bytes) << "the block holds other bytes than were put";
+  EXPECT_NE(ReadFile(cluster.dir().Sub("w1.log")).find("corrupted in transit"), std::string::npos)
+      << cluster.LogTail("w1");
+}
+
 // One bit flipped on the wire in a getBlocks reply: the block it hit fails its digests on the
 // client, which reads it again alone; GetManyChunks, which hands out views of the received
 // frames instead of copies, returns exactly the bytes that were put.

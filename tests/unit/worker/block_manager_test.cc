@@ -198,6 +198,9 @@ TEST_F(BlockManagerTest, AnEvictedMemoryCopyThatRottedIsNotSpilledToDisk) {
   ASSERT_TRUE(Put(BlockId::Rdd(7, 0), StorageLevel::kMemoryOnly, RandomBytes(2500, 23)).ok());
   EXPECT_FALSE(manager_->Find(BlockId::Rdd(6, 1)).has_value()) << "dropped, not spilled";
   EXPECT_EQ(manager_->spills(), 0u);
+  // Reported lost, so the master restores the copy now, and counted as rot found in memory.
+  EXPECT_EQ(manager_->TakeLost(), std::vector<BlockId>{BlockId::Rdd(6, 1)});
+  EXPECT_EQ(manager_->corrupt_spills(), 1u);
 }
 
 TEST_F(BlockManagerTest, MemoryBlockIsServedFromTheReceivedChunksWithoutCopy) {
