@@ -14,6 +14,7 @@
 #include <zmq.hpp>
 
 #include "client/abort_put.h"
+#include "client/lent_bytes.h"
 #include "client/local_hosts.h"
 #include "client/placement.h"
 #include "client/reply_decoding.h"
@@ -413,15 +414,39 @@ Result<IncomingMessage> Client::Impl::CallMaster(capnp::MallocMessageBuilder& re
 
 Result<PutResult> Client::Impl::Put(const BlockId& id, std::span<const std::byte> data,
                               StorageLevel level, const PutOptions& options) {
-  size_t position = 0;
-  ByteSource read = [data, &position](std::span<std::byte> out) -> Result<size_t> {
-    size_t n = std::min(out.size(), data.size() - position);
-    std::copy_n(data.begin() + position, n, out.begin());
-    position += n;
-    return n;
-  };
-  PieceSource source(std::move(read), data.size(), [&position]() { position = 0; });
-  return PutFrom(id, source, level, options);
+  // The caller's bytes go out as they are, frame by frame (no copy into fresh frames, whose
+  // first touch costs a page fault per 4 KiB); `lent` waits, before this returns, until ZeroMQ
+  // has let go of every frame pointing into them.
+  //
+  // Over inproc:// (tests with in-process servers) a frame is handed to the receiver itself,
+  // which would keep pointing into the caller's memory: there the bytes are copied as before.
+  if (options_.master_address.starts_with("inproc://")) {
+    size_t position = 0;
+    ByteSource read = [data, &position](std::span<std::byte> out) -> Result<size_t> {
+      const size_t n = std::min(out.size(), data.size() - position);
+      std::copy_n(data.begin() + position, n, out.begin());
+      position += n;
+      return n;
+    };
+    PieceSource source(std::move(read), data.size(), [&position]() { position = 0; });
+    return PutFrom(id, source, level, options);
+  }
+  LentBytes lent(data);
+  Result<PutResult> put = UnavailableError("not attempted");
+  {
+    size_t next = 0;
+    ChunkSource chunks = [&lent, &next]() -> Result<ChunkPtr> {
+      if (next == lent.size()) return ChunkPtr();
+      const size_t length = std::min<size_t>(kChunkBytes, lent.size() - next);
+      ChunkPtr chunk = lent.Lend(next, length);
+      next += length;
+      return chunk;
+    };
+    PieceSource source(std::move(chunks), data.size(), [&next]() { next = 0; });
+    put = PutFrom(id, source, level, options);
+  }  // the source's kept pieces let go of their chunks here
+  lent.AwaitReturned();
+  return put;
 }
 
 Result<PutResult> Client::Impl::PutChunks(const BlockId& id, const BlockData& data, StorageLevel level,
@@ -632,6 +657,10 @@ std::vector<Result<PutResult>> Client::Impl::Upload(const std::vector<const Work
   auto give_up = [](Target& target, Status why) {
     target.failure = std::move(why);
     for (uint64_t request : target.in_flight) target.channel->Abandon(request);
+    // Pieces still queued for this worker are dropped with its socket rather than sent: a
+    // put of lent bytes (Put) cannot return while a frame still points into them, and a
+    // stalled worker might never take them.
+    if (!target.in_flight.empty()) target.channel->DropQueued();
     target.in_flight.clear();
     if (target.started) PostAbortPut(*target.channel, target.upload_id);
   };

@@ -129,6 +129,10 @@ class RpcChannel {
   Result<IncomingMessage> Await(uint64_t id);
   // Gives up on a request sent and not awaited: its reply, now or later, is dropped.
   void Abandon(uint64_t id);
+  // Gives up on every request in flight and drops the frames still queued to the peer, with
+  // the connection (a fresh socket connects on the next send). Frames lent from a caller's
+  // memory are released this way without waiting for a peer that may never take them.
+  void DropQueued() { Reset(); }
 
   // Sends a request without waiting for its reply (which a later Call drops as stale), and
   // without blocking: for best-effort notices such as abortPut. kUnavailable when it cannot
