@@ -256,8 +256,8 @@ void MediumBlocks(Runner& runner, BlockmgrCluster& cluster) {
              runner.Figure(bm_chunks, "put_bytes_per_s", kGB, "blockmgr 1 MiB PutChunks"), "redis",
              runner.Figure(redis, "put_bytes_per_s", kGB, "redis 1 MiB"), std::nullopt,
              Better::kHigher,
-             "informative: the bytes held in a shared chunk and sent as they are, where Put copies "
-             "the caller's span into the frame it sends (as hiredis copies into its buffer)");
+             "informative: the bytes held in a shared chunk and sent as they are; Put sends the "
+             "caller's span as it is too (frames lent from it), where hiredis copies into its buffer");
 }
 
 // 9: the cost of CURVE (encryption and authentication on every connection): the same 64 MiB and

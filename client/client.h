@@ -103,8 +103,10 @@ class Client {
   // ---- writes ----
 
   // Stores `data` as block `id` at `level`, replacing any block of that id on the chosen
-  // worker. The block is streamed in pieces of at most 16 MiB, one piece in flight; it returns
-  // once the worker has stored it and reported it to the master.
+  // worker. The block is streamed in pieces of 4 MiB, up to 4 in flight per worker; it returns
+  // once the worker has stored it and reported it to the master. The bytes are sent from
+  // `data` itself, not copied (over tcp:// and ipc://): `data` must stay unchanged until the
+  // call returns, which it does only once ZeroMQ has let go of every frame pointing into it.
   //
   // Placement: with `options.worker_id`, on that worker (kNotFound "no live worker named X" if
   // the master does not list it). Otherwise the client asks the master for the live workers and
