@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cstddef>
+
 namespace bm {
 
 // Tunes glibc malloc for a process that moves blocks as ~1 MiB buffers. By default glibc
@@ -8,5 +10,13 @@ namespace bm {
 // the mmap and trim thresholds keeps freed buffers in the heap for reuse; the price is that
 // RSS does not shrink right after a burst of frees. Call once, first thing in main().
 void TuneAllocatorForBlockBuffers();
+
+// Asks the kernel to back [data, data + size) with transparent huge pages where it can (the
+// 2 MiB-aligned extents inside it), before the range is first written. For a fresh buffer of
+// a big block: a buffer above the mmap threshold is a fresh mapping each time, and on a VM
+// first touch costs a fault per 4 KiB page (measured here: 200 ms to fill 64 MiB, against
+// 5.5 ms with huge pages and 3.3 ms to write it again). Only a hint: where THP is off or the
+// range holds no aligned 2 MiB extent, nothing changes.
+void AdviseHugePages(std::byte* data, size_t size);
 
 }  // namespace bm
