@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "client/client.h"
@@ -88,6 +89,34 @@ TEST_F(FastFailoverTest, PutPlacedOnAKilledWorkerFailsOverToAnother) {
   ASSERT_TRUE(put.ok()) << put.status().ToString();
   EXPECT_EQ(put->worker_id, "w2");
   EXPECT_LT(took, kFailoverBound);
+}
+
+// Put sends the caller's bytes without copying them and must not return while a frame still
+// points into them. With w1 stopped mid-transfer, frames queued for it are never taken: they
+// go with w1's connection (lost to the heartbeat, or reset when the put gives up on w1), and
+// the put fails over to w2 and returns.
+TEST_F(FastFailoverTest, BigPutToAWorkerStoppedMidTransferReturnsHavingStoredItElsewhere) {
+  Client client(Options());
+  Result<PutResult> first =
+      client.Put(BlockId::Rdd(4, 0), RandomByteVector(1024, 7), StorageLevel::kMemoryOnly);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(first->worker_id, "w1");  // connected: the pieces go out over an open connection
+
+  cluster_.SignalWorker("w1", SIGSTOP);
+  std::vector<std::byte> data = RandomByteVector(32 << 20, 8);
+  const std::vector<std::byte> expected = data;
+  const auto started = Clock::now();
+  Result<PutResult> put = client.Put(BlockId::Rdd(4, 1), data, StorageLevel::kMemoryOnly);
+  const auto took = Clock::now() - started;
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_EQ(put->worker_id, "w2");
+  EXPECT_LT(took, 4 * kFailoverBound);
+
+  // Returned: nothing refers to `data` any more, so overwriting it changes nothing stored.
+  std::fill(data.begin(), data.end(), std::byte{0});
+  Result<std::vector<std::byte>> got = client.Get(BlockId::Rdd(4, 1));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(*got == expected);
 }
 
 }  // namespace
