@@ -2,8 +2,13 @@
 
 #include <malloc.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 namespace bm {
 
@@ -24,6 +29,26 @@ void AdviseHugePages(std::byte* data, size_t size) {
   if (end <= start) return;
   // Errors (no THP in this kernel, a range not anonymous memory) leave the pages as they were.
   (void)madvise(reinterpret_cast<void*>(start), end - start, MADV_HUGEPAGE);
+}
+
+void RestartWithHugePageHeaps(char** argv) {
+  constexpr const char* kSetting = "glibc.malloc.hugetlb";
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  const std::string current = tunables ? tunables : "";
+  if (current.find(kSetting) != std::string::npos) return;
+  std::ifstream mode_file("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::stringstream mode;
+  mode << mode_file.rdbuf();
+  if (mode.str().find("[madvise]") == std::string::npos) return;
+  const std::string wanted = (current.empty() ? "" : current + ":") + kSetting + "=1";
+  if (setenv("GLIBC_TUNABLES", wanted.c_str(), 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  // Not restarted (no /proc, say): go on as we are, with the setting undone.
+  if (tunables) {
+    setenv("GLIBC_TUNABLES", tunables, 1);
+  } else {
+    unsetenv("GLIBC_TUNABLES");
+  }
 }
 
 }  // namespace bm

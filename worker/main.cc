@@ -34,6 +34,7 @@ int Usage(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  bm::RestartWithHugePageHeaps(argv);
   bm::TuneAllocatorForBlockBuffers();
   CLI::App app{"bm-worker: a blockmgr worker (stores blocks in memory and on disk)"};
   std::string master;
