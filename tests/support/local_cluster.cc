@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -92,13 +93,26 @@ void LocalCluster::StartWorker(const WorkerSpec& spec) {
                              PublicKeyFile("master"), "--allow", keys_dir_});
   }
   args.insert(args.end(), spec.extra_args.begin(), spec.extra_args.end());
-  slot.process = std::make_unique<Process>(
-      Process::Start(BinaryPath("bm-worker"), args, dir_.Sub(spec.id + ".log")));
+  // A worker started again under its id may still be listed from before (killed, its heartbeat
+  // timeout not passed): this start is done when this process says it registered, in the part
+  // of the log it appends.
+  const std::string log = dir_.Sub(spec.id + ".log");
+  std::error_code no_log;
+  const uintmax_t log_start = std::filesystem::exists(log) ? std::filesystem::file_size(log, no_log) : 0;
+  auto registered_since_start = [&] {
+    std::ifstream in(log, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(log_start));
+    std::stringstream appended;
+    appended << in.rdbuf();
+    return appended.str().find("registered with master") != std::string::npos;
+  };
+  slot.process = std::make_unique<Process>(Process::Start(BinaryPath("bm-worker"), args, log));
   bool up = WaitFor(
       [&] {
         if (!slot.process->Running()) return true;
         std::vector<std::string> listed = ListedWorkers();
-        return std::find(listed.begin(), listed.end(), spec.id) != listed.end();
+        return std::find(listed.begin(), listed.end(), spec.id) != listed.end() &&
+               registered_since_start();
       },
       kStartTimeout);
   ASSERT_TRUE(up && slot.process->Running())
