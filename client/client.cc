@@ -668,12 +668,16 @@ std::vector<Result<PutResult>> Client::Impl::Upload(const std::vector<const Work
   auto give_up = [](Target& target, Status why) {
     target.failure = std::move(why);
     for (uint64_t request : target.in_flight) target.channel->Abandon(request);
-    // Pieces still queued for this worker are dropped with its socket rather than sent: a
+    // Pieces still queued for this worker are dropped with its connection rather than sent: a
     // put of lent bytes (Put) cannot return while a frame still points into them, and a
-    // stalled worker might never take them.
-    if (!target.in_flight.empty()) target.channel->DropQueued();
+    // stalled worker might never take them. The closed connection aborts the upload there;
+    // an abortPut is needed only on a connection that stays.
+    if (!target.in_flight.empty()) {
+      target.channel->DropQueued();
+    } else if (target.started) {
+      PostAbortPut(*target.channel, target.upload_id);
+    }
     target.in_flight.clear();
-    if (target.started) PostAbortPut(*target.channel, target.upload_id);
   };
   for (const WorkerInfo* worker : targets) {
     Target target;

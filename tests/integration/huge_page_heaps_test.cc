@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
-#include <fstream>
+#include <filesystem>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -17,16 +17,9 @@
 namespace bm::testing {
 namespace {
 
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // The value of GLIBC_TUNABLES in a running process's environment, if set.
 std::optional<std::string> TunablesOf(pid_t pid) {
-  std::istringstream environ(ReadText("/proc/" + std::to_string(pid) + "/environ"));
+  std::istringstream environ(ReadFile("/proc/" + std::to_string(pid) + "/environ"));
   std::string entry;
   while (std::getline(environ, entry, '\0')) {
     if (entry.starts_with("GLIBC_TUNABLES=")) return entry.substr(15);
@@ -35,8 +28,8 @@ std::optional<std::string> TunablesOf(pid_t pid) {
 }
 
 bool ThpModeIsMadvise() {
-  return ReadText("/sys/kernel/mm/transparent_hugepage/enabled").find("[madvise]") !=
-         std::string::npos;
+  const std::string mode = "/sys/kernel/mm/transparent_hugepage/enabled";
+  return std::filesystem::exists(mode) && ReadFile(mode).find("[madvise]") != std::string::npos;
 }
 
 // Sets an environment variable for the processes a test starts; restores it after.

@@ -4,23 +4,18 @@
 #include <sys/mman.h>
 
 #include <cstdint>
-#include <fstream>
+#include <filesystem>
 #include <sstream>
 #include <string>
+
+#include "tests/support/files.h"
 
 namespace bm {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // The "THPeligible:" line of the /proc/self/smaps entry whose range holds `address`; -1 if none.
 int ThpEligible(uintptr_t address) {
-  std::istringstream smaps(ReadFile("/proc/self/smaps"));
+  std::istringstream smaps(bm::testing::ReadFile("/proc/self/smaps"));
   std::string line;
   bool inside = false;
   while (std::getline(smaps, line)) {
@@ -37,7 +32,8 @@ int ThpEligible(uintptr_t address) {
 }
 
 TEST(AdviseHugePagesTest, MakesTheAlignedExtentsOfABufferEligibleForHugePages) {
-  const std::string mode = ReadFile("/sys/kernel/mm/transparent_hugepage/enabled");
+  const std::string mode_file = "/sys/kernel/mm/transparent_hugepage/enabled";
+  const std::string mode = std::filesystem::exists(mode_file) ? bm::testing::ReadFile(mode_file) : "absent";
   if (mode.find("[madvise]") == std::string::npos) {
     GTEST_SKIP() << "transparent huge pages are not in madvise mode here (" << mode << ")";
   }
