@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -70,17 +72,38 @@ bool TcpProxy::corrupted() const {
   return corrupted_;
 }
 
+void TcpProxy::LimitRate(uint64_t bytes_per_second) { rate_limit_.store(bytes_per_second); }
+
 void TcpProxy::Run() {
   // Pairs of (accepted, upstream) descriptors; data read on one is written to the other.
   std::vector<std::pair<int, int>> links;
   std::vector<char> buffer(1 << 16);
+  // The rate limit: bytes relayed towards the target since it was set, against what it allows.
+  uint64_t limited_rate = 0;
+  std::chrono::steady_clock::time_point limited_since;
+  uint64_t relayed_since_limit = 0;
   while (!stop_.load()) {
+    // How many bytes may go towards the target now; reads from clients pause at zero, while
+    // bytes back from the target keep flowing.
+    size_t towards_target_budget = buffer.size();
+    if (const uint64_t rate = rate_limit_.load(); rate != 0) {
+      const auto now = std::chrono::steady_clock::now();
+      if (rate != limited_rate) {
+        limited_rate = rate;
+        limited_since = now;
+        relayed_since_limit = 0;
+      }
+      const double seconds = std::chrono::duration<double>(now - limited_since).count();
+      const double allowed = seconds * static_cast<double>(rate) - relayed_since_limit;
+      towards_target_budget =
+          allowed <= 0 ? 0 : std::min(buffer.size(), static_cast<size_t>(allowed));
+    }
     std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}};
     for (auto [a, b] : links) {
-      fds.push_back({a, POLLIN, 0});
+      fds.push_back({a, static_cast<short>(towards_target_budget > 0 ? POLLIN : 0), 0});
       fds.push_back({b, POLLIN, 0});
     }
-    if (::poll(fds.data(), fds.size(), 50) <= 0) continue;
+    if (::poll(fds.data(), fds.size(), towards_target_budget > 0 ? 50 : 2) <= 0) continue;
     if (fds[0].revents & POLLIN) {
       int accepted = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (accepted >= 0) {
@@ -99,10 +122,16 @@ void TcpProxy::Run() {
         if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
         const int from = side == 0 ? links[i].first : links[i].second;
         const int to = side == 0 ? links[i].second : links[i].first;
-        ssize_t n = ::read(from, buffer.data(), buffer.size());
+        const size_t most = side == 0 ? towards_target_budget : buffer.size();
+        if (most == 0) continue;
+        ssize_t n = ::read(from, buffer.data(), most);
         if (n <= 0) {
           closed.push_back(i);
           break;
+        }
+        if (side == 0) {
+          towards_target_budget -= static_cast<size_t>(n);
+          relayed_since_limit += static_cast<uint64_t>(n);
         }
         {
           std::lock_guard lock(mutex_);

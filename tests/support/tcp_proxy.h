@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -28,6 +29,9 @@ class TcpProxy {
   void CorruptReplyOnce(std::string pattern);
   // Whether the flip happened.
   bool corrupted() const;
+  // From now on, relays bytes towards the target at most this fast (a slow link), counted
+  // over all connections; bytes back from the target still pass at once.
+  void LimitRate(uint64_t bytes_per_second);
 
  private:
   void Run();
@@ -41,6 +45,7 @@ class TcpProxy {
   std::string corrupt_pattern_;  // guarded by mutex_; empty: relay faithfully
   int corrupt_side_ = 0;         // guarded by mutex_; 0: towards the target, 1: back from it
   bool corrupted_ = false;       // guarded by mutex_
+  std::atomic<uint64_t> rate_limit_{0};  // bytes per second towards the target; 0: none
   std::thread thread_;
 };
 
