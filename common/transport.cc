@@ -208,6 +208,15 @@ void ConfigureServerSocket(zmq::socket_t& socket, const CurveKeys& keys) {
   socket.set(zmq::sockopt::curve_publickey, keys.public_key);
 }
 
+void SendHeartbeatsToClients(zmq::socket_t& socket) {
+  socket.set(zmq::sockopt::heartbeat_ivl,
+             static_cast<int>(RpcChannel::kHeartbeatInterval.count()));
+  // Not left at its default (the interval): a client's answer queues behind what it sends, so
+  // a timeout as short as the interval would cut every client in the middle of a large put.
+  socket.set(zmq::sockopt::heartbeat_timeout,
+             static_cast<int>(std::chrono::milliseconds(kClientSilenceBound).count()));
+}
+
 Status ConfigureClientSocket(zmq::socket_t& socket, const ChannelSecurity& security,
                              const std::string& address) {
   ConfigureSocket(socket);

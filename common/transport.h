@@ -81,6 +81,17 @@ void ConfigureSocket(zmq::socket_t& socket);
 // ConfigureSocket() plus, with keys, CURVE server mode: the context's ZapHandler (which must
 // be bound before this socket binds) decides which client keys get in.
 void ConfigureServerSocket(zmq::socket_t& socket, const CurveKeys& keys);
+// Makes a server socket ping each client every RpcChannel::kHeartbeatInterval, so that a client
+// sending a large request still hears from it while the request is on the way. A client gives
+// up on a connection that sends nothing for RpcChannel::kHeartbeatTimeout after the client's
+// own ping, and that ping queues behind the bytes it is sending: on a link slower than a piece
+// per heartbeat timeout, the server's pings (answered by no loop, sent by its ZeroMQ I/O thread)
+// are what show it alive. A client silent for kClientSilenceBound after the server's ping (its
+// host gone without closing the connection) has its connection closed.
+// For servers whose clients send large requests (workers); the master's requests are small.
+void SendHeartbeatsToClients(zmq::socket_t& socket);
+inline constexpr std::chrono::seconds kClientSilenceBound{60};
+
 // ConfigureSocket() plus, with keys, CURVE client mode trusting only security.server_key.
 // kPermissionDenied when the socket has keys but the server's key is unknown: connecting
 // anyway could only fail.
@@ -98,7 +109,9 @@ Status ConfigureClientSocket(zmq::socket_t& socket, const ChannelSecurity& secur
 //   - ZMTP heartbeats (ZMQ_HEARTBEAT_IVL/TIMEOUT): a connection whose peer stops answering
 //     pings is closed, and the socket monitor's report of it fails the call in flight. Pings
 //     are answered by the peer's ZeroMQ I/O thread, so a server busy with a long request still
-//     answers them; only a dead, stopped or cut-off process is detected.
+//     answers them; only a dead, stopped or cut-off process is detected. Any frame from the
+//     server counts as an answer, and workers ping their clients too (SendHeartbeatsToClients):
+//     this side's ping waits behind the bytes of a large put, theirs does not.
 // Not thread-safe: one thread owns a channel.
 class RpcChannel {
  public:

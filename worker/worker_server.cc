@@ -185,6 +185,7 @@ Status WorkerServer::Bind() {
 
   router_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
   ConfigureServerSocket(*router_, keys_);
+  SendHeartbeatsToClients(*router_);
   try {
     router_->bind(options_.listen_address);
   } catch (const zmq::error_t& e) {

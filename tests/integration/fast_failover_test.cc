@@ -1,6 +1,7 @@
 // Reads and puts aimed at a worker that is dead or stopped, but still listed by the master
 // (its heartbeat timeout has not passed), fail over to another worker within about half a
-// second instead of the 5 s request timeout (RpcChannel: ZMQ_IMMEDIATE, ZMTP heartbeats).
+// second instead of the 5 s request timeout (RpcChannel: ZMQ_IMMEDIATE, ZMTP heartbeats), and
+// a worker that is only slow to reach is not taken for a stopped one.
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -11,6 +12,8 @@
 #include "client/client.h"
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
+#include "tests/support/process.h"
+#include "tests/support/tcp_proxy.h"
 
 namespace bm::testing {
 namespace {
@@ -117,6 +120,32 @@ TEST_F(FastFailoverTest, BigPutToAWorkerStoppedMidTransferReturnsHavingStoredItE
   Result<std::vector<std::byte>> got = client.Get(BlockId::Rdd(4, 1));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_TRUE(*got == expected);
+}
+
+// The other side of the heartbeats: a put on a link slower than a piece per heartbeat timeout
+// is not taken for a stopped worker. The client's ping waits behind the megabytes it has
+// queued on the link, and the worker answers a piece only once all of it arrived (over a second
+// here); the worker's own pings, on the quiet direction, show it alive meanwhile.
+TEST(SlowLinkTest, APutOverALinkSlowerThanAPiecePerHeartbeatTimeoutCompletes) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  const int worker_port = FreeLoopbackPort();
+  TcpProxy link(worker_port);
+  WorkerSpec spec{"w1", "64MiB", ""};
+  spec.port = worker_port;
+  spec.extra_args = {"--advertise", LoopbackEndpoint(link.port())};
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(spec));
+  // 3 MB/s: a 4 MiB piece takes 1.4 s, several times RpcChannel::kHeartbeatTimeout (400 ms).
+  link.LimitRate(3'000'000);
+
+  Client client(ClientOptions{.master_address = cluster.master_endpoint()});
+  const std::vector<std::byte> data = RandomByteVector(12 << 20, 11);
+  Result<PutResult> put = client.Put(BlockId::Rdd(5, 0), data, StorageLevel::kMemoryOnly);
+  ASSERT_TRUE(put.ok()) << put.status().ToString() << cluster.LogTail("w1");
+  EXPECT_GT(link.Captured().size(), data.size()) << "the put should have gone through the link";
+  Result<std::vector<std::byte>> got = client.Get(BlockId::Rdd(5, 0));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(*got == data);
 }
 
 }  // namespace
