@@ -428,20 +428,6 @@ Result<PutResult> Client::Impl::Put(const BlockId& id, std::span<const std::byte
   // The caller's bytes go out as they are, frame by frame (no copy into fresh frames, whose
   // first touch costs a page fault per 4 KiB); `lent` waits, before this returns, until ZeroMQ
   // has let go of every frame pointing into them.
-  //
-  // Over inproc:// (tests with in-process servers) a frame is handed to the receiver itself,
-  // which would keep pointing into the caller's memory: there the bytes are copied as before.
-  if (options_.master_address.starts_with("inproc://")) {
-    size_t position = 0;
-    ByteSource read = [data, &position](std::span<std::byte> out) -> Result<size_t> {
-      const size_t n = std::min(out.size(), data.size() - position);
-      std::copy_n(data.begin() + position, n, out.begin());
-      position += n;
-      return n;
-    };
-    PieceSource source(std::move(read), data.size(), [&position]() { position = 0; });
-    return PutFrom(id, source, level, options);
-  }
   LentBytes lent(data);
   Result<PutResult> put = UnavailableError("not attempted");
   {
@@ -744,9 +730,17 @@ std::vector<Result<PutResult>> Client::Impl::Upload(const std::vector<const Work
         units.set(static_cast<unsigned>(i), piece.unit_digests[i]);
       }
     }
+    // Over inproc:// (in-process servers, in tests) ZeroMQ hands the frame itself to the
+    // receiver, which keeps it: a frame lent from the caller's bytes (Put) would never come
+    // back. Those frames are copies; over a network the chunks go as they are.
+    const bool frames_handed_over = target.channel->address().starts_with("inproc://");
     std::vector<zmq::message_t> payload;
     payload.reserve(piece.chunks.size());
-    for (const ChunkPtr& chunk : piece.chunks) payload.push_back(MessageFromChunk(chunk));
+    for (const ChunkPtr& chunk : piece.chunks) {
+      const std::span<const std::byte> bytes = chunk->bytes();
+      payload.push_back(frames_handed_over ? zmq::message_t(bytes.data(), bytes.size())
+                                           : MessageFromChunk(chunk));
+    }
     target.started = true;
     target.channel->set_timeout(options_.request_timeout);
     Result<uint64_t> request = target.channel->Send(message, std::move(payload));
