@@ -1015,7 +1015,7 @@ Status WorkerServer::HandleReplicate(IncomingMessage& message, uint64_t id) {
   replications_.emplace(job.ticket, PendingReplication{
                                         zmq::message_t(message.routing_id()->data(),
                                                        message.routing_id()->size()),
-                                        id});
+                                        id, job.block});
   replicator_->Submit(std::move(job));
   return Status::Ok();
 }
@@ -1033,6 +1033,14 @@ void WorkerServer::AnswerFinishedReplications() {
       SendReply(pending->second.peer, reply);
     } else {
       SendError(pending->second.peer, pending->second.request_id, finished.copies.status());
+      // This worker's bytes did not match their digests at the copier, which reads them
+      // without RocksDB's checksum (ReadForCheckingReader): the copy is verified, and dropped
+      // and reported lost when corrupt, so the master copies the block from another worker.
+      if (finished.copies.status().code() == StatusCode::kDataLoss) {
+        blocks_->Verify(pending->second.block, [this](Result<BlockCheck> check) {
+          if (check.ok() && !check->corrupt.ok()) link_->CollectChanges();
+        });
+      }
     }
     replications_.erase(pending);
   }

@@ -220,6 +220,7 @@ class WorkerServer {
   struct PendingReplication {
     zmq::message_t peer;
     uint64_t request_id;
+    BlockId block;
   };
   std::map<uint64_t, PendingReplication> replications_;  // by replicator ticket
   WorkerCounters counters_;  // for /metrics

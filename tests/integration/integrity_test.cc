@@ -532,6 +532,40 @@ TEST(IntegrityTest, AGetReadsPastACorruptCopyAndFailsWhenEveryCopyIsCorrupt) {
   EXPECT_EQ(intact.out.find("rdd_2_0"), std::string::npos) << "its only copy was dropped";
 }
 
+// The copier checks what it copies against the digests (CopyBlock), and the source of a copy
+// that fails that check verifies its own: it drops it and reports it lost at once, instead of
+// being asked for the same bad bytes again until a scrub finds them.
+TEST(IntegrityTest, AReplicationSourceWhoseBytesFailTheCopiersCheckDropsItsCopy) {
+  LocalCluster cluster(/*heartbeat_timeout_seconds=*/2);
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  const std::vector<std::string> no_scrub = {"--scrub-rate", "0"};
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "", no_scrub}));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w2", "64MiB", "", no_scrub}));
+  const std::string bytes = RandomBytes(2 * kChunk + 5, 4);
+  ASSERT_EQ(cluster.Bmctl({"put", "rdd_4_0", "-", "--level", "DISK_ONLY_2"}, bytes).exit_code, 0);
+  ASSERT_TRUE(WaitFor([&] { return cluster.Locations({"rdd_4_0"})["rdd_4_0"].size() == 2; }, 10s));
+
+  cluster.KillWorker("w1");
+  ASSERT_NO_FATAL_FAILURE(CorruptFirstChunk(cluster.worker_disk_dir("w1"), "rdd_4_0"));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "", no_scrub}));
+  ASSERT_TRUE(cluster.WaitForWorkers({"w1", "w2"}));
+  ASSERT_TRUE(cluster.WorkerHolds("w1", "rdd_4_0"));
+  // w2's copy goes with w2: the master has w1, the only holder left, copy the block to w3.
+  cluster.KillWorker("w2");
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w3", "64MiB", "", no_scrub}));
+
+  const std::string log_path = cluster.dir().Sub("w1.log");
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return !cluster.WorkerHolds("w1", "rdd_4_0") &&
+               ReadFile(log_path).find("block rdd_4_0 lost") != std::string::npos;
+      },
+      20s))
+      << cluster.LogTail("w1") << cluster.LogTail("master");
+  EXPECT_FALSE(cluster.WorkerHolds("w3", "rdd_4_0")) << "a copy was made of bad bytes";
+  EXPECT_NE(ReadFile(log_path).find("could not copy rdd_4_0"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace bm::testing
 
