@@ -214,7 +214,8 @@ class BlockManager {
   static Result<BlockRead> SliceMemoryBlock(const MemoryBlock& block, uint64_t offset,
                                             uint64_t max_length);
   uint64_t NewMemoryGeneration();
-  // A range of a disk block, read on the storage thread.
+  // A range of a disk block, read on the storage thread for a reader that checks it against
+  // the unit digests (a client, or CopyBlock).
   static Result<BlockRead> ReadFromDisk(BlockStore& store, const BlockId& id, uint64_t offset,
                                         uint64_t max_length);
 

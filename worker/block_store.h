@@ -84,6 +84,15 @@ class BlockStore {
   // since (a reader continuing a ranged read gets no mix of two versions).
   virtual Result<DiskRead> ReadGeneration(const BlockId& id, uint64_t generation, uint64_t offset,
                                           uint64_t max_length) = 0;
+  // As Read, for bytes on their way to a reader that checks every digest unit against the
+  // block's unit digests and reports a mismatch back (every client does, and CopyBlock): the
+  // store may leave its own check of them to that reader. Never wrong bytes unnoticed, only
+  // noticed one step later: the reader's report has the copy verified (BlockManager::Verify,
+  // which reads with Read) and dropped. By default, the same as Read.
+  virtual Result<DiskRead> ReadForCheckingReader(const BlockId& id, uint64_t offset,
+                                                 uint64_t max_length) {
+    return Read(id, offset, max_length);
+  }
   virtual std::optional<BlockStatus> Find(const BlockId& id) const = 0;
   // Removes the block. kNotFound when absent.
   virtual Status Remove(const BlockId& id) = 0;

@@ -329,6 +329,16 @@ struct DiskStore::Impl {
   uint64_t opening = 0;  // counts opens of the database (a reopen after a storage error)
   rocksdb::WriteOptions write_options;  // WAL on, not synced: survives a process kill
   rocksdb::ReadOptions read_options;
+  // For large chunks of digested versions read for a reader that checks the digests itself
+  // (ReadForCheckingReader): no block checksum. The table block still goes into the block
+  // cache, where later reads find it without a checksum too; with fill_cache off, RocksDB
+  // would copy every value out of its own buffer instead of pinning it (a 1 MiB memmove per
+  // chunk). Those later reads are Verify's and the scrubber's, which check the same digests.
+  rocksdb::ReadOptions reader_checked_read_options = [] {
+    rocksdb::ReadOptions options;
+    options.verify_checksums = false;
+    return options;
+  }();
   // The database's block cache, shared with the chunks pinned into it (see PinnedChunk). Kept
   // across reopens, since pinned chunks may still point into it.
   std::shared_ptr<rocksdb::Cache> block_cache;
@@ -894,11 +904,25 @@ Result<DiskRead> DiskStore::Read(const BlockId& id, uint64_t offset, uint64_t ma
   if (found == impl_->index.end()) {
     return NotFoundError("block " + id.ToString() + " is not on disk here");
   }
-  return ReadGeneration(id, found->second.generation, offset, max_length);
+  return ReadVersion(id, found->second.generation, offset, max_length, ChunkCheck::kAlways);
+}
+
+Result<DiskRead> DiskStore::ReadForCheckingReader(const BlockId& id, uint64_t offset,
+                                                  uint64_t max_length) {
+  auto found = impl_->index.find(id);
+  if (found == impl_->index.end()) {
+    return NotFoundError("block " + id.ToString() + " is not on disk here");
+  }
+  return ReadVersion(id, found->second.generation, offset, max_length, ChunkCheck::kLeftToReader);
 }
 
 Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generation, uint64_t offset,
                                            uint64_t max_length) {
+  return ReadVersion(id, generation, offset, max_length, ChunkCheck::kAlways);
+}
+
+Result<DiskRead> DiskStore::ReadVersion(const BlockId& id, uint64_t generation, uint64_t offset,
+                                        uint64_t max_length, ChunkCheck check) {
   auto found = impl_->index.find(id);
   if (found == impl_->index.end()) {
     return AbortedError("block " + id.ToString() + " generation " + std::to_string(generation) +
@@ -924,13 +948,24 @@ Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generatio
   // once written, and only this thread deletes them (the store is not thread-safe). Taking one
   // per read also made RocksDB rewrite every table file that reached the bottom level
   // ("BottommostFiles" compactions, run when the oldest snapshot moves past a file).
-  const rocksdb::ReadOptions& options = impl_->read_options;
+  const bool reader_checks = check == ChunkCheck::kLeftToReader && !meta.unit_digests.empty();
   Status status;
   for (uint64_t i = first; i <= last && status.ok(); ++i) {
+    const uint64_t chunk_start = i * meta.chunk_bytes;
+    const uint64_t expected = std::min<uint64_t>(meta.chunk_bytes, meta.size - chunk_start);
+    const bool unchecked = reader_checks && expected >= kUncheckedChunkMinBytes;
+    const rocksdb::ReadOptions& options =
+        unchecked ? impl_->reader_checked_read_options : impl_->read_options;
     auto chunk = std::make_shared<PinnedChunk>(impl_->block_cache);
     rocksdb::PinnableSlice& value = chunk->value();
-    rocksdb::Status s =
-        db_->Get(options, db_->DefaultColumnFamily(), ChunkKeyOf(id, meta, i), &value);
+    const std::string key = ChunkKeyOf(id, meta, i);
+    rocksdb::Status s = db_->Get(options, db_->DefaultColumnFamily(), key, &value);
+    if (unchecked && (!s.ok() || value.size() != expected)) {
+      // Something is off in a read RocksDB did not check (a damaged table block can parse as
+      // a missing key or a wrong length): the checked read decides what it is.
+      value.Reset();
+      s = db_->Get(impl_->read_options, db_->DefaultColumnFamily(), key, &value);
+    }
     if (s.IsNotFound()) {
       status = AbortedError("chunk " + std::to_string(i) + " of block " + id.ToString() +
                             " generation " + std::to_string(generation) + " is gone");
@@ -942,8 +977,6 @@ Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generatio
     }
     status = FromRocks(s, "reading block " + id.ToString());
     if (!status.ok()) break;
-    const uint64_t chunk_start = i * meta.chunk_bytes;
-    const uint64_t expected = std::min<uint64_t>(meta.chunk_bytes, meta.size - chunk_start);
     if (value.size() != expected) {
       status = InternalError("chunk " + std::to_string(i) + " of block " + id.ToString() + " has " +
                              std::to_string(value.size()) + " bytes, expected " +

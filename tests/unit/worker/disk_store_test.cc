@@ -13,7 +13,10 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <optional>
 #include <set>
+#include <span>
+#include <string_view>
 #include <vector>
 
 #include "common/byte_size.h"
@@ -867,10 +870,11 @@ class DiskStoreCorruptionTest : public DiskStoreTest {
  protected:
   static constexpr int kBlocks = 16;
 
-  // Writes kBlocks blocks of a little over one chunk into a table file, store closed.
-  void WriteBlocksAndClose() {
+  // Writes kBlocks blocks of a little over `size` (by default one chunk) into a table file,
+  // store closed.
+  void WriteBlocksAndClose(size_t size = kChunkBytes + 1000) {
     for (int i = 0; i < kBlocks; ++i) {
-      blocks_.push_back(RandomBytes(kChunkBytes + 1000 + i, i));
+      blocks_.push_back(RandomBytes(size + i, i));
       ASSERT_TRUE(WriteBlock(*store_, BlockId::Rdd(7, i), blocks_.back()).ok());
     }
     store_.reset();
@@ -882,7 +886,7 @@ class DiskStoreCorruptionTest : public DiskStoreTest {
     }
     table_file_ = LargestTableFile(dir_.Sub("db"));
     ASSERT_FALSE(table_file_.empty());
-    ASSERT_GT(std::filesystem::file_size(table_file_), kBlocks * kChunkBytes);
+    ASSERT_GT(std::filesystem::file_size(table_file_), kBlocks * size);
   }
 
   // Reads every block: each comes back whole and right, or fails with kDataLoss; returns the
@@ -938,6 +942,77 @@ TEST_F(DiskStoreCorruptionTest, ACorruptTableFileCostsTheBlocksInItNotTheStore) 
   EXPECT_TRUE(WriteBlock(*store_, BlockId::Rdd(8, 0), blocks_[0]).ok());
   EXPECT_TRUE(ReadAll(*store_, BlockId::Rdd(8, 0)) == blocks_[0]);
   EXPECT_FALSE(store_->read_only()) << store_->read_only_reason();
+}
+
+// Overwrites `length` bytes of the table file where `bytes` (stored once) are.
+void OverwriteStored(const std::string& table, std::span<const std::byte> bytes, size_t length) {
+  const std::string content = testing::ReadFile(table);
+  const std::string_view needle(reinterpret_cast<const char*>(bytes.data()), 64);
+  const size_t at = content.find(needle);
+  ASSERT_NE(at, std::string::npos) << "the bytes are not in " << table;
+  ASSERT_EQ(content.find(needle, at + 1), std::string::npos);
+  ASSERT_NO_FATAL_FAILURE(Overwrite(table, at, length));
+}
+
+// A get's read (ReadForCheckingReader) leaves the check of large chunks to the reader's
+// digests: the damaged chunk comes back as it is on disk, the digests that come with it name
+// it, and once reported (as a client's report has BlockManager do) the block is dropped and
+// lost like one RocksDB's checksum caught; the other blocks are unaffected.
+TEST_F(DiskStoreCorruptionTest, AReadForACheckingReaderLeavesLargeChunksToTheDigests) {
+  // Two full chunks and a tail: chunk 1 has a table block of its own, which the start-up scan
+  // (one seek per version, to its meta) never reads.
+  ASSERT_NO_FATAL_FAILURE(WriteBlocksAndClose(2 * kChunkBytes + 1000));
+  const int damaged = 5;
+  ASSERT_NO_FATAL_FAILURE(OverwriteStored(
+      table_file_, std::span(blocks_[damaged]).subspan(kChunkBytes + 300 * kKiB), 4 * kKiB));
+
+  Result<std::unique_ptr<DiskStore>> opened = DiskStore::Open(dir_.Sub("db"), 0);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  store_ = std::move(opened).value();
+  ASSERT_TRUE(store_->TakeLost().empty()) << "the damage is past what Open() reads";
+  for (int i = 0; i < kBlocks; ++i) {
+    const BlockId id = BlockId::Rdd(7, i);
+    Result<DiskRead> read = store_->ReadForCheckingReader(id, 0, UINT64_MAX);
+    ASSERT_TRUE(read.ok()) << id.ToString() << ": " << read.status().ToString();
+    ASSERT_EQ(read->unit_digests.size(), 3u);
+    std::vector<std::span<const std::byte>> pieces;
+    for (const ChunkPtr& chunk : read->chunks) pieces.push_back(chunk->bytes());
+    const std::optional<uint64_t> bad =
+        FirstBadUnit(pieces, 0, read->total_size, read->total_size, read->unit_digests);
+    if (i != damaged) {
+      EXPECT_TRUE(Concat(read->chunks) == blocks_[i]) << id.ToString();
+      EXPECT_FALSE(bad.has_value()) << id.ToString();
+      continue;
+    }
+    EXPECT_FALSE(Concat(read->chunks) == blocks_[i]) << "served as stored, unchecked";
+    EXPECT_EQ(bad, std::optional<uint64_t>(1)) << "the digests name the damaged chunk";
+    EXPECT_EQ(store_->ReportCorrupt(id, read->generation, "a reader's digests").code(),
+              StatusCode::kDataLoss);
+  }
+  const std::vector<LostBlock> lost = store_->TakeLost();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].id, BlockId::Rdd(7, damaged));
+  EXPECT_EQ(ReadEveryBlock(), std::set<BlockId>{BlockId::Rdd(7, damaged)});
+}
+
+// Chunks under DiskStore::kUncheckedChunkMinBytes may share their table blocks with other
+// records: a get's read of them keeps RocksDB's checksum, so damage there is never served.
+TEST_F(DiskStoreCorruptionTest, AReadForACheckingReaderStillChecksSmallChunks) {
+  // A full chunk and an 8 KiB tail, which has a table block of its own (see above).
+  ASSERT_NO_FATAL_FAILURE(WriteBlocksAndClose(kChunkBytes + 8 * kKiB));
+  const int damaged = 5;
+  ASSERT_NO_FATAL_FAILURE(OverwriteStored(
+      table_file_, std::span(blocks_[damaged]).subspan(kChunkBytes + 2 * kKiB), kKiB));
+
+  Result<std::unique_ptr<DiskStore>> opened = DiskStore::Open(dir_.Sub("db"), 0);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  store_ = std::move(opened).value();
+  ASSERT_TRUE(store_->TakeLost().empty()) << "the damage is past what Open() reads";
+  Result<DiskRead> read = store_->ReadForCheckingReader(BlockId::Rdd(7, damaged), 0, UINT64_MAX);
+  ASSERT_FALSE(read.ok()) << "damaged bytes were served";
+  EXPECT_EQ(read.status().code(), StatusCode::kDataLoss) << read.status().ToString();
+  EXPECT_THAT(read.status().message(), HasSubstr("RocksDB's checksum"));
+  EXPECT_EQ(ReadEveryBlock(), std::set<BlockId>{BlockId::Rdd(7, damaged)});
 }
 
 // Where the start-up scan meets the damage (a version's metadata record overwritten, here found
