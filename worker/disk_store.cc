@@ -962,7 +962,9 @@ Result<DiskRead> DiskStore::ReadVersion(const BlockId& id, uint64_t generation, 
     rocksdb::Status s = db_->Get(options, db_->DefaultColumnFamily(), key, &value);
     if (unchecked && (!s.ok() || value.size() != expected)) {
       // Something is off in a read RocksDB did not check (a damaged table block can parse as
-      // a missing key or a wrong length): the checked read decides what it is.
+      // a missing key or a wrong length): read again with the checksum, which names the damage
+      // unless the unchecked read left the table block in the cache; then the same error fails
+      // the read below (a parse error as corruption), and no bytes are served either way.
       value.Reset();
       s = db_->Get(impl_->read_options, db_->DefaultColumnFamily(), key, &value);
     }
