@@ -558,11 +558,17 @@ TEST_F(SecurityTest, MasterSurvivesTenThousandRegistrationAttemptsWithKeys) {
       context_, cluster_.master_endpoint(), w1, 4995,
       [](int i) { return "fake-" + std::to_string(i); }, "tcp://127.0.0.1:9");
   EXPECT_EQ(others[static_cast<int>(StatusCode::kPermissionDenied)], 4995);
+  const auto storm_start = std::chrono::steady_clock::now();
   std::map<int, int> own = RegistrationStorm(context_, cluster_.master_endpoint(), w1, 4995,
                                              [](int) { return "w1"; },
                                              cluster_.worker_endpoint("w1"));
-  EXPECT_LE(own[static_cast<int>(StatusCode::kOk)], 60);
-  EXPECT_GE(own[static_cast<int>(StatusCode::kUnavailable)], 4935);
+  // The limit is a bucket of 60 that refills one a second: the storm gets the bucket and what
+  // refilled while it ran (a second or two here, more under a sanitizer: 61 once).
+  const int refilled = static_cast<int>(std::chrono::ceil<std::chrono::seconds>(
+                                            std::chrono::steady_clock::now() - storm_start)
+                                            .count());
+  EXPECT_LE(own[static_cast<int>(StatusCode::kOk)], 60 + refilled);
+  EXPECT_GE(own[static_cast<int>(StatusCode::kUnavailable)], 4995 - 60 - refilled);
 
   EXPECT_TRUE(cluster_.master_process().Running());
   const int after = OpenDescriptors(master);
