@@ -1033,8 +1033,9 @@ void WorkerServer::AnswerFinishedReplications() {
       SendReply(pending->second.peer, reply);
     } else {
       SendError(pending->second.peer, pending->second.request_id, finished.copies.status());
-      // This worker's bytes did not match their digests at the copier, which reads them
-      // without RocksDB's checksum (ReadForCheckingReader): the copy is verified, and dropped
+      // dataLoss: this worker's bytes failed their digests at the copier, which reads them
+      // without RocksDB's checksum (ReadForCheckingReader), or a target twice refused a piece
+      // as corrupted in transit. Either way the copy here is verified (a re-read), and dropped
       // and reported lost when corrupt, so the master copies the block from another worker.
       if (finished.copies.status().code() == StatusCode::kDataLoss) {
         blocks_->Verify(pending->second.block, [this](Result<BlockCheck> check) {
