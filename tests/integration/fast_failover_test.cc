@@ -129,12 +129,8 @@ TEST_F(FastFailoverTest, BigPutToAWorkerStoppedMidTransferReturnsHavingStoredItE
 TEST(SlowLinkTest, APutOverALinkSlowerThanAPiecePerHeartbeatTimeoutCompletes) {
   LocalCluster cluster;
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
-  const int worker_port = FreeLoopbackPort();
-  TcpProxy link(worker_port);
-  WorkerSpec spec{"w1", "64MiB", ""};
-  spec.port = worker_port;
-  spec.extra_args = {"--advertise", LoopbackEndpoint(link.port())};
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(spec));
+  TcpProxy link(FreeLoopbackPort());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkerBehind(link, {"w1", "64MiB", ""}));
   // 3 MB/s: a 4 MiB piece takes 1.4 s, several times RpcChannel::kHeartbeatTimeout (400 ms).
   link.LimitRate(3'000'000);
 

@@ -323,12 +323,8 @@ TEST(IntegrityTest, ACorruptTableFileOfAStoppedWorkerCostsOnlyItsBlocksWhichAreR
 TEST(IntegrityTest, APutPieceCorruptedInTransitIsRefusedAndSentAgain) {
   LocalCluster cluster;
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
-  const int worker_port = FreeLoopbackPort();
-  TcpProxy proxy(worker_port);
-  WorkerSpec spec{"w1", "64MiB", ""};
-  spec.port = worker_port;
-  spec.extra_args = {"--advertise", LoopbackEndpoint(proxy.port())};
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(spec));
+  TcpProxy proxy(FreeLoopbackPort());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkerBehind(proxy, {"w1", "64MiB", ""}));
   const std::string marker = "bytes-in-transit-0123456789-";
   std::string bytes;
   while (bytes.size() < (3 << 20)) bytes += marker + std::to_string(bytes.size()) + "-";
@@ -350,12 +346,8 @@ TEST(IntegrityTest, APutPieceCorruptedInTransitIsRefusedAndSentAgain) {
 TEST(IntegrityTest, APieceCorruptedInsideAWindowIsResentWithThePiecesBehindIt) {
   LocalCluster cluster;
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
-  const int worker_port = FreeLoopbackPort();
-  TcpProxy proxy(worker_port);
-  WorkerSpec spec{"w1", "64MiB", ""};
-  spec.port = worker_port;
-  spec.extra_args = {"--advertise", LoopbackEndpoint(proxy.port())};
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(spec));
+  TcpProxy proxy(FreeLoopbackPort());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkerBehind(proxy, {"w1", "64MiB", ""}));
   // The marker only from 6 MiB on: inside the second 4 MiB piece of a 20 MiB block.
   const std::string marker = "bytes-in-transit-0123456789-";
   std::string bytes;
@@ -379,12 +371,8 @@ TEST(IntegrityTest, APieceCorruptedInsideAWindowIsResentWithThePiecesBehindIt) {
 TEST(IntegrityTest, GetManyChunksChecksEveryBlockAgainstItsDigests) {
   LocalCluster cluster;
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
-  const int worker_port = FreeLoopbackPort();
-  TcpProxy proxy(worker_port);
-  WorkerSpec spec{"w1", "64MiB", ""};
-  spec.port = worker_port;
-  spec.extra_args = {"--advertise", LoopbackEndpoint(proxy.port())};
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(spec));
+  TcpProxy proxy(FreeLoopbackPort());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkerBehind(proxy, {"w1", "64MiB", ""}));
   const std::string marker = "bytes-in-transit-0123456789-";
   Client client(ClientOptions{.master_address = cluster.master_endpoint()});
   std::vector<BlockId> ids;

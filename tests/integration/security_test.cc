@@ -614,12 +614,8 @@ TEST_P(WireTest, BlockBytesAreEncryptedOnTheWireOnlyWithKeys) {
     ASSERT_NO_FATAL_FAILURE(cluster_.UseKeys({"w1"}));
   }
   ASSERT_NO_FATAL_FAILURE(cluster_.StartMaster());
-  const int worker_port = FreeLoopbackPort();
-  TcpProxy proxy(worker_port);
-  WorkerSpec spec{"w1", "64MiB", ""};
-  spec.port = worker_port;
-  spec.extra_args = {"--advertise", LoopbackEndpoint(proxy.port())};
-  ASSERT_NO_FATAL_FAILURE(cluster_.StartWorker(spec));
+  TcpProxy proxy(FreeLoopbackPort());
+  ASSERT_NO_FATAL_FAILURE(cluster_.StartWorkerBehind(proxy, {"w1", "64MiB", ""}));
   const std::string marker = "known-block-bytes-0123456789-";
   std::string bytes;
   while (bytes.size() < (256 << 10)) bytes += marker;

@@ -71,6 +71,13 @@ void LocalCluster::StartMaster() {
   FAIL() << "bm-master did not start:\n" << LogTail("master");
 }
 
+void LocalCluster::StartWorkerBehind(const TcpProxy& proxy, WorkerSpec spec) {
+  spec.port = proxy.target_port();
+  spec.extra_args.push_back("--advertise");
+  spec.extra_args.push_back(LoopbackEndpoint(proxy.port()));
+  StartWorker(spec);
+}
+
 void LocalCluster::StartWorker(const WorkerSpec& spec) {
   auto it = workers_.find(spec.id);
   int port = it != workers_.end() ? it->second.port

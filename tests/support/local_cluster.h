@@ -11,6 +11,7 @@
 
 #include "common/curve_keys.h"
 #include "tests/support/process.h"
+#include "tests/support/tcp_proxy.h"
 #include "tests/support/temp_dir.h"
 
 namespace bm::testing {
@@ -61,6 +62,9 @@ class LocalCluster {
   // Starts (or restarts, with the same port and disk dir) a worker and waits until the master
   // lists it.
   void StartWorker(const WorkerSpec& spec);
+  // As StartWorker, listening on `proxy`'s target port and advertising the proxy's, so that
+  // every client reaches the worker through the proxy: TcpProxy proxy(FreeLoopbackPort()).
+  void StartWorkerBehind(const TcpProxy& proxy, WorkerSpec spec);
   void StartWorkers(int count, const std::string& memory = "64MiB");
   void SignalWorker(const std::string& id, int signal);
   void KillWorker(const std::string& id);

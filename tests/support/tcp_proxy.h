@@ -19,6 +19,7 @@ class TcpProxy {
   TcpProxy& operator=(const TcpProxy&) = delete;
 
   int port() const { return port_; }
+  int target_port() const { return target_port_; }
   // Everything relayed so far, both directions appended as it passed.
   std::string Captured() const;
   // From now on, flips one bit in the middle of the first occurrence of `pattern` within one
