@@ -8,7 +8,7 @@ namespace bm {
 const std::vector<BlockLocation>* LocationCache::Find(const BlockId& id) {
   auto it = entries_.find(id);
   if (it == entries_.end()) return nullptr;
-  recency_.splice(recency_.begin(), recency_, it->second.recency);
+  it->second.last_used = ++clock_;
   return &it->second.locations;
 }
 
@@ -21,43 +21,36 @@ void LocationCache::Remember(const BlockId& id, std::vector<BlockLocation> locat
   auto it = entries_.find(id);
   if (it != entries_.end()) {
     it->second.locations = std::move(locations);
-    recency_.splice(recency_.begin(), recency_, it->second.recency);
+    it->second.last_used = ++clock_;
     return;
   }
-  if (entries_.size() == capacity_) {
-    auto oldest = entries_.find(recency_.back());
-    Erase(oldest);
-  }
-  recency_.push_front(id);
-  entries_.emplace(id, Entry{std::move(locations), recency_.begin()});
+  if (entries_.size() >= capacity_) DropLeastRecentlyUsed();
+  entries_.emplace(id, Entry{std::move(locations), ++clock_});
 }
 
-void LocationCache::Forget(const BlockId& id) {
-  auto it = entries_.find(id);
-  if (it != entries_.end()) Erase(it);
+void LocationCache::DropLeastRecentlyUsed() {
+  std::vector<uint64_t> stamps;
+  stamps.reserve(entries_.size());
+  for (const auto& [id, entry] : entries_) stamps.push_back(entry.last_used);
+  const size_t drop = std::max<size_t>(1, stamps.size() / 8);
+  // Stamps are unique, so exactly `drop` entries are at or below the cut.
+  std::nth_element(stamps.begin(), stamps.begin() + static_cast<ptrdiff_t>(drop - 1), stamps.end());
+  const uint64_t cut = stamps[drop - 1];
+  std::erase_if(entries_, [cut](const auto& entry) { return entry.second.last_used <= cut; });
 }
+
+void LocationCache::Forget(const BlockId& id) { entries_.erase(id); }
 
 void LocationCache::ForgetRdd(uint64_t rdd_id) {
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    auto next = std::next(it);
-    if (it->first.rdd_id() == rdd_id) Erase(it);
-    it = next;
-  }
+  std::erase_if(entries_, [rdd_id](const auto& entry) { return entry.first.rdd_id() == rdd_id; });
 }
 
 void LocationCache::ForgetWorker(const std::string& address) {
   for (auto it = entries_.begin(); it != entries_.end();) {
-    auto next = std::next(it);
     std::vector<BlockLocation>& locations = it->second.locations;
     std::erase_if(locations, [&](const BlockLocation& l) { return l.address == address; });
-    if (locations.empty()) Erase(it);
-    it = next;
+    it = locations.empty() ? entries_.erase(it) : std::next(it);
   }
-}
-
-void LocationCache::Erase(std::unordered_map<BlockId, Entry>::iterator it) {
-  recency_.erase(it->second.recency);
-  entries_.erase(it);
 }
 
 }  // namespace bm

@@ -48,6 +48,24 @@ TEST(LocationCacheTest, DropsLeastRecentlyUsedWhenFull) {
   EXPECT_NE(cache.Find(BlockId::Rdd(1, 3)), nullptr);
 }
 
+TEST(LocationCacheTest, DropsTheLeastRecentlyUsedEighthWhenFull) {
+  LocationCache cache(16);
+  for (uint64_t p = 0; p < 16; ++p) cache.Remember(BlockId::Rdd(1, p), {At("w1")});
+  // Used again, in this order: 0 and 1 are no longer the oldest; 2 and 3 now are.
+  ASSERT_NE(cache.Find(BlockId::Rdd(1, 0)), nullptr);
+  cache.Remember(BlockId::Rdd(1, 1), {At("w2")});
+  cache.Remember(BlockId::Rdd(1, 16), {At("w1")});
+  EXPECT_EQ(cache.size(), 15u);  // 16 - 16/8 + 1
+  EXPECT_EQ(cache.Find(BlockId::Rdd(1, 2)), nullptr);
+  EXPECT_EQ(cache.Find(BlockId::Rdd(1, 3)), nullptr);
+  for (uint64_t p : {0, 1, 4, 15, 16}) EXPECT_NE(cache.Find(BlockId::Rdd(1, p)), nullptr) << p;
+  EXPECT_EQ(cache.Find(BlockId::Rdd(1, 1))->front().worker_id, "w2");
+  // Below capacity again: the next block drops nothing.
+  cache.Remember(BlockId::Rdd(1, 17), {At("w1")});
+  EXPECT_EQ(cache.size(), 16u);
+  EXPECT_NE(cache.Find(BlockId::Rdd(1, 5)), nullptr);
+}
+
 TEST(LocationCacheTest, ForgetsAnRddsBlocksOnly) {
   LocationCache cache(16);
   cache.Remember(BlockId::Rdd(4, 0), {At("w1")});
