@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -133,6 +134,8 @@ class BlockManager {
   // which go to the disk tier). A multi-get of small blocks pays one probe per block this way
   // instead of two (Find, then Read): their cache misses showed in its profile.
   std::optional<BlockRead> ReadInMemory(const BlockId& id);
+  // MemoryStore::Prefetch, before ReadInMemory of many blocks.
+  void PrefetchInMemory(std::span<const BlockId> ids) const { memory_->Prefetch(ids); }
   // Re-reads the stored copy and checks it against its digests (and, on disk, RocksDB's
   // checksums): a memory copy at once, a disk copy on the storage thread. A corrupt copy is
   // dropped and reported like a lost block (TakeChanges, TakeLost). kNotFound when the block

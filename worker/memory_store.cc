@@ -79,6 +79,13 @@ const MemoryBlock* MemoryStore::Peek(const BlockId& id) const {
   return found == index_.end() ? nullptr : &*found->second;
 }
 
+void MemoryStore::Prefetch(std::span<const BlockId> ids) const {
+  for (const BlockId& id : ids) {
+    auto found = index_.find(id);
+    if (found != index_.end()) __builtin_prefetch(&*found->second);
+  }
+}
+
 bool MemoryStore::Contains(const BlockId& id) const { return index_.contains(id); }
 
 std::optional<MemoryBlock> MemoryStore::Remove(const BlockId& id) {

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <list>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -57,6 +58,9 @@ class MemoryStore {
   // The block without touching its recency; nullptr when absent. Valid until the next non-const
   // call.
   const MemoryBlock* Peek(const BlockId& id) const;
+  // Asks the CPU to fetch the index entries and blocks of `ids` into cache, in one tight pass
+  // whose cache misses overlap, before a loop that reads them one by one.
+  void Prefetch(std::span<const BlockId> ids) const;
   bool Contains(const BlockId& id) const;
   // Removes and returns the block.
   std::optional<MemoryBlock> Remove(const BlockId& id);

@@ -740,6 +740,7 @@ Status WorkerServer::HandleGetMany(IncomingMessage& message, uint64_t id) {
   batch->reads.resize(batch->blocks.size());
   uint64_t bytes = 0;
   std::vector<size_t> to_read;
+  blocks_->PrefetchInMemory(batch->blocks);
   for (size_t i = 0; i < batch->blocks.size(); ++i) {
     const BlockId& block = batch->blocks[i];
     if (std::optional<BlockRead> read = blocks_->ReadInMemory(block)) {

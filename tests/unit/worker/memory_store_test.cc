@@ -82,6 +82,20 @@ TEST(MemoryStoreTest, PeekDoesNotRefreshRecency) {
   EXPECT_THAT(Ids(*evicted), ElementsAre(BlockId::Rdd(1, 0)));
 }
 
+TEST(MemoryStoreTest, PrefetchChangesNeitherContentsNorRecency) {
+  MemoryStore store(200);
+  Put(store, BlockId::Rdd(1, 0), 100);
+  Put(store, BlockId::Rdd(2, 0), 100);
+  const std::vector<BlockId> ids = {BlockId::Rdd(1, 0), BlockId::Rdd(9, 9), BlockId::Rdd(2, 0)};
+  store.Prefetch(ids);  // an absent id among them is passed over
+  EXPECT_EQ(store.block_count(), 2u);
+  EXPECT_FALSE(store.Contains(BlockId::Rdd(9, 9)));
+
+  Result<std::vector<MemoryBlock>> evicted = store.Reserve(BlockId::Rdd(3, 0), 100);
+  ASSERT_TRUE(evicted.ok());
+  EXPECT_THAT(Ids(*evicted), ElementsAre(BlockId::Rdd(1, 0)));
+}
+
 TEST(MemoryStoreTest, NeverEvictsBlocksOfTheSameRdd) {
   MemoryStore store(300);
   Put(store, BlockId::Rdd(5, 0), 100);  // oldest, but same RDD as the newcomer
