@@ -37,6 +37,11 @@ using namespace std::chrono_literals;
 
 constexpr size_t kChunk = 1 << 20;
 
+// A worker with its scrubber off, so that only readers can find a copy's damage.
+WorkerSpec Unscrubbed(const std::string& id) {
+  return WorkerSpec{.id = id, .disk_limit = "", .extra_args = {"--scrub-rate", "0"}};
+}
+
 // Flushes a stopped worker's write-ahead log into a table file and returns the largest one.
 std::string FlushedTableFile(const std::string& disk_dir) {
   {
@@ -405,9 +410,8 @@ TEST(IntegrityTest, GetManyChunksChecksEveryBlockAgainstItsDigests) {
 TEST(IntegrityTest, GetManyChecksEveryBlockAndReadsPastACorruptCopy) {
   LocalCluster cluster(/*heartbeat_timeout_seconds=*/30);
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
-  const std::vector<std::string> no_scrub = {"--scrub-rate", "0"};
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "", no_scrub}));
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w2", "64MiB", "", no_scrub}));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(Unscrubbed("w1")));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(Unscrubbed("w2")));
   // Small blocks, so getBlocks carries them whole, two copies each.
   std::vector<BlockId> ids;
   std::map<std::string, std::string> stored;
@@ -434,8 +438,8 @@ TEST(IntegrityTest, GetManyChecksEveryBlockAndReadsPastACorruptCopy) {
   for (const char* id : {"rdd_3_2", "rdd_3_3"}) {
     ASSERT_NO_FATAL_FAILURE(CorruptFirstChunk(cluster.worker_disk_dir("w2"), id));
   }
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "", no_scrub}));
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w2", "64MiB", "", no_scrub}));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(Unscrubbed("w1")));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(Unscrubbed("w2")));
   ASSERT_TRUE(cluster.WaitForWorkers({"w1", "w2"}));
 
   Client client(ClientOptions{.master_address = cluster.master_endpoint()});
@@ -455,9 +459,8 @@ TEST(IntegrityTest, GetManyChecksEveryBlockAndReadsPastACorruptCopy) {
 TEST(IntegrityTest, AGetReadsPastACorruptCopyAndFailsWhenEveryCopyIsCorrupt) {
   LocalCluster cluster(/*heartbeat_timeout_seconds=*/30);
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
-  const std::vector<std::string> no_scrub = {"--scrub-rate", "0"};
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "", no_scrub}));
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w2", "64MiB", "", no_scrub}));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(Unscrubbed("w1")));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(Unscrubbed("w2")));
   std::map<std::string, std::string> stored;
   // rdd_1_0 and rdd_1_1 have a copy on each worker; rdd_2_0 only one, on w1.
   for (const std::string id : {"rdd_1_0", "rdd_1_1"}) {
@@ -481,8 +484,8 @@ TEST(IntegrityTest, AGetReadsPastACorruptCopyAndFailsWhenEveryCopyIsCorrupt) {
   ASSERT_NO_FATAL_FAILURE(CorruptFirstChunk(cluster.worker_disk_dir("w1"), "rdd_1_0"));
   ASSERT_NO_FATAL_FAILURE(CorruptFirstChunk(cluster.worker_disk_dir("w1"), "rdd_2_0"));
   ASSERT_NO_FATAL_FAILURE(CorruptFirstChunk(cluster.worker_disk_dir("w2"), "rdd_1_1"));
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "", no_scrub}));
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w2", "64MiB", "", no_scrub}));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(Unscrubbed("w1")));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(Unscrubbed("w2")));
   ASSERT_TRUE(cluster.WaitForWorkers({"w1", "w2"}));
 
   for (const auto& [id, bytes] : stored) {
@@ -526,21 +529,20 @@ TEST(IntegrityTest, AGetReadsPastACorruptCopyAndFailsWhenEveryCopyIsCorrupt) {
 TEST(IntegrityTest, AReplicationSourceWhoseBytesFailTheCopiersCheckDropsItsCopy) {
   LocalCluster cluster(/*heartbeat_timeout_seconds=*/2);
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
-  const std::vector<std::string> no_scrub = {"--scrub-rate", "0"};
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "", no_scrub}));
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w2", "64MiB", "", no_scrub}));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(Unscrubbed("w1")));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(Unscrubbed("w2")));
   const std::string bytes = RandomBytes(2 * kChunk + 5, 4);
   ASSERT_EQ(cluster.Bmctl({"put", "rdd_4_0", "-", "--level", "DISK_ONLY_2"}, bytes).exit_code, 0);
   ASSERT_TRUE(WaitFor([&] { return cluster.Locations({"rdd_4_0"})["rdd_4_0"].size() == 2; }, 10s));
 
   cluster.KillWorker("w1");
   ASSERT_NO_FATAL_FAILURE(CorruptFirstChunk(cluster.worker_disk_dir("w1"), "rdd_4_0"));
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "", no_scrub}));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(Unscrubbed("w1")));
   ASSERT_TRUE(cluster.WaitForWorkers({"w1", "w2"}));
   ASSERT_TRUE(cluster.WorkerHolds("w1", "rdd_4_0"));
   // w2's copy goes with w2: the master has w1, the only holder left, copy the block to w3.
   cluster.KillWorker("w2");
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w3", "64MiB", "", no_scrub}));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(Unscrubbed("w3")));
 
   const std::string log_path = cluster.dir().Sub("w1.log");
   EXPECT_TRUE(WaitFor(
