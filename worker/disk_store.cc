@@ -900,20 +900,21 @@ Status DiskStore::Write(const BlockId& id, StorageLevel level, const BlockData& 
 }
 
 Result<DiskRead> DiskStore::Read(const BlockId& id, uint64_t offset, uint64_t max_length) {
-  auto found = impl_->index.find(id);
-  if (found == impl_->index.end()) {
-    return NotFoundError("block " + id.ToString() + " is not on disk here");
-  }
-  return ReadVersion(id, found->second.generation, offset, max_length, ChunkCheck::kAlways);
+  return ReadCurrent(id, offset, max_length, ChunkCheck::kAlways);
 }
 
 Result<DiskRead> DiskStore::ReadForCheckingReader(const BlockId& id, uint64_t offset,
                                                   uint64_t max_length) {
+  return ReadCurrent(id, offset, max_length, ChunkCheck::kLeftToReader);
+}
+
+Result<DiskRead> DiskStore::ReadCurrent(const BlockId& id, uint64_t offset, uint64_t max_length,
+                                        ChunkCheck check) {
   auto found = impl_->index.find(id);
   if (found == impl_->index.end()) {
     return NotFoundError("block " + id.ToString() + " is not on disk here");
   }
-  return ReadVersion(id, found->second.generation, offset, max_length, ChunkCheck::kLeftToReader);
+  return ReadVersion(id, found->second.generation, offset, max_length, check);
 }
 
 Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generation, uint64_t offset,

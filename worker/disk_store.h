@@ -163,6 +163,9 @@ class DiskStore final : public BlockStore {
  private:
   // Whether a read's chunks get RocksDB's block checksum (see ReadForCheckingReader).
   enum class ChunkCheck { kAlways, kLeftToReader };
+  // The block's current version; kNotFound when it is not stored here.
+  Result<DiskRead> ReadCurrent(const BlockId& id, uint64_t offset, uint64_t max_length,
+                               ChunkCheck check);
   Result<DiskRead> ReadVersion(const BlockId& id, uint64_t generation, uint64_t offset,
                                uint64_t max_length, ChunkCheck check);
   friend class RocksDiskWriter;
