@@ -19,16 +19,8 @@ namespace {
 // it is planned again.
 constexpr size_t kMaxCopiesInFlight = 16;
 constexpr Duration kCopyTimeout = std::chrono::seconds(120);
-// 256 KiB: the replies of lookups batched up to ~2000 ids.
-constexpr size_t kReplySegmentWords = 32 * 1024;
 constexpr Duration kMinCheckInterval = std::chrono::milliseconds(10);
 constexpr Duration kMaxCheckInterval = std::chrono::seconds(1);
-
-kj::Array<capnp::word> ZeroedWords(size_t count) {
-  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(count);
-  std::memset(words.begin(), 0, count * sizeof(capnp::word));
-  return words;
-}
 
 }  // namespace
 
@@ -39,21 +31,17 @@ MasterServer::Loop::Loop(zmq::context_t& context, MasterOptions options, const C
       clock_(clock),
       check_interval_(std::clamp<Duration>(options_.heartbeat_timeout / 4, kMinCheckInterval,
                                            kMaxCheckInterval)),
-      router_(std::move(router)),
+      requests_(std::move(router), kMaxMessagesPerWake),
       control_(std::move(control)),
-      reply_segment_(ZeroedWords(kReplySegmentWords)),
       registry_(clock),
       journal_(std::move(journal)),
-      connection_limit_(options_.max_connections_per_key, options_.zap),
-      registration_limit_(options_.max_registrations_per_key, clock),
       links_(context, options_.keys, kMaxMessagesPerWake),
-      replication_(clock_, kMaxCopiesInFlight, kCopyTimeout) {}
+      replication_(clock_, request_ids_, kMaxCopiesInFlight, kCopyTimeout) {}
 
-Status MasterServer::Loop::MonitorConnections(zmq::context_t& context) {
-  ASSIGN_OR_RETURN(peer_monitor_,
-                   PeerMonitor::Create(context, router_,
-                                       "master-" + std::to_string(reinterpret_cast<uintptr_t>(
-                                                       router_.handle()))));
+Status MasterServer::Loop::StartKeyLimits(zmq::context_t& context) {
+  ASSIGN_OR_RETURN(key_limits_,
+                   KeyLimits::Create(context, requests_.socket(), options_.max_connections_per_key,
+                                     options_.zap, options_.max_registrations_per_key, clock_));
   return Status::Ok();
 }
 
@@ -112,22 +100,22 @@ void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
   next_heartbeat_check_ = clock_.Now() + check_interval_;
   std::vector<pollfd> fds;
   // The first pass drains everything.
-  router_unsettled_ = true;
+  requests_.Unsettle();
   links_.UnsettleAll();
-  DrainClosedConnections();
+  key_limits_->DrainClosed();
   const WorkerLinks::ReplyHandler handle_reply = [this](const std::string& worker_id,
                                                         IncomingMessage& reply) {
     HandleWorkerReply(worker_id, reply);
   };
   while (!stop_requested.load()) {
     fds.clear();
-    fds.push_back({router_.get(zmq::sockopt::fd), POLLIN, 0});
+    fds.push_back({requests_.fd(), POLLIN, 0});
     fds.push_back({control_.get(zmq::sockopt::fd), POLLIN, 0});
-    fds.push_back({peer_monitor_->socket().get(zmq::sockopt::fd), POLLIN, 0});
+    fds.push_back({key_limits_->monitor_socket().get(zmq::sockopt::fd), POLLIN, 0});
     if (options_.status_hook) fds.push_back({options_.status_hook->wake_fd(), POLLIN, 0});
     const size_t first_worker_fd = fds.size();
     links_.AddPollFds(fds);
-    const bool unsettled = router_unsettled_ || links_.unsettled();
+    const bool unsettled = requests_.unsettled() || links_.unsettled();
     const int timeout = unsettled ? 0 : static_cast<int>(NextTimeout().count());
     if (::poll(fds.data(), fds.size(), timeout) < 0) {
       // Anything but a signal means the fds are broken: a bug.
@@ -135,13 +123,13 @@ void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
       continue;
     }
     if (fds[1].revents != 0) DrainControl();
-    // TakeClosed() drains the monitor's socket, so its fd is settled after this.
-    if (fds[2].revents != 0) DrainClosedConnections();
+    // DrainClosed() drains the monitor's socket, so its fd is settled after this.
+    if (fds[2].revents != 0) key_limits_->DrainClosed();
     if (options_.status_hook && fds[3].revents != 0) ServeStatus();
     // Worker replies first: handling them never adds or drops links.
     links_.DrainReady(std::span<const pollfd>(fds).subspan(first_worker_fd), handle_reply);
     // Always: replies were sent on it last time round.
-    DrainClients();
+    requests_.Drain([this](const zmq::message_t& client) { HandleClientMessage(client); });
     CheckHeartbeats();
     AnswerRemovals(removals_.Expire());
     if (leases_.lease_count() > 0) AnswerWaiters(leases_.Expire());
@@ -181,53 +169,18 @@ void MasterServer::Loop::ServeStatus() {
   });
 }
 
-void MasterServer::Loop::DrainClosedConnections() {
-  for (int fd : peer_monitor_->TakeClosed()) connection_limit_.Closed(fd);
-}
-
-Status MasterServer::Loop::AdmitConnection(const IncomingMessage& message) {
-  if (!message.peer()) return Status::Ok();
-  // A descriptor not seen before may be a closed connection's, reused: forget the closed
-  // ones first (see PeerMonitor).
-  if (!connection_limit_.Knows(message.source_fd())) DrainClosedConnections();
-  Status admitted = connection_limit_.Admit(message.source_fd(), *message.peer());
-  if (!admitted.ok()) ++counters_.connections_refused;
-  return admitted;
-}
-
 void MasterServer::Loop::DrainControl() {
   zmq::message_t message;
   while (control_.recv(message, zmq::recv_flags::dontwait)) {
   }
 }
 
-// Each message's first frame (its sender's routing id) is received without waiting, and a
-// drain ends at the first that is not there, rather than asking ZMQ_EVENTS before every
-// message: libzmq processes the socket's commands (getpid and a poll(2)) on each ZMQ_EVENTS
-// query but only once on a receive that finds nothing, which settles the socket the same way.
-// With 8 clients a wake-up finds one or two requests, so this saves one of the ~2.6 poll(2)
-// and ~4 getpid calls per single lookup (strace -c).
-void MasterServer::Loop::DrainClients() {
-  for (int i = 0; i < kMaxMessagesPerWake; ++i) {
-    zmq::message_t routing_id;
-    if (!router_.recv(routing_id, zmq::recv_flags::dontwait)) {
-      router_unsettled_ = false;
-      return;
-    }
-    HandleClientMessage(routing_id);
-  }
-  router_unsettled_ = true;  // more may be waiting
-}
-
 void MasterServer::Loop::HandleClientMessage(const zmq::message_t& client) {
-  Result<IncomingMessage> received =
-      router_.get(zmq::sockopt::rcvmore) != 0
-          ? ReceiveMessage(router_, /*has_routing_id=*/false)
-          : Result<IncomingMessage>(InvalidArgumentError("message has no header frame"));
+  Result<IncomingMessage> received = requests_.ReceiveRest();
   if (!received.ok()) {
     // Rejected before its id could be read: answer with id 0.
     if (received.status().code() != StatusCode::kUnavailable) {
-      SendError(client, 0, received.status());
+      requests_.SendError(client, 0, received.status());
     }
     return;
   }
@@ -237,24 +190,27 @@ void MasterServer::Loop::HandleClientMessage(const zmq::message_t& client) {
   MasterOp op = MasterOp::kOther;
   const TimePoint start = clock_.Now();
   // The builder zeroes what it used of the scratch segment again when it is destroyed.
-  capnp::MallocMessageBuilder reply_message(reply_segment_.asPtr());
+  capnp::MallocMessageBuilder reply_message(requests_.reply_segment());
   proto::Reply::Builder reply = reply_message.initRoot<proto::Reply>();
   Status status = ReadGuarded([&]() -> Status {
     proto::Request::Reader request = message.request();
     request_id = request.getId();
     op = OpOf(request.which());
-    RETURN_IF_ERROR(AdmitConnection(message));
+    if (Status admitted = key_limits_->AdmitConnection(message); !admitted.ok()) {
+      ++counters_.connections_refused;
+      return admitted;
+    }
     ASSIGN_OR_RETURN(answer, Dispatch(request, client, message.peer(), reply));
     return Status::Ok();
   });
   counters_.RecordRequest(op, status.ok(), clock_.Now() - start);
   if (!status.ok()) {
-    SendError(client, request_id, status);
+    requests_.SendError(client, request_id, status);
     return;
   }
   if (answer == Answer::kLater) return;
   reply.setId(request_id);
-  Send(client, reply_message);
+  requests_.Send(client, reply_message);
 }
 
 Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
@@ -267,7 +223,7 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
       RETURN_IF_ERROR(
           AuthorizeWorkerId(secure, peer, request.getRegisterWorker().getWorkerId().cStr()));
       if (peer) {
-        Status admitted = registration_limit_.Admit(*peer);
+        Status admitted = key_limits_->AdmitRegistration(*peer);
         if (!admitted.ok()) {
           ++counters_.registrations_refused;
           return admitted;
@@ -334,30 +290,15 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
   }
 }
 
-void MasterServer::Loop::Send(const zmq::message_t& client, capnp::MessageBuilder& message) {
-  router_unsettled_ = true;
-  Status sent = SendMessage(router_, &client, message);
-  if (!sent.ok()) spdlog::debug("reply not sent: {}", sent.ToString());
-}
-
-void MasterServer::Loop::SendError(const zmq::message_t& client, uint64_t request_id,
-                                   const Status& status) {
-  capnp::MallocMessageBuilder message;
-  proto::Reply::Builder reply = message.initRoot<proto::Reply>();
-  reply.setId(request_id);
-  SetError(reply.initError(), status);
-  Send(client, message);
-}
-
 void MasterServer::Loop::AnswerParked(uint64_t ticket, capnp::MallocMessageBuilder& message) {
   ParkedRequests::Parked parked = parked_.Take(ticket);
   message.getRoot<proto::Reply>().setId(parked.request_id);
-  Send(parked.client, message);
+  requests_.Send(parked.client, message);
 }
 
 void MasterServer::Loop::FailParked(uint64_t ticket, const Status& status) {
   ParkedRequests::Parked parked = parked_.Take(ticket);
-  SendError(parked.client, parked.request_id, status);
+  requests_.SendError(parked.client, parked.request_id, status);
 }
 
 }  // namespace bm

@@ -3,9 +3,16 @@
 // The master's event loop (MasterServer::Loop): internal to master/, shared by the files that
 // define its parts. master_loop.cc runs it and routes requests; master_loop_workers.cc handles
 // what workers send (registration, heartbeats, block reports, replies to commands) and keeps
-// their copies (drops, re-replication, drains); master_loop_clients.cc handles what only
-// clients ask (removals, RDD registration, compute leases). Read-only queries are answered by
-// ClientQueries.
+// their copies (drops, re-replication, drains); master_loop_clients.cc handles removals, RDD
+// registration and compute leases. The state is owned by components (one .h/.cc each):
+//   RequestSocket       the ROUTER requests arrive on and replies leave by
+//   KeyLimits           connections and registrations per key
+//   WorkerRegistry, BlockIndex, MasterJournal   the metadata and its journal
+//   WorkerLinks         the DEALER to each worker, and the keys the master vouches for
+//   ClientQueries       the read-only requests
+//   RemovalCoordinator  removals waiting for workers
+//   ComputeLeases       who computes a missing block; ParkedRequests: whom to answer later
+//   ReplicationDriver   re-replication and drains (ReplicationPlanner decides)
 
 #include <capnp/message.h>
 
@@ -20,8 +27,6 @@
 #include <zmq.hpp>
 
 #include "common/clock.h"
-#include "common/connection_limit.h"
-#include "common/peer_monitor.h"
 #include "common/protocol.h"
 #include "common/status.h"
 #include "common/transport.h"
@@ -29,12 +34,13 @@
 #include "master/client_queries.h"
 #include "master/compute_leases.h"
 #include "master/journal.h"
+#include "master/key_limits.h"
 #include "master/master_server.h"
 #include "master/master_status.h"
 #include "master/parked_requests.h"
-#include "master/registration_limit.h"
 #include "master/removal_coordinator.h"
-#include "master/replication_planner.h"
+#include "master/replication_driver.h"
+#include "master/request_socket.h"
 #include "master/worker_links.h"
 #include "master/worker_registry.h"
 #include "master/worker_request_ids.h"
@@ -55,8 +61,8 @@ class MasterServer::Loop {
   Loop(zmq::context_t& context, MasterOptions options, const Clock& clock, zmq::socket_t router,
        zmq::socket_t control, std::unique_ptr<MasterJournal> journal);
 
-  // Watches the client socket's closed connections, for the connection limit. Before Run().
-  Status MonitorConnections(zmq::context_t& context);
+  // Sets up the limits per key, watching the client socket's closed connections. Before Run().
+  Status StartKeyLimits(zmq::context_t& context);
   // Loads the journal (if any) into the index, the registry (workers unconfirmed, with links)
   // and the RDD descriptions. Before Run().
   Status RestoreFromJournal();
@@ -72,18 +78,11 @@ class MasterServer::Loop {
   // Lets the status hook (if any) run its queries against the loop's state.
   void ServeStatus();
   void DrainControl();
-  // Forgets the connections the monitor reports closed.
-  void DrainClosedConnections();
-  // Counts the message's connection against its sender's key (keys on).
-  Status AdmitConnection(const IncomingMessage& message);
-  void DrainClients();
   // Receives and answers the rest of a client message whose routing id frame was read.
   void HandleClientMessage(const zmq::message_t& client);
   // Routes a request to its handler, which fills `reply` or parks the request.
   Result<Answer> Dispatch(proto::Request::Reader request, const zmq::message_t& client,
                           const std::optional<PeerIdentity>& peer, proto::Reply::Builder reply);
-  void Send(const zmq::message_t& client, capnp::MessageBuilder& message);
-  void SendError(const zmq::message_t& client, uint64_t request_id, const Status& status);
   // Answers a parked request with `message` (its id is set here).
   void AnswerParked(uint64_t ticket, capnp::MallocMessageBuilder& message);
   void FailParked(uint64_t ticket, const Status& status);
@@ -165,15 +164,8 @@ class MasterServer::Loop {
   const Clock& clock_;
   const Duration check_interval_;  // how often heartbeats and replication are checked
 
-  zmq::socket_t router_;   // clients' and workers' requests
-  zmq::socket_t control_;  // Stop() pokes it
-  // Whether the client socket may hold messages its ZMQ_FD will not signal (see Run()): sent on
-  // since it was last drained, or not drained to the end.
-  bool router_unsettled_ = true;
-  // The first segment of every reply built by HandleClientMessage, zeroed (as Cap'n Proto
-  // requires) and reused: a reply of 100 locations (~13 KiB) fits in it, so a lookup neither
-  // callocs a fresh 8 KiB first segment nor spills into a second one.
-  kj::Array<capnp::word> reply_segment_;
+  RequestSocket requests_;  // clients' and workers' requests
+  zmq::socket_t control_;   // Stop() pokes it
 
   // The metadata: workers, block locations, RDD descriptions, and the journal that follows them
   // on disk (null without --state-dir).
@@ -183,10 +175,7 @@ class MasterServer::Loop {
   std::unique_ptr<MasterJournal> journal_;
   MasterCounters counters_;  // for status pages and metrics
 
-  // Limits per key (keys on); the monitor tells the connection limit which connections closed.
-  std::unique_ptr<PeerMonitor> peer_monitor_;
-  ConnectionLimit connection_limit_;
-  RegistrationLimit registration_limit_;
+  std::unique_ptr<KeyLimits> key_limits_;
 
   WorkerLinks links_;
   WorkerRequestIds request_ids_;  // of every command sent on links_
@@ -197,17 +186,13 @@ class MasterServer::Loop {
   ComputeLeases leases_{clock_};  // waiters are tickets of parked_
   TimePoint next_heartbeat_check_{};
 
-  // Re-replication and drains, and the commands in flight for them.
-  ReplicationPlanner replication_;
-  // replicateBlock requests sent to workers, by the id sent.
-  struct CopyRequest {
-    std::string source;
+  ReplicationDriver replication_;  // re-replication and drains
+  // verifyBlock requests sent after a digest mismatch, by request id: their answers are logged.
+  struct VerifyRequest {
+    std::string worker_id;
     BlockId block;
   };
-  std::unordered_map<uint64_t, CopyRequest> copy_requests_;
-  // verifyBlock requests sent after a digest mismatch, by request id: their answers are logged.
-  std::unordered_map<uint64_t, CopyRequest> verify_requests_;
-  size_t last_reported_short_ = 0;
+  std::unordered_map<uint64_t, VerifyRequest> verify_requests_;
 };
 
 }  // namespace bm

@@ -274,10 +274,7 @@ void MasterServer::Loop::Journaled(const Status& written) {
 
 size_t MasterServer::Loop::ForgetWorker(const std::string& worker_id) {
   const size_t locations = index_.RemoveWorker(worker_id);
-  // Blocks it held may now be short of copies; copies it was making will not be answered.
-  if (locations > 0) replication_.MarkAllForCheck();
-  std::erase_if(copy_requests_,
-                [&](const auto& entry) { return entry.second.source == worker_id; });
+  replication_.WorkerGone(worker_id, locations);
   links_.Remove(worker_id);
   registry_.Remove(worker_id);
   AnswerRemovals(removals_.WorkerGone(worker_id));
@@ -323,7 +320,7 @@ void MasterServer::Loop::HandleWorkerReply(const std::string& worker_id, Incomin
     return;
   }
   if (auto verify = verify_requests_.find(id); verify != verify_requests_.end()) {
-    if (verify->second.source == worker_id) {
+    if (verify->second.worker_id == worker_id) {
       spdlog::warn("worker {} verified its copy of {} (reported with a mismatching digest): {}",
                    worker_id, verify->second.block.ToString(),
                    verified ? *verified : failure.ToString());
@@ -331,12 +328,7 @@ void MasterServer::Loop::HandleWorkerReply(const std::string& worker_id, Incomin
     }
     return;
   }
-  if (auto copy = copy_requests_.find(id); copy != copy_requests_.end()) {
-    // The copies themselves arrive as the targets' block reports; this only frees the slot.
-    replication_.CopyFinished(copy->second.block);
-    copy_requests_.erase(copy);
-    return;
-  }
+  if (replication_.CopyAnswered(id)) return;
   if (!removed && failure.ok()) failure = InvalidArgumentError("unexpected reply to removeBlocks");
   RemovalCoordinator::Answered answered =
       removals_.WorkerAnswered(worker_id, id, removed ? Status::Ok() : failure);
@@ -378,21 +370,15 @@ Status MasterServer::Loop::HandleDecommission(proto::DecommissionWorker::Reader 
 }
 
 void MasterServer::Loop::MaintainReplication() {
-  for (ReplicationPlanner::CopyCommand& command : replication_.Plan(index_, registry_)) {
-    const uint64_t request_id = request_ids_.Next();
+  for (const ReplicationDriver::Copy& copy : replication_.Plan(index_, registry_)) {
     std::vector<std::string> target_keys;
-    target_keys.reserve(command.targets.size());
-    for (const WorkerRecord& target : command.targets) target_keys.push_back(links_.Key(target.id));
-    spdlog::info("copying {} from {} to {} more worker(s)", command.block.ToString(),
-                 command.source, command.targets.size());
-    copy_requests_.emplace(request_id, CopyRequest{command.source, command.block});
+    target_keys.reserve(copy.command.targets.size());
+    for (const WorkerRecord& target : copy.command.targets) {
+      target_keys.push_back(links_.Key(target.id));
+    }
     ++counters_.copies_started;
-    WarnIfUnsent(command.source, SendReplicateBlock(links_, request_id, command, target_keys));
-  }
-  if (replication_.under_replicated() != last_reported_short_) {
-    last_reported_short_ = replication_.under_replicated();
-    spdlog::info("re-replication: {} blocks short of copies, {} copies in flight",
-                 last_reported_short_, replication_.in_flight());
+    WarnIfUnsent(copy.command.source,
+                 SendReplicateBlock(links_, copy.request_id, copy.command, target_keys));
   }
   for (const std::string& id : replication_.DrainedWorkers(index_, registry_)) {
     WarnIfUnsent(id, SendShutdown(links_, id));
@@ -413,7 +399,7 @@ void MasterServer::Loop::DigestMismatch(const std::string& worker_id, const Bloc
   constexpr size_t kMaxVerifiesInFlight = 1024;
   if (verify_requests_.size() >= kMaxVerifiesInFlight) verify_requests_.clear();
   const uint64_t request_id = request_ids_.Next();
-  verify_requests_.insert_or_assign(request_id, CopyRequest{worker_id, change.id});
+  verify_requests_.insert_or_assign(request_id, VerifyRequest{worker_id, change.id});
   WarnIfUnsent(worker_id, SendVerifyBlock(links_, worker_id, request_id, change.id));
   // The index dropped any location the worker had for the block: so does the journal.
   JournalRemovals({RetiredCopy{worker_id, change.id, change.version}});

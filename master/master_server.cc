@@ -45,7 +45,7 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Create(zmq::context_t& conte
   control.bind(control_address);
   auto loop = std::make_unique<Loop>(context, std::move(options), clock, std::move(router),
                                      std::move(control), std::move(journal));
-  RETURN_IF_ERROR(loop->MonitorConnections(context));
+  RETURN_IF_ERROR(loop->StartKeyLimits(context));
   RETURN_IF_ERROR(loop->RestoreFromJournal());
   return std::unique_ptr<MasterServer>(
       new MasterServer(context, std::move(endpoint), std::move(control_address), std::move(loop)));
