@@ -96,17 +96,18 @@ class MasterServer::Loop {
                                     proto::Reply::Builder reply);
   // Applies a worker's changes to the index under the version rules (BlockIndex::Apply),
   // journals what was recorded, and tells workers to remove the copies that were refused as
-  // stale. Returns the copies replaced on other workers (not removed yet) and the changes
-  // refused; `changes` keeps the ones recorded.
+  // stale. Returns the changes recorded, the copies they replaced on other workers (not removed
+  // yet) and the changes refused.
   // A fresh block stored under a compute lease (BlockChange::lease) is refused unless the
   // lease is still held, or the block's current version is this one (another copy of the same
   // put ended the lease): a holder that stalled past its lease must not store a second
   // computed version after another client's.
   struct Applied {
+    std::vector<BlockChange> recorded;
     std::vector<RetiredCopy> replaced;
     std::vector<BlockChange> refused;
   };
-  Applied ApplyChanges(const std::string& worker_id, std::vector<BlockChange>& changes);
+  Applied ApplyChanges(const std::string& worker_id, const std::vector<BlockChange>& changes);
   // A worker's lost blocks (RegisterWorker / ReportBlocks lostBlocks): logged, and copies are
   // planned at the next turn of the loop.
   void BlocksLost(const std::string& worker_id, capnp::List<capnp::Text>::Reader lost);

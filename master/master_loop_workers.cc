@@ -132,11 +132,11 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::HandleReportBlocks(
     changes.push_back(change);
   }
   RETURN_IF_ERROR(registry_.Touch(id, FromProto(request.getStats())));
-  auto [replaced, refused] = ApplyChanges(id, changes);
-  BlocksStored(changes);
+  auto [recorded, replaced, refused] = ApplyChanges(id, changes);
+  BlocksStored(recorded);
   // Copies landing from re-replication may meet a copy that came back meanwhile.
   std::vector<BlockId> copies;
-  for (const BlockChange& change : changes) {
+  for (const BlockChange& change : recorded) {
     if (!change.removed && !change.fresh) copies.push_back(change.id);
   }
   TrimExtraCopies(copies);
@@ -168,10 +168,10 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::HandleReportBlocks(
   return Answer::kLater;
 }
 
-MasterServer::Loop::Applied MasterServer::Loop::ApplyChanges(const std::string& worker_id,
-                                                             std::vector<BlockChange>& changes) {
+MasterServer::Loop::Applied MasterServer::Loop::ApplyChanges(
+    const std::string& worker_id, const std::vector<BlockChange>& changes) {
   Applied applied_changes;
-  std::vector<BlockChange> recorded;
+  std::vector<BlockChange>& recorded = applied_changes.recorded;
   recorded.reserve(changes.size());
   std::vector<RetiredCopy> stale;
   std::vector<RetiredCopy>& replaced = applied_changes.replaced;
@@ -202,7 +202,6 @@ MasterServer::Loop::Applied MasterServer::Loop::ApplyChanges(const std::string& 
   if (journal_) Journaled(journal_->RecordChanges(worker_id, recorded));
   JournalRemovals(replaced);
   RemoveCopies(stale);
-  changes = std::move(recorded);
   return applied_changes;
 }
 
