@@ -99,8 +99,8 @@ struct RddSummary {
 };
 
 // Where every block is: for each block its storage level, its current version with its digest,
-// and the workers holding it (with tier and size). Invariant: a block is tracked exactly while at least one
-// worker holds it; the last removed location erases it.
+// and the workers holding it (with tier and size). Invariant: a block is tracked exactly while
+// at least one worker holds it; the last removed location erases it.
 //
 // One version per block id (PROTOCOL.md, "One version per block id"): every location of a
 // block holds its current version. A fresh put of another version replaces it (the old copies
@@ -117,9 +117,9 @@ struct RddSummary {
 // Memory: the index is sized for millions of blocks. Workers are interned to small slot
 // numbers, a block's first location is stored inline (more copies go to a small heap array),
 // and RDD blocks are keyed by partition under their RDD in a flat table (U64HashMap), so one
-// RDD block costs about 74 bytes at 10M blocks (bench workload 5; 62 before the entry kept
-// the block digest) and a lookup about one cache miss; another block costs about 100. Queries that list or summarise sort or scan on demand rather than keeping extra
-// per-block indexes.
+// RDD block costs about 74 bytes at 10M blocks (bench workload 5) and a lookup about one cache
+// miss; another block costs about 100. Queries that list or summarise sort or scan on demand
+// rather than keeping extra per-block indexes.
 //
 // Not thread-safe: owned by the master's event loop.
 class BlockIndex {

@@ -61,7 +61,7 @@ ClusterSnapshot BuildClusterSnapshot(const MasterView& view) {
         .address = record.address,
         .host = record.labels.host,
         .rack = record.labels.rack,
-        .state = std::string(WorkerStateName(record.state)),
+        .state = record.state,
         .stats = record.stats,
         .locations = view.index.LocationCount(record.id),
         .last_heartbeat_age_ms = AgeMillis(view.now, record.last_seen),

@@ -10,6 +10,7 @@
 #include "common/tier.h"
 #include "common/worker_stats.h"
 #include "master/master_status.h"
+#include "master/worker_registry.h"
 
 namespace bm {
 
@@ -30,7 +31,7 @@ struct WorkerStatus {
   std::string address;
   std::string host;
   std::string rack;
-  std::string state;  // "active", "unconfirmed", "decommissioning"
+  WorkerState state = WorkerState::kActive;
   WorkerStats stats;
   uint64_t locations = 0;  // block copies the master's index places on it
   uint64_t last_heartbeat_age_ms = 0;

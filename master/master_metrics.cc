@@ -1,6 +1,7 @@
 #include "master/master_metrics.h"
 
-#include <map>
+#include <array>
+#include <string>
 
 #include "common/metrics.h"
 
@@ -16,11 +17,10 @@ std::string MasterMetricsText(const ClusterSnapshot& snapshot) {
              "copies).");
   out.Sample("blockmgr_blocks", static_cast<double>(snapshot.block_count));
 
-  std::map<std::string, uint64_t> by_state{{"active", 0}, {"unconfirmed", 0},
-                                           {"decommissioning", 0}};
+  std::array<uint64_t, kWorkerStateCount> by_state{};
   uint64_t memory_capacity = 0, memory_used = 0, disk_capacity = 0, disk_used = 0, copies = 0;
   for (const WorkerStatus& worker : snapshot.workers) {
-    ++by_state[worker.state];
+    ++by_state[static_cast<size_t>(worker.state)];
     memory_capacity += worker.stats.memory_capacity;
     memory_used += worker.stats.memory_used;
     disk_capacity += worker.stats.disk_capacity;
@@ -31,8 +31,11 @@ std::string MasterMetricsText(const ClusterSnapshot& snapshot) {
              "Block copies held by registered workers, as the master's index places them.");
   out.Sample("blockmgr_block_copies", static_cast<double>(copies));
   out.Family("blockmgr_workers", Type::kGauge, "Registered workers by state.");
-  for (const auto& [state, count] : by_state) {
-    out.Sample("blockmgr_workers", {{"state", state}}, static_cast<double>(count));
+  // In the order of the state names.
+  for (WorkerState state :
+       {WorkerState::kActive, WorkerState::kDecommissioning, WorkerState::kUnconfirmed}) {
+    out.Sample("blockmgr_workers", {{"state", std::string(WorkerStateName(state))}},
+               static_cast<double>(by_state[static_cast<size_t>(state)]));
   }
   out.Family("blockmgr_cluster_capacity_bytes", Type::kGauge,
              "Storage capacity summed over registered workers, by tier (disk: 0 = unlimited).");

@@ -85,7 +85,7 @@ json WorkersToJson(const ClusterSnapshot& snapshot) {
                    {"address", worker.address},
                    {"host", worker.host},
                    {"rack", worker.rack},
-                   {"state", worker.state},
+                   {"state", std::string(WorkerStateName(worker.state))},
                    {"memoryUsed", worker.stats.memory_used},
                    {"memoryCapacity", worker.stats.memory_capacity},
                    {"diskUsed", worker.stats.disk_used},
@@ -118,7 +118,7 @@ json HealthToJson(const ClusterSnapshot& snapshot) {
   }
   json draining = json::array();
   for (const WorkerStatus& worker : snapshot.workers) {
-    if (worker.state == "decommissioning") {
+    if (worker.state == WorkerState::kDecommissioning) {
       draining.push_back({{"worker", worker.id}, {"blocksLeft", worker.locations}});
     }
   }

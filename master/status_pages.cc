@@ -250,7 +250,8 @@ std::string StatusPages::Workers(const ClusterSnapshot& snapshot) {
         (worker.stats.disk_capacity ? FormatBytes(worker.stats.disk_capacity) : "unlimited");
     out += "<tr><td>" + HtmlEscape(worker.id) + "</td><td>" + HtmlEscape(worker.address) +
            "</td><td>" + HtmlEscape(placement) + "</td><td" +
-           (worker.state == "active" ? "" : " class=\"warn\"") + ">" + HtmlEscape(worker.state) +
+           (worker.state == WorkerState::kActive ? "" : " class=\"warn\"") + ">" +
+           HtmlEscape(std::string(WorkerStateName(worker.state))) +
            "</td><td>" +
            Bar(worker.stats.memory_used, worker.stats.memory_capacity,
                FormatBytes(worker.stats.memory_used) + " / " +
@@ -292,7 +293,7 @@ std::string StatusPages::Health(const ClusterSnapshot& snapshot) {
   out += "<h2>Decommissioning</h2><table><tr><th>Worker</th><th>Blocks left to move</th></tr>";
   bool any = false;
   for (const WorkerStatus& worker : snapshot.workers) {
-    if (worker.state != "decommissioning") continue;
+    if (worker.state != WorkerState::kDecommissioning) continue;
     any = true;
     out += "<tr><td>" + HtmlEscape(worker.id) + "</td>" + Num(worker.locations) + "</tr>";
   }

@@ -92,9 +92,8 @@ HttpResponse Unavailable(const std::string& why) {
 
 constexpr const char* kNoSnapshot = "the master's event loop has not answered yet";
 
-}  // namespace
-
-void AddMasterStatusRoutes(HttpServer& server, MasterStatusService& service) {
+// Probes and metrics.
+void AddProbeRoutes(HttpServer& server, MasterStatusService& service) {
   server.AddRoute("/healthz", [](const HttpRequest&) { return HttpResponse::Text(200, "ok\n"); });
   // Ready once the loop answers: the journal is loaded and requests are being served.
   server.AddRoute("/readyz", [&service](const HttpRequest&) {
@@ -107,8 +106,9 @@ void AddMasterStatusRoutes(HttpServer& server, MasterStatusService& service) {
     if (!snapshot) return Unavailable(kNoSnapshot);
     return HttpResponse{200, PrometheusText::kContentType, MasterMetricsText(*snapshot), {}};
   });
+}
 
-  // ---- REST ----
+void AddRestRoutes(HttpServer& server, MasterStatusService& service) {
   // An array as in Spark's API, a page at a time: RDDs after ?cursor=ID (exclusive), at most
   // ?limit=N (default and maximum kMaxRddRows); X-Next-Cursor names the next page's cursor.
   server.AddRoute("/api/v1/rdds", [&service](const HttpRequest& request) {
@@ -206,8 +206,9 @@ void AddMasterStatusRoutes(HttpServer& server, MasterStatusService& service) {
     if (!rows.ok()) return JsonError(503, rows.status().message());
     return JsonReply(LocationsToJson(*rows));
   });
+}
 
-  // ---- pages ----
+void AddPageRoutes(HttpServer& server, MasterStatusService& service) {
   auto storage = [&service](const HttpRequest& request) {
     Result<uint64_t> page = ParseNumber("page", request.Param("page", "0"));
     if (!page.ok()) return HttpResponse::Text(400, page.status().message() + "\n");
@@ -248,6 +249,14 @@ void AddMasterStatusRoutes(HttpServer& server, MasterStatusService& service) {
     if (!snapshot) return Unavailable(kNoSnapshot);
     return HttpResponse::Html(StatusPages::Health(*snapshot));
   });
+}
+
+}  // namespace
+
+void AddMasterStatusRoutes(HttpServer& server, MasterStatusService& service) {
+  AddProbeRoutes(server, service);
+  AddRestRoutes(server, service);
+  AddPageRoutes(server, service);
 }
 
 }  // namespace bm

@@ -24,7 +24,9 @@ enum class WorkerState {
   kUnconfirmed,
   kDecommissioning,  // being drained: takes no new blocks, its blocks are copied elsewhere
 };
+inline constexpr size_t kWorkerStateCount = 3;
 
+// "active", "unconfirmed", "decommissioning": as status pages, JSON and metrics labels show it.
 std::string_view WorkerStateName(WorkerState state);
 
 // Placement labels a worker declares (empty = none).

@@ -1,0 +1,62 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "common/block_id.h"
+#include "common/clock.h"
+#include "common/protocol.h"
+#include "common/status.h"
+#include "master/block_index.h"
+#include "master/master_status.h"
+#include "master/worker_links.h"
+#include "master/worker_registry.h"
+
+namespace bm {
+
+// Answers the master's read-only requests (getLocations, listWorkers, listBlocks, listRdds,
+// listRddPage) into the reply being built, from the state of the master's loop, which it
+// borrows: the block index, the worker registry, the workers' keys (from their links) and the
+// RDD descriptions. All of them must outlive it.
+//
+// Not thread-safe: owned by the master's loop and used on its thread only.
+class ClientQueries {
+ public:
+  ClientQueries(const Clock& clock, bool keys_enabled, const BlockIndex& index,
+                const WorkerRegistry& registry, const WorkerLinks& links,
+                const std::map<uint64_t, RddDescription>& rdd_descriptions)
+      : clock_(clock),
+        keys_enabled_(keys_enabled),
+        index_(index),
+        registry_(registry),
+        links_(links),
+        rdd_descriptions_(rdd_descriptions) {}
+
+  Status GetLocations(proto::GetLocations::Reader request, proto::Reply::Builder reply);
+  void ListWorkers(proto::Reply::Builder reply) const;
+  Status ListBlocks(proto::ListBlocks::Reader request, proto::Reply::Builder reply) const;
+  void ListRdds(proto::Reply::Builder reply) const;
+  void ListRddPage(proto::ListRdds::Reader request, proto::Reply::Builder reply) const;
+
+  // Where the block is (no locations when `info` is empty), with each worker's address and key.
+  void FillBlockLocations(const BlockId& id, const std::optional<BlockInfo>& info,
+                          proto::BlockLocations::Builder out) const;
+
+ private:
+  // RDDs with cached blocks, and registered ones with none cached (yet, or any more), by id.
+  std::map<uint64_t, RddSummary> CollectRdds() const;
+  void FillRddInfo(uint64_t rdd_id, const RddSummary& summary, proto::RddInfo::Builder out) const;
+
+  const Clock& clock_;
+  const bool keys_enabled_;
+  const BlockIndex& index_;
+  const WorkerRegistry& registry_;
+  const WorkerLinks& links_;
+  const std::map<uint64_t, RddDescription>& rdd_descriptions_;
+  // Reused by GetLocations so that a lookup allocates nothing per block.
+  std::vector<LocationRef> lookup_scratch_;
+};
+
+}  // namespace bm

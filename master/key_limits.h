@@ -1,0 +1,58 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <zmq.hpp>
+
+#include "common/clock.h"
+#include "common/connection_limit.h"
+#include "common/peer_monitor.h"
+#include "common/status.h"
+#include "common/transport.h"
+#include "master/registration_limit.h"
+
+namespace bm {
+
+class ZapHandler;
+
+// The master's limits per key (keys on; README "Security"): the connections one key may hold
+// open at once, counted from their first request, and the registrations one key may make a
+// minute. A monitor of the master's socket reports the connections that closed, so that their
+// descriptors stop counting.
+//
+// Not thread-safe: owned by the master's loop, which polls monitor_socket() with its own
+// sockets. The ZAP handler (may be null), the clock and the monitored socket are borrowed and
+// must outlive the limits.
+class KeyLimits {
+ public:
+  // Monitors `router` for closed connections. 0 for either limit: none.
+  static Result<std::unique_ptr<KeyLimits>> Create(zmq::context_t& context, zmq::socket_t& router,
+                                                   size_t max_connections_per_key,
+                                                   ZapHandler* zap,
+                                                   size_t max_registrations_per_key,
+                                                   const Clock& clock);
+
+  // The socket the monitor's events arrive on; DrainClosed() reads it.
+  zmq::socket_t& monitor_socket() { return monitor_->socket(); }
+  // Forgets the connections the monitor reports closed. Never blocks.
+  void DrainClosed();
+
+  // Counts the message's connection against its sender's key (a message without a peer, keys
+  // off, always gets in): kUnavailable when the key holds the most connections it may.
+  Status AdmitConnection(const IncomingMessage& message);
+  // A registration by `peer`: kUnavailable when its key registered too often this minute.
+  Status AdmitRegistration(const PeerIdentity& peer) { return registrations_.Admit(peer); }
+
+ private:
+  KeyLimits(std::unique_ptr<PeerMonitor> monitor, size_t max_connections_per_key,
+            ZapHandler* zap, size_t max_registrations_per_key, const Clock& clock)
+      : monitor_(std::move(monitor)),
+        connections_(max_connections_per_key, zap),
+        registrations_(max_registrations_per_key, clock) {}
+
+  std::unique_ptr<PeerMonitor> monitor_;
+  ConnectionLimit connections_;
+  RegistrationLimit registrations_;
+};
+
+}  // namespace bm

@@ -1,0 +1,303 @@
+#include "master/master_loop.h"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "common/access_policy.h"
+#include "common/zap_handler.h"
+#include "master/request_decoding.h"
+
+namespace bm {
+namespace {
+
+// Block copies (re-replication, drains) in flight at once, and how long one may take before
+// it is planned again.
+constexpr size_t kMaxCopiesInFlight = 16;
+constexpr Duration kCopyTimeout = std::chrono::seconds(120);
+constexpr Duration kMinCheckInterval = std::chrono::milliseconds(10);
+constexpr Duration kMaxCheckInterval = std::chrono::seconds(1);
+
+}  // namespace
+
+MasterServer::Loop::Loop(zmq::context_t& context, MasterOptions options, const Clock& clock,
+                         zmq::socket_t router, zmq::socket_t control,
+                         std::unique_ptr<MasterJournal> journal)
+    : options_(std::move(options)),
+      clock_(clock),
+      check_interval_(std::clamp<Duration>(options_.heartbeat_timeout / 4, kMinCheckInterval,
+                                           kMaxCheckInterval)),
+      requests_(std::move(router), kMaxMessagesPerWake),
+      control_(std::move(control)),
+      registry_(clock),
+      journal_(std::move(journal)),
+      links_(context, options_.keys, kMaxMessagesPerWake),
+      replication_(clock_, request_ids_, kMaxCopiesInFlight, kCopyTimeout) {}
+
+Status MasterServer::Loop::StartKeyLimits(zmq::context_t& context) {
+  ASSIGN_OR_RETURN(key_limits_,
+                   KeyLimits::Create(context, requests_.socket(), options_.max_connections_per_key,
+                                     options_.zap, options_.max_registrations_per_key, clock_));
+  return Status::Ok();
+}
+
+Status MasterServer::Loop::RestoreFromJournal() {
+  if (!journal_) return Status::Ok();
+  const TimePoint start = clock_.Now();
+  ASSIGN_OR_RETURN(JournalSnapshot snapshot,
+                   journal_->Load([&](const std::string& worker_id, const BlockChange& change) {
+                     index_.Apply(worker_id, change);
+                   }));
+  for (const auto& [id, version] : snapshot.retired) index_.RetireVersion(id, version);
+  for (JournaledWorker& worker : snapshot.workers) {
+    // Connected now, so removes fan out to it before it registers again. With keys on, the
+    // key it authenticated with last time is vouched for to clients, and trusted by the link,
+    // until it registers again (a master with keys off has no use for journaled keys).
+    const std::string public_key =
+        options_.keys.enabled() ? worker.public_key : std::string();
+    Result<zmq::socket_t> link = links_.Connect(worker.address, public_key);
+    if (!link.ok()) {
+      spdlog::warn("journaled worker {}: {}; forgetting it", worker.id, link.status().ToString());
+      index_.RemoveWorker(worker.id);
+      Journaled(journal_->RecordWorkerDropped(worker.id));
+      continue;
+    }
+    links_.Add(worker.id, std::move(link).value(), public_key);
+    registry_.Restore(worker.id, worker.address,
+                      WorkerLabels{std::move(worker.host), std::move(worker.rack)});
+  }
+  for (JournaledRdd& rdd : snapshot.rdds) {
+    rdd_descriptions_.insert_or_assign(
+        rdd.rdd_id, RddDescription{std::move(rdd.name), rdd.level, rdd.total_partitions});
+  }
+  spdlog::info(
+      "restored from the master journal {}: {} workers (unconfirmed until they register again), "
+      "{} block locations, {} RDD descriptions in {} ms",
+      journal_->dir(), registry_.size(), snapshot.location_count, rdd_descriptions_.size(),
+      ToMillis(clock_.Now() - start));
+  return Status::Ok();
+}
+
+// The loop sleeps in ::poll on the sockets' ZMQ_FDs rather than in zmq::poll. On this
+// project's VMs a system call costs microseconds, and zmq::poll makes many per wake-up: two
+// poll passes, and a ZMQ_EVENTS check (getpid, poll, read) of every socket, each worker link
+// included, before and after. Here a wake-up drains only the sockets whose fd fired (the
+// client socket always): a single-id lookup costs ~12 system calls in the master (strace -c,
+// both its threads) where zmq::poll costs ~16, and the cost does not grow with the number of
+// workers.
+//
+// A ZMQ_FD is edge-triggered: it fires when commands reach the socket, and any operation on
+// the socket (a send too) may consume them. So before sleeping, every socket is left
+// "settled": drained until a receive finds nothing (the client socket) or ZMQ_EVENTS shows no
+// message (the worker links, DrainSocket), with nothing sent on it since. A socket sent on
+// after its drain, or whose drain stopped at kMaxMessagesPerWake, is drained again before the
+// loop sleeps (it then polls with a zero timeout).
+void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
+  next_heartbeat_check_ = clock_.Now() + check_interval_;
+  std::vector<pollfd> fds;
+  // The first pass drains everything.
+  requests_.Unsettle();
+  links_.UnsettleAll();
+  key_limits_->DrainClosed();
+  const WorkerLinks::ReplyHandler handle_reply = [this](const std::string& worker_id,
+                                                        IncomingMessage& reply) {
+    HandleWorkerReply(worker_id, reply);
+  };
+  while (!stop_requested.load()) {
+    fds.clear();
+    fds.push_back({requests_.fd(), POLLIN, 0});
+    fds.push_back({control_.get(zmq::sockopt::fd), POLLIN, 0});
+    fds.push_back({key_limits_->monitor_socket().get(zmq::sockopt::fd), POLLIN, 0});
+    if (options_.status_hook) fds.push_back({options_.status_hook->wake_fd(), POLLIN, 0});
+    const size_t first_worker_fd = fds.size();
+    links_.AddPollFds(fds);
+    const bool unsettled = requests_.unsettled() || links_.unsettled();
+    const int timeout = unsettled ? 0 : static_cast<int>(NextTimeout().count());
+    if (::poll(fds.data(), fds.size(), timeout) < 0) {
+      // Anything but a signal means the fds are broken: a bug.
+      BM_CHECK(errno == EINTR);
+      continue;
+    }
+    if (fds[1].revents != 0) DrainControl();
+    // DrainClosed() drains the monitor's socket, so its fd is settled after this.
+    if (fds[2].revents != 0) key_limits_->DrainClosed();
+    if (options_.status_hook && fds[3].revents != 0) ServeStatus();
+    // Worker replies first: handling them never adds or drops links.
+    links_.DrainReady(std::span<const pollfd>(fds).subspan(first_worker_fd), handle_reply);
+    // Always: replies were sent on it last time round.
+    requests_.Drain([this](const zmq::message_t& client) { HandleClientMessage(client); });
+    CheckHeartbeats();
+    AnswerRemovals(removals_.Expire());
+    if (leases_.lease_count() > 0) AnswerWaiters(leases_.Expire());
+  }
+  const Status stopping = UnavailableError("the master is shutting down");
+  for (uint64_t ticket : removals_.TakeAllCallers()) FailParked(ticket, stopping);
+  for (uint64_t ticket : leases_.TakeAllWaiters()) FailParked(ticket, stopping);
+}
+
+std::chrono::milliseconds MasterServer::Loop::NextTimeout() const {
+  TimePoint wake = next_heartbeat_check_;
+  if (std::optional<TimePoint> remove_deadline = removals_.NextDeadline()) {
+    wake = std::min(wake, *remove_deadline);
+  }
+  if (std::optional<TimePoint> lease_deadline = leases_.NextDeadline()) {
+    wake = std::min(wake, *lease_deadline);
+  }
+  const Duration left = std::max<Duration>(wake - clock_.Now(), Duration::zero());
+  return std::chrono::ceil<std::chrono::milliseconds>(left);
+}
+
+void MasterServer::Loop::ServeStatus() {
+  if (options_.zap != nullptr) {
+    counters_.handshakes_refused = options_.zap->refused();
+    counters_.handshakes_refused_at_limit = options_.zap->refused_at_limit();
+  }
+  options_.status_hook->Serve(MasterView{
+      .index = index_,
+      .registry = registry_,
+      .rdds = rdd_descriptions_,
+      .counters = counters_,
+      .under_replicated = replication_.under_replicated(),
+      .copies_in_flight = replication_.in_flight(),
+      .leases_held = leases_.lease_count(),
+      .journaled = journal_ != nullptr,
+      .now = clock_.Now(),
+  });
+}
+
+void MasterServer::Loop::DrainControl() {
+  zmq::message_t message;
+  while (control_.recv(message, zmq::recv_flags::dontwait)) {
+  }
+}
+
+void MasterServer::Loop::HandleClientMessage(const zmq::message_t& client) {
+  Result<IncomingMessage> received = requests_.ReceiveRest();
+  if (!received.ok()) {
+    // Rejected before its id could be read: answer with id 0.
+    if (received.status().code() != StatusCode::kUnavailable) {
+      requests_.SendError(client, 0, received.status());
+    }
+    return;
+  }
+  IncomingMessage& message = received.value();
+  uint64_t request_id = 0;
+  Answer answer = Answer::kNow;
+  MasterOp op = MasterOp::kOther;
+  const TimePoint start = clock_.Now();
+  // The builder zeroes what it used of the scratch segment again when it is destroyed.
+  capnp::MallocMessageBuilder reply_message(requests_.reply_segment());
+  proto::Reply::Builder reply = reply_message.initRoot<proto::Reply>();
+  Status status = ReadGuarded([&]() -> Status {
+    proto::Request::Reader request = message.request();
+    request_id = request.getId();
+    op = OpOf(request.which());
+    if (Status admitted = key_limits_->AdmitConnection(message); !admitted.ok()) {
+      ++counters_.connections_refused;
+      return admitted;
+    }
+    ASSIGN_OR_RETURN(answer, Dispatch(request, client, message.peer(), reply));
+    return Status::Ok();
+  });
+  counters_.RecordRequest(op, status.ok(), clock_.Now() - start);
+  if (!status.ok()) {
+    requests_.SendError(client, request_id, status);
+    return;
+  }
+  if (answer == Answer::kLater) return;
+  reply.setId(request_id);
+  requests_.Send(client, reply_message);
+}
+
+Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
+    proto::Request::Reader request, const zmq::message_t& client,
+    const std::optional<PeerIdentity>& peer, proto::Reply::Builder reply) {
+  const bool secure = options_.keys.enabled();
+  RETURN_IF_ERROR(AuthorizeMasterRequest(secure, peer, request.which()));
+  switch (request.which()) {
+    case proto::Request::REGISTER_WORKER:
+      RETURN_IF_ERROR(
+          AuthorizeWorkerId(secure, peer, request.getRegisterWorker().getWorkerId().cStr()));
+      if (peer) {
+        Status admitted = key_limits_->AdmitRegistration(*peer);
+        if (!admitted.ok()) {
+          ++counters_.registrations_refused;
+          return admitted;
+        }
+      }
+      RETURN_IF_ERROR(HandleRegister(request.getRegisterWorker(), peer, reply));
+      return Answer::kNow;
+    case proto::Request::HEARTBEAT:
+      RETURN_IF_ERROR(AuthorizeWorkerId(secure, peer, request.getHeartbeat().getWorkerId().cStr()));
+      RETURN_IF_ERROR(HandleHeartbeat(request.getHeartbeat(), reply));
+      return Answer::kNow;
+    case proto::Request::REPORT_BLOCKS:
+      RETURN_IF_ERROR(
+          AuthorizeWorkerId(secure, peer, request.getReportBlocks().getWorkerId().cStr()));
+      return HandleReportBlocks(request.getReportBlocks(), client, request.getId(), reply);
+    case proto::Request::GET_LOCATIONS:
+      RETURN_IF_ERROR(queries_.GetLocations(request.getGetLocations(), reply));
+      return Answer::kNow;
+    case proto::Request::LIST_WORKERS:
+      queries_.ListWorkers(reply);
+      return Answer::kNow;
+    case proto::Request::LIST_BLOCKS:
+      RETURN_IF_ERROR(queries_.ListBlocks(request.getListBlocks(), reply));
+      return Answer::kNow;
+    case proto::Request::LIST_RDDS:
+      queries_.ListRdds(reply);
+      return Answer::kNow;
+    case proto::Request::LIST_RDD_PAGE:
+      queries_.ListRddPage(request.getListRddPage(), reply);
+      return Answer::kNow;
+    case proto::Request::REMOVE_BLOCKS: {
+      ASSIGN_OR_RETURN(std::vector<BlockId> ids,
+                       DecodeBlockIds(request.getRemoveBlocks().getBlockIds()));
+      StartRemove(client, request.getId(), std::move(ids));
+      return Answer::kLater;
+    }
+    case proto::Request::REMOVE_RDD: {
+      const uint64_t rdd_id = request.getRemoveRdd().getRddId();
+      if (rdd_descriptions_.erase(rdd_id) > 0 && journal_) {
+        Journaled(journal_->RecordRddForgotten(rdd_id));
+      }
+      StartRemove(client, request.getId(), index_.RddBlockIds(rdd_id));
+      return Answer::kLater;
+    }
+    case proto::Request::REGISTER_RDD:
+      RETURN_IF_ERROR(HandleRegisterRdd(request.getRegisterRdd(), reply));
+      return Answer::kNow;
+    case proto::Request::ACQUIRE_COMPUTE:
+      return HandleAcquireCompute(request.getAcquireCompute(), client, request.getId(), reply);
+    case proto::Request::RENEW_COMPUTE:
+      RETURN_IF_ERROR(HandleRenewCompute(request.getRenewCompute(), reply));
+      return Answer::kNow;
+    case proto::Request::RELEASE_COMPUTE:
+      RETURN_IF_ERROR(HandleReleaseCompute(request.getReleaseCompute(), reply));
+      return Answer::kNow;
+    case proto::Request::DECOMMISSION_WORKER:
+      RETURN_IF_ERROR(HandleDecommission(request.getDecommissionWorker(), reply));
+      return Answer::kNow;
+    case proto::Request::PING:
+      reply.setOk();
+      return Answer::kNow;
+    default:
+      return InvalidArgumentError("unsupported request");
+  }
+}
+
+void MasterServer::Loop::AnswerParked(uint64_t ticket, capnp::MallocMessageBuilder& message) {
+  ParkedRequests::Parked parked = parked_.Take(ticket);
+  message.getRoot<proto::Reply>().setId(parked.request_id);
+  requests_.Send(parked.client, message);
+}
+
+void MasterServer::Loop::FailParked(uint64_t ticket, const Status& status) {
+  ParkedRequests::Parked parked = parked_.Take(ticket);
+  requests_.SendError(parked.client, parked.request_id, status);
+}
+
+}  // namespace bm
