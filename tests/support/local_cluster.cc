@@ -2,13 +2,6 @@
 
 #include <capnp/message.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-
-#include <algorithm>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "common/protocol.h"
 #include "common/transport.h"
