@@ -12,7 +12,7 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "bench/child_process.h"
+#include "bench/proc_info.h"
 #include "bench/tasks.h"
 #include "client/client.h"
 #include "common/transport.h"

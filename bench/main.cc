@@ -10,7 +10,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "bench/child_process.h"
+#include "bench/proc_info.h"
 #include "bench/raw_zmq.h"
 #include "bench/status_scraper.h"
 #include "bench/tasks.h"

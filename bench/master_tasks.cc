@@ -5,7 +5,8 @@
 #include <random>
 #include <thread>
 
-#include "bench/child_process.h"
+#include "bench/proc_info.h"
+#include "tests/support/process.h"
 #include "bench/tasks.h"
 #include "client/client.h"
 #include "common/protocol.h"
@@ -119,7 +120,7 @@ Result<Json> ConcurrentLookups(const Json& task, uint64_t registered, int client
   const int64_t start_at_ms = WallMillis(WallClock::now()) + 1000 + 100 * clients;
   const std::string binary = OwnBinaryDir() + "/bm-bench";
   const std::string log = task.value("log", std::string("/dev/null"));
-  std::vector<Result<CommandOutput>> runs(clients, InternalError("not run"));
+  std::vector<Result<testing::CommandResult>> runs(clients, InternalError("not run"));
   std::vector<std::thread> threads;
   const pid_t master_pid = task.at("master_pid").get<pid_t>();
   double master_cpu_before = 0;
@@ -130,7 +131,10 @@ Result<Json> ConcurrentLookups(const Json& task, uint64_t registered, int client
                {"start_at_ms", start_at_ms}, {"seconds", task.value("seconds", 1.0)},
                {"min_ops", task.value("min_ops", uint64_t{3})}};
     threads.emplace_back([&runs, i, binary, log, child] {
-      runs[i] = RunCommand(binary, {"--client", child.dump()}, log, std::chrono::minutes(5));
+      runs[i] = testing::RunCommand(testing::Command{.binary = binary,
+                                                     .args = {"--client", child.dump()},
+                                                     .stderr_log = log,
+                                                     .timeout = std::chrono::minutes(5)});
     });
   }
   // The master's CPU from the clients' common start to the last one's end (their measuring
@@ -185,7 +189,7 @@ Result<Json> MasterLoadTask(const Json& task) {
   zmq::context_t context;
   FakeWorker worker(context, master);
   // Nothing listens there: the master's removal link to the fake worker stays idle.
-  RETURN_IF_ERROR(worker.Register("tcp://127.0.0.1:" + std::to_string(FreeLoopbackPort())));
+  RETURN_IF_ERROR(worker.Register("tcp://127.0.0.1:" + std::to_string(testing::FreeLoopbackPort())));
   ClientOptions options;
   options.master_address = master;
   options.request_timeout = std::chrono::seconds(60);

@@ -7,10 +7,14 @@
 #include <string>
 #include <vector>
 
-#include "bench/child_process.h"
+#include "client/client.h"
 #include "common/status.h"
+#include "tests/support/cluster_processes.h"
+#include "tests/support/process.h"
 
 namespace bm::bench {
+
+using testing::Process;
 
 // Where the run finds binaries and keeps its files.
 struct BenchEnv {
@@ -18,16 +22,20 @@ struct BenchEnv {
   std::string work_dir;  // logs and disk directories; must be on a disk with room
 };
 
-// A bm-master and its bm-workers as separate processes.
+// A bm-master and its bm-workers as separate processes (the launcher the tests use), their
+// workers numbered from 0 in the order started. Owns the processes, stopped on destruction.
+// Not thread-safe.
 class BlockmgrCluster {
  public:
   struct Options {
-    std::string name;  // prefix of its log files and disk directories
+    // Prefix of its log files, disk directories and worker ids: <name>-master.log,
+    // <name>-<name>-w1.log, ...
+    std::string name;
     int workers = 1;
     std::string worker_memory = "1GiB";
     double heartbeat_timeout_s = 10;
-    // Run with CURVE keys (made in the work directory); clients then need key_file() and
-    // master_key_file() (an admin key).
+    // Run with CURVE keys (made in the work directory); ClientOptionsFor() then names the admin
+    // key.
     bool keys = false;
     bool http = false;  // --http on the master and every worker, on free loopback ports
     // The bm-worker binary; empty: the one in bin_dir.
@@ -36,36 +44,33 @@ class BlockmgrCluster {
     std::string bin_dir{};
   };
 
+  // Starts the master and the workers and waits until the master lists every worker.
   static Result<std::unique_ptr<BlockmgrCluster>> Start(const BenchEnv& env, Options options);
 
-  const std::string& master_endpoint() const { return master_endpoint_; }
-  pid_t master_pid() const { return master_.pid(); }
-  pid_t worker_pid(size_t i) const { return workers_.at(i).pid(); }
-  const std::string& worker_endpoint(size_t i) const { return worker_endpoints_.at(i); }
-  // Empty without keys.
-  const std::string& key_file() const { return key_file_; }
-  const std::string& master_key_file() const { return master_key_file_; }
-  // With Options::http: "http://127.0.0.1:PORT" of the master and of each worker.
-  const std::string& master_http() const { return master_http_; }
-  const std::vector<std::string>& worker_http() const { return worker_http_; }
+  const std::string& master_endpoint() const { return processes_.master_endpoint(); }
+  pid_t master_pid() const { return processes_.master_process().pid(); }
+  pid_t worker_pid(size_t i) const { return processes_.worker_process(worker_ids_.at(i)).pid(); }
+  std::string worker_endpoint(size_t i) const {
+    return processes_.worker_endpoint(worker_ids_.at(i));
+  }
+  // A client's options for this cluster (with Options::keys, the admin key's).
+  ClientOptions ClientOptionsFor() const { return processes_.ClientOptionsFor(); }
+  // With Options::http: "http://127.0.0.1:PORT" of the master and of worker i.
+  const std::string& master_http() const { return processes_.master_http(); }
+  const std::string& worker_http(size_t i) const {
+    return processes_.worker_http(worker_ids_.at(i));
+  }
 
  private:
-  BlockmgrCluster(std::string master_endpoint, ChildProcess master)
-      : master_endpoint_(std::move(master_endpoint)), master_(std::move(master)) {}
+  explicit BlockmgrCluster(testing::ClusterOptions options) : processes_(std::move(options)) {}
 
-  std::string master_endpoint_;
-  ChildProcess master_;
-  std::vector<ChildProcess> workers_;
-  std::vector<std::string> worker_endpoints_;
-  std::string key_file_;
-  std::string master_key_file_;
-  std::string master_http_;
-  std::vector<std::string> worker_http_;
+  testing::ClusterProcesses processes_;
+  std::vector<std::string> worker_ids_;
 };
 
 // A peer server listening on `port`.
 struct PeerServer {
-  ChildProcess process;
+  Process process;
   int port = 0;
 };
 

@@ -10,7 +10,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "bench/child_process.h"
+#include "bench/proc_info.h"
 #include "bench/tool_peers.h"
 #include "common/byte_size.h"
 #include "common/curve_keys.h"
@@ -45,9 +45,12 @@ class Runner {
   Result<Json> Client(Json task, const std::string& bin_dir = "") {
     task["seconds"] = config_.seconds;
     const std::string log = config_.env.work_dir + "/clients.log";
-    ASSIGN_OR_RETURN(CommandOutput run,
-                     RunCommand((bin_dir.empty() ? config_.env.bin_dir : bin_dir) + "/bm-bench",
-                                {"--client", task.dump()}, log, std::chrono::minutes(15)));
+    ASSIGN_OR_RETURN(testing::CommandResult run,
+                     testing::RunCommand(testing::Command{
+                         .binary = (bin_dir.empty() ? config_.env.bin_dir : bin_dir) + "/bm-bench",
+                         .args = {"--client", task.dump()},
+                         .stderr_log = log,
+                         .timeout = std::chrono::minutes(15)}));
     Json result = Json::parse(run.out, nullptr, /*allow_exceptions=*/false);
     if (run.exit_code != 0 || result.is_discarded() || !result.value("ok", false)) {
       std::string why = result.is_object() ? result.value("error", "") : "";
@@ -67,10 +70,13 @@ class Runner {
                               BM_BENCH_PYTHON + " (needs pybind11-dev and python3-dev)");
     }
     const std::string log = config_.env.work_dir + "/clients.log";
-    ASSIGN_OR_RETURN(CommandOutput run, RunCommand(BM_BENCH_PYTHON,
-                                                   {BM_BENCH_PYTHON_SCRIPT, "--path",
-                                                    BM_BENCH_PYTHON_PATH, task.dump()},
-                                                   log, std::chrono::minutes(15)));
+    ASSIGN_OR_RETURN(testing::CommandResult run,
+                     testing::RunCommand(testing::Command{
+                         .binary = BM_BENCH_PYTHON,
+                         .args = {BM_BENCH_PYTHON_SCRIPT, "--path", BM_BENCH_PYTHON_PATH,
+                                  task.dump()},
+                         .stderr_log = log,
+                         .timeout = std::chrono::minutes(15)}));
     Json result = Json::parse(run.out, nullptr, /*allow_exceptions=*/false);
     if (run.exit_code != 0 || result.is_discarded() || !result.value("ok", false)) {
       return InternalError("python task failed (exit " + std::to_string(run.exit_code) + ") (see " +
@@ -280,9 +286,10 @@ void CurveBlocks(Runner& runner, BlockmgrCluster& plain) {
         std::tuple<uint64_t, int, const char*>{1u << 20, 64, "1 MiB"}}) {
     auto task = [&, size = size, ids = ids](BlockmgrCluster& cluster, uint64_t rdd) {
       return [&runner, &cluster, size, ids, rdd] {
-        return runner.Client({{"task", "bm_transfer"}, {"master", cluster.master_endpoint()},
-                              {"key", cluster.key_file()},
-                              {"master_key", cluster.master_key_file()},
+        const ClientOptions options = cluster.ClientOptionsFor();
+        return runner.Client({{"task", "bm_transfer"}, {"master", options.master_address},
+                              {"key", options.key_file},
+                              {"master_key", options.master_key_file},
                               {"size", size}, {"ids", ids}, {"rdd", rdd},
                               {"level", "MEMORY_ONLY"}, {"min_ops", 20}});
       };
@@ -358,18 +365,18 @@ void GetsWhileScraped(Runner& runner) {
       {[&] { return runner.Client(task); },
        [&]() -> Result<Json> {
          const std::string urls = cluster.master_http() + "/metrics," + cluster.master_http() +
-                                  "/storage," + cluster.worker_http().at(0) + "/metrics";
+                                  "/storage," + cluster.worker_http(0) + "/metrics";
          std::filesystem::remove(scraper_log);
-         ASSIGN_OR_RETURN(ChildProcess scraper,
-                          ChildProcess::Start(env.bin_dir + "/bm-bench",
-                                              {"--scrape", urls, "--scrape-hz", "20"},
-                                              scraper_log));
+         ASSIGN_OR_RETURN(Process scraper,
+                          Process::Spawn(env.bin_dir + "/bm-bench",
+                                         {"--scrape", urls, "--scrape-hz", "20"}, scraper_log));
          auto scraping = [&] {
            std::ifstream in(scraper_log);
            std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
            return all.find("scraping") != std::string::npos;
          };
-         if (!WaitUntil([&] { return !scraper.Running() || scraping(); }, std::chrono::seconds(10)) ||
+         if (!testing::WaitFor([&] { return !scraper.Running() || scraping(); },
+                               std::chrono::seconds(10)) ||
              !scraper.Running()) {
            return UnavailableError("the scraper did not start; see " + scraper_log);
          }
@@ -862,7 +869,7 @@ SpillRun MeasureGetsDuringSpills(Runner& runner, const std::string& name,
                   {"size", 64u << 20},     {"count", 32},
                   {"rdd", 1000},           {"level", "MEMORY_AND_DISK"},
                   {"done_file", done}};
-  Result<ChildProcess> putter = ChildProcess::Start(
+  Result<Process> putter = Process::Spawn(
       env.bin_dir + "/bm-bench", {"--client", puts.dump()}, env.work_dir + "/" + name + "-putter.log");
   if (!putter.ok()) {
     run.spilling = putter.status();
@@ -873,7 +880,9 @@ SpillRun MeasureGetsDuringSpills(Runner& runner, const std::string& name,
   spilling["stop_file"] = done;
   spilling["max_seconds"] = 300;
   run.spilling = runner.Client(spilling);
-  if (!WaitUntil([&] { return !putter->Running(); }, std::chrono::seconds(300))) putter->Stop();
+  if (!testing::WaitFor([&] { return !putter->Running(); }, std::chrono::seconds(300))) {
+    putter->Stop();
+  }
   if (!std::filesystem::exists(done)) {
     run.spilling = InternalError("the putter did not finish; see " + name + "-putter.log");
   }

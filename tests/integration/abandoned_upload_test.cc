@@ -55,7 +55,7 @@ TEST(AbandonedUploadTest, ClientKilledMidUploadFreesTheWorkersClaimWithinASecond
       << "the claim was released "
       << std::chrono::duration_cast<milliseconds>(released).count() << " ms after the kill";
   // The worker still takes a put of the same block.
-  Client client(ClientOptions{.master_address = cluster.master_endpoint()});
+  Client client(cluster.ClientOptionsFor());
   std::vector<std::byte> data(kMiB, std::byte{5});
   Result<PutResult> put = client.Put(BlockId::Rdd(1, 0), data, StorageLevel::kMemoryOnly);
   ASSERT_TRUE(put.ok()) << put.status().ToString();
@@ -65,7 +65,7 @@ TEST(AbandonedUploadTest, PutWhoseSourceFailsReleasesItsClaimAtOnce) {
   LocalCluster cluster(kHeartbeatTimeoutSeconds);
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
   ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(WorkerSpec{.id = "w1", .memory = "128MiB", .disk_limit = ""}));
-  Client client(ClientOptions{.master_address = cluster.master_endpoint()});
+  Client client(cluster.ClientOptionsFor());
   // The client stays connected, so only its abortPut can release the claim before 60 s.
   uint64_t delivered = 0;
   ByteSource failing = [&](std::span<std::byte> out) -> Result<size_t> {

@@ -27,8 +27,7 @@ using namespace std::chrono_literals;
 using json = nlohmann::json;
 
 ClientOptions ClientFor(const LocalCluster& cluster) {
-  ClientOptions options;
-  options.master_address = cluster.master_endpoint();
+  ClientOptions options = cluster.ClientOptionsFor();
   options.request_timeout = 3000ms;
   return options;
 }

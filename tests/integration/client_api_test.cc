@@ -22,7 +22,7 @@ class ClientApiTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(cluster_.StartMaster());
     ASSERT_NO_FATAL_FAILURE(cluster_.StartWorkers(2));
-    client_ = std::make_unique<Client>(ClientOptions{cluster_.master_endpoint()});
+    client_ = std::make_unique<Client>(cluster_.ClientOptionsFor());
   }
 
   LocalCluster cluster_;
@@ -80,7 +80,7 @@ TEST_F(ClientApiTest, PutChunksSendsChunksOfAnySizeAndReadsBackExact) {
       EXPECT_TRUE(cluster_.WorkerHolds(worker, id.ToString())) << worker;
     }
     // A client that does not remember where it went, so the bytes come from the worker.
-    Client reader(ClientOptions{cluster_.master_endpoint()});
+    Client reader(cluster_.ClientOptionsFor());
     Result<std::vector<std::byte>> back = reader.Get(id);
     ASSERT_TRUE(back.ok()) << back.status().ToString();
     EXPECT_TRUE(*back == expected) << StorageLevelName(level);

@@ -16,7 +16,7 @@ using std::chrono::milliseconds;
 class ClientCacheTest : public ::testing::Test {
  protected:
   ClientOptions Options(milliseconds worker_list_ttl = milliseconds(1000)) {
-    ClientOptions options{cluster_.master_endpoint()};
+    ClientOptions options = cluster_.ClientOptionsFor();
     options.request_timeout = milliseconds(2000);
     options.worker_list_ttl = worker_list_ttl;
     return options;

@@ -39,16 +39,12 @@ class FastFailoverTest : public ::testing::Test {
     cluster_.SignalWorker("w1", SIGCONT);  // so it can be killed cleanly
   }
 
-  ClientOptions Options() const {
-    return ClientOptions{.master_address = cluster_.master_endpoint()};
-  }
-
   // The master's heartbeat timeout (60 s) keeps a dead or stopped worker listed throughout.
   LocalCluster cluster_{60};
 };
 
 TEST_F(FastFailoverTest, ReadFromAStoppedWorkerFailsOverToTheOtherCopy) {
-  Client client(Options());
+  Client client(cluster_.ClientOptionsFor());
   const std::vector<std::byte> data = RandomByteVector(256 * 1024, 3);
   Result<PutResult> put = client.Put(BlockId::Rdd(1, 0), data, StorageLevel::kMemoryOnly2);
   ASSERT_TRUE(put.ok()) << put.status().ToString();
@@ -67,7 +63,7 @@ TEST_F(FastFailoverTest, ReadFromAStoppedWorkerFailsOverToTheOtherCopy) {
 
 TEST_F(FastFailoverTest, PutPlacedOnAStoppedWorkerFailsOverToAnother) {
   cluster_.SignalWorker("w1", SIGSTOP);
-  Client client(Options());  // a new client: its connection to w1 never completes
+  Client client(cluster_.ClientOptionsFor());  // a new client: its connection to w1 never completes
   const auto started = Clock::now();
   Result<PutResult> put =
       client.Put(BlockId::Rdd(2, 0), RandomByteVector(1024, 4), StorageLevel::kMemoryOnly);
@@ -78,7 +74,7 @@ TEST_F(FastFailoverTest, PutPlacedOnAStoppedWorkerFailsOverToAnother) {
 }
 
 TEST_F(FastFailoverTest, PutPlacedOnAKilledWorkerFailsOverToAnother) {
-  Client client(Options());
+  Client client(cluster_.ClientOptionsFor());
   // Connected to w1 before it dies.
   Result<PutResult> first =
       client.Put(BlockId::Rdd(3, 0), RandomByteVector(1024, 5), StorageLevel::kMemoryOnly);
@@ -99,7 +95,7 @@ TEST_F(FastFailoverTest, PutPlacedOnAKilledWorkerFailsOverToAnother) {
 // go with w1's connection (lost to the heartbeat, or reset when the put gives up on w1), and
 // the put fails over to w2 and returns.
 TEST_F(FastFailoverTest, BigPutToAWorkerStoppedMidTransferReturnsHavingStoredItElsewhere) {
-  Client client(Options());
+  Client client(cluster_.ClientOptionsFor());
   Result<PutResult> first =
       client.Put(BlockId::Rdd(4, 0), RandomByteVector(1024, 7), StorageLevel::kMemoryOnly);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
@@ -134,7 +130,7 @@ TEST(SlowLinkTest, APutOverALinkSlowerThanAPiecePerHeartbeatTimeoutCompletes) {
   // 3 MB/s: a 4 MiB piece takes 1.4 s, several times RpcChannel::kHeartbeatTimeout (400 ms).
   link.LimitRate(3'000'000);
 
-  Client client(ClientOptions{.master_address = cluster.master_endpoint()});
+  Client client(cluster.ClientOptionsFor());
   const std::vector<std::byte> data = RandomByteVector(12 << 20, 11);
   Result<PutResult> put = client.Put(BlockId::Rdd(5, 0), data, StorageLevel::kMemoryOnly);
   ASSERT_TRUE(put.ok()) << put.status().ToString() << cluster.LogTail("w1");

@@ -14,7 +14,7 @@ class GetManyTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(cluster_.StartMaster());
     ASSERT_NO_FATAL_FAILURE(cluster_.StartWorkers(2, "256MiB"));
-    client_ = std::make_unique<Client>(ClientOptions{cluster_.master_endpoint()});
+    client_ = std::make_unique<Client>(cluster_.ClientOptionsFor());
   }
 
   std::vector<std::byte> PutBlock(const BlockId& id, size_t size, StorageLevel level) {
@@ -78,7 +78,7 @@ TEST_F(GetManyTest, PackedAndUnpackedBlocksOfEverySizeComeBackExact) {
     ASSERT_TRUE(client_->Put(ids.back(), expected.back(), StorageLevel::kMemoryOnly, on_w1).ok());
   }
   // A fresh client: the locations come from the master, then from its cache the second time.
-  Client reader(ClientOptions{cluster_.master_endpoint()});
+  Client reader(cluster_.ClientOptionsFor());
   for (int pass = 0; pass < 2; ++pass) {
     std::vector<Result<std::vector<std::byte>>> got = reader.GetMany(ids);
     ASSERT_EQ(got.size(), ids.size());
@@ -100,7 +100,7 @@ TEST_F(GetManyTest, ThousandsOfSmallBlocksSpanSeveralBatchesAndComeBackInOrder) 
     expected.push_back(RandomByteVector(1024, 100 + i));
     ASSERT_TRUE(client_->Put(ids.back(), expected.back(), StorageLevel::kMemoryOnly, on_w1).ok());
   }
-  Client reader(ClientOptions{cluster_.master_endpoint()});
+  Client reader(cluster_.ClientOptionsFor());
   std::vector<Result<std::vector<std::byte>>> got = reader.GetMany(ids);
   ASSERT_EQ(got.size(), ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -124,7 +124,7 @@ TEST_F(GetManyTest, ChunksAreViewsOfTheSameBytesThatOutliveTheClient) {
   ids.push_back(BlockId::Rdd(13, 999));  // never stored
   std::vector<Result<BlockData>> got;
   {
-    Client reader(ClientOptions{cluster_.master_endpoint()});
+    Client reader(cluster_.ClientOptionsFor());
     got = reader.GetManyChunks(ids);
     // The client and its sockets are gone before the bytes are looked at.
   }

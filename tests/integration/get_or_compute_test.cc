@@ -25,7 +25,7 @@ using Bytes = std::vector<std::byte>;
 constexpr size_t kMiB = 1024 * 1024;
 
 ClientOptions Options(const LocalCluster& cluster, milliseconds lease = milliseconds(1000)) {
-  ClientOptions options{.master_address = cluster.master_endpoint()};
+  ClientOptions options = cluster.ClientOptionsFor();
   options.compute_lease = lease;
   options.compute_wait = milliseconds(500);
   return options;

@@ -54,20 +54,6 @@ json GetJson(int port, const std::string& path) {
   return reply.status == 200 ? json::parse(reply.body) : json();
 }
 
-// An executable on PATH (Debian's chromium, prometheus), or empty.
-std::string FindOnPath(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    const size_t colon = std::min(dirs.find(':', start), dirs.size());
-    const std::string candidate = dirs.substr(start, colon - start) + "/" + name;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-    start = colon + 1;
-  }
-  return "";
-}
-
 // Where tests leave files for people to look at (screenshots): <build>/test-artifacts.
 std::filesystem::path ArtifactDir() {
   std::filesystem::path dir = std::filesystem::path(BM_BIN_DIR).parent_path() / "test-artifacts";
@@ -95,7 +81,7 @@ class HttpStatusTest : public ::testing::Test {
 
   // RDD 7, named, 3 of its 4 partitions cached over both workers, and one broadcast block.
   void CacheRdd() {
-    Client client(ClientOptions{cluster_.master_endpoint()});
+    Client client(cluster_.ClientOptionsFor());
     ASSERT_TRUE(client.RegisterRdd(kRddId, kRddName, StorageLevel::kMemoryOnly, kRddPartitions)
                     .ok());
     const std::vector<std::byte> data(3000, std::byte{7});

@@ -61,7 +61,7 @@ TEST(HugePageHeapsTest, AWorkerRunsWithHugePageHeapsAndServesAsBefore) {
   // The same process (the restart is an exec in place), now with the setting.
   EXPECT_EQ(TunablesOf(cluster.worker_process("w1").pid()), "glibc.malloc.hugetlb=1");
 
-  Client client(ClientOptions{.master_address = cluster.master_endpoint()});
+  Client client(cluster.ClientOptionsFor());
   const std::vector<std::byte> data = RandomByteVector(8 << 20, 11);
   ASSERT_TRUE(client.Put(BlockId::Rdd(1, 0), data, StorageLevel::kMemoryOnly).ok());
   Result<std::vector<std::byte>> got = client.Get(BlockId::Rdd(1, 0));

@@ -379,7 +379,7 @@ TEST(IntegrityTest, GetManyChunksChecksEveryBlockAgainstItsDigests) {
   TcpProxy proxy(FreeLoopbackPort());
   ASSERT_NO_FATAL_FAILURE(cluster.StartWorkerBehind(proxy, {"w1", "64MiB", ""}));
   const std::string marker = "bytes-in-transit-0123456789-";
-  Client client(ClientOptions{.master_address = cluster.master_endpoint()});
+  Client client(cluster.ClientOptionsFor());
   std::vector<BlockId> ids;
   std::vector<std::string> stored;
   for (uint64_t p = 0; p < 32; ++p) {
@@ -442,7 +442,7 @@ TEST(IntegrityTest, GetManyChecksEveryBlockAndReadsPastACorruptCopy) {
   ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(Unscrubbed("w2")));
   ASSERT_TRUE(cluster.WaitForWorkers({"w1", "w2"}));
 
-  Client client(ClientOptions{.master_address = cluster.master_endpoint()});
+  Client client(cluster.ClientOptionsFor());
   std::vector<Result<std::vector<std::byte>>> got = client.GetMany(ids);
   ASSERT_EQ(got.size(), ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {

@@ -84,7 +84,7 @@ TEST(LargeListingTest, AMillionBlocksListAsJsonWithTheMastersMemoryBounded) {
   std::vector<BlockId> ids;
   ids.reserve(kBlocks);
   for (uint64_t p = 0; p < kBlocks; ++p) ids.push_back(BlockId::Rdd(1, p));
-  Client client(ClientOptions{.master_address = cluster.master_endpoint()});
+  Client client(cluster.ClientOptionsFor());
   Result<std::vector<BlockLocations>> where = client.Locations(ids);
   ASSERT_TRUE(where.ok()) << where.status().ToString();
   ASSERT_EQ(where->size(), kBlocks);

@@ -55,8 +55,7 @@ std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<st
 }
 
 ClientOptions ClientFor(const LocalCluster& cluster) {
-  ClientOptions options;
-  options.master_address = cluster.master_endpoint();
+  ClientOptions options = cluster.ClientOptionsFor();
   options.request_timeout = 2000ms;
   return options;
 }

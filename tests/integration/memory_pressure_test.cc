@@ -39,7 +39,7 @@ TEST(MemoryPressureTest, GibibytePutSpillsInTheBackgroundAndTheWorkerIsNeverDrop
   LocalCluster cluster(/*heartbeat_timeout_seconds=*/1);
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
   ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(WorkerSpec{.id = "w1", .memory = "1GiB", .disk_limit = ""}));
-  Client client(ClientOptions{.master_address = cluster.master_endpoint()});
+  Client client(cluster.ClientOptionsFor());
 
   constexpr int kCachedBlocks = 15;
   for (int i = 0; i < kCachedBlocks; ++i) {

@@ -31,8 +31,7 @@ constexpr uint64_t kMiB = 1 << 20;
 
 ClientOptions ClientFor(const LocalCluster& cluster,
                         std::chrono::milliseconds timeout = 2000ms) {
-  ClientOptions options;
-  options.master_address = cluster.master_endpoint();
+  ClientOptions options = cluster.ClientOptionsFor();
   options.request_timeout = timeout;
   return options;
 }

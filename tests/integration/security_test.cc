@@ -313,10 +313,8 @@ TEST_F(SecurityTest, UnknownClientKeyIsRefusedWithinOneSecond) {
   ASSERT_NO_FATAL_FAILURE(StartCluster(true));
   ASSERT_TRUE(
       GenerateCertificate(outsider_dir_.path().string(), "stranger", KeyRole::kClient).ok());
-  ClientOptions options;
-  options.master_address = cluster_.master_endpoint();
+  ClientOptions options = cluster_.ClientOptionsFor();
   options.key_file = outsider_dir_.Sub("stranger.key_secret");
-  options.master_key_file = cluster_.PublicKeyFile("master");
   Client client(options);
   const auto start = std::chrono::steady_clock::now();
   Result<std::vector<WorkerInfo>> workers = client.Workers();

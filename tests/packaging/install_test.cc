@@ -111,7 +111,7 @@ TEST_F(InstallTest, ConsumerProjectBuildsAgainstThePrefixAndCachesAPartition) {
   EXPECT_NE(ran.out.find("computed 1 time(s), 1 hit(s)"), std::string::npos) << ran.out;
 
   // The partition is in the cluster, as this tree's own client sees it.
-  Client client(ClientOptions{.master_address = cluster.master_endpoint()});
+  Client client(cluster.ClientOptionsFor());
   Result<std::vector<std::byte>> cached = client.Get(BlockId::Rdd(7, 0));
   ASSERT_TRUE(cached.ok()) << cached.status().ToString();
   EXPECT_EQ(cached.value().size(), 8000u);

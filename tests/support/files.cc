@@ -26,6 +26,18 @@ std::vector<std::byte> RandomByteVector(size_t size, uint64_t seed) {
   return std::vector<std::byte>(begin, begin + bytes.size());
 }
 
+BlockData BlockDataOf(const std::vector<std::byte>& bytes) {
+  BlockData data;
+  data.Append(MakeChunk(bytes));
+  return data;
+}
+
+std::vector<std::byte> Concat(const std::vector<ChunkPtr>& chunks) {
+  BlockData data;
+  for (const ChunkPtr& chunk : chunks) data.Append(chunk);
+  return data.Flatten();
+}
+
 void WriteFile(const std::string& path, const std::string& contents) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(contents.data(), static_cast<std::streamsize>(contents.size()));

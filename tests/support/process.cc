@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -38,8 +40,19 @@ int DecodeWaitStatus(int status) {
 
 std::string BinaryPath(const std::string& name) { return std::string(BM_BIN_DIR) + "/" + name; }
 
+std::string FindOnPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    std::string candidate = dir + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
 int FreeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw std::runtime_error("socket failed");
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -57,6 +70,18 @@ int FreeLoopbackPort() {
 
 std::string LoopbackEndpoint(int port) { return "tcp://127.0.0.1:" + std::to_string(port); }
 
+bool PortAcceptsConnections(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
 bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
@@ -66,8 +91,8 @@ bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds t
   }
 }
 
-Process Process::Start(const std::string& binary, const std::vector<std::string>& args,
-                       const std::string& log_path) {
+Result<Process> Process::Spawn(const std::string& binary, const std::vector<std::string>& args,
+                               const std::string& log_path) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
@@ -78,8 +103,15 @@ Process Process::Start(const std::string& binary, const std::vector<std::string>
   pid_t pid = -1;
   int rc = posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw std::runtime_error("cannot start " + binary + ": " + std::strerror(rc));
+  if (rc != 0) return InternalError("cannot start " + binary + ": " + std::strerror(rc));
   return Process(pid);
+}
+
+Process Process::Start(const std::string& binary, const std::vector<std::string>& args,
+                       const std::string& log_path) {
+  Result<Process> process = Spawn(binary, args, log_path);
+  if (!process.ok()) throw std::runtime_error(process.status().message());
+  return std::move(process).value();
 }
 
 Process::Process(Process&& other) noexcept : pid_(other.pid_), exit_code_(other.exit_code_) {
@@ -119,6 +151,14 @@ std::optional<int> Process::Wait(std::chrono::milliseconds timeout) {
   return exit_code_;
 }
 
+void Process::Stop(std::chrono::milliseconds grace) {
+  if (grace.count() > 0 && Running()) {
+    kill(pid_, SIGTERM);
+    Wait(grace);
+  }
+  Kill();
+}
+
 void Process::Kill() {
   if (pid_ < 0) return;
   if (Running()) {
@@ -129,50 +169,68 @@ void Process::Kill() {
   pid_ = -1;
 }
 
-CommandResult RunCommand(const std::string& binary, const std::vector<std::string>& args,
-                         const std::string& input, std::chrono::milliseconds timeout) {
-  int in_pipe[2], out_pipe[2], err_pipe[2];
-  if (pipe2(in_pipe, O_CLOEXEC) || pipe2(out_pipe, O_CLOEXEC) || pipe2(err_pipe, O_CLOEXEC)) {
-    throw std::runtime_error("pipe failed");
+Result<CommandResult> RunCommand(const Command& command) {
+  const bool capture_err = command.stderr_log.empty();
+  int in_pipe[2], out_pipe[2], err_pipe[2] = {-1, -1};
+  if (pipe2(in_pipe, O_CLOEXEC) != 0) return InternalError("pipe failed");
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || (capture_err && pipe2(err_pipe, O_CLOEXEC) != 0)) {
+    for (int fd : {in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) {
+      if (fd >= 0) close(fd);
+    }
+    return InternalError("pipe failed");
   }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, in_pipe[0], STDIN_FILENO);
   posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
-  std::vector<char*> argv = Argv(binary, args);
+  if (capture_err) {
+    posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
+  } else {
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, command.stderr_log.c_str(),
+                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
+  }
+  std::vector<char*> argv = Argv(command.binary, command.args);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), environ);
+  int rc = posix_spawn(&pid, command.binary.c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   close(in_pipe[0]);
   close(out_pipe[1]);
-  close(err_pipe[1]);
-  if (rc != 0) throw std::runtime_error("cannot start " + binary + ": " + std::strerror(rc));
+  if (capture_err) close(err_pipe[1]);
+  if (rc != 0) {
+    close(in_pipe[1]);
+    close(out_pipe[0]);
+    if (capture_err) close(err_pipe[0]);
+    return InternalError("cannot start " + command.binary + ": " + std::strerror(rc));
+  }
 
+  const std::string& input = command.input;
   CommandResult result;
   size_t written = 0;
   if (input.empty()) {
     close(in_pipe[1]);
     in_pipe[1] = -1;
   } else {
+    // A command that exits without reading all its input must not kill this process.
+    signal(SIGPIPE, SIG_IGN);
     fcntl(in_pipe[1], F_SETFL, O_NONBLOCK);
   }
-  signal(SIGPIPE, SIG_IGN);
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  bool out_open = true, err_open = true;
+  const auto deadline = std::chrono::steady_clock::now() + command.timeout;
+  bool timed_out = false;
+  bool out_open = true, err_open = capture_err;
   char buf[65536];
   while (out_open || err_open) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       kill(pid, SIGKILL);
+      timed_out = true;
       break;
     }
     pollfd fds[3] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}, {in_pipe[1], POLLOUT, 0}};
     int nfds = in_pipe[1] >= 0 ? 3 : 2;
     if (!out_open) fds[0].fd = -1;
     if (!err_open) fds[1].fd = -1;
-    poll(fds, nfds, static_cast<int>(left.count()));
+    if (poll(fds, nfds, static_cast<int>(left.count())) < 0) continue;
     if (fds[0].revents) {
       ssize_t n = read(out_pipe[0], buf, sizeof(buf));
       if (n > 0) result.out.append(buf, n); else out_open = false;
@@ -192,11 +250,19 @@ CommandResult RunCommand(const std::string& binary, const std::vector<std::strin
   }
   if (in_pipe[1] >= 0) close(in_pipe[1]);
   close(out_pipe[0]);
-  close(err_pipe[0]);
+  if (capture_err) close(err_pipe[0]);
   int status = 0;
   waitpid(pid, &status, 0);
-  result.exit_code = std::chrono::steady_clock::now() >= deadline ? -1 : DecodeWaitStatus(status);
+  result.exit_code = timed_out ? -1 : DecodeWaitStatus(status);
   return result;
+}
+
+CommandResult RunCommand(const std::string& binary, const std::vector<std::string>& args,
+                         const std::string& input, std::chrono::milliseconds timeout) {
+  Result<CommandResult> result =
+      RunCommand(Command{.binary = binary, .args = args, .input = input, .timeout = timeout});
+  if (!result.ok()) throw std::runtime_error(result.status().message());
+  return std::move(result).value();
 }
 
 }  // namespace bm::testing

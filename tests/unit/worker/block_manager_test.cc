@@ -18,6 +18,7 @@
 #include "tests/support/temp_dir.h"
 #include "tests/unit/worker/block_manager_sync.h"
 #include "tests/unit/worker/fault_injecting_store.h"
+#include "tests/unit/worker/in_memory_store.h"
 #include "worker/disk_store.h"
 
 namespace bm {
@@ -39,11 +40,7 @@ std::vector<ChunkPtr> Chunks(const std::vector<std::byte>& bytes, size_t piece =
   return chunks;
 }
 
-std::vector<std::byte> Concat(const std::vector<ChunkPtr>& chunks) {
-  BlockData data;
-  for (const ChunkPtr& chunk : chunks) data.Append(chunk);
-  return data.Flatten();
-}
+using testing::Concat;
 
 // A change as a compact string, so a test can state a whole sequence: "+rdd_1_0@memory",
 // "-rdd_1_0@memory".
@@ -64,12 +61,30 @@ class BlockManagerTest : public ::testing::Test {
 
   void SetUp() override { Make(kMemory, 0); }
 
+  // A block manager over a new memory store and the disk tier (the same DiskStore again, after
+  // MakeOnDisk: a restart).
   void Make(uint64_t memory_capacity, uint64_t disk_limit) {
     manager_.reset();
-    Result<std::unique_ptr<DiskStore>> disk = DiskStore::Open(dir_.Sub("db"), disk_limit);
+    Result<std::unique_ptr<BlockStore>> disk = OpenDisk(disk_limit);
     ASSERT_TRUE(disk.ok()) << disk.status().ToString();
     manager_ = std::make_unique<BlockManager>(std::make_unique<MemoryStore>(memory_capacity),
                                               std::move(disk).value());
+  }
+
+  // As Make, with a DiskStore in dir_ as the disk tier from now on, for tests of what survives
+  // a restart.
+  void MakeOnDisk(uint64_t memory_capacity, uint64_t disk_limit) {
+    on_disk_ = true;
+    Make(memory_capacity, disk_limit);
+  }
+
+  // The disk tier: in memory, unless the test needs a restart (MakeOnDisk).
+  Result<std::unique_ptr<BlockStore>> OpenDisk(uint64_t disk_limit) {
+    if (!on_disk_) {
+      return std::unique_ptr<BlockStore>(std::make_unique<testing::InMemoryStore>(disk_limit));
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<DiskStore> disk, DiskStore::Open(dir_.Sub("db"), disk_limit));
+    return std::unique_ptr<BlockStore>(std::move(disk));
   }
 
   Result<Tier> Put(const BlockId& id, StorageLevel level, const std::vector<std::byte>& bytes) {
@@ -90,6 +105,7 @@ class BlockManagerTest : public ::testing::Test {
   }
 
   testing::TempDir dir_;
+  bool on_disk_ = false;
   std::unique_ptr<BlockManager> manager_;
 };
 
@@ -474,6 +490,7 @@ TEST_F(BlockManagerTest, EmptyBlockIsStored) {
 }
 
 TEST_F(BlockManagerTest, GenerationsAreUniqueAcrossTiersAndRestarts) {
+  ASSERT_NO_FATAL_FAILURE(MakeOnDisk(kMemory, 0));
   const BlockId id = BlockId::Rdd(1, 0);
   std::vector<uint64_t> generations;
   for (StorageLevel level : {StorageLevel::kMemoryOnly, StorageLevel::kDiskOnly,
@@ -513,6 +530,7 @@ TEST_F(BlockManagerTest, ListAndStatsCoverBothTiers) {
 // The database went (as RocksDB's recovery drops what a damaged log held); the journal beside
 // it did not: the blocks are lost, named for the master's registration.
 TEST_F(BlockManagerTest, DiskBlocksMissingAfterARestartAreTakenAsLost) {
+  ASSERT_NO_FATAL_FAILURE(MakeOnDisk(kMemory, 0));
   ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, RandomBytes(200, 1)).ok());
   ASSERT_TRUE(Put(BlockId::Rdd(1, 1), StorageLevel::kDiskOnly2, RandomBytes(300, 2)).ok());
   ASSERT_TRUE(Put(BlockId::Rdd(1, 2), StorageLevel::kMemoryOnly, RandomBytes(100, 3)).ok());
@@ -541,6 +559,7 @@ TEST_F(BlockManagerTest, TakeChangesReturnsEachChangeOnce) {
 }
 
 TEST_F(BlockManagerTest, DiskBlocksSurviveRestart) {
+  ASSERT_NO_FATAL_FAILURE(MakeOnDisk(kMemory, 0));
   const std::vector<std::byte> bytes = RandomBytes(kChunkBytes + 10, 9);
   ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, bytes).ok());
   ASSERT_TRUE(Put(BlockId::Rdd(1, 1), StorageLevel::kMemoryOnly, RandomBytes(10, 1)).ok());
@@ -560,7 +579,7 @@ class BlockManagerReadAheadTest : public BlockManagerTest {
 
   void MakeWithReadAhead(uint64_t read_ahead_bytes) {
     manager_.reset();
-    Result<std::unique_ptr<DiskStore>> disk = DiskStore::Open(dir_.Sub("db"), 0);
+    Result<std::unique_ptr<BlockStore>> disk = OpenDisk(0);
     ASSERT_TRUE(disk.ok()) << disk.status().ToString();
     BlockManagerOptions options;
     options.read_ahead_bytes = read_ahead_bytes;
@@ -624,6 +643,7 @@ TEST_F(BlockManagerReadAheadTest, ARangeReadAheadOfARemovedBlockIsNeverServed) {
 }
 
 TEST_F(BlockManagerReadAheadTest, ARangeReadAheadOfAReplacedVersionIsNeverServed) {
+  ASSERT_NO_FATAL_FAILURE(MakeOnDisk(kMemory, 0));
   const std::vector<std::byte> v1 = RandomBytes(2 * kRange, 23);
   const std::vector<std::byte> v2 = RandomBytes(2 * kRange, 24);
   ASSERT_TRUE(Put(kBlock, StorageLevel::kDiskOnly, v1).ok());
@@ -645,6 +665,7 @@ TEST_F(BlockManagerReadAheadTest, ARangeReadAheadOfAReplacedVersionIsNeverServed
 }
 
 TEST_F(BlockManagerReadAheadTest, HeldRangesStayWithinTheirBudget) {
+  ASSERT_NO_FATAL_FAILURE(MakeOnDisk(kMemory, 0));  // the blocks outlive the restart below
   MakeWithReadAhead(kRange);
   const BlockId a = BlockId::Rdd(9, 1), b = BlockId::Rdd(9, 2);
   const std::vector<std::byte> bytes = RandomBytes(3 * kRange, 26);
@@ -672,9 +693,8 @@ TEST_F(BlockManagerReadAheadTest, HeldRangesStayWithinTheirBudget) {
 class BlockManagerFaultTest : public BlockManagerTest {
  protected:
   void SetUp() override {
-    Result<std::unique_ptr<DiskStore>> disk = DiskStore::Open(dir_.Sub("db"), 0);
-    ASSERT_TRUE(disk.ok()) << disk.status().ToString();
-    auto faults = std::make_unique<testing::FaultInjectingStore>(std::move(disk).value());
+    auto faults =
+        std::make_unique<testing::FaultInjectingStore>(std::make_unique<testing::InMemoryStore>());
     faults_ = faults.get();
     manager_ = std::make_unique<BlockManager>(std::make_unique<MemoryStore>(kMemory),
                                               std::move(faults));
@@ -813,9 +833,8 @@ TEST_F(BlockManagerFaultTest, StalledDiskDelaysNeitherMemoryPutsNorMemoryReads) 
 }
 
 TEST_F(BlockManagerFaultTest, BytesWaitOnlyWhileTheSpillBacklogIsOverItsAllowance) {
-  Result<std::unique_ptr<DiskStore>> disk = DiskStore::Open(dir_.Sub("db2"), 0);
-  ASSERT_TRUE(disk.ok());
-  auto faults = std::make_unique<testing::FaultInjectingStore>(std::move(disk).value());
+  auto faults =
+      std::make_unique<testing::FaultInjectingStore>(std::make_unique<testing::InMemoryStore>());
   faults_ = faults.get();
   manager_ = std::make_unique<BlockManager>(std::make_unique<MemoryStore>(kMemory),
                                             std::move(faults),
@@ -906,7 +925,7 @@ uint64_t ExpectedDigest(const std::vector<std::byte>& bytes) {
 }
 
 TEST_F(BlockManagerTest, ReportsCarryTheBlockDigestOnEitherTierAndAfterARestart) {
-  Make(3 * kMiB, 0);
+  MakeOnDisk(3 * kMiB, 0);
   const std::vector<std::byte> in_memory = RandomBytes(kMiB + 5, 31);
   const std::vector<std::byte> on_disk = RandomBytes(2 * kMiB + 7, 32);
   ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, in_memory).ok());

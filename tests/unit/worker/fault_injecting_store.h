@@ -12,9 +12,10 @@
 
 namespace bm::testing {
 
-// A BlockStore that forwards to a real one (a DiskStore in a temporary directory) and injects
-// the faults a disk has, on command: writes that fail, a disk that fills up part-way through a
-// write, reads that are slow or held until released, and chunks that come back corrupted.
+// A BlockStore that forwards to another (an InMemoryStore, or a DiskStore in a temporary
+// directory) and injects the faults a disk has, on command: writes that fail, a disk that fills
+// up part-way through a write, reads that are slow or held until released, and chunks that come
+// back corrupted.
 // The LevelDB Env idea: the code under test cannot tell it from a real disk.
 //
 // Ownership: owns the store it wraps. The block manager owns this store; a test keeps a

@@ -9,33 +9,22 @@
 
 #include "common/byte_size.h"
 #include "tests/support/files.h"
-#include "tests/support/temp_dir.h"
-#include "worker/disk_store.h"
+#include "tests/unit/worker/in_memory_store.h"
 
 namespace bm {
 namespace {
 
-BlockData DataOf(const std::vector<std::byte>& bytes) {
-  BlockData data;
-  data.Append(MakeChunk(bytes));
-  return data;
-}
+BlockData DataOf(const std::vector<std::byte>& bytes) { return testing::BlockDataOf(bytes); }
 
-std::vector<std::byte> BytesOf(const DiskRead& read) {
-  BlockData data;
-  for (const ChunkPtr& chunk : read.chunks) data.Append(chunk);
-  return data.Flatten();
-}
+std::vector<std::byte> BytesOf(const DiskRead& read) { return testing::Concat(read.chunks); }
 
 class FaultInjectingStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    Result<std::unique_ptr<DiskStore>> disk = DiskStore::Open(dir_.Sub("db"), 0);
-    ASSERT_TRUE(disk.ok()) << disk.status().ToString();
-    store_ = std::make_unique<testing::FaultInjectingStore>(std::move(disk).value());
+    store_ =
+        std::make_unique<testing::FaultInjectingStore>(std::make_unique<testing::InMemoryStore>());
   }
 
-  testing::TempDir dir_;
   std::unique_ptr<testing::FaultInjectingStore> store_;
 };
 
