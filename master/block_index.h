@@ -199,6 +199,11 @@ class BlockIndex {
 
     static constexpr size_t kMaxLocations = UINT16_MAX;
 
+    // Declared noexcept by hand: PartitionMap below asks whether an Entry is nothrow
+    // constructible while BlockIndex is still incomplete, before the member initializers are
+    // parsed (Clang rejects that; GCC defers it).
+    Entry() noexcept {}
+
     size_t count() const { return count_; }
     Location at(size_t i) const;
     StorageLevel level() const { return static_cast<StorageLevel>(level_); }
