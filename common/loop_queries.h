@@ -5,9 +5,9 @@
 #include <functional>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace bm {
@@ -58,7 +58,7 @@ class LoopQueries {
     auto promise = std::make_shared<std::promise<T>>();
     std::future<T> answer = promise->get_future();
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       if (tasks_.size() >= kMaxWaiting) {
         return UnavailableError("too many status queries are waiting for the event loop");
       }
@@ -78,7 +78,7 @@ class LoopQueries {
     wake_.Clear();
     std::deque<std::function<void(const View&)>> tasks;
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       tasks.swap(tasks_);
     }
     for (auto& task : tasks) task(view);
@@ -88,8 +88,8 @@ class LoopQueries {
   explicit LoopQueries(WakeFd wake) : wake_(std::move(wake)) {}
 
   const WakeFd wake_;
-  std::mutex mutex_;
-  std::deque<std::function<void(const View&)>> tasks_;  // guarded by mutex_
+  Mutex mutex_;
+  std::deque<std::function<void(const View&)>> tasks_ BM_GUARDED_BY(mutex_);
 };
 
 }  // namespace bm

@@ -13,7 +13,7 @@ Result<std::unique_ptr<MasterStatusService>> MasterStatusService::Create() {
 std::shared_ptr<const ClusterSnapshot> MasterStatusService::Snapshot() {
   const auto now = std::chrono::steady_clock::now();
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     const bool fresh = snapshot_ && now - snapshot_time_ < refresh_interval_;
     // Another thread is refreshing: its result is at most one interval newer than ours.
     if (fresh || (refreshing_ && snapshot_)) return snapshot_;
@@ -28,7 +28,7 @@ std::shared_ptr<const ClusterSnapshot> MasterStatusService::Snapshot() {
     auto snapshot = std::make_shared<const ClusterSnapshot>(BuildClusterSnapshot(view));
     return Built{std::move(snapshot), std::chrono::steady_clock::now() - start};
   });
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   refreshing_ = false;
   if (built.ok()) {
     snapshot_ = std::move(built->snapshot);

@@ -3,9 +3,9 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 
 #include "common/loop_queries.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "master/cluster_snapshot.h"
 #include "master/master_status.h"
@@ -45,11 +45,11 @@ class MasterStatusService final : public MasterStatusHook {
 
   const std::unique_ptr<LoopQueries<MasterView>> queries_;
 
-  std::mutex mutex_;
-  std::shared_ptr<const ClusterSnapshot> snapshot_;  // guarded by mutex_
-  std::chrono::steady_clock::time_point snapshot_time_;  // guarded by mutex_
-  std::chrono::steady_clock::duration refresh_interval_ = kMinRefresh;  // guarded by mutex_
-  bool refreshing_ = false;  // guarded by mutex_
+  Mutex mutex_;
+  std::shared_ptr<const ClusterSnapshot> snapshot_ BM_GUARDED_BY(mutex_);
+  std::chrono::steady_clock::time_point snapshot_time_ BM_GUARDED_BY(mutex_);
+  std::chrono::steady_clock::duration refresh_interval_ BM_GUARDED_BY(mutex_) = kMinRefresh;
+  bool refreshing_ BM_GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace bm
