@@ -9,6 +9,8 @@
 #include <zmq.hpp>
 
 #include "client/block_upload.h"
+#include "client/client_keys.h"
+#include "client/copy_verification.h"
 #include "client/lent_bytes.h"
 #include "client/local_hosts.h"
 #include "client/peer_calls.h"
@@ -55,27 +57,6 @@ void ReserveBlockBuffer(std::vector<std::byte>& data, uint64_t size) {
   if (size >= kHugePageAdviceBytes) AdviseHugePages(data.data(), data.capacity());
 }
 
-Result<ClientKeys> LoadClientKeys(const ClientOptions& options) {
-  if (options.key_file.empty() != options.master_key_file.empty()) {
-    return InvalidArgumentError(
-        "keys need both a key (--key, BLOCKMGR_KEY) and the master's key (--master-key, "
-        "BLOCKMGR_MASTER_KEY)");
-  }
-  if (options.key_file.empty()) return ClientKeys{};
-  ASSIGN_OR_RETURN(CurveKeys own, LoadKeyPair(options.key_file));
-  ASSIGN_OR_RETURN(Certificate master, LoadCertificate(options.master_key_file));
-  return ClientKeys{std::move(own), master.public_key};
-}
-
-Result<CurveKeys> OwnKeys(const Result<ClientKeys>& keys) {
-  if (!keys.ok()) return keys.status();
-  return keys->own;
-}
-
-Result<ChannelSecurity> MasterSecurity(const Result<ClientKeys>& keys) {
-  if (!keys.ok()) return keys.status();
-  return ChannelSecurity{keys->own, keys->master_key};
-}
 
 }  // namespace
 
@@ -464,7 +445,7 @@ Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink
         // The worker re-reads its copy: dropped if it is bad there (the master then restores
         // a copy from a good one), else the bytes went bad on the way. Best effort.
         if (read.fault == Fault::kCorruptCopy || read.fault == Fault::kWrongBlockDigest) {
-          (void)VerifyCopy(location, id, /*reported_bad=*/true);
+          (void)VerifyWorkerCopy(workers_, location, id, /*reported_bad=*/true);
         }
         continue;
       }
@@ -516,42 +497,6 @@ RangeReader::Outcome Client::Impl::ReadFrom(const BlockLocation& location, const
 
 // ---- verification ----
 
-Result<CopyCheck> Client::Impl::VerifyCopy(const BlockLocation& location, const BlockId& id,
-                                           bool reported_bad) {
-  CopyCheck check{id, location.worker_id, CopyCheck::State::kUnreachable, location.tier};
-  Result<RpcChannel*> channel = workers_.Channel(location.address);
-  if (!channel.ok()) {
-    check.message = channel.status().message();
-    return check;
-  }
-  const std::string peer = "worker " + location.worker_id;
-  capnp::MallocMessageBuilder message;
-  proto::VerifyBlock::Builder verify = message.initRoot<proto::Request>().initVerifyBlock();
-  verify.setBlockId(id.ToString());
-  verify.setReportedBad(reported_bad);
-  Result<IncomingMessage> reply = CallPeer(**channel, options_.request_timeout, peer, message);
-  if (!reply.ok()) {
-    if (reply.status().code() != StatusCode::kUnavailable) return reply.status();
-    check.message = reply.status().message();
-    return check;
-  }
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
-    proto::Reply::Reader r = reply->reply();
-    if (!r.isVerified()) return UnexpectedReply(peer, "verified");
-    proto::VerifyReply::Reader verified = r.getVerified();
-    switch (verified.getState()) {
-      case proto::VerifyReply::State::INTACT: check.state = CopyCheck::State::kIntact; break;
-      case proto::VerifyReply::State::CORRUPT: check.state = CopyCheck::State::kCorrupt; break;
-      default: check.state = CopyCheck::State::kGone; break;
-    }
-    check.tier = FromProto(verified.getTier());
-    check.digested = verified.getDigested();
-    check.message = verified.getMessage();
-    return Status::Ok();
-  }));
-  return check;
-}
-
 Result<std::vector<CopyCheck>> Client::Impl::VerifyCopies(
     const std::vector<BlockLocations>& blocks) {
   std::vector<CopyCheck> checks;
@@ -561,7 +506,8 @@ Result<std::vector<CopyCheck>> Client::Impl::VerifyCopies(
       continue;
     }
     for (const BlockLocation& location : block.locations) {
-      ASSIGN_OR_RETURN(CopyCheck check, VerifyCopy(location, block.block, false));
+      ASSIGN_OR_RETURN(CopyCheck check,
+                       VerifyWorkerCopy(workers_, location, block.block, false));
       checks.push_back(std::move(check));
     }
   }

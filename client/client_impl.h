@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "client/client.h"
+#include "client/client_keys.h"
 #include "client/location_cache.h"
 #include "client/master_client.h"
 #include "client/multi_get.h"
@@ -40,12 +41,6 @@ namespace bm {
 class IncomingMessage;
 class PieceSource;
 class RpcChannel;
-
-// This client's CURVE keys: its own keypair and the master's public key (all empty: plaintext).
-struct ClientKeys {
-  CurveKeys own;
-  std::string master_key;
-};
 
 // What a Client is: every public call of Client forwards here (client/client_api.cc). It
 // routes each call to the components that do the work (the worker channels, uploads, range
@@ -85,8 +80,6 @@ class Client::Impl : private MultiGet::Reads {
   std::vector<Result<BlockData>> GetManyChunks(const std::vector<BlockId>& ids);
   Result<std::vector<BlockLocations>> Locations(const std::vector<BlockId>& ids) override;
   Result<std::vector<CopyCheck>> VerifyCopies(const std::vector<BlockLocations>& blocks);
-  // Asks the worker at `location` to re-read its copy of `id` (PROTOCOL.md, verifyBlock).
-  Result<CopyCheck> VerifyCopy(const BlockLocation& location, const BlockId& id, bool reported_bad);
   Result<std::vector<WorkerInfo>> Workers();
   Result<std::vector<BlockLocations>> Blocks(std::optional<uint64_t> rdd_id);
   Status ForEachBlockPage(std::optional<uint64_t> rdd_id,
