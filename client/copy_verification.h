@@ -1,0 +1,18 @@
+#pragma once
+
+#include "client/types.h"
+#include "common/block_id.h"
+#include "common/status.h"
+
+namespace bm {
+
+class WorkerChannels;
+
+// Asks the worker at `location` to re-read its copy of `id` now and check it against the
+// block's digests (PROTOCOL.md, verifyBlock); `reported_bad` says a reader found it corrupt. A
+// worker that cannot be reached is a kUnreachable check, not an error. Runs on the thread that
+// owns `workers`.
+Result<CopyCheck> VerifyWorkerCopy(WorkerChannels& workers, const BlockLocation& location,
+                                   const BlockId& id, bool reported_bad);
+
+}  // namespace bm
