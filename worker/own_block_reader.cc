@@ -39,7 +39,8 @@ Status OwnBlockReader::ReadRange() {
     spans.push_back(chunk->bytes());
     length += chunk->size();
   }
-  if (read.offset != offset_ || length != std::min<uint64_t>(kMaxPieceBytes, read.total_size - offset_)) {
+  const uint64_t expected = std::min<uint64_t>(kMaxPieceBytes, read.total_size - offset_);
+  if (read.offset != offset_ || length != expected) {
     return InternalError("a read of " + id_.ToString() + " at offset " + std::to_string(offset_) +
                          " answered " + std::to_string(length) + " bytes at offset " +
                          std::to_string(read.offset));

@@ -644,7 +644,8 @@ void WorkerServer::AnswerFinishedReplications() {
       root.setReplicated(*finished.copies);
       replies_->Send(pending->second.peer, reply);
     } else {
-      replies_->SendError(pending->second.peer, pending->second.request_id, finished.copies.status());
+      replies_->SendError(pending->second.peer, pending->second.request_id,
+                          finished.copies.status());
       // dataLoss: this worker's bytes failed their digests at the copier, which reads them
       // without RocksDB's checksum (ReadForCheckingReader), or a target twice refused a piece
       // as corrupted in transit. Either way the copy here is verified (a re-read), and dropped

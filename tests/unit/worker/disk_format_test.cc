@@ -37,7 +37,8 @@ TEST(DiskFormatTest, VersionMetaHasTheFormatFourLayout) {
 
 TEST(DiskFormatTest, VersionMetaRoundTrips) {
   const BlockId id = BlockId::Broadcast(5);
-  std::optional<std::pair<BlockId, Meta>> decoded = DecodeVersionMeta(EncodeVersionMeta(id, SmallMeta()));
+  std::optional<std::pair<BlockId, Meta>> decoded =
+      DecodeVersionMeta(EncodeVersionMeta(id, SmallMeta()));
   ASSERT_TRUE(decoded.has_value());
   EXPECT_EQ(decoded->first, id);
   EXPECT_EQ(decoded->second.size, 10u);
