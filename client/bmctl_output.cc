@@ -73,7 +73,7 @@ json WorkersToJson(const std::vector<WorkerInfo>& workers) {
                    {"blocks", worker.block_count},
                    {"host", worker.host},
                    {"rack", worker.rack},
-                   {"state", worker.state}});
+                   {"state", WorkerStateName(worker.state)}});
   }
   return out;
 }
@@ -208,7 +208,7 @@ std::string BlocksTable(const std::vector<BlockLocations>& blocks) {
 std::string WorkersTable(const std::vector<WorkerInfo>& workers) {
   std::vector<std::vector<std::string>> rows;
   for (const WorkerInfo& worker : workers) {
-    rows.push_back({worker.id, worker.address, worker.state,
+    rows.push_back({worker.id, worker.address, WorkerStateName(worker.state),
                     worker.host.empty() ? "-" : worker.host,
                     worker.rack.empty() ? "-" : worker.rack, FormatBytes(worker.memory_used),
                     FormatBytes(worker.memory_capacity), FormatBytes(worker.disk_used),

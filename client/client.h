@@ -172,13 +172,6 @@ class Client {
   // True when `address` (tcp://HOST:PORT) is on this client's host (ClientOptions::local_hosts).
   bool IsLocalAddress(const std::string& address) const;
 
-  // Copies block `id` from the worker at `source_address` to each of `targets` at `level`,
-  // range by range (never holding it whole). Returns how many copies were committed; fails
-  // only when none was (or the source could not be read). Used by workers to re-replicate and
-  // drain blocks.
-  Result<uint32_t> CopyBlock(const BlockId& id, const std::string& source_address,
-                             const std::vector<WorkerInfo>& targets, StorageLevel level);
-
   // Removes the blocks wherever they are stored; returns how many existed. Unknown ids count 0.
   Result<uint64_t> Remove(const std::vector<BlockId>& ids);
   // Removes every block of the RDD; returns how many there were.
@@ -231,9 +224,6 @@ class Client {
   // their locations; a block with no copy yields one kGone entry with no worker.
   Result<std::vector<CopyCheck>> VerifyCopies(const std::vector<BlockLocations>& blocks);
 
-  // Trusts `public_key` as the key of the worker at `address`, as if the master had vouched
-  // for it (a worker's replicator reads from its own worker this way).
-  void TrustWorkerKey(const std::string& address, const std::string& public_key);
   // Every known block, or those of one RDD, sorted by id. Read page by page (BlockPages), so
   // it works at any count; for millions of blocks prefer ForEachBlockPage, which holds one
   // page at a time.

@@ -53,11 +53,6 @@ bool Client::IsLocalAddress(const std::string& address) const {
   return impl_->IsLocalAddress(address);
 }
 
-Result<uint32_t> Client::CopyBlock(const BlockId& id, const std::string& source_address,
-                                   const std::vector<WorkerInfo>& targets, StorageLevel level) {
-  return impl_->CopyBlock(id, source_address, targets, level);
-}
-
 Result<uint64_t> Client::Remove(const std::vector<BlockId>& ids) { return impl_->Remove(ids); }
 
 Result<uint64_t> Client::RemoveRdd(uint64_t rdd_id) { return impl_->RemoveRdd(rdd_id); }
@@ -88,10 +83,6 @@ Result<std::vector<WorkerInfo>> Client::Workers() { return impl_->Workers(); }
 
 Result<std::vector<CopyCheck>> Client::VerifyCopies(const std::vector<BlockLocations>& blocks) {
   return impl_->VerifyCopies(blocks);
-}
-
-void Client::TrustWorkerKey(const std::string& address, const std::string& public_key) {
-  impl_->TrustWorkerKey(address, public_key);
 }
 
 Result<std::vector<BlockLocations>> Client::Blocks(std::optional<uint64_t> rdd_id) {

@@ -125,9 +125,11 @@ Result<std::vector<std::byte>> Client::Impl::ComputeAndStore(const BlockId& id, 
                                                        const ComputeFn& compute, uint64_t token) {
   LeaseReleaser releaser([this, id](uint64_t held) { return ReleaseCompute(id, held); }, token);
   // Renew every third of the lease, so a renewal can be lost or late twice before it expires.
+  // The keys were read: the master granted the lease over them.
+  BM_CHECK(keys_.ok());
   LeaseRenewer renewer(context_, options_.master_address, id, token,
                        std::max(options_.compute_lease / 3, milliseconds(1)),
-                       options_.request_timeout, ChannelSecurity{keys_, master_key_});
+                       options_.request_timeout, ChannelSecurity{keys_->own, keys_->master_key});
   ++counters_.computes;
   uint64_t lease = token;  // the lease the result is stored under
   Result<std::vector<std::byte>> computed = compute();
@@ -170,7 +172,7 @@ Result<Client::Impl::ComputeTicket> Client::Impl::AcquireCompute(const BlockId& 
   acquire.setWaitMs(static_cast<uint32_t>(wait.count()));
   auto failed = acquire.initFailedWorkers(failed_workers.size());
   for (size_t i = 0; i < failed_workers.size(); ++i) failed.set(i, failed_workers[i]);
-  ASSIGN_OR_RETURN(IncomingMessage reply, CallMaster(message, wait));
+  ASSIGN_OR_RETURN(IncomingMessage reply, master_.Call(message, wait));
   ComputeTicket ticket;
   RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::Reply::Reader r = reply.reply();
@@ -205,7 +207,7 @@ Status Client::Impl::ReleaseCompute(const BlockId& id, uint64_t token) {
   proto::ComputeLease::Builder release = message.initRoot<proto::Request>().initReleaseCompute();
   release.setBlockId(id.ToString());
   release.setToken(token);
-  return CallMaster(message).status();
+  return master_.Call(message).status();
 }
 
 }  // namespace bm

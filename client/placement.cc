@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <tuple>
+#include <utility>
 
 namespace bm {
 namespace {
@@ -51,6 +52,25 @@ std::vector<WorkerInfo> ChooseWorkers(const std::vector<WorkerInfo>& workers, ui
   ordered.reserve(candidates.size());
   for (const Candidate& c : candidates) ordered.push_back(workers[c.index]);
   return ordered;
+}
+
+const std::vector<WorkerInfo>* KeptWorkerList::Find(Clock::time_point now) const {
+  if (workers_.empty() || now - kept_at_ >= ttl_) return nullptr;
+  return &workers_;
+}
+
+void KeptWorkerList::Keep(std::vector<WorkerInfo> workers, Clock::time_point now) {
+  workers_ = std::move(workers);
+  kept_at_ = now;
+}
+
+void KeptWorkerList::CountPlacedCopy(const std::string& worker_id, Tier tier, uint64_t size) {
+  for (WorkerInfo& worker : workers_) {
+    if (worker.id != worker_id) continue;
+    (tier == Tier::kMemory ? worker.memory_used : worker.disk_used) += size;
+    ++worker.block_count;
+    return;
+  }
 }
 
 }  // namespace bm

@@ -1,10 +1,13 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "client/types.h"
 #include "common/storage_level.h"
+#include "common/tier.h"
 
 namespace bm {
 
@@ -27,5 +30,33 @@ namespace bm {
 // the master's list, sorted by id.
 std::vector<WorkerInfo> ChooseWorkers(const std::vector<WorkerInfo>& workers, uint64_t size,
                                       StorageLevel level, uint64_t round_robin);
+
+}  // namespace bm
+
+namespace bm {
+
+// The master's list of live workers as puts last fetched it, kept for `ttl` so that puts in a
+// row place without asking the master each time (ClientOptions::worker_list_ttl). The copies
+// this client stores are counted into it, so the next placements see them.
+// Not thread-safe: owned by one Client.
+class KeptWorkerList {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit KeptWorkerList(std::chrono::milliseconds ttl) : ttl_(ttl) {}
+
+  // The list, when one was kept less than `ttl` before `now`; else null.
+  const std::vector<WorkerInfo>* Find(Clock::time_point now) const;
+  void Keep(std::vector<WorkerInfo> workers, Clock::time_point now);
+  // Forgets the list (it was wrong about a worker): the next put asks the master.
+  void Clear() { workers_.clear(); }
+  // Counts a stored copy into the list.
+  void CountPlacedCopy(const std::string& worker_id, Tier tier, uint64_t size);
+
+ private:
+  const std::chrono::milliseconds ttl_;
+  std::vector<WorkerInfo> workers_;  // empty: none kept
+  Clock::time_point kept_at_{};
+};
 
 }  // namespace bm

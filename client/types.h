@@ -14,6 +14,29 @@
 
 namespace bm {
 
+// A live worker's state in the cluster (WorkerState in schema/messages.capnp).
+enum class WorkerState {
+  kActive,
+  kUnconfirmed,      // listed again after a master restart, not yet heard from since
+  kDecommissioning,  // draining: takes no new blocks, then exits
+  kUnknown,          // a state this client does not know (a newer master's)
+};
+
+// The state's name as bmctl prints it: "active", "unconfirmed", "decommissioning", "unknown".
+inline const char* WorkerStateName(WorkerState state) {
+  switch (state) {
+    case WorkerState::kActive:
+      return "active";
+    case WorkerState::kUnconfirmed:
+      return "unconfirmed";
+    case WorkerState::kDecommissioning:
+      return "decommissioning";
+    case WorkerState::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
 // One live worker as the master last heard of it.
 struct WorkerInfo {
   std::string id;
@@ -27,8 +50,8 @@ struct WorkerInfo {
   uint64_t last_heartbeat_age_ms = 0;
   std::string host;  // placement label; empty when the worker declared none
   std::string rack;  // placement label; empty when the worker declared none
-  std::string state = "active";  // "active", "unconfirmed" or "decommissioning"
-  std::string public_key{};      // CURVE key (Z85) the master vouches for; empty with keys off
+  WorkerState state = WorkerState::kActive;
+  std::string public_key{};  // CURVE key (Z85) the master vouches for; empty with keys off
 
   uint64_t memory_free() const {
     return memory_capacity > memory_used ? memory_capacity - memory_used : 0;

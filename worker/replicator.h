@@ -9,9 +9,9 @@
 #include <thread>
 #include <vector>
 
-#include "client/client.h"
 #include "client/types.h"
 #include "common/block_id.h"
+#include "common/curve_keys.h"
 #include "common/status.h"
 #include "common/storage_level.h"
 
@@ -24,9 +24,9 @@ namespace bm {
 // Copies this worker's blocks to other workers when the master asks (replicateBlock): to
 // restore replication after a worker died, and to drain a decommissioning worker.
 //
-// The copies run on the replicator's own thread, as a client of this very worker (reading the
-// block back over its data port, so the server loop keeps sole ownership of the stores) and of
-// the targets, so the loop never waits on a copy. Finished copies are queued for the loop,
+// The copies run on the replicator's own thread, so the loop never waits on a copy: it reads
+// the block back from this very worker over its data port (a RangeReader, so the server loop
+// keeps sole ownership of the stores) and sends it to the targets through a BlockCopier. Finished copies are queued for the loop,
 // which is woken by `notify` and collects them with TakeFinished().
 class Replicator {
  public:
@@ -41,12 +41,11 @@ class Replicator {
     Result<uint32_t> copies;  // copies made, or why none was
   };
 
-  // `own_address` is this worker's data port and `own_public_key` its CURVE key (empty with
-  // keys off); `client_options` carries the keys the copies are made with. `notify` is called
-  // (on the replicator's thread) after each finished copy. `context` must outlive the
-  // replicator.
-  Replicator(zmq::context_t& context, std::string own_address, std::string own_public_key,
-             ClientOptions client_options, std::function<void()> notify);
+  // `own_address` is this worker's data port and `keys` its CURVE keypair (empty with keys
+  // off), which the copies are made with. `notify` is called (on the replicator's thread) after
+  // each finished copy. `context` must outlive the replicator.
+  Replicator(zmq::context_t& context, std::string own_address, CurveKeys keys,
+             std::function<void()> notify);
   ~Replicator();
   Replicator(const Replicator&) = delete;
   Replicator& operator=(const Replicator&) = delete;
@@ -60,8 +59,7 @@ class Replicator {
   void Run(zmq::context_t& context);
 
   const std::string own_address_;
-  const std::string own_public_key_;
-  const ClientOptions client_options_;
+  const CurveKeys keys_;
   const std::function<void()> notify_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;

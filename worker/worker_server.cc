@@ -170,11 +170,7 @@ void WorkerServer::Stop() {
 void WorkerServer::Run() {
   spdlog::info("worker {} serving on {} (advertised as {}), master {}", worker_id_, endpoint_,
                advertised_address_, options_.master.master_address);
-  ClientOptions replicator_options;
-  replicator_options.key_file = options_.key_file;
-  replicator_options.master_key_file = options_.master_key_file;
-  replicator_ = std::make_unique<Replicator>(context_, advertised_address_, keys_.public_key,
-                                             std::move(replicator_options), [this] {
+  replicator_ = std::make_unique<Replicator>(context_, advertised_address_, keys_, [this] {
     const uint64_t one = 1;
     ssize_t written = write(wake_fd_, &one, sizeof(one));
     (void)written;

@@ -234,10 +234,13 @@ void RegisterResultTypes(py::module_& m) {
       .def_readonly("last_heartbeat_age_ms", &WorkerInfo::last_heartbeat_age_ms)
       .def_readonly("host", &WorkerInfo::host)
       .def_readonly("rack", &WorkerInfo::rack)
-      .def_readonly("state", &WorkerInfo::state, "'active', 'unconfirmed' or 'decommissioning'.")
+      .def_property_readonly(
+          "state", [](const WorkerInfo& w) { return std::string(WorkerStateName(w.state)); },
+          "'active', 'unconfirmed' or 'decommissioning'.")
       .def("__repr__", [](const WorkerInfo& w) {
         return "WorkerInfo(id='" + w.id + "', address='" + w.address +
-               "', blocks=" + std::to_string(w.block_count) + ", state='" + w.state + "')";
+               "', blocks=" + std::to_string(w.block_count) + ", state='" +
+               WorkerStateName(w.state) + "')";
       });
 
   py::class_<BlockLocation>(m, "BlockLocation", "One copy of a block.")

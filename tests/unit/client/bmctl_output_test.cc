@@ -56,7 +56,7 @@ TEST(BmctlOutputTest, WorkersJsonShape) {
   w.last_heartbeat_age_ms = 12;
   w.host = "h1";
   w.rack = "r1";
-  w.state = "unconfirmed";
+  w.state = WorkerState::kUnconfirmed;
   json expected = json::parse(R"([{"id": "w1", "address": "tcp://10.0.0.1:7701",
     "memory_capacity": 4096, "memory_used": 1024, "disk_used": 77,
     "disk_capacity": 1048576, "disk_read_only": false, "blocks": 3,

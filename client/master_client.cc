@@ -1,0 +1,253 @@
+#include "client/master_client.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "client/peer_calls.h"
+#include "client/reply_decoding.h"
+#include "common/protocol.h"
+#include "common/transport.h"
+
+namespace bm {
+namespace {
+
+using reply_decoding::ToBlockLocation;
+using reply_decoding::ToStdString;
+
+// The master waits for the workers before it answers a removal.
+constexpr std::chrono::milliseconds kRemoveSlack{5000};
+
+WorkerInfo ToWorkerInfo(proto::WorkerInfo::Reader reader) {
+  const WorkerStats stats = FromProto(reader.getStats());
+  WorkerInfo info;
+  info.id = ToStdString(reader.getWorkerId());
+  info.address = ToStdString(reader.getAddress());
+  info.memory_capacity = stats.memory_capacity;
+  info.memory_used = stats.memory_used;
+  info.disk_used = stats.disk_used;
+  info.disk_capacity = stats.disk_capacity;
+  info.disk_read_only = stats.disk_read_only;
+  info.block_count = stats.block_count;
+  info.last_heartbeat_age_ms = reader.getLastHeartbeatAgeMs();
+  info.host = ToStdString(reader.getHost());
+  info.rack = ToStdString(reader.getRack());
+  info.public_key = ToStdString(reader.getPublicKey());
+  switch (reader.getState()) {
+    case proto::WorkerState::ACTIVE:
+      info.state = WorkerState::kActive;
+      break;
+    case proto::WorkerState::UNCONFIRMED:
+      info.state = WorkerState::kUnconfirmed;
+      break;
+    case proto::WorkerState::DECOMMISSIONING:
+      info.state = WorkerState::kDecommissioning;
+      break;
+    default:
+      info.state = WorkerState::kUnknown;
+      break;
+  }
+  return info;
+}
+
+Status ToBlockLocations(capnp::List<proto::BlockLocations>::Reader list,
+                        std::vector<BlockLocations>* out) {
+  out->reserve(list.size());
+  for (proto::BlockLocations::Reader entry : list) {
+    Result<BlockId> id = ParseWireBlockId(entry.getBlockId());
+    if (!id.ok())
+      return InternalError("master sent a malformed block id: " + id.status().message());
+    BlockLocations block{*id, FromProto(entry.getLevel()), {}, entry.getDigest()};
+    block.locations.reserve(entry.getLocations().size());
+    for (proto::Location::Reader location : entry.getLocations()) {
+      block.locations.push_back(ToBlockLocation(location));
+      block.locations.back().block_digest = block.digest;
+    }
+    out->push_back(std::move(block));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+MasterClient::MasterClient(zmq::context_t& context, std::string address,
+                           std::chrono::milliseconds timeout, Result<ChannelSecurity> security)
+    : context_(context),
+      address_(std::move(address)),
+      timeout_(timeout),
+      security_(std::move(security)) {}
+
+MasterClient::~MasterClient() = default;
+
+Result<IncomingMessage> MasterClient::Call(capnp::MallocMessageBuilder& request,
+                                           std::chrono::milliseconds extra) {
+  RETURN_IF_ERROR(security_.status());
+  if (!channel_) {
+    ASSIGN_OR_RETURN(channel_, ConnectChannel(context_, address_, timeout_, *security_));
+  }
+  return CallPeer(*channel_, timeout_, "master", request, {}, extra);
+}
+
+Result<uint64_t> MasterClient::Remove(const std::vector<BlockId>& ids) {
+  capnp::MallocMessageBuilder message;
+  auto list = message.initRoot<proto::Request>().initRemoveBlocks().initBlockIds(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) list.set(i, ids[i].ToString());
+  ASSIGN_OR_RETURN(IncomingMessage reply, Call(message, kRemoveSlack));
+  uint64_t removed = 0;
+  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::Reply::Reader r = reply.reply();
+    if (!r.isRemoved()) return UnexpectedReply("master", "removed");
+    removed = r.getRemoved();
+    return Status::Ok();
+  }));
+  return removed;
+}
+
+Result<uint64_t> MasterClient::RemoveRdd(uint64_t rdd_id) {
+  capnp::MallocMessageBuilder message;
+  message.initRoot<proto::Request>().initRemoveRdd().setRddId(rdd_id);
+  ASSIGN_OR_RETURN(IncomingMessage reply, Call(message, kRemoveSlack));
+  uint64_t removed = 0;
+  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::Reply::Reader r = reply.reply();
+    if (!r.isRemoved()) return UnexpectedReply("master", "removed");
+    removed = r.getRemoved();
+    return Status::Ok();
+  }));
+  return removed;
+}
+
+Result<std::vector<BlockLocations>> MasterClient::Locations(const std::vector<BlockId>& ids) {
+  // Asked in batches, so neither a request nor its answer nears the header limit however many
+  // ids are asked for (an answer of 10,000 blocks with a copy each is about 1 MB).
+  constexpr size_t kIdsPerRequest = 10000;
+  std::vector<BlockLocations> out;
+  out.reserve(ids.size());
+  for (size_t first = 0; first < ids.size(); first += kIdsPerRequest) {
+    const size_t n = std::min(kIdsPerRequest, ids.size() - first);
+    capnp::MallocMessageBuilder message;
+    auto list = message.initRoot<proto::Request>().initGetLocations().initBlockIds(n);
+    for (size_t i = 0; i < n; ++i) list.set(i, ids[first + i].ToString());
+    ASSIGN_OR_RETURN(IncomingMessage reply, Call(message));
+    const size_t before = out.size();
+    RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+      proto::Reply::Reader r = reply.reply();
+      if (!r.isLocations()) return UnexpectedReply("master", "locations");
+      return ToBlockLocations(r.getLocations(), &out);
+    }));
+    if (out.size() - before != n) {
+      return InternalError("master answered " + std::to_string(out.size() - before) +
+                           " entries for " + std::to_string(n) + " blocks");
+    }
+  }
+  return out;
+}
+
+Result<std::vector<WorkerInfo>> MasterClient::Workers() {
+  capnp::MallocMessageBuilder message;
+  message.initRoot<proto::Request>().setListWorkers();
+  ASSIGN_OR_RETURN(IncomingMessage reply, Call(message));
+  std::vector<WorkerInfo> out;
+  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::Reply::Reader r = reply.reply();
+    if (!r.isWorkers()) return UnexpectedReply("master", "workers");
+    for (proto::WorkerInfo::Reader worker : r.getWorkers()) out.push_back(ToWorkerInfo(worker));
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Status MasterClient::ForEachBlockPage(
+    std::optional<uint64_t> rdd_id,
+    const std::function<Status(const std::vector<BlockLocations>&)>& visit, uint32_t page_size) {
+  std::string after;
+  while (true) {
+    capnp::MallocMessageBuilder message;
+    proto::ListBlocks::Builder list = message.initRoot<proto::Request>().initListBlocks();
+    if (rdd_id) {
+      list.setRddId(*rdd_id);
+    } else {
+      list.setAll();
+    }
+    list.setAfter(after);
+    list.setLimit(std::max<uint32_t>(page_size, 1));
+    ASSIGN_OR_RETURN(IncomingMessage reply, Call(message));
+    std::vector<BlockLocations> page;
+    bool more = false;
+    RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+      proto::Reply::Reader r = reply.reply();
+      if (!r.isBlockPage()) return UnexpectedReply("master", "blockPage");
+      more = r.getBlockPage().getMore();
+      return ToBlockLocations(r.getBlockPage().getBlocks(), &page);
+    }));
+    if (page.empty()) return Status::Ok();
+    after = page.back().block.ToString();
+    RETURN_IF_ERROR(visit(page));
+    if (!more) return Status::Ok();
+  }
+}
+
+Result<std::vector<RddInfo>> MasterClient::Rdds() {
+  // Page by page (PROTOCOL.md, "Listing many blocks"), so no reply outgrows the header limit.
+  std::vector<RddInfo> out;
+  uint64_t start_at = 0;
+  while (true) {
+    capnp::MallocMessageBuilder message;
+    message.initRoot<proto::Request>().initListRddPage().setStartAt(start_at);
+    ASSIGN_OR_RETURN(IncomingMessage reply, Call(message));
+    bool more = false;
+    RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+      proto::Reply::Reader r = reply.reply();
+      if (!r.isRddPage()) return UnexpectedReply("master", "rddPage");
+      more = r.getRddPage().getMore();
+      for (proto::RddInfo::Reader rdd : r.getRddPage().getRdds()) {
+        RddInfo info;
+        info.rdd_id = rdd.getRddId();
+        info.name = ToStdString(rdd.getName());
+        info.level = FromProto(rdd.getLevel());
+        info.total_partitions = rdd.getTotalPartitions();
+        info.cached_partitions = rdd.getCachedPartitions();
+        info.memory_bytes = rdd.getMemoryBytes();
+        info.disk_bytes = rdd.getDiskBytes();
+        for (capnp::Text::Reader worker : rdd.getWorkers())
+          info.workers.push_back(ToStdString(worker));
+        out.push_back(std::move(info));
+      }
+      return Status::Ok();
+    }));
+    if (!more || out.empty() || out.back().rdd_id == UINT64_MAX) return out;
+    if (out.back().rdd_id < start_at) return InternalError("the master's RDD pages went backwards");
+    start_at = out.back().rdd_id + 1;
+  }
+}
+
+Status MasterClient::CallForOk(capnp::MallocMessageBuilder& request) {
+  ASSIGN_OR_RETURN(IncomingMessage reply, Call(request));
+  return ReadGuarded([&]() -> Status {
+    return reply.reply().isOk() ? Status::Ok() : UnexpectedReply("master", "ok");
+  });
+}
+
+Status MasterClient::RegisterRdd(uint64_t rdd_id, const std::string& name, StorageLevel level,
+                           uint64_t total_partitions) {
+  capnp::MallocMessageBuilder message;
+  proto::RegisterRdd::Builder rdd = message.initRoot<proto::Request>().initRegisterRdd();
+  rdd.setRddId(rdd_id);
+  rdd.setName(name);
+  rdd.setLevel(ToProto(level));
+  rdd.setTotalPartitions(total_partitions);
+  return CallForOk(message);
+}
+
+Status MasterClient::Decommission(const std::string& worker_id) {
+  capnp::MallocMessageBuilder message;
+  message.initRoot<proto::Request>().initDecommissionWorker().setWorkerId(worker_id);
+  return CallForOk(message);
+}
+
+Status MasterClient::Ping() {
+  capnp::MallocMessageBuilder message;
+  message.initRoot<proto::Request>().setPing();
+  return CallForOk(message);
+}
+
+}  // namespace bm

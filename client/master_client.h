@@ -1,0 +1,73 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "client/types.h"
+#include "common/block_id.h"
+#include "common/curve_keys.h"
+#include "common/status.h"
+#include "common/storage_level.h"
+
+namespace capnp {
+class MallocMessageBuilder;
+}
+namespace zmq {
+class context_t;
+}
+
+namespace bm {
+
+class IncomingMessage;
+class RpcChannel;
+
+// The calls a client makes to the master (PROTOCOL.md), over one channel connected on first
+// use, with the master's replies decoded into the client's value types. Knows nothing of the
+// client's caches: the caller updates them.
+//
+// Owns its channel; borrows the ZeroMQ context, which must outlive it. Not thread-safe: owned
+// by one Client.
+class MasterClient {
+ public:
+  // `security` is the channel's keys, or why they could not be read (then every call fails
+  // with that). `timeout` is each reply's, before any slack a call adds.
+  MasterClient(zmq::context_t& context, std::string address, std::chrono::milliseconds timeout,
+               Result<ChannelSecurity> security);
+  ~MasterClient();
+  MasterClient(const MasterClient&) = delete;
+  MasterClient& operator=(const MasterClient&) = delete;
+
+  // Sends `request` with `extra` added to the timeout for this call.
+  Result<IncomingMessage> Call(capnp::MallocMessageBuilder& request,
+                               std::chrono::milliseconds extra = {});
+  // Call for requests whose answer is a bare `ok`.
+  Status CallForOk(capnp::MallocMessageBuilder& request);
+
+  // The calls of the same names in client/client.h.
+  Result<std::vector<BlockLocations>> Locations(const std::vector<BlockId>& ids);
+  Result<std::vector<WorkerInfo>> Workers();
+  Status ForEachBlockPage(std::optional<uint64_t> rdd_id,
+                          const std::function<Status(const std::vector<BlockLocations>&)>& visit,
+                          uint32_t page_size);
+  Result<std::vector<RddInfo>> Rdds();
+  Result<uint64_t> Remove(const std::vector<BlockId>& ids);
+  Result<uint64_t> RemoveRdd(uint64_t rdd_id);
+  Status RegisterRdd(uint64_t rdd_id, const std::string& name, StorageLevel level,
+                     uint64_t total_partitions);
+  Status Decommission(const std::string& worker_id);
+  Status Ping();
+
+ private:
+  zmq::context_t& context_;
+  const std::string address_;
+  const std::chrono::milliseconds timeout_;
+  const Result<ChannelSecurity> security_;
+  std::unique_ptr<RpcChannel> channel_;  // connected on first use
+};
+
+}  // namespace bm
