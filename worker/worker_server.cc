@@ -170,11 +170,13 @@ void WorkerServer::Stop() {
 void WorkerServer::Run() {
   spdlog::info("worker {} serving on {} (advertised as {}), master {}", worker_id_, endpoint_,
                advertised_address_, options_.master.master_address);
-  replicator_ = std::make_unique<Replicator>(context_, advertised_address_, keys_, [this] {
+  auto wake = [this] {
     const uint64_t one = 1;
     ssize_t written = write(wake_fd_, &one, sizeof(one));
     (void)written;
-  });
+  };
+  local_reads_ = std::make_unique<LocalReads>(wake);
+  replicator_ = std::make_unique<Replicator>(context_, keys_, *local_reads_, wake);
   while (!stop_.load()) {
     const TimePoint now = clock_.Now();
     link_->OnTimer();
@@ -210,6 +212,8 @@ void WorkerServer::Run() {
       uint64_t count;
       ssize_t got = read(wake_fd_, &count, sizeof(count));
       (void)got;
+      // After the read of the eventfd: a read queued later wakes the loop again.
+      local_reads_->ServeQueued(*blocks_);
     }
     if (fds[3].revents != 0 || peer_monitor_unsettled_) AbortUploadsOfClosedConnections();
     if (fds[5].revents != 0 && blocks_->RunCompletions() > 0) {
@@ -234,7 +238,9 @@ void WorkerServer::Run() {
       });
     }
   }
-  // Copies in flight are abandoned: the master retries them elsewhere.
+  // Copies in flight are abandoned (their reads answered kAborted): the master retries them
+  // elsewhere.
+  local_reads_->Close();
   replicator_.reset();
 
   puts_->AbortAll();

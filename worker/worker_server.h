@@ -18,6 +18,7 @@
 #include "worker/client_replies.h"
 #include "worker/master_link.h"
 #include "common/connection_limit.h"
+#include "worker/local_reads.h"
 #include "worker/replicator.h"
 #include "worker/put_handler.h"
 #include "worker/worker_status.h"
@@ -78,8 +79,10 @@ struct WorkerServerOptions {
 // put piece held back for room waits in waiting_pieces_, its arrival order kept). Puts are the
 // PutHandler's, reply framing is read_replies.h's; the server routes requests to them, serves
 // reads and the master's commands. Copies for the master (replicateBlock) run on the
-// Replicator's thread; HTTP status queries are answered through status_hook. Sockets are created by Create() and then used only by the
-// thread calling Run() (moving them to a new thread once, before Run(), is allowed by ZeroMQ).
+// Replicator's thread, which reads the blocks through the loop (local_reads_, served when the
+// wake-up fd turns readable); HTTP status queries are answered through status_hook. Sockets
+// are created by Create() and then used only by the thread calling Run() (moving them to a new
+// thread once, before Run(), is allowed by ZeroMQ).
 //
 // A committed put is answered once the master has acknowledged the report holding the block,
 // or after put_ack_timeout (the report is still delivered later), so a client that saw its put
@@ -191,6 +194,8 @@ class WorkerServer {
   std::unique_ptr<PutHandler> puts_;
   // Put pieces held back until spills make room, in arrival order (see Serve).
   std::deque<IncomingMessage> waiting_pieces_;
+  // The replicator's reads of this worker's blocks; before replicator_, which borrows it.
+  std::unique_ptr<LocalReads> local_reads_;
   std::unique_ptr<Replicator> replicator_;  // started by Run()
   struct PendingReplication {
     zmq::message_t peer;
