@@ -412,7 +412,7 @@ void BlockManager::Read(const BlockId& id, uint64_t offset, uint64_t max_length,
 
 Result<BlockRead> BlockManager::ReadFromDisk(BlockStore& store, const BlockId& id, uint64_t offset,
                                              uint64_t max_length) {
-  // Every reader of these bytes (a client, CopyBlock) checks them against the unit digests.
+  // Every reader of these bytes (a client, OwnBlockReader) checks them against the unit digests.
   Result<DiskRead> read = store.ReadForCheckingReader(id, offset, max_length);
   if (!read.ok()) return read.status();
   const std::optional<BlockStatus> status = store.Find(id);

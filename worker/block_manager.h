@@ -218,7 +218,7 @@ class BlockManager {
                                             uint64_t max_length);
   uint64_t NewMemoryGeneration();
   // A range of a disk block, read on the storage thread for a reader that checks it against
-  // the unit digests (a client, or CopyBlock).
+  // the unit digests (a client, or the replicator's OwnBlockReader).
   static Result<BlockRead> ReadFromDisk(BlockStore& store, const BlockId& id, uint64_t offset,
                                         uint64_t max_length);
 

@@ -85,10 +85,10 @@ class BlockStore {
   virtual Result<DiskRead> ReadGeneration(const BlockId& id, uint64_t generation, uint64_t offset,
                                           uint64_t max_length) = 0;
   // As Read, for bytes on their way to a reader that checks every digest unit against the
-  // block's unit digests and reports a mismatch back (every client does, and CopyBlock): the
-  // store may leave its own check of them to that reader. Never wrong bytes unnoticed, only
-  // noticed one step later: the reader's report has the copy verified (BlockManager::Verify,
-  // which reads with Read) and dropped. By default, the same as Read.
+  // block's unit digests and reports a mismatch back (every client does, and the replicator's
+  // OwnBlockReader): the store may leave its own check of them to that reader. Never wrong
+  // bytes unnoticed, only noticed one step later: the reader's report has the copy verified
+  // (BlockManager::Verify, which reads with Read) and dropped. By default, the same as Read.
   virtual Result<DiskRead> ReadForCheckingReader(const BlockId& id, uint64_t offset,
                                                  uint64_t max_length) {
     return Read(id, offset, max_length);

@@ -3,7 +3,6 @@
 #include <rocksdb/cache.h>
 #include <rocksdb/convenience.h>
 #include <rocksdb/db.h>
-#include <rocksdb/iterator.h>
 #include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
@@ -19,208 +18,22 @@
 #include <map>
 #include <mutex>
 
-#include "common/big_endian.h"
 #include "common/byte_size.h"
 #include "common/digest.h"
 #include "common/protocol.h"
 #include "worker/commit_journal.h"
+#include "worker/disk_format.h"
+#include "worker/disk_index.h"
+#include "worker/disk_scan.h"
+#include "worker/disk_store_writer.h"
+#include "worker/journal_check.h"
 
 namespace bm {
 namespace {
 
-// Key layout (all in the default column family). Every record of one version of a block lives
-// under that version's generation, which no other version on this worker shares:
-//   "v" + be64(generation)             -> Meta of the version, with its block id
-//   "v" + be64(generation) + be64(i)   -> bytes of chunk i of that version
-// Generations only grow, so keys are written in nearly increasing order (as RocksDB's fillseq
-// writes them): flushed table files barely overlap and RocksDB moves them down the levels
-// without rewriting them. With keys led by the block id, every flush overlapped every other
-// and compaction rewrote each byte again (measured: 800 MiB compacted per 680 MiB put).
-// A version's meta sorts just before its chunks; replacing or removing a version deletes its
-// whole range, meta included. Chunks are written before the meta; the meta and the last chunk
-// go in one batch, so a crash leaves at most chunks without a meta, which Open() deletes.
-//
-// Stores written before this layout keep their records where they were ("legacy" versions,
-// read, replaced and removed in place; new versions always use the layout above):
-//   "m:" + id                                   -> Meta of the committed version
-//   "c:" + id + ":" + be64(generation) + be64(i) -> bytes of chunk i of that version
-// Ids never contain ':', so one id's keys never interleave with another's.
-constexpr std::string_view kVersionPrefix = "v";
-constexpr std::string_view kVersionsEnd = "w";  // just past every version key
-// Format 3 adds the block's version token (BlockStatus::version) after the fixed fields;
-// format 2 (written before versions existed) reads as version 0. Format 4 adds, after the
-// token, the XXH3 digest of every chunk (chunks are digest units, common/digest.h); blocks of
-// older formats have none and are served unverified (RocksDB's own checksums still apply).
-constexpr uint8_t kVersionMetaFormatNoToken = 2;
-constexpr uint8_t kVersionMetaFormatNoDigests = 3;
-constexpr uint8_t kVersionMetaFormat = 4;
-static_assert(kChunkBytes == kDigestUnitBytes, "a stored chunk is one digest unit");
-constexpr std::string_view kMetaPrefix = "m:";
-constexpr std::string_view kChunkPrefix = "c:";
-constexpr uint8_t kMetaFormat = 1;
-
-struct Meta {
-  StorageLevel level;
-  uint64_t size;
-  uint64_t generation;
-  uint64_t chunk_count;
-  uint32_t chunk_bytes;
-  bool legacy = false;  // records under the id ("m:", "c:"), not under the generation
-  uint64_t version = 0;  // which put wrote it (BlockStatus::version); 0 = unknown
-  // One per chunk; empty for blocks written before digests were kept.
-  std::vector<uint64_t> unit_digests;
-};
-
-std::string MetaKey(const BlockId& id) { return std::string(kMetaPrefix) + id.ToString(); }
-
-std::string ChunkPrefix(const BlockId& id) {
-  return std::string(kChunkPrefix) + id.ToString() + ":";
-}
-
-// The first key of `generation`'s chunks; GenerationKey(id, g + 1) is just past its last one.
-std::string GenerationKey(const BlockId& id, uint64_t generation) {
-  std::string key = ChunkPrefix(id);
-  PutBigEndian(key, generation);
-  return key;
-}
-
-std::string ChunkKey(const BlockId& id, uint64_t generation, uint64_t index) {
-  std::string key = GenerationKey(id, generation);
-  PutBigEndian(key, index);
-  return key;
-}
-
-std::string VersionKey(uint64_t generation) {
-  std::string key(kVersionPrefix);
-  PutBigEndian(key, generation);
-  return key;
-}
-
-// Just past every record of `generation`.
-std::string VersionEnd(uint64_t generation) {
-  return generation == UINT64_MAX ? std::string(kVersionsEnd) : VersionKey(generation + 1);
-}
-
-std::string VersionChunkKey(uint64_t generation, uint64_t index) {
-  std::string key = VersionKey(generation);
-  PutBigEndian(key, index);
-  return key;
-}
-
-std::string ChunkKeyOf(const BlockId& id, const Meta& meta, uint64_t index) {
-  return meta.legacy ? ChunkKey(id, meta.generation, index)
-                     : VersionChunkKey(meta.generation, index);
-}
-
-// Adds to `batch` the deletion of every record of version `meta` of block `id`.
-void DeleteVersion(rocksdb::WriteBatch& batch, const BlockId& id, const Meta& meta) {
-  if (!meta.legacy) {
-    batch.DeleteRange(VersionKey(meta.generation), VersionEnd(meta.generation));
-    return;
-  }
-  batch.Delete(MetaKey(id));
-  if (meta.chunk_count > 0) {
-    batch.DeleteRange(GenerationKey(id, meta.generation), GenerationKey(id, meta.generation + 1));
-  }
-}
-
-// The key range holding every record of version `meta` of block `id` but a legacy meta key.
-std::pair<std::string, std::string> VersionRange(const BlockId& id, const Meta& meta) {
-  if (!meta.legacy) return {VersionKey(meta.generation), VersionEnd(meta.generation)};
-  return {GenerationKey(id, meta.generation), GenerationKey(id, meta.generation + 1)};
-}
-
-uint64_t ChunkCount(uint64_t size, uint64_t chunk_bytes) {
-  return size / chunk_bytes + (size % chunk_bytes != 0 ? 1 : 0);
-}
-
-// The fields both meta formats share, after the format byte.
-void PutMetaFields(std::string& out, const Meta& meta) {
-  PutBigEndian(out, meta.size);
-  PutBigEndian(out, meta.generation);
-  PutBigEndian(out, meta.chunk_count);
-  PutBigEndian(out, meta.chunk_bytes);
-}
-
-constexpr size_t kMetaFixedBytes = 1 + 4 * 8;
-
-// Reads the fields PutMetaFields wrote and the level; nullopt when they are inconsistent.
-std::optional<Meta> GetMetaFields(std::string_view in, std::string_view level_name) {
-  Meta meta;
-  meta.size = GetBigEndian(in.substr(1));
-  meta.generation = GetBigEndian(in.substr(9));
-  meta.chunk_count = GetBigEndian(in.substr(17));
-  uint64_t chunk_bytes = GetBigEndian(in.substr(25));
-  Result<StorageLevel> level = ParseStorageLevel(level_name);
-  if (!level.ok() || chunk_bytes == 0 || chunk_bytes > kMaxPayloadFrameBytes ||
-      meta.chunk_count != ChunkCount(meta.size, chunk_bytes)) {
-    return std::nullopt;
-  }
-  meta.chunk_bytes = static_cast<uint32_t>(chunk_bytes);
-  meta.level = *level;
-  return meta;
-}
-
-// The value at VersionKey: the meta fields, the version token, the level's name (length
-// first), the block id.
-std::string EncodeVersionMeta(const BlockId& id, const Meta& meta) {
-  std::string out;
-  out.push_back(static_cast<char>(kVersionMetaFormat));
-  PutMetaFields(out, meta);
-  PutBigEndian(out, meta.version);
-  BM_CHECK(meta.unit_digests.size() == meta.chunk_count);
-  for (uint64_t digest : meta.unit_digests) PutBigEndian(out, digest);
-  const std::string_view level = StorageLevelName(meta.level);
-  out.push_back(static_cast<char>(level.size()));
-  out += level;
-  out += id.ToString();
-  return out;
-}
-
-std::optional<std::pair<BlockId, Meta>> DecodeVersionMeta(std::string_view in) {
-  if (in.empty()) return std::nullopt;
-  const uint8_t format = static_cast<uint8_t>(in[0]);
-  if (format != kVersionMetaFormat && format != kVersionMetaFormatNoDigests &&
-      format != kVersionMetaFormatNoToken) {
-    return std::nullopt;
-  }
-  if (in.size() < kMetaFixedBytes) return std::nullopt;
-  const size_t token_bytes = format == kVersionMetaFormatNoToken ? 0 : 8;
-  // The chunk count comes before any digest, so the digests' size is known from it.
-  const uint64_t chunk_count = GetBigEndian(in.substr(17));
-  if (format == kVersionMetaFormat && chunk_count > (in.size() - kMetaFixedBytes) / 8) {
-    return std::nullopt;
-  }
-  const size_t digest_bytes = format == kVersionMetaFormat ? chunk_count * 8 : 0;
-  const size_t level_at = kMetaFixedBytes + token_bytes + digest_bytes;
-  if (in.size() < level_at + 1) return std::nullopt;
-  const size_t level_size = static_cast<uint8_t>(in[level_at]);
-  if (in.size() < level_at + 1 + level_size) return std::nullopt;
-  std::optional<Meta> meta = GetMetaFields(in, in.substr(level_at + 1, level_size));
-  Result<BlockId> id = BlockId::Parse(in.substr(level_at + 1 + level_size));
-  if (!meta.has_value() || !id.ok()) return std::nullopt;
-  if (token_bytes > 0) meta->version = GetBigEndian(in.substr(kMetaFixedBytes));
-  if (digest_bytes > 0) {
-    meta->unit_digests.reserve(chunk_count);
-    for (uint64_t i = 0; i < chunk_count; ++i) {
-      meta->unit_digests.push_back(GetBigEndian(in.substr(kMetaFixedBytes + 8 + 8 * i)));
-    }
-  }
-  return std::pair{*id, *meta};
-}
-
-// The value at a legacy "m:" key: the meta fields, then the level's name.
-std::optional<Meta> DecodeLegacyMeta(std::string_view in) {
-  if (in.size() < kMetaFixedBytes || static_cast<uint8_t>(in[0]) != kMetaFormat) {
-    return std::nullopt;
-  }
-  std::optional<Meta> meta = GetMetaFields(in, in.substr(kMetaFixedBytes));
-  if (meta.has_value()) meta->legacy = true;
-  return meta;
-}
-
-// a + b, or UINT64_MAX when that does not fit: a counter fed by sizes never wraps.
-uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
+using disk::FromRocks;
+using disk::Meta;
+using disk::SaturatingAdd;
 
 // Memtable size and table file size, scaled to the filesystem: RocksDB's 64 MiB default would
 // leave a small filesystem (a 64 MiB tmpfs) no room for blocks once the headroom below is kept.
@@ -286,12 +99,6 @@ class StatvfsProbe final : public SpaceProbe {
   const std::string dir_;
 };
 
-Status FromRocks(const rocksdb::Status& s, const std::string& what) {
-  if (s.ok()) return Status::Ok();
-  if (s.IsNoSpace()) return OutOfSpaceError(what + ": disk full: " + s.ToString());
-  return InternalError(what + ": " + s.ToString());
-}
-
 // Chunk bytes read from RocksDB, pinned where RocksDB read them (the table block it loaded
 // from the file, a block cache entry, or its own copy of a memtable value): handed to the
 // network with no copy. A chunk may outlive the store (a send still queued in ZeroMQ when the
@@ -322,8 +129,7 @@ std::unique_ptr<SpaceProbe> MakeStatvfsProbe(std::string dir) {
 
 struct DiskStore::Impl {
   // Committed blocks, loaded at Open() and kept in step with every commit and removal.
-  std::map<BlockId, Meta> index;
-  uint64_t committed_bytes = 0;  // sum of index sizes
+  disk::DiskIndex index;
   uint64_t claimed_bytes = 0;    // declared sizes of writers not yet committed or abandoned
   uint64_t next_generation = 1;
   uint64_t opening = 0;  // counts opens of the database (a reopen after a storage error)
@@ -347,7 +153,7 @@ struct DiskStore::Impl {
   // Non-empty while the store is read-only: why.
   std::string read_only_reason;
   // Versions removed while read-only: hidden from the index, deleted once writable.
-  std::vector<std::pair<BlockId, Meta>> hidden_removals;
+  std::vector<std::pair<BlockId, disk::Meta>> hidden_removals;
   // Key ranges of removed versions whose bytes may still be on disk (in table files or the
   // write-ahead log) until RocksDB compacts them; reclaimed when space is short.
   std::vector<std::pair<std::string, std::string>> removed_ranges;
@@ -356,178 +162,6 @@ struct DiskStore::Impl {
   // Generations [first, second) whose records the last start-up scan could not read (a table
   // block failed RocksDB's checksum): versions committed there are lost to corruption.
   std::vector<std::pair<uint64_t, uint64_t>> unreadable_generations;
-};
-
-// States: writing -> committed, or writing -> abandoned (failed append, failed commit or
-// destroyed uncommitted). Only a writing writer holds claimed space and may own chunks on disk.
-class RocksDiskWriter final : public DiskWriter {
- public:
-  RocksDiskWriter(DiskStore* store, const BlockId& id, StorageLevel level, uint64_t total_size,
-                  uint64_t generation, uint64_t version)
-      : store_(store),
-        id_(id),
-        level_(level),
-        total_size_(total_size),
-        generation_(generation),
-        version_(version),
-        opening_(store->impl_->opening) {}
-
-  ~RocksDiskWriter() override { Abandon(); }
-
-  Status Append(std::span<const std::byte> bytes) override {
-    if (state_ != State::kWriting) return InvalidArgumentError(Describe() + " is not open");
-    if (bytes.size() > total_size_ - appended_) {
-      Abandon();
-      return InvalidArgumentError(Describe() + ": " + std::to_string(appended_ + bytes.size()) +
-                                  " bytes appended, more than the declared " +
-                                  std::to_string(total_size_));
-    }
-    appended_ += bytes.size();
-    digester_.Update(bytes);
-    while (!bytes.empty()) {
-      // A whole chunk that is not the block's last goes straight from the caller's bytes.
-      if (buffer_.empty() && bytes.size() >= kChunkBytes && !IsLastChunk()) {
-        Status s = PutChunk(bytes.first(kChunkBytes));
-        if (!s.ok()) return s;
-        bytes = bytes.subspan(kChunkBytes);
-        continue;
-      }
-      size_t n = std::min(kChunkBytes - buffer_.size(), bytes.size());
-      buffer_.insert(buffer_.end(), bytes.begin(), bytes.begin() + n);
-      bytes = bytes.subspan(n);
-      // The last chunk waits for Commit(), which writes it in one batch with the meta.
-      if (buffer_.size() == kChunkBytes && !IsLastChunk()) {
-        Status s = PutChunk(buffer_);
-        if (!s.ok()) return s;
-        buffer_.clear();
-      }
-    }
-    return Status::Ok();
-  }
-
-  void AdoptUnitDigests(std::span<const uint64_t> digests) override {
-    digester_.AdoptUnits(digests);
-  }
-
-  Status Commit() override {
-    if (state_ != State::kWriting) return InvalidArgumentError(Describe() + " is not open");
-    if (appended_ != total_size_) {
-      Abandon();
-      return InvalidArgumentError(Describe() + ": only " + std::to_string(appended_) + " of " +
-                                  std::to_string(total_size_) + " bytes were written");
-    }
-    if (Status writable = SameOpening(); !writable.ok()) {
-      Abandon();
-      return writable;
-    }
-    DiskStore::Impl& impl = *store_->impl_;
-    Meta meta{level_,
-              total_size_,
-              generation_,
-              next_chunk_ + (buffer_.empty() ? 0 : 1),
-              static_cast<uint32_t>(kChunkBytes),
-              /*legacy=*/false,
-              version_,
-              digester_.Finish().units};
-    BM_CHECK(meta.chunk_count == ChunkCount(total_size_, kChunkBytes));
-
-    rocksdb::WriteBatch batch;
-    if (!buffer_.empty()) {
-      batch.Put(VersionChunkKey(generation_, next_chunk_), ToSlice(buffer_));
-    }
-    batch.Put(VersionKey(generation_), EncodeVersionMeta(id_, meta));
-    auto old = impl.index.find(id_);
-    if (old != impl.index.end()) DeleteVersion(batch, id_, old->second);
-    Status s =
-        store_->Written(store_->db_->Write(impl.write_options, &batch), "committing " + Describe());
-    if (!s.ok()) {
-      Abandon();
-      return s;
-    }
-    if (old != impl.index.end()) {
-      impl.committed_bytes -= old->second.size;
-      impl.removed_ranges.push_back(VersionRange(id_, old->second));
-      impl.reclaimable_bytes = SaturatingAdd(impl.reclaimable_bytes, old->second.size);
-      old->second = meta;
-    } else {
-      impl.index.emplace(id_, meta);
-    }
-    store_->journal_->RecordCommitted(id_, generation_);
-    impl.committed_bytes = SaturatingAdd(impl.committed_bytes, total_size_);
-    impl.claimed_bytes -= total_size_;
-    state_ = State::kCommitted;
-    std::vector<std::byte>().swap(buffer_);
-    return Status::Ok();
-  }
-
- private:
-  enum class State { kWriting, kCommitted, kAbandoned };
-
-  // Whether the chunk being filled (index next_chunk_) is the block's last.
-  bool IsLastChunk() const { return (next_chunk_ + 1) * kChunkBytes >= total_size_; }
-
-  Status PutChunk(std::span<const std::byte> bytes) {
-    Status s = SameOpening();
-    if (s.ok()) {
-      s = store_->Written(
-          store_->db_->Put(store_->impl_->write_options, VersionChunkKey(generation_, next_chunk_),
-                           ToSlice(bytes)),
-          "writing " + Describe());
-    }
-    if (!s.ok()) {
-      Abandon();
-      return s;
-    }
-    ++next_chunk_;
-    return Status::Ok();
-  }
-
-  // Gives back the claimed space and deletes the chunks written so far.
-  void Abandon() {
-    if (state_ != State::kWriting) return;
-    state_ = State::kAbandoned;
-    store_->impl_->claimed_bytes -= total_size_;
-    std::vector<std::byte>().swap(buffer_);
-    // A read-only store leaves them: the chunks have no meta, so the next open deletes them.
-    if (next_chunk_ == 0 || !store_->Writable().ok()) return;
-    Status s = store_->Written(
-        store_->db_->DeleteRange(store_->impl_->write_options, store_->db_->DefaultColumnFamily(),
-                                 VersionKey(generation_), VersionEnd(generation_)),
-        "deleting the chunks of abandoned " + Describe());
-    if (s.ok()) {
-      DiskStore::Impl& impl = *store_->impl_;
-      impl.removed_ranges.emplace_back(VersionKey(generation_), VersionEnd(generation_));
-      impl.reclaimable_bytes = SaturatingAdd(impl.reclaimable_bytes, next_chunk_ * kChunkBytes);
-    }
-  }
-
-  // Writable, and not reopened since the write began: a reopen deletes the chunks of writes in
-  // progress (they have no meta yet), so such a write cannot be completed.
-  Status SameOpening() const {
-    RETURN_IF_ERROR(store_->Writable());
-    if (store_->impl_->opening != opening_) {
-      return AbortedError(Describe() + " began before the disk store was reopened; retry");
-    }
-    return Status::Ok();
-  }
-
-  std::string Describe() const {
-    return "disk write of block " + id_.ToString() + " (generation " + std::to_string(generation_) +
-           ")";
-  }
-
-  DiskStore* const store_;
-  const BlockId id_;
-  const StorageLevel level_;
-  const uint64_t total_size_;
-  const uint64_t generation_;
-  const uint64_t version_;
-  const uint64_t opening_;  // the store's Impl::opening when the write began
-  State state_ = State::kWriting;
-  uint64_t appended_ = 0;
-  uint64_t next_chunk_ = 0;        // chunks [0, next_chunk_) are in the database
-  std::vector<std::byte> buffer_;  // bytes of chunk next_chunk_, at most kChunkBytes
-  BlockDigester digester_;         // of every byte appended
 };
 
 DiskStore::DiskStore(std::string dir, DiskStoreOptions options)
@@ -575,7 +209,7 @@ Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir,
   } else {
     spdlog::info("disk store: no commit journal in {} yet; starting one ({} blocks)", dir,
                  store->impl_->index.size());
-    if (Status s = store->journal_->Rewrite(store->CommittedGenerations()); !s.ok()) {
+    if (Status s = store->journal_->Rewrite(store->impl_->index.Generations()); !s.ok()) {
       spdlog::warn("disk store: cannot write the commit journal: {}", s.ToString());
     }
   }
@@ -625,8 +259,7 @@ Status DiskStore::OpenDatabase() {
   options.listeners.push_back(impl_->listener);
 
   ++impl_->opening;
-  impl_->index.clear();
-  impl_->committed_bytes = 0;
+  impl_->index.Clear();
   impl_->removed_ranges.clear();
   impl_->reclaimable_bytes = 0;
   rocksdb::DB* raw = nullptr;
@@ -672,172 +305,16 @@ Status DiskStore::OpenDatabase() {
   return LoadIndex();
 }
 
-// Called when seeking to VersionKey(generation) met a table block that failed its checksum.
-// Finds the first generation after it whose seek reads cleanly (doubling the step, then halving
-// back), leaves `it` there and returns it (UINT64_MAX: none, the damage runs to the end).
-// Each probe seeks a fresh iterator: one that met an error stays failed.
-Result<uint64_t> DiskStore::SeekPastCorruption(std::unique_ptr<rocksdb::Iterator>& it,
-                                               uint64_t generation) {
-  auto seek = [&](uint64_t probe) -> Result<bool> {
-    it.reset(db_->NewIterator(impl_->read_options));
-    it->Seek(VersionKey(probe));
-    if (it->status().ok()) return true;
-    if (it->status().IsCorruption()) return false;
-    return FromRocks(it->status(), "scanning disk store versions");
-  };
-  uint64_t bad = generation;  // seeking here fails
-  uint64_t good = UINT64_MAX;
-  for (uint64_t step = 1; bad < UINT64_MAX; step = std::min<uint64_t>(step * 2, 1ull << 62)) {
-    const uint64_t probe = step > UINT64_MAX - bad ? UINT64_MAX : bad + step;
-    ASSIGN_OR_RETURN(bool clean, seek(probe));
-    if (clean) {
-      good = probe;
-      break;
-    }
-    bad = probe;
-  }
-  if (good == UINT64_MAX) {
-    it.reset(db_->NewIterator(impl_->read_options));
-    it->Seek(kVersionsEnd);
-    RETURN_IF_ERROR(FromRocks(it->status(), "scanning disk store versions"));
-    return UINT64_MAX;
-  }
-  while (good - bad > 1) {
-    const uint64_t middle = bad + (good - bad) / 2;
-    ASSIGN_OR_RETURN(bool clean, seek(middle));
-    (clean ? good : bad) = middle;
-  }
-  ASSIGN_OR_RETURN(bool clean, seek(good));
-  if (!clean) return InternalError("disk store: a seek past damaged table data failed twice");
-  return good;
-}
-
 Status DiskStore::LoadIndex() {
-  Impl& impl = *impl_;
-  rocksdb::WriteBatch garbage;
-  uint64_t max_generation = 0;
-  uint64_t orphan_generations = 0;
-  // A commit replaces a version in one batch, so an id has one meta; should two ever be found,
-  // the newer is kept.
-  auto remember = [&](const BlockId& id, const Meta& meta) {
-    max_generation = std::max(max_generation, meta.generation);
-    auto [found, inserted] = impl.index.emplace(id, meta);
-    if (!inserted) {
-      const bool newer = meta.generation > found->second.generation;
-      DeleteVersion(garbage, id, newer ? found->second : meta);
-      if (!newer) return;
-      impl.committed_bytes -= found->second.size;
-      found->second = meta;
-    }
-    impl.committed_bytes = SaturatingAdd(impl.committed_bytes, meta.size);
-  };
-  {
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(impl.read_options));
-    for (it->Seek(kMetaPrefix); it->Valid() && it->key().starts_with(kMetaPrefix); it->Next()) {
-      std::string_view key = it->key().ToStringView();
-      Result<BlockId> id = BlockId::Parse(key.substr(kMetaPrefix.size()));
-      std::optional<Meta> meta = DecodeLegacyMeta(it->value().ToStringView());
-      if (!id.ok() || !meta.has_value()) {
-        // Its chunks, if any, become orphans and go below.
-        spdlog::warn("disk store: dropping unreadable metadata record '{}'", key.substr(0, 200));
-        garbage.Delete(it->key());
-        continue;
-      }
-      remember(*id, *meta);
-    }
-    RETURN_IF_ERROR(FromRocks(it->status(), "reading disk store metadata"));
-
-    // One seek per stored version: its first record is its meta, unless the write was cut
-    // short (chunks only), and then the whole version is deleted. A seek that meets a table
-    // block failing its checksum steps over the generations that block holds (see
-    // SeekPastCorruption); their versions are lost, and named so by CheckAgainstJournal.
-    impl.unreadable_generations.clear();
-    auto seek_version = [&](uint64_t generation) -> Status {
-      // From the prefix itself at first, so malformed short keys are met (and deleted) too.
-      it->Seek(generation == 0 ? std::string(kVersionPrefix) : VersionKey(generation));
-      if (!it->status().IsCorruption()) return Status::Ok();
-      ASSIGN_OR_RETURN(uint64_t readable, SeekPastCorruption(it, generation));
-      spdlog::error(
-          "disk store {}: table data of generations {} to {} failed RocksDB's checksum: the "
-          "versions there are lost; serving the rest",
-          dir_, generation, readable == UINT64_MAX ? "the end" : std::to_string(readable - 1));
-      impl.unreadable_generations.emplace_back(generation, readable);
-      max_generation = std::max(max_generation, readable == UINT64_MAX ? generation : readable - 1);
-      // Deleting their records keeps reads away from the damaged block.
-      if (readable == UINT64_MAX) {
-        garbage.DeleteRange(VersionKey(generation), kVersionsEnd);
-      } else {
-        garbage.DeleteRange(VersionKey(generation), VersionKey(readable));
-      }
-      return Status::Ok();
-    };
-    RETURN_IF_ERROR(seek_version(0));
-    while (it->Valid() && it->key().starts_with(kVersionPrefix)) {
-      std::string_view key = it->key().ToStringView();
-      const size_t meta_key_size = kVersionPrefix.size() + 8;
-      if (key.size() != meta_key_size && key.size() != meta_key_size + 8) {
-        garbage.Delete(it->key());
-        it->Next();
-        continue;
-      }
-      const uint64_t generation = GetBigEndian(key.substr(kVersionPrefix.size()));
-      max_generation = std::max(max_generation, generation);
-      std::optional<std::pair<BlockId, Meta>> version;
-      if (key.size() == meta_key_size) {
-        version = DecodeVersionMeta(it->value().ToStringView());
-        if (!version.has_value() || version->second.generation != generation) {
-          spdlog::warn("disk store: dropping version {} with an unreadable metadata record",
-                       generation);
-          version.reset();
-        }
-      }
-      if (version.has_value()) {
-        remember(version->first, version->second);
-      } else {
-        garbage.DeleteRange(VersionKey(generation), VersionEnd(generation));
-        ++orphan_generations;
-      }
-      if (generation == UINT64_MAX) break;
-      RETURN_IF_ERROR(seek_version(generation + 1));
-    }
-    RETURN_IF_ERROR(FromRocks(it->status(), "scanning disk store versions"));
-
-    // Legacy chunks: one seek per stored generation, live ones skipped, others deleted.
-    it->Seek(kChunkPrefix);
-    while (it->Valid() && it->key().starts_with(kChunkPrefix)) {
-      std::string_view key = it->key().ToStringView();
-      std::string_view rest = key.substr(kChunkPrefix.size());
-      size_t colon = rest.find(':');
-      Result<BlockId> id = colon == std::string_view::npos
-                               ? Result<BlockId>(InvalidArgumentError("no ':'"))
-                               : BlockId::Parse(rest.substr(0, colon));
-      if (!id.ok() || rest.size() - colon - 1 != 16) {
-        garbage.Delete(it->key());
-        it->Next();
-        continue;
-      }
-      uint64_t generation = GetBigEndian(rest.substr(colon + 1));
-      max_generation = std::max(max_generation, generation);
-      auto found = impl.index.find(*id);
-      if (found == impl.index.end() || !found->second.legacy ||
-          found->second.generation != generation) {
-        garbage.DeleteRange(GenerationKey(*id, generation), GenerationKey(*id, generation + 1));
-        ++orphan_generations;
-      }
-      if (generation == UINT64_MAX) break;
-      it->Seek(GenerationKey(*id, generation + 1));
-    }
-    RETURN_IF_ERROR(FromRocks(it->status(), "scanning disk store chunks"));
-    if (orphan_generations > 0) {
-      spdlog::info("disk store: deleting chunks of {} unfinished writes", orphan_generations);
-    }
-  }
+  ASSIGN_OR_RETURN(disk::DiskScan scan, disk::ScanDiskStore(*db_, impl_->read_options, dir_));
+  impl_->index = std::move(scan.index);
+  impl_->unreadable_generations = std::move(scan.unreadable_generations);
   // A read-only store leaves its garbage (it belongs to no indexed version) for a later open.
-  if (garbage.Count() > 0 && impl.read_only_reason.empty()) {
+  if (scan.garbage.Count() > 0 && impl_->read_only_reason.empty()) {
     RETURN_IF_ERROR(
-        Written(db_->Write(impl.write_options, &garbage), "deleting disk store garbage"));
+        Written(db_->Write(impl_->write_options, &scan.garbage), "deleting disk store garbage"));
   }
-  impl.next_generation = std::max(impl.next_generation, max_generation + 1);
+  impl_->next_generation = std::max(impl_->next_generation, scan.max_generation + 1);
   return Status::Ok();
 }
 
@@ -877,7 +354,63 @@ Result<std::unique_ptr<DiskWriter>> DiskStore::BeginWrite(const BlockId& id, Sto
   impl_->claimed_bytes += total_size;  // no wrap: total_size fits in what is free
   const uint64_t generation = impl_->next_generation++;
   return std::unique_ptr<DiskWriter>(
-      std::make_unique<RocksDiskWriter>(this, id, level, total_size, generation, version));
+      std::make_unique<DiskStoreWriter>(*this, id, level, total_size, generation, version,
+                                        impl_->opening));
+}
+
+Status DiskStore::WritableSince(uint64_t opening, const std::string& what) {
+  RETURN_IF_ERROR(Writable());
+  // A reopen deletes the chunks of writes in progress (they have no meta yet), so such a write
+  // cannot be completed.
+  if (impl_->opening != opening) {
+    return AbortedError(what + " began before the disk store was reopened; retry");
+  }
+  return Status::Ok();
+}
+
+Status DiskStore::PutChunk(uint64_t generation, uint64_t index, std::span<const std::byte> bytes,
+                           uint64_t opening, const std::string& what) {
+  RETURN_IF_ERROR(WritableSince(opening, what));
+  return Written(db_->Put(impl_->write_options, disk::VersionChunkKey(generation, index),
+                          ToSlice(bytes)),
+                 "writing " + what);
+}
+
+Status DiskStore::CommitVersion(const BlockId& id, const disk::Meta& meta,
+                                std::span<const std::byte> last_chunk, uint64_t opening,
+                                const std::string& what) {
+  RETURN_IF_ERROR(WritableSince(opening, what));
+  rocksdb::WriteBatch batch;
+  if (!last_chunk.empty()) {
+    batch.Put(disk::VersionChunkKey(meta.generation, meta.chunk_count - 1), ToSlice(last_chunk));
+  }
+  batch.Put(disk::VersionKey(meta.generation), disk::EncodeVersionMeta(id, meta));
+  const Meta* old = impl_->index.Find(id);
+  if (old != nullptr) disk::DeleteVersion(batch, id, *old);
+  RETURN_IF_ERROR(Written(db_->Write(impl_->write_options, &batch), "committing " + what));
+  if (std::optional<Meta> replaced = impl_->index.Put(id, meta)) {
+    impl_->removed_ranges.push_back(disk::VersionRange(id, *replaced));
+    impl_->reclaimable_bytes = SaturatingAdd(impl_->reclaimable_bytes, replaced->size);
+  }
+  journal_->RecordCommitted(id, meta.generation);
+  impl_->claimed_bytes -= meta.size;
+  return Status::Ok();
+}
+
+void DiskStore::AbandonWrite(uint64_t generation, uint64_t claimed, uint64_t chunks_written,
+                             const std::string& what) {
+  impl_->claimed_bytes -= claimed;
+  // A read-only store leaves them: the chunks have no meta, so the next open deletes them.
+  if (chunks_written == 0 || !Writable().ok()) return;
+  Status s = Written(db_->DeleteRange(impl_->write_options, db_->DefaultColumnFamily(),
+                                      disk::VersionKey(generation), disk::VersionEnd(generation)),
+                     "deleting the chunks of abandoned " + what);
+  if (s.ok()) {
+    impl_->removed_ranges.emplace_back(disk::VersionKey(generation),
+                                       disk::VersionEnd(generation));
+    impl_->reclaimable_bytes =
+        SaturatingAdd(impl_->reclaimable_bytes, chunks_written * kChunkBytes);
+  }
 }
 
 Status DiskStore::Write(const BlockId& id, StorageLevel level, const BlockData& data,
@@ -910,11 +443,9 @@ Result<DiskRead> DiskStore::ReadForCheckingReader(const BlockId& id, uint64_t of
 
 Result<DiskRead> DiskStore::ReadCurrent(const BlockId& id, uint64_t offset, uint64_t max_length,
                                         ChunkCheck check) {
-  auto found = impl_->index.find(id);
-  if (found == impl_->index.end()) {
-    return NotFoundError("block " + id.ToString() + " is not on disk here");
-  }
-  return ReadVersion(id, found->second.generation, offset, max_length, check);
+  const Meta* meta = impl_->index.Find(id);
+  if (meta == nullptr) return NotFoundError("block " + id.ToString() + " is not on disk here");
+  return ReadVersion(id, meta->generation, offset, max_length, check);
 }
 
 Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generation, uint64_t offset,
@@ -924,12 +455,12 @@ Result<DiskRead> DiskStore::ReadGeneration(const BlockId& id, uint64_t generatio
 
 Result<DiskRead> DiskStore::ReadVersion(const BlockId& id, uint64_t generation, uint64_t offset,
                                         uint64_t max_length, ChunkCheck check) {
-  auto found = impl_->index.find(id);
-  if (found == impl_->index.end()) {
+  const Meta* found = impl_->index.Find(id);
+  if (found == nullptr) {
     return AbortedError("block " + id.ToString() + " generation " + std::to_string(generation) +
                         " was removed");
   }
-  const Meta meta = found->second;  // a copy: a corrupt chunk drops the block from the index
+  const Meta meta = *found;  // a copy: a corrupt chunk drops the block from the index
   if (meta.generation != generation) {
     return AbortedError("block " + id.ToString() + " generation " + std::to_string(generation) +
                         " was replaced by generation " + std::to_string(meta.generation));
@@ -959,7 +490,7 @@ Result<DiskRead> DiskStore::ReadVersion(const BlockId& id, uint64_t generation, 
         unchecked ? impl_->reader_checked_read_options : impl_->read_options;
     auto chunk = std::make_shared<PinnedChunk>(impl_->block_cache);
     rocksdb::PinnableSlice& value = chunk->value();
-    const std::string key = ChunkKeyOf(id, meta, i);
+    const std::string key = disk::ChunkKeyOf(id, meta, i);
     rocksdb::Status s = db_->Get(options, db_->DefaultColumnFamily(), key, &value);
     if (unchecked && (!s.ok() || value.size() != expected)) {
       // Something is off in a read RocksDB did not check (a damaged table block can parse as
@@ -999,31 +530,22 @@ Result<DiskRead> DiskStore::ReadVersion(const BlockId& id, uint64_t generation, 
 }
 
 std::optional<BlockStatus> DiskStore::Find(const BlockId& id) const {
-  auto found = impl_->index.find(id);
-  if (found == impl_->index.end()) return std::nullopt;
-  return BlockStatus{id,
-                     found->second.level,
-                     Tier::kDisk,
-                     found->second.size,
-                     found->second.version,
-                     BlockDigestOf(found->second.unit_digests)};
+  return impl_->index.StatusOf(id);
 }
 
 Status DiskStore::Remove(const BlockId& id) {
-  auto found = impl_->index.find(id);
-  if (found == impl_->index.end()) {
-    return NotFoundError("block " + id.ToString() + " is not on disk here");
-  }
-  const Meta meta = found->second;
+  const Meta* found = impl_->index.Find(id);
+  if (found == nullptr) return NotFoundError("block " + id.ToString() + " is not on disk here");
+  const Meta meta = *found;
   bool deleted = false;
   if (Writable().ok()) {
     rocksdb::WriteBatch batch;
-    DeleteVersion(batch, id, meta);
+    disk::DeleteVersion(batch, id, meta);
     deleted =
         Written(db_->Write(impl_->write_options, &batch), "removing block " + id.ToString()).ok();
   }
   if (deleted) {
-    impl_->removed_ranges.push_back(VersionRange(id, meta));
+    impl_->removed_ranges.push_back(disk::VersionRange(id, meta));
     impl_->reclaimable_bytes = SaturatingAdd(impl_->reclaimable_bytes, meta.size);
   } else {
     // Nothing may be written (or the write just failed, making the store read-only): hide it
@@ -1032,25 +554,16 @@ Status DiskStore::Remove(const BlockId& id) {
     impl_->hidden_removals.emplace_back(id, meta);
   }
   journal_->RecordRemoved(id, meta.generation);
-  impl_->committed_bytes -= meta.size;
-  impl_->index.erase(found);
+  impl_->index.Erase(id);
   return Status::Ok();
 }
 
-std::vector<BlockStatus> DiskStore::List() const {
-  std::vector<BlockStatus> blocks;
-  blocks.reserve(impl_->index.size());
-  for (const auto& [id, meta] : impl_->index) {
-    blocks.push_back(
-        {id, meta.level, Tier::kDisk, meta.size, meta.version, BlockDigestOf(meta.unit_digests)});
-  }
-  return blocks;
-}
+std::vector<BlockStatus> DiskStore::List() const { return impl_->index.List(); }
 
 size_t DiskStore::block_count() const { return impl_->index.size(); }
 
 uint64_t DiskStore::used() const {
-  return SaturatingAdd(impl_->committed_bytes, impl_->claimed_bytes);
+  return SaturatingAdd(impl_->index.committed_bytes(), impl_->claimed_bytes);
 }
 
 uint64_t DiskStore::capacity() const {
@@ -1116,27 +629,18 @@ std::map<BlockId, uint64_t> DiskStore::HiddenRemovals() const {
   return removed;
 }
 
-std::map<BlockId, uint64_t> DiskStore::CommittedGenerations() const {
-  std::map<BlockId, uint64_t> generations;
-  for (const auto& [id, meta] : impl_->index)
-    generations.emplace_hint(generations.end(), id, meta.generation);
-  return generations;
-}
-
 void DiskStore::DropUnserved(const BlockId& id) {
-  auto found = impl_->index.find(id);
-  if (found == impl_->index.end()) return;
-  const Meta meta = found->second;
-  impl_->committed_bytes -= meta.size;
-  impl_->index.erase(found);
+  std::optional<Meta> erased = impl_->index.Erase(id);
+  if (!erased) return;
+  const Meta meta = std::move(*erased);
   if (!Writable().ok()) {
     impl_->hidden_removals.emplace_back(id, meta);
     return;
   }
   rocksdb::WriteBatch batch;
-  DeleteVersion(batch, id, meta);
+  disk::DeleteVersion(batch, id, meta);
   if (Written(db_->Write(impl_->write_options, &batch), "removing block " + id.ToString()).ok()) {
-    impl_->removed_ranges.push_back(VersionRange(id, meta));
+    impl_->removed_ranges.push_back(disk::VersionRange(id, meta));
     impl_->reclaimable_bytes = SaturatingAdd(impl_->reclaimable_bytes, meta.size);
   } else {
     impl_->hidden_removals.emplace_back(id, meta);
@@ -1144,8 +648,8 @@ void DiskStore::DropUnserved(const BlockId& id) {
 }
 
 Status DiskStore::DropCorrupt(const BlockId& id, const std::string& what) {
-  auto found = impl_->index.find(id);
-  const uint64_t generation = found != impl_->index.end() ? found->second.generation : 0;
+  const Meta* found = impl_->index.Find(id);
+  const uint64_t generation = found != nullptr ? found->generation : 0;
   std::string reason = "generation " + std::to_string(generation) + " is corrupt on disk: " + what;
   spdlog::error("disk store {}: block {} lost: {}; dropped, never served", dir_, id.ToString(),
                 reason);
@@ -1160,8 +664,8 @@ Status DiskStore::DropCorrupt(const BlockId& id, const std::string& what) {
 }
 
 Status DiskStore::ReportCorrupt(const BlockId& id, uint64_t generation, const std::string& what) {
-  auto found = impl_->index.find(id);
-  if (found == impl_->index.end() || found->second.generation != generation) {
+  const Meta* found = impl_->index.Find(id);
+  if (found == nullptr || found->generation != generation) {
     return DataLossError("block " + id.ToString() + " generation " + std::to_string(generation) +
                          " was corrupt (" + what + "); it is no longer stored");
   }
@@ -1169,17 +673,15 @@ Status DiskStore::ReportCorrupt(const BlockId& id, uint64_t generation, const st
 }
 
 Status DiskStore::CorruptStoredByte(const BlockId& id, uint64_t offset) {
-  auto found = impl_->index.find(id);
-  if (found == impl_->index.end()) {
-    return NotFoundError("block " + id.ToString() + " is not on disk here");
-  }
-  const Meta& meta = found->second;
+  const Meta* found = impl_->index.Find(id);
+  if (found == nullptr) return NotFoundError("block " + id.ToString() + " is not on disk here");
+  const Meta& meta = *found;
   if (offset >= meta.size) {
     return InvalidArgumentError("offset " + std::to_string(offset) + " is not inside block " +
                                 id.ToString() + " (" + std::to_string(meta.size) + " bytes)");
   }
   RETURN_IF_ERROR(Writable());
-  const std::string key = ChunkKeyOf(id, meta, offset / meta.chunk_bytes);
+  const std::string key = disk::ChunkKeyOf(id, meta, offset / meta.chunk_bytes);
   std::string value;
   RETURN_IF_ERROR(FromRocks(db_->Get(impl_->read_options, key, &value),
                             "reading the chunk of " + id.ToString() + " to corrupt"));
@@ -1198,55 +700,30 @@ Status DiskStore::CorruptStoredByte(const BlockId& id, uint64_t offset) {
 
 void DiskStore::CheckAgainstJournal(const std::map<BlockId, uint64_t>& committed,
                                     const std::map<BlockId, uint64_t>& removed, const char* when) {
+  disk::JournalVerdict verdict =
+      disk::CheckJournal(committed, removed, impl_->index, impl_->unreadable_generations);
   // Removed while the store was read-only, then a restart before it could delete them.
-  for (const auto& [id, generation] : removed) {
-    auto found = impl_->index.find(id);
-    if (found != impl_->index.end() && found->second.generation <= generation) {
-      spdlog::info("disk store: block {} was removed before the restart; deleting it",
-                   id.ToString());
-      DropUnserved(id);
-    }
+  for (const BlockId& id : verdict.removed_earlier) {
+    spdlog::info("disk store: block {} was removed before the restart; deleting it",
+                 id.ToString());
+    DropUnserved(id);
   }
-  std::vector<LostBlock> lost;
-  std::vector<BlockId> stale;
-  for (const auto& [id, generation] : committed) {
-    auto found = impl_->index.find(id);
-    const bool unreadable = std::any_of(
-        impl_->unreadable_generations.begin(), impl_->unreadable_generations.end(),
-        [&](const auto& range) { return generation >= range.first && generation < range.second; });
-    if (found == impl_->index.end() && unreadable) {
-      lost.push_back({id, "generation " + std::to_string(generation) +
-                              " is corrupt on disk: its records failed RocksDB's checksum in "
-                              "the start-up scan"});
-      ++corrupt_count_;
-    } else if (found == impl_->index.end()) {
-      lost.push_back({id, "generation " + std::to_string(generation) +
-                              " was committed but the store no longer has it (RocksDB "
-                              "recovered its write-ahead log only up to a damaged or missing "
-                              "record)"});
-    } else if (found->second.generation < generation) {
-      lost.push_back({id, "generation " + std::to_string(generation) +
-                              " was committed but the store recovered only the older generation " +
-                              std::to_string(found->second.generation) +
-                              ", which is removed rather than served"});
-      stale.push_back(id);
-    }
-  }
-  for (const BlockId& id : stale) DropUnserved(id);
-  for (const LostBlock& block : lost) {
+  for (const BlockId& id : verdict.stale) DropUnserved(id);
+  for (const LostBlock& block : verdict.lost) {
     spdlog::error("disk store: block {} lost: {}", block.id.ToString(), block.reason);
   }
-  if (lost.empty()) {
+  if (verdict.lost.empty()) {
     spdlog::info("disk store {}: 0 blocks lost {} ({} committed blocks checked)", dir_, when,
                  committed.size());
   } else {
     spdlog::error("disk store {}: {} blocks lost {} ({} committed blocks checked)", dir_,
-                  lost.size(), when, committed.size());
+                  verdict.lost.size(), when, committed.size());
   }
-  lost_count_ += lost.size();
-  lost_.insert(lost_.end(), std::make_move_iterator(lost.begin()),
-               std::make_move_iterator(lost.end()));
-  if (Status s = journal_->Rewrite(CommittedGenerations(), HiddenRemovals()); !s.ok()) {
+  corrupt_count_ += verdict.corrupt;
+  lost_count_ += verdict.lost.size();
+  lost_.insert(lost_.end(), std::make_move_iterator(verdict.lost.begin()),
+               std::make_move_iterator(verdict.lost.end()));
+  if (Status s = journal_->Rewrite(impl_->index.Generations(), HiddenRemovals()); !s.ok()) {
     spdlog::warn("disk store: cannot compact the commit journal: {}", s.ToString());
   }
 }
@@ -1261,7 +738,7 @@ void DiskStore::Maintain() {
   }
   // The journal grows by a line per commit and removal; compact it when mostly dead lines.
   if (Writable().ok() && journal_->lines_since_rewrite() > 4 * impl_->index.size() + 100000) {
-    if (Status s = journal_->Rewrite(CommittedGenerations(), HiddenRemovals()); !s.ok()) {
+    if (Status s = journal_->Rewrite(impl_->index.Generations(), HiddenRemovals()); !s.ok()) {
       spdlog::warn("disk store: cannot compact the commit journal: {}", s.ToString());
     }
   }
@@ -1276,7 +753,7 @@ void DiskStore::TryRecover() {
   spdlog::info("disk store {}: {} free again: reopening the database to store blocks again", dir_,
                FormatBytes(space->available_bytes));
   // What the store served: the reopened database must hold all of it.
-  const std::map<BlockId, uint64_t> served = CommittedGenerations();
+  const std::map<BlockId, uint64_t> served = impl_->index.Generations();
   impl_->hidden_removals.clear();  // what the reopened index holds beyond `served` goes below
   db_.reset();                     // closes it; chunks still pinned keep the block cache alive
   Status opened = OpenDatabase();
@@ -1288,7 +765,7 @@ void DiskStore::TryRecover() {
   // Versions the store did not serve: removals taken while read-only, and versions whose
   // commit failed yet reached the log.
   std::vector<BlockId> unwanted;
-  for (const auto& [id, meta] : impl_->index) {
+  for (const auto& [id, meta] : impl_->index.versions()) {
     auto was = served.find(id);
     if (was == served.end() || was->second != meta.generation) unwanted.push_back(id);
   }

@@ -18,14 +18,15 @@
 namespace rocksdb {
 class DB;
 class Env;
-class Iterator;
 class Status;
 }  // namespace rocksdb
 
 namespace bm {
 
-class DiskStore;
 class CommitJournal;
+namespace disk {
+struct Meta;
+}  // namespace disk
 
 // How chunk values are laid out in RocksDB. Measured side by side (bm-bench row "4s", RocksDB
 // 7.8, 1 MiB chunks, in-process): plain values were read 3.5-4.5x faster than blob files
@@ -83,6 +84,14 @@ struct DiskStoreOptions {
 // holds, never the store. The start-up scan steps over damaged metadata (those versions are
 // lost, named by the journal check); a read that meets a damaged chunk fails with kDataLoss
 // and drops the block. Either way the block is reported by TakeLost() and never served.
+//
+// Its parts, all run on the storage thread that owns the store:
+//   disk_format.h       the key layout and the metadata codec (pure functions);
+//   disk_index.h        the committed versions this store serves, and their bytes;
+//   disk_scan.h         the start-up scan that rebuilds the index (and steps over damage);
+//   journal_check.h     what the commit journal says was lost, as a verdict the store applies;
+//   disk_store_writer.h a streamed write, cut into chunks;
+// and this class: chunk reads, removals, space, the read-only state and recovery.
 //
 // Not thread-safe: owned by the worker's storage thread (StorageThread).
 class DiskStore final : public BlockStore {
@@ -168,14 +177,29 @@ class DiskStore final : public BlockStore {
                                ChunkCheck check);
   Result<DiskRead> ReadVersion(const BlockId& id, uint64_t generation, uint64_t offset,
                                uint64_t max_length, ChunkCheck check);
-  friend class RocksDiskWriter;
+  // The writes of a DiskStoreWriter (disk_store_writer.h), under the generation it was given.
+  // Each fails when the store is read-only or was reopened since `opening`, the
+  // impl_->opening the write began under (a reopen deletes the chunks of unfinished writes).
+  friend class DiskStoreWriter;
+  Status WritableSince(uint64_t opening, const std::string& what);
+  Status PutChunk(uint64_t generation, uint64_t index, std::span<const std::byte> bytes,
+                  uint64_t opening, const std::string& what);
+  // Writes the last chunk (if not empty) and the meta in one batch, replacing the block's
+  // previous version, and takes the version into the index and the journal.
+  Status CommitVersion(const BlockId& id, const disk::Meta& meta,
+                       std::span<const std::byte> last_chunk, uint64_t opening,
+                       const std::string& what);
+  // Gives back the write's claimed space and deletes the chunks it wrote.
+  void AbandonWrite(uint64_t generation, uint64_t claimed, uint64_t chunks_written,
+                    const std::string& what);
+
   struct Impl;
   DiskStore(std::string dir, DiskStoreOptions options);
   // Opens the database: for writing when the filesystem has the headroom, else (or when that
   // fails for lack of space) read-only.
   Status OpenDatabase();
-  // Loads every committed block's metadata and, when writable, deletes chunks that belong to no
-  // committed version (writes cut short by a crash).
+  // Loads every committed block's metadata (ScanDiskStore) and, when writable, deletes records
+  // that belong to no committed version (writes cut short by a crash).
   Status LoadIndex();
   // Compares the journal's committed blocks with the index, records the losses, drops versions
   // older than the journal's and compacts the journal.
@@ -187,8 +211,6 @@ class DiskStore final : public BlockStore {
   // A block whose stored bytes are corrupt (`what`): dropped, recorded removed in the journal,
   // reported lost. Returns the kDataLoss the read that found it fails with.
   Status DropCorrupt(const BlockId& id, const std::string& what);
-  // See the .cc.
-  Result<uint64_t> SeekPastCorruption(std::unique_ptr<rocksdb::Iterator>& it, uint64_t generation);
   // Makes the store read-only (once); `why` is logged and shown in refusals.
   void EnterReadOnly(const std::string& why);
   // Ok, or why nothing may be written now (the store is read-only).
@@ -201,7 +223,6 @@ class DiskStore final : public BlockStore {
   // short so their bytes leave the disk.
   void ReclaimRemovedSpace();
   Result<FilesystemSpace> MeasureSpace() const;
-  std::map<BlockId, uint64_t> CommittedGenerations() const;
   std::map<BlockId, uint64_t> HiddenRemovals() const;
 
   const std::string dir_;

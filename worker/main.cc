@@ -31,12 +31,9 @@ int Usage(const std::string& message) {
   return kUsageError;
 }
 
-}  // namespace
 
-int main(int argc, char** argv) {
-  bm::RestartWithHugePageHeaps(argv);
-  bm::TuneAllocatorForBlockBuffers();
-  CLI::App app{"bm-worker: a blockmgr worker (stores blocks in memory and on disk)"};
+// The command line, with its defaults.
+struct Flags {
   std::string master;
   std::string listen;
   std::string memory_text;
@@ -50,135 +47,163 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   std::string http;
   double scrub_rate_mb = 4;
-  app.add_option("--master", master, "The master's address, e.g. tcp://10.0.0.1:7077")->required();
-  app.add_option("--listen", listen, "Address to serve on, e.g. tcp://0.0.0.0:7078")->required();
-  app.add_option("--memory", memory_text, "Memory for blocks, e.g. 512MiB or 4GiB")->required();
-  app.add_option("--disk-dir", disk_dir, "Directory of the disk store (RocksDB)")->required();
-  app.add_option("--disk-limit", disk_limit_text,
-                 "Disk space for blocks; 0 = as much as the filesystem has free (less a headroom "
-                 "for RocksDB's own files)")
-      ->capture_default_str();
-  app.add_option("--spill-backlog", spill_backlog_text,
-                 "How far evicted blocks waiting to be spilled may run the RAM held past "
-                 "--memory before new put bytes wait for the disk; 0 = a quarter of --memory, "
-                 "at least 64MiB")
-      ->capture_default_str();
-  app.add_option("--id", id, "Worker id (default: worker-HOST-PORT of the advertised address)");
-  app.add_option("--advertise", advertise,
-                 "Address clients use to reach this worker (default: the listen address; "
-                 "required when listening on a wildcard host)");
-  app.add_option("--host", host_label,
-                 "Placement label: the machine this worker runs on (replicas go to distinct "
-                 "hosts); default none");
-  app.add_option("--rack", rack_label,
-                 "Placement label: the rack this worker is in (replicas go to distinct racks "
-                 "first); default none");
   std::string key_file;
   std::string master_key_file;
   std::string allow_dir;
   bool insecure = false;
-  app.add_option("--key", key_file,
-                 "This worker's secret certificate (NAME.key_secret from `bmctl keygen NAME "
-                 "--role worker`; NAME is the worker id)");
-  app.add_option("--master-key", master_key_file,
-                 "The master's public certificate (MASTER.key): the only key this worker takes "
-                 "removals, copies, decommission and shutdown from");
-  app.add_option("--allow", allow_dir,
-                 "Folder of public certificates (*.key) allowed in (clients, other workers); "
-                 "re-read on SIGHUP");
-  app.add_flag("--insecure", insecure,
-               "Serve without keys on a non-loopback address (plaintext, anyone who can reach "
-               "the port is trusted)");
   size_t max_connections_per_key = bm::WorkerServerOptions{}.max_connections_per_key;
   size_t max_uploads_per_key = bm::WorkerServerOptions{}.max_uploads_per_key;
-  app.add_option("--max-connections-per-key", max_connections_per_key,
+  int io_threads = 1;
+  bool enable_fault_injection = false;
+  std::string read_ahead_text = "0";
+};
+
+void AddFlags(CLI::App& app, Flags& f) {
+  app.add_option("--master", f.master, "The master's address, e.g. tcp://10.0.0.1:7077")
+      ->required();
+  app.add_option("--listen", f.listen, "Address to serve on, e.g. tcp://0.0.0.0:7078")
+      ->required();
+  app.add_option("--memory", f.memory_text, "Memory for blocks, e.g. 512MiB or 4GiB")
+      ->required();
+  app.add_option("--disk-dir", f.disk_dir, "Directory of the disk store (RocksDB)")->required();
+  app.add_option("--disk-limit", f.disk_limit_text,
+                 "Disk space for blocks; 0 = as much as the filesystem has free (less a headroom "
+                 "for RocksDB's own files)")
+      ->capture_default_str();
+  app.add_option("--spill-backlog", f.spill_backlog_text,
+                 "How far evicted blocks waiting to be spilled may run the RAM held past "
+                 "--memory before new put bytes wait for the disk; 0 = a quarter of --memory, "
+                 "at least 64MiB")
+      ->capture_default_str();
+  app.add_option("--id", f.id,
+                 "Worker id (default: worker-HOST-PORT of the advertised address)");
+  app.add_option("--advertise", f.advertise,
+                 "Address clients use to reach this worker (default: the listen address; "
+                 "required when listening on a wildcard host)");
+  app.add_option("--host", f.host_label,
+                 "Placement label: the machine this worker runs on (replicas go to distinct "
+                 "hosts); default none");
+  app.add_option("--rack", f.rack_label,
+                 "Placement label: the rack this worker is in (replicas go to distinct racks "
+                 "first); default none");
+  app.add_option("--key", f.key_file,
+                 "This worker's secret certificate (NAME.key_secret from `bmctl keygen NAME "
+                 "--role worker`; NAME is the worker id)");
+  app.add_option("--master-key", f.master_key_file,
+                 "The master's public certificate (MASTER.key): the only key this worker takes "
+                 "removals, copies, decommission and shutdown from");
+  app.add_option("--allow", f.allow_dir,
+                 "Folder of public certificates (*.key) allowed in (clients, other workers); "
+                 "re-read on SIGHUP");
+  app.add_flag("--insecure", f.insecure,
+               "Serve without keys on a non-loopback address (plaintext, anyone who can reach "
+               "the port is trusted)");
+  app.add_option("--max-connections-per-key", f.max_connections_per_key,
                  "With keys: connections one key may hold open at once; beyond it the key's "
                  "requests and new handshakes are refused until one closes (0: no limit)")
       ->capture_default_str();
-  app.add_option("--max-uploads-per-key", max_uploads_per_key,
+  app.add_option("--max-uploads-per-key", f.max_uploads_per_key,
                  "With keys: puts one key may have in progress at once; more are refused as "
                  "unavailable (retry later)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  int io_threads = 1;
-  app.add_option("--io-threads", io_threads,
+  app.add_option("--io-threads", f.io_threads,
                  "ZeroMQ I/O threads; with keys each one seals and opens the frames of the "
                  "connections it serves, so more let many clients use more cores")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  app.add_option("--http", http,
+  app.add_option("--http", f.http,
                  "Serve /metrics, /healthz and /readyz on HOST:PORT, e.g. 0.0.0.0:9100 (port 0: "
                  "any free port). Default: off");
-  app.add_option("--scrub-rate", scrub_rate_mb,
+  app.add_option("--scrub-rate", f.scrub_rate_mb,
                  "MB/s at which the disk blocks are re-read and verified in the background, so a "
                  "copy that rots is found and repaired before it is needed (0: off)")
       ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
-  bool enable_fault_injection = false;
-  app.add_flag("--enable-fault-injection", enable_fault_injection,
+  app.add_flag("--enable-fault-injection", f.enable_fault_injection,
                "Test-only: serve corruptBlock, which flips a stored byte of a block on purpose "
                "so tests can watch corruption being found and repaired (admin keys only with "
                "keys on). Never set it on a worker whose data matters");
   // Off by default: on two cores, 64 MiB disk gets measured slower with it (bench workload 4,
   // rows 4 against 4b), as the read ahead competes for the cores the send needs.
-  std::string read_ahead_text = "0";
-  app.add_option("--read-ahead", read_ahead_text,
+  app.add_option("--read-ahead", f.read_ahead_text,
                  "Bytes of disk block ranges read ahead of the client's request for them, at "
                  "most (a client reading a large block range by range finds the next one read; "
                  "0: off, the default; try 64MiB where cores are to spare)")
       ->capture_default_str();
-  app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
+  app.add_option("--log-level", f.log_level, "trace, debug, info, warn or error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
   bm::AddConfigFileAndEnvironment(app, "BLOCKMGR_WORKER_");  // after the last flag
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);  // prints help, or the error and a hint
-    return code == 0 ? 0 : kUsageError;
-  }
+}
 
-  bm::Result<uint64_t> memory = bm::ParseByteSize(memory_text);
-  if (!memory.ok()) return Usage("--memory: " + memory.status().message());
-  bm::Result<uint64_t> disk_limit = bm::ParseByteSize(disk_limit_text);
-  if (!disk_limit.ok()) return Usage("--disk-limit: " + disk_limit.status().message());
-  bm::Result<uint64_t> spill_backlog = bm::ParseByteSize(spill_backlog_text);
-  if (!spill_backlog.ok()) return Usage("--spill-backlog: " + spill_backlog.status().message());
-  bm::Result<uint64_t> read_ahead = bm::ParseByteSize(read_ahead_text);
-  if (!read_ahead.ok()) return Usage("--read-ahead: " + read_ahead.status().message());
-  if (bm::Status s = bm::ParseTcpAddress(master, false).status(); !s.ok()) {
-    return Usage("--master: " + s.message());
+// What the flags say, checked; the memory and disk sizes parsed.
+struct Sizes {
+  uint64_t memory = 0;
+  uint64_t disk_limit = 0;
+  uint64_t spill_backlog = 0;
+  uint64_t read_ahead = 0;
+};
+
+// kInvalidArgument (the usage error to print) when a flag is wrong.
+bm::Result<Sizes> CheckFlags(const Flags& f) {
+  bm::Result<uint64_t> memory = bm::ParseByteSize(f.memory_text);
+  if (!memory.ok()) return bm::InvalidArgumentError("--memory: " + memory.status().message());
+  bm::Result<uint64_t> disk_limit = bm::ParseByteSize(f.disk_limit_text);
+  if (!disk_limit.ok()) {
+    return bm::InvalidArgumentError("--disk-limit: " + disk_limit.status().message());
   }
-  bm::Result<bm::TcpAddress> listen_address = bm::ParseTcpAddress(listen, true);
-  if (!listen_address.ok()) return Usage("--listen: " + listen_address.status().message());
-  if (!advertise.empty()) {
-    bm::Result<bm::TcpAddress> advertised = bm::ParseTcpAddress(advertise, false);
-    if (!advertised.ok()) return Usage("--advertise: " + advertised.status().message());
+  bm::Result<uint64_t> spill_backlog = bm::ParseByteSize(f.spill_backlog_text);
+  if (!spill_backlog.ok()) {
+    return bm::InvalidArgumentError("--spill-backlog: " + spill_backlog.status().message());
+  }
+  bm::Result<uint64_t> read_ahead = bm::ParseByteSize(f.read_ahead_text);
+  if (!read_ahead.ok()) {
+    return bm::InvalidArgumentError("--read-ahead: " + read_ahead.status().message());
+  }
+  if (bm::Status s = bm::ParseTcpAddress(f.master, false).status(); !s.ok()) {
+    return bm::InvalidArgumentError("--master: " + s.message());
+  }
+  bm::Result<bm::TcpAddress> listen_address = bm::ParseTcpAddress(f.listen, true);
+  if (!listen_address.ok()) {
+    return bm::InvalidArgumentError("--listen: " + listen_address.status().message());
+  }
+  if (!f.advertise.empty()) {
+    bm::Result<bm::TcpAddress> advertised = bm::ParseTcpAddress(f.advertise, false);
+    if (!advertised.ok()) {
+      return bm::InvalidArgumentError("--advertise: " + advertised.status().message());
+    }
     if (bm::IsWildcardHost(advertised->host)) {
-      return Usage("--advertise " + advertise +
+      return bm::InvalidArgumentError("--advertise " + f.advertise +
                    " is a wildcard; give an address clients can "
                    "connect to");
     }
   } else if (bm::IsWildcardHost(listen_address->host)) {
-    return Usage("--listen " + listen +
+    return bm::InvalidArgumentError("--listen " + f.listen +
                  " binds every interface; say which address clients "
                  "should use with --advertise tcp://HOST:PORT");
   }
-  if (disk_dir.empty()) return Usage("--disk-dir must not be empty");
-  if (bm::Status s = bm::CheckListenSecurity(listen, !key_file.empty(), insecure);
+  if (f.disk_dir.empty()) return bm::InvalidArgumentError("--disk-dir must not be empty");
+  if (bm::Status s = bm::CheckListenSecurity(f.listen, !f.key_file.empty(), f.insecure);
       !s.ok()) {
-    return Usage(s.message());
+    return bm::InvalidArgumentError(s.message());
   }
-  if (key_file.empty() != master_key_file.empty()) {
-    return Usage("--key and --master-key go together");
+  if (f.key_file.empty() != f.master_key_file.empty()) {
+    return bm::InvalidArgumentError("--key and --master-key go together");
   }
 
+  return Sizes{*memory, *disk_limit, *spill_backlog, *read_ahead};
+}
+
+// Runs the worker until a signal or the master's shutdown; the exit code.
+int Run(const Flags& f, const Sizes& sizes) {
   bm::ShutdownSignals shutdown_signals;  // before any thread starts
-  bm::InitLogging("bm-worker", log_level);
+  bm::InitLogging("bm-worker", f.log_level);
 
-  bm::Result<std::unique_ptr<bm::DiskStore>> disk = bm::DiskStore::Open(disk_dir, *disk_limit);
+  bm::Result<std::unique_ptr<bm::DiskStore>> disk =
+      bm::DiskStore::Open(f.disk_dir, sizes.disk_limit);
   if (!disk.ok()) {
-    std::fprintf(stderr, "bm-worker: cannot open disk store in %s: %s\n", disk_dir.c_str(),
+    std::fprintf(stderr, "bm-worker: cannot open disk store in %s: %s\n", f.disk_dir.c_str(),
                  disk.status().message().c_str());
     return kStartError;
   }
@@ -186,26 +211,26 @@ int main(int argc, char** argv) {
   const uint64_t disk_headroom = (*disk)->headroom();
   // Starts the storage thread, which owns the disk store from here on.
   auto blocks = std::make_unique<bm::BlockManager>(
-      std::make_unique<bm::MemoryStore>(*memory), std::move(disk).value(),
+      std::make_unique<bm::MemoryStore>(sizes.memory), std::move(disk).value(),
       bm::BlockManagerOptions{
-          .spill_backlog_bytes = *spill_backlog,
-          .scrub_bytes_per_second = static_cast<uint64_t>(scrub_rate_mb * 1e6),
-          .read_ahead_bytes = *read_ahead});
+          .spill_backlog_bytes = sizes.spill_backlog,
+          .scrub_bytes_per_second = static_cast<uint64_t>(f.scrub_rate_mb * 1e6),
+          .read_ahead_bytes = sizes.read_ahead});
 
   // With keys, each connection's frames are sealed and opened on the I/O thread serving it
   // (bench/README.md, "what bounds CURVE"): one thread caps all clients together at one core's
   // cipher rate; more spread the connections over cores.
-  zmq::context_t context(io_threads);
+  zmq::context_t context(f.io_threads);
   // The ZAP handler binds before the worker's socket (see bm-master).
   bm::SecureNode secure;
-  if (!key_file.empty()) {
-    bm::Result<bm::Certificate> master_cert = bm::LoadCertificate(master_key_file);
+  if (!f.key_file.empty()) {
+    bm::Result<bm::Certificate> master_cert = bm::LoadCertificate(f.master_key_file);
     if (!master_cert.ok()) {
       std::fprintf(stderr, "bm-worker: %s\n", master_cert.status().message().c_str());
       return kStartError;
     }
     bm::Result<bm::SecureNode> started = bm::StartSecureNode(
-        context, key_file, bm::KeyRole::kWorker, allow_dir, master_cert->public_key);
+        context, f.key_file, bm::KeyRole::kWorker, f.allow_dir, master_cert->public_key);
     if (!started.ok()) {
       std::fprintf(stderr, "bm-worker: %s\n", started.status().message().c_str());
       return kStartError;
@@ -216,34 +241,35 @@ int main(int argc, char** argv) {
   bm::SteadyClock clock;
   std::unique_ptr<bm::WorkerStatusService> status;
   bm::HttpServer http_server;
-  if (!http.empty()) {
-    bm::Result<std::unique_ptr<bm::WorkerStatusService>> service = bm::WorkerStatusService::Create();
+  if (!f.http.empty()) {
+    bm::Result<std::unique_ptr<bm::WorkerStatusService>> service =
+        bm::WorkerStatusService::Create();
     if (!service.ok()) {
       std::fprintf(stderr, "bm-worker: %s\n", service.status().message().c_str());
       return kStartError;
     }
     status = std::move(service).value();
     bm::AddWorkerStatusRoutes(http_server, *status);
-    if (bm::Status started = http_server.Start(http); !started.ok()) {
+    if (bm::Status started = http_server.Start(f.http); !started.ok()) {
       std::fprintf(stderr, "bm-worker: --http: %s\n", started.message().c_str());
       return started.code() == bm::StatusCode::kInvalidArgument ? kUsageError : kStartError;
     }
-    spdlog::info("http on {} (port {})", http, http_server.port());
+    spdlog::info("http on {} (port {})", f.http, http_server.port());
   }
   bm::WorkerServerOptions options;
-  options.key_file = key_file;
+  options.key_file = f.key_file;
   options.zap = secure.zap.get();
-  options.max_connections_per_key = max_connections_per_key;
-  options.max_uploads_per_key = max_uploads_per_key;
-  options.master_key_file = master_key_file;
+  options.max_connections_per_key = f.max_connections_per_key;
+  options.max_uploads_per_key = f.max_uploads_per_key;
+  options.master_key_file = f.master_key_file;
   options.status_hook = status.get();
-  options.enable_fault_injection = enable_fault_injection;
-  options.listen_address = listen;
-  options.advertise_address = advertise;
-  options.worker_id = id;
-  options.master.master_address = master;
-  options.master.host = host_label;
-  options.master.rack = rack_label;
+  options.enable_fault_injection = f.enable_fault_injection;
+  options.listen_address = f.listen;
+  options.advertise_address = f.advertise;
+  options.worker_id = f.id;
+  options.master.master_address = f.master;
+  options.master.host = f.host_label;
+  options.master.rack = f.rack_label;
   bm::Result<std::unique_ptr<bm::WorkerServer>> created =
       bm::WorkerServer::Create(context, options, std::move(blocks), clock);
   if (!created.ok()) {
@@ -254,12 +280,13 @@ int main(int argc, char** argv) {
   spdlog::info(
       "worker {} listening on {}, memory {}, disk {} (limit {}, {} of the filesystem kept free "
       "for the store's own files), {}",
-      server->worker_id(), server->endpoint(), bm::FormatBytes(*memory), disk_dir,
-      *disk_limit == 0 ? std::string("the filesystem's free space") : bm::FormatBytes(*disk_limit),
+      server->worker_id(), server->endpoint(), bm::FormatBytes(sizes.memory), f.disk_dir,
+      sizes.disk_limit == 0 ? std::string("the filesystem's free space")
+                            : bm::FormatBytes(sizes.disk_limit),
       bm::FormatBytes(disk_headroom),
       secure.keys.enabled() ? "CURVE keys on" : "no keys: plaintext");
 
-  if (enable_fault_injection) {
+  if (f.enable_fault_injection) {
     spdlog::warn("fault injection is on (--enable-fault-injection): corruptBlock requests may "
                  "corrupt stored blocks on purpose; for tests only");
   }
@@ -272,4 +299,23 @@ int main(int argc, char** argv) {
   secure.zap.reset();
   spdlog::info("stopped");
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bm::RestartWithHugePageHeaps(argv);
+  bm::TuneAllocatorForBlockBuffers();
+  CLI::App app{"bm-worker: a blockmgr worker (stores blocks in memory and on disk)"};
+  Flags flags;
+  AddFlags(app, flags);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help, or the error and a hint
+    return code == 0 ? 0 : kUsageError;
+  }
+  bm::Result<Sizes> sizes = CheckFlags(flags);
+  if (!sizes.ok()) return Usage(sizes.status().message());
+  return Run(flags, *sizes);
 }

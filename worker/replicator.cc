@@ -7,45 +7,30 @@
 
 #include "client/block_copier.h"
 #include "client/piece_source.h"
-#include "client/range_reader.h"
 #include "client/worker_channels.h"
+#include "worker/own_block_reader.h"
 
 namespace bm {
-
 namespace {
 
-// How long a copy waits for each reply, from this worker or a target.
+// How long a copy waits for each reply from a target.
 constexpr std::chrono::milliseconds kCopyTimeout{5000};
 
-// Copies block `id` from the worker at `source_address` (this one) to `targets`, range by range
-// (never holding it whole): each range's frames, checked against their digests, go on to the
-// targets as they are.
-Result<uint32_t> CopyFromWorker(WorkerChannels& channels, BlockCopier& copier, const BlockId& id,
-                                const std::string& source_address,
-                                const std::vector<WorkerInfo>& targets, StorageLevel level) {
-  ASSIGN_OR_RETURN(RpcChannel * channel, channels.Channel(source_address));
-  RangeReader reader(*channel, "worker at " + source_address, id);
-  RETURN_IF_ERROR(reader.NextRange());  // the block's size and version
-  std::vector<ChunkPtr> chunks = reader.TakeReadyChunks();
-  size_t next = 0;
-  PieceSource::NextChunk next_chunk = [&]() -> Result<ChunkPtr> {
-    while (next == chunks.size()) {
-      if (reader.done()) return ChunkPtr();
-      RETURN_IF_ERROR(reader.NextRange());
-      chunks = reader.TakeReadyChunks();
-      next = 0;
-    }
-    return std::move(chunks[next++]);
-  };
-  PieceSource source(std::move(next_chunk), reader.total(), nullptr);
+// Copies block `id` from this worker's stores to `targets`, range by range (never holding it
+// whole): each range's chunks, checked against their digests, go on to the targets as stored.
+Result<uint32_t> CopyFromStore(LocalReads& reads, BlockCopier& copier, const BlockId& id,
+                               const std::vector<WorkerInfo>& targets, StorageLevel level) {
+  OwnBlockReader reader(reads, id);
+  RETURN_IF_ERROR(reader.Start());  // the block's size and version
+  PieceSource source([&reader] { return reader.NextChunk(); }, reader.total(), nullptr);
   return copier.CopyToWorkers(id, source, targets, level, reader.version());
 }
 
 }  // namespace
 
-Replicator::Replicator(zmq::context_t& context, std::string own_address, CurveKeys keys,
+Replicator::Replicator(zmq::context_t& context, CurveKeys keys, LocalReads& reads,
                        std::function<void()> notify)
-    : own_address_(std::move(own_address)), keys_(std::move(keys)), notify_(std::move(notify)) {
+    : keys_(std::move(keys)), reads_(reads), notify_(std::move(notify)) {
   thread_ = std::thread([this, &context] { Run(context); });
 }
 
@@ -81,7 +66,6 @@ size_t Replicator::outstanding() const {
 void Replicator::Run(zmq::context_t& context) {
   // The copies never talk to the master: the targets carry the keys it vouched for.
   WorkerChannels channels(context, keys_, kCopyTimeout);
-  channels.Trust(own_address_, keys_.public_key);
   BlockCopier copier(channels);
   std::unique_lock lock(mutex_);
   while (true) {
@@ -90,8 +74,7 @@ void Replicator::Run(zmq::context_t& context) {
     Job job = std::move(jobs_.front());
     jobs_.pop_front();
     lock.unlock();
-    Result<uint32_t> copies =
-        CopyFromWorker(channels, copier, job.block, own_address_, job.targets, job.level);
+    Result<uint32_t> copies = CopyFromStore(reads_, copier, job.block, job.targets, job.level);
     if (copies.ok()) {
       spdlog::info("copied {} to {} of {} workers", job.block.ToString(), *copies,
                    job.targets.size());

@@ -5,7 +5,6 @@
 #include <deque>
 #include <functional>
 #include <mutex>
-#include <string>
 #include <thread>
 #include <vector>
 
@@ -14,6 +13,7 @@
 #include "common/curve_keys.h"
 #include "common/status.h"
 #include "common/storage_level.h"
+#include "worker/local_reads.h"
 
 namespace zmq {
 class context_t;
@@ -24,10 +24,12 @@ namespace bm {
 // Copies this worker's blocks to other workers when the master asks (replicateBlock): to
 // restore replication after a worker died, and to drain a decommissioning worker.
 //
-// The copies run on the replicator's own thread, so the loop never waits on a copy: it reads
-// the block back from this very worker over its data port (a RangeReader, so the server loop
-// keeps sole ownership of the stores) and sends it to the targets through a BlockCopier. Finished copies are queued for the loop,
-// which is woken by `notify` and collects them with TakeFinished().
+// The copies run on the replicator's own thread, so the loop never waits on a copy. The thread
+// reads the block range by range through the loop (LocalReads, OwnBlockReader: the loop keeps
+// sole ownership of the memory store, the storage thread of the disk store, and the ranges
+// come as the stored chunks), waiting for each answer, and sends it to the targets through a
+// BlockCopier. Finished copies are queued for the loop, which is woken by `notify` and
+// collects them with TakeFinished().
 class Replicator {
  public:
   struct Job {
@@ -41,10 +43,12 @@ class Replicator {
     Result<uint32_t> copies;  // copies made, or why none was
   };
 
-  // `own_address` is this worker's data port and `keys` its CURVE keypair (empty with keys
-  // off), which the copies are made with. `notify` is called (on the replicator's thread) after
-  // each finished copy. `context` must outlive the replicator.
-  Replicator(zmq::context_t& context, std::string own_address, CurveKeys keys,
+  // `keys` is this worker's CURVE keypair (empty with keys off), which the copies are made
+  // with; `reads` is how the copies read the blocks (served by the loop). `notify` is called
+  // (on the replicator's thread) after each finished copy. `context` and `reads` must outlive
+  // the replicator, and the loop must keep serving `reads` (or Close() it) until the
+  // replicator is destroyed.
+  Replicator(zmq::context_t& context, CurveKeys keys, LocalReads& reads,
              std::function<void()> notify);
   ~Replicator();
   Replicator(const Replicator&) = delete;
@@ -58,8 +62,8 @@ class Replicator {
  private:
   void Run(zmq::context_t& context);
 
-  const std::string own_address_;
   const CurveKeys keys_;
+  LocalReads& reads_;
   const std::function<void()> notify_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;

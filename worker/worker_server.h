@@ -6,7 +6,6 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <zmq.hpp>
 
@@ -16,10 +15,12 @@
 #include "common/tier.h"
 #include "common/transport.h"
 #include "worker/block_manager.h"
+#include "worker/client_replies.h"
 #include "worker/master_link.h"
 #include "common/connection_limit.h"
+#include "worker/local_reads.h"
 #include "worker/replicator.h"
-#include "worker/upload_table.h"
+#include "worker/put_handler.h"
 #include "worker/worker_status.h"
 
 namespace bm {
@@ -75,10 +76,13 @@ struct WorkerServerOptions {
 // BlockManager's memory tier and every table here, so nothing is locked. It never waits on a
 // disk: reads of disk blocks, disk uploads, removals and spills run on the block manager's
 // storage thread, and the loop answers those requests when their completions come back (a
-// put piece held back for room waits in waiting_pieces_, its arrival order kept). Copies for
-// the master (replicateBlock) run on the Replicator's thread; HTTP status queries are
-// answered through status_hook. Sockets are created by Create() and then used only by the
-// thread calling Run() (moving them to a new thread once, before Run(), is allowed by ZeroMQ).
+// put piece held back for room waits in waiting_pieces_, its arrival order kept). Puts are the
+// PutHandler's, reply framing is read_replies.h's; the server routes requests to them, serves
+// reads and the master's commands. Copies for the master (replicateBlock) run on the
+// Replicator's thread, which reads the blocks through the loop (local_reads_, served when the
+// wake-up fd turns readable); HTTP status queries are answered through status_hook. Sockets
+// are created by Create() and then used only by the thread calling Run() (moving them to a new
+// thread once, before Run(), is allowed by ZeroMQ).
 //
 // A committed put is answered once the master has acknowledged the report holding the block,
 // or after put_ack_timeout (the report is still delivered later), so a client that saw its put
@@ -109,15 +113,17 @@ class WorkerServer {
   void Stop();
 
  private:
-  // A committed put whose reply waits for the master (see the class comment).
-  struct DeferredPut {
-    zmq::message_t peer;
-    uint64_t request_id;
-    Tier tier;
-    uint64_t needs_seq;  // reply once MasterLink::acked_seq() reaches this
-    TimePoint deadline;  // or now
-    BlockId block;       // the master may refuse it (MasterLink::TakeRefused)
-    uint64_t version;
+  // What serving a request came to.
+  enum class Served {
+    kDone,      // answered, or its answer will be sent when its work completes
+    kMustWait,  // a put piece held back until spills make room; nothing changed or answered
+  };
+  // Where a request comes from: the socket, or the queue of held-back put pieces (which only
+  // its head may leave, so the pieces keep their order).
+  enum class Arrival { kFromSocket, kHeldBack };
+  struct RequestHeader {
+    uint64_t id = 0;
+    proto::Request::Which which{};
   };
 
   WorkerServer(zmq::context_t& context, WorkerServerOptions options,
@@ -127,24 +133,14 @@ class WorkerServer {
   std::chrono::milliseconds PollTimeout(TimePoint now) const;
   void HandleClientMessages();
   void HandleClientMessage();
-  enum class Served { kDone, kMustWait };
-  // Serves one request and answers any failure. kMustWait: a put piece that cannot be taken
-  // until spills make room (BlockManager::TakesBytes); nothing was changed or answered.
-  Served Serve(IncomingMessage& message);
+  // Serves one request and answers any failure.
+  Served Serve(IncomingMessage& message, Arrival arrival);
   // Serves the held-back pieces, in arrival order, as far as room allows.
   void ServeWaitingPieces();
-  // Serves one request; on success it has sent the reply (or deferred it). On failure the
-  // caller sends the error reply. `id` is set as soon as the request's id is read.
-  Status Dispatch(IncomingMessage& message, uint64_t* id, WorkerOp* op);
-  Status HandlePut(IncomingMessage& message, uint64_t id);
-  // After the last piece is stored: commits the upload and answers (or defers the answer).
-  void CommitUpload(const UploadTable::Key& key, BlockManager::UploadId handle,
-                    std::shared_ptr<const zmq::message_t> peer, uint64_t id, uint64_t version);
-  // Takes the upload out of the table unless the key now names a newer upload.
-  std::optional<UploadTable::Entry> ForgetUpload(const UploadTable::Key& key,
-                                                 BlockManager::UploadId handle);
-  void SendGetReply(const zmq::message_t& peer, uint64_t id, uint64_t limit,
-                    const BlockRead& read);
+  // Serves one request; when it succeeds, the reply was sent (or will be, or was deferred).
+  // On failure the caller sends the error reply.
+  Result<Served> Dispatch(IncomingMessage& message, const RequestHeader& header, Arrival arrival);
+  // Read serving: answered when the reads complete (at once for memory blocks).
   Status HandleGet(IncomingMessage& message, uint64_t id);
   Status HandleGetMany(IncomingMessage& message, uint64_t id);
   // A getBlocks request whose reads are in progress.
@@ -161,24 +157,16 @@ class WorkerServer {
   Status HandleVerify(IncomingMessage& message, uint64_t id);
   // Test-only fault injection (options_.enable_fault_injection).
   Status HandleCorruptBlock(IncomingMessage& message, uint64_t id);
+  // The master's commands.
   Status HandleRemove(IncomingMessage& message, uint64_t id);
-  // From the master: copy a block to other workers (answered when the copy is done).
+  // Copies a block to other workers (answered when the copy is done).
   Status HandleReplicate(IncomingMessage& message, uint64_t id);
   // Answers the replicateBlock requests whose copies finished.
   void AnswerFinishedReplications();
-  void SendOk(const zmq::message_t& peer, uint64_t id);
-  Status HandleAbortPut(IncomingMessage& message, uint64_t id);
-  void AbortUpload(const UploadTable::Key& key);
   // Aborts the uploads of client connections that closed (a client killed mid-upload, or one
-  // that gave up and reset its socket), releasing their claimed space at once.
+  // that gave up and reset its socket), releasing their claimed space at once, and drops their
+  // held-back pieces.
   void AbortUploadsOfClosedConnections();
-  void ExpireIdleUploads(TimePoint now);
-  void ReleaseDeferredPuts(TimePoint now, bool all = false);
-
-  void SendReply(const zmq::message_t& peer, capnp::MallocMessageBuilder& reply,
-                 std::vector<zmq::message_t> payload = {});
-  void SendError(const zmq::message_t& peer, uint64_t id, const Status& status);
-  void SendPutReply(const zmq::message_t& peer, uint64_t id, Tier tier, bool committed);
 
   // Constant after construction.
   zmq::context_t& context_;
@@ -195,27 +183,19 @@ class WorkerServer {
   // Owned by the thread in Run().
   std::unique_ptr<BlockManager> blocks_;
   std::unique_ptr<zmq::socket_t> router_;
-  // True when router_ may hold messages its ZMQ_FD will not signal (see Run()).
-  bool router_unsettled_ = true;
+  WorkerCounters counters_;  // for /metrics
+  std::unique_ptr<ClientReplies> replies_;  // on router_
   // Reports router_'s closed connections; declared after router_ so it stops first.
   std::unique_ptr<PeerMonitor> peer_monitor_;
   ConnectionLimit connection_limit_{options_.max_connections_per_key, options_.zap};
-  RefusalLog upload_refusals_;
-  bool peer_monitor_unsettled_ = true;  // as router_unsettled_, for its event socket
+  bool peer_monitor_unsettled_ = true;  // as ClientReplies::unsettled(), for its event socket
   std::unique_ptr<MasterLink> link_;
   TimePoint next_storage_maintenance_{};
-  UploadTable uploads_;
+  std::unique_ptr<PutHandler> puts_;
   // Put pieces held back until spills make room, in arrival order (see Serve).
   std::deque<IncomingMessage> waiting_pieces_;
-  bool serving_waiting_piece_ = false;
-  bool piece_must_wait_ = false;  // set by HandlePut for Serve
-  std::deque<DeferredPut> deferred_;  // in seq and deadline order
-  // Fresh blocks the master refused, whose deferred puts fail (see ReleaseDeferredPuts).
-  std::vector<std::pair<BlockId, uint64_t>> refused_;
-  // Set by the master's `decommission`: new uploads are refused.
-  bool decommissioning_ = false;
-  // Versions for uploads that name none (clients from before versions).
-  std::mt19937_64 version_tokens_{std::random_device{}()};
+  // The replicator's reads of this worker's blocks; before replicator_, which borrows it.
+  std::unique_ptr<LocalReads> local_reads_;
   std::unique_ptr<Replicator> replicator_;  // started by Run()
   struct PendingReplication {
     zmq::message_t peer;
@@ -223,7 +203,6 @@ class WorkerServer {
     BlockId block;
   };
   std::map<uint64_t, PendingReplication> replications_;  // by replicator ticket
-  WorkerCounters counters_;  // for /metrics
   uint64_t next_ticket_ = 1;
 };
 

@@ -1,0 +1,171 @@
+#include "worker/disk_format.h"
+
+#include "common/big_endian.h"
+#include "common/digest.h"
+#include "common/protocol.h"
+#include "common/status.h"
+
+namespace bm::disk {
+namespace {
+
+// Format 3 adds the block's version token (BlockStatus::version) after the fixed fields;
+// format 2 (written before versions existed) reads as version 0. Format 4 adds, after the
+// token, the XXH3 digest of every chunk (chunks are digest units, common/digest.h); blocks of
+// older formats have none and are served unverified (RocksDB's own checksums still apply).
+constexpr uint8_t kVersionMetaFormatNoToken = 2;
+constexpr uint8_t kVersionMetaFormatNoDigests = 3;
+constexpr uint8_t kVersionMetaFormat = 4;
+static_assert(kChunkBytes == kDigestUnitBytes, "a stored chunk is one digest unit");
+constexpr uint8_t kMetaFormat = 1;
+
+std::string ChunkPrefix(const BlockId& id) {
+  return std::string(kChunkPrefix) + id.ToString() + ":";
+}
+
+// The fields both meta formats share, after the format byte.
+void PutMetaFields(std::string& out, const Meta& meta) {
+  PutBigEndian(out, meta.size);
+  PutBigEndian(out, meta.generation);
+  PutBigEndian(out, meta.chunk_count);
+  PutBigEndian(out, meta.chunk_bytes);
+}
+
+constexpr size_t kMetaFixedBytes = 1 + 4 * 8;
+
+// Reads the fields PutMetaFields wrote and the level; nullopt when they are inconsistent.
+std::optional<Meta> GetMetaFields(std::string_view in, std::string_view level_name) {
+  Meta meta;
+  meta.size = GetBigEndian(in.substr(1));
+  meta.generation = GetBigEndian(in.substr(9));
+  meta.chunk_count = GetBigEndian(in.substr(17));
+  uint64_t chunk_bytes = GetBigEndian(in.substr(25));
+  Result<StorageLevel> level = ParseStorageLevel(level_name);
+  if (!level.ok() || chunk_bytes == 0 || chunk_bytes > kMaxPayloadFrameBytes ||
+      meta.chunk_count != ChunkCount(meta.size, chunk_bytes)) {
+    return std::nullopt;
+  }
+  meta.chunk_bytes = static_cast<uint32_t>(chunk_bytes);
+  meta.level = *level;
+  return meta;
+}
+
+}  // namespace
+
+std::string MetaKey(const BlockId& id) { return std::string(kMetaPrefix) + id.ToString(); }
+
+std::string GenerationKey(const BlockId& id, uint64_t generation) {
+  std::string key = ChunkPrefix(id);
+  PutBigEndian(key, generation);
+  return key;
+}
+
+namespace {
+
+std::string ChunkKey(const BlockId& id, uint64_t generation, uint64_t index) {
+  std::string key = GenerationKey(id, generation);
+  PutBigEndian(key, index);
+  return key;
+}
+
+}  // namespace
+
+std::string VersionKey(uint64_t generation) {
+  std::string key(kVersionPrefix);
+  PutBigEndian(key, generation);
+  return key;
+}
+
+std::string VersionEnd(uint64_t generation) {
+  return generation == UINT64_MAX ? std::string(kVersionsEnd) : VersionKey(generation + 1);
+}
+
+std::string VersionChunkKey(uint64_t generation, uint64_t index) {
+  std::string key = VersionKey(generation);
+  PutBigEndian(key, index);
+  return key;
+}
+
+std::string ChunkKeyOf(const BlockId& id, const Meta& meta, uint64_t index) {
+  return meta.legacy ? ChunkKey(id, meta.generation, index)
+                     : VersionChunkKey(meta.generation, index);
+}
+
+void DeleteVersion(rocksdb::WriteBatch& batch, const BlockId& id, const Meta& meta) {
+  if (!meta.legacy) {
+    batch.DeleteRange(VersionKey(meta.generation), VersionEnd(meta.generation));
+    return;
+  }
+  batch.Delete(MetaKey(id));
+  if (meta.chunk_count > 0) {
+    batch.DeleteRange(GenerationKey(id, meta.generation), GenerationKey(id, meta.generation + 1));
+  }
+}
+
+std::pair<std::string, std::string> VersionRange(const BlockId& id, const Meta& meta) {
+  if (!meta.legacy) return {VersionKey(meta.generation), VersionEnd(meta.generation)};
+  return {GenerationKey(id, meta.generation), GenerationKey(id, meta.generation + 1)};
+}
+
+uint64_t ChunkCount(uint64_t size, uint64_t chunk_bytes) {
+  return size / chunk_bytes + (size % chunk_bytes != 0 ? 1 : 0);
+}
+
+// The value at VersionKey: the meta fields, the version token, the level's name (length
+// first), the block id.
+std::string EncodeVersionMeta(const BlockId& id, const Meta& meta) {
+  std::string out;
+  out.push_back(static_cast<char>(kVersionMetaFormat));
+  PutMetaFields(out, meta);
+  PutBigEndian(out, meta.version);
+  BM_CHECK(meta.unit_digests.size() == meta.chunk_count);
+  for (uint64_t digest : meta.unit_digests) PutBigEndian(out, digest);
+  const std::string_view level = StorageLevelName(meta.level);
+  out.push_back(static_cast<char>(level.size()));
+  out += level;
+  out += id.ToString();
+  return out;
+}
+
+std::optional<std::pair<BlockId, Meta>> DecodeVersionMeta(std::string_view in) {
+  if (in.empty()) return std::nullopt;
+  const uint8_t format = static_cast<uint8_t>(in[0]);
+  if (format != kVersionMetaFormat && format != kVersionMetaFormatNoDigests &&
+      format != kVersionMetaFormatNoToken) {
+    return std::nullopt;
+  }
+  if (in.size() < kMetaFixedBytes) return std::nullopt;
+  const size_t token_bytes = format == kVersionMetaFormatNoToken ? 0 : 8;
+  // The chunk count comes before any digest, so the digests' size is known from it.
+  const uint64_t chunk_count = GetBigEndian(in.substr(17));
+  if (format == kVersionMetaFormat && chunk_count > (in.size() - kMetaFixedBytes) / 8) {
+    return std::nullopt;
+  }
+  const size_t digest_bytes = format == kVersionMetaFormat ? chunk_count * 8 : 0;
+  const size_t level_at = kMetaFixedBytes + token_bytes + digest_bytes;
+  if (in.size() < level_at + 1) return std::nullopt;
+  const size_t level_size = static_cast<uint8_t>(in[level_at]);
+  if (in.size() < level_at + 1 + level_size) return std::nullopt;
+  std::optional<Meta> meta = GetMetaFields(in, in.substr(level_at + 1, level_size));
+  Result<BlockId> id = BlockId::Parse(in.substr(level_at + 1 + level_size));
+  if (!meta.has_value() || !id.ok()) return std::nullopt;
+  if (token_bytes > 0) meta->version = GetBigEndian(in.substr(kMetaFixedBytes));
+  if (digest_bytes > 0) {
+    meta->unit_digests.reserve(chunk_count);
+    for (uint64_t i = 0; i < chunk_count; ++i) {
+      meta->unit_digests.push_back(GetBigEndian(in.substr(kMetaFixedBytes + 8 + 8 * i)));
+    }
+  }
+  return std::pair{*id, *meta};
+}
+
+// The value at a legacy "m:" key: the meta fields, then the level's name.
+std::optional<Meta> DecodeLegacyMeta(std::string_view in) {
+  if (in.size() < kMetaFixedBytes || static_cast<uint8_t>(in[0]) != kMetaFormat) {
+    return std::nullopt;
+  }
+  std::optional<Meta> meta = GetMetaFields(in, in.substr(kMetaFixedBytes));
+  if (meta.has_value()) meta->legacy = true;
+  return meta;
+}
+
+}  // namespace bm::disk

@@ -1,0 +1,48 @@
+#include "worker/journal_check.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+namespace bm::disk {
+
+JournalVerdict CheckJournal(
+    const std::map<BlockId, uint64_t>& committed, const std::map<BlockId, uint64_t>& removed,
+    const DiskIndex& index,
+    const std::vector<std::pair<uint64_t, uint64_t>>& unreadable_generations) {
+  JournalVerdict verdict;
+  std::set<BlockId> deleted;
+  for (const auto& [id, generation] : removed) {
+    const Meta* found = index.Find(id);
+    if (found != nullptr && found->generation <= generation) {
+      verdict.removed_earlier.push_back(id);
+      deleted.insert(id);
+    }
+  }
+  for (const auto& [id, generation] : committed) {
+    const Meta* found = deleted.contains(id) ? nullptr : index.Find(id);
+    const bool unreadable = std::any_of(
+        unreadable_generations.begin(), unreadable_generations.end(),
+        [&](const auto& range) { return generation >= range.first && generation < range.second; });
+    if (found == nullptr && unreadable) {
+      verdict.lost.push_back({id, "generation " + std::to_string(generation) +
+                                      " is corrupt on disk: its records failed RocksDB's "
+                                      "checksum in the start-up scan"});
+      ++verdict.corrupt;
+    } else if (found == nullptr) {
+      verdict.lost.push_back({id, "generation " + std::to_string(generation) +
+                                      " was committed but the store no longer has it (RocksDB "
+                                      "recovered its write-ahead log only up to a damaged or "
+                                      "missing record)"});
+    } else if (found->generation < generation) {
+      verdict.lost.push_back(
+          {id, "generation " + std::to_string(generation) +
+                   " was committed but the store recovered only the older generation " +
+                   std::to_string(found->generation) + ", which is removed rather than served"});
+      verdict.stale.push_back(id);
+    }
+  }
+  return verdict;
+}
+
+}  // namespace bm::disk
