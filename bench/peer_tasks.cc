@@ -54,7 +54,7 @@ struct MemcachedFree {
 
 Result<Json> RedisTransferTask(const Json& task) {
   const uint64_t size = task.at("size").get<uint64_t>();
-  ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(task.at("port").get<int>()));
+  BM_ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(task.at("port").get<int>()));
   const std::vector<std::byte> data = PatternBytes(size);
   auto put = [&](int key) {
     const std::string k = Key(key);
@@ -74,11 +74,11 @@ Result<Json> RedisSmallGetsTask(const Json& task) {
   const uint64_t size = task.at("size").get<uint64_t>();
   const int ids = task.value("ids", 1000);
   const int pipeline = task.value("pipeline", 1);
-  ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(task.at("port").get<int>()));
+  BM_ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(task.at("port").get<int>()));
   const std::vector<std::byte> data = PatternBytes(size);
   for (int key = 0; key < ids; ++key) {
     const std::string k = Key(key);
-    RETURN_IF_ERROR(CheckReply(redis.get(),
+    BM_RETURN_IF_ERROR(CheckReply(redis.get(),
                                static_cast<redisReply*>(redisCommand(
                                    redis.get(), "SET %b %b", k.data(), k.size(), data.data(),
                                    data.size())),
@@ -86,7 +86,7 @@ Result<Json> RedisSmallGetsTask(const Json& task) {
   }
   int next = 0;
   // One timed operation sends `pipeline` GETs and then reads their replies (redis-benchmark -P).
-  ASSIGN_OR_RETURN(Timed rounds, RunTimed(DurationOf(task), [&]() -> Status {
+  BM_ASSIGN_OR_RETURN(Timed rounds, RunTimed(DurationOf(task), [&]() -> Status {
                      for (int i = 0; i < pipeline; ++i) {
                        const std::string k = Key(next++ % ids);
                        if (redisAppendCommand(redis.get(), "GET %b", k.data(), k.size()) !=
@@ -97,7 +97,7 @@ Result<Json> RedisSmallGetsTask(const Json& task) {
                      for (int i = 0; i < pipeline; ++i) {
                        void* reply = nullptr;
                        if (redisGetReply(redis.get(), &reply) != REDIS_OK) reply = nullptr;
-                       RETURN_IF_ERROR(CheckReply(redis.get(), static_cast<redisReply*>(reply),
+                       BM_RETURN_IF_ERROR(CheckReply(redis.get(), static_cast<redisReply*>(reply),
                                                   static_cast<long long>(size)));
                      }
                      return Status::Ok();
@@ -116,11 +116,11 @@ Result<Json> RedisShuffleFetchTask(const Json& task) {
   const int port = task.at("port").get<int>();
   const std::vector<int> depths = task.value("depths", std::vector<int>{16, 64, 256, 1024});
   {
-    ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(port));
+    BM_ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(port));
     const std::vector<std::byte> data = PatternBytes(size);
     for (int key = 0; key < ids; ++key) {
       const std::string k = Key(key);
-      RETURN_IF_ERROR(
+      BM_RETURN_IF_ERROR(
           CheckReply(redis.get(),
                      static_cast<redisReply*>(redisCommand(redis.get(), "SET %b %b", k.data(),
                                                            k.size(), data.data(), data.size())),
@@ -142,7 +142,7 @@ Result<Json> RedisShuffleFetchTask(const Json& task) {
       for (int i = 0; i < n; ++i) {
         void* reply = nullptr;
         if (redisGetReply(c, &reply) != REDIS_OK) reply = nullptr;
-        RETURN_IF_ERROR(
+        BM_RETURN_IF_ERROR(
             CheckReply(c, static_cast<redisReply*>(reply), static_cast<long long>(size)));
       }
     }
@@ -180,8 +180,8 @@ Result<Json> RedisShuffleFetchTask(const Json& task) {
   std::string best_shape;
   for (const char* kind : {"GET -P", "MGET"}) {
     for (int depth : depths) {
-      ASSIGN_OR_RETURN(Timed fetches, RunTimed(DurationOf(task), [&]() -> Status {
-                         ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(port));
+      BM_ASSIGN_OR_RETURN(Timed fetches, RunTimed(DurationOf(task), [&]() -> Status {
+                         BM_ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(port));
                          return std::string(kind) == "MGET" ? mgets(redis.get(), depth)
                                                             : pipelined_gets(redis.get(), depth);
                        }));

@@ -31,7 +31,7 @@ Result<PeerServer> StartListening(const std::string& binary,
   for (int attempt = 0; attempt < 5; ++attempt) {
     const int port = testing::FreeLoopbackPort();
     if (!ready_text.empty()) std::filesystem::remove(log_path);  // no stale "ready" line
-    ASSIGN_OR_RETURN(Process process, Process::Spawn(binary, make_args(port), log_path));
+    BM_ASSIGN_OR_RETURN(Process process, Process::Spawn(binary, make_args(port), log_path));
     auto listening = [&] {
       return ready_text.empty() ? testing::PortAcceptsConnections(port)
                                 : LogContains(log_path, ready_text);
@@ -60,11 +60,11 @@ Result<std::unique_ptr<BlockmgrCluster>> BlockmgrCluster::Start(const BenchEnv& 
   for (int i = 1; i <= options.workers; ++i) {
     cluster->worker_ids_.push_back(options.name + "-w" + std::to_string(i));
   }
-  if (options.keys) RETURN_IF_ERROR(processes.MakeKeys(cluster->worker_ids_));
-  RETURN_IF_ERROR(processes.LaunchMaster());
+  if (options.keys) BM_RETURN_IF_ERROR(processes.MakeKeys(cluster->worker_ids_));
+  BM_RETURN_IF_ERROR(processes.LaunchMaster());
   for (const std::string& id : cluster->worker_ids_) {
     std::filesystem::remove_all(processes.worker_disk_dir(id));
-    RETURN_IF_ERROR(processes.LaunchWorker({.id = id,
+    BM_RETURN_IF_ERROR(processes.LaunchWorker({.id = id,
                                             .memory = options.worker_memory,
                                             .disk_limit = "",
                                             .binary = options.worker_binary}));

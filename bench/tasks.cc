@@ -40,13 +40,13 @@ Result<Json> MeasureTransfer(const Duration& duration, uint64_t size, int ids,
                              const std::function<Status(int key)>& put,
                              const std::function<Status(int key)>& get) {
   int next = 0;
-  ASSIGN_OR_RETURN(Timed puts, RunTimed(duration, [&] { return put(next++ % ids); }));
+  BM_ASSIGN_OR_RETURN(Timed puts, RunTimed(duration, [&] { return put(next++ % ids); }));
   // Reads visit the stored keys in a scattered order (a stride coprime with their count).
   const uint64_t stored = static_cast<uint64_t>(std::min(next, ids));
   uint64_t stride = 7919;
   while (std::gcd(stride, stored) != 1) ++stride;
   uint64_t read = 0;
-  ASSIGN_OR_RETURN(Timed gets, RunTimed(duration, [&] {
+  BM_ASSIGN_OR_RETURN(Timed gets, RunTimed(duration, [&] {
                      return get(static_cast<int>((read++ * stride) % stored));
                    }));
   const double bytes = static_cast<double>(size);
@@ -66,7 +66,7 @@ Result<Json> MemcpyTask(const Json& task) {
   const uint64_t size = task.at("size").get<uint64_t>();
   std::vector<std::byte> from = PatternBytes(size);
   std::vector<std::byte> to(size, std::byte{1});
-  ASSIGN_OR_RETURN(Timed copies, RunTimed(DurationOf(task), [&] {
+  BM_ASSIGN_OR_RETURN(Timed copies, RunTimed(DurationOf(task), [&] {
                      std::memcpy(to.data(), from.data(), size);
                      return Status::Ok();
                    }));

@@ -8,9 +8,9 @@
 namespace bm::bench {
 
 Result<double> RunIperf(const BenchEnv& env, double seconds) {
-  ASSIGN_OR_RETURN(PeerServer server, StartIperfServer(env));
+  BM_ASSIGN_OR_RETURN(PeerServer server, StartIperfServer(env));
   const std::string iperf = testing::FindOnPath("iperf3");
-  ASSIGN_OR_RETURN(
+  BM_ASSIGN_OR_RETURN(
       testing::CommandResult run,
       testing::RunCommand(testing::Command{
           .binary = iperf,
@@ -36,7 +36,7 @@ Result<RedisTlsRates> RunRedisTls(const BenchEnv& env, uint64_t size, int reques
   }
   const std::string cert = env.work_dir + "/redis-tls.crt";
   const std::string key = env.work_dir + "/redis-tls.key";
-  ASSIGN_OR_RETURN(testing::CommandResult made,
+  BM_ASSIGN_OR_RETURN(testing::CommandResult made,
                    testing::RunCommand(testing::Command{
                        .binary = openssl,
                        .args = {"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
@@ -44,8 +44,8 @@ Result<RedisTlsRates> RunRedisTls(const BenchEnv& env, uint64_t size, int reques
                        .stderr_log = env.work_dir + "/openssl.log",
                        .timeout = std::chrono::minutes(1)}));
   if (made.exit_code != 0) return InternalError("openssl could not make a certificate");
-  ASSIGN_OR_RETURN(PeerServer server, StartRedisTls(env, cert, key));
-  ASSIGN_OR_RETURN(
+  BM_ASSIGN_OR_RETURN(PeerServer server, StartRedisTls(env, cert, key));
+  BM_ASSIGN_OR_RETURN(
       testing::CommandResult run,
       testing::RunCommand(testing::Command{
           .binary = benchmark,
@@ -82,7 +82,7 @@ Result<DbBenchRates> RunDbBench(const BenchEnv& env, uint64_t value_size, uint64
   if (binary.empty()) return UnavailableError("db_bench not found (Debian package rocksdb-tools)");
   const std::string db = env.work_dir + "/db_bench-db";
   std::filesystem::remove_all(db);
-  ASSIGN_OR_RETURN(
+  BM_ASSIGN_OR_RETURN(
       testing::CommandResult run,
       testing::RunCommand(testing::Command{
           .binary = binary,

@@ -45,7 +45,7 @@ class Runner {
   Result<Json> Client(Json task, const std::string& bin_dir = "") {
     task["seconds"] = config_.seconds;
     const std::string log = config_.env.work_dir + "/clients.log";
-    ASSIGN_OR_RETURN(testing::CommandResult run,
+    BM_ASSIGN_OR_RETURN(testing::CommandResult run,
                      testing::RunCommand(testing::Command{
                          .binary = (bin_dir.empty() ? config_.env.bin_dir : bin_dir) + "/bm-bench",
                          .args = {"--client", task.dump()},
@@ -70,7 +70,7 @@ class Runner {
                               BM_BENCH_PYTHON + " (needs pybind11-dev and python3-dev)");
     }
     const std::string log = config_.env.work_dir + "/clients.log";
-    ASSIGN_OR_RETURN(testing::CommandResult run,
+    BM_ASSIGN_OR_RETURN(testing::CommandResult run,
                      testing::RunCommand(testing::Command{
                          .binary = BM_BENCH_PYTHON,
                          .args = {BM_BENCH_PYTHON_SCRIPT, "--path", BM_BENCH_PYTHON_PATH,
@@ -182,7 +182,7 @@ void LargeBlocks(Runner& runner, BlockmgrCluster& cluster, std::optional<double>
                                  {"size", size}});
                           },
        [&]() -> Result<Json> {
-         ASSIGN_OR_RETURN(double rate, RunIperf(env, runner.config().seconds));
+         BM_ASSIGN_OR_RETURN(double rate, RunIperf(env, runner.config().seconds));
          return Json{{"bytes_per_s", rate}};
        },
        !redis_server.ok() ? Failed(redis_server.status())
@@ -298,7 +298,7 @@ void CurveBlocks(Runner& runner, BlockmgrCluster& plain) {
     std::vector<Result<Json>> results = Interleaved(
         runner.config(),
         {task(**secure, 71), task(plain, 72), [&runner, size = size, redis_requests]() -> Result<Json> {
-           ASSIGN_OR_RETURN(RedisTlsRates rates,
+           BM_ASSIGN_OR_RETURN(RedisTlsRates rates,
                             RunRedisTls(runner.config().env, size, redis_requests));
            return Json{{"put_bytes_per_s", rates.set_bytes_per_s},
                        {"get_bytes_per_s", rates.get_bytes_per_s}};
@@ -367,7 +367,7 @@ void GetsWhileScraped(Runner& runner) {
          const std::string urls = cluster.master_http() + "/metrics," + cluster.master_http() +
                                   "/storage," + cluster.worker_http(0) + "/metrics";
          std::filesystem::remove(scraper_log);
-         ASSIGN_OR_RETURN(Process scraper,
+         BM_ASSIGN_OR_RETURN(Process scraper,
                           Process::Spawn(env.bin_dir + "/bm-bench",
                                          {"--scrape", urls, "--scrape-hz", "20"}, scraper_log));
          auto scraping = [&] {
@@ -536,7 +536,7 @@ void DiskBlocks(Runner& runner, BlockmgrCluster& cluster) {
                                {"min_ops", 200}});
        },
        [&]() -> Result<Json> {
-         ASSIGN_OR_RETURN(DbBenchRates rates,
+         BM_ASSIGN_OR_RETURN(DbBenchRates rates,
                           RunDbBench(runner.config().env, size, runner.config().db_bench_values));
          return Json{{"fillseq", rates.fillseq_bytes_per_s},
                      {"readrandom", rates.readrandom_bytes_per_s}};

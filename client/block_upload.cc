@@ -108,7 +108,7 @@ void BlockUpload::SendPieces() {
 Status BlockUpload::ReadPiece() {
   Piece piece;
   piece.offset = source_.offset();
-  ASSIGN_OR_RETURN(piece.chunks, source_.NextPiece());
+  BM_ASSIGN_OR_RETURN(piece.chunks, source_.NextPiece());
   piece.last = source_.offset() == source_.size();
   std::vector<std::span<const std::byte>> spans;
   spans.reserve(piece.chunks.size());

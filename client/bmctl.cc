@@ -255,10 +255,10 @@ int RunPut(Client& client, const PutArgs& args, const BlockId& id, StorageLevel 
   Result<PutResult> put = [&]() -> Result<PutResult> {
     std::vector<std::byte> data;
     if (args.file == "-") {
-      ASSIGN_OR_RETURN(data, ReadAll(STDIN_FILENO, "stdin"));
+      BM_ASSIGN_OR_RETURN(data, ReadAll(STDIN_FILENO, "stdin"));
       return client.Put(id, data, level, options);
     }
-    ASSIGN_OR_RETURN(PutInput input, OpenPutInput(args.file));
+    BM_ASSIGN_OR_RETURN(PutInput input, OpenPutInput(args.file));
     if (input.regular) {
       std::ifstream in(args.file, std::ios::binary);
       if (!in) return InternalError("cannot open " + args.file + ": " + ErrnoText());
@@ -271,7 +271,7 @@ int RunPut(Client& client, const PutArgs& args, const BlockId& id, StorageLevel 
       progress->Finish();
       return put;
     }
-    ASSIGN_OR_RETURN(data, ReadAll(input.fd->get(), args.file));
+    BM_ASSIGN_OR_RETURN(data, ReadAll(input.fd->get(), args.file));
     return client.Put(id, data, level, options);
   }();
   if (!put.ok()) return Fail(put.status());
@@ -435,7 +435,7 @@ int Main(int argc, char** argv) {
   std::optional<uint64_t> rdd_id;
   StorageLevel level = StorageLevel::kMemoryAndDisk;
   auto parse_ids = [&](const std::vector<std::string>& texts) -> Status {
-    ASSIGN_OR_RETURN(ids, ParseBlockIds(texts));
+    BM_ASSIGN_OR_RETURN(ids, ParseBlockIds(texts));
     return Status::Ok();
   };
   Status valid;

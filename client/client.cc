@@ -163,13 +163,13 @@ Result<PutResult> Client::Impl::PutFrom(const BlockId& id, PieceSource& source, 
                                   const PutOptions& options) {
   // Whatever this client remembered of the old block may be replaced below.
   location_cache_.Forget(id);
-  ASSIGN_OR_RETURN(PlacementList placement, PlacementWorkers(false));
+  BM_ASSIGN_OR_RETURN(PlacementList placement, PlacementWorkers(false));
   const auto usable = std::count_if(
       placement.workers.begin(), placement.workers.end(),
       [](const WorkerInfo& w) { return w.state != WorkerState::kDecommissioning; });
   if (placement.kept && static_cast<uint64_t>(usable) < CopiesWanted(level, options)) {
     // Too few workers kept for the copies wanted: one may have joined since.
-    ASSIGN_OR_RETURN(placement, PlacementWorkers(true));
+    BM_ASSIGN_OR_RETURN(placement, PlacementWorkers(true));
   }
   Result<PutResult> put = PutOnce(id, source, level, options, std::move(placement.workers));
   if (put.ok() || !placement.kept || source.failed()) return put;
@@ -179,7 +179,7 @@ Result<PutResult> Client::Impl::PutFrom(const BlockId& id, PieceSource& source, 
   const bool placement_failed = code == StatusCode::kUnavailable ||
                                 code == StatusCode::kOutOfSpace || code == StatusCode::kNotFound;
   if (!placement_failed || !source.Restart()) return put;
-  ASSIGN_OR_RETURN(placement, PlacementWorkers(true));
+  BM_ASSIGN_OR_RETURN(placement, PlacementWorkers(true));
   return PutOnce(id, source, level, options, std::move(placement.workers));
 }
 
@@ -190,7 +190,7 @@ Result<Client::Impl::PlacementList> Client::Impl::PlacementWorkers(bool fresh) {
       return PlacementList{*kept, true};
     }
   }
-  ASSIGN_OR_RETURN(std::vector<WorkerInfo> workers, Workers());
+  BM_ASSIGN_OR_RETURN(std::vector<WorkerInfo> workers, Workers());
   placement_workers_.Keep(workers, now);
   return PlacementList{std::move(workers), false};
 }
@@ -307,7 +307,7 @@ Result<std::vector<std::byte>> Client::Impl::Get(const BlockId& id) {
     return Status::Ok();
   };
   auto reserve = [&data](uint64_t size) { ReserveBlockBuffer(data, size); };
-  ASSIGN_OR_RETURN(uint64_t size, ReadBlock(id, sink, [&data]() { data.clear(); }, reserve));
+  BM_ASSIGN_OR_RETURN(uint64_t size, ReadBlock(id, sink, [&data]() { data.clear(); }, reserve));
   BM_CHECK(size == data.size());
   return data;
 }
@@ -355,7 +355,7 @@ Result<std::vector<std::byte>> Client::Impl::ReadWhole(const BlockId& id,
     return Status::Ok();
   };
   auto reserve = [&data](uint64_t size) { ReserveBlockBuffer(data, size); };
-  ASSIGN_OR_RETURN(uint64_t size, ReadBlock(id, sink, [&data]() { data.clear(); }, reserve,
+  BM_ASSIGN_OR_RETURN(uint64_t size, ReadBlock(id, sink, [&data]() { data.clear(); }, reserve,
                                             std::move(known), &report));
   BM_CHECK(size == data.size());
   return data;
@@ -390,7 +390,7 @@ Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink
       locations = *cached;
       from_cache = true;
     } else {
-      ASSIGN_OR_RETURN(std::vector<BlockLocations> found, Locations({id}));
+      BM_ASSIGN_OR_RETURN(std::vector<BlockLocations> found, Locations({id}));
       if (found.size() != 1) return InternalError("master sent no entry for " + block);
       locations = std::move(found[0].locations);
     }
@@ -506,7 +506,7 @@ Result<std::vector<CopyCheck>> Client::Impl::VerifyCopies(
       continue;
     }
     for (const BlockLocation& location : block.locations) {
-      ASSIGN_OR_RETURN(CopyCheck check,
+      BM_ASSIGN_OR_RETURN(CopyCheck check,
                        VerifyWorkerCopy(workers_, location, block.block, false));
       checks.push_back(std::move(check));
     }
@@ -521,14 +521,14 @@ Result<std::vector<BlockLocations>> Client::Impl::Locations(const std::vector<Bl
 }
 
 Result<std::vector<WorkerInfo>> Client::Impl::Workers() {
-  ASSIGN_OR_RETURN(std::vector<WorkerInfo> workers, master_.Workers());
+  BM_ASSIGN_OR_RETURN(std::vector<WorkerInfo> workers, master_.Workers());
   for (const WorkerInfo& worker : workers) workers_.Trust(worker.address, worker.public_key);
   return workers;
 }
 
 Result<std::vector<BlockLocations>> Client::Impl::Blocks(std::optional<uint64_t> rdd_id) {
   std::vector<BlockLocations> out;
-  RETURN_IF_ERROR(ForEachBlockPage(rdd_id, [&](const std::vector<BlockLocations>& page) {
+  BM_RETURN_IF_ERROR(ForEachBlockPage(rdd_id, [&](const std::vector<BlockLocations>& page) {
     out.insert(out.end(), page.begin(), page.end());
     return Status::Ok();
   }));

@@ -26,7 +26,7 @@ Result<CopyCheck> VerifyWorkerCopy(WorkerChannels& workers, const BlockLocation&
     check.message = reply.status().message();
     return check;
   }
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::Reply::Reader r = reply->reply();
     if (!r.isVerified()) return UnexpectedReply(peer, "verified");
     proto::VerifyReply::Reader verified = r.getVerified();

@@ -77,7 +77,7 @@ Result<std::vector<std::byte>> Client::Impl::GetOrCompute(const BlockId& id, Sto
                               std::to_string(deadline.count()) +
                               " ms: another client is still computing it");
     }
-    ASSIGN_OR_RETURN(ComputeTicket ticket, AcquireCompute(id, failed_workers, *wait));
+    BM_ASSIGN_OR_RETURN(ComputeTicket ticket, AcquireCompute(id, failed_workers, *wait));
     switch (ticket.kind) {
       case ComputeTicket::Kind::kCached: {
         if (ticket.locations.empty()) break;  // stored and already gone again: ask again
@@ -172,9 +172,9 @@ Result<Client::Impl::ComputeTicket> Client::Impl::AcquireCompute(const BlockId& 
   acquire.setWaitMs(static_cast<uint32_t>(wait.count()));
   auto failed = acquire.initFailedWorkers(failed_workers.size());
   for (size_t i = 0; i < failed_workers.size(); ++i) failed.set(i, failed_workers[i]);
-  ASSIGN_OR_RETURN(IncomingMessage reply, master_.Call(message, wait));
+  BM_ASSIGN_OR_RETURN(IncomingMessage reply, master_.Call(message, wait));
   ComputeTicket ticket;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::Reply::Reader r = reply.reply();
     if (!r.isCompute()) {
       return InternalError("master answered acquireCompute with something other than 'compute'");

@@ -95,7 +95,7 @@ void HttpServer::AddRoute(const std::string& pattern, Handler handler) {
 }
 
 Status HttpServer::Start(std::string_view host_port) {
-  ASSIGN_OR_RETURN(auto address, ParseHostPort(host_port));
+  BM_ASSIGN_OR_RETURN(auto address, ParseHostPort(host_port));
   const auto& [host, port] = address;
   if (port == 0) {
     port_ = server_->bind_to_any_port(host.c_str());

@@ -94,16 +94,16 @@ class [[nodiscard]] Result {
 #define BM_CONCAT(a, b) BM_CONCAT_INNER(a, b)
 
 // Returns the Status from the enclosing function if `expr` failed.
-#define RETURN_IF_ERROR(expr)              \
+#define BM_RETURN_IF_ERROR(expr)              \
   do {                                     \
     ::bm::Status bm_status_ = (expr);      \
     if (!bm_status_.ok()) return bm_status_; \
   } while (0)
 
-// `ASSIGN_OR_RETURN(auto x, MakeX());` declares x from a Result or returns its Status.
-#define ASSIGN_OR_RETURN(lhs, expr) \
-  ASSIGN_OR_RETURN_IMPL(BM_CONCAT(bm_result_, __LINE__), lhs, expr)
-#define ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
+// `BM_ASSIGN_OR_RETURN(auto x, MakeX());` declares x from a Result or returns its Status.
+#define BM_ASSIGN_OR_RETURN(lhs, expr) \
+  BM_ASSIGN_OR_RETURN_IMPL(BM_CONCAT(bm_result_, __LINE__), lhs, expr)
+#define BM_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                          \
   if (!tmp.ok()) return tmp.status();         \
   lhs = std::move(tmp).value()

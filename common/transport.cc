@@ -346,7 +346,7 @@ Status RpcChannel::ReadMonitor() {
 
 Result<IncomingMessage> RpcChannel::Call(capnp::MallocMessageBuilder& request,
                                          std::vector<zmq::message_t> payload) {
-  ASSIGN_OR_RETURN(uint64_t id, Send(request, std::move(payload)));
+  BM_ASSIGN_OR_RETURN(uint64_t id, Send(request, std::move(payload)));
   return Await(id);
 }
 
@@ -386,7 +386,7 @@ Result<IncomingMessage> RpcChannel::Await(uint64_t id) {
   if (auto early = early_replies_.find(id); early != early_replies_.end()) {
     IncomingMessage message = std::move(early->second);
     early_replies_.erase(early);
-    RETURN_IF_ERROR(reply_status(message));
+    BM_RETURN_IF_ERROR(reply_status(message));
     return message;
   }
   if (!in_flight_.contains(id)) {
@@ -430,7 +430,7 @@ Result<IncomingMessage> RpcChannel::Await(uint64_t id) {
       continue;
     }
     in_flight_.erase(id);
-    RETURN_IF_ERROR(reply_status(message));
+    BM_RETURN_IF_ERROR(reply_status(message));
     return std::move(received).value();
   }
   Reset();

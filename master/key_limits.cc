@@ -10,7 +10,7 @@ Result<std::unique_ptr<KeyLimits>> KeyLimits::Create(zmq::context_t& context,
                                                      ZapHandler* zap,
                                                      size_t max_registrations_per_key,
                                                      const Clock& clock) {
-  ASSIGN_OR_RETURN(std::unique_ptr<PeerMonitor> monitor,
+  BM_ASSIGN_OR_RETURN(std::unique_ptr<PeerMonitor> monitor,
                    PeerMonitor::Create(context, router,
                                        "master-" + std::to_string(reinterpret_cast<uintptr_t>(
                                                        router.handle()))));

@@ -135,8 +135,8 @@ Status MasterServer::Loop::HandleRegisterRdd(proto::RegisterRdd::Reader request,
 Result<MasterServer::Loop::Answer> MasterServer::Loop::HandleAcquireCompute(
     proto::AcquireCompute::Reader request, const zmq::message_t& client, uint64_t request_id,
     proto::Reply::Builder reply) {
-  ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(request.getBlockId()));
-  ASSIGN_OR_RETURN(std::string holder,
+  BM_ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(request.getBlockId()));
+  BM_ASSIGN_OR_RETURN(std::string holder,
                    DecodeName(request.getHolder(), "lease holder", kMaxHolderBytes));
   const uint32_t lease_ms = request.getLeaseMs();
   if (lease_ms < kMinLeaseMs || lease_ms > kMaxLeaseMs) {
@@ -183,15 +183,15 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::HandleAcquireCompute(
 
 Status MasterServer::Loop::HandleRenewCompute(proto::ComputeLease::Reader request,
                                               proto::Reply::Builder reply) {
-  ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(request.getBlockId()));
-  RETURN_IF_ERROR(leases_.Renew(id, request.getToken()));
+  BM_ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(request.getBlockId()));
+  BM_RETURN_IF_ERROR(leases_.Renew(id, request.getToken()));
   reply.setOk();
   return Status::Ok();
 }
 
 Status MasterServer::Loop::HandleReleaseCompute(proto::ComputeLease::Reader request,
                                                 proto::Reply::Builder reply) {
-  ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(request.getBlockId()));
+  BM_ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(request.getBlockId()));
   AnswerWaiters(leases_.Release(id, request.getToken()));
   reply.setOk();
   return Status::Ok();

@@ -27,30 +27,30 @@ constexpr Duration kMinHeartbeatInterval = std::chrono::milliseconds(50);
 Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
                                           const std::optional<PeerIdentity>& peer,
                                           proto::Reply::Builder reply) {
-  ASSIGN_OR_RETURN(std::string id,
+  BM_ASSIGN_OR_RETURN(std::string id,
                    DecodeName(request.getWorkerId(), "worker id", kMaxWorkerIdBytes));
-  ASSIGN_OR_RETURN(std::string address,
+  BM_ASSIGN_OR_RETURN(std::string address,
                    DecodeName(request.getAddress(), "worker address", kMaxAddressBytes));
   if (!IsSupportedWorkerAddress(address)) {
     return InvalidArgumentError("worker address '" + address + "' is not tcp:// or ipc://");
   }
-  ASSIGN_OR_RETURN(std::string host, DecodeLabel(request.getHost(), "host label"));
-  ASSIGN_OR_RETURN(std::string rack, DecodeLabel(request.getRack(), "rack label"));
+  BM_ASSIGN_OR_RETURN(std::string host, DecodeLabel(request.getHost(), "host label"));
+  BM_ASSIGN_OR_RETURN(std::string rack, DecodeLabel(request.getRack(), "rack label"));
   const WorkerStats stats = FromProto(request.getStats());
   std::unordered_set<BlockId> fresh_ids;
   for (capnp::Text::Reader text : request.getFreshBlocks()) {
-    ASSIGN_OR_RETURN(BlockId fresh, ParseWireBlockId(text));
+    BM_ASSIGN_OR_RETURN(BlockId fresh, ParseWireBlockId(text));
     fresh_ids.insert(fresh);
   }
   std::vector<BlockChange> blocks;
   blocks.reserve(request.getBlocks().size());
   for (proto::BlockStatus::Reader block : request.getBlocks()) {
-    ASSIGN_OR_RETURN(BlockChange change, DecodeBlockStatus(block, /*removed=*/false));
+    BM_ASSIGN_OR_RETURN(BlockChange change, DecodeBlockStatus(block, /*removed=*/false));
     change.fresh = fresh_ids.contains(change.id);
     blocks.push_back(change);
   }
   const std::string public_key = peer ? peer->public_key : std::string();
-  ASSIGN_OR_RETURN(zmq::socket_t link, links_.Connect(address, public_key));
+  BM_ASSIGN_OR_RETURN(zmq::socket_t link, links_.Connect(address, public_key));
 
   const bool known = registry_.Contains(id);
   if (known) ForgetWorker(id);
@@ -112,7 +112,7 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
 Status MasterServer::Loop::HandleHeartbeat(proto::Heartbeat::Reader request,
                                            proto::Reply::Builder reply) {
   capnp::Text::Reader id = request.getWorkerId();
-  RETURN_IF_ERROR(
+  BM_RETURN_IF_ERROR(
       registry_.Touch(std::string_view(id.cStr(), id.size()), FromProto(request.getStats())));
   reply.setOk();
   return Status::Ok();
@@ -126,12 +126,12 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::HandleReportBlocks(
   std::vector<BlockChange> changes;
   changes.reserve(request.getUpdates().size());
   for (proto::BlockUpdate::Reader update : request.getUpdates()) {
-    ASSIGN_OR_RETURN(BlockChange change, DecodeBlockStatus(update.getStatus(), update.getRemoved(),
+    BM_ASSIGN_OR_RETURN(BlockChange change, DecodeBlockStatus(update.getStatus(), update.getRemoved(),
                                                            update.getFresh()));
     change.lease = update.getLeaseToken();
     changes.push_back(change);
   }
-  RETURN_IF_ERROR(registry_.Touch(id, FromProto(request.getStats())));
+  BM_RETURN_IF_ERROR(registry_.Touch(id, FromProto(request.getStats())));
   auto [recorded, replaced, refused] = ApplyChanges(id, changes);
   BlocksStored(recorded);
   // Copies landing from re-replication may meet a copy that came back meanwhile.
@@ -358,7 +358,7 @@ Status MasterServer::Loop::HandleDecommission(proto::DecommissionWorker::Reader 
                                               proto::Reply::Builder reply) {
   capnp::Text::Reader id_text = request.getWorkerId();
   const std::string id(id_text.cStr(), id_text.size());
-  RETURN_IF_ERROR(registry_.Decommission(id));
+  BM_RETURN_IF_ERROR(registry_.Decommission(id));
   WarnIfUnsent(id, SendDecommission(links_, id));
   spdlog::info("decommissioning worker {}: copying its {} blocks elsewhere", id,
                index_.LocationCount(id));

@@ -45,11 +45,11 @@ struct PageParams {
 Result<PageParams> ParsePage(const HttpRequest& request) {
   PageParams page;
   if (const std::string cursor = request.Param("cursor"); !cursor.empty()) {
-    ASSIGN_OR_RETURN(BlockId id, BlockId::Parse(cursor));
+    BM_ASSIGN_OR_RETURN(BlockId id, BlockId::Parse(cursor));
     page.cursor = id;
   }
   if (const std::string limit = request.Param("limit"); !limit.empty()) {
-    ASSIGN_OR_RETURN(uint64_t value, ParseNumber("limit", limit));
+    BM_ASSIGN_OR_RETURN(uint64_t value, ParseNumber("limit", limit));
     if (value == 0 || value > kMaxPageRows) {
       return InvalidArgumentError("limit must be between 1 and " + std::to_string(kMaxPageRows));
     }

@@ -5,7 +5,7 @@
 namespace bm {
 
 Result<std::unique_ptr<MasterStatusService>> MasterStatusService::Create() {
-  ASSIGN_OR_RETURN(std::unique_ptr<LoopQueries<MasterView>> queries,
+  BM_ASSIGN_OR_RETURN(std::unique_ptr<LoopQueries<MasterView>> queries,
                    LoopQueries<MasterView>::Create());
   return std::unique_ptr<MasterStatusService>(new MasterStatusService(std::move(queries)));
 }

@@ -29,9 +29,9 @@ class Scanner {
 
   Result<DiskScan> Run() {
     std::unique_ptr<rocksdb::Iterator> it(db_.NewIterator(read_options_));
-    RETURN_IF_ERROR(ScanLegacyMetas(*it));
-    RETURN_IF_ERROR(ScanVersions(it));
-    RETURN_IF_ERROR(ScanLegacyChunks(*it));
+    BM_RETURN_IF_ERROR(ScanLegacyMetas(*it));
+    BM_RETURN_IF_ERROR(ScanVersions(it));
+    BM_RETURN_IF_ERROR(ScanLegacyChunks(*it));
     if (orphan_generations_ > 0) {
       spdlog::info("disk store: deleting chunks of {} unfinished writes", orphan_generations_);
     }
@@ -84,7 +84,7 @@ class Scanner {
     uint64_t good = UINT64_MAX;
     for (uint64_t step = 1; bad < UINT64_MAX; step = std::min<uint64_t>(step * 2, 1ull << 62)) {
       const uint64_t probe = step > UINT64_MAX - bad ? UINT64_MAX : bad + step;
-      ASSIGN_OR_RETURN(bool clean, seek(probe));
+      BM_ASSIGN_OR_RETURN(bool clean, seek(probe));
       if (clean) {
         good = probe;
         break;
@@ -94,15 +94,15 @@ class Scanner {
     if (good == UINT64_MAX) {
       it.reset(db_.NewIterator(read_options_));
       it->Seek(kVersionsEnd);
-      RETURN_IF_ERROR(FromRocks(it->status(), "scanning disk store versions"));
+      BM_RETURN_IF_ERROR(FromRocks(it->status(), "scanning disk store versions"));
       return UINT64_MAX;
     }
     while (good - bad > 1) {
       const uint64_t middle = bad + (good - bad) / 2;
-      ASSIGN_OR_RETURN(bool clean, seek(middle));
+      BM_ASSIGN_OR_RETURN(bool clean, seek(middle));
       (clean ? good : bad) = middle;
     }
-    ASSIGN_OR_RETURN(bool clean, seek(good));
+    BM_ASSIGN_OR_RETURN(bool clean, seek(good));
     if (!clean) return InternalError("disk store: a seek past damaged table data failed twice");
     return good;
   }
@@ -114,7 +114,7 @@ class Scanner {
     // From the prefix itself at first, so malformed short keys are met (and deleted) too.
     it->Seek(generation == 0 ? std::string(kVersionPrefix) : VersionKey(generation));
     if (!it->status().IsCorruption()) return Status::Ok();
-    ASSIGN_OR_RETURN(uint64_t readable, SeekPastCorruption(it, generation));
+    BM_ASSIGN_OR_RETURN(uint64_t readable, SeekPastCorruption(it, generation));
     spdlog::error(
         "disk store {}: table data of generations {} to {} failed RocksDB's checksum: the "
         "versions there are lost; serving the rest",
@@ -134,7 +134,7 @@ class Scanner {
   // One seek per stored version: its first record is its meta, unless the write was cut short
   // (chunks only), and then the whole version is deleted.
   Status ScanVersions(std::unique_ptr<rocksdb::Iterator>& it) {
-    RETURN_IF_ERROR(SeekVersion(it, 0));
+    BM_RETURN_IF_ERROR(SeekVersion(it, 0));
     while (it->Valid() && it->key().starts_with(kVersionPrefix)) {
       std::string_view key = it->key().ToStringView();
       const size_t meta_key_size = kVersionPrefix.size() + 8;
@@ -161,7 +161,7 @@ class Scanner {
         ++orphan_generations_;
       }
       if (generation == UINT64_MAX) break;
-      RETURN_IF_ERROR(SeekVersion(it, generation + 1));
+      BM_RETURN_IF_ERROR(SeekVersion(it, generation + 1));
     }
     return FromRocks(it->status(), "scanning disk store versions");
   }

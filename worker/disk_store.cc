@@ -195,12 +195,12 @@ Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir,
     return InvalidArgumentError("disk store path " + dir + " is not a directory");
   }
   std::unique_ptr<DiskStore> store(new DiskStore(dir, std::move(options)));
-  ASSIGN_OR_RETURN(FilesystemSpace space, store->MeasureSpace());
+  BM_ASSIGN_OR_RETURN(FilesystemSpace space, store->MeasureSpace());
   store->write_buffer_bytes_ = WriteBufferBytesFor(space.total_bytes);
   store->headroom_ = HeadroomFor(space.total_bytes);
-  RETURN_IF_ERROR(store->OpenDatabase());
+  BM_RETURN_IF_ERROR(store->OpenDatabase());
   // Outside RocksDB's directory listing: RocksDB ignores files it did not name.
-  ASSIGN_OR_RETURN(
+  BM_ASSIGN_OR_RETURN(
       store->journal_,
       CommitJournal::Open((std::filesystem::path(dir) / "committed-blocks.journal").string()));
   if (store->journal_->existed()) {
@@ -306,12 +306,12 @@ Status DiskStore::OpenDatabase() {
 }
 
 Status DiskStore::LoadIndex() {
-  ASSIGN_OR_RETURN(disk::DiskScan scan, disk::ScanDiskStore(*db_, impl_->read_options, dir_));
+  BM_ASSIGN_OR_RETURN(disk::DiskScan scan, disk::ScanDiskStore(*db_, impl_->read_options, dir_));
   impl_->index = std::move(scan.index);
   impl_->unreadable_generations = std::move(scan.unreadable_generations);
   // A read-only store leaves its garbage (it belongs to no indexed version) for a later open.
   if (scan.garbage.Count() > 0 && impl_->read_only_reason.empty()) {
-    RETURN_IF_ERROR(
+    BM_RETURN_IF_ERROR(
         Written(db_->Write(impl_->write_options, &scan.garbage), "deleting disk store garbage"));
   }
   impl_->next_generation = std::max(impl_->next_generation, scan.max_generation + 1);
@@ -320,7 +320,7 @@ Status DiskStore::LoadIndex() {
 
 Result<std::unique_ptr<DiskWriter>> DiskStore::BeginWrite(const BlockId& id, StorageLevel level,
                                                           uint64_t total_size, uint64_t version) {
-  RETURN_IF_ERROR(Writable());
+  BM_RETURN_IF_ERROR(Writable());
   const uint64_t in_use = used();
   if (limit_ != 0 && (in_use > limit_ || total_size > limit_ - in_use)) {
     return OutOfSpaceError("block " + id.ToString() + " of " + FormatBytes(total_size) +
@@ -330,7 +330,7 @@ Result<std::unique_ptr<DiskWriter>> DiskStore::BeginWrite(const BlockId& id, Sto
   // The filesystem's real free space, whatever the limit says. Claims of writes in progress
   // count whole: some of their bytes may be on disk already, which only errs on the safe side.
   auto fits_filesystem = [&]() -> Status {
-    ASSIGN_OR_RETURN(FilesystemSpace space, MeasureSpace());
+    BM_ASSIGN_OR_RETURN(FilesystemSpace space, MeasureSpace());
     const uint64_t usable =
         space.available_bytes > headroom_ ? space.available_bytes - headroom_ : 0;
     const uint64_t claimed = impl_->claimed_bytes;
@@ -347,10 +347,10 @@ Result<std::unique_ptr<DiskWriter>> DiskStore::BeginWrite(const BlockId& id, Sto
   if (fits.code() == StatusCode::kOutOfSpace && !impl_->removed_ranges.empty()) {
     // Removed blocks may still hold the space: give it back and measure again.
     ReclaimRemovedSpace();
-    RETURN_IF_ERROR(Writable());
+    BM_RETURN_IF_ERROR(Writable());
     fits = fits_filesystem();
   }
-  RETURN_IF_ERROR(fits);
+  BM_RETURN_IF_ERROR(fits);
   impl_->claimed_bytes += total_size;  // no wrap: total_size fits in what is free
   const uint64_t generation = impl_->next_generation++;
   return std::unique_ptr<DiskWriter>(
@@ -359,7 +359,7 @@ Result<std::unique_ptr<DiskWriter>> DiskStore::BeginWrite(const BlockId& id, Sto
 }
 
 Status DiskStore::WritableSince(uint64_t opening, const std::string& what) {
-  RETURN_IF_ERROR(Writable());
+  BM_RETURN_IF_ERROR(Writable());
   // A reopen deletes the chunks of writes in progress (they have no meta yet), so such a write
   // cannot be completed.
   if (impl_->opening != opening) {
@@ -370,7 +370,7 @@ Status DiskStore::WritableSince(uint64_t opening, const std::string& what) {
 
 Status DiskStore::PutChunk(uint64_t generation, uint64_t index, std::span<const std::byte> bytes,
                            uint64_t opening, const std::string& what) {
-  RETURN_IF_ERROR(WritableSince(opening, what));
+  BM_RETURN_IF_ERROR(WritableSince(opening, what));
   return Written(db_->Put(impl_->write_options, disk::VersionChunkKey(generation, index),
                           ToSlice(bytes)),
                  "writing " + what);
@@ -379,7 +379,7 @@ Status DiskStore::PutChunk(uint64_t generation, uint64_t index, std::span<const 
 Status DiskStore::CommitVersion(const BlockId& id, const disk::Meta& meta,
                                 std::span<const std::byte> last_chunk, uint64_t opening,
                                 const std::string& what) {
-  RETURN_IF_ERROR(WritableSince(opening, what));
+  BM_RETURN_IF_ERROR(WritableSince(opening, what));
   rocksdb::WriteBatch batch;
   if (!last_chunk.empty()) {
     batch.Put(disk::VersionChunkKey(meta.generation, meta.chunk_count - 1), ToSlice(last_chunk));
@@ -387,7 +387,7 @@ Status DiskStore::CommitVersion(const BlockId& id, const disk::Meta& meta,
   batch.Put(disk::VersionKey(meta.generation), disk::EncodeVersionMeta(id, meta));
   const Meta* old = impl_->index.Find(id);
   if (old != nullptr) disk::DeleteVersion(batch, id, *old);
-  RETURN_IF_ERROR(Written(db_->Write(impl_->write_options, &batch), "committing " + what));
+  BM_RETURN_IF_ERROR(Written(db_->Write(impl_->write_options, &batch), "committing " + what));
   if (std::optional<Meta> replaced = impl_->index.Put(id, meta)) {
     impl_->removed_ranges.push_back(disk::VersionRange(id, *replaced));
     impl_->reclaimable_bytes = SaturatingAdd(impl_->reclaimable_bytes, replaced->size);
@@ -425,10 +425,10 @@ Status DiskStore::Write(const BlockId& id, StorageLevel level, const BlockData& 
                            "digest; not written to disk");
     }
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer, BeginWrite(id, level, data.size, version));
+  BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer, BeginWrite(id, level, data.size, version));
   // Checked above: the bytes are not hashed a second time on their way in.
   writer->AdoptUnitDigests(expected_unit_digests);
-  for (const ChunkPtr& chunk : data.chunks) RETURN_IF_ERROR(writer->Append(chunk->bytes()));
+  for (const ChunkPtr& chunk : data.chunks) BM_RETURN_IF_ERROR(writer->Append(chunk->bytes()));
   return writer->Commit();
 }
 
@@ -680,10 +680,10 @@ Status DiskStore::CorruptStoredByte(const BlockId& id, uint64_t offset) {
     return InvalidArgumentError("offset " + std::to_string(offset) + " is not inside block " +
                                 id.ToString() + " (" + std::to_string(meta.size) + " bytes)");
   }
-  RETURN_IF_ERROR(Writable());
+  BM_RETURN_IF_ERROR(Writable());
   const std::string key = disk::ChunkKeyOf(id, meta, offset / meta.chunk_bytes);
   std::string value;
-  RETURN_IF_ERROR(FromRocks(db_->Get(impl_->read_options, key, &value),
+  BM_RETURN_IF_ERROR(FromRocks(db_->Get(impl_->read_options, key, &value),
                             "reading the chunk of " + id.ToString() + " to corrupt"));
   const uint64_t at = offset % meta.chunk_bytes;
   if (at >= value.size()) {

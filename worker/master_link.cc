@@ -212,7 +212,7 @@ void MasterLink::HandleReply(IncomingMessage& message) {
       heartbeat_interval_ms = reply.getRegistered().getHeartbeatIntervalMs();
     if (reply.isReportRefused()) {
       for (proto::BlockStatus::Reader block : reply.getReportRefused()) {
-        ASSIGN_OR_RETURN(BlockId refused, ParseWireBlockId(block.getBlockId()));
+        BM_ASSIGN_OR_RETURN(BlockId refused, ParseWireBlockId(block.getBlockId()));
         refused_.emplace_back(refused, block.getVersion());
       }
     }

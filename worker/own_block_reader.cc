@@ -16,7 +16,7 @@ Status OwnBlockReader::Start() { return ReadRange(); }
 Result<ChunkPtr> OwnBlockReader::NextChunk() {
   while (next_ == chunks_.size()) {
     if (offset_ >= total_) return ChunkPtr();
-    RETURN_IF_ERROR(ReadRange());
+    BM_RETURN_IF_ERROR(ReadRange());
   }
   return std::move(chunks_[next_++]);
 }
@@ -25,7 +25,7 @@ Status OwnBlockReader::ReadRange() {
   // Ranges start on digest unit boundaries (kMaxPieceBytes is a whole number of units), so
   // each holds its units whole and is checked alone.
   static_assert(kMaxPieceBytes % kDigestUnitBytes == 0);
-  ASSIGN_OR_RETURN(BlockRead read, reads_.Read(id_, offset_, kMaxPieceBytes));
+  BM_ASSIGN_OR_RETURN(BlockRead read, reads_.Read(id_, offset_, kMaxPieceBytes));
   if (generation_ && read.generation != *generation_) {
     return AbortedError(id_.ToString() + " was replaced on this worker while being copied");
   }

@@ -81,9 +81,9 @@ namespace {
 
 Result<PutPiece> ParsePiece(IncomingMessage& message) {
   PutPiece piece;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::PutBlock::Reader put = message.request().getPutBlock();
-    ASSIGN_OR_RETURN(piece.block, ParseWireBlockId(put.getBlockId()));
+    BM_ASSIGN_OR_RETURN(piece.block, ParseWireBlockId(put.getBlockId()));
     if (!IsKnownLevel(put.getLevel())) return InvalidArgumentError("unknown storage level");
     piece.level = FromProto(put.getLevel());
     piece.total_size = put.getTotalSize();
@@ -149,7 +149,7 @@ Result<std::vector<uint64_t>> CheckPieceIntact(const PutPiece& piece,
   if (!piece.unit_digests.empty()) {
     return CheckPieceUnits(chunks, piece.unit_digests, name, piece.offset);
   }
-  RETURN_IF_ERROR(CheckPieceDigest(chunks, piece.digest, name, piece.offset));
+  BM_RETURN_IF_ERROR(CheckPieceDigest(chunks, piece.digest, name, piece.offset));
   return std::vector<uint64_t>{};
 }
 
@@ -167,7 +167,7 @@ PutHandler::PutHandler(PutHandlerOptions options, BlockManager& blocks, MasterLi
       forget_closed_connections_(std::move(forget_closed_connections)) {}
 
 Result<PutHandler::Piece> PutHandler::HandlePut(IncomingMessage& message, uint64_t id) {
-  ASSIGN_OR_RETURN(PutPiece piece, ParsePiece(message));
+  BM_ASSIGN_OR_RETURN(PutPiece piece, ParsePiece(message));
   const zmq::message_t& peer = *message.routing_id();
   const UploadTable::Key key{PeerKey(peer), piece.upload_id};
   const uint64_t bytes = message.payload_bytes();
@@ -183,7 +183,7 @@ Result<PutHandler::Piece> PutHandler::HandlePut(IncomingMessage& message, uint64
 
   UploadTable::Entry* upload = nullptr;
   if (piece.offset == 0) {
-    ASSIGN_OR_RETURN(upload, StartUpload(key, piece, message, now));
+    BM_ASSIGN_OR_RETURN(upload, StartUpload(key, piece, message, now));
   } else {
     upload = uploads_.Find(key);
     if (upload == nullptr) {
@@ -254,7 +254,7 @@ Result<UploadTable::Entry*> PutHandler::StartUpload(const UploadTable::Key& key,
   // Closed connections are forgotten before this one's descriptor is noted (see PeerMonitor:
   // a descriptor just reused must not inherit the closed connection's fate).
   forget_closed_connections_();
-  ASSIGN_OR_RETURN(BlockManager::UploadId handle,
+  BM_ASSIGN_OR_RETURN(BlockManager::UploadId handle,
                    blocks_.BeginPut(piece.block, piece.level, piece.total_size, piece.version));
   uploads_.Insert(key, UploadTable::Entry{handle, piece.block, piece.level, piece.total_size, 0,
                                           now, owner ? *owner : std::string(),
@@ -295,7 +295,7 @@ std::optional<UploadTable::Entry> PutHandler::ForgetUpload(const UploadTable::Ke
 
 Status PutHandler::HandleAbortPut(IncomingMessage& message, uint64_t id) {
   uint64_t upload_id = 0;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     upload_id = message.request().getAbortPut().getUploadId();
     return Status::Ok();
   }));

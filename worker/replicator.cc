@@ -21,7 +21,7 @@ constexpr std::chrono::milliseconds kCopyTimeout{5000};
 Result<uint32_t> CopyFromStore(LocalReads& reads, BlockCopier& copier, const BlockId& id,
                                const std::vector<WorkerInfo>& targets, StorageLevel level) {
   OwnBlockReader reader(reads, id);
-  RETURN_IF_ERROR(reader.Start());  // the block's size and version
+  BM_RETURN_IF_ERROR(reader.Start());  // the block's size and version
   PieceSource source([&reader] { return reader.NextChunk(); }, reader.total(), nullptr);
   return copier.CopyToWorkers(id, source, targets, level, reader.version());
 }

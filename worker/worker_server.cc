@@ -68,9 +68,9 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Create(zmq::context_t& conte
                                                            std::unique_ptr<BlockManager> blocks,
                                                            const Clock& clock) {
   BM_CHECK(blocks != nullptr);
-  RETURN_IF_ERROR(ParseTcpAddress(options.listen_address, /*allow_any_port=*/true).status());
+  BM_RETURN_IF_ERROR(ParseTcpAddress(options.listen_address, /*allow_any_port=*/true).status());
   if (!options.advertise_address.empty()) {
-    ASSIGN_OR_RETURN(TcpAddress advertised, ParseTcpAddress(options.advertise_address, false));
+    BM_ASSIGN_OR_RETURN(TcpAddress advertised, ParseTcpAddress(options.advertise_address, false));
     if (IsWildcardHost(advertised.host)) {
       return InvalidArgumentError("advertised address " + options.advertise_address +
                                   " is a wildcard; give an address others can connect to");
@@ -80,7 +80,7 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Create(zmq::context_t& conte
   // Private constructor: Create() is the only way to get a bound server.
   std::unique_ptr<WorkerServer> server(
       new WorkerServer(context, std::move(options), std::move(blocks), clock));
-  RETURN_IF_ERROR(server->Bind());
+  BM_RETURN_IF_ERROR(server->Bind());
   return server;
 }
 
@@ -102,16 +102,16 @@ Status WorkerServer::Bind() {
     if (options_.key_file.empty() || options_.master_key_file.empty()) {
       return InvalidArgumentError("keys need both the worker's key and the master's key");
     }
-    ASSIGN_OR_RETURN(Certificate own, LoadCertificate(options_.key_file));
+    BM_ASSIGN_OR_RETURN(Certificate own, LoadCertificate(options_.key_file));
     if (own.secret_key.empty()) {
       return InvalidArgumentError(options_.key_file + " holds no secret key");
     }
-    ASSIGN_OR_RETURN(KeyRole role, own.role());
+    BM_ASSIGN_OR_RETURN(KeyRole role, own.role());
     if (role != KeyRole::kWorker) {
       return InvalidArgumentError(options_.key_file + " is a " + KeyRoleName(role) +
                                   " key, not a worker key");
     }
-    ASSIGN_OR_RETURN(Certificate master, LoadCertificate(options_.master_key_file));
+    BM_ASSIGN_OR_RETURN(Certificate master, LoadCertificate(options_.master_key_file));
     keys_ = CurveKeys{own.public_key, own.secret_key};
     master_security = ChannelSecurity{keys_, master.public_key};
     certificate_worker_id = own.name();
@@ -131,10 +131,10 @@ Status WorkerServer::Bind() {
   }
   endpoint_ = router_->get(zmq::sockopt::last_endpoint);
   replies_ = std::make_unique<ClientReplies>(*router_, counters_);
-  ASSIGN_OR_RETURN(peer_monitor_, PeerMonitor::Create(context_, *router_, "worker-" + endpoint_));
+  BM_ASSIGN_OR_RETURN(peer_monitor_, PeerMonitor::Create(context_, *router_, "worker-" + endpoint_));
 
   advertised_address_ = options_.advertise_address.empty() ? endpoint_ : options_.advertise_address;
-  ASSIGN_OR_RETURN(TcpAddress advertised, ParseTcpAddress(advertised_address_, false));
+  BM_ASSIGN_OR_RETURN(TcpAddress advertised, ParseTcpAddress(advertised_address_, false));
   if (IsWildcardHost(advertised.host)) {
     return InvalidArgumentError("listening on the wildcard address " + endpoint_ +
                                 " needs an address to advertise");
@@ -299,7 +299,7 @@ WorkerServer::Served WorkerServer::Serve(IncomingMessage& message, Arrival arriv
   RequestHeader header;  // id 0 and an unknown kind until read
   Result<Served> served = [&]() -> Result<Served> {
     try {
-      RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+      BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
         proto::Request::Reader request = message.request();
         header.id = request.getId();
         header.which = request.which();
@@ -331,24 +331,24 @@ Result<WorkerServer::Served> WorkerServer::Dispatch(IncomingMessage& message,
                                                     Arrival arrival) {
   const uint64_t id = header.id;
   const proto::Request::Which which = header.which;
-  RETURN_IF_ERROR(AuthorizeWorkerRequest(keys_.enabled(), message.peer(), which));
+  BM_RETURN_IF_ERROR(AuthorizeWorkerRequest(keys_.enabled(), message.peer(), which));
   if (message.peer()) {
     // An unknown descriptor may be a closed connection's, reused (see PeerMonitor).
     if (!connection_limit_.Knows(message.source_fd())) AbortUploadsOfClosedConnections();
     Status admitted = connection_limit_.Admit(message.source_fd(), *message.peer());
     if (!admitted.ok()) ++counters_.connections_refused;
-    RETURN_IF_ERROR(admitted);
+    BM_RETURN_IF_ERROR(admitted);
   }
   // Every request but a put piece is answered (or will be) once its handler succeeds.
   auto done = [](Status handled) -> Result<Served> {
-    RETURN_IF_ERROR(handled);
+    BM_RETURN_IF_ERROR(handled);
     return Served::kDone;
   };
   switch (which) {
     case proto::Request::PUT_BLOCK: {
       // Pieces keep their order behind one that waits for room.
       if (!waiting_pieces_.empty() && arrival == Arrival::kFromSocket) return Served::kMustWait;
-      ASSIGN_OR_RETURN(PutHandler::Piece piece, puts_->HandlePut(message, id));
+      BM_ASSIGN_OR_RETURN(PutHandler::Piece piece, puts_->HandlePut(message, id));
       return piece == PutHandler::Piece::kMustWait ? Served::kMustWait : Served::kDone;
     }
     case proto::Request::GET_BLOCK:
@@ -394,9 +394,9 @@ Status WorkerServer::HandleGet(IncomingMessage& message, uint64_t id) {
   std::optional<BlockId> block;
   uint64_t offset = 0;
   uint64_t max_length = 0;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::GetBlock::Reader get = message.request().getGetBlock();
-    ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(get.getBlockId()));
+    BM_ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(get.getBlockId()));
     block = parsed;
     offset = get.getOffset();
     max_length = get.getMaxLength();
@@ -429,7 +429,7 @@ Status WorkerServer::HandleGet(IncomingMessage& message, uint64_t id) {
 
 Status WorkerServer::HandleGetMany(IncomingMessage& message, uint64_t id) {
   std::vector<BlockId> blocks;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     capnp::List<capnp::Text>::Reader ids = message.request().getGetBlocks().getBlockIds();
     if (ids.size() > kMaxGetBlocksIds) {
       return InvalidArgumentError("getBlocks asks for " + std::to_string(ids.size()) +
@@ -437,7 +437,7 @@ Status WorkerServer::HandleGetMany(IncomingMessage& message, uint64_t id) {
     }
     blocks.reserve(ids.size());
     for (capnp::Text::Reader text : ids) {
-      ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(text));
+      BM_ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(text));
       blocks.push_back(parsed);
     }
     return Status::Ok();
@@ -496,9 +496,9 @@ void WorkerServer::SendGetManyReply(const GetManyBatch& batch) {
 Status WorkerServer::HandleVerify(IncomingMessage& message, uint64_t id) {
   std::optional<BlockId> block;
   bool reported_bad = false;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::VerifyBlock::Reader verify = message.request().getVerifyBlock();
-    ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(verify.getBlockId()));
+    BM_ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(verify.getBlockId()));
     block = parsed;
     reported_bad = verify.getReportedBad();
     return Status::Ok();
@@ -550,9 +550,9 @@ Status WorkerServer::HandleCorruptBlock(IncomingMessage& message, uint64_t id) {
   std::optional<BlockId> block;
   Tier tier = Tier::kMemory;
   uint64_t offset = 0;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::CorruptBlock::Reader corrupt = message.request().getCorruptBlock();
-    ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(corrupt.getBlockId()));
+    BM_ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(corrupt.getBlockId()));
     block = parsed;
     switch (corrupt.getTier()) {
       case proto::Tier::MEMORY:
@@ -584,8 +584,8 @@ Status WorkerServer::HandleCorruptBlock(IncomingMessage& message, uint64_t id) {
 
 Status WorkerServer::HandleContains(IncomingMessage& message, uint64_t id) {
   std::optional<BlockId> block;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
-    ASSIGN_OR_RETURN(BlockId parsed,
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    BM_ASSIGN_OR_RETURN(BlockId parsed,
                      ParseWireBlockId(message.request().getContainsBlock().getBlockId()));
     block = parsed;
     return Status::Ok();
@@ -608,9 +608,9 @@ Status WorkerServer::HandleContains(IncomingMessage& message, uint64_t id) {
 Status WorkerServer::HandleReplicate(IncomingMessage& message, uint64_t id) {
   Replicator::Job job{.ticket = next_ticket_++, .block = BlockId::Broadcast(0),
                       .level = StorageLevel::kMemoryOnly, .targets = {}};
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::ReplicateBlock::Reader request = message.request().getReplicateBlock();
-    ASSIGN_OR_RETURN(job.block, ParseWireBlockId(request.getBlockId()));
+    BM_ASSIGN_OR_RETURN(job.block, ParseWireBlockId(request.getBlockId()));
     if (!IsKnownLevel(request.getLevel())) return InvalidArgumentError("unknown storage level");
     job.level = FromProto(request.getLevel());
     for (proto::ReplicaTarget::Reader target : request.getTargets()) {
@@ -666,10 +666,10 @@ Status WorkerServer::HandleRemove(IncomingMessage& message, uint64_t id) {
   // Every id is checked before anything is removed: a bad list changes nothing.
   std::vector<BlockId> ids;
   std::vector<uint64_t> versions;  // empty, or one per id (0 = any version)
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::RemoveBlocks::Reader request = message.request().getRemoveBlocks();
     for (capnp::Text::Reader text : request.getBlockIds()) {
-      ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(text));
+      BM_ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(text));
       ids.push_back(parsed);
     }
     if (request.hasVersions()) {

@@ -20,7 +20,7 @@ namespace {
 // same input cut differently, would be read as this one's. The description an earlier run
 // registered tells: refuse to mix them up.
 Status CheckCacheIsOurs(CacheSession& session, const WordCountOptions& options) {
-  ASSIGN_OR_RETURN(std::vector<RddInfo> rdds,
+  BM_ASSIGN_OR_RETURN(std::vector<RddInfo> rdds,
                    session.WithClient([](Client& client) { return client.Rdds(); }));
   const std::string name = DatasetName(options.input);
   for (const RddInfo& rdd : rdds) {
@@ -39,7 +39,7 @@ Status CheckCacheIsOurs(CacheSession& session, const WordCountOptions& options) 
 
 Result<WordCountRun> RunWordCount(const WordCountOptions& options) {
   const auto started = std::chrono::steady_clock::now();
-  ASSIGN_OR_RETURN(std::unique_ptr<TextSplits> splits,
+  BM_ASSIGN_OR_RETURN(std::unique_ptr<TextSplits> splits,
                    TextSplits::Open(options.input, options.partitions));
 
   ClientOptions client_options{.master_address = options.master_address};
@@ -54,9 +54,9 @@ Result<WordCountRun> RunWordCount(const WordCountOptions& options) {
                            [](uint32_t, std::span<const std::byte> text) -> Result<PartitionData> {
                              return WordCounts::Count(text).Encode();
                            });
-  RETURN_IF_ERROR(CheckCacheIsOurs(*session, options));
-  RETURN_IF_ERROR(counts->Persist(options.level));
-  ASSIGN_OR_RETURN(std::vector<PartitionData> partitions, counts->Collect(options.parallelism));
+  BM_RETURN_IF_ERROR(CheckCacheIsOurs(*session, options));
+  BM_RETURN_IF_ERROR(counts->Persist(options.level));
+  BM_ASSIGN_OR_RETURN(std::vector<PartitionData> partitions, counts->Collect(options.parallelism));
 
   WordCountRun run;
   run.partitions = options.partitions;

@@ -207,7 +207,7 @@ class MasterServerTest : public ::testing::Test {
     capnp::MallocMessageBuilder message;
     auto list = message.initRoot<proto::Request>().initGetLocations().initBlockIds(ids.size());
     for (size_t i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
-    ASSIGN_OR_RETURN(IncomingMessage reply, channel_->Call(message));
+    BM_ASSIGN_OR_RETURN(IncomingMessage reply, channel_->Call(message));
     return Describe(reply.reply().getLocations());
   }
 
@@ -285,14 +285,14 @@ class MasterServerTest : public ::testing::Test {
     capnp::MallocMessageBuilder message;
     auto list = message.initRoot<proto::Request>().initRemoveBlocks().initBlockIds(ids.size());
     for (size_t i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
-    ASSIGN_OR_RETURN(IncomingMessage reply, channel_->Call(message));
+    BM_ASSIGN_OR_RETURN(IncomingMessage reply, channel_->Call(message));
     return reply.reply().getRemoved();
   }
 
   Result<uint64_t> RemoveRdd(uint64_t rdd_id) {
     capnp::MallocMessageBuilder message;
     message.initRoot<proto::Request>().initRemoveRdd().setRddId(rdd_id);
-    ASSIGN_OR_RETURN(IncomingMessage reply, channel_->Call(message));
+    BM_ASSIGN_OR_RETURN(IncomingMessage reply, channel_->Call(message));
     return reply.reply().getRemoved();
   }
 

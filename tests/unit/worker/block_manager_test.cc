@@ -83,13 +83,13 @@ class BlockManagerTest : public ::testing::Test {
     if (!on_disk_) {
       return std::unique_ptr<BlockStore>(std::make_unique<testing::InMemoryStore>(disk_limit));
     }
-    ASSIGN_OR_RETURN(std::unique_ptr<DiskStore> disk, DiskStore::Open(dir_.Sub("db"), disk_limit));
+    BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskStore> disk, DiskStore::Open(dir_.Sub("db"), disk_limit));
     return std::unique_ptr<BlockStore>(std::move(disk));
   }
 
   Result<Tier> Put(const BlockId& id, StorageLevel level, const std::vector<std::byte>& bytes) {
-    ASSIGN_OR_RETURN(BlockManager::UploadId upload, manager_->BeginPut(id, level, bytes.size()));
-    RETURN_IF_ERROR(testing::AppendPut(*manager_, upload, Chunks(bytes)));
+    BM_ASSIGN_OR_RETURN(BlockManager::UploadId upload, manager_->BeginPut(id, level, bytes.size()));
+    BM_RETURN_IF_ERROR(testing::AppendPut(*manager_, upload, Chunks(bytes)));
     return testing::CommitPut(*manager_, upload);
   }
 

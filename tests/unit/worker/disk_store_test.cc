@@ -49,12 +49,12 @@ std::unique_ptr<DiskStore> OpenStore(const std::string& dir, uint64_t limit = 0)
 // Writes `bytes` through a DiskWriter in appends of `piece` bytes.
 Status WriteBlock(DiskStore& store, const BlockId& id, const std::vector<std::byte>& bytes,
                   size_t piece = 300 * kKiB) {
-  ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer,
+  BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer,
                    store.BeginWrite(id, StorageLevel::kDiskOnly, bytes.size()));
   std::span<const std::byte> rest(bytes);
   while (!rest.empty()) {
     size_t n = std::min(piece, rest.size());
-    RETURN_IF_ERROR(writer->Append(rest.first(n)));
+    BM_RETURN_IF_ERROR(writer->Append(rest.first(n)));
     rest = rest.subspan(n);
   }
   return writer->Commit();

@@ -123,9 +123,9 @@ Status InMemoryStore::Write(const BlockId& id, StorageLevel level, const BlockDa
                            " on do not match their digest; not written");
     }
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer, BeginWrite(id, level, data.size, version));
+  BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer, BeginWrite(id, level, data.size, version));
   writer->AdoptUnitDigests(expected_unit_digests);
-  for (const ChunkPtr& chunk : data.chunks) RETURN_IF_ERROR(writer->Append(chunk->bytes()));
+  for (const ChunkPtr& chunk : data.chunks) BM_RETURN_IF_ERROR(writer->Append(chunk->bytes()));
   return writer->Commit();
 }
 

@@ -31,13 +31,13 @@ class ReadsLoop {
   LocalReads& reads() { return reads_; }
 
   Status Put(const BlockId& id, StorageLevel level, const std::vector<std::byte>& bytes) {
-    ASSIGN_OR_RETURN(BlockManager::UploadId upload, manager_->BeginPut(id, level, bytes.size()));
+    BM_ASSIGN_OR_RETURN(BlockManager::UploadId upload, manager_->BeginPut(id, level, bytes.size()));
     std::vector<ChunkPtr> chunks;
     for (size_t pos = 0; pos < bytes.size(); pos += kChunkBytes) {
       chunks.push_back(MakeChunk(
           std::span(bytes).subspan(pos, std::min(kChunkBytes, bytes.size() - pos))));
     }
-    RETURN_IF_ERROR(AppendPut(*manager_, upload, std::move(chunks)));
+    BM_RETURN_IF_ERROR(AppendPut(*manager_, upload, std::move(chunks)));
     return CommitPut(*manager_, upload).status();
   }
 
