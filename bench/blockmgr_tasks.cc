@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <atomic>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 #include <zmq.hpp>
 
@@ -132,14 +132,16 @@ Result<Json> BlockmgrSmallGetsTask(const Json& task) {
     std::vector<BlockId> batch;
     int next = 0;
     BM_ASSIGN_OR_RETURN(Timed calls, RunTimed(duration, [&]() -> Status {
-                       batch.clear();
-                       for (int i = 0; i < threads; ++i) batch.push_back(KeyBlock(task, next++ % ids));
-                       for (const auto& got : client.GetManyChunks(batch)) {
-                         if (!got.ok()) return got.status();
-                         if (got->size != size) return InternalError("get returned a wrong size");
-                       }
-                       return Status::Ok();
-                     }));
+                          batch.clear();
+                          for (int i = 0; i < threads; ++i)
+                            batch.push_back(KeyBlock(task, next++ % ids));
+                          for (const auto& got : client.GetManyChunks(batch)) {
+                            if (!got.ok()) return got.status();
+                            if (got->size != size)
+                              return InternalError("get returned a wrong size");
+                          }
+                          return Status::Ok();
+                        }));
     return Json{{"ops_per_s", calls.per_second() * threads}, {"mode", "get_many"}};
   }
   // One Client per thread (a Client is not thread-safe) sharing one ZeroMQ context.
@@ -152,7 +154,7 @@ Result<Json> BlockmgrSmallGetsTask(const Json& task) {
       results[t] = RunTimed(duration, [&]() -> Status {
         CountingSink counter;
         BM_ASSIGN_OR_RETURN(uint64_t got,
-                         client.GetTo(KeyBlock(task, next++ % ids), std::ref(counter)));
+                            client.GetTo(KeyBlock(task, next++ % ids), std::ref(counter)));
         return got == size ? Status::Ok() : InternalError("get returned a wrong size");
       });
     });
@@ -284,16 +286,16 @@ Result<Json> WorkerGetsTask(const Json& task) {
   zmq::context_t context;
   RpcChannel channel(context, task.at("worker").get<std::string>(), std::chrono::seconds(10));
   int next = 0;
-  BM_ASSIGN_OR_RETURN(Timed gets, RunTimed(DurationOf(task), [&]() -> Status {
-                     capnp::MallocMessageBuilder message;
-                     proto::GetBlock::Builder get = message.initRoot<proto::Request>().initGetBlock();
-                     get.setBlockId(KeyBlock(task, next++ % ids).ToString());
-                     get.setOffset(0);
-                     get.setMaxLength(size);
-                     BM_ASSIGN_OR_RETURN(IncomingMessage reply, channel.Call(message));
-                     return reply.payload_bytes() == size ? Status::Ok()
-                                                          : InternalError("wrong size");
-                   }));
+  BM_ASSIGN_OR_RETURN(
+      Timed gets, RunTimed(DurationOf(task), [&]() -> Status {
+        capnp::MallocMessageBuilder message;
+        proto::GetBlock::Builder get = message.initRoot<proto::Request>().initGetBlock();
+        get.setBlockId(KeyBlock(task, next++ % ids).ToString());
+        get.setOffset(0);
+        get.setMaxLength(size);
+        BM_ASSIGN_OR_RETURN(IncomingMessage reply, channel.Call(message));
+        return reply.payload_bytes() == size ? Status::Ok() : InternalError("wrong size");
+      }));
   return Json{{"ops_per_s", gets.per_second()}};
 }
 
@@ -352,8 +354,11 @@ Result<Json> BlockmgrGetLatencyTask(const Json& task) {
   if (micros.empty()) return InternalError("no get ran");
   std::sort(micros.begin(), micros.end());
   auto at = [&](double q) { return micros[static_cast<size_t>(q * (micros.size() - 1))]; };
-  return Json{{"p50_us", at(0.5)},   {"p99_us", at(0.99)}, {"max_us", micros.back()},
-              {"gets", micros.size()}, {"errors", errors}};
+  return Json{{"p50_us", at(0.5)},
+              {"p99_us", at(0.99)},
+              {"max_us", micros.back()},
+              {"gets", micros.size()},
+              {"errors", errors}};
 }
 
 }  // namespace bm::bench

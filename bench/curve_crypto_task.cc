@@ -34,10 +34,10 @@ Result<Json> CurveCryptoTask(const Json& task) {
   unsigned char nonce[crypto_box_NONCEBYTES] = {};
 
   BM_ASSIGN_OR_RETURN(Timed seals, RunTimed(DurationOf(task), [&] {
-                     ++nonce[0];
-                     crypto_box_afternm(box.data(), plain.data(), plain.size(), nonce, seal_key);
-                     return Status::Ok();
-                   }));
+                        ++nonce[0];
+                        crypto_box_afternm(box.data(), plain.data(), plain.size(), nonce, seal_key);
+                        return Status::Ok();
+                      }));
   BM_ASSIGN_OR_RETURN(
       Timed opens, RunTimed(DurationOf(task), [&]() -> Status {
         if (crypto_box_open_afternm(opened.data(), box.data(), box.size(), nonce, open_key) != 0) {

@@ -17,7 +17,7 @@ Result<Json> MeasureFormat(const std::string& dir, DiskValueFormat format, uint6
   const std::vector<std::byte> data = PatternBytes(size);
   auto put = [&](int key) -> Status {
     BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer,
-                     store->BeginWrite(BlockId::Rdd(1, key), StorageLevel::kDiskOnly, size));
+                        store->BeginWrite(BlockId::Rdd(1, key), StorageLevel::kDiskOnly, size));
     BM_RETURN_IF_ERROR(writer->Append(data));
     return writer->Commit();
   };
@@ -41,10 +41,10 @@ Result<Json> DiskStoreFormatsTask(const Json& task) {
   // Enough keys that every timed put writes a new block.
   const int blocks = task.value("ids", 100000);
   const Duration duration = DurationOf(task);
-  BM_ASSIGN_OR_RETURN(Json plain,
-                   MeasureFormat(dir + "/plain", DiskValueFormat::kPlain, size, blocks, duration));
-  BM_ASSIGN_OR_RETURN(Json blob, MeasureFormat(dir + "/blob", DiskValueFormat::kBlobFiles, size,
-                                            blocks, duration));
+  BM_ASSIGN_OR_RETURN(
+      Json plain, MeasureFormat(dir + "/plain", DiskValueFormat::kPlain, size, blocks, duration));
+  BM_ASSIGN_OR_RETURN(
+      Json blob, MeasureFormat(dir + "/blob", DiskValueFormat::kBlobFiles, size, blocks, duration));
   return Json{{"plain_put_bytes_per_s", plain["put_bytes_per_s"]},
               {"plain_get_bytes_per_s", plain["get_bytes_per_s"]},
               {"blob_put_bytes_per_s", blob["put_bytes_per_s"]},

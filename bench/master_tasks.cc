@@ -6,11 +6,11 @@
 #include <thread>
 
 #include "bench/proc_info.h"
-#include "tests/support/process.h"
 #include "bench/tasks.h"
 #include "client/client.h"
 #include "common/protocol.h"
 #include "common/transport.h"
+#include "tests/support/process.h"
 
 namespace bm::bench {
 namespace {
@@ -67,13 +67,15 @@ Result<double> MeasureLookups(Client& client, uint64_t registered, size_t batch,
   std::uniform_int_distribution<uint64_t> pick(0, registered - 1);
   std::vector<BlockId> ids(batch, NthBlock(0));
   BM_ASSIGN_OR_RETURN(Timed timed, RunTimed(duration, [&]() -> Status {
-                     for (BlockId& id : ids) id = NthBlock(pick(random));
-                     BM_ASSIGN_OR_RETURN(std::vector<BlockLocations> found, client.Locations(ids));
-                     for (const BlockLocations& block : found) {
-                       if (block.locations.empty()) return InternalError("a block was not found");
-                     }
-                     return Status::Ok();
-                   }));
+                        for (BlockId& id : ids) id = NthBlock(pick(random));
+                        BM_ASSIGN_OR_RETURN(std::vector<BlockLocations> found,
+                                            client.Locations(ids));
+                        for (const BlockLocations& block : found) {
+                          if (block.locations.empty())
+                            return InternalError("a block was not found");
+                        }
+                        return Status::Ok();
+                      }));
   return timed.per_second() * static_cast<double>(batch);
 }
 
@@ -93,15 +95,16 @@ Result<Json> LookupClientTask(const Json& task) {
   options.request_timeout = std::chrono::seconds(60);
   Client client(options, context);
   BM_RETURN_IF_ERROR(client.PingMaster());
-  const WallClock::time_point start_at{std::chrono::milliseconds(task.at("start_at_ms").get<int64_t>())};
+  const WallClock::time_point start_at{
+      std::chrono::milliseconds(task.at("start_at_ms").get<int64_t>())};
   const int64_t late_ms = WallMillis(WallClock::now()) - WallMillis(start_at);
   std::this_thread::sleep_until(start_at);
   const double cpu_before = ProcessCpuSeconds(getpid());
   const auto wall_before = std::chrono::steady_clock::now();
   BM_ASSIGN_OR_RETURN(const double rate,
-                   MeasureLookups(client, task.at("registered").get<uint64_t>(),
-                                  task.at("ids_per_request").get<size_t>(), DurationOf(task),
-                                  task.at("seed").get<uint64_t>()));
+                      MeasureLookups(client, task.at("registered").get<uint64_t>(),
+                                     task.at("ids_per_request").get<size_t>(), DurationOf(task),
+                                     task.at("seed").get<uint64_t>()));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_before).count();
   const double cpu_us_per_lookup =
@@ -125,10 +128,14 @@ Result<Json> ConcurrentLookups(const Json& task, uint64_t registered, int client
   const pid_t master_pid = task.at("master_pid").get<pid_t>();
   double master_cpu_before = 0;
   for (int i = 0; i < clients; ++i) {
-    Json child{{"task", "master_load"},     {"mode", "lookups"},
-               {"master", task.at("master")}, {"registered", registered},
-               {"ids_per_request", 1},      {"seed", 1000 + i},
-               {"start_at_ms", start_at_ms}, {"seconds", task.value("seconds", 1.0)},
+    Json child{{"task", "master_load"},
+               {"mode", "lookups"},
+               {"master", task.at("master")},
+               {"registered", registered},
+               {"ids_per_request", 1},
+               {"seed", 1000 + i},
+               {"start_at_ms", start_at_ms},
+               {"seconds", task.value("seconds", 1.0)},
                {"min_ops", task.value("min_ops", uint64_t{3})}};
     threads.emplace_back([&runs, i, binary, log, child] {
       runs[i] = testing::RunCommand(testing::Command{.binary = binary,
@@ -154,9 +161,9 @@ Result<Json> ConcurrentLookups(const Json& task, uint64_t registered, int client
     Json result = Json::parse(runs[i]->out, nullptr, /*allow_exceptions=*/false);
     if (runs[i]->exit_code != 0 || result.is_discarded() || !result.value("ok", false)) {
       return InternalError("lookup client " + std::to_string(i) + " failed (exit " +
-                           std::to_string(runs[i]->exit_code) + "): " +
-                           (result.is_object() ? result.value("error", "") : "") + " (see " +
-                           log + ")");
+                           std::to_string(runs[i]->exit_code) +
+                           "): " + (result.is_object() ? result.value("error", "") : "") +
+                           " (see " + log + ")");
     }
     total += result.at("lookups_per_s").get<double>();
     client_cpu_us += result.at("cpu_us_per_lookup").get<double>() / clients;
@@ -177,8 +184,7 @@ Result<Json> MasterLoadTask(const Json& task) {
   const pid_t master_pid = task.at("master_pid").get<pid_t>();
   const std::vector<uint64_t> counts = task.at("counts").get<std::vector<uint64_t>>();
   const uint64_t batch = task.value("batch", uint64_t{4096});
-  const std::vector<int> concurrent =
-      task.value("concurrent_clients", std::vector<int>{});
+  const std::vector<int> concurrent = task.value("concurrent_clients", std::vector<int>{});
   const Duration duration = DurationOf(task);
   auto rss = [&]() -> Result<uint64_t> {
     std::optional<uint64_t> bytes = ProcStatusBytes(master_pid, "VmRSS");
@@ -189,7 +195,8 @@ Result<Json> MasterLoadTask(const Json& task) {
   zmq::context_t context;
   FakeWorker worker(context, master);
   // Nothing listens there: the master's removal link to the fake worker stays idle.
-  BM_RETURN_IF_ERROR(worker.Register("tcp://127.0.0.1:" + std::to_string(testing::FreeLoopbackPort())));
+  BM_RETURN_IF_ERROR(
+      worker.Register("tcp://127.0.0.1:" + std::to_string(testing::FreeLoopbackPort())));
   ClientOptions options;
   options.master_address = master;
   options.request_timeout = std::chrono::seconds(60);
@@ -200,7 +207,8 @@ Result<Json> MasterLoadTask(const Json& task) {
   Json out{{"idle_rss", idle_rss}, {"batch", batch}, {"at", Json::object()}};
   uint64_t registered = 0;
   // Reports of one update each, the shape of a worker's traffic after single puts.
-  BM_ASSIGN_OR_RETURN(Timed singles, RunTimed(duration, [&] { return worker.Report(registered++, 1); }));
+  BM_ASSIGN_OR_RETURN(Timed singles,
+                      RunTimed(duration, [&] { return worker.Report(registered++, 1); }));
   out["single_reports_per_s"] = singles.per_second();
 
   for (uint64_t target : counts) {
@@ -219,7 +227,8 @@ Result<Json> MasterLoadTask(const Json& task) {
             {"bytes_per_block", static_cast<double>(loaded_rss - std::min(loaded_rss, idle_rss)) /
                                     static_cast<double>(registered)},
             {"batched_updates_per_s", static_cast<double>(registered - before) / seconds}};
-    BM_ASSIGN_OR_RETURN(at["lookups_single_per_s"], MeasureLookups(client, registered, 1, duration));
+    BM_ASSIGN_OR_RETURN(at["lookups_single_per_s"],
+                        MeasureLookups(client, registered, 1, duration));
     for (int clients : concurrent) {
       BM_ASSIGN_OR_RETURN(Json many, ConcurrentLookups(task, registered, clients));
       const std::string key = "lookups_single_" + std::to_string(clients) + "_clients";
@@ -229,7 +238,7 @@ Result<Json> MasterLoadTask(const Json& task) {
       at[key + "_client_cpu_us"] = many["client_cpu_us_per_lookup"];
     }
     BM_ASSIGN_OR_RETURN(at["lookups_batched_per_s"],
-                     MeasureLookups(client, registered, 100, duration));
+                        MeasureLookups(client, registered, 100, duration));
     out["at"][std::to_string(target)] = at;
   }
   return out;

@@ -113,9 +113,9 @@ Result<Json> ZmqRoundTripsTask(const Json& task) {
   dealer.set(zmq::sockopt::linger, 0);
   dealer.connect(task.at("endpoint").get<std::string>());
   BM_ASSIGN_OR_RETURN(Timed trips, RunTimed(DurationOf(task), [&]() -> Status {
-                     dealer.send(OpFrame('G', size), zmq::send_flags::none);
-                     return ReceiveBytes(dealer, size);
-                   }));
+                        dealer.send(OpFrame('G', size), zmq::send_flags::none);
+                        return ReceiveBytes(dealer, size);
+                      }));
   return Json{{"ops_per_s", trips.per_second()}};
 }
 

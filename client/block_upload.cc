@@ -62,8 +62,8 @@ std::vector<Result<PutResult>> BlockUpload::Run(const std::vector<const WorkerIn
     if (target.failure) {
       results.emplace_back(*target.failure);
     } else {
-      results.emplace_back(PutResult{target.worker->id, target.worker->address, target.tier,
-                                     source_.size()});
+      results.emplace_back(
+          PutResult{target.worker->id, target.worker->address, target.tier, source_.size()});
     }
   }
   return results;

@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <memory>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -28,8 +27,8 @@
 #include "client/client.h"
 #include "client/progress_line.h"
 #include "common/allocator.h"
-#include "common/curve_keys.h"
 #include "common/clock.h"
+#include "common/curve_keys.h"
 #include "common/storage_level.h"
 
 namespace bm {
@@ -387,8 +386,9 @@ int Main(int argc, char** argv) {
       "drain a worker: it takes no new blocks, its blocks are copied to other workers, then it "
       "exits; waits until it is gone");
   decommission->add_option("WORKER_ID", decommission_worker, "the worker")->required();
-  decommission->add_option("--wait", decommission_wait_seconds,
-                           "give up waiting after this many seconds (the drain goes on)")
+  decommission
+      ->add_option("--wait", decommission_wait_seconds,
+                   "give up waiting after this many seconds (the drain goes on)")
       ->check(CLI::Range(0, 86400));
 
   std::string keygen_name;
@@ -425,8 +425,9 @@ int Main(int argc, char** argv) {
   if (master.empty()) return UsageError("--master is required");
   if (Status s = ValidateMasterAddress(master); !s.ok()) return UsageError(s.message());
   if (key_file.empty() != master_key_file.empty()) {
-    return UsageError("--key and --master-key go together (or BLOCKMGR_KEY and "
-                      "BLOCKMGR_MASTER_KEY)");
+    return UsageError(
+        "--key and --master-key go together (or BLOCKMGR_KEY and "
+        "BLOCKMGR_MASTER_KEY)");
   }
   Result<std::chrono::milliseconds> request_timeout = ParseTimeout(timeout);
   if (!request_timeout.ok()) return UsageError(request_timeout.status().message());

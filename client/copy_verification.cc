@@ -31,9 +31,15 @@ Result<CopyCheck> VerifyWorkerCopy(WorkerChannels& workers, const BlockLocation&
     if (!r.isVerified()) return UnexpectedReply(peer, "verified");
     proto::VerifyReply::Reader verified = r.getVerified();
     switch (verified.getState()) {
-      case proto::VerifyReply::State::INTACT: check.state = CopyCheck::State::kIntact; break;
-      case proto::VerifyReply::State::CORRUPT: check.state = CopyCheck::State::kCorrupt; break;
-      default: check.state = CopyCheck::State::kGone; break;
+      case proto::VerifyReply::State::INTACT:
+        check.state = CopyCheck::State::kIntact;
+        break;
+      case proto::VerifyReply::State::CORRUPT:
+        check.state = CopyCheck::State::kCorrupt;
+        break;
+      default:
+        check.state = CopyCheck::State::kGone;
+        break;
     }
     check.tier = FromProto(verified.getTier());
     check.digested = verified.getDigested();

@@ -71,9 +71,8 @@ std::shared_ptr<Dataset> Dataset::Map(uint64_t rdd_id, std::string name, MapFn f
 }
 
 Status Dataset::Persist(StorageLevel level) {
-  BM_RETURN_IF_ERROR(session_->WithClient([&](Client& client) {
-    return client.RegisterRdd(rdd_id_, name_, level, num_partitions_);
-  }));
+  BM_RETURN_IF_ERROR(session_->WithClient(
+      [&](Client& client) { return client.RegisterRdd(rdd_id_, name_, level, num_partitions_); }));
   level_ = level;
   return Status::Ok();
 }

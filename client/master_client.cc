@@ -228,7 +228,7 @@ Status MasterClient::CallForOk(capnp::MallocMessageBuilder& request) {
 }
 
 Status MasterClient::RegisterRdd(uint64_t rdd_id, const std::string& name, StorageLevel level,
-                           uint64_t total_partitions) {
+                                 uint64_t total_partitions) {
   capnp::MallocMessageBuilder message;
   proto::RegisterRdd::Builder rdd = message.initRoot<proto::Request>().initRegisterRdd();
   rdd.setRddId(rdd_id);

@@ -204,7 +204,7 @@ Status GenerateCertificate(const std::string& dir, const std::string& name, KeyR
     return InvalidArgumentError(base + ".key or .key_secret exists already; not overwriting");
   }
   BM_RETURN_IF_ERROR(WriteNewFile(base + ".key_secret",
-                               CertificateText(name, role, public_key, secret_key), 0600));
+                                  CertificateText(name, role, public_key, secret_key), 0600));
   Status public_written =
       WriteNewFile(base + ".key", CertificateText(name, role, public_key, nullptr), 0644);
   std::memset(secret_key, 0, sizeof(secret_key));

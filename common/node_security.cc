@@ -44,7 +44,7 @@ Result<SecureNode> StartSecureNode(zmq::context_t& context, const std::string& k
   SecureNode node;
   node.keys = CurveKeys{cert.public_key, cert.secret_key};
   BM_ASSIGN_OR_RETURN(node.zap,
-                   ZapHandler::Start(context, AllowListOptions{allow_dir, master_public_key}));
+                      ZapHandler::Start(context, AllowListOptions{allow_dir, master_public_key}));
   return node;
 }
 

@@ -47,7 +47,7 @@ ZapHandler::~ZapHandler() {
 Status ZapHandler::Reload() {
   std::vector<std::string> problems;
   BM_ASSIGN_OR_RETURN(std::vector<Certificate> certs,
-                   LoadCertificateDir(options_.allow_dir, &problems));
+                      LoadCertificateDir(options_.allow_dir, &problems));
   for (const std::string& problem : problems) spdlog::warn("allow-list: skipped {}", problem);
   std::unordered_map<std::string, PeerIdentity> allowed;
   for (const Certificate& cert : certs) {

@@ -141,7 +141,8 @@ Status ClientQueries::ListBlocks(proto::ListBlocks::Reader request,
 
 std::map<uint64_t, RddSummary> ClientQueries::CollectRdds() const {
   std::map<uint64_t, RddSummary> rdds;
-  for (RddSummary& summary : index_.RddSummaries()) rdds.emplace(summary.rdd_id, std::move(summary));
+  for (RddSummary& summary : index_.RddSummaries())
+    rdds.emplace(summary.rdd_id, std::move(summary));
   for (const auto& [rdd_id, description] : rdd_descriptions_) {
     RddSummary empty;
     empty.rdd_id = rdd_id;

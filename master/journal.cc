@@ -201,12 +201,12 @@ Result<std::unique_ptr<MasterJournal>> MasterJournal::Open(const std::string& di
     if (s.IsIOError() && text.find("lock") != std::string::npos) {
       return UnavailableError("the master journal " + dir +
                               " is in use by another process (is another bm-master using this "
-                              "--state-dir?): " + text);
+                              "--state-dir?): " +
+                              text);
     }
     return InvalidArgumentError("cannot open the master journal " + dir + ": " + text);
   }
-  std::unique_ptr<MasterJournal> journal(
-      new MasterJournal(dir, std::unique_ptr<rocksdb::DB>(raw)));
+  std::unique_ptr<MasterJournal> journal(new MasterJournal(dir, std::unique_ptr<rocksdb::DB>(raw)));
   BM_RETURN_IF_ERROR(journal->CheckFormat());
   return journal;
 }
@@ -227,9 +227,9 @@ Status MasterJournal::CheckFormat() {
       return InternalError("the master journal " + dir_ +
                            " has data but no format version: not a blockmgr master journal?");
     }
-    return FromRocks(db_->Put(rocksdb::WriteOptions(), kFormatKey,
-                              std::string_view(&kFormatVersion, 1)),
-                     "initialising the master journal " + dir_);
+    return FromRocks(
+        db_->Put(rocksdb::WriteOptions(), kFormatKey, std::string_view(&kFormatVersion, 1)),
+        "initialising the master journal " + dir_);
   }
   BM_RETURN_IF_ERROR(FromRocks(s, "reading the master journal " + dir_));
   if (value != std::string_view(&kFormatVersion, 1)) {
@@ -253,13 +253,13 @@ Result<JournalSnapshot> MasterJournal::Load(const LocationSink& on_location) {
     const std::string_view key = it->key().ToStringView();
     JournaledWorker worker;
     worker.id = std::string(key.substr(kWorkerPrefix.size()));
-    const bool ok = ReadValue<journal::JournalWorker>(
-        it->value().ToStringView(), [&](journal::JournalWorker::Reader reader) {
-          worker.address = reader.getAddress();
-          worker.host = reader.getHost();
-          worker.rack = reader.getRack();
-          worker.public_key = reader.getPublicKey();
-        });
+    const bool ok = ReadValue<journal::JournalWorker>(it->value().ToStringView(),
+                                                      [&](journal::JournalWorker::Reader reader) {
+                                                        worker.address = reader.getAddress();
+                                                        worker.host = reader.getHost();
+                                                        worker.rack = reader.getRack();
+                                                        worker.public_key = reader.getPublicKey();
+                                                      });
     if (!ok || worker.id.empty() || worker.address.empty() ||
         (!worker.public_key.empty() && !IsZ85Key(worker.public_key))) {
       return corrupt(key, "a bad worker record");
@@ -287,8 +287,7 @@ Result<JournalSnapshot> MasterJournal::Load(const LocationSink& on_location) {
   BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading RDDs from the master journal " + dir_));
 
   bool first_retired = true;
-  for (it->Seek(kRetiredPrefix); it->Valid() && it->key().starts_with(kRetiredPrefix);
-       it->Next()) {
+  for (it->Seek(kRetiredPrefix); it->Valid() && it->key().starts_with(kRetiredPrefix); it->Next()) {
     const std::string_view key = it->key().ToStringView();
     const std::string_view value = it->value().ToStringView();
     if (key.size() != kRetiredPrefix.size() + 8 || value.size() <= 8) {

@@ -38,8 +38,8 @@ MasterServer::Loop::Loop(zmq::context_t& context, MasterOptions options, const C
       replication_(clock_, request_ids_, kMaxCopiesInFlight, kCopyTimeout) {}
 
 Status MasterServer::Loop::StartKeyLimits(zmq::context_t& context) {
-  BM_ASSIGN_OR_RETURN(key_limits_,
-                   KeyLimits::Create(context, requests_.socket(), options_.max_connections_per_key,
+  BM_ASSIGN_OR_RETURN(
+      key_limits_, KeyLimits::Create(context, requests_.socket(), options_.max_connections_per_key,
                                      options_.zap, options_.max_registrations_per_key, clock_));
   return Status::Ok();
 }
@@ -48,16 +48,15 @@ Status MasterServer::Loop::RestoreFromJournal() {
   if (!journal_) return Status::Ok();
   const TimePoint start = clock_.Now();
   BM_ASSIGN_OR_RETURN(JournalSnapshot snapshot,
-                   journal_->Load([&](const std::string& worker_id, const BlockChange& change) {
-                     index_.Apply(worker_id, change);
-                   }));
+                      journal_->Load([&](const std::string& worker_id, const BlockChange& change) {
+                        index_.Apply(worker_id, change);
+                      }));
   for (const auto& [id, version] : snapshot.retired) index_.RetireVersion(id, version);
   for (JournaledWorker& worker : snapshot.workers) {
     // Connected now, so removes fan out to it before it registers again. With keys on, the
     // key it authenticated with last time is vouched for to clients, and trusted by the link,
     // until it registers again (a master with keys off has no use for journaled keys).
-    const std::string public_key =
-        options_.keys.enabled() ? worker.public_key : std::string();
+    const std::string public_key = options_.keys.enabled() ? worker.public_key : std::string();
     Result<zmq::socket_t> link = links_.Connect(worker.address, public_key);
     if (!link.ok()) {
       spdlog::warn("journaled worker {}: {}; forgetting it", worker.id, link.status().ToString());
@@ -231,7 +230,8 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
       BM_RETURN_IF_ERROR(HandleRegister(request.getRegisterWorker(), peer, reply));
       return Answer::kNow;
     case proto::Request::HEARTBEAT:
-      BM_RETURN_IF_ERROR(AuthorizeWorkerId(secure, peer, request.getHeartbeat().getWorkerId().cStr()));
+      BM_RETURN_IF_ERROR(
+          AuthorizeWorkerId(secure, peer, request.getHeartbeat().getWorkerId().cStr()));
       BM_RETURN_IF_ERROR(HandleHeartbeat(request.getHeartbeat(), reply));
       return Answer::kNow;
     case proto::Request::REPORT_BLOCKS:
@@ -255,7 +255,7 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
       return Answer::kNow;
     case proto::Request::REMOVE_BLOCKS: {
       BM_ASSIGN_OR_RETURN(std::vector<BlockId> ids,
-                       DecodeBlockIds(request.getRemoveBlocks().getBlockIds()));
+                          DecodeBlockIds(request.getRemoveBlocks().getBlockIds()));
       StartRemove(client, request.getId(), std::move(ids));
       return Answer::kLater;
     }

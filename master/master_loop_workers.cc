@@ -28,9 +28,9 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
                                           const std::optional<PeerIdentity>& peer,
                                           proto::Reply::Builder reply) {
   BM_ASSIGN_OR_RETURN(std::string id,
-                   DecodeName(request.getWorkerId(), "worker id", kMaxWorkerIdBytes));
+                      DecodeName(request.getWorkerId(), "worker id", kMaxWorkerIdBytes));
   BM_ASSIGN_OR_RETURN(std::string address,
-                   DecodeName(request.getAddress(), "worker address", kMaxAddressBytes));
+                      DecodeName(request.getAddress(), "worker address", kMaxAddressBytes));
   if (!IsSupportedWorkerAddress(address)) {
     return InvalidArgumentError("worker address '" + address + "' is not tcp:// or ipc://");
   }
@@ -76,18 +76,17 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
   }
   // The journal's registration record replaces the old locations in the same batch.
   if (journal_) {
-    Journaled(journal_->RecordRegistration(JournaledWorker{.id = id,
-                                                           .address = address,
-                                                           .host = host,
-                                                           .rack = rack,
-                                                           .public_key = public_key},
-                                           recorded));
+    Journaled(journal_->RecordRegistration(
+        JournaledWorker{
+            .id = id, .address = address, .host = host, .rack = rack, .public_key = public_key},
+        recorded));
   }
   JournalRemovals(replaced);
   if (!to_remove.empty()) {
-    spdlog::info("worker {} holds {} blocks in versions replaced or removed while it was away; "
-                 "removing them",
-                 id, to_remove.size());
+    spdlog::info(
+        "worker {} holds {} blocks in versions replaced or removed while it was away; "
+        "removing them",
+        id, to_remove.size());
   }
   to_remove.insert(to_remove.end(), replaced.begin(), replaced.end());
   RemoveCopies(to_remove);
@@ -100,8 +99,8 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
   ++counters_.workers_registered;
   counters_.RecordWorkerEvent(id, known ? "re-registered" : "registered");
   spdlog::info("worker {} {} at {} holding {} blocks ({} workers, {} blocks known)", id,
-               known ? "re-registered" : "registered", address, recorded.size(),
-               registry_.size(), index_.block_count());
+               known ? "re-registered" : "registered", address, recorded.size(), registry_.size(),
+               index_.block_count());
 
   const Duration interval = std::max(options_.heartbeat_timeout / 4, kMinHeartbeatInterval);
   reply.initRegistered().setHeartbeatIntervalMs(
@@ -126,8 +125,9 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::HandleReportBlocks(
   std::vector<BlockChange> changes;
   changes.reserve(request.getUpdates().size());
   for (proto::BlockUpdate::Reader update : request.getUpdates()) {
-    BM_ASSIGN_OR_RETURN(BlockChange change, DecodeBlockStatus(update.getStatus(), update.getRemoved(),
-                                                           update.getFresh()));
+    BM_ASSIGN_OR_RETURN(
+        BlockChange change,
+        DecodeBlockStatus(update.getStatus(), update.getRemoved(), update.getFresh()));
     change.lease = update.getLeaseToken();
     changes.push_back(change);
   }
@@ -178,9 +178,10 @@ MasterServer::Loop::Applied MasterServer::Loop::ApplyChanges(
   for (const BlockChange& change : changes) {
     if (change.fresh && !change.removed && change.lease != 0 &&
         !leases_.Holds(change.id, change.lease) && index_.VersionOf(change.id) != change.version) {
-      spdlog::info("worker {} stored {} under a compute lease that is no longer held; refusing "
-                   "and removing it",
-                   worker_id, change.id.ToString());
+      spdlog::info(
+          "worker {} stored {} under a compute lease that is no longer held; refusing "
+          "and removing it",
+          worker_id, change.id.ToString());
       stale.push_back(RetiredCopy{worker_id, change.id, change.version});
       applied_changes.refused.push_back(change);
       continue;
@@ -294,13 +295,14 @@ void MasterServer::Loop::HandleWorkerReply(const std::string& worker_id, Incomin
       proto::VerifyReply::Reader answer = reply.getVerified();
       switch (answer.getState()) {
         case proto::VerifyReply::State::INTACT:
-          verified = "its bytes match its own digests: its digest metadata differs from the "
-                     "version's";
+          verified =
+              "its bytes match its own digests: its digest metadata differs from the "
+              "version's";
           break;
         case proto::VerifyReply::State::CORRUPT: {
           capnp::Text::Reader what = answer.getMessage();
-          verified = "corrupt, dropped: " +
-                     std::string(what.cStr(), std::min<size_t>(what.size(), 512));
+          verified =
+              "corrupt, dropped: " + std::string(what.cStr(), std::min<size_t>(what.size(), 512));
           break;
         }
         default:
@@ -391,9 +393,10 @@ void MasterServer::Loop::MaintainReplication() {
 void MasterServer::Loop::DigestMismatch(const std::string& worker_id, const BlockChange& change,
                                         uint64_t expected) {
   ++counters_.digest_mismatch_reports;
-  spdlog::warn("worker {} reported {} (version {:016x}) with digest {:016x}, but the version's "
-               "digest is {:016x}: not listing that copy; asking the worker to verify it",
-               worker_id, change.id.ToString(), change.version, change.digest, expected);
+  spdlog::warn(
+      "worker {} reported {} (version {:016x}) with digest {:016x}, but the version's "
+      "digest is {:016x}: not listing that copy; asking the worker to verify it",
+      worker_id, change.id.ToString(), change.version, change.digest, expected);
   // Bounded: answers that never come (a worker gone) must not pile up.
   constexpr size_t kMaxVerifiesInFlight = 1024;
   if (verify_requests_.size() >= kMaxVerifiesInFlight) verify_requests_.clear();

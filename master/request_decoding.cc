@@ -14,8 +14,7 @@ Result<std::string> DecodeName(capnp::Text::Reader text, const char* what, size_
   return std::string(text.cStr(), text.size());
 }
 
-Result<BlockChange> DecodeBlockStatus(proto::BlockStatus::Reader status, bool removed,
-                                      bool fresh) {
+Result<BlockChange> DecodeBlockStatus(proto::BlockStatus::Reader status, bool removed, bool fresh) {
   BM_ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(status.getBlockId()));
   BlockChange change{id};
   change.removed = removed;

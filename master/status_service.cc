@@ -6,7 +6,7 @@ namespace bm {
 
 Result<std::unique_ptr<MasterStatusService>> MasterStatusService::Create() {
   BM_ASSIGN_OR_RETURN(std::unique_ptr<LoopQueries<MasterView>> queries,
-                   LoopQueries<MasterView>::Create());
+                      LoopQueries<MasterView>::Create());
   return std::unique_ptr<MasterStatusService>(new MasterStatusService(std::move(queries)));
 }
 

@@ -46,7 +46,7 @@ struct Meta {
   uint64_t generation;
   uint64_t chunk_count;
   uint32_t chunk_bytes;
-  bool legacy = false;  // records under the id ("m:", "c:"), not under the generation
+  bool legacy = false;   // records under the id ("m:", "c:"), not under the generation
   uint64_t version = 0;  // which put wrote it (BlockStatus::version); 0 = unknown
   // One per chunk; empty for blocks written before digests were kept.
   std::vector<uint64_t> unit_digests{};

@@ -71,8 +71,7 @@ class Scanner {
   // Finds the first generation after it whose seek reads cleanly (doubling the step, then
   // halving back), leaves `it` there and returns it (UINT64_MAX: none, the damage runs to the
   // end). Each probe seeks a fresh iterator: one that met an error stays failed.
-  Result<uint64_t> SeekPastCorruption(std::unique_ptr<rocksdb::Iterator>& it,
-                                      uint64_t generation) {
+  Result<uint64_t> SeekPastCorruption(std::unique_ptr<rocksdb::Iterator>& it, uint64_t generation) {
     auto seek = [&](uint64_t probe) -> Result<bool> {
       it.reset(db_.NewIterator(read_options_));
       it->Seek(VersionKey(probe));

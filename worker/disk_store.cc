@@ -130,7 +130,7 @@ std::unique_ptr<SpaceProbe> MakeStatvfsProbe(std::string dir) {
 struct DiskStore::Impl {
   // Committed blocks, loaded at Open() and kept in step with every commit and removal.
   disk::DiskIndex index;
-  uint64_t claimed_bytes = 0;    // declared sizes of writers not yet committed or abandoned
+  uint64_t claimed_bytes = 0;  // declared sizes of writers not yet committed or abandoned
   uint64_t next_generation = 1;
   uint64_t opening = 0;  // counts opens of the database (a reopen after a storage error)
   rocksdb::WriteOptions write_options;  // WAL on, not synced: survives a process kill
@@ -353,9 +353,8 @@ Result<std::unique_ptr<DiskWriter>> DiskStore::BeginWrite(const BlockId& id, Sto
   BM_RETURN_IF_ERROR(fits);
   impl_->claimed_bytes += total_size;  // no wrap: total_size fits in what is free
   const uint64_t generation = impl_->next_generation++;
-  return std::unique_ptr<DiskWriter>(
-      std::make_unique<DiskStoreWriter>(*this, id, level, total_size, generation, version,
-                                        impl_->opening));
+  return std::unique_ptr<DiskWriter>(std::make_unique<DiskStoreWriter>(
+      *this, id, level, total_size, generation, version, impl_->opening));
 }
 
 Status DiskStore::WritableSince(uint64_t opening, const std::string& what) {
@@ -371,9 +370,9 @@ Status DiskStore::WritableSince(uint64_t opening, const std::string& what) {
 Status DiskStore::PutChunk(uint64_t generation, uint64_t index, std::span<const std::byte> bytes,
                            uint64_t opening, const std::string& what) {
   BM_RETURN_IF_ERROR(WritableSince(opening, what));
-  return Written(db_->Put(impl_->write_options, disk::VersionChunkKey(generation, index),
-                          ToSlice(bytes)),
-                 "writing " + what);
+  return Written(
+      db_->Put(impl_->write_options, disk::VersionChunkKey(generation, index), ToSlice(bytes)),
+      "writing " + what);
 }
 
 Status DiskStore::CommitVersion(const BlockId& id, const disk::Meta& meta,
@@ -406,8 +405,7 @@ void DiskStore::AbandonWrite(uint64_t generation, uint64_t claimed, uint64_t chu
                                       disk::VersionKey(generation), disk::VersionEnd(generation)),
                      "deleting the chunks of abandoned " + what);
   if (s.ok()) {
-    impl_->removed_ranges.emplace_back(disk::VersionKey(generation),
-                                       disk::VersionEnd(generation));
+    impl_->removed_ranges.emplace_back(disk::VersionKey(generation), disk::VersionEnd(generation));
     impl_->reclaimable_bytes =
         SaturatingAdd(impl_->reclaimable_bytes, chunks_written * kChunkBytes);
   }
@@ -425,7 +423,8 @@ Status DiskStore::Write(const BlockId& id, StorageLevel level, const BlockData& 
                            "digest; not written to disk");
     }
   }
-  BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer, BeginWrite(id, level, data.size, version));
+  BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer,
+                      BeginWrite(id, level, data.size, version));
   // Checked above: the bytes are not hashed a second time on their way in.
   writer->AdoptUnitDigests(expected_unit_digests);
   for (const ChunkPtr& chunk : data.chunks) BM_RETURN_IF_ERROR(writer->Append(chunk->bytes()));
@@ -684,7 +683,7 @@ Status DiskStore::CorruptStoredByte(const BlockId& id, uint64_t offset) {
   const std::string key = disk::ChunkKeyOf(id, meta, offset / meta.chunk_bytes);
   std::string value;
   BM_RETURN_IF_ERROR(FromRocks(db_->Get(impl_->read_options, key, &value),
-                            "reading the chunk of " + id.ToString() + " to corrupt"));
+                               "reading the chunk of " + id.ToString() + " to corrupt"));
   const uint64_t at = offset % meta.chunk_bytes;
   if (at >= value.size()) {
     return InternalError("chunk of block " + id.ToString() + " holding offset " +
@@ -704,8 +703,7 @@ void DiskStore::CheckAgainstJournal(const std::map<BlockId, uint64_t>& committed
       disk::CheckJournal(committed, removed, impl_->index, impl_->unreadable_generations);
   // Removed while the store was read-only, then a restart before it could delete them.
   for (const BlockId& id : verdict.removed_earlier) {
-    spdlog::info("disk store: block {} was removed before the restart; deleting it",
-                 id.ToString());
+    spdlog::info("disk store: block {} was removed before the restart; deleting it", id.ToString());
     DropUnserved(id);
   }
   for (const BlockId& id : verdict.stale) DropUnserved(id);

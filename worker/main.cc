@@ -1,20 +1,19 @@
 // bm-worker: wires the worker's stores and server to the command line, logging and signals.
 
-
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <zmq.hpp>
 
-#include "common/byte_size.h"
 #include "common/allocator.h"
+#include "common/byte_size.h"
 #include "common/clock.h"
 #include "common/http_server.h"
-#include "common/shutdown_signals.h"
 #include "common/logging.h"
 #include "common/node_security.h"
 #include "common/server_config.h"
+#include "common/shutdown_signals.h"
 #include "worker/address.h"
 #include "worker/block_manager.h"
 #include "worker/disk_store.h"
@@ -30,7 +29,6 @@ int Usage(const std::string& message) {
   std::fprintf(stderr, "bm-worker: %s\n", message.c_str());
   return kUsageError;
 }
-
 
 // The command line, with its defaults.
 struct Flags {
@@ -61,10 +59,8 @@ struct Flags {
 void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--master", f.master, "The master's address, e.g. tcp://10.0.0.1:7077")
       ->required();
-  app.add_option("--listen", f.listen, "Address to serve on, e.g. tcp://0.0.0.0:7078")
-      ->required();
-  app.add_option("--memory", f.memory_text, "Memory for blocks, e.g. 512MiB or 4GiB")
-      ->required();
+  app.add_option("--listen", f.listen, "Address to serve on, e.g. tcp://0.0.0.0:7078")->required();
+  app.add_option("--memory", f.memory_text, "Memory for blocks, e.g. 512MiB or 4GiB")->required();
   app.add_option("--disk-dir", f.disk_dir, "Directory of the disk store (RocksDB)")->required();
   app.add_option("--disk-limit", f.disk_limit_text,
                  "Disk space for blocks; 0 = as much as the filesystem has free (less a headroom "
@@ -75,8 +71,7 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "--memory before new put bytes wait for the disk; 0 = a quarter of --memory, "
                  "at least 64MiB")
       ->capture_default_str();
-  app.add_option("--id", f.id,
-                 "Worker id (default: worker-HOST-PORT of the advertised address)");
+  app.add_option("--id", f.id, "Worker id (default: worker-HOST-PORT of the advertised address)");
   app.add_option("--advertise", f.advertise,
                  "Address clients use to reach this worker (default: the listen address; "
                  "required when listening on a wildcard host)");
@@ -175,17 +170,16 @@ bm::Result<Sizes> CheckFlags(const Flags& f) {
     }
     if (bm::IsWildcardHost(advertised->host)) {
       return bm::InvalidArgumentError("--advertise " + f.advertise +
-                   " is a wildcard; give an address clients can "
-                   "connect to");
+                                      " is a wildcard; give an address clients can "
+                                      "connect to");
     }
   } else if (bm::IsWildcardHost(listen_address->host)) {
     return bm::InvalidArgumentError("--listen " + f.listen +
-                 " binds every interface; say which address clients "
-                 "should use with --advertise tcp://HOST:PORT");
+                                    " binds every interface; say which address clients "
+                                    "should use with --advertise tcp://HOST:PORT");
   }
   if (f.disk_dir.empty()) return bm::InvalidArgumentError("--disk-dir must not be empty");
-  if (bm::Status s = bm::CheckListenSecurity(f.listen, !f.key_file.empty(), f.insecure);
-      !s.ok()) {
+  if (bm::Status s = bm::CheckListenSecurity(f.listen, !f.key_file.empty(), f.insecure); !s.ok()) {
     return bm::InvalidArgumentError(s.message());
   }
   if (f.key_file.empty() != f.master_key_file.empty()) {
@@ -287,15 +281,16 @@ int Run(const Flags& f, const Sizes& sizes) {
       secure.keys.enabled() ? "CURVE keys on" : "no keys: plaintext");
 
   if (f.enable_fault_injection) {
-    spdlog::warn("fault injection is on (--enable-fault-injection): corruptBlock requests may "
-                 "corrupt stored blocks on purpose; for tests only");
+    spdlog::warn(
+        "fault injection is on (--enable-fault-injection): corruptBlock requests may "
+        "corrupt stored blocks on purpose; for tests only");
   }
 
   shutdown_signals.CallOnSignal([&] { server->Stop(); });
   server->Run();  // returns after Stop(), or if the loop fails
   shutdown_signals.StopWaiting();
   http_server.Stop();  // before the loop's state goes: handlers may be waiting on it
-  server.reset();  // closes the sockets and the disk store (RocksDB) before the context goes
+  server.reset();      // closes the sockets and the disk store (RocksDB) before the context goes
   secure.zap.reset();
   spdlog::info("stopped");
   return 0;

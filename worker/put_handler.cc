@@ -57,10 +57,9 @@ Result<std::vector<uint64_t>> CheckPieceUnits(const std::vector<ChunkPtr>& chunk
   if (units == expected) return units;
   size_t unit = 0;
   while (unit < units.size() && unit < expected.size() && units[unit] == expected[unit]) ++unit;
-  return DataLossError(CorruptedInTransit(
-      block, offset, bytes,
-      "the digest of its unit at block offset " +
-          std::to_string(offset + unit * kDigestUnitBytes)));
+  return DataLossError(CorruptedInTransit(block, offset, bytes,
+                                          "the digest of its unit at block offset " +
+                                              std::to_string(offset + unit * kDigestUnitBytes)));
 }
 
 }  // namespace
@@ -90,8 +89,7 @@ Result<PutPiece> ParsePiece(IncomingMessage& message) {
     piece.offset = put.getOffset();
     piece.last = put.getLast();
     piece.upload_id = put.getUploadId();
-    piece.version =
-        PutVersion{put.getVersion(), /*fresh=*/!put.getReplica(), put.getLeaseToken()};
+    piece.version = PutVersion{put.getVersion(), /*fresh=*/!put.getReplica(), put.getLeaseToken()};
     if (put.getDigested()) piece.digest = put.getPieceDigest();
     piece.unit_digests.reserve(put.getUnitDigests().size());
     for (uint64_t digest : put.getUnitDigests()) piece.unit_digests.push_back(digest);
@@ -117,9 +115,8 @@ Status CheckPieceFits(const PutPiece& piece, const UploadTable::Entry& upload, u
                         std::to_string(upload.next_offset));
   }
   if (piece.offset != upload.next_offset) {
-    return InvalidArgumentError("piece of " + name + " at offset " +
-                                std::to_string(piece.offset) + ", expected " +
-                                std::to_string(upload.next_offset));
+    return InvalidArgumentError("piece of " + name + " at offset " + std::to_string(piece.offset) +
+                                ", expected " + std::to_string(upload.next_offset));
   }
   if (bytes > upload.total_size - piece.offset) {
     return InvalidArgumentError("piece of " + name + " runs past its declared size of " +
@@ -133,8 +130,7 @@ Status CheckPieceFits(const PutPiece& piece, const UploadTable::Entry& upload, u
   if (!piece.unit_digests.empty() &&
       (piece.offset % kDigestUnitBytes != 0 ||
        (!piece.last && (piece.offset + bytes) % kDigestUnitBytes != 0))) {
-    return InvalidArgumentError("piece of " + name + " at offset " +
-                                std::to_string(piece.offset) +
+    return InvalidArgumentError("piece of " + name + " at offset " + std::to_string(piece.offset) +
                                 " carries unit digests but is not cut at unit boundaries");
   }
   return Status::Ok();
@@ -229,8 +225,7 @@ Result<PutHandler::Piece> PutHandler::HandlePut(IncomingMessage& message, uint64
 }
 
 Result<UploadTable::Entry*> PutHandler::StartUpload(const UploadTable::Key& key, PutPiece& piece,
-                                                    const IncomingMessage& message,
-                                                    TimePoint now) {
+                                                    const IncomingMessage& message, TimePoint now) {
   const std::string* owner = message.peer() ? &message.peer()->public_key : nullptr;
   // A first piece always starts afresh, replacing a same-id upload the client gave up on.
   AbortUpload(key);
@@ -255,10 +250,10 @@ Result<UploadTable::Entry*> PutHandler::StartUpload(const UploadTable::Key& key,
   // a descriptor just reused must not inherit the closed connection's fate).
   forget_closed_connections_();
   BM_ASSIGN_OR_RETURN(BlockManager::UploadId handle,
-                   blocks_.BeginPut(piece.block, piece.level, piece.total_size, piece.version));
-  uploads_.Insert(key, UploadTable::Entry{handle, piece.block, piece.level, piece.total_size, 0,
-                                          now, owner ? *owner : std::string(),
-                                          message.source_fd()});
+                      blocks_.BeginPut(piece.block, piece.level, piece.total_size, piece.version));
+  uploads_.Insert(key,
+                  UploadTable::Entry{handle, piece.block, piece.level, piece.total_size, 0, now,
+                                     owner ? *owner : std::string(), message.source_fd()});
   return uploads_.Find(key);
 }
 

@@ -16,8 +16,8 @@ std::vector<zmq::message_t> FillGetReply(proto::GetReply::Builder get, uint64_t 
   for (const ChunkPtr& chunk : read.chunks) {
     for (size_t pos = 0; pos < chunk->size() && fits < limit && frame_count < kMaxPayloadFrames;
          ++frame_count) {
-      const size_t take = static_cast<size_t>(
-          std::min<uint64_t>({chunk->size() - pos, kChunkBytes, limit - fits}));
+      const size_t take =
+          static_cast<size_t>(std::min<uint64_t>({chunk->size() - pos, kChunkBytes, limit - fits}));
       pos += take;
       fits += take;
     }

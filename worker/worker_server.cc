@@ -131,7 +131,8 @@ Status WorkerServer::Bind() {
   }
   endpoint_ = router_->get(zmq::sockopt::last_endpoint);
   replies_ = std::make_unique<ClientReplies>(*router_, counters_);
-  BM_ASSIGN_OR_RETURN(peer_monitor_, PeerMonitor::Create(context_, *router_, "worker-" + endpoint_));
+  BM_ASSIGN_OR_RETURN(peer_monitor_,
+                      PeerMonitor::Create(context_, *router_, "worker-" + endpoint_));
 
   advertised_address_ = options_.advertise_address.empty() ? endpoint_ : options_.advertise_address;
   BM_ASSIGN_OR_RETURN(TcpAddress advertised, ParseTcpAddress(advertised_address_, false));
@@ -199,10 +200,8 @@ void WorkerServer::Run() {
         {options_.status_hook ? options_.status_hook->wake_fd() : -1, POLLIN, 0},
         {blocks_->completion_fd(), POLLIN, 0},
     };
-    const bool unsettled =
-        replies_->unsettled() || link_->unsettled() || peer_monitor_unsettled_;
-    const int timeout =
-        unsettled ? 0 : static_cast<int>(PollTimeout(clock_.Now()).count());
+    const bool unsettled = replies_->unsettled() || link_->unsettled() || peer_monitor_unsettled_;
+    const int timeout = unsettled ? 0 : static_cast<int>(PollTimeout(clock_.Now()).count());
     if (::poll(fds, 6, timeout) < 0) {
       if (errno == EINTR) continue;
       spdlog::error("poll failed: {}; stopping", std::strerror(errno));
@@ -307,8 +306,7 @@ WorkerServer::Served WorkerServer::Serve(IncomingMessage& message, Arrival arriv
       }));
       return Dispatch(message, header, arrival);
     } catch (const kj::Exception& e) {
-      return InvalidArgumentError(std::string("malformed message: ") +
-                                  e.getDescription().cStr());
+      return InvalidArgumentError(std::string("malformed message: ") + e.getDescription().cStr());
     } catch (const std::exception& e) {
       return InternalError(std::string("unexpected failure: ") + e.what());
     }
@@ -327,8 +325,7 @@ WorkerServer::Served WorkerServer::Serve(IncomingMessage& message, Arrival arriv
 }
 
 Result<WorkerServer::Served> WorkerServer::Dispatch(IncomingMessage& message,
-                                                    const RequestHeader& header,
-                                                    Arrival arrival) {
+                                                    const RequestHeader& header, Arrival arrival) {
   const uint64_t id = header.id;
   const proto::Request::Which which = header.which;
   BM_RETURN_IF_ERROR(AuthorizeWorkerRequest(keys_.enabled(), message.peer(), which));
@@ -417,8 +414,7 @@ Status WorkerServer::HandleGet(IncomingMessage& message, uint64_t id) {
                     capnp::MallocMessageBuilder reply;
                     proto::Reply::Builder root = reply.initRoot<proto::Reply>();
                     root.setId(id);
-                    std::vector<zmq::message_t> frames =
-                        FillGetReply(root.initGet(), limit, *read);
+                    std::vector<zmq::message_t> frames = FillGetReply(root.initGet(), limit, *read);
                     replies_->Send(*peer, reply, std::move(frames));
                   } else {
                     replies_->SendError(*peer, id, read.status());
@@ -488,8 +484,7 @@ void WorkerServer::SendGetManyReply(const GetManyBatch& batch) {
   proto::Reply::Builder root = reply.initRoot<proto::Reply>();
   root.setId(batch.request_id);
   std::vector<zmq::message_t> frames = FillGetManyReply(
-      root.initBlocksRead(static_cast<unsigned>(batch.blocks.size())), batch.statuses,
-      batch.reads);
+      root.initBlocksRead(static_cast<unsigned>(batch.blocks.size())), batch.statuses, batch.reads);
   replies_->Send(batch.peer, reply, std::move(frames));
 }
 
@@ -543,9 +538,9 @@ Status WorkerServer::HandleVerify(IncomingMessage& message, uint64_t id) {
 
 Status WorkerServer::HandleCorruptBlock(IncomingMessage& message, uint64_t id) {
   if (!options_.enable_fault_injection) {
-    return InvalidArgumentError(
-        "corruptBlock is test-only fault injection, off on worker " + worker_id_ +
-        " (it serves it only when started with --enable-fault-injection)");
+    return InvalidArgumentError("corruptBlock is test-only fault injection, off on worker " +
+                                worker_id_ +
+                                " (it serves it only when started with --enable-fault-injection)");
   }
   std::optional<BlockId> block;
   Tier tier = Tier::kMemory;
@@ -575,8 +570,8 @@ Status WorkerServer::HandleCorruptBlock(IncomingMessage& message, uint64_t id) {
           replies_->SendError(*peer, id, corrupted);
           return;
         }
-        spdlog::warn("fault injection: flipped the byte at offset {} of block {}'s {} copy",
-                     offset, block.ToString(), TierName(tier));
+        spdlog::warn("fault injection: flipped the byte at offset {} of block {}'s {} copy", offset,
+                     block.ToString(), TierName(tier));
         replies_->SendOk(*peer, id);
       });
   return Status::Ok();
@@ -586,7 +581,7 @@ Status WorkerServer::HandleContains(IncomingMessage& message, uint64_t id) {
   std::optional<BlockId> block;
   BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     BM_ASSIGN_OR_RETURN(BlockId parsed,
-                     ParseWireBlockId(message.request().getContainsBlock().getBlockId()));
+                        ParseWireBlockId(message.request().getContainsBlock().getBlockId()));
     block = parsed;
     return Status::Ok();
   }));
@@ -606,8 +601,10 @@ Status WorkerServer::HandleContains(IncomingMessage& message, uint64_t id) {
 }
 
 Status WorkerServer::HandleReplicate(IncomingMessage& message, uint64_t id) {
-  Replicator::Job job{.ticket = next_ticket_++, .block = BlockId::Broadcast(0),
-                      .level = StorageLevel::kMemoryOnly, .targets = {}};
+  Replicator::Job job{.ticket = next_ticket_++,
+                      .block = BlockId::Broadcast(0),
+                      .level = StorageLevel::kMemoryOnly,
+                      .targets = {}};
   BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::ReplicateBlock::Reader request = message.request().getReplicateBlock();
     BM_ASSIGN_OR_RETURN(job.block, ParseWireBlockId(request.getBlockId()));
@@ -624,12 +621,12 @@ Status WorkerServer::HandleReplicate(IncomingMessage& message, uint64_t id) {
   }));
   if (job.targets.empty()) return InvalidArgumentError("replicateBlock names no target");
   if (!blocks_->Find(job.block)) {
-    return NotFoundError("block " + job.block.ToString() + " is not stored on worker " + worker_id_);
+    return NotFoundError("block " + job.block.ToString() + " is not stored on worker " +
+                         worker_id_);
   }
-  replications_.emplace(job.ticket, PendingReplication{
-                                        zmq::message_t(message.routing_id()->data(),
-                                                       message.routing_id()->size()),
-                                        id, job.block});
+  replications_.emplace(job.ticket, PendingReplication{zmq::message_t(message.routing_id()->data(),
+                                                                      message.routing_id()->size()),
+                                                       id, job.block});
   replicator_->Submit(std::move(job));
   return Status::Ok();
 }

@@ -10,17 +10,17 @@
 #include <zmq.hpp>
 
 #include "common/clock.h"
+#include "common/connection_limit.h"
 #include "common/peer_monitor.h"
 #include "common/status.h"
 #include "common/tier.h"
 #include "common/transport.h"
 #include "worker/block_manager.h"
 #include "worker/client_replies.h"
-#include "worker/master_link.h"
-#include "common/connection_limit.h"
 #include "worker/local_reads.h"
-#include "worker/replicator.h"
+#include "worker/master_link.h"
 #include "worker/put_handler.h"
+#include "worker/replicator.h"
 #include "worker/worker_status.h"
 
 namespace bm {
@@ -175,7 +175,7 @@ class WorkerServer {
   std::string endpoint_;
   std::string advertised_address_;
   std::string worker_id_;
-  CurveKeys keys_;  // empty with keys off
+  CurveKeys keys_;    // empty with keys off
   int wake_fd_ = -1;  // eventfd written by Stop()
 
   std::atomic<bool> stop_{false};
@@ -183,7 +183,7 @@ class WorkerServer {
   // Owned by the thread in Run().
   std::unique_ptr<BlockManager> blocks_;
   std::unique_ptr<zmq::socket_t> router_;
-  WorkerCounters counters_;  // for /metrics
+  WorkerCounters counters_;                 // for /metrics
   std::unique_ptr<ClientReplies> replies_;  // on router_
   // Reports router_'s closed connections; declared after router_ so it stops first.
   std::unique_ptr<PeerMonitor> peer_monitor_;

@@ -176,7 +176,7 @@ std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
 
 Result<std::unique_ptr<WorkerStatusService>> WorkerStatusService::Create() {
   BM_ASSIGN_OR_RETURN(std::unique_ptr<LoopQueries<WorkerView>> queries,
-                   LoopQueries<WorkerView>::Create());
+                      LoopQueries<WorkerView>::Create());
   return std::unique_ptr<WorkerStatusService>(new WorkerStatusService(std::move(queries)));
 }
 

@@ -103,15 +103,14 @@ Status ClusterProcesses::LaunchMaster() {
     }
     args.insert(args.end(), master_extra_args_.begin(), master_extra_args_.end());
     const std::string http_address = FreeHttpAddress();
-    BM_ASSIGN_OR_RETURN(Process process,
-                     Process::Spawn(ServerBinary("bm-master"),
-                                    WithServerArgs(std::move(args), http_address),
-                                    LogPath("master")));
+    BM_ASSIGN_OR_RETURN(
+        Process process,
+        Process::Spawn(ServerBinary("bm-master"), WithServerArgs(std::move(args), http_address),
+                       LogPath("master")));
     master_ = std::make_unique<Process>(std::move(process));
     const bool up = WaitFor(
         [&] {
-          return !master_->Running() ||
-                 QueryWorkers(context_, master_endpoint_, admin).has_value();
+          return !master_->Running() || QueryWorkers(context_, master_endpoint_, admin).has_value();
         },
         kStartTimeout);
     if (up && master_->Running()) {
@@ -146,11 +145,10 @@ Status ClusterProcesses::LaunchWorker(const WorkerSpec& spec) {
   slot.spec = spec;
   for (int attempt = 0; attempt < (fixed_port != 0 ? 1 : kStartAttempts); ++attempt) {
     slot.port = fixed_port != 0 ? fixed_port : FreeLoopbackPort();
-    std::vector<std::string> args = {"--master",   master_endpoint_,
-                                     "--listen",   LoopbackEndpoint(slot.port),
-                                     "--memory",   spec.memory,
-                                     "--disk-dir", worker_disk_dir(spec.id),
-                                     "--id",       spec.id};
+    std::vector<std::string> args = {
+        "--master", master_endpoint_, "--listen",   LoopbackEndpoint(slot.port),
+        "--memory", spec.memory,      "--disk-dir", worker_disk_dir(spec.id),
+        "--id",     spec.id};
     if (!spec.disk_limit.empty()) {
       args.push_back("--disk-limit");
       args.push_back(spec.disk_limit);

@@ -135,7 +135,7 @@ Result<std::unique_ptr<DiskWriter>> FaultInjectingStore::BeginWrite(const BlockI
                                                                     uint64_t version) {
   BM_RETURN_IF_ERROR(CheckWrite(0));
   BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer,
-                   base_->BeginWrite(id, level, total_size, version));
+                      base_->BeginWrite(id, level, total_size, version));
   return std::unique_ptr<DiskWriter>(std::make_unique<Writer>(*this, std::move(writer)));
 }
 

@@ -48,8 +48,7 @@ TEST(LocalReadsTest, CloseAnswersAWaitingReaderAndLaterReadsWithAborted) {
   reader.join();
   ASSERT_TRUE(read.has_value());
   EXPECT_EQ(read->status().code(), StatusCode::kAborted);
-  EXPECT_EQ(loop.reads().Read(BlockId::Broadcast(1), 0, 10).status().code(),
-            StatusCode::kAborted);
+  EXPECT_EQ(loop.reads().Read(BlockId::Broadcast(1), 0, 10).status().code(), StatusCode::kAborted);
 }
 
 }  // namespace

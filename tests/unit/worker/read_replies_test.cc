@@ -16,7 +16,7 @@ ChunkPtr Filled(size_t size, uint8_t value) {
 }
 
 BlockRead ReadOf(std::vector<ChunkPtr> chunks, uint64_t offset, uint64_t total_size) {
-  BlockRead read{total_size, offset, /*generation=*/7, Tier::kDisk, StorageLevel::kDiskOnly,
+  BlockRead read{total_size,       offset, /*generation=*/7, Tier::kDisk, StorageLevel::kDiskOnly,
                  std::move(chunks)};
   return read;
 }
@@ -67,8 +67,8 @@ TEST(FillGetManyReplyTest, PacksSmallBlocksIntoOneFrameAndMarksMissingOnes) {
   std::vector<std::optional<BlockStatus>> statuses;
   std::vector<std::optional<BlockRead>> reads;
   for (uint8_t i = 0; i < 3; ++i) {
-    statuses.push_back(BlockStatus{BlockId::Broadcast(i), StorageLevel::kMemoryOnly,
-                                   Tier::kMemory, 4096, 0});
+    statuses.push_back(
+        BlockStatus{BlockId::Broadcast(i), StorageLevel::kMemoryOnly, Tier::kMemory, 4096, 0});
     reads.push_back(ReadOf({Filled(4096, i)}, 0, 4096));
   }
   statuses.push_back(std::nullopt);

@@ -34,8 +34,8 @@ class ReadsLoop {
     BM_ASSIGN_OR_RETURN(BlockManager::UploadId upload, manager_->BeginPut(id, level, bytes.size()));
     std::vector<ChunkPtr> chunks;
     for (size_t pos = 0; pos < bytes.size(); pos += kChunkBytes) {
-      chunks.push_back(MakeChunk(
-          std::span(bytes).subspan(pos, std::min(kChunkBytes, bytes.size() - pos))));
+      chunks.push_back(
+          MakeChunk(std::span(bytes).subspan(pos, std::min(kChunkBytes, bytes.size() - pos))));
     }
     BM_RETURN_IF_ERROR(AppendPut(*manager_, upload, std::move(chunks)));
     return CommitPut(*manager_, upload).status();

@@ -447,9 +447,9 @@ TEST_F(WorkerServerTest, FullReportBiggerThanOneBatchFollowsRegistrationInReport
   StartWorker();
   ASSERT_TRUE(AwaitRegistration());
   for (int p = 0; p < 5; ++p) {
-    ASSERT_TRUE(Put(*channel_, "rdd_4_" + std::to_string(p), StorageLevel::kMemoryOnly,
-                    RandomBytes(10, p))
-                    .ok());
+    ASSERT_TRUE(
+        Put(*channel_, "rdd_4_" + std::to_string(p), StorageLevel::kMemoryOnly, RandomBytes(10, p))
+            .ok());
   }
   master_->ForgetWorkers();
   // The re-registration carries two blocks; the other three follow as reports, and together
@@ -578,8 +578,8 @@ TEST_F(WorkerServerTest, GetBlocksPacksSmallBlocksAndReportsEachIdsState) {
     const auto* data = static_cast<const std::byte*>(frame.data());
     payload.insert(payload.end(), data, data + frame.size());
   }
-  EXPECT_EQ(frame_sizes, (std::vector<size_t>{small_a.size() + small_b.size(), kMiB, 5,
-                                              small_a.size()}));
+  EXPECT_EQ(frame_sizes,
+            (std::vector<size_t>{small_a.size() + small_b.size(), kMiB, 5, small_a.size()}));
   std::vector<std::byte> expected = small_a;
   expected.insert(expected.end(), small_b.begin(), small_b.end());
   expected.insert(expected.end(), big.begin(), big.end());
