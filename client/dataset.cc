@@ -7,41 +7,63 @@
 #include <zmq.hpp>
 
 #include "common/block_id.h"
+#include "common/mutex.h"
 
 namespace bm {
 
 // ---- CacheSession ----
 
-CacheSession::CacheSession(ClientOptions options)
-    : options_(std::move(options)), context_(std::make_unique<zmq::context_t>()) {}
-
-CacheSession::~CacheSession() {
-  // The clients' sockets must close before their context does.
-  idle_.clear();
-}
-
-CacheCounters CacheSession::counters() const {
-  std::lock_guard lock(mutex_);
-  return counters_;
-}
-
-CacheSession::ClientLoan::ClientLoan(CacheSession& session) : session(session) {
-  {
-    std::lock_guard lock(session.mutex_);
-    if (!session.idle_.empty()) {
-      client = std::move(session.idle_.back());
-      session.idle_.pop_back();
-      return;
-    }
+// Thread-safe: any thread borrows and returns clients.
+class CacheSession::ClientPool {
+ public:
+  explicit ClientPool(ClientOptions options) : options_(std::move(options)) {}
+  ~ClientPool() {
+    // The clients' sockets must close before their context does.
+    idle_.clear();
   }
-  client = std::make_unique<Client>(session.options_, *session.context_);
-}
 
-CacheSession::ClientLoan::~ClientLoan() {
-  std::lock_guard lock(session.mutex_);
-  session.counters_ += client->TakeCounters();
-  session.idle_.push_back(std::move(client));
-}
+  std::unique_ptr<Client> Borrow() {
+    {
+      MutexLock lock(mutex_);
+      if (!idle_.empty()) {
+        std::unique_ptr<Client> client = std::move(idle_.back());
+        idle_.pop_back();
+        return client;
+      }
+    }
+    return std::make_unique<Client>(options_, context_);
+  }
+
+  void Return(std::unique_ptr<Client> client) {
+    MutexLock lock(mutex_);
+    counters_ += client->TakeCounters();
+    idle_.push_back(std::move(client));
+  }
+
+  CacheCounters counters() {
+    MutexLock lock(mutex_);
+    return counters_;
+  }
+
+ private:
+  const ClientOptions options_;
+  zmq::context_t context_;  // shared by all clients; outlives them
+  Mutex mutex_;
+  std::vector<std::unique_ptr<Client>> idle_ BM_GUARDED_BY(mutex_);
+  CacheCounters counters_ BM_GUARDED_BY(mutex_);
+};
+
+CacheSession::CacheSession(ClientOptions options)
+    : pool_(std::make_unique<ClientPool>(std::move(options))) {}
+
+CacheSession::~CacheSession() = default;
+
+CacheCounters CacheSession::counters() const { return pool_->counters(); }
+
+CacheSession::ClientLoan::ClientLoan(CacheSession& session)
+    : session(session), client(session.pool_->Borrow()) {}
+
+CacheSession::ClientLoan::~ClientLoan() { session.pool_->Return(std::move(client)); }
 
 // ---- Dataset ----
 

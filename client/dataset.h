@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -26,10 +25,6 @@
 #include "client/types.h"
 #include "common/status.h"
 #include "common/storage_level.h"
-
-namespace zmq {
-class context_t;
-}
 
 namespace bm {
 
@@ -63,11 +58,10 @@ class CacheSession {
     std::unique_ptr<Client> client;
   };
 
-  const ClientOptions options_;
-  std::unique_ptr<zmq::context_t> context_;  // shared by all clients; outlives them
-  mutable std::mutex mutex_;
-  std::vector<std::unique_ptr<Client>> idle_;  // guarded by mutex_
-  CacheCounters counters_;                     // guarded by mutex_
+  // The idle clients and the counters of the calls that returned, under a mutex (dataset.cc).
+  class ClientPool;
+
+  const std::unique_ptr<ClientPool> pool_;
 };
 
 using PartitionData = std::vector<std::byte>;

@@ -23,7 +23,7 @@ LeaseRenewer::~LeaseRenewer() { Stop(); }
 
 void LeaseRenewer::Stop() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stop_ = true;
   }
   wake_.notify_all();
@@ -34,15 +34,19 @@ void LeaseRenewer::Run(zmq::context_t& context, std::string master_address,
                        ChannelSecurity security, std::chrono::milliseconds timeout) {
   RpcChannel master(context, std::move(master_address), timeout, std::move(security));
   const std::string block = block_.ToString();
-  std::unique_lock lock(mutex_);
-  while (!wake_.wait_for(lock, interval_, [this] { return stop_; })) {
-    lock.unlock();
+  MutexLock lock(mutex_);
+  while (true) {
+    const auto renew_at = std::chrono::steady_clock::now() + interval_;
+    while (!stop_ && lock.WaitUntil(wake_, renew_at)) {
+    }
+    if (stop_) return;
+    lock.Unlock();
     capnp::MallocMessageBuilder message;
     proto::ComputeLease::Builder renew = message.initRoot<proto::Request>().initRenewCompute();
     renew.setBlockId(block);
     renew.setToken(token_);
     Result<IncomingMessage> reply = master.Call(message);
-    lock.lock();
+    lock.Lock();
     if (reply.ok()) continue;
     if (reply.status().code() == StatusCode::kAborted) {
       spdlog::debug("lost the compute lease on {}: {}", block, reply.status().message());

@@ -4,12 +4,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "common/block_id.h"
 #include "common/curve_keys.h"
+#include "common/mutex.h"
 
 namespace zmq {
 class context_t;
@@ -44,9 +44,9 @@ class LeaseRenewer {
   const uint64_t token_;
   const std::chrono::milliseconds interval_;
   std::atomic<bool> lost_{false};
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stop_ = false;  // guarded by mutex_
+  Mutex mutex_;
+  std::condition_variable wake_;  // with mutex_
+  bool stop_ BM_GUARDED_BY(mutex_) = false;
   std::thread thread_;
 };
 

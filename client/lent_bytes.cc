@@ -10,7 +10,7 @@ class LentBytes::LentChunk final : public Chunk {
       : bytes_(bytes), count_(std::move(count)) {}
   // May run on a ZeroMQ I/O thread, when it has sent the frame.
   ~LentChunk() override {
-    std::lock_guard lock(count_->mutex);
+    MutexLock lock(count_->mutex);
     if (--count_->out == 0) count_->returned.notify_all();
   }
   std::span<const std::byte> bytes() const override { return bytes_; }
@@ -27,15 +27,15 @@ LentBytes::~LentBytes() { AwaitReturned(); }
 ChunkPtr LentBytes::Lend(size_t offset, size_t length) {
   assert(offset <= bytes_.size() && length <= bytes_.size() - offset);
   {
-    std::lock_guard lock(count_->mutex);
+    MutexLock lock(count_->mutex);
     ++count_->out;
   }
   return std::make_shared<LentChunk>(bytes_.subspan(offset, length), count_);
 }
 
 void LentBytes::AwaitReturned() {
-  std::unique_lock lock(count_->mutex);
-  count_->returned.wait(lock, [this] { return count_->out == 0; });
+  MutexLock lock(count_->mutex);
+  while (count_->out != 0) lock.Wait(count_->returned);
 }
 
 }  // namespace bm

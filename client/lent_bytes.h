@@ -3,10 +3,10 @@
 #include <condition_variable>
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <span>
 
 #include "common/chunk.h"
+#include "common/mutex.h"
 
 namespace bm {
 
@@ -34,9 +34,9 @@ class LentBytes {
 
  private:
   struct Count {
-    std::mutex mutex;
-    std::condition_variable returned;
-    size_t out = 0;
+    Mutex mutex;
+    std::condition_variable returned;  // with mutex
+    size_t out BM_GUARDED_BY(mutex) = 0;
   };
   class LentChunk;
 

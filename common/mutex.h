@@ -54,6 +54,10 @@ class BM_SCOPED_CAPABILITY MutexLock {
   bool WaitUntil(std::condition_variable& cv, std::chrono::steady_clock::time_point deadline) {
     return cv.wait_until(lock_, deadline) == std::cv_status::no_timeout;
   }
+  // Lets go of the mutex for a stretch of the scope (work that must not hold it) ...
+  void Unlock() BM_RELEASE() { lock_.unlock(); }
+  // ... and takes it again.
+  void Lock() BM_ACQUIRE() { lock_.lock(); }
 
  private:
   std::unique_lock<std::mutex> lock_;

@@ -16,10 +16,10 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <mutex>
 
 #include "common/byte_size.h"
 #include "common/digest.h"
+#include "common/mutex.h"
 #include "common/protocol.h"
 #include "worker/commit_journal.h"
 #include "worker/disk_format.h"
@@ -67,20 +67,20 @@ class ErrorListener final : public rocksdb::EventListener {
  public:
   void OnBackgroundError(rocksdb::BackgroundErrorReason /*reason*/,
                          rocksdb::Status* error) override {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (message_.empty()) message_ = error->ToString();
     failed_.store(true, std::memory_order_release);
   }
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   std::string message() const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     return message_;
   }
 
  private:
   std::atomic<bool> failed_{false};
-  mutable std::mutex mutex_;
-  std::string message_;  // guarded by mutex_
+  mutable Mutex mutex_;
+  std::string message_ BM_GUARDED_BY(mutex_);
 };
 
 class StatvfsProbe final : public SpaceProbe {

@@ -16,7 +16,7 @@ Result<BlockRead> LocalReads::Read(const BlockId& id, uint64_t offset, uint64_t 
   auto answer = std::make_shared<Answer>();
   std::future<Result<BlockRead>> future = answer->promise.get_future();
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (closed_) return AbortedError("the worker is stopping");
     queued_.push_back(Request{id, offset, max_length, std::move(answer)});
   }
@@ -27,7 +27,7 @@ Result<BlockRead> LocalReads::Read(const BlockId& id, uint64_t offset, uint64_t 
 void LocalReads::ServeQueued(BlockManager& blocks) {
   std::deque<Request> requests;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     requests.swap(queued_);
   }
   std::erase_if(started_, [](const std::shared_ptr<Answer>& answer) { return answer->answered; });
@@ -43,7 +43,7 @@ void LocalReads::ServeQueued(BlockManager& blocks) {
 void LocalReads::Close() {
   std::deque<Request> requests;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     closed_ = true;
     requests.swap(queued_);
   }

@@ -5,10 +5,10 @@
 #include <functional>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "common/block_id.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "worker/block_read.h"
 
@@ -61,9 +61,9 @@ class LocalReads {
   };
 
   const std::function<void()> notify_;
-  std::mutex mutex_;
-  std::deque<Request> queued_;  // guarded by mutex_
-  bool closed_ = false;         // guarded by mutex_
+  Mutex mutex_;
+  std::deque<Request> queued_ BM_GUARDED_BY(mutex_);
+  bool closed_ BM_GUARDED_BY(mutex_) = false;
   // The loop's: reads started and maybe not answered yet (answered ones are pruned).
   std::vector<std::shared_ptr<Answer>> started_;
 };

@@ -36,7 +36,7 @@ Replicator::Replicator(zmq::context_t& context, CurveKeys keys, LocalReads& read
 
 Replicator::~Replicator() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stop_ = true;
   }
   wake_.notify_all();
@@ -45,7 +45,7 @@ Replicator::~Replicator() {
 
 void Replicator::Submit(Job job) {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     jobs_.push_back(std::move(job));
     ++outstanding_;
   }
@@ -53,13 +53,13 @@ void Replicator::Submit(Job job) {
 }
 
 std::vector<Replicator::Finished> Replicator::TakeFinished() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   outstanding_ -= finished_.size();
   return std::exchange(finished_, {});
 }
 
 size_t Replicator::outstanding() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return outstanding_;
 }
 
@@ -67,13 +67,13 @@ void Replicator::Run(zmq::context_t& context) {
   // The copies never talk to the master: the targets carry the keys it vouched for.
   WorkerChannels channels(context, keys_, kCopyTimeout);
   BlockCopier copier(channels);
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   while (true) {
-    wake_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+    while (!stop_ && jobs_.empty()) lock.Wait(wake_);
     if (stop_) return;
     Job job = std::move(jobs_.front());
     jobs_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     Result<uint32_t> copies = CopyFromStore(reads_, copier, job.block, job.targets, job.level);
     if (copies.ok()) {
       spdlog::info("copied {} to {} of {} workers", job.block.ToString(), *copies,
@@ -81,11 +81,11 @@ void Replicator::Run(zmq::context_t& context) {
     } else {
       spdlog::warn("could not copy {}: {}", job.block.ToString(), copies.status().ToString());
     }
-    lock.lock();
+    lock.Lock();
     finished_.push_back(Finished{job.ticket, std::move(copies)});
-    lock.unlock();
+    lock.Unlock();
     notify_();
-    lock.lock();
+    lock.Lock();
   }
 }
 

@@ -4,13 +4,13 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "client/types.h"
 #include "common/block_id.h"
 #include "common/curve_keys.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "common/storage_level.h"
 #include "worker/local_reads.h"
@@ -65,12 +65,12 @@ class Replicator {
   const CurveKeys keys_;
   LocalReads& reads_;
   const std::function<void()> notify_;
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<Job> jobs_;            // guarded by mutex_
-  std::vector<Finished> finished_;  // guarded by mutex_
-  size_t outstanding_ = 0;          // guarded by mutex_
-  bool stop_ = false;               // guarded by mutex_
+  mutable Mutex mutex_;
+  std::condition_variable wake_;  // with mutex_
+  std::deque<Job> jobs_ BM_GUARDED_BY(mutex_);
+  std::vector<Finished> finished_ BM_GUARDED_BY(mutex_);
+  size_t outstanding_ BM_GUARDED_BY(mutex_) = 0;
+  bool stop_ BM_GUARDED_BY(mutex_) = false;
   std::thread thread_;
 };
 

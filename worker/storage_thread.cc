@@ -27,7 +27,7 @@ StorageThread::StorageThread(std::unique_ptr<BlockStore> store)
 
 StorageThread::~StorageThread() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stopping_ = true;
   }
   work_ready_.notify_one();
@@ -40,7 +40,7 @@ StorageThread::~StorageThread() {
 void StorageThread::Submit(Job job) {
   ++outstanding_;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     jobs_.push_back(std::move(job));
   }
   work_ready_.notify_one();
@@ -52,7 +52,7 @@ size_t StorageThread::RunCompletions() {
   (void)got;  // EAGAIN: nothing signalled; the queue is checked anyway
   std::deque<Finished> finished;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     finished.swap(finished_);
   }
   for (Finished& done : finished) {
@@ -64,17 +64,17 @@ size_t StorageThread::RunCompletions() {
 }
 
 void StorageThread::Loop() {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   while (true) {
-    work_ready_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+    while (!stopping_ && jobs_.empty()) lock.Wait(work_ready_);
     if (jobs_.empty()) return;  // stopping, and every job has run
     Job job = std::move(jobs_.front());
     jobs_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     Completion completion = job(*store_);
     job = nullptr;  // what it captured goes now, on this thread, not under the lock
     Finished done{std::move(completion), Measure(*store_)};
-    lock.lock();
+    lock.Lock();
     finished_.push_back(std::move(done));
     if (!stopping_) {
       const uint64_t one = 1;

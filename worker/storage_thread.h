@@ -5,9 +5,9 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 
+#include "common/mutex.h"
 #include "worker/block_store.h"
 
 namespace bm {
@@ -69,12 +69,11 @@ class StorageThread {
   const std::unique_ptr<BlockStore> store_;
   const int wake_fd_;
 
-  std::mutex mutex_;
+  Mutex mutex_;
   std::condition_variable work_ready_;  // with mutex_
-  // Guarded by mutex_.
-  std::deque<Job> jobs_;
-  std::deque<Finished> finished_;
-  bool stopping_ = false;
+  std::deque<Job> jobs_ BM_GUARDED_BY(mutex_);
+  std::deque<Finished> finished_ BM_GUARDED_BY(mutex_);
+  bool stopping_ BM_GUARDED_BY(mutex_) = false;
 
   // The loop's.
   size_t outstanding_ = 0;

@@ -54,7 +54,7 @@ bool ByteRegion::Append(std::span<const std::byte> bytes) {
 
 std::unique_ptr<ByteRegion> RegionPool::Take() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (!free_.empty()) {
       std::unique_ptr<ByteRegion> region = std::move(free_.back());
       free_.pop_back();
@@ -67,7 +67,7 @@ std::unique_ptr<ByteRegion> RegionPool::Take() {
 }
 
 void RegionPool::Give(std::unique_ptr<ByteRegion> region) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (free_.size() >= kMaxRegions || free_bytes_ + region->capacity() > kMaxBytes) return;
   free_bytes_ += region->capacity();
   free_.push_back(std::move(region));

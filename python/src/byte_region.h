@@ -8,9 +8,10 @@
 
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace bm::python {
 
@@ -52,9 +53,9 @@ class RegionPool {
   void Give(std::unique_ptr<ByteRegion> region);
 
  private:
-  std::mutex mutex_;
-  std::vector<std::unique_ptr<ByteRegion>> free_;  // GUARDED_BY(mutex_)
-  size_t free_bytes_ = 0;                          // GUARDED_BY(mutex_)
+  Mutex mutex_;
+  std::vector<std::unique_ptr<ByteRegion>> free_ BM_GUARDED_BY(mutex_);
+  size_t free_bytes_ BM_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace bm::python

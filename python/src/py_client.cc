@@ -5,12 +5,12 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <thread>
 
 #include "buffers.h"
 #include "client/client.h"
+#include "common/mutex.h"
 #include "errors.h"
 
 namespace bm::python {
@@ -77,7 +77,7 @@ class PyClient {
     std::unique_ptr<Client> client;
     {
       py::gil_scoped_release release;
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       client = std::move(client_);
       client.reset();
     }
@@ -91,7 +91,7 @@ class PyClient {
           "a Client cannot be used inside its own get_or_compute function; use another Client");
     }
     py::gil_scoped_release release;
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (!client_) {
       py::gil_scoped_acquire gil;
       ThrowIfError(InvalidArgumentError("the client is closed"));
@@ -194,8 +194,8 @@ class PyClient {
   }
 
  private:
-  std::mutex mutex_;
-  std::unique_ptr<Client> client_;  // GUARDED_BY(mutex_); null once closed
+  Mutex mutex_;
+  std::unique_ptr<Client> client_ BM_GUARDED_BY(mutex_);  // null once closed
   // Where gets receive blocks. Shared with the Buffers they returned, which may outlive this.
   std::shared_ptr<RegionPool> regions_ = std::make_shared<RegionPool>();
   // The thread running a get_or_compute function of this client, which must not call it again
