@@ -21,9 +21,11 @@ JournalVerdict CheckJournal(
   }
   for (const auto& [id, generation] : committed) {
     const Meta* found = deleted.contains(id) ? nullptr : index.Find(id);
-    const bool unreadable = std::any_of(
-        unreadable_generations.begin(), unreadable_generations.end(),
-        [&](const auto& range) { return generation >= range.first && generation < range.second; });
+    const bool unreadable =
+        std::any_of(unreadable_generations.begin(), unreadable_generations.end(),
+                    [generation = generation](const auto& range) {
+                      return generation >= range.first && generation < range.second;
+                    });
     if (found == nullptr && unreadable) {
       verdict.lost.push_back({id, "generation " + std::to_string(generation) +
                                       " is corrupt on disk: its records failed RocksDB's "
