@@ -11,31 +11,9 @@
 #include "common/block_id.h"
 #include "common/storage_level.h"
 #include "common/tier.h"
+#include "common/worker_state.h"
 
 namespace bm {
-
-// A live worker's state in the cluster (WorkerState in schema/messages.capnp).
-enum class WorkerState {
-  kActive,
-  kUnconfirmed,      // listed again after a master restart, not yet heard from since
-  kDecommissioning,  // draining: takes no new blocks, then exits
-  kUnknown,          // a state this client does not know (a newer master's)
-};
-
-// The state's name as bmctl prints it: "active", "unconfirmed", "decommissioning", "unknown".
-inline const char* WorkerStateName(WorkerState state) {
-  switch (state) {
-    case WorkerState::kActive:
-      return "active";
-    case WorkerState::kUnconfirmed:
-      return "unconfirmed";
-    case WorkerState::kDecommissioning:
-      return "decommissioning";
-    case WorkerState::kUnknown:
-      break;
-  }
-  return "unknown";
-}
 
 // One live worker as the master last heard of it.
 struct WorkerInfo {

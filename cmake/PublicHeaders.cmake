@@ -16,6 +16,7 @@ set(BM_PUBLIC_HEADERS
   common/status.h=status.h
   common/storage_level.h=storage_level.h
   common/tier.h=tier.h
+  common/worker_state.h=worker_state.h
 )
 
 function(bm_generate_public_headers)

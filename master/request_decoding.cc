@@ -53,6 +53,8 @@ proto::WorkerState ToProto(WorkerState state) {
       return proto::WorkerState::UNCONFIRMED;
     case WorkerState::kDecommissioning:
       return proto::WorkerState::DECOMMISSIONING;
+    case WorkerState::kUnknown:
+      break;  // a registry never holds it
   }
   return proto::WorkerState::ACTIVE;
 }

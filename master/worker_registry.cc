@@ -2,18 +2,6 @@
 
 namespace bm {
 
-std::string_view WorkerStateName(WorkerState state) {
-  switch (state) {
-    case WorkerState::kActive:
-      return "active";
-    case WorkerState::kUnconfirmed:
-      return "unconfirmed";
-    case WorkerState::kDecommissioning:
-      return "decommissioning";
-  }
-  return "unknown";
-}
-
 bool WorkerRegistry::Register(std::string id, std::string address, const WorkerStats& stats,
                               WorkerLabels labels) {
   WorkerRecord record{id,           std::move(address), stats,

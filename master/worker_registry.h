@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "common/worker_state.h"
 #include "common/worker_stats.h"
 
 namespace bm {
@@ -18,16 +19,10 @@ namespace bm {
 //   (registers)                          -> active
 //   active / unconfirmed --(silent past the heartbeat timeout)--> removed
 // An unconfirmed worker's locations are served, but its heartbeats and reports are refused as
-// unknown, so that it registers again with a full report that replaces them.
-enum class WorkerState {
-  kActive,
-  kUnconfirmed,
-  kDecommissioning,  // being drained: takes no new blocks, its blocks are copied elsewhere
-};
-inline constexpr size_t kWorkerStateCount = 3;
-
-// "active", "unconfirmed", "decommissioning": as status pages, JSON and metrics labels show it.
-std::string_view WorkerStateName(WorkerState state);
+// unknown, so that it registers again with a full report that replaces them. A drained worker is
+// kDecommissioning (common/worker_state.h); a registry never holds kUnknown.
+// How many WorkerState values there are (for tables indexed by state).
+inline constexpr size_t kWorkerStateCount = static_cast<size_t>(WorkerState::kUnknown) + 1;
 
 // Placement labels a worker declares (empty = none).
 struct WorkerLabels {
