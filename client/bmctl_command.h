@@ -6,7 +6,6 @@
 // the list in bmctl_commands.cc.
 
 #include <CLI/CLI.hpp>
-#include <iosfwd>
 #include <memory>
 
 #include "client/client.h"
