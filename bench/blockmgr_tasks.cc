@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <atomic>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 #include <zmq.hpp>
 
@@ -83,7 +83,7 @@ uint64_t MaxRssBytes() {
 Result<Json> BlockmgrTransferTask(const Json& task) {
   const uint64_t size = task.at("size").get<uint64_t>();
   const int ids = task.value("ids", 4);
-  ASSIGN_OR_RETURN(StorageLevel level, LevelOf(task));
+  BM_ASSIGN_OR_RETURN(StorageLevel level, LevelOf(task));
   Client client(OptionsFor(task));
   const std::vector<std::byte> data = PatternBytes(size);
   // "put_api": "chunks" sends the bytes from a chunk made once (Client::PutChunks, no copy).
@@ -100,12 +100,12 @@ Result<Json> BlockmgrTransferTask(const Json& task) {
   const bool whole = task.value("get_api", std::string("sink")) == "whole";
   auto get = [&](int key) -> Status {
     if (whole) {
-      ASSIGN_OR_RETURN(std::vector<std::byte> block, client.Get(KeyBlock(task, key)));
+      BM_ASSIGN_OR_RETURN(std::vector<std::byte> block, client.Get(KeyBlock(task, key)));
       if (block.size() != size) return InternalError("get returned a wrong size");
       return Status::Ok();
     }
     CountingSink counter;
-    ASSIGN_OR_RETURN(uint64_t got, client.GetTo(KeyBlock(task, key), std::ref(counter)));
+    BM_ASSIGN_OR_RETURN(uint64_t got, client.GetTo(KeyBlock(task, key), std::ref(counter)));
     if (got != size || counter.bytes != size) return InternalError("get returned a wrong size");
     return Status::Ok();
   };
@@ -122,7 +122,7 @@ Result<Json> BlockmgrSmallGetsTask(const Json& task) {
     Client loader(OptionsFor(task), context);
     const std::vector<std::byte> data = PatternBytes(size);
     for (int key = 0; key < ids; ++key) {
-      RETURN_IF_ERROR(loader.Put(KeyBlock(task, key), data, StorageLevel::kMemoryOnly).status());
+      BM_RETURN_IF_ERROR(loader.Put(KeyBlock(task, key), data, StorageLevel::kMemoryOnly).status());
     }
   }
   if (task.value("mode", std::string("threads")) == "get_many") {
@@ -131,15 +131,17 @@ Result<Json> BlockmgrSmallGetsTask(const Json& task) {
     Client client(OptionsFor(task), context);
     std::vector<BlockId> batch;
     int next = 0;
-    ASSIGN_OR_RETURN(Timed calls, RunTimed(duration, [&]() -> Status {
-                       batch.clear();
-                       for (int i = 0; i < threads; ++i) batch.push_back(KeyBlock(task, next++ % ids));
-                       for (const auto& got : client.GetManyChunks(batch)) {
-                         if (!got.ok()) return got.status();
-                         if (got->size != size) return InternalError("get returned a wrong size");
-                       }
-                       return Status::Ok();
-                     }));
+    BM_ASSIGN_OR_RETURN(Timed calls, RunTimed(duration, [&]() -> Status {
+                          batch.clear();
+                          for (int i = 0; i < threads; ++i)
+                            batch.push_back(KeyBlock(task, next++ % ids));
+                          for (const auto& got : client.GetManyChunks(batch)) {
+                            if (!got.ok()) return got.status();
+                            if (got->size != size)
+                              return InternalError("get returned a wrong size");
+                          }
+                          return Status::Ok();
+                        }));
     return Json{{"ops_per_s", calls.per_second() * threads}, {"mode", "get_many"}};
   }
   // One Client per thread (a Client is not thread-safe) sharing one ZeroMQ context.
@@ -151,8 +153,8 @@ Result<Json> BlockmgrSmallGetsTask(const Json& task) {
       int next = t * 7919;
       results[t] = RunTimed(duration, [&]() -> Status {
         CountingSink counter;
-        ASSIGN_OR_RETURN(uint64_t got,
-                         client.GetTo(KeyBlock(task, next++ % ids), std::ref(counter)));
+        BM_ASSIGN_OR_RETURN(uint64_t got,
+                            client.GetTo(KeyBlock(task, next++ % ids), std::ref(counter)));
         return got == size ? Status::Ok() : InternalError("get returned a wrong size");
       });
     });
@@ -181,7 +183,7 @@ Result<Json> BlockmgrShuffleFetchTask(const Json& task) {
     const std::vector<std::byte> data = PatternBytes(size);
     for (int key = 0; key < ids; ++key) {
       all.push_back(KeyBlock(task, key));
-      RETURN_IF_ERROR(loader.Put(all.back(), data, StorageLevel::kMemoryOnly).status());
+      BM_RETURN_IF_ERROR(loader.Put(all.back(), data, StorageLevel::kMemoryOnly).status());
     }
   }
   // CPU seconds per operation of this process and of the servers named in the task
@@ -199,7 +201,7 @@ Result<Json> BlockmgrShuffleFetchTask(const Json& task) {
   Json out{{"ok", true}};
   auto measure = [&](const std::string& name, const std::function<Status()>& op) -> Status {
     const std::vector<double> before = cpu_now();
-    ASSIGN_OR_RETURN(Timed timed, RunTimed(DurationOf(task), op));
+    BM_ASSIGN_OR_RETURN(Timed timed, RunTimed(DurationOf(task), op));
     const std::vector<double> after = cpu_now();
     const double ops = static_cast<double>(timed.ops);
     out[name + "_seconds"] = timed.seconds / ops;
@@ -208,7 +210,7 @@ Result<Json> BlockmgrShuffleFetchTask(const Json& task) {
     }
     return Status::Ok();
   };
-  RETURN_IF_ERROR(measure("fetch", [&]() -> Status {
+  BM_RETURN_IF_ERROR(measure("fetch", [&]() -> Status {
     Client reducer(OptionsFor(task), context);
     for (const auto& got : reducer.GetManyChunks(all)) {
       if (!got.ok()) return got.status();
@@ -218,14 +220,14 @@ Result<Json> BlockmgrShuffleFetchTask(const Json& task) {
   }));
   // Where a fetch's time goes (diagnostic): the location lookup of every id alone, and a
   // second GetMany of the same client, whose locations are then cached (the reads alone).
-  RETURN_IF_ERROR(measure("lookup", [&]() -> Status {
+  BM_RETURN_IF_ERROR(measure("lookup", [&]() -> Status {
     Client reducer(OptionsFor(task), context);
     return reducer.Locations(all).status();
   }));
   Client warm(OptionsFor(task), context);
-  RETURN_IF_ERROR(warm.Locations(all).status());
-  RETURN_IF_ERROR(measure("cached_fetch", [&]() -> Status {
-    for (const auto& got : warm.GetManyChunks(all)) RETURN_IF_ERROR(got.status());
+  BM_RETURN_IF_ERROR(warm.Locations(all).status());
+  BM_RETURN_IF_ERROR(measure("cached_fetch", [&]() -> Status {
+    for (const auto& got : warm.GetManyChunks(all)) BM_RETURN_IF_ERROR(got.status());
     return Status::Ok();
   }));
   return out;
@@ -234,7 +236,7 @@ Result<Json> BlockmgrShuffleFetchTask(const Json& task) {
 Result<Json> BlockmgrBigBlockTask(const Json& task) {
   const uint64_t size = task.at("size").get<uint64_t>();
   Client client(OptionsFor(task));
-  RETURN_IF_ERROR(client.PingMaster());
+  BM_RETURN_IF_ERROR(client.PingMaster());
   const uint64_t idle_rss = ProcStatusBytes(getpid(), "VmRSS").value_or(0);
   const BlockId id = KeyBlock(task, 0);
   using Clock = std::chrono::steady_clock;
@@ -247,7 +249,7 @@ Result<Json> BlockmgrBigBlockTask(const Json& task) {
     return n;
   };
   const Clock::time_point put_start = Clock::now();
-  ASSIGN_OR_RETURN(PutResult put, client.PutStream(id, source, size, StorageLevel::kDiskOnly));
+  BM_ASSIGN_OR_RETURN(PutResult put, client.PutStream(id, source, size, StorageLevel::kDiskOnly));
   const double put_seconds = std::chrono::duration<double>(Clock::now() - put_start).count();
 
   uint64_t checked = 0;
@@ -261,9 +263,9 @@ Result<Json> BlockmgrBigBlockTask(const Json& task) {
     return Status::Ok();
   };
   const Clock::time_point get_start = Clock::now();
-  ASSIGN_OR_RETURN(uint64_t got, client.GetTo(id, sink));
+  BM_ASSIGN_OR_RETURN(uint64_t got, client.GetTo(id, sink));
   const double get_seconds = std::chrono::duration<double>(Clock::now() - get_start).count();
-  RETURN_IF_ERROR(client.Remove({id}).status());
+  BM_RETURN_IF_ERROR(client.Remove({id}).status());
   return Json{{"put_bytes_per_s", static_cast<double>(size) / put_seconds},
               {"get_bytes_per_s", static_cast<double>(size) / get_seconds},
               {"tier", put.tier == Tier::kDisk ? "disk" : "memory"},
@@ -284,16 +286,16 @@ Result<Json> WorkerGetsTask(const Json& task) {
   zmq::context_t context;
   RpcChannel channel(context, task.at("worker").get<std::string>(), std::chrono::seconds(10));
   int next = 0;
-  ASSIGN_OR_RETURN(Timed gets, RunTimed(DurationOf(task), [&]() -> Status {
-                     capnp::MallocMessageBuilder message;
-                     proto::GetBlock::Builder get = message.initRoot<proto::Request>().initGetBlock();
-                     get.setBlockId(KeyBlock(task, next++ % ids).ToString());
-                     get.setOffset(0);
-                     get.setMaxLength(size);
-                     ASSIGN_OR_RETURN(IncomingMessage reply, channel.Call(message));
-                     return reply.payload_bytes() == size ? Status::Ok()
-                                                          : InternalError("wrong size");
-                   }));
+  BM_ASSIGN_OR_RETURN(
+      Timed gets, RunTimed(DurationOf(task), [&]() -> Status {
+        capnp::MallocMessageBuilder message;
+        proto::GetBlock::Builder get = message.initRoot<proto::Request>().initGetBlock();
+        get.setBlockId(KeyBlock(task, next++ % ids).ToString());
+        get.setOffset(0);
+        get.setMaxLength(size);
+        BM_ASSIGN_OR_RETURN(IncomingMessage reply, channel.Call(message));
+        return reply.payload_bytes() == size ? Status::Ok() : InternalError("wrong size");
+      }));
   return Json{{"ops_per_s", gets.per_second()}};
 }
 
@@ -304,7 +306,7 @@ Result<Json> BlockmgrPutManyTask(const Json& task) {
   const uint64_t size = task.at("size").get<uint64_t>();
   const int count = task.at("count").get<int>();
   const uint64_t rdd = task.value("rdd", uint64_t{1});
-  ASSIGN_OR_RETURN(StorageLevel level, LevelOf(task));
+  BM_ASSIGN_OR_RETURN(StorageLevel level, LevelOf(task));
   Client client(OptionsFor(task));
   const std::vector<std::byte> data = PatternBytes(size);
   const auto start = std::chrono::steady_clock::now();
@@ -317,7 +319,7 @@ Result<Json> BlockmgrPutManyTask(const Json& task) {
   if (task.contains("done_file")) {
     std::ofstream(task.at("done_file").get<std::string>()) << "done\n";
   }
-  RETURN_IF_ERROR(failed);
+  BM_RETURN_IF_ERROR(failed);
   return Json{{"put_bytes_per_s", static_cast<double>(size) * count / seconds}};
 }
 
@@ -332,7 +334,7 @@ Result<Json> BlockmgrGetLatencyTask(const Json& task) {
   Client client(OptionsFor(task));
   const std::vector<std::byte> data = PatternBytes(size);
   for (int key = 0; key < ids; ++key) {
-    RETURN_IF_ERROR(client.Put(KeyBlock(task, key), data, StorageLevel::kMemoryOnly).status());
+    BM_RETURN_IF_ERROR(client.Put(KeyBlock(task, key), data, StorageLevel::kMemoryOnly).status());
   }
   using Clock = std::chrono::steady_clock;
   std::vector<double> micros;
@@ -352,8 +354,11 @@ Result<Json> BlockmgrGetLatencyTask(const Json& task) {
   if (micros.empty()) return InternalError("no get ran");
   std::sort(micros.begin(), micros.end());
   auto at = [&](double q) { return micros[static_cast<size_t>(q * (micros.size() - 1))]; };
-  return Json{{"p50_us", at(0.5)},   {"p99_us", at(0.99)}, {"max_us", micros.back()},
-              {"gets", micros.size()}, {"errors", errors}};
+  return Json{{"p50_us", at(0.5)},
+              {"p99_us", at(0.99)},
+              {"max_us", micros.back()},
+              {"gets", micros.size()},
+              {"errors", errors}};
 }
 
 }  // namespace bm::bench

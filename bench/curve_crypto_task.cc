@@ -33,12 +33,12 @@ Result<Json> CurveCryptoTask(const Json& task) {
   std::vector<unsigned char> opened(plain.size());
   unsigned char nonce[crypto_box_NONCEBYTES] = {};
 
-  ASSIGN_OR_RETURN(Timed seals, RunTimed(DurationOf(task), [&] {
-                     ++nonce[0];
-                     crypto_box_afternm(box.data(), plain.data(), plain.size(), nonce, seal_key);
-                     return Status::Ok();
-                   }));
-  ASSIGN_OR_RETURN(
+  BM_ASSIGN_OR_RETURN(Timed seals, RunTimed(DurationOf(task), [&] {
+                        ++nonce[0];
+                        crypto_box_afternm(box.data(), plain.data(), plain.size(), nonce, seal_key);
+                        return Status::Ok();
+                      }));
+  BM_ASSIGN_OR_RETURN(
       Timed opens, RunTimed(DurationOf(task), [&]() -> Status {
         if (crypto_box_open_afternm(opened.data(), box.data(), box.size(), nonce, open_key) != 0) {
           return InternalError("a sealed frame did not open");

@@ -13,16 +13,16 @@ namespace {
 Result<Json> MeasureFormat(const std::string& dir, DiskValueFormat format, uint64_t size,
                            int blocks, const Duration& duration) {
   std::filesystem::remove_all(dir);
-  ASSIGN_OR_RETURN(std::unique_ptr<DiskStore> store, DiskStore::Open(dir, 0, format));
+  BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskStore> store, DiskStore::Open(dir, 0, format));
   const std::vector<std::byte> data = PatternBytes(size);
   auto put = [&](int key) -> Status {
-    ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer,
-                     store->BeginWrite(BlockId::Rdd(1, key), StorageLevel::kDiskOnly, size));
-    RETURN_IF_ERROR(writer->Append(data));
+    BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer,
+                        store->BeginWrite(BlockId::Rdd(1, key), StorageLevel::kDiskOnly, size));
+    BM_RETURN_IF_ERROR(writer->Append(data));
     return writer->Commit();
   };
   auto get = [&](int key) -> Status {
-    ASSIGN_OR_RETURN(DiskRead read, store->Read(BlockId::Rdd(1, key), 0, size));
+    BM_ASSIGN_OR_RETURN(DiskRead read, store->Read(BlockId::Rdd(1, key), 0, size));
     uint64_t bytes = 0;
     for (const ChunkPtr& chunk : read.chunks) bytes += chunk->size();
     return bytes == size ? Status::Ok() : InternalError("disk store read a wrong size");
@@ -41,10 +41,10 @@ Result<Json> DiskStoreFormatsTask(const Json& task) {
   // Enough keys that every timed put writes a new block.
   const int blocks = task.value("ids", 100000);
   const Duration duration = DurationOf(task);
-  ASSIGN_OR_RETURN(Json plain,
-                   MeasureFormat(dir + "/plain", DiskValueFormat::kPlain, size, blocks, duration));
-  ASSIGN_OR_RETURN(Json blob, MeasureFormat(dir + "/blob", DiskValueFormat::kBlobFiles, size,
-                                            blocks, duration));
+  BM_ASSIGN_OR_RETURN(
+      Json plain, MeasureFormat(dir + "/plain", DiskValueFormat::kPlain, size, blocks, duration));
+  BM_ASSIGN_OR_RETURN(
+      Json blob, MeasureFormat(dir + "/blob", DiskValueFormat::kBlobFiles, size, blocks, duration));
   return Json{{"plain_put_bytes_per_s", plain["put_bytes_per_s"]},
               {"plain_get_bytes_per_s", plain["get_bytes_per_s"]},
               {"blob_put_bytes_per_s", blob["put_bytes_per_s"]},

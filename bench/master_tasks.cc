@@ -6,11 +6,11 @@
 #include <thread>
 
 #include "bench/proc_info.h"
-#include "tests/support/process.h"
 #include "bench/tasks.h"
 #include "client/client.h"
 #include "common/protocol.h"
 #include "common/transport.h"
+#include "tests/support/process.h"
 
 namespace bm::bench {
 namespace {
@@ -66,14 +66,16 @@ Result<double> MeasureLookups(Client& client, uint64_t registered, size_t batch,
   std::mt19937_64 random(seed);
   std::uniform_int_distribution<uint64_t> pick(0, registered - 1);
   std::vector<BlockId> ids(batch, NthBlock(0));
-  ASSIGN_OR_RETURN(Timed timed, RunTimed(duration, [&]() -> Status {
-                     for (BlockId& id : ids) id = NthBlock(pick(random));
-                     ASSIGN_OR_RETURN(std::vector<BlockLocations> found, client.Locations(ids));
-                     for (const BlockLocations& block : found) {
-                       if (block.locations.empty()) return InternalError("a block was not found");
-                     }
-                     return Status::Ok();
-                   }));
+  BM_ASSIGN_OR_RETURN(Timed timed, RunTimed(duration, [&]() -> Status {
+                        for (BlockId& id : ids) id = NthBlock(pick(random));
+                        BM_ASSIGN_OR_RETURN(std::vector<BlockLocations> found,
+                                            client.Locations(ids));
+                        for (const BlockLocations& block : found) {
+                          if (block.locations.empty())
+                            return InternalError("a block was not found");
+                        }
+                        return Status::Ok();
+                      }));
   return timed.per_second() * static_cast<double>(batch);
 }
 
@@ -92,16 +94,17 @@ Result<Json> LookupClientTask(const Json& task) {
   options.master_address = task.at("master").get<std::string>();
   options.request_timeout = std::chrono::seconds(60);
   Client client(options, context);
-  RETURN_IF_ERROR(client.PingMaster());
-  const WallClock::time_point start_at{std::chrono::milliseconds(task.at("start_at_ms").get<int64_t>())};
+  BM_RETURN_IF_ERROR(client.PingMaster());
+  const WallClock::time_point start_at{
+      std::chrono::milliseconds(task.at("start_at_ms").get<int64_t>())};
   const int64_t late_ms = WallMillis(WallClock::now()) - WallMillis(start_at);
   std::this_thread::sleep_until(start_at);
   const double cpu_before = ProcessCpuSeconds(getpid());
   const auto wall_before = std::chrono::steady_clock::now();
-  ASSIGN_OR_RETURN(const double rate,
-                   MeasureLookups(client, task.at("registered").get<uint64_t>(),
-                                  task.at("ids_per_request").get<size_t>(), DurationOf(task),
-                                  task.at("seed").get<uint64_t>()));
+  BM_ASSIGN_OR_RETURN(const double rate,
+                      MeasureLookups(client, task.at("registered").get<uint64_t>(),
+                                     task.at("ids_per_request").get<size_t>(), DurationOf(task),
+                                     task.at("seed").get<uint64_t>()));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_before).count();
   const double cpu_us_per_lookup =
@@ -125,10 +128,14 @@ Result<Json> ConcurrentLookups(const Json& task, uint64_t registered, int client
   const pid_t master_pid = task.at("master_pid").get<pid_t>();
   double master_cpu_before = 0;
   for (int i = 0; i < clients; ++i) {
-    Json child{{"task", "master_load"},     {"mode", "lookups"},
-               {"master", task.at("master")}, {"registered", registered},
-               {"ids_per_request", 1},      {"seed", 1000 + i},
-               {"start_at_ms", start_at_ms}, {"seconds", task.value("seconds", 1.0)},
+    Json child{{"task", "master_load"},
+               {"mode", "lookups"},
+               {"master", task.at("master")},
+               {"registered", registered},
+               {"ids_per_request", 1},
+               {"seed", 1000 + i},
+               {"start_at_ms", start_at_ms},
+               {"seconds", task.value("seconds", 1.0)},
                {"min_ops", task.value("min_ops", uint64_t{3})}};
     threads.emplace_back([&runs, i, binary, log, child] {
       runs[i] = testing::RunCommand(testing::Command{.binary = binary,
@@ -154,9 +161,9 @@ Result<Json> ConcurrentLookups(const Json& task, uint64_t registered, int client
     Json result = Json::parse(runs[i]->out, nullptr, /*allow_exceptions=*/false);
     if (runs[i]->exit_code != 0 || result.is_discarded() || !result.value("ok", false)) {
       return InternalError("lookup client " + std::to_string(i) + " failed (exit " +
-                           std::to_string(runs[i]->exit_code) + "): " +
-                           (result.is_object() ? result.value("error", "") : "") + " (see " +
-                           log + ")");
+                           std::to_string(runs[i]->exit_code) +
+                           "): " + (result.is_object() ? result.value("error", "") : "") +
+                           " (see " + log + ")");
     }
     total += result.at("lookups_per_s").get<double>();
     client_cpu_us += result.at("cpu_us_per_lookup").get<double>() / clients;
@@ -177,8 +184,7 @@ Result<Json> MasterLoadTask(const Json& task) {
   const pid_t master_pid = task.at("master_pid").get<pid_t>();
   const std::vector<uint64_t> counts = task.at("counts").get<std::vector<uint64_t>>();
   const uint64_t batch = task.value("batch", uint64_t{4096});
-  const std::vector<int> concurrent =
-      task.value("concurrent_clients", std::vector<int>{});
+  const std::vector<int> concurrent = task.value("concurrent_clients", std::vector<int>{});
   const Duration duration = DurationOf(task);
   auto rss = [&]() -> Result<uint64_t> {
     std::optional<uint64_t> bytes = ProcStatusBytes(master_pid, "VmRSS");
@@ -189,18 +195,20 @@ Result<Json> MasterLoadTask(const Json& task) {
   zmq::context_t context;
   FakeWorker worker(context, master);
   // Nothing listens there: the master's removal link to the fake worker stays idle.
-  RETURN_IF_ERROR(worker.Register("tcp://127.0.0.1:" + std::to_string(testing::FreeLoopbackPort())));
+  BM_RETURN_IF_ERROR(
+      worker.Register("tcp://127.0.0.1:" + std::to_string(testing::FreeLoopbackPort())));
   ClientOptions options;
   options.master_address = master;
   options.request_timeout = std::chrono::seconds(60);
   Client client(options, context);
-  RETURN_IF_ERROR(client.PingMaster());
-  ASSIGN_OR_RETURN(const uint64_t idle_rss, rss());
+  BM_RETURN_IF_ERROR(client.PingMaster());
+  BM_ASSIGN_OR_RETURN(const uint64_t idle_rss, rss());
 
   Json out{{"idle_rss", idle_rss}, {"batch", batch}, {"at", Json::object()}};
   uint64_t registered = 0;
   // Reports of one update each, the shape of a worker's traffic after single puts.
-  ASSIGN_OR_RETURN(Timed singles, RunTimed(duration, [&] { return worker.Report(registered++, 1); }));
+  BM_ASSIGN_OR_RETURN(Timed singles,
+                      RunTimed(duration, [&] { return worker.Report(registered++, 1); }));
   out["single_reports_per_s"] = singles.per_second();
 
   for (uint64_t target : counts) {
@@ -209,27 +217,28 @@ Result<Json> MasterLoadTask(const Json& task) {
     const uint64_t before = registered;
     while (registered < target) {
       const uint64_t n = std::min(batch, target - registered);
-      RETURN_IF_ERROR(worker.Report(registered, n));
+      BM_RETURN_IF_ERROR(worker.Report(registered, n));
       registered += n;
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    ASSIGN_OR_RETURN(const uint64_t loaded_rss, rss());
+    BM_ASSIGN_OR_RETURN(const uint64_t loaded_rss, rss());
     Json at{{"blocks", registered},
             {"rss", loaded_rss},
             {"bytes_per_block", static_cast<double>(loaded_rss - std::min(loaded_rss, idle_rss)) /
                                     static_cast<double>(registered)},
             {"batched_updates_per_s", static_cast<double>(registered - before) / seconds}};
-    ASSIGN_OR_RETURN(at["lookups_single_per_s"], MeasureLookups(client, registered, 1, duration));
+    BM_ASSIGN_OR_RETURN(at["lookups_single_per_s"],
+                        MeasureLookups(client, registered, 1, duration));
     for (int clients : concurrent) {
-      ASSIGN_OR_RETURN(Json many, ConcurrentLookups(task, registered, clients));
+      BM_ASSIGN_OR_RETURN(Json many, ConcurrentLookups(task, registered, clients));
       const std::string key = "lookups_single_" + std::to_string(clients) + "_clients";
       at[key + "_per_s"] = many["lookups_per_s"];
       at[key + "_late_ms"] = many["late_ms"];
       at[key + "_master_cpu_us"] = many["master_cpu_us_per_lookup"];
       at[key + "_client_cpu_us"] = many["client_cpu_us_per_lookup"];
     }
-    ASSIGN_OR_RETURN(at["lookups_batched_per_s"],
-                     MeasureLookups(client, registered, 100, duration));
+    BM_ASSIGN_OR_RETURN(at["lookups_batched_per_s"],
+                        MeasureLookups(client, registered, 100, duration));
     out["at"][std::to_string(target)] = at;
   }
   return out;

@@ -39,8 +39,8 @@ Status CheckReply(redisContext* c, redisReply* reply, long long expect_len) {
   if (reply == nullptr) return UnavailableError(std::string("redis: ") + c->errstr);
   RedisReplyPtr owned(reply);
   if (reply->type == REDIS_REPLY_ERROR) return InternalError(std::string("redis: ") + reply->str);
-  if (expect_len >= 0 && (reply->type != REDIS_REPLY_STRING ||
-                          static_cast<long long>(reply->len) != expect_len)) {
+  if (expect_len >= 0 &&
+      (reply->type != REDIS_REPLY_STRING || static_cast<long long>(reply->len) != expect_len)) {
     return InternalError("redis returned a value of the wrong size");
   }
   return Status::Ok();
@@ -54,7 +54,7 @@ struct MemcachedFree {
 
 Result<Json> RedisTransferTask(const Json& task) {
   const uint64_t size = task.at("size").get<uint64_t>();
-  ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(task.at("port").get<int>()));
+  BM_ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(task.at("port").get<int>()));
   const std::vector<std::byte> data = PatternBytes(size);
   auto put = [&](int key) {
     const std::string k = Key(key);
@@ -74,34 +74,34 @@ Result<Json> RedisSmallGetsTask(const Json& task) {
   const uint64_t size = task.at("size").get<uint64_t>();
   const int ids = task.value("ids", 1000);
   const int pipeline = task.value("pipeline", 1);
-  ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(task.at("port").get<int>()));
+  BM_ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(task.at("port").get<int>()));
   const std::vector<std::byte> data = PatternBytes(size);
   for (int key = 0; key < ids; ++key) {
     const std::string k = Key(key);
-    RETURN_IF_ERROR(CheckReply(redis.get(),
-                               static_cast<redisReply*>(redisCommand(
-                                   redis.get(), "SET %b %b", k.data(), k.size(), data.data(),
-                                   data.size())),
-                               -1));
+    BM_RETURN_IF_ERROR(
+        CheckReply(redis.get(),
+                   static_cast<redisReply*>(redisCommand(redis.get(), "SET %b %b", k.data(),
+                                                         k.size(), data.data(), data.size())),
+                   -1));
   }
   int next = 0;
   // One timed operation sends `pipeline` GETs and then reads their replies (redis-benchmark -P).
-  ASSIGN_OR_RETURN(Timed rounds, RunTimed(DurationOf(task), [&]() -> Status {
-                     for (int i = 0; i < pipeline; ++i) {
-                       const std::string k = Key(next++ % ids);
-                       if (redisAppendCommand(redis.get(), "GET %b", k.data(), k.size()) !=
-                           REDIS_OK) {
-                         return UnavailableError("redis: cannot queue a command");
-                       }
-                     }
-                     for (int i = 0; i < pipeline; ++i) {
-                       void* reply = nullptr;
-                       if (redisGetReply(redis.get(), &reply) != REDIS_OK) reply = nullptr;
-                       RETURN_IF_ERROR(CheckReply(redis.get(), static_cast<redisReply*>(reply),
-                                                  static_cast<long long>(size)));
-                     }
-                     return Status::Ok();
-                   }));
+  BM_ASSIGN_OR_RETURN(
+      Timed rounds, RunTimed(DurationOf(task), [&]() -> Status {
+        for (int i = 0; i < pipeline; ++i) {
+          const std::string k = Key(next++ % ids);
+          if (redisAppendCommand(redis.get(), "GET %b", k.data(), k.size()) != REDIS_OK) {
+            return UnavailableError("redis: cannot queue a command");
+          }
+        }
+        for (int i = 0; i < pipeline; ++i) {
+          void* reply = nullptr;
+          if (redisGetReply(redis.get(), &reply) != REDIS_OK) reply = nullptr;
+          BM_RETURN_IF_ERROR(CheckReply(redis.get(), static_cast<redisReply*>(reply),
+                                        static_cast<long long>(size)));
+        }
+        return Status::Ok();
+      }));
   return Json{{"ops_per_s", rounds.per_second() * pipeline}};
 }
 
@@ -116,11 +116,11 @@ Result<Json> RedisShuffleFetchTask(const Json& task) {
   const int port = task.at("port").get<int>();
   const std::vector<int> depths = task.value("depths", std::vector<int>{16, 64, 256, 1024});
   {
-    ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(port));
+    BM_ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(port));
     const std::vector<std::byte> data = PatternBytes(size);
     for (int key = 0; key < ids; ++key) {
       const std::string k = Key(key);
-      RETURN_IF_ERROR(
+      BM_RETURN_IF_ERROR(
           CheckReply(redis.get(),
                      static_cast<redisReply*>(redisCommand(redis.get(), "SET %b %b", k.data(),
                                                            k.size(), data.data(), data.size())),
@@ -142,7 +142,7 @@ Result<Json> RedisShuffleFetchTask(const Json& task) {
       for (int i = 0; i < n; ++i) {
         void* reply = nullptr;
         if (redisGetReply(c, &reply) != REDIS_OK) reply = nullptr;
-        RETURN_IF_ERROR(
+        BM_RETURN_IF_ERROR(
             CheckReply(c, static_cast<redisReply*>(reply), static_cast<long long>(size)));
       }
     }
@@ -180,11 +180,11 @@ Result<Json> RedisShuffleFetchTask(const Json& task) {
   std::string best_shape;
   for (const char* kind : {"GET -P", "MGET"}) {
     for (int depth : depths) {
-      ASSIGN_OR_RETURN(Timed fetches, RunTimed(DurationOf(task), [&]() -> Status {
-                         ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(port));
-                         return std::string(kind) == "MGET" ? mgets(redis.get(), depth)
-                                                            : pipelined_gets(redis.get(), depth);
-                       }));
+      BM_ASSIGN_OR_RETURN(Timed fetches, RunTimed(DurationOf(task), [&]() -> Status {
+                            BM_ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(port));
+                            return std::string(kind) == "MGET" ? mgets(redis.get(), depth)
+                                                               : pipelined_gets(redis.get(), depth);
+                          }));
       const double seconds = fetches.seconds / static_cast<double>(fetches.ops);
       const std::string shape = std::string(kind) + " " + std::to_string(depth);
       shapes[shape] = seconds;

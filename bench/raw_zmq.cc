@@ -112,10 +112,10 @@ Result<Json> ZmqRoundTripsTask(const Json& task) {
   zmq::socket_t dealer(context, zmq::socket_type::dealer);
   dealer.set(zmq::sockopt::linger, 0);
   dealer.connect(task.at("endpoint").get<std::string>());
-  ASSIGN_OR_RETURN(Timed trips, RunTimed(DurationOf(task), [&]() -> Status {
-                     dealer.send(OpFrame('G', size), zmq::send_flags::none);
-                     return ReceiveBytes(dealer, size);
-                   }));
+  BM_ASSIGN_OR_RETURN(Timed trips, RunTimed(DurationOf(task), [&]() -> Status {
+                        dealer.send(OpFrame('G', size), zmq::send_flags::none);
+                        return ReceiveBytes(dealer, size);
+                      }));
   return Json{{"ops_per_s", trips.per_second()}};
 }
 

@@ -44,8 +44,8 @@ std::optional<bool> Row::met() const {
 }
 
 void Report::PrintTable(std::ostream& out) const {
-  const std::vector<std::string> header = {"workload", "metric", "blockmgr", "peer",
-                                           "peer value", "ratio", "target", "met"};
+  const std::vector<std::string> header = {"workload",   "metric", "blockmgr", "peer",
+                                           "peer value", "ratio",  "target",   "met"};
   std::vector<std::vector<std::string>> cells;
   for (const Row& row : rows_) {
     std::optional<bool> met = row.met();
@@ -70,11 +70,12 @@ void Report::PrintTable(std::ostream& out) const {
   for (size_t width : widths) out << std::string(width + 2, '-') << "|";
   out << "\n";
   for (const auto& line : cells) print_line(line);
-  bool any_row_note = std::any_of(rows_.begin(), rows_.end(),
-                                  [](const Row& row) { return !row.note.empty(); });
+  bool any_row_note =
+      std::any_of(rows_.begin(), rows_.end(), [](const Row& row) { return !row.note.empty(); });
   if (any_row_note || !notes_.empty()) out << "\nNotes:\n";
   for (const Row& row : rows_) {
-    if (!row.note.empty()) out << "- " << row.workload << " / " << row.peer << ": " << row.note << "\n";
+    if (!row.note.empty())
+      out << "- " << row.workload << " / " << row.peer << ": " << row.note << "\n";
   }
   for (const std::string& note : notes_) out << "- " << note << "\n";
 }

@@ -3,11 +3,10 @@
 // The benchmark's result: one row per (workload, metric, peer), printed as a table or JSON.
 
 #include <iosfwd>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace bm::bench {
 

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <numeric>
 #include <map>
+#include <numeric>
 #include <string>
 
 namespace bm::bench {
@@ -11,13 +11,20 @@ namespace bm::bench {
 Result<Json> RunClientTask(const Json& task) {
   using TaskFn = Result<Json> (*)(const Json&);
   static const std::map<std::string, TaskFn> kTasks = {
-      {"bm_transfer", &BlockmgrTransferTask},     {"bm_small_gets", &BlockmgrSmallGetsTask},
-      {"bm_big_block", &BlockmgrBigBlockTask},    {"disk_store_formats", &DiskStoreFormatsTask},    {"master_load", &MasterLoadTask},
+      {"bm_transfer", &BlockmgrTransferTask},
+      {"bm_small_gets", &BlockmgrSmallGetsTask},
+      {"bm_big_block", &BlockmgrBigBlockTask},
+      {"disk_store_formats", &DiskStoreFormatsTask},
+      {"master_load", &MasterLoadTask},
       {"worker_gets", &WorkerGetsTask},
-      {"bm_put_many", &BlockmgrPutManyTask},      {"bm_get_latency", &BlockmgrGetLatencyTask},
-      {"redis_transfer", &RedisTransferTask},     {"redis_small_gets", &RedisSmallGetsTask},
-      {"memcached_transfer", &MemcachedTransferTask}, {"zmq_transfer", &ZmqTransferTask},
-      {"zmq_round_trips", &ZmqRoundTripsTask},    {"memcpy", &MemcpyTask},
+      {"bm_put_many", &BlockmgrPutManyTask},
+      {"bm_get_latency", &BlockmgrGetLatencyTask},
+      {"redis_transfer", &RedisTransferTask},
+      {"redis_small_gets", &RedisSmallGetsTask},
+      {"memcached_transfer", &MemcachedTransferTask},
+      {"zmq_transfer", &ZmqTransferTask},
+      {"zmq_round_trips", &ZmqRoundTripsTask},
+      {"memcpy", &MemcpyTask},
       {"curve_crypto", &CurveCryptoTask},
       {"bm_shuffle_fetch", &BlockmgrShuffleFetchTask},
       {"redis_shuffle_fetch", &RedisShuffleFetchTask},
@@ -40,15 +47,15 @@ Result<Json> MeasureTransfer(const Duration& duration, uint64_t size, int ids,
                              const std::function<Status(int key)>& put,
                              const std::function<Status(int key)>& get) {
   int next = 0;
-  ASSIGN_OR_RETURN(Timed puts, RunTimed(duration, [&] { return put(next++ % ids); }));
+  BM_ASSIGN_OR_RETURN(Timed puts, RunTimed(duration, [&] { return put(next++ % ids); }));
   // Reads visit the stored keys in a scattered order (a stride coprime with their count).
   const uint64_t stored = static_cast<uint64_t>(std::min(next, ids));
   uint64_t stride = 7919;
   while (std::gcd(stride, stored) != 1) ++stride;
   uint64_t read = 0;
-  ASSIGN_OR_RETURN(Timed gets, RunTimed(duration, [&] {
-                     return get(static_cast<int>((read++ * stride) % stored));
-                   }));
+  BM_ASSIGN_OR_RETURN(Timed gets, RunTimed(duration, [&] {
+                        return get(static_cast<int>((read++ * stride) % stored));
+                      }));
   const double bytes = static_cast<double>(size);
   return Json{{"put_bytes_per_s", puts.per_second() * bytes},
               {"get_bytes_per_s", gets.per_second() * bytes},
@@ -66,10 +73,10 @@ Result<Json> MemcpyTask(const Json& task) {
   const uint64_t size = task.at("size").get<uint64_t>();
   std::vector<std::byte> from = PatternBytes(size);
   std::vector<std::byte> to(size, std::byte{1});
-  ASSIGN_OR_RETURN(Timed copies, RunTimed(DurationOf(task), [&] {
-                     std::memcpy(to.data(), from.data(), size);
-                     return Status::Ok();
-                   }));
+  BM_ASSIGN_OR_RETURN(Timed copies, RunTimed(DurationOf(task), [&] {
+                        std::memcpy(to.data(), from.data(), size);
+                        return Status::Ok();
+                      }));
   if (to != from) return InternalError("memcpy produced different bytes");
   return Json{{"bytes_per_s", copies.per_second() * static_cast<double>(size)}};
 }

@@ -8,9 +8,9 @@
 namespace bm::bench {
 
 Result<double> RunIperf(const BenchEnv& env, double seconds) {
-  ASSIGN_OR_RETURN(PeerServer server, StartIperfServer(env));
+  BM_ASSIGN_OR_RETURN(PeerServer server, StartIperfServer(env));
   const std::string iperf = testing::FindOnPath("iperf3");
-  ASSIGN_OR_RETURN(
+  BM_ASSIGN_OR_RETURN(
       testing::CommandResult run,
       testing::RunCommand(testing::Command{
           .binary = iperf,
@@ -18,7 +18,8 @@ Result<double> RunIperf(const BenchEnv& env, double seconds) {
                    std::to_string(std::max(1, static_cast<int>(seconds + 0.5))), "-J"},
           .stderr_log = env.work_dir + "/iperf3-client.log",
           .timeout = std::chrono::milliseconds(static_cast<int>(seconds * 1000) + 30000)}));
-  if (run.exit_code != 0) return InternalError("iperf3 client exited " + std::to_string(run.exit_code));
+  if (run.exit_code != 0)
+    return InternalError("iperf3 client exited " + std::to_string(run.exit_code));
   nlohmann::json report = nlohmann::json::parse(run.out, nullptr, /*allow_exceptions=*/false);
   if (report.is_discarded()) return InternalError("iperf3 printed no JSON");
   try {
@@ -36,24 +37,23 @@ Result<RedisTlsRates> RunRedisTls(const BenchEnv& env, uint64_t size, int reques
   }
   const std::string cert = env.work_dir + "/redis-tls.crt";
   const std::string key = env.work_dir + "/redis-tls.key";
-  ASSIGN_OR_RETURN(testing::CommandResult made,
-                   testing::RunCommand(testing::Command{
-                       .binary = openssl,
-                       .args = {"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
-                                "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1"},
-                       .stderr_log = env.work_dir + "/openssl.log",
-                       .timeout = std::chrono::minutes(1)}));
+  BM_ASSIGN_OR_RETURN(testing::CommandResult made,
+                      testing::RunCommand(testing::Command{
+                          .binary = openssl,
+                          .args = {"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                                   "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1"},
+                          .stderr_log = env.work_dir + "/openssl.log",
+                          .timeout = std::chrono::minutes(1)}));
   if (made.exit_code != 0) return InternalError("openssl could not make a certificate");
-  ASSIGN_OR_RETURN(PeerServer server, StartRedisTls(env, cert, key));
-  ASSIGN_OR_RETURN(
-      testing::CommandResult run,
-      testing::RunCommand(testing::Command{
-          .binary = benchmark,
-          .args = {"-h", "127.0.0.1", "-p", std::to_string(server.port), "--tls", "--cacert", cert,
-                   "-c", "1", "-n", std::to_string(requests), "-d", std::to_string(size), "-t",
-                   "set,get", "--csv"},
-          .stderr_log = env.work_dir + "/redis-benchmark.log",
-          .timeout = std::chrono::minutes(5)}));
+  BM_ASSIGN_OR_RETURN(PeerServer server, StartRedisTls(env, cert, key));
+  BM_ASSIGN_OR_RETURN(testing::CommandResult run,
+                      testing::RunCommand(testing::Command{
+                          .binary = benchmark,
+                          .args = {"-h", "127.0.0.1", "-p", std::to_string(server.port), "--tls",
+                                   "--cacert", cert, "-c", "1", "-n", std::to_string(requests),
+                                   "-d", std::to_string(size), "-t", "set,get", "--csv"},
+                          .stderr_log = env.work_dir + "/redis-benchmark.log",
+                          .timeout = std::chrono::minutes(5)}));
   if (run.exit_code != 0) {
     return InternalError("redis-benchmark exited " + std::to_string(run.exit_code) + "; see " +
                          env.work_dir + "/redis-benchmark.log");
@@ -82,16 +82,15 @@ Result<DbBenchRates> RunDbBench(const BenchEnv& env, uint64_t value_size, uint64
   if (binary.empty()) return UnavailableError("db_bench not found (Debian package rocksdb-tools)");
   const std::string db = env.work_dir + "/db_bench-db";
   std::filesystem::remove_all(db);
-  ASSIGN_OR_RETURN(
-      testing::CommandResult run,
-      testing::RunCommand(testing::Command{
-          .binary = binary,
-          .args = {"--db=" + db, "--benchmarks=fillseq,readrandom",
-                   "--value_size=" + std::to_string(value_size), "--num=" + std::to_string(num),
-                   "--reads=" + std::to_string(num), "--compression_type=none", "--threads=1",
-                   "--use_existing_db=0"},
-          .stderr_log = env.work_dir + "/db_bench.log",
-          .timeout = std::chrono::minutes(10)}));
+  BM_ASSIGN_OR_RETURN(testing::CommandResult run,
+                      testing::RunCommand(testing::Command{
+                          .binary = binary,
+                          .args = {"--db=" + db, "--benchmarks=fillseq,readrandom",
+                                   "--value_size=" + std::to_string(value_size),
+                                   "--num=" + std::to_string(num), "--reads=" + std::to_string(num),
+                                   "--compression_type=none", "--threads=1", "--use_existing_db=0"},
+                          .stderr_log = env.work_dir + "/db_bench.log",
+                          .timeout = std::chrono::minutes(10)}));
   std::filesystem::remove_all(db);
   if (run.exit_code != 0) {
     return InternalError("db_bench exited " + std::to_string(run.exit_code) + "; see " +

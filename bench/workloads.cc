@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <tuple>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "bench/proc_info.h"
 #include "bench/tool_peers.h"
@@ -45,12 +45,13 @@ class Runner {
   Result<Json> Client(Json task, const std::string& bin_dir = "") {
     task["seconds"] = config_.seconds;
     const std::string log = config_.env.work_dir + "/clients.log";
-    ASSIGN_OR_RETURN(testing::CommandResult run,
-                     testing::RunCommand(testing::Command{
-                         .binary = (bin_dir.empty() ? config_.env.bin_dir : bin_dir) + "/bm-bench",
-                         .args = {"--client", task.dump()},
-                         .stderr_log = log,
-                         .timeout = std::chrono::minutes(15)}));
+    BM_ASSIGN_OR_RETURN(
+        testing::CommandResult run,
+        testing::RunCommand(testing::Command{
+            .binary = (bin_dir.empty() ? config_.env.bin_dir : bin_dir) + "/bm-bench",
+            .args = {"--client", task.dump()},
+            .stderr_log = log,
+            .timeout = std::chrono::minutes(15)}));
     Json result = Json::parse(run.out, nullptr, /*allow_exceptions=*/false);
     if (run.exit_code != 0 || result.is_discarded() || !result.value("ok", false)) {
       std::string why = result.is_object() ? result.value("error", "") : "";
@@ -70,13 +71,13 @@ class Runner {
                               BM_BENCH_PYTHON + " (needs pybind11-dev and python3-dev)");
     }
     const std::string log = config_.env.work_dir + "/clients.log";
-    ASSIGN_OR_RETURN(testing::CommandResult run,
-                     testing::RunCommand(testing::Command{
-                         .binary = BM_BENCH_PYTHON,
-                         .args = {BM_BENCH_PYTHON_SCRIPT, "--path", BM_BENCH_PYTHON_PATH,
-                                  task.dump()},
-                         .stderr_log = log,
-                         .timeout = std::chrono::minutes(15)}));
+    BM_ASSIGN_OR_RETURN(
+        testing::CommandResult run,
+        testing::RunCommand(testing::Command{
+            .binary = BM_BENCH_PYTHON,
+            .args = {BM_BENCH_PYTHON_SCRIPT, "--path", BM_BENCH_PYTHON_PATH, task.dump()},
+            .stderr_log = log,
+            .timeout = std::chrono::minutes(15)}));
     Json result = Json::parse(run.out, nullptr, /*allow_exceptions=*/false);
     if (run.exit_code != 0 || result.is_discarded() || !result.value("ok", false)) {
       return InternalError("python task failed (exit " + std::to_string(run.exit_code) + ") (see " +
@@ -182,7 +183,7 @@ void LargeBlocks(Runner& runner, BlockmgrCluster& cluster, std::optional<double>
                                  {"size", size}});
                           },
        [&]() -> Result<Json> {
-         ASSIGN_OR_RETURN(double rate, RunIperf(env, runner.config().seconds));
+         BM_ASSIGN_OR_RETURN(double rate, RunIperf(env, runner.config().seconds));
          return Json{{"bytes_per_s", rate}};
        },
        !redis_server.ok() ? Failed(redis_server.status())
@@ -205,7 +206,8 @@ void LargeBlocks(Runner& runner, BlockmgrCluster& cluster, std::optional<double>
                runner.Figure(zmq, key, kGB, "raw ZeroMQ"), get ? std::optional(0.6) : std::nullopt);
     runner.Add(workload, "GB/s", ours, "iperf3 1 stream", iperf);
     runner.Add(workload, "GB/s", ours, get ? "redis GET" : "redis SET",
-               runner.Figure(redis, key, kGB, "redis 64 MiB"), get ? std::optional(5.0) : std::nullopt);
+               runner.Figure(redis, key, kGB, "redis 64 MiB"),
+               get ? std::optional(5.0) : std::nullopt);
     runner.Add(workload, "GB/s", ours, "memcpy", memcpy);
   }
 }
@@ -258,12 +260,12 @@ void MediumBlocks(Runner& runner, BlockmgrCluster& cluster) {
     runner.Add(workload, "GB/s", ours, "memcached",
                runner.Figure(memcached, key, kGB, "memcached 1 MiB"), 1.0);
   }
-  runner.Add("2'. 1 MiB put, memory, Client::PutChunks", "GB/s",
-             runner.Figure(bm_chunks, "put_bytes_per_s", kGB, "blockmgr 1 MiB PutChunks"), "redis",
-             runner.Figure(redis, "put_bytes_per_s", kGB, "redis 1 MiB"), std::nullopt,
-             Better::kHigher,
-             "informative: the bytes held in a shared chunk and sent as they are; Put sends the "
-             "caller's span as it is too (frames lent from it), where hiredis copies into its buffer");
+  runner.Add(
+      "2'. 1 MiB put, memory, Client::PutChunks", "GB/s",
+      runner.Figure(bm_chunks, "put_bytes_per_s", kGB, "blockmgr 1 MiB PutChunks"), "redis",
+      runner.Figure(redis, "put_bytes_per_s", kGB, "redis 1 MiB"), std::nullopt, Better::kHigher,
+      "informative: the bytes held in a shared chunk and sent as they are; Put sends the "
+      "caller's span as it is too (frames lent from it), where hiredis copies into its buffer");
 }
 
 // 9: the cost of CURVE (encryption and authentication on every connection): the same 64 MiB and
@@ -275,8 +277,7 @@ void CurveBlocks(Runner& runner, BlockmgrCluster& plain) {
     return;
   }
   Result<std::unique_ptr<BlockmgrCluster>> secure = BlockmgrCluster::Start(
-      runner.config().env,
-      {.name = "curve", .workers = 1, .worker_memory = "1GiB", .keys = true});
+      runner.config().env, {.name = "curve", .workers = 1, .worker_memory = "1GiB", .keys = true});
   if (!secure.ok()) {
     runner.Note("9. blockmgr cluster with keys: " + secure.status().message());
     return;
@@ -287,27 +288,32 @@ void CurveBlocks(Runner& runner, BlockmgrCluster& plain) {
     auto task = [&, size = size, ids = ids](BlockmgrCluster& cluster, uint64_t rdd) {
       return [&runner, &cluster, size, ids, rdd] {
         const ClientOptions options = cluster.ClientOptionsFor();
-        return runner.Client({{"task", "bm_transfer"}, {"master", options.master_address},
+        return runner.Client({{"task", "bm_transfer"},
+                              {"master", options.master_address},
                               {"key", options.key_file},
                               {"master_key", options.master_key_file},
-                              {"size", size}, {"ids", ids}, {"rdd", rdd},
-                              {"level", "MEMORY_ONLY"}, {"min_ops", 20}});
+                              {"size", size},
+                              {"ids", ids},
+                              {"rdd", rdd},
+                              {"level", "MEMORY_ONLY"},
+                              {"min_ops", 20}});
       };
     };
     const int redis_requests = size > (1u << 20) ? 10 : 200;
-    std::vector<Result<Json>> results = Interleaved(
-        runner.config(),
-        {task(**secure, 71), task(plain, 72), [&runner, size = size, redis_requests]() -> Result<Json> {
-           ASSIGN_OR_RETURN(RedisTlsRates rates,
-                            RunRedisTls(runner.config().env, size, redis_requests));
-           return Json{{"put_bytes_per_s", rates.set_bytes_per_s},
-                       {"get_bytes_per_s", rates.get_bytes_per_s}};
-         },
-         [&runner] {
-           return runner.Client({{"task", "curve_crypto"},
-                                 {"size", static_cast<uint64_t>(kChunkBytes)},
-                                 {"min_ops", 20}});
-         }});
+    std::vector<Result<Json>> results =
+        Interleaved(runner.config(),
+                    {task(**secure, 71), task(plain, 72),
+                     [&runner, size = size, redis_requests]() -> Result<Json> {
+                       BM_ASSIGN_OR_RETURN(RedisTlsRates rates,
+                                           RunRedisTls(runner.config().env, size, redis_requests));
+                       return Json{{"put_bytes_per_s", rates.set_bytes_per_s},
+                                   {"get_bytes_per_s", rates.get_bytes_per_s}};
+                     },
+                     [&runner] {
+                       return runner.Client({{"task", "curve_crypto"},
+                                             {"size", static_cast<uint64_t>(kChunkBytes)},
+                                             {"min_ops", 20}});
+                     }});
     // What the cipher alone allows one connection: every frame (kChunkBytes) is sealed by the
     // sender's I/O thread and opened by the receiver's. A 64 MiB transfer overlaps the two (on
     // two free cores, the slower one bounds it); a 1 MiB block is one frame, sealed and then
@@ -356,8 +362,12 @@ void GetsWhileScraped(Runner& runner) {
     return;
   }
   BlockmgrCluster& cluster = **started;
-  const Json task{{"task", "bm_transfer"}, {"master", cluster.master_endpoint()},
-                  {"size", size}, {"ids", 64}, {"rdd", 6}, {"level", "MEMORY_ONLY"},
+  const Json task{{"task", "bm_transfer"},
+                  {"master", cluster.master_endpoint()},
+                  {"size", size},
+                  {"ids", 64},
+                  {"rdd", 6},
+                  {"level", "MEMORY_ONLY"},
                   {"min_ops", 20}};
   const std::string scraper_log = env.work_dir + "/scraper.log";
   std::vector<Result<Json>> results = Interleaved(
@@ -367,9 +377,9 @@ void GetsWhileScraped(Runner& runner) {
          const std::string urls = cluster.master_http() + "/metrics," + cluster.master_http() +
                                   "/storage," + cluster.worker_http(0) + "/metrics";
          std::filesystem::remove(scraper_log);
-         ASSIGN_OR_RETURN(Process scraper,
-                          Process::Spawn(env.bin_dir + "/bm-bench",
-                                         {"--scrape", urls, "--scrape-hz", "20"}, scraper_log));
+         BM_ASSIGN_OR_RETURN(Process scraper,
+                             Process::Spawn(env.bin_dir + "/bm-bench",
+                                            {"--scrape", urls, "--scrape-hz", "20"}, scraper_log));
          auto scraping = [&] {
            std::ifstream in(scraper_log);
            std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -388,8 +398,8 @@ void GetsWhileScraped(Runner& runner) {
   runner.Add("2''. 1 MiB get, memory, status pages scraped 20/s", "GB/s",
              runner.Figure(results[1], "get_bytes_per_s", kGB, "blockmgr 1 MiB, scraped"),
              "same, not scraped",
-             runner.Figure(results[0], "get_bytes_per_s", kGB, "blockmgr 1 MiB, --http idle"),
-             0.95, Better::kHigher,
+             runner.Figure(results[0], "get_bytes_per_s", kGB, "blockmgr 1 MiB, --http idle"), 0.95,
+             Better::kHigher,
              "a scraper GETs the master's /metrics and /storage and the worker's /metrics");
 }
 
@@ -397,12 +407,19 @@ void SmallGets(Runner& runner, BlockmgrCluster& cluster) {
   const uint64_t size = 4096;
   const BenchEnv& env = runner.config().env;
   Progress("3: 4 KiB gets (blockmgr, raw ZeroMQ round trips, Redis)");
-  const Json bm_task{{"task", "bm_small_gets"}, {"master", cluster.master_endpoint()},
-                     {"size", size}, {"ids", 1000}, {"rdd", 3}, {"min_ops", 100}};
+  const Json bm_task{{"task", "bm_small_gets"},
+                     {"master", cluster.master_endpoint()},
+                     {"size", size},
+                     {"ids", 1000},
+                     {"rdd", 3},
+                     {"min_ops", 100}};
   Result<PeerServer> zmq_server = StartRawZmqServer(env, 16 * size);
   Result<PeerServer> redis_server = StartRedis(env);
-  const Json redis_task{{"task", "redis_small_gets"}, {"port", redis_server.ok() ? redis_server->port : 0},
-                        {"size", size}, {"ids", 1000}, {"min_ops", 100}};
+  const Json redis_task{{"task", "redis_small_gets"},
+                        {"port", redis_server.ok() ? redis_server->port : 0},
+                        {"size", size},
+                        {"ids", 1000},
+                        {"min_ops", 100}};
   std::vector<Result<Json>> results = Interleaved(
       runner.config(),
       {[&] { return runner.Client(With(bm_task, "threads", 1)); },
@@ -456,17 +473,18 @@ void SmallGets(Runner& runner, BlockmgrCluster& cluster) {
              Better::kHigher,
              "diagnostic: the worker's part of a get alone; a get whose location the client "
              "remembers is this, one whose location it does not is this plus a master lookup");
-  runner.Add("3a''. 4 KiB get, one at a time, no location cache", "ops/s",
-             runner.Figure(bm_uncached, "ops_per_s", 1, "blockmgr 4 KiB gets, no cache"),
-             "raw ZeroMQ round trip", runner.Figure(zmq, "ops_per_s", 1, "raw ZeroMQ round trips"),
-             std::nullopt, Better::kHigher,
-             "diagnostic: location_cache_entries = 0, every get a master lookup plus a worker read");
+  runner.Add(
+      "3a''. 4 KiB get, one at a time, no location cache", "ops/s",
+      runner.Figure(bm_uncached, "ops_per_s", 1, "blockmgr 4 KiB gets, no cache"),
+      "raw ZeroMQ round trip", runner.Figure(zmq, "ops_per_s", 1, "raw ZeroMQ round trips"),
+      std::nullopt, Better::kHigher,
+      "diagnostic: location_cache_entries = 0, every get a master lookup plus a worker read");
   const std::optional<double> redis_pipelined =
       runner.Figure(redis_16, "ops_per_s", 1, "redis 4 KiB GET -P 16");
   const std::optional<double> bm_batched =
       runner.Figure(bm_many, "ops_per_s", 1, "blockmgr 4 KiB GetMany x16");
-  runner.Add("3b. 4 KiB get, 16 in flight", "ops/s", bm_batched, "redis GET -P 16",
-             redis_pipelined, 1.0, Better::kHigher,
+  runner.Add("3b. 4 KiB get, 16 in flight", "ops/s", bm_batched, "redis GET -P 16", redis_pipelined,
+             1.0, Better::kHigher,
              "blockmgr: Client::GetManyChunks of 16 ids, one getBlocks request (16 blocks in one "
              "reply frame); locations from the client's cache after the first pass over the ids");
   std::optional<double> zmq_16_blocks = runner.Figure(zmq_16, "ops_per_s", 1, "raw ZeroMQ 64 KiB");
@@ -500,21 +518,25 @@ void DiskBlocks(Runner& runner, BlockmgrCluster& cluster) {
   };
   const std::string baseline = runner.config().baseline_bin_dir;
   Result<std::unique_ptr<BlockmgrCluster>> before =
-      baseline.empty() ? Result<std::unique_ptr<BlockmgrCluster>>(
-                             InvalidArgumentError("no --baseline-bin-dir"))
-                       : BlockmgrCluster::Start(env, {.name = "disk-baseline",
-                                                      .workers = 1,
-                                                      .worker_memory = "1GiB",
-                                                      .bin_dir = baseline});
+      baseline.empty()
+          ? Result<std::unique_ptr<BlockmgrCluster>>(InvalidArgumentError("no --baseline-bin-dir"))
+          : BlockmgrCluster::Start(env, {.name = "disk-baseline",
+                                         .workers = 1,
+                                         .worker_memory = "1GiB",
+                                         .bin_dir = baseline});
   if (!baseline.empty() && !before.ok()) {
     runner.Note("4. baseline build: " + before.status().message());
   }
   auto baseline_transfer = [&](uint64_t bytes, int ids, int rdd) -> std::function<Result<Json>()> {
     if (!before.ok()) return Failed(before.status());
     return [&runner, &before, &baseline, bytes, ids, rdd, round = 0]() mutable {
-      return runner.Client({{"task", "bm_transfer"}, {"master", (*before)->master_endpoint()},
-                            {"size", bytes}, {"ids", ids}, {"rdd", rdd + round++},
-                            {"level", "DISK_ONLY"}, {"min_ops", 20}},
+      return runner.Client({{"task", "bm_transfer"},
+                            {"master", (*before)->master_endpoint()},
+                            {"size", bytes},
+                            {"ids", ids},
+                            {"rdd", rdd + round++},
+                            {"level", "DISK_ONLY"},
+                            {"min_ops", 20}},
                            baseline);
     };
   };
@@ -524,9 +546,13 @@ void DiskBlocks(Runner& runner, BlockmgrCluster& cluster) {
       {[&] {
          // Enough ids that every put in the timed window writes a new block, as fillseq does;
          // a new RDD each round so no round replaces another's blocks.
-         return runner.Client({{"task", "bm_transfer"}, {"master", cluster.master_endpoint()},
-                               {"size", size}, {"ids", 100000}, {"rdd", 40 + round++},
-                               {"level", "DISK_ONLY"}, {"min_ops", 20}});
+         return runner.Client({{"task", "bm_transfer"},
+                               {"master", cluster.master_endpoint()},
+                               {"size", size},
+                               {"ids", 100000},
+                               {"rdd", 40 + round++},
+                               {"level", "DISK_ONLY"},
+                               {"min_ops", 20}});
        },
        [&] {
          // Enough puts that memtables are flushed and reads come from table files.
@@ -536,21 +562,22 @@ void DiskBlocks(Runner& runner, BlockmgrCluster& cluster) {
                                {"min_ops", 200}});
        },
        [&]() -> Result<Json> {
-         ASSIGN_OR_RETURN(DbBenchRates rates,
-                          RunDbBench(runner.config().env, size, runner.config().db_bench_values));
+         BM_ASSIGN_OR_RETURN(DbBenchRates rates, RunDbBench(runner.config().env, size,
+                                                            runner.config().db_bench_values));
          return Json{{"fillseq", rates.fillseq_bytes_per_s},
                      {"readrandom", rates.readrandom_bytes_per_s}};
        },
        zmq_transfer(size),
        [&] {
          // Puts replace the 4 ids: each get reads a block through the range read-ahead.
-         return runner.Client({{"task", "bm_transfer"}, {"master", cluster.master_endpoint()},
-                               {"size", large}, {"ids", 4}, {"rdd", 60 + round},
+         return runner.Client({{"task", "bm_transfer"},
+                               {"master", cluster.master_endpoint()},
+                               {"size", large},
+                               {"ids", 4},
+                               {"rdd", 60 + round},
                                {"level", "DISK_ONLY"}});
        },
-       zmq_transfer(large),
-       baseline_transfer(size, 100000, 40),
-       baseline_transfer(large, 4, 60)});
+       zmq_transfer(large), baseline_transfer(size, 100000, 40), baseline_transfer(large, 4, 60)});
   const Result<Json>& bm = results[0];
   const Result<Json>& formats = results[1];
   const Result<Json>& db = results[2];
@@ -560,8 +587,8 @@ void DiskBlocks(Runner& runner, BlockmgrCluster& cluster) {
   const std::optional<double> fill = runner.Figure(db, "fillseq", kMB, "db_bench");
   const std::optional<double> read = runner.Figure(db, "readrandom", kMB, "db_bench");
   const std::optional<double> get = runner.Figure(bm, "get_bytes_per_s", kMB, "disk get");
-  runner.Add("4. 1 MiB DISK_ONLY put", "MB/s", runner.Figure(bm, "put_bytes_per_s", kMB, "disk put"),
-             "db_bench fillseq", fill, 0.8);
+  runner.Add("4. 1 MiB DISK_ONLY put", "MB/s",
+             runner.Figure(bm, "put_bytes_per_s", kMB, "disk put"), "db_bench fillseq", fill, 0.8);
   runner.Add("4. 1 MiB DISK_ONLY get", "MB/s", get, "raw ZeroMQ 1 MiB frames",
              runner.Figure(zmq, "get_bytes_per_s", kMB, "raw ZeroMQ 1 MiB"), 0.7);
   runner.Add("4. 1 MiB DISK_ONLY get", "MB/s", get, "db_bench readrandom", read, std::nullopt,
@@ -607,7 +634,8 @@ void DiskBlocks(Runner& runner, BlockmgrCluster& cluster) {
 void ShuffleFetch(Runner& runner, BlockmgrCluster& cluster) {
   const uint64_t size = 4096;
   const int ids = 10000;
-  Progress("7: shuffle fetch, 10,000 blocks of 4 KiB (blockmgr GetManyChunks, Redis GET -P / MGET)");
+  Progress(
+      "7: shuffle fetch, 10,000 blocks of 4 KiB (blockmgr GetManyChunks, Redis GET -P / MGET)");
   Result<PeerServer> redis_server = StartRedis(runner.config().env);
   std::vector<Result<Json>> results = Interleaved(
       runner.config(),
@@ -669,21 +697,22 @@ void MasterLoad(Runner& runner) {
   // A long heartbeat timeout: the fake worker sends reports only.
   Result<std::unique_ptr<BlockmgrCluster>> cluster = BlockmgrCluster::Start(
       runner.config().env, {.name = "master-load", .workers = 0, .heartbeat_timeout_s = 3600});
-  Result<Json> load = cluster.ok() ? runner.Client({{"task", "master_load"},
-                                                    {"master", (*cluster)->master_endpoint()},
-                                                    {"master_pid", (*cluster)->master_pid()},
-                                                    {"counts", runner.config().master_blocks},
-                                                    {"batch", 4096},
-                                                    {"concurrent_clients", kLookupClients},
-                                                    {"log", runner.config().env.work_dir +
-                                                                "/clients.log"},
-                                                    {"min_ops", 100}})
-                                   : Result<Json>(cluster.status());
+  Result<Json> load = cluster.ok()
+                          ? runner.Client({{"task", "master_load"},
+                                           {"master", (*cluster)->master_endpoint()},
+                                           {"master_pid", (*cluster)->master_pid()},
+                                           {"counts", runner.config().master_blocks},
+                                           {"batch", 4096},
+                                           {"concurrent_clients", kLookupClients},
+                                           {"log", runner.config().env.work_dir + "/clients.log"},
+                                           {"min_ops", 100}})
+                          : Result<Json>(cluster.status());
   if (!load.ok()) runner.Note("master load: " + load.status().message());
   const std::string w = "5. master";
-  runner.Add(w + ", reportBlocks of 1 update", "reports/s",
-             load.ok() ? std::optional((*load)["single_reports_per_s"].get<double>()) : std::nullopt,
-             "none", std::nullopt);
+  runner.Add(
+      w + ", reportBlocks of 1 update", "reports/s",
+      load.ok() ? std::optional((*load)["single_reports_per_s"].get<double>()) : std::nullopt,
+      "none", std::nullopt);
   for (uint64_t count : runner.config().master_blocks) {
     const std::string at = " @ " + std::to_string(count / 1'000'000) + "M blocks";
     const Json* figures = nullptr;
@@ -707,8 +736,7 @@ void MasterLoad(Runner& runner) {
                          " client processes at once, each one id per getLocations, one request "
                          "at a time; the sum of their rates (master capacity)";
       if (late && *late > 0) {
-        note += "; the last client started " + std::to_string(static_cast<int>(*late)) +
-                " ms late";
+        note += "; the last client started " + std::to_string(static_cast<int>(*late)) + " ms late";
       }
       // Where a lookup's microseconds go: both sides share the machine's cores.
       const std::optional<double> master_cpu = get((key + "_master_cpu_us").c_str());
@@ -717,8 +745,8 @@ void MasterLoad(Runner& runner) {
         note += "; CPU per lookup: master " + FormatNumber(master_cpu) + " us, each client " +
                 FormatNumber(client_cpu) + " us";
       }
-      runner.Add(w + " lookups, single, " + std::to_string(clients) + " clients" + at,
-                 "lookups/s", get((key + "_per_s").c_str()), "target", 20000.0,
+      runner.Add(w + " lookups, single, " + std::to_string(clients) + " clients" + at, "lookups/s",
+                 get((key + "_per_s").c_str()), "target", 20000.0,
                  clients == kTargetLookupClients ? std::optional(1.0) : std::nullopt,
                  Better::kHigher, note);
     }
@@ -760,7 +788,8 @@ void BigBlock(Runner& runner) {
   ResetPeakRss(worker);
   Result<Json> run = runner.Client({{"task", "bm_big_block"},
                                     {"master", (*cluster)->master_endpoint()},
-                                    {"size", size}, {"rdd", 6}});
+                                    {"size", size},
+                                    {"rdd", 6}});
   const std::optional<uint64_t> worker_peak = ProcStatusBytes(worker, "VmHWM");
   if (!run.ok()) {
     runner.Note(w + ": " + run.status().message());
@@ -856,8 +885,10 @@ SpillRun MeasureGetsDuringSpills(Runner& runner, const std::string& name,
     return run;
   }
   BlockmgrCluster& cluster = **started;
-  const Json gets{{"task", "bm_get_latency"}, {"master", cluster.master_endpoint()},
-                  {"size", 4096},             {"ids", 64}};
+  const Json gets{{"task", "bm_get_latency"},
+                  {"master", cluster.master_endpoint()},
+                  {"size", 4096},
+                  {"ids", 64}};
   Json quiet = gets;
   quiet["rdd"] = 500;
   quiet["max_seconds"] = 3;
@@ -869,8 +900,8 @@ SpillRun MeasureGetsDuringSpills(Runner& runner, const std::string& name,
                   {"size", 64u << 20},     {"count", 32},
                   {"rdd", 1000},           {"level", "MEMORY_AND_DISK"},
                   {"done_file", done}};
-  Result<Process> putter = Process::Spawn(
-      env.bin_dir + "/bm-bench", {"--client", puts.dump()}, env.work_dir + "/" + name + "-putter.log");
+  Result<Process> putter = Process::Spawn(env.bin_dir + "/bm-bench", {"--client", puts.dump()},
+                                          env.work_dir + "/" + name + "-putter.log");
   if (!putter.ok()) {
     run.spilling = putter.status();
     return run;
@@ -910,8 +941,9 @@ void GetsDuringSpills(Runner& runner) {
                "MEMORY_AND_DISK into a 256 MiB worker");
     runner.Add("10. 4 KiB get, slowest while spilling" + label, "ms",
                runner.Figure(run.spilling, "max_us", 1e3, "spilling max" + label),
-               "same, no spill running", runner.Figure(run.quiet, "max_us", 1e3, "quiet max" + label),
-               std::nullopt, Better::kLower,
+               "same, no spill running",
+               runner.Figure(run.quiet, "max_us", 1e3, "quiet max" + label), std::nullopt,
+               Better::kLower,
                "one get at a time: a stall of the worker's loop shows here whole, in p99 only "
                "as one slow get");
     runner.Add("10. worker kept by the master throughout (1 s heartbeat timeout)" + label,
@@ -932,7 +964,8 @@ void GetsDuringSpills(Runner& runner) {
 void DigestCost(Runner& runner) {
   const std::string baseline = runner.config().baseline_bin_dir;
   if (baseline.empty()) {
-    runner.Note("11. digest cost skipped: it needs --baseline-bin-dir (a build from before digests)");
+    runner.Note(
+        "11. digest cost skipped: it needs --baseline-bin-dir (a build from before digests)");
     return;
   }
   Progress("11: 64 MiB and 1 MiB transfers with digests against the build without them");
@@ -948,23 +981,30 @@ void DigestCost(Runner& runner) {
   // Gets twice: counting the bytes where they arrived (the reader never touches them, so the
   // client's check is the only pass over them), and with Client::Get, which hands the caller
   // the block in its own buffer, as a reader that keeps or uses the bytes does.
-  for (const auto& [size, ids, label] : {std::tuple<uint64_t, int, const char*>{64u << 20, 4, "64 MiB"},
-                                         {1u << 20, 64, "1 MiB"}}) {
+  for (const auto& [size, ids, label] :
+       {std::tuple<uint64_t, int, const char*>{64u << 20, 4, "64 MiB"}, {1u << 20, 64, "1 MiB"}}) {
     for (const char* get_api : {"sink", "whole"}) {
       const bool whole = std::string(get_api) == "whole";
       auto task = [&, size = size, ids = ids](const BlockmgrCluster& cluster) {
-        return Json{{"task", "bm_transfer"}, {"master", cluster.master_endpoint()},
-                    {"size", size}, {"ids", ids}, {"rdd", 11}, {"level", "MEMORY_ONLY"},
+        return Json{{"task", "bm_transfer"},
+                    {"master", cluster.master_endpoint()},
+                    {"size", size},
+                    {"ids", ids},
+                    {"rdd", 11},
+                    {"level", "MEMORY_ONLY"},
                     {"get_api", get_api}};
       };
       std::vector<Result<Json>> results =
           Interleaved(runner.config(), {[&] { return runner.Client(task(**now)); },
                                         [&] { return runner.Client(task(**before), baseline); }});
-      for (const char* op : whole ? std::vector<const char*>{"get"} : std::vector<const char*>{"put", "get"}) {
+      for (const char* op :
+           whole ? std::vector<const char*>{"get"} : std::vector<const char*>{"put", "get"}) {
         const std::string key = std::string(op) + "_bytes_per_s";
         const std::string row = std::string("11. digest cost: ") + label + " " + op +
-                                (whole ? " into the caller's buffer (Client::Get)" : "") + ", memory";
-        runner.Add(row, "GB/s", runner.Figure(results[0], key, kGB, std::string("digests ") + label),
+                                (whole ? " into the caller's buffer (Client::Get)" : "") +
+                                ", memory";
+        runner.Add(row, "GB/s",
+                   runner.Figure(results[0], key, kGB, std::string("digests ") + label),
                    "same, build without digests",
                    runner.Figure(results[1], key, kGB, std::string("no digests ") + label), 0.95);
       }

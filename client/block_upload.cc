@@ -62,8 +62,8 @@ std::vector<Result<PutResult>> BlockUpload::Run(const std::vector<const WorkerIn
     if (target.failure) {
       results.emplace_back(*target.failure);
     } else {
-      results.emplace_back(PutResult{target.worker->id, target.worker->address, target.tier,
-                                     source_.size()});
+      results.emplace_back(
+          PutResult{target.worker->id, target.worker->address, target.tier, source_.size()});
     }
   }
   return results;
@@ -108,7 +108,7 @@ void BlockUpload::SendPieces() {
 Status BlockUpload::ReadPiece() {
   Piece piece;
   piece.offset = source_.offset();
-  ASSIGN_OR_RETURN(piece.chunks, source_.NextPiece());
+  BM_ASSIGN_OR_RETURN(piece.chunks, source_.NextPiece());
   piece.last = source_.offset() == source_.size();
   std::vector<std::span<const std::byte>> spans;
   spans.reserve(piece.chunks.size());

@@ -42,8 +42,7 @@ class GlobalOptions {
     app.add_option("--key", key_file_,
                    "this user's secret certificate (NAME.key_secret) for a cluster with keys")
         ->envname("BLOCKMGR_KEY");
-    app.add_option("--master-key", master_key_file_,
-                   "the master's public certificate (MASTER.key)")
+    app.add_option("--master-key", master_key_file_, "the master's public certificate (MASTER.key)")
         ->envname("BLOCKMGR_MASTER_KEY");
     app.add_flag("--json", json_, "print JSON for scripts instead of tables");
     app.add_option("--timeout", timeout_, "seconds to wait for each reply (default 5)");
@@ -52,12 +51,12 @@ class GlobalOptions {
   // How to reach the master, or why the options do not say.
   Result<ClientOptions> MakeClientOptions() const {
     if (master_.empty()) return InvalidArgumentError("--master is required");
-    RETURN_IF_ERROR(ValidateMasterAddress(master_));
+    BM_RETURN_IF_ERROR(ValidateMasterAddress(master_));
     if (key_file_.empty() != master_key_file_.empty()) {
       return InvalidArgumentError(
           "--key and --master-key go together (or BLOCKMGR_KEY and BLOCKMGR_MASTER_KEY)");
     }
-    ASSIGN_OR_RETURN(std::chrono::milliseconds request_timeout, ParseTimeout(timeout_));
+    BM_ASSIGN_OR_RETURN(std::chrono::milliseconds request_timeout, ParseTimeout(timeout_));
     ClientOptions options{master_, request_timeout};
     options.key_file = key_file_;
     options.master_key_file = master_key_file_;

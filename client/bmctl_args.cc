@@ -22,7 +22,7 @@ Result<std::vector<BlockId>> ParseBlockIds(const std::vector<std::string>& texts
   std::vector<BlockId> ids;
   ids.reserve(texts.size());
   for (const std::string& text : texts) {
-    ASSIGN_OR_RETURN(BlockId id, BlockId::Parse(text));
+    BM_ASSIGN_OR_RETURN(BlockId id, BlockId::Parse(text));
     ids.push_back(id);
   }
   return ids;

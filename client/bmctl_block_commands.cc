@@ -25,7 +25,7 @@ class LocationsCommand : public BmctlCommand {
   }
 
   Status Validate() override {
-    ASSIGN_OR_RETURN(ids_, ParseBlockIds(blocks_));
+    BM_ASSIGN_OR_RETURN(ids_, ParseBlockIds(blocks_));
     return Status::Ok();
   }
 
@@ -52,7 +52,7 @@ class BlocksCommand : public BmctlCommand {
 
   Status Validate() override {
     if (rdd_option_->count() > 0) {
-      ASSIGN_OR_RETURN(rdd_id_, ParseUnsigned("RDD id", rdd_));
+      BM_ASSIGN_OR_RETURN(rdd_id_, ParseUnsigned("RDD id", rdd_));
     }
     return Status::Ok();
   }
@@ -109,13 +109,12 @@ class VerifyCommand : public BmctlCommand {
     const bool by_rdd = rdd_option_->count() > 0;
     const bool by_worker = worker_option_->count() > 0;
     if ((blocks_.empty() ? 0 : 1) + (by_rdd ? 1 : 0) + (by_worker ? 1 : 0) != 1) {
-      return InvalidArgumentError(
-          "verify takes BLOCK_ID..., --rdd N or --worker ID (one of them)");
+      return InvalidArgumentError("verify takes BLOCK_ID..., --rdd N or --worker ID (one of them)");
     }
     if (!blocks_.empty()) {
-      ASSIGN_OR_RETURN(ids_, ParseBlockIds(blocks_));
+      BM_ASSIGN_OR_RETURN(ids_, ParseBlockIds(blocks_));
     } else if (by_rdd) {
-      ASSIGN_OR_RETURN(rdd_id_, ParseUnsigned("RDD id", rdd_));
+      BM_ASSIGN_OR_RETURN(rdd_id_, ParseUnsigned("RDD id", rdd_));
     } else if (worker_.empty()) {
       return InvalidArgumentError("--worker needs a worker id");
     }
@@ -183,7 +182,7 @@ class RmCommand : public BmctlCommand {
   }
 
   Status Validate() override {
-    ASSIGN_OR_RETURN(ids_, ParseBlockIds(blocks_));
+    BM_ASSIGN_OR_RETURN(ids_, ParseBlockIds(blocks_));
     return Status::Ok();
   }
 
@@ -209,7 +208,7 @@ class RmRddCommand : public BmctlCommand {
   }
 
   Status Validate() override {
-    ASSIGN_OR_RETURN(rdd_id_, ParseUnsigned("RDD id", rdd_));
+    BM_ASSIGN_OR_RETURN(rdd_id_, ParseUnsigned("RDD id", rdd_));
     return Status::Ok();
   }
 

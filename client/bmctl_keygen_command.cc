@@ -27,7 +27,7 @@ class KeygenCommand : public BmctlCommand {
   }
 
   Status Validate() override {
-    ASSIGN_OR_RETURN(role_, ParseKeyRole(role_name_));
+    BM_ASSIGN_OR_RETURN(role_, ParseKeyRole(role_name_));
     return Status::Ok();
   }
 

@@ -174,8 +174,8 @@ std::string LocationsTable(const std::vector<BlockLocations>& blocks) {
                       DigestCell(block.digest)});
     }
   }
-  return FormatTable(
-      {{"BLOCK"}, {"WORKER"}, {"ADDRESS"}, {"TIER"}, {"SIZE", true}, {"DIGEST"}}, rows);
+  return FormatTable({{"BLOCK"}, {"WORKER"}, {"ADDRESS"}, {"TIER"}, {"SIZE", true}, {"DIGEST"}},
+                     rows);
 }
 
 std::string BlocksTable(const std::vector<BlockLocations>& blocks) {
@@ -240,8 +240,8 @@ std::string RddsTable(const std::vector<RddInfo>& rdds) {
     std::string cached = std::to_string(rdd.cached_partitions);
     if (rdd.total_partitions > 0) cached += "/" + std::to_string(rdd.total_partitions);
     rows.push_back({std::to_string(rdd.rdd_id), rdd.name.empty() ? "-" : rdd.name,
-                    std::string(StorageLevelName(rdd.level)), cached,
-                    FormatBytes(rdd.memory_bytes), FormatBytes(rdd.disk_bytes),
+                    std::string(StorageLevelName(rdd.level)), cached, FormatBytes(rdd.memory_bytes),
+                    FormatBytes(rdd.disk_bytes),
                     rdd.workers.empty() ? "-" : Join(rdd.workers, ", ")});
   }
   return FormatTable({{"RDD", true},

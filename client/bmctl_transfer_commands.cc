@@ -173,7 +173,7 @@ class PutCommand : public BmctlCommand {
         "--level", level_name_,
         "storage level: " + StorageLevelNames() + " (default MEMORY_AND_DISK). " + levels_note);
     worker_option_ = put->add_option("--worker", worker_,
-                                      "store on this worker instead of letting bmctl choose");
+                                     "store on this worker instead of letting bmctl choose");
     put->add_option("--replication", replication_,
                     "copies to store on distinct workers (default: 2 for the _2 levels, else 1)")
         ->check(CLI::Range(1, 16));
@@ -181,8 +181,8 @@ class PutCommand : public BmctlCommand {
   }
 
   Status Validate() override {
-    ASSIGN_OR_RETURN(id_, BlockId::Parse(block_));
-    ASSIGN_OR_RETURN(level_, ParseStorageLevel(level_name_));
+    BM_ASSIGN_OR_RETURN(id_, BlockId::Parse(block_));
+    BM_ASSIGN_OR_RETURN(level_, ParseStorageLevel(level_name_));
     if (worker_option_->count() > 0 && worker_.empty()) {
       return InvalidArgumentError("--worker needs a worker id");
     }
@@ -193,8 +193,7 @@ class PutCommand : public BmctlCommand {
     Result<PutResult> put = Put(client, output.progress);
     if (!put.ok()) return Fail(put.status());
     if (put->replicas.size() < put->copies_wanted) {
-      std::cerr << "bmctl: warning: only " << put->replicas.size() << " of "
-                << put->copies_wanted
+      std::cerr << "bmctl: warning: only " << put->replicas.size() << " of " << put->copies_wanted
                 << " copies stored: not enough workers could take the block\n";
     }
     if (output.json) {
@@ -212,10 +211,10 @@ class PutCommand : public BmctlCommand {
     options.replication = replication_;
     std::vector<std::byte> data;
     if (file_ == "-") {
-      ASSIGN_OR_RETURN(data, ReadAll(STDIN_FILENO, "stdin"));
+      BM_ASSIGN_OR_RETURN(data, ReadAll(STDIN_FILENO, "stdin"));
       return client.Put(*id_, data, level_, options);
     }
-    ASSIGN_OR_RETURN(PutInput input, OpenPutInput(file_));
+    BM_ASSIGN_OR_RETURN(PutInput input, OpenPutInput(file_));
     if (input.regular) {
       std::ifstream in(file_, std::ios::binary);
       if (!in) return InternalError("cannot open " + file_ + ": " + ErrnoText());
@@ -229,7 +228,7 @@ class PutCommand : public BmctlCommand {
       progress->Finish();
       return put;
     }
-    ASSIGN_OR_RETURN(data, ReadAll(input.fd->get(), file_));
+    BM_ASSIGN_OR_RETURN(data, ReadAll(input.fd->get(), file_));
     return client.Put(*id_, data, level_, options);
   }
 
@@ -257,7 +256,7 @@ class GetCommand : public BmctlCommand {
   }
 
   Status Validate() override {
-    ASSIGN_OR_RETURN(id_, BlockId::Parse(block_));
+    BM_ASSIGN_OR_RETURN(id_, BlockId::Parse(block_));
     if (output_option_->count() > 0 && output_.empty()) {
       return InvalidArgumentError("--output needs a file name");
     }

@@ -1,5 +1,3 @@
-#include "client/client_impl.h"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +7,7 @@
 #include <zmq.hpp>
 
 #include "client/block_upload.h"
+#include "client/client_impl.h"
 #include "client/client_keys.h"
 #include "client/copy_verification.h"
 #include "client/lent_bytes.h"
@@ -57,7 +56,6 @@ void ReserveBlockBuffer(std::vector<std::byte>& data, uint64_t size) {
   if (size >= kHugePageAdviceBytes) AdviseHugePages(data.data(), data.capacity());
 }
 
-
 }  // namespace
 
 CacheCounters& CacheCounters::operator+=(const CacheCounters& other) {
@@ -102,7 +100,7 @@ CacheCounters Client::Impl::TakeCounters() { return std::exchange(counters_, Cac
 // ---- writes ----
 
 Result<PutResult> Client::Impl::Put(const BlockId& id, std::span<const std::byte> data,
-                              StorageLevel level, const PutOptions& options) {
+                                    StorageLevel level, const PutOptions& options) {
   // The caller's bytes go out as they are, frame by frame (no copy into fresh frames, whose
   // first touch costs a page fault per 4 KiB); `lent` waits, before this returns, until ZeroMQ
   // has let go of every frame pointing into them.
@@ -124,8 +122,8 @@ Result<PutResult> Client::Impl::Put(const BlockId& id, std::span<const std::byte
   return put;
 }
 
-Result<PutResult> Client::Impl::PutChunks(const BlockId& id, const BlockData& data, StorageLevel level,
-                                    const PutOptions& options) {
+Result<PutResult> Client::Impl::PutChunks(const BlockId& id, const BlockData& data,
+                                          StorageLevel level, const PutOptions& options) {
   size_t next = 0;
   ChunkSource chunks = [&data, &next]() -> Result<ChunkPtr> {
     return next < data.chunks.size() ? data.chunks[next++] : nullptr;
@@ -135,7 +133,7 @@ Result<PutResult> Client::Impl::PutChunks(const BlockId& id, const BlockData& da
 }
 
 Result<PutResult> Client::Impl::PutStream(const BlockId& id, std::istream& in, uint64_t size,
-                                    StorageLevel level, const PutOptions& options) {
+                                          StorageLevel level, const PutOptions& options) {
   ByteSource read = [&in](std::span<std::byte> out) -> Result<size_t> {
     in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size()));
     if (in.bad()) return InternalError("reading the input failed");
@@ -154,22 +152,22 @@ Result<PutResult> Client::Impl::PutStream(const BlockId& id, std::istream& in, u
 }
 
 Result<PutResult> Client::Impl::PutStream(const BlockId& id, ByteSource read, uint64_t size,
-                                    StorageLevel level, const PutOptions& options) {
+                                          StorageLevel level, const PutOptions& options) {
   PieceSource source(std::move(read), size, nullptr);
   return PutFrom(id, source, level, options);
 }
 
 Result<PutResult> Client::Impl::PutFrom(const BlockId& id, PieceSource& source, StorageLevel level,
-                                  const PutOptions& options) {
+                                        const PutOptions& options) {
   // Whatever this client remembered of the old block may be replaced below.
   location_cache_.Forget(id);
-  ASSIGN_OR_RETURN(PlacementList placement, PlacementWorkers(false));
-  const auto usable = std::count_if(
-      placement.workers.begin(), placement.workers.end(),
-      [](const WorkerInfo& w) { return w.state != WorkerState::kDecommissioning; });
+  BM_ASSIGN_OR_RETURN(PlacementList placement, PlacementWorkers(false));
+  const auto usable =
+      std::count_if(placement.workers.begin(), placement.workers.end(),
+                    [](const WorkerInfo& w) { return w.state != WorkerState::kDecommissioning; });
   if (placement.kept && static_cast<uint64_t>(usable) < CopiesWanted(level, options)) {
     // Too few workers kept for the copies wanted: one may have joined since.
-    ASSIGN_OR_RETURN(placement, PlacementWorkers(true));
+    BM_ASSIGN_OR_RETURN(placement, PlacementWorkers(true));
   }
   Result<PutResult> put = PutOnce(id, source, level, options, std::move(placement.workers));
   if (put.ok() || !placement.kept || source.failed()) return put;
@@ -179,7 +177,7 @@ Result<PutResult> Client::Impl::PutFrom(const BlockId& id, PieceSource& source, 
   const bool placement_failed = code == StatusCode::kUnavailable ||
                                 code == StatusCode::kOutOfSpace || code == StatusCode::kNotFound;
   if (!placement_failed || !source.Restart()) return put;
-  ASSIGN_OR_RETURN(placement, PlacementWorkers(true));
+  BM_ASSIGN_OR_RETURN(placement, PlacementWorkers(true));
   return PutOnce(id, source, level, options, std::move(placement.workers));
 }
 
@@ -190,15 +188,17 @@ Result<Client::Impl::PlacementList> Client::Impl::PlacementWorkers(bool fresh) {
       return PlacementList{*kept, true};
     }
   }
-  ASSIGN_OR_RETURN(std::vector<WorkerInfo> workers, Workers());
+  BM_ASSIGN_OR_RETURN(std::vector<WorkerInfo> workers, Workers());
   placement_workers_.Keep(workers, now);
   return PlacementList{std::move(workers), false};
 }
 
 Result<PutResult> Client::Impl::PutOnce(const BlockId& id, PieceSource& source, StorageLevel level,
-                                  const PutOptions& options, std::vector<WorkerInfo> workers) {
+                                        const PutOptions& options,
+                                        std::vector<WorkerInfo> workers) {
   const uint32_t wanted = CopiesWanted(level, options);
-  std::erase_if(workers, [](const WorkerInfo& w) { return w.state == WorkerState::kDecommissioning; });
+  std::erase_if(workers,
+                [](const WorkerInfo& w) { return w.state == WorkerState::kDecommissioning; });
   if (workers.empty()) return UnavailableError("no live workers are registered with the master");
   std::vector<WorkerInfo> candidates = ChooseWorkers(workers, source.size(), level, put_counter_++);
   if (options.worker_id) {
@@ -225,8 +225,8 @@ Result<PutResult> Client::Impl::PutOnce(const BlockId& id, PieceSource& source, 
   std::vector<size_t> order;
   if (options.worker_id) {
     order.push_back(0);
-    for (size_t i : SpreadReplicas(std::span(sites).subspan(1), std::span(sites).first(1),
-                                   wanted - 1)) {
+    for (size_t i :
+         SpreadReplicas(std::span(sites).subspan(1), std::span(sites).first(1), wanted - 1)) {
       order.push_back(i + 1);
     }
   } else {
@@ -307,7 +307,8 @@ Result<std::vector<std::byte>> Client::Impl::Get(const BlockId& id) {
     return Status::Ok();
   };
   auto reserve = [&data](uint64_t size) { ReserveBlockBuffer(data, size); };
-  ASSIGN_OR_RETURN(uint64_t size, ReadBlock(id, sink, [&data]() { data.clear(); }, reserve));
+  BM_ASSIGN_OR_RETURN(uint64_t size, ReadBlock(
+                                         id, sink, [&data]() { data.clear(); }, reserve));
   BM_CHECK(size == data.size());
   return data;
 }
@@ -347,25 +348,26 @@ std::vector<Result<BlockData>> Client::Impl::GetManyChunks(const std::vector<Blo
 }
 
 Result<std::vector<std::byte>> Client::Impl::ReadWhole(const BlockId& id,
-                                                 std::vector<BlockLocation> known,
-                                                 ReadReport& report) {
+                                                       std::vector<BlockLocation> known,
+                                                       ReadReport& report) {
   std::vector<std::byte> data;
   ByteSink sink = [&data](std::span<const std::byte> bytes) {
     data.insert(data.end(), bytes.begin(), bytes.end());
     return Status::Ok();
   };
   auto reserve = [&data](uint64_t size) { ReserveBlockBuffer(data, size); };
-  ASSIGN_OR_RETURN(uint64_t size, ReadBlock(id, sink, [&data]() { data.clear(); }, reserve,
-                                            std::move(known), &report));
+  BM_ASSIGN_OR_RETURN(uint64_t size, ReadBlock(
+                                         id, sink, [&data]() { data.clear(); }, reserve,
+                                         std::move(known), &report));
   BM_CHECK(size == data.size());
   return data;
 }
 
 Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink,
-                                   const std::function<void()>& reset,
-                                   const std::function<void(uint64_t)>& expect_size,
-                                   std::optional<std::vector<BlockLocation>> known,
-                                   ReadReport* report) {
+                                         const std::function<void()>& reset,
+                                         const std::function<void(uint64_t)>& expect_size,
+                                         std::optional<std::vector<BlockLocation>> known,
+                                         ReadReport* report) {
   const std::string block = id.ToString();
   int restarts = 0;
   ByteSink counting_sink = [this, &sink](std::span<const std::byte> bytes) {
@@ -390,7 +392,7 @@ Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink
       locations = *cached;
       from_cache = true;
     } else {
-      ASSIGN_OR_RETURN(std::vector<BlockLocations> found, Locations({id}));
+      BM_ASSIGN_OR_RETURN(std::vector<BlockLocations> found, Locations({id}));
       if (found.size() != 1) return InternalError("master sent no entry for " + block);
       locations = std::move(found[0].locations);
     }
@@ -399,9 +401,8 @@ Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink
     }
     if (!from_cache) location_cache_.Remember(id, locations);
     // This host's workers first; otherwise the master's order (memory copies before disk).
-    std::stable_partition(locations.begin(), locations.end(), [this](const BlockLocation& l) {
-      return IsLocalAddress(l.address);
-    });
+    std::stable_partition(locations.begin(), locations.end(),
+                          [this](const BlockLocation& l) { return IsLocalAddress(l.address); });
     bool emitted = false;
     bool all_not_found = true;
     bool replaced = false;
@@ -488,7 +489,7 @@ Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink
 }
 
 RangeReader::Outcome Client::Impl::ReadFrom(const BlockLocation& location, const BlockId& id,
-                                           const ByteSink& sink) {
+                                            const ByteSink& sink) {
   Result<RpcChannel*> channel = workers_.Channel(location.address);
   if (!channel.ok()) return {channel.status(), RangeReader::Outcome::Fault::kPeer, false};
   RangeReader reader(**channel, "worker " + location.worker_id, id);
@@ -506,8 +507,8 @@ Result<std::vector<CopyCheck>> Client::Impl::VerifyCopies(
       continue;
     }
     for (const BlockLocation& location : block.locations) {
-      ASSIGN_OR_RETURN(CopyCheck check,
-                       VerifyWorkerCopy(workers_, location, block.block, false));
+      BM_ASSIGN_OR_RETURN(CopyCheck check,
+                          VerifyWorkerCopy(workers_, location, block.block, false));
       checks.push_back(std::move(check));
     }
   }
@@ -521,14 +522,14 @@ Result<std::vector<BlockLocations>> Client::Impl::Locations(const std::vector<Bl
 }
 
 Result<std::vector<WorkerInfo>> Client::Impl::Workers() {
-  ASSIGN_OR_RETURN(std::vector<WorkerInfo> workers, master_.Workers());
+  BM_ASSIGN_OR_RETURN(std::vector<WorkerInfo> workers, master_.Workers());
   for (const WorkerInfo& worker : workers) workers_.Trust(worker.address, worker.public_key);
   return workers;
 }
 
 Result<std::vector<BlockLocations>> Client::Impl::Blocks(std::optional<uint64_t> rdd_id) {
   std::vector<BlockLocations> out;
-  RETURN_IF_ERROR(ForEachBlockPage(rdd_id, [&](const std::vector<BlockLocations>& page) {
+  BM_RETURN_IF_ERROR(ForEachBlockPage(rdd_id, [&](const std::vector<BlockLocations>& page) {
     out.insert(out.end(), page.begin(), page.end());
     return Status::Ok();
   }));

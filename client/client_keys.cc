@@ -11,8 +11,8 @@ Result<ClientKeys> LoadClientKeys(const ClientOptions& options) {
         "BLOCKMGR_MASTER_KEY)");
   }
   if (options.key_file.empty()) return ClientKeys{};
-  ASSIGN_OR_RETURN(CurveKeys own, LoadKeyPair(options.key_file));
-  ASSIGN_OR_RETURN(Certificate master, LoadCertificate(options.master_key_file));
+  BM_ASSIGN_OR_RETURN(CurveKeys own, LoadKeyPair(options.key_file));
+  BM_ASSIGN_OR_RETURN(Certificate master, LoadCertificate(options.master_key_file));
   return ClientKeys{std::move(own), master.public_key};
 }
 

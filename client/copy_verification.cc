@@ -26,14 +26,20 @@ Result<CopyCheck> VerifyWorkerCopy(WorkerChannels& workers, const BlockLocation&
     check.message = reply.status().message();
     return check;
   }
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::Reply::Reader r = reply->reply();
     if (!r.isVerified()) return UnexpectedReply(peer, "verified");
     proto::VerifyReply::Reader verified = r.getVerified();
     switch (verified.getState()) {
-      case proto::VerifyReply::State::INTACT: check.state = CopyCheck::State::kIntact; break;
-      case proto::VerifyReply::State::CORRUPT: check.state = CopyCheck::State::kCorrupt; break;
-      default: check.state = CopyCheck::State::kGone; break;
+      case proto::VerifyReply::State::INTACT:
+        check.state = CopyCheck::State::kIntact;
+        break;
+      case proto::VerifyReply::State::CORRUPT:
+        check.state = CopyCheck::State::kCorrupt;
+        break;
+      default:
+        check.state = CopyCheck::State::kGone;
+        break;
     }
     check.tier = FromProto(verified.getTier());
     check.digested = verified.getDigested();

@@ -71,9 +71,8 @@ std::shared_ptr<Dataset> Dataset::Map(uint64_t rdd_id, std::string name, MapFn f
 }
 
 Status Dataset::Persist(StorageLevel level) {
-  RETURN_IF_ERROR(session_->WithClient([&](Client& client) {
-    return client.RegisterRdd(rdd_id_, name_, level, num_partitions_);
-  }));
+  BM_RETURN_IF_ERROR(session_->WithClient(
+      [&](Client& client) { return client.RegisterRdd(rdd_id_, name_, level, num_partitions_); }));
   level_ = level;
   return Status::Ok();
 }
@@ -98,14 +97,14 @@ Result<PartitionData> Dataset::Partition(uint32_t i) {
 
 Result<PartitionData> Dataset::Compute(uint32_t i) {
   if (source_) return source_(i);
-  ASSIGN_OR_RETURN(PartitionData parent, parent_->Partition(i));
+  BM_ASSIGN_OR_RETURN(PartitionData parent, parent_->Partition(i));
   return map_(i, parent);
 }
 
 Status Dataset::ForEachPartition(const PartitionFn& fn, size_t parallelism) {
   return ForEachIndex(
       [&](uint32_t i) -> Status {
-        ASSIGN_OR_RETURN(PartitionData data, Partition(i));
+        BM_ASSIGN_OR_RETURN(PartitionData data, Partition(i));
         return fn(i, data);
       },
       parallelism);
@@ -113,9 +112,9 @@ Status Dataset::ForEachPartition(const PartitionFn& fn, size_t parallelism) {
 
 Result<std::vector<PartitionData>> Dataset::Collect(size_t parallelism) {
   std::vector<PartitionData> partitions(num_partitions_);
-  RETURN_IF_ERROR(ForEachIndex(
+  BM_RETURN_IF_ERROR(ForEachIndex(
       [&](uint32_t i) -> Status {
-        ASSIGN_OR_RETURN(partitions[i], Partition(i));
+        BM_ASSIGN_OR_RETURN(partitions[i], Partition(i));
         return Status::Ok();
       },
       parallelism));

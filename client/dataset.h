@@ -9,8 +9,8 @@
 //   auto session = std::make_shared<CacheSession>(ClientOptions{.master_address = ...});
 //   auto lines = Dataset::Source(session, 1, "lines", 16, ReadShard);
 //   auto counts = lines->Map(2, "counts", CountWords);
-//   RETURN_IF_ERROR(counts->Persist(StorageLevel::kMemoryAndDisk));
-//   ASSIGN_OR_RETURN(auto partitions, counts->Collect());
+//   BM_RETURN_IF_ERROR(counts->Persist(StorageLevel::kMemoryAndDisk));
+//   BM_ASSIGN_OR_RETURN(auto partitions, counts->Collect());
 
 #include <cstddef>
 #include <cstdint>

@@ -43,7 +43,7 @@ class LeaseReleaser {
 }  // namespace
 
 Result<std::vector<std::byte>> Client::Impl::GetOrCompute(const BlockId& id, StorageLevel level,
-                                                    const ComputeFn& compute) {
+                                                          const ComputeFn& compute) {
   const auto started = std::chrono::steady_clock::now();
   const milliseconds deadline = options_.get_or_compute_deadline;
   // How long the next acquireCompute may wait; nullopt once the deadline has passed.
@@ -77,7 +77,7 @@ Result<std::vector<std::byte>> Client::Impl::GetOrCompute(const BlockId& id, Sto
                               std::to_string(deadline.count()) +
                               " ms: another client is still computing it");
     }
-    ASSIGN_OR_RETURN(ComputeTicket ticket, AcquireCompute(id, failed_workers, *wait));
+    BM_ASSIGN_OR_RETURN(ComputeTicket ticket, AcquireCompute(id, failed_workers, *wait));
     switch (ticket.kind) {
       case ComputeTicket::Kind::kCached: {
         if (ticket.locations.empty()) break;  // stored and already gone again: ask again
@@ -98,8 +98,8 @@ Result<std::vector<std::byte>> Client::Impl::GetOrCompute(const BlockId& id, Sto
           return data.status();
         }
         if (report.failed_workers.empty()) return data.status();  // nothing new to exclude
-        spdlog::info("{}: no listed copy could be read ({}); asking again",
-                     id.ToString(), data.status().message());
+        spdlog::info("{}: no listed copy could be read ({}); asking again", id.ToString(),
+                     data.status().message());
         for (std::string& worker : report.failed_workers) {
           if (std::find(failed_workers.begin(), failed_workers.end(), worker) ==
               failed_workers.end()) {
@@ -122,7 +122,8 @@ Result<std::vector<std::byte>> Client::Impl::GetOrCompute(const BlockId& id, Sto
 }
 
 Result<std::vector<std::byte>> Client::Impl::ComputeAndStore(const BlockId& id, StorageLevel level,
-                                                       const ComputeFn& compute, uint64_t token) {
+                                                             const ComputeFn& compute,
+                                                             uint64_t token) {
   LeaseReleaser releaser([this, id](uint64_t held) { return ReleaseCompute(id, held); }, token);
   // Renew every third of the lease, so a renewal can be lost or late twice before it expires.
   // The keys were read: the master granted the lease over them.
@@ -161,9 +162,8 @@ Result<std::vector<std::byte>> Client::Impl::ComputeAndStore(const BlockId& id, 
   return computed;
 }
 
-Result<Client::Impl::ComputeTicket> Client::Impl::AcquireCompute(const BlockId& id,
-                                                     const std::vector<std::string>& failed_workers,
-                                                     milliseconds wait) {
+Result<Client::Impl::ComputeTicket> Client::Impl::AcquireCompute(
+    const BlockId& id, const std::vector<std::string>& failed_workers, milliseconds wait) {
   capnp::MallocMessageBuilder message;
   proto::AcquireCompute::Builder acquire = message.initRoot<proto::Request>().initAcquireCompute();
   acquire.setBlockId(id.ToString());
@@ -172,9 +172,9 @@ Result<Client::Impl::ComputeTicket> Client::Impl::AcquireCompute(const BlockId& 
   acquire.setWaitMs(static_cast<uint32_t>(wait.count()));
   auto failed = acquire.initFailedWorkers(failed_workers.size());
   for (size_t i = 0; i < failed_workers.size(); ++i) failed.set(i, failed_workers[i]);
-  ASSIGN_OR_RETURN(IncomingMessage reply, master_.Call(message, wait));
+  BM_ASSIGN_OR_RETURN(IncomingMessage reply, master_.Call(message, wait));
   ComputeTicket ticket;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::Reply::Reader r = reply.reply();
     if (!r.isCompute()) {
       return InternalError("master answered acquireCompute with something other than 'compute'");

@@ -14,10 +14,9 @@ LeaseRenewer::LeaseRenewer(zmq::context_t& context, std::string master_address, 
                            uint64_t token, std::chrono::milliseconds interval,
                            std::chrono::milliseconds timeout, ChannelSecurity security)
     : block_(block), token_(token), interval_(interval) {
-  thread_ = std::thread([this, &context, master_address = std::move(master_address), timeout,
-                         security = std::move(security)] {
-    Run(context, master_address, security, timeout);
-  });
+  thread_ = std::thread(
+      [this, &context, master_address = std::move(master_address), timeout,
+       security = std::move(security)] { Run(context, master_address, security, timeout); });
 }
 
 LeaseRenewer::~LeaseRenewer() { Stop(); }
@@ -32,8 +31,7 @@ void LeaseRenewer::Stop() {
 }
 
 void LeaseRenewer::Run(zmq::context_t& context, std::string master_address,
-                       ChannelSecurity security,
-                       std::chrono::milliseconds timeout) {
+                       ChannelSecurity security, std::chrono::milliseconds timeout) {
   RpcChannel master(context, std::move(master_address), timeout, std::move(security));
   const std::string block = block_.ToString();
   std::unique_lock lock(mutex_);
@@ -51,8 +49,7 @@ void LeaseRenewer::Run(zmq::context_t& context, std::string master_address,
       lost_.store(true);
       return;
     }
-    spdlog::debug("renewing the compute lease on {} failed: {}", block,
-                  reply.status().ToString());
+    spdlog::debug("renewing the compute lease on {} failed: {}", block, reply.status().ToString());
   }
 }
 

@@ -53,7 +53,8 @@ std::string HostOfAddress(std::string_view address) {
 bool IsLocalAddress(std::string_view address, const std::vector<std::string>& local_hosts) {
   if (address.starts_with("ipc://") || address.starts_with("inproc://")) return true;
   const std::string host = HostOfAddress(address);
-  return !host.empty() && std::find(local_hosts.begin(), local_hosts.end(), host) != local_hosts.end();
+  return !host.empty() &&
+         std::find(local_hosts.begin(), local_hosts.end(), host) != local_hosts.end();
 }
 
 }  // namespace bm

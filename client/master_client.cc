@@ -80,9 +80,9 @@ MasterClient::~MasterClient() = default;
 
 Result<IncomingMessage> MasterClient::Call(capnp::MallocMessageBuilder& request,
                                            std::chrono::milliseconds extra) {
-  RETURN_IF_ERROR(security_.status());
+  BM_RETURN_IF_ERROR(security_.status());
   if (!channel_) {
-    ASSIGN_OR_RETURN(channel_, ConnectChannel(context_, address_, timeout_, *security_));
+    BM_ASSIGN_OR_RETURN(channel_, ConnectChannel(context_, address_, timeout_, *security_));
   }
   return CallPeer(*channel_, timeout_, "master", request, {}, extra);
 }
@@ -91,9 +91,9 @@ Result<uint64_t> MasterClient::Remove(const std::vector<BlockId>& ids) {
   capnp::MallocMessageBuilder message;
   auto list = message.initRoot<proto::Request>().initRemoveBlocks().initBlockIds(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) list.set(i, ids[i].ToString());
-  ASSIGN_OR_RETURN(IncomingMessage reply, Call(message, kRemoveSlack));
+  BM_ASSIGN_OR_RETURN(IncomingMessage reply, Call(message, kRemoveSlack));
   uint64_t removed = 0;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::Reply::Reader r = reply.reply();
     if (!r.isRemoved()) return UnexpectedReply("master", "removed");
     removed = r.getRemoved();
@@ -105,9 +105,9 @@ Result<uint64_t> MasterClient::Remove(const std::vector<BlockId>& ids) {
 Result<uint64_t> MasterClient::RemoveRdd(uint64_t rdd_id) {
   capnp::MallocMessageBuilder message;
   message.initRoot<proto::Request>().initRemoveRdd().setRddId(rdd_id);
-  ASSIGN_OR_RETURN(IncomingMessage reply, Call(message, kRemoveSlack));
+  BM_ASSIGN_OR_RETURN(IncomingMessage reply, Call(message, kRemoveSlack));
   uint64_t removed = 0;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::Reply::Reader r = reply.reply();
     if (!r.isRemoved()) return UnexpectedReply("master", "removed");
     removed = r.getRemoved();
@@ -127,9 +127,9 @@ Result<std::vector<BlockLocations>> MasterClient::Locations(const std::vector<Bl
     capnp::MallocMessageBuilder message;
     auto list = message.initRoot<proto::Request>().initGetLocations().initBlockIds(n);
     for (size_t i = 0; i < n; ++i) list.set(i, ids[first + i].ToString());
-    ASSIGN_OR_RETURN(IncomingMessage reply, Call(message));
+    BM_ASSIGN_OR_RETURN(IncomingMessage reply, Call(message));
     const size_t before = out.size();
-    RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
       proto::Reply::Reader r = reply.reply();
       if (!r.isLocations()) return UnexpectedReply("master", "locations");
       return ToBlockLocations(r.getLocations(), &out);
@@ -145,9 +145,9 @@ Result<std::vector<BlockLocations>> MasterClient::Locations(const std::vector<Bl
 Result<std::vector<WorkerInfo>> MasterClient::Workers() {
   capnp::MallocMessageBuilder message;
   message.initRoot<proto::Request>().setListWorkers();
-  ASSIGN_OR_RETURN(IncomingMessage reply, Call(message));
+  BM_ASSIGN_OR_RETURN(IncomingMessage reply, Call(message));
   std::vector<WorkerInfo> out;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::Reply::Reader r = reply.reply();
     if (!r.isWorkers()) return UnexpectedReply("master", "workers");
     for (proto::WorkerInfo::Reader worker : r.getWorkers()) out.push_back(ToWorkerInfo(worker));
@@ -170,10 +170,10 @@ Status MasterClient::ForEachBlockPage(
     }
     list.setAfter(after);
     list.setLimit(std::max<uint32_t>(page_size, 1));
-    ASSIGN_OR_RETURN(IncomingMessage reply, Call(message));
+    BM_ASSIGN_OR_RETURN(IncomingMessage reply, Call(message));
     std::vector<BlockLocations> page;
     bool more = false;
-    RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
       proto::Reply::Reader r = reply.reply();
       if (!r.isBlockPage()) return UnexpectedReply("master", "blockPage");
       more = r.getBlockPage().getMore();
@@ -181,7 +181,7 @@ Status MasterClient::ForEachBlockPage(
     }));
     if (page.empty()) return Status::Ok();
     after = page.back().block.ToString();
-    RETURN_IF_ERROR(visit(page));
+    BM_RETURN_IF_ERROR(visit(page));
     if (!more) return Status::Ok();
   }
 }
@@ -193,9 +193,9 @@ Result<std::vector<RddInfo>> MasterClient::Rdds() {
   while (true) {
     capnp::MallocMessageBuilder message;
     message.initRoot<proto::Request>().initListRddPage().setStartAt(start_at);
-    ASSIGN_OR_RETURN(IncomingMessage reply, Call(message));
+    BM_ASSIGN_OR_RETURN(IncomingMessage reply, Call(message));
     bool more = false;
-    RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
       proto::Reply::Reader r = reply.reply();
       if (!r.isRddPage()) return UnexpectedReply("master", "rddPage");
       more = r.getRddPage().getMore();
@@ -221,14 +221,14 @@ Result<std::vector<RddInfo>> MasterClient::Rdds() {
 }
 
 Status MasterClient::CallForOk(capnp::MallocMessageBuilder& request) {
-  ASSIGN_OR_RETURN(IncomingMessage reply, Call(request));
+  BM_ASSIGN_OR_RETURN(IncomingMessage reply, Call(request));
   return ReadGuarded([&]() -> Status {
     return reply.reply().isOk() ? Status::Ok() : UnexpectedReply("master", "ok");
   });
 }
 
 Status MasterClient::RegisterRdd(uint64_t rdd_id, const std::string& name, StorageLevel level,
-                           uint64_t total_partitions) {
+                                 uint64_t total_partitions) {
   capnp::MallocMessageBuilder message;
   proto::RegisterRdd::Builder rdd = message.initRoot<proto::Request>().initRegisterRdd();
   rdd.setRddId(rdd_id);

@@ -17,15 +17,17 @@ namespace bm {
 
 using std::chrono::milliseconds;
 
-MultiGet::MultiGet(WorkerChannels& channels, LocationCache& location_cache,
-                   CacheCounters& counters)
+MultiGet::MultiGet(WorkerChannels& channels, LocationCache& location_cache, CacheCounters& counters)
     : channels_(channels), location_cache_(location_cache), counters_(counters) {}
 
 MultiGet::~MultiGet() = default;
 
 std::vector<Result<BlockData>> MultiGet::Read(const std::vector<BlockId>& ids, Reads& reads) {
-  Call call{ids, std::vector<Result<BlockData>>(ids.size(), InternalError("not read")),
-            std::vector<uint64_t>(ids.size()), {}, {}};
+  Call call{ids,
+            std::vector<Result<BlockData>>(ids.size(), InternalError("not read")),
+            std::vector<uint64_t>(ids.size()),
+            {},
+            {}};
   std::vector<Result<BlockData>>& out = call.out;
   std::vector<uint64_t>& sizes = call.sizes;
   // Whether an address is this host's, asked once per address rather than once per block.
@@ -110,7 +112,7 @@ constexpr uint64_t kGetBlocksBatchBytes = 1 << 20;
 
 // A block the worker cannot fit in its reply comes back notIncluded and is read alone.
 size_t MultiGet::BatchLength(const std::vector<size_t>& indexes, size_t start,
-                                 const std::vector<uint64_t>& sizes) {
+                             const std::vector<uint64_t>& sizes) {
   size_t count = 0;
   uint64_t bytes = 0;
   while (start + count < indexes.size() && count < kMaxGetBlocksIds) {
@@ -130,7 +132,8 @@ zmq::socket_t* MultiGet::PipelineTo(const std::string& address) {
   // A socket made for another key must not be reused for this one.
   pipeline.key = *key;
   try {
-    pipeline.socket = std::make_unique<zmq::socket_t>(channels_.context(), zmq::socket_type::dealer);
+    pipeline.socket =
+        std::make_unique<zmq::socket_t>(channels_.context(), zmq::socket_type::dealer);
     // Cannot fail: with keys on, the channels returned a key.
     BM_CHECK(ConfigureClientSocket(*pipeline.socket, {channels_.keys(), *key}, address).ok());
     pipeline.socket->set(zmq::sockopt::sndtimeo, static_cast<int>(channels_.timeout().count()));
@@ -153,8 +156,9 @@ void MultiGet::SendBatches(const std::map<std::string, std::vector<size_t>>& by_
     }
     for (size_t start = 0, count = 0; start < indexes.size(); start += count) {
       count = BatchLength(indexes, start, call.sizes);
-      PendingBatch batch{address, {indexes.begin() + static_cast<ptrdiff_t>(start),
-                            indexes.begin() + static_cast<ptrdiff_t>(start + count)}};
+      PendingBatch batch{address,
+                         {indexes.begin() + static_cast<ptrdiff_t>(start),
+                          indexes.begin() + static_cast<ptrdiff_t>(start + count)}};
       const uint64_t request_id = next_request_id_++;
       capnp::MallocMessageBuilder message;
       proto::Request::Builder request = message.initRoot<proto::Request>();
@@ -202,8 +206,8 @@ void MultiGet::AwaitBatches(Call& call) {
     for (const std::string& address : addresses) {
       items.push_back({pipelines_[address].socket->handle(), 0, ZMQ_POLLIN, 0});
     }
-    const auto left = std::chrono::duration_cast<milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0 || zmq::poll(items, std::max(left, milliseconds(0))) == 0) break;
     for (size_t w = 0; w < items.size(); ++w) {
       if (!(items[w].revents & ZMQ_POLLIN)) continue;

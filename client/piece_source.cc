@@ -63,7 +63,7 @@ Result<uint64_t> PieceSource::FillFrames(uint64_t limit, std::vector<ChunkPtr>& 
     std::span<std::byte> buffer(static_cast<std::byte*>(frame.data()), frame.size());
     size_t filled = 0;
     while (filled < buffer.size()) {
-      ASSIGN_OR_RETURN(size_t got, read_(buffer.subspan(filled)));
+      BM_ASSIGN_OR_RETURN(size_t got, read_(buffer.subspan(filled)));
       if (got == 0 || got > buffer.size() - filled) return DataEnded(offset_ + done + filled);
       filled += got;
     }
@@ -77,7 +77,7 @@ Result<uint64_t> PieceSource::TakeChunks(uint64_t limit, std::vector<ChunkPtr>& 
   uint64_t piece = 0;
   while (piece < limit && chunks.size() < kMaxPayloadFrames) {
     if (!pending_) {
-      ASSIGN_OR_RETURN(pending_, next_chunk_());
+      BM_ASSIGN_OR_RETURN(pending_, next_chunk_());
       pending_offset_ = 0;
       if (!pending_) return DataEnded(offset_ + piece);
       if (pending_->size() == 0) {

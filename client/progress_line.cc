@@ -52,9 +52,9 @@ std::string ProgressLine::Render() const {
     line += "  " + FormatBytes(static_cast<uint64_t>(rate)) + "/s";
     if (total_ > position_) {
       const uint64_t eta = static_cast<uint64_t>((total_ - position_) / rate + 0.5);
-      line += eta >= 60 ? "  ETA " + std::to_string(eta / 60) + " min " +
-                              std::to_string(eta % 60) + " s"
-                        : "  ETA " + std::to_string(eta) + " s";
+      line += eta >= 60
+                  ? "  ETA " + std::to_string(eta / 60) + " min " + std::to_string(eta % 60) + " s"
+                  : "  ETA " + std::to_string(eta) + " s";
     }
   }
   return line;

@@ -58,7 +58,7 @@ RangeReader::Outcome RangeReader::Read(const Sink& sink, uint64_t block_digest) 
 }
 
 Status RangeReader::NextRange() {
-  ASSIGN_OR_RETURN(std::optional<uint64_t> bad, ReceiveRange());
+  BM_ASSIGN_OR_RETURN(std::optional<uint64_t> bad, ReceiveRange());
   if (bad) return DigestMismatch(block_, peer_, *bad, total_);
   return Status::Ok();
 }
@@ -79,7 +79,7 @@ Status RangeReader::Ask() {
 Result<std::optional<uint64_t>> RangeReader::ReceiveRange() {
   frames_.clear();
   // One range until the block's size is known; then up to kReadWindow more.
-  if (asked_.empty()) RETURN_IF_ERROR(Ask());
+  if (asked_.empty()) BM_RETURN_IF_ERROR(Ask());
   while (true) {
     const Asked next = asked_.front();
     asked_.pop_front();
@@ -88,12 +88,12 @@ Result<std::optional<uint64_t>> RangeReader::ReceiveRange() {
     IncomingMessage& reply = *awaited;
     if (next.offset != offset_) {
       // Asked for past a range the worker cut short: the range after it is asked again.
-      if (asked_.empty()) RETURN_IF_ERROR(Ask());
+      if (asked_.empty()) BM_RETURN_IF_ERROR(Ask());
       continue;
     }
     uint64_t reply_total = 0, reply_offset = 0, length = 0, reply_generation = 0, version = 0;
     std::vector<uint64_t> unit_digests;
-    RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
       proto::Reply::Reader r = reply.reply();
       if (!r.isGet()) return UnexpectedReply(peer_, "get");
       proto::GetReply::Reader g = r.getGet();
@@ -123,7 +123,7 @@ Result<std::optional<uint64_t>> RangeReader::ReceiveRange() {
     // A short range (the worker caps a reply's frames): the ranges asked after it start in the
     // wrong place; their replies are dropped above and the range after it is asked for anew.
     if (offset_ + length < total_ && length < kMaxPieceBytes) asked_end_ = offset_ + length;
-    while (asked_.size() < kReadWindow && asked_end_ < total_) RETURN_IF_ERROR(Ask());
+    while (asked_.size() < kReadWindow && asked_end_ < total_) BM_RETURN_IF_ERROR(Ask());
     // A unit the range holds only part of is checked (and handed out) with the range that
     // completes it.
     frames_ = reply.TakePayloadChunks();

@@ -47,7 +47,7 @@ class RangeReader {
     };
     Result<uint64_t> size;  // the block's size, or why the read stopped
     Fault fault = Fault::kNone;
-    bool emitted = false;   // the sink received at least one byte
+    bool emitted = false;  // the sink received at least one byte
   };
 
   // `peer` names the worker in errors ("worker w1").
@@ -97,9 +97,9 @@ class RangeReader {
   RpcChannel& channel_;
   const std::string peer_;
   const std::string block_;
-  std::deque<Asked> asked_;    // oldest first
-  uint64_t asked_end_ = 0;     // where the next range to ask for starts
-  uint64_t offset_ = 0;        // of the next byte to receive
+  std::deque<Asked> asked_;             // oldest first
+  uint64_t asked_end_ = 0;              // where the next range to ask for starts
+  uint64_t offset_ = 0;                 // of the next byte to receive
   std::optional<uint64_t> generation_;  // of the first reply
   uint64_t total_ = 0;
   uint64_t version_ = 0;

@@ -44,7 +44,7 @@ struct WorkerInfo {
   uint64_t memory_capacity = 0;
   uint64_t memory_used = 0;
   uint64_t disk_used = 0;
-  uint64_t disk_capacity = 0;  // 0 = unlimited
+  uint64_t disk_capacity = 0;   // 0 = unlimited
   bool disk_read_only = false;  // after a storage error (a full disk): takes no disk blocks
   uint64_t block_count = 0;
   uint64_t last_heartbeat_age_ms = 0;
@@ -94,9 +94,9 @@ struct BlockLocations {
 // A cached or persisted RDD, summed over its blocks (what Spark's Storage tab shows).
 struct RddInfo {
   uint64_t rdd_id = 0;
-  std::string name;                    // empty unless a dataset registered it
+  std::string name;                                // empty unless a dataset registered it
   StorageLevel level = StorageLevel::kMemoryOnly;  // registered, else that of its blocks
-  uint64_t total_partitions = 0;       // 0 = unknown (not registered)
+  uint64_t total_partitions = 0;                   // 0 = unknown (not registered)
   uint64_t cached_partitions = 0;
   uint64_t memory_bytes = 0;
   uint64_t disk_bytes = 0;

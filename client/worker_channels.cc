@@ -28,12 +28,12 @@ void WorkerChannels::Trust(const std::string& address, const std::string& public
 }
 
 Result<std::string> WorkerChannels::Key(const std::string& address) {
-  RETURN_IF_ERROR(keys_status_);
+  BM_RETURN_IF_ERROR(keys_status_);
   if (!keys_.enabled()) return std::string();
   auto known = keys_by_address_.find(address);
   if (known != keys_by_address_.end()) return known->second;
   if (learn_keys_) {
-    RETURN_IF_ERROR(learn_keys_());
+    BM_RETURN_IF_ERROR(learn_keys_());
     known = keys_by_address_.find(address);
     if (known != keys_by_address_.end()) return known->second;
   }
@@ -42,7 +42,7 @@ Result<std::string> WorkerChannels::Key(const std::string& address) {
 }
 
 Result<RpcChannel*> WorkerChannels::Channel(const std::string& address) {
-  ASSIGN_OR_RETURN(std::string key, Key(address));
+  BM_ASSIGN_OR_RETURN(std::string key, Key(address));
   std::unique_ptr<RpcChannel>& slot = channels_[address];
   if (!slot) {
     Result<std::unique_ptr<RpcChannel>> made =

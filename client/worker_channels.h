@@ -32,8 +32,8 @@ class WorkerChannels {
 
   // `keys` is this side's keypair (empty: plaintext), or why it could not be had: then every
   // channel and key fails with that. `timeout` is each reply's.
-  WorkerChannels(zmq::context_t& context, Result<CurveKeys> keys,
-                 std::chrono::milliseconds timeout, LearnKeys learn_keys = {});
+  WorkerChannels(zmq::context_t& context, Result<CurveKeys> keys, std::chrono::milliseconds timeout,
+                 LearnKeys learn_keys = {});
   ~WorkerChannels();
   WorkerChannels(const WorkerChannels&) = delete;
   WorkerChannels& operator=(const WorkerChannels&) = delete;

@@ -87,7 +87,7 @@ Result<const PeerIdentity*> Authenticated(bool secure, const std::optional<PeerI
 
 Status AuthorizeMasterRequest(bool secure, const std::optional<PeerIdentity>& maybe_peer,
                               Which which) {
-  ASSIGN_OR_RETURN(const PeerIdentity* peer, Authenticated(secure, maybe_peer));
+  BM_ASSIGN_OR_RETURN(const PeerIdentity* peer, Authenticated(secure, maybe_peer));
   if (peer == nullptr) return Status::Ok();
   switch (which) {
     case Which::PING:
@@ -120,7 +120,7 @@ Status AuthorizeMasterRequest(bool secure, const std::optional<PeerIdentity>& ma
 
 Status AuthorizeWorkerRequest(bool secure, const std::optional<PeerIdentity>& maybe_peer,
                               Which which) {
-  ASSIGN_OR_RETURN(const PeerIdentity* peer, Authenticated(secure, maybe_peer));
+  BM_ASSIGN_OR_RETURN(const PeerIdentity* peer, Authenticated(secure, maybe_peer));
   if (peer == nullptr) return Status::Ok();
   switch (which) {
     case Which::PING:

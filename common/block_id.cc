@@ -61,8 +61,7 @@ std::string BlockId::ToString() const {
     case Kind::kBroadcast:
       return "broadcast_" + std::to_string(a_);
     case Kind::kShuffle:
-      return "shuffle_" + std::to_string(a_) + "_" + std::to_string(b_) + "_" +
-             std::to_string(c_);
+      return "shuffle_" + std::to_string(a_) + "_" + std::to_string(b_) + "_" + std::to_string(c_);
   }
   return "invalid";
 }

@@ -25,16 +25,26 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
     unit += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
   double multiplier;
-  if (unit.empty() || unit == "b") multiplier = 1;
-  else if (unit == "k" || unit == "ki" || unit == "kib") multiplier = kKiB;
-  else if (unit == "m" || unit == "mi" || unit == "mib") multiplier = kMiB;
-  else if (unit == "g" || unit == "gi" || unit == "gib") multiplier = kGiB;
-  else if (unit == "t" || unit == "ti" || unit == "tib") multiplier = 1024.0 * kGiB;
-  else if (unit == "kb") multiplier = 1e3;
-  else if (unit == "mb") multiplier = 1e6;
-  else if (unit == "gb") multiplier = 1e9;
-  else if (unit == "tb") multiplier = 1e12;
-  else return bad();
+  if (unit.empty() || unit == "b")
+    multiplier = 1;
+  else if (unit == "k" || unit == "ki" || unit == "kib")
+    multiplier = kKiB;
+  else if (unit == "m" || unit == "mi" || unit == "mib")
+    multiplier = kMiB;
+  else if (unit == "g" || unit == "gi" || unit == "gib")
+    multiplier = kGiB;
+  else if (unit == "t" || unit == "ti" || unit == "tib")
+    multiplier = 1024.0 * kGiB;
+  else if (unit == "kb")
+    multiplier = 1e3;
+  else if (unit == "mb")
+    multiplier = 1e6;
+  else if (unit == "gb")
+    multiplier = 1e9;
+  else if (unit == "tb")
+    multiplier = 1e12;
+  else
+    return bad();
 
   double value = 0;
   auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), value);

@@ -203,8 +203,8 @@ Status GenerateCertificate(const std::string& dir, const std::string& name, KeyR
   if (std::filesystem::exists(base + ".key") || std::filesystem::exists(base + ".key_secret")) {
     return InvalidArgumentError(base + ".key or .key_secret exists already; not overwriting");
   }
-  RETURN_IF_ERROR(WriteNewFile(base + ".key_secret",
-                               CertificateText(name, role, public_key, secret_key), 0600));
+  BM_RETURN_IF_ERROR(WriteNewFile(base + ".key_secret",
+                                  CertificateText(name, role, public_key, secret_key), 0600));
   Status public_written =
       WriteNewFile(base + ".key", CertificateText(name, role, public_key, nullptr), 0644);
   std::memset(secret_key, 0, sizeof(secret_key));
@@ -223,7 +223,7 @@ Result<Certificate> LoadCertificate(const std::string& path) {
   if (!in) return NotFoundError("cannot read key " + path);
   std::stringstream text;
   text << in.rdbuf();
-  ASSIGN_OR_RETURN(auto values, ParseZpl(text.str(), path));
+  BM_ASSIGN_OR_RETURN(auto values, ParseZpl(text.str(), path));
   Certificate cert;
   for (const auto& [key, value] : values) {
     if (key.rfind("metadata/", 0) == 0) cert.metadata[key.substr(9)] = value;
@@ -250,7 +250,7 @@ Result<Certificate> LoadCertificate(const std::string& path) {
 }
 
 Result<CurveKeys> LoadKeyPair(const std::string& secret_path) {
-  ASSIGN_OR_RETURN(Certificate cert, LoadCertificate(secret_path));
+  BM_ASSIGN_OR_RETURN(Certificate cert, LoadCertificate(secret_path));
   if (cert.secret_key.empty()) {
     return InvalidArgumentError(secret_path +
                                 " holds no secret key; give the NAME.key_secret file");

@@ -2,7 +2,6 @@
 
 #include <httplib.h>
 #include <spdlog/spdlog.h>
-
 #include <sys/socket.h>
 
 #include <charconv>
@@ -73,29 +72,29 @@ HttpServer::HttpServer() : server_(std::make_unique<httplib::Server>()) {
 HttpServer::~HttpServer() { Stop(); }
 
 void HttpServer::AddRoute(const std::string& pattern, Handler handler) {
-  server_->Get(pattern, [handler = std::move(handler)](const httplib::Request& in,
-                                                         httplib::Response& out) {
-    HttpRequest request;
-    request.path = in.path;
-    for (size_t i = 1; i < in.matches.size(); ++i) request.captures.push_back(in.matches[i]);
-    for (const auto& [key, value] : in.params) request.params.emplace(key, value);
-    HttpResponse response;
-    try {
-      response = handler(request);
-    } catch (const std::exception& e) {
-      // A bug in a page must not take the server down; say so to the caller and the log.
-      spdlog::error("http {}: {}", in.path, e.what());
-      response = HttpResponse::Text(500, std::string("internal error: ") + e.what() + "\n");
-    }
-    out.status = response.status;
-    out.set_header("Cache-Control", "no-store");
-    for (const auto& [name, value] : response.headers) out.set_header(name.c_str(), value);
-    out.set_content(std::move(response.body), response.content_type.c_str());
-  });
+  server_->Get(
+      pattern, [handler = std::move(handler)](const httplib::Request& in, httplib::Response& out) {
+        HttpRequest request;
+        request.path = in.path;
+        for (size_t i = 1; i < in.matches.size(); ++i) request.captures.push_back(in.matches[i]);
+        for (const auto& [key, value] : in.params) request.params.emplace(key, value);
+        HttpResponse response;
+        try {
+          response = handler(request);
+        } catch (const std::exception& e) {
+          // A bug in a page must not take the server down; say so to the caller and the log.
+          spdlog::error("http {}: {}", in.path, e.what());
+          response = HttpResponse::Text(500, std::string("internal error: ") + e.what() + "\n");
+        }
+        out.status = response.status;
+        out.set_header("Cache-Control", "no-store");
+        for (const auto& [name, value] : response.headers) out.set_header(name.c_str(), value);
+        out.set_content(std::move(response.body), response.content_type.c_str());
+      });
 }
 
 Status HttpServer::Start(std::string_view host_port) {
-  ASSIGN_OR_RETURN(auto address, ParseHostPort(host_port));
+  BM_ASSIGN_OR_RETURN(auto address, ParseHostPort(host_port));
   const auto& [host, port] = address;
   if (port == 0) {
     port_ = server_->bind_to_any_port(host.c_str());

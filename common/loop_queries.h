@@ -44,7 +44,7 @@ class LoopQueries {
   static constexpr size_t kMaxWaiting = 64;
 
   static Result<std::unique_ptr<LoopQueries>> Create() {
-    ASSIGN_OR_RETURN(WakeFd wake, WakeFd::Create());
+    BM_ASSIGN_OR_RETURN(WakeFd wake, WakeFd::Create());
     return std::unique_ptr<LoopQueries>(new LoopQueries(std::move(wake)));
   }
 

@@ -25,9 +25,9 @@ void AppendNumber(std::string& out, double value) {
     return;
   }
   const bool plain = std::fabs(value) > 1e-9 && std::fabs(value) < 1e15;
-  auto [end, error] = plain ? std::to_chars(buffer, buffer + sizeof(buffer), value,
-                                            std::chars_format::fixed)
-                            : std::to_chars(buffer, buffer + sizeof(buffer), value);
+  auto [end, error] =
+      plain ? std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::fixed)
+            : std::to_chars(buffer, buffer + sizeof(buffer), value);
   out.append(buffer, error == std::errc() ? end : buffer);
 }
 

@@ -32,19 +32,19 @@ Result<SecureNode> StartSecureNode(zmq::context_t& context, const std::string& k
   if (allow_dir.empty()) {
     return InvalidArgumentError("--key needs --allow DIR: the folder of public keys let in");
   }
-  ASSIGN_OR_RETURN(Certificate cert, LoadCertificate(key_file));
+  BM_ASSIGN_OR_RETURN(Certificate cert, LoadCertificate(key_file));
   if (cert.secret_key.empty()) {
     return InvalidArgumentError(key_file + " holds no secret key; give the NAME.key_secret file");
   }
-  ASSIGN_OR_RETURN(KeyRole found, cert.role());
+  BM_ASSIGN_OR_RETURN(KeyRole found, cert.role());
   if (found != role) {
     return InvalidArgumentError(key_file + " is a " + KeyRoleName(found) + " key; this needs a " +
                                 KeyRoleName(role) + " key");
   }
   SecureNode node;
   node.keys = CurveKeys{cert.public_key, cert.secret_key};
-  ASSIGN_OR_RETURN(node.zap,
-                   ZapHandler::Start(context, AllowListOptions{allow_dir, master_public_key}));
+  BM_ASSIGN_OR_RETURN(node.zap,
+                      ZapHandler::Start(context, AllowListOptions{allow_dir, master_public_key}));
   return node;
 }
 

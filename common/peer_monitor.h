@@ -17,9 +17,9 @@ namespace bm {
 //
 // ZeroMQ hides connections behind routing ids; its socket monitor reports a closed
 // connection by its file descriptor, and every received frame carries the descriptor it came
-// in on (ZMQ_SRCFD, IncomingMessage::source_fd()). So a server notes the descriptor of a peer's messages and forgets the
-// peer when the monitor reports that descriptor closed. (ZMQ_ROUTER_NOTIFY would name the
-// routing id itself, but it is a draft option Debian's libzmq is built without.)
+// in on (ZMQ_SRCFD, IncomingMessage::source_fd()). So a server notes the descriptor of a peer's
+// messages and forgets the peer when the monitor reports that descriptor closed. (ZMQ_ROUTER_NOTIFY
+// would name the routing id itself, but it is a draft option Debian's libzmq is built without.)
 //
 // Descriptors are reused, but not out of order: ZeroMQ reports a connection closed before it
 // closes the descriptor, and a new connection can only get that descriptor afterwards. So a
@@ -39,8 +39,7 @@ class PeerMonitor {
   // Monitors `router` (any socket; it must outlive the monitor) for `events` (ZMQ_EVENT_*
   // bits; a socket has one monitor, so its owner asks for every event it needs here); `name`
   // makes the inproc endpoint unique within the context.
-  static Result<std::unique_ptr<PeerMonitor>> Create(zmq::context_t& context,
-                                                     zmq::socket_t& router,
+  static Result<std::unique_ptr<PeerMonitor>> Create(zmq::context_t& context, zmq::socket_t& router,
                                                      const std::string& name,
                                                      int events = ZMQ_EVENT_DISCONNECTED);
   ~PeerMonitor();

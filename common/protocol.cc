@@ -6,12 +6,18 @@ namespace bm {
 
 proto::StorageLevel ToProto(StorageLevel level) {
   switch (level) {
-    case StorageLevel::kMemoryOnly: return proto::StorageLevel::MEMORY_ONLY;
-    case StorageLevel::kMemoryAndDisk: return proto::StorageLevel::MEMORY_AND_DISK;
-    case StorageLevel::kDiskOnly: return proto::StorageLevel::DISK_ONLY;
-    case StorageLevel::kMemoryOnly2: return proto::StorageLevel::MEMORY_ONLY2;
-    case StorageLevel::kMemoryAndDisk2: return proto::StorageLevel::MEMORY_AND_DISK2;
-    case StorageLevel::kDiskOnly2: return proto::StorageLevel::DISK_ONLY2;
+    case StorageLevel::kMemoryOnly:
+      return proto::StorageLevel::MEMORY_ONLY;
+    case StorageLevel::kMemoryAndDisk:
+      return proto::StorageLevel::MEMORY_AND_DISK;
+    case StorageLevel::kDiskOnly:
+      return proto::StorageLevel::DISK_ONLY;
+    case StorageLevel::kMemoryOnly2:
+      return proto::StorageLevel::MEMORY_ONLY2;
+    case StorageLevel::kMemoryAndDisk2:
+      return proto::StorageLevel::MEMORY_AND_DISK2;
+    case StorageLevel::kDiskOnly2:
+      return proto::StorageLevel::DISK_ONLY2;
   }
   BM_CHECK(false && "unknown storage level");
   return proto::StorageLevel::MEMORY_ONLY;
@@ -19,12 +25,18 @@ proto::StorageLevel ToProto(StorageLevel level) {
 
 StorageLevel FromProto(proto::StorageLevel level) {
   switch (level) {
-    case proto::StorageLevel::MEMORY_ONLY: return StorageLevel::kMemoryOnly;
-    case proto::StorageLevel::MEMORY_AND_DISK: return StorageLevel::kMemoryAndDisk;
-    case proto::StorageLevel::DISK_ONLY: return StorageLevel::kDiskOnly;
-    case proto::StorageLevel::MEMORY_ONLY2: return StorageLevel::kMemoryOnly2;
-    case proto::StorageLevel::MEMORY_AND_DISK2: return StorageLevel::kMemoryAndDisk2;
-    case proto::StorageLevel::DISK_ONLY2: return StorageLevel::kDiskOnly2;
+    case proto::StorageLevel::MEMORY_ONLY:
+      return StorageLevel::kMemoryOnly;
+    case proto::StorageLevel::MEMORY_AND_DISK:
+      return StorageLevel::kMemoryAndDisk;
+    case proto::StorageLevel::DISK_ONLY:
+      return StorageLevel::kDiskOnly;
+    case proto::StorageLevel::MEMORY_ONLY2:
+      return StorageLevel::kMemoryOnly2;
+    case proto::StorageLevel::MEMORY_AND_DISK2:
+      return StorageLevel::kMemoryAndDisk2;
+    case proto::StorageLevel::DISK_ONLY2:
+      return StorageLevel::kDiskOnly2;
   }
   // An enum value from a newer or hostile peer: treat as the most conservative level.
   return StorageLevel::kMemoryAndDisk;
@@ -60,16 +72,36 @@ void SetError(proto::Error::Builder error, const Status& status) {
   proto::ErrorCode code = proto::ErrorCode::INTERNAL;
   switch (status.code()) {
     case StatusCode::kOk:
-    case StatusCode::kInternal: code = proto::ErrorCode::INTERNAL; break;
-    case StatusCode::kNotFound: code = proto::ErrorCode::NOT_FOUND; break;
-    case StatusCode::kInvalidArgument: code = proto::ErrorCode::INVALID_ARGUMENT; break;
-    case StatusCode::kOutOfSpace: code = proto::ErrorCode::OUT_OF_SPACE; break;
-    case StatusCode::kUnavailable: code = proto::ErrorCode::UNAVAILABLE; break;
-    case StatusCode::kUnknownWorker: code = proto::ErrorCode::UNKNOWN_WORKER; break;
-    case StatusCode::kAborted: code = proto::ErrorCode::ABORTED; break;
-    case StatusCode::kTooLarge: code = proto::ErrorCode::TOO_LARGE; break;
-    case StatusCode::kPermissionDenied: code = proto::ErrorCode::PERMISSION_DENIED; break;
-    case StatusCode::kDataLoss: code = proto::ErrorCode::DATA_LOSS; break;
+    case StatusCode::kInternal:
+      code = proto::ErrorCode::INTERNAL;
+      break;
+    case StatusCode::kNotFound:
+      code = proto::ErrorCode::NOT_FOUND;
+      break;
+    case StatusCode::kInvalidArgument:
+      code = proto::ErrorCode::INVALID_ARGUMENT;
+      break;
+    case StatusCode::kOutOfSpace:
+      code = proto::ErrorCode::OUT_OF_SPACE;
+      break;
+    case StatusCode::kUnavailable:
+      code = proto::ErrorCode::UNAVAILABLE;
+      break;
+    case StatusCode::kUnknownWorker:
+      code = proto::ErrorCode::UNKNOWN_WORKER;
+      break;
+    case StatusCode::kAborted:
+      code = proto::ErrorCode::ABORTED;
+      break;
+    case StatusCode::kTooLarge:
+      code = proto::ErrorCode::TOO_LARGE;
+      break;
+    case StatusCode::kPermissionDenied:
+      code = proto::ErrorCode::PERMISSION_DENIED;
+      break;
+    case StatusCode::kDataLoss:
+      code = proto::ErrorCode::DATA_LOSS;
+      break;
   }
   error.setCode(code);
   error.setMessage(status.message());
@@ -78,16 +110,26 @@ void SetError(proto::Error::Builder error, const Status& status) {
 Status StatusFromError(proto::Error::Reader error) {
   std::string message = error.getMessage();
   switch (error.getCode()) {
-    case proto::ErrorCode::INTERNAL: return {StatusCode::kInternal, message};
-    case proto::ErrorCode::NOT_FOUND: return {StatusCode::kNotFound, message};
-    case proto::ErrorCode::INVALID_ARGUMENT: return {StatusCode::kInvalidArgument, message};
-    case proto::ErrorCode::OUT_OF_SPACE: return {StatusCode::kOutOfSpace, message};
-    case proto::ErrorCode::UNAVAILABLE: return {StatusCode::kUnavailable, message};
-    case proto::ErrorCode::UNKNOWN_WORKER: return {StatusCode::kUnknownWorker, message};
-    case proto::ErrorCode::ABORTED: return {StatusCode::kAborted, message};
-    case proto::ErrorCode::TOO_LARGE: return {StatusCode::kTooLarge, message};
-    case proto::ErrorCode::PERMISSION_DENIED: return {StatusCode::kPermissionDenied, message};
-    case proto::ErrorCode::DATA_LOSS: return {StatusCode::kDataLoss, message};
+    case proto::ErrorCode::INTERNAL:
+      return {StatusCode::kInternal, message};
+    case proto::ErrorCode::NOT_FOUND:
+      return {StatusCode::kNotFound, message};
+    case proto::ErrorCode::INVALID_ARGUMENT:
+      return {StatusCode::kInvalidArgument, message};
+    case proto::ErrorCode::OUT_OF_SPACE:
+      return {StatusCode::kOutOfSpace, message};
+    case proto::ErrorCode::UNAVAILABLE:
+      return {StatusCode::kUnavailable, message};
+    case proto::ErrorCode::UNKNOWN_WORKER:
+      return {StatusCode::kUnknownWorker, message};
+    case proto::ErrorCode::ABORTED:
+      return {StatusCode::kAborted, message};
+    case proto::ErrorCode::TOO_LARGE:
+      return {StatusCode::kTooLarge, message};
+    case proto::ErrorCode::PERMISSION_DENIED:
+      return {StatusCode::kPermissionDenied, message};
+    case proto::ErrorCode::DATA_LOSS:
+      return {StatusCode::kDataLoss, message};
   }
   return {StatusCode::kInternal, "unknown error code from peer: " + message};
 }

@@ -27,12 +27,14 @@ std::optional<uint64_t> RangeVerifier::Add(uint64_t offset, uint64_t length,
   if (!held_.empty()) all.emplace_back(held_);
   all.insert(all.end(), pieces.begin(), pieces.end());
   const uint64_t start = held_start_;
-  if (std::optional<uint64_t> bad = FirstBadUnit(all, start, end - start, total_size_, unit_digests)) {
+  if (std::optional<uint64_t> bad =
+          FirstBadUnit(all, start, end - start, total_size_, unit_digests)) {
     return bad;
   }
   // Everything up to the last unit boundary in the range (or the block's end) is verified;
   // the rest is held back for the next range.
-  const uint64_t verified_end = end == total_size_ ? end : end / kDigestUnitBytes * kDigestUnitBytes;
+  const uint64_t verified_end =
+      end == total_size_ ? end : end / kDigestUnitBytes * kDigestUnitBytes;
   // all[0] may view held_: swapping moves its buffer into released_, where the view stays valid.
   released_.swap(held_);
   held_.clear();
@@ -44,7 +46,8 @@ std::optional<uint64_t> RangeVerifier::Add(uint64_t offset, uint64_t length,
       if (n > 0) ready_.push_back(piece.first(n));
     }
     if (piece_end > verified_end) {
-      const size_t kept = static_cast<size_t>(verified_end > position ? verified_end - position : 0);
+      const size_t kept =
+          static_cast<size_t>(verified_end > position ? verified_end - position : 0);
       std::span<const std::byte> rest = piece.subspan(kept);
       held_.insert(held_.end(), rest.begin(), rest.end());
     }

@@ -8,10 +8,10 @@
 
 namespace bm {
 
-// SIGINT/SIGTERM (and SIGHUP) handling for a server process. Construct it first thing in main(), before any
-// other thread starts: it blocks both signals in the calling thread, so every thread started
-// later (ZeroMQ's and RocksDB's included) inherits the mask, and one waiting thread takes them
-// synchronously instead of a handler interrupting arbitrary code. Not thread-safe; owned by
+// SIGINT/SIGTERM (and SIGHUP) handling for a server process. Construct it first thing in main(),
+// before any other thread starts: it blocks both signals in the calling thread, so every thread
+// started later (ZeroMQ's and RocksDB's included) inherits the mask, and one waiting thread takes
+// them synchronously instead of a handler interrupting arbitrary code. Not thread-safe; owned by
 // main().
 class ShutdownSignals {
  public:

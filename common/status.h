@@ -13,16 +13,16 @@ namespace bm {
 // transport or library produced the error.
 enum class StatusCode {
   kOk = 0,
-  kInternal,         // a bug or unexpected failure: report it, do not retry
-  kNotFound,         // the block / worker / RDD does not exist
-  kInvalidArgument,  // the request itself is wrong: fix it, do not retry
-  kOutOfSpace,       // memory budget or disk limit exhausted
-  kUnavailable,      // peer unreachable or timed out: reconnect and retry later
-  kUnknownWorker,    // master does not know this worker: register again
-  kAborted,          // lost a race (block replaced mid-read): retry
-  kTooLarge,         // over a protocol or configured limit
-  kPermissionDenied, // the key is not allowed in, or its role may not do this: do not retry
-  kDataLoss,         // stored bytes are corrupt (failed their checksum): never served; try another copy
+  kInternal,          // a bug or unexpected failure: report it, do not retry
+  kNotFound,          // the block / worker / RDD does not exist
+  kInvalidArgument,   // the request itself is wrong: fix it, do not retry
+  kOutOfSpace,        // memory budget or disk limit exhausted
+  kUnavailable,       // peer unreachable or timed out: reconnect and retry later
+  kUnknownWorker,     // master does not know this worker: register again
+  kAborted,           // lost a race (block replaced mid-read): retry
+  kTooLarge,          // over a protocol or configured limit
+  kPermissionDenied,  // the key is not allowed in, or its role may not do this: do not retry
+  kDataLoss,  // stored bytes are corrupt (failed their checksum): never served; try another copy
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -64,7 +64,7 @@ inline Status DataLossError(std::string m) { return {StatusCode::kDataLoss, std:
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
     if (status_.ok()) {
       std::cerr << "Result constructed from an OK status without a value\n";
@@ -94,18 +94,18 @@ class [[nodiscard]] Result {
 #define BM_CONCAT(a, b) BM_CONCAT_INNER(a, b)
 
 // Returns the Status from the enclosing function if `expr` failed.
-#define RETURN_IF_ERROR(expr)              \
-  do {                                     \
-    ::bm::Status bm_status_ = (expr);      \
+#define BM_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::bm::Status bm_status_ = (expr);        \
     if (!bm_status_.ok()) return bm_status_; \
   } while (0)
 
-// `ASSIGN_OR_RETURN(auto x, MakeX());` declares x from a Result or returns its Status.
-#define ASSIGN_OR_RETURN(lhs, expr) \
-  ASSIGN_OR_RETURN_IMPL(BM_CONCAT(bm_result_, __LINE__), lhs, expr)
-#define ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
-  auto tmp = (expr);                          \
-  if (!tmp.ok()) return tmp.status();         \
+// `BM_ASSIGN_OR_RETURN(auto x, MakeX());` declares x from a Result or returns its Status.
+#define BM_ASSIGN_OR_RETURN(lhs, expr) \
+  BM_ASSIGN_OR_RETURN_IMPL(BM_CONCAT(bm_result_, __LINE__), lhs, expr)
+#define BM_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
+  auto tmp = (expr);                             \
+  if (!tmp.ok()) return tmp.status();            \
   lhs = std::move(tmp).value()
 
 // A broken invariant is a bug: crash loudly with where it happened.

@@ -67,8 +67,8 @@ void DrainRest(zmq::socket_t& socket) {
 }  // namespace
 
 IncomingMessage::IncomingMessage(std::optional<zmq::message_t> routing_id,
-                                 kj::Array<capnp::word> words,
-                                 std::vector<zmq::message_t> payload, int source_fd)
+                                 kj::Array<capnp::word> words, std::vector<zmq::message_t> payload,
+                                 int source_fd)
     : routing_id_(std::move(routing_id)),
       words_(std::move(words)),
       payload_(std::move(payload)),
@@ -143,8 +143,7 @@ Result<IncomingMessage> ReceiveMessage(zmq::socket_t& socket, bool has_routing_i
       if (user_id != nullptr) message.set_peer(DecodeUserId(user_id));
       return message;
     } catch (const kj::Exception& e) {
-      return InvalidArgumentError(std::string("malformed header: ") +
-                                  e.getDescription().cStr());
+      return InvalidArgumentError(std::string("malformed header: ") + e.getDescription().cStr());
     }
   } catch (const zmq::error_t& e) {
     return UnavailableError(std::string("receive failed: ") + e.what());
@@ -209,8 +208,7 @@ void ConfigureServerSocket(zmq::socket_t& socket, const CurveKeys& keys) {
 }
 
 void SendHeartbeatsToClients(zmq::socket_t& socket) {
-  socket.set(zmq::sockopt::heartbeat_ivl,
-             static_cast<int>(RpcChannel::kHeartbeatInterval.count()));
+  socket.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(RpcChannel::kHeartbeatInterval.count()));
   // Not left at its default (the interval): a client's answer queues behind what it sends, so
   // a timeout as short as the interval would cut every client in the middle of a large put.
   socket.set(zmq::sockopt::heartbeat_timeout,
@@ -263,11 +261,11 @@ void RpcChannel::Reset() {
   socket_->set(zmq::sockopt::heartbeat_timeout, static_cast<int>(kHeartbeatTimeout.count()));
   socket_->set(zmq::sockopt::sndtimeo, static_cast<int>(std::min(timeout_, kConnectBound).count()));
   // One monitor for both what ends a call early: a lost connection and a refused handshake.
-  Result<std::unique_ptr<PeerMonitor>> monitor = PeerMonitor::Create(
-      context_, *socket_, "rpc-" + std::to_string(next_monitor_id.fetch_add(1)),
-      ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
-          ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
-          ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
+  Result<std::unique_ptr<PeerMonitor>> monitor =
+      PeerMonitor::Create(context_, *socket_, "rpc-" + std::to_string(next_monitor_id.fetch_add(1)),
+                          ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                              ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                              ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
   // Without a monitor a call still ends at its timeout.
   if (monitor.ok()) monitor_ = std::move(monitor).value();
   socket_->connect(address_);
@@ -346,7 +344,7 @@ Status RpcChannel::ReadMonitor() {
 
 Result<IncomingMessage> RpcChannel::Call(capnp::MallocMessageBuilder& request,
                                          std::vector<zmq::message_t> payload) {
-  ASSIGN_OR_RETURN(uint64_t id, Send(request, std::move(payload)));
+  BM_ASSIGN_OR_RETURN(uint64_t id, Send(request, std::move(payload)));
   return Await(id);
 }
 
@@ -386,7 +384,7 @@ Result<IncomingMessage> RpcChannel::Await(uint64_t id) {
   if (auto early = early_replies_.find(id); early != early_replies_.end()) {
     IncomingMessage message = std::move(early->second);
     early_replies_.erase(early);
-    RETURN_IF_ERROR(reply_status(message));
+    BM_RETURN_IF_ERROR(reply_status(message));
     return message;
   }
   if (!in_flight_.contains(id)) {
@@ -430,7 +428,7 @@ Result<IncomingMessage> RpcChannel::Await(uint64_t id) {
       continue;
     }
     in_flight_.erase(id);
-    RETURN_IF_ERROR(reply_status(message));
+    BM_RETURN_IF_ERROR(reply_status(message));
     return std::move(received).value();
   }
   Reset();

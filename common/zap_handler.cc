@@ -31,7 +31,7 @@ Result<std::unique_ptr<ZapHandler>> ZapHandler::Start(zmq::context_t& context,
     return UnavailableError(std::string("cannot bind the ZAP handler: ") + e.what());
   }
   std::unique_ptr<ZapHandler> handler(new ZapHandler(std::move(options), std::move(socket)));
-  RETURN_IF_ERROR(handler->Reload());
+  BM_RETURN_IF_ERROR(handler->Reload());
   handler->thread_ = std::thread([raw = handler.get()] { raw->Run(); });
   return handler;
 }
@@ -46,8 +46,8 @@ ZapHandler::~ZapHandler() {
 
 Status ZapHandler::Reload() {
   std::vector<std::string> problems;
-  ASSIGN_OR_RETURN(std::vector<Certificate> certs,
-                   LoadCertificateDir(options_.allow_dir, &problems));
+  BM_ASSIGN_OR_RETURN(std::vector<Certificate> certs,
+                      LoadCertificateDir(options_.allow_dir, &problems));
   for (const std::string& problem : problems) spdlog::warn("allow-list: skipped {}", problem);
   std::unordered_map<std::string, PeerIdentity> allowed;
   for (const Certificate& cert : certs) {

@@ -166,8 +166,8 @@ ApplyResult BlockIndex::Apply(std::string_view worker_id, const BlockChange& cha
     if (!slot) return result;
     Entry* entry = FindEntry(change.id);
     // A removal of another version than the current one (a stale copy) changes nothing.
-    if (entry == nullptr || (change.version != 0 && entry->version() != 0 &&
-                             change.version != entry->version())) {
+    if (entry == nullptr ||
+        (change.version != 0 && entry->version() != 0 && change.version != entry->version())) {
       return result;
     }
     if (!entry->Remove(*slot)) return result;

@@ -89,11 +89,11 @@ struct ApplyResult {
 // The cached partitions of one RDD, summed over its blocks' locations.
 struct RddSummary {
   uint64_t rdd_id = 0;
-  uint64_t cached_partitions = 0;    // blocks of the RDD held by at least one worker
+  uint64_t cached_partitions = 0;                  // blocks of the RDD held by at least one worker
   StorageLevel level = StorageLevel::kMemoryOnly;  // of its lowest-numbered cached partition
-  uint64_t memory_bytes = 0;         // sizes of all memory copies
-  uint64_t disk_bytes = 0;           // sizes of all disk copies
-  std::vector<std::string> workers;  // sorted
+  uint64_t memory_bytes = 0;                       // sizes of all memory copies
+  uint64_t disk_bytes = 0;                         // sizes of all disk copies
+  std::vector<std::string> workers;                // sorted
 
   bool operator==(const RddSummary&) const = default;
 };
@@ -160,8 +160,8 @@ class BlockIndex {
   // One page of the list: the first `limit` blocks with ids after `after` (all when nullopt),
   // of one RDD or all, sorted by id. One pass over the index keeping `limit` ids, so a page of
   // a huge index costs memory for the page only.
-  std::vector<BlockInfo> ListPage(std::optional<uint64_t> rdd_id, const std::optional<BlockId>& after,
-                                  size_t limit) const;
+  std::vector<BlockInfo> ListPage(std::optional<uint64_t> rdd_id,
+                                  const std::optional<BlockId>& after, size_t limit) const;
   // Calls `visit` for every block, in no particular order, without materialising the list.
   void ForEach(const std::function<void(const BlockInfo&)>& visit) const;
   // The blocks of one RDD, sorted by id.
@@ -185,10 +185,10 @@ class BlockIndex {
  private:
   using Slot = uint32_t;
 
-  // One block: its level, version, digest and locations, in 40 bytes. The first location lives inline; further
-  // copies (rare: replicas, or the same id put on several workers) live in an exact-size heap
-  // array. At most one location per worker, and at most kMaxLocations in all (more are not
-  // recorded).
+  // One block: its level, version, digest and locations, in 40 bytes. The first location lives
+  // inline; further copies (rare: replicas, or the same id put on several workers) live in an
+  // exact-size heap array. At most one location per worker, and at most kMaxLocations in all (more
+  // are not recorded).
   class Entry {
    public:
     struct Location {

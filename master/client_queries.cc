@@ -47,7 +47,7 @@ void ClientQueries::FillBlockLocations(const BlockId& id, const std::optional<Bl
 Status ClientQueries::GetLocations(proto::GetLocations::Reader request,
                                    proto::Reply::Builder reply) {
   capnp::List<capnp::Text>::Reader texts = request.getBlockIds();
-  ASSIGN_OR_RETURN(std::vector<BlockId> ids, DecodeBlockIds(texts));
+  BM_ASSIGN_OR_RETURN(std::vector<BlockId> ids, DecodeBlockIds(texts));
   auto out = reply.initLocations(ids.size());
   const std::string* last_worker_id = nullptr;
   const WorkerRecord* last_worker = nullptr;
@@ -112,7 +112,7 @@ Status ClientQueries::ListBlocks(proto::ListBlocks::Reader request,
     }
     std::optional<BlockId> after;
     if (request.hasAfter() && request.getAfter().size() > 0) {
-      ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(request.getAfter()));
+      BM_ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(request.getAfter()));
       after = parsed;
     }
     const size_t limit = std::min<size_t>(request.getLimit(), kMaxBlockPage);
@@ -141,7 +141,8 @@ Status ClientQueries::ListBlocks(proto::ListBlocks::Reader request,
 
 std::map<uint64_t, RddSummary> ClientQueries::CollectRdds() const {
   std::map<uint64_t, RddSummary> rdds;
-  for (RddSummary& summary : index_.RddSummaries()) rdds.emplace(summary.rdd_id, std::move(summary));
+  for (RddSummary& summary : index_.RddSummaries())
+    rdds.emplace(summary.rdd_id, std::move(summary));
   for (const auto& [rdd_id, description] : rdd_descriptions_) {
     RddSummary empty;
     empty.rdd_id = rdd_id;

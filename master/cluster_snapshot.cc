@@ -84,7 +84,7 @@ constexpr uint64_t kMaxProbesPerPage = 100000;
 
 // Blocks for one page, and where the next page starts.
 struct Gathered {
-  std::vector<BlockInfo> blocks;  // in BlockId order
+  std::vector<BlockInfo> blocks;        // in BlockId order
   std::optional<BlockId> resume_after;  // set when more may follow
 };
 
@@ -113,8 +113,9 @@ void GatherRdd(const BlockIndex& index, uint64_t rdd_id, uint64_t total_partitio
   std::vector<BlockInfo> blocks = index.ListRdd(rdd_id);  // sorted
   auto first = blocks.begin();
   if (after) {
-    first = std::partition_point(blocks.begin(), blocks.end(),
-                                 [&](const BlockInfo& info) { return info.id.partition() <= *after; });
+    first = std::partition_point(blocks.begin(), blocks.end(), [&](const BlockInfo& info) {
+      return info.id.partition() <= *after;
+    });
   }
   const auto last = first + std::min<ptrdiff_t>(room, blocks.end() - first);
   out->blocks.insert(out->blocks.end(), std::make_move_iterator(first),

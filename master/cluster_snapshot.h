@@ -42,7 +42,7 @@ struct WorkerStatus {
 // Immutable once built.
 struct ClusterSnapshot {
   int64_t taken_unix_ms = 0;
-  std::vector<RddStatus> rdds;  // by id
+  std::vector<RddStatus> rdds;        // by id
   std::vector<WorkerStatus> workers;  // by id
   uint64_t block_count = 0;
   uint64_t under_replicated = 0;
@@ -72,7 +72,7 @@ struct BlockRow {
 };
 
 struct BlockPage {
-  std::vector<BlockRow> rows;  // in BlockId order
+  std::vector<BlockRow> rows;          // in BlockId order
   std::optional<BlockId> next_cursor;  // the last row's id when more may follow
 };
 

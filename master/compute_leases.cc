@@ -56,7 +56,8 @@ std::vector<ComputeLeases::Answer> ComputeLeases::Stored(const BlockId& block) {
   auto it = leases_.find(block);
   if (it == leases_.end()) return answers;
   for (Request& waiter : it->second.waiters) {
-    answers.push_back(Answer{.kind = Answer::Kind::kStored, .waiter = waiter.waiter, .block = block});
+    answers.push_back(
+        Answer{.kind = Answer::Kind::kStored, .waiter = waiter.waiter, .block = block});
   }
   leases_.erase(it);
   return answers;

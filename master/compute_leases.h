@@ -31,9 +31,9 @@ class ComputeLeases {
     Kind kind;
     uint64_t waiter = 0;
     BlockId block;
-    uint64_t token = 0;         // kGranted: the new lease
-    std::string holder{};       // kGranted: who computes now; kBusy: who holds the lease
-    Duration lease_left{};      // kBusy: until it expires unless renewed
+    uint64_t token = 0;     // kGranted: the new lease
+    std::string holder{};   // kGranted: who computes now; kBusy: who holds the lease
+    Duration lease_left{};  // kBusy: until it expires unless renewed
   };
 
   // A request for a lease: `lease` is how long it lasts unless renewed, `wait_until` how long

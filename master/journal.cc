@@ -201,13 +201,13 @@ Result<std::unique_ptr<MasterJournal>> MasterJournal::Open(const std::string& di
     if (s.IsIOError() && text.find("lock") != std::string::npos) {
       return UnavailableError("the master journal " + dir +
                               " is in use by another process (is another bm-master using this "
-                              "--state-dir?): " + text);
+                              "--state-dir?): " +
+                              text);
     }
     return InvalidArgumentError("cannot open the master journal " + dir + ": " + text);
   }
-  std::unique_ptr<MasterJournal> journal(
-      new MasterJournal(dir, std::unique_ptr<rocksdb::DB>(raw)));
-  RETURN_IF_ERROR(journal->CheckFormat());
+  std::unique_ptr<MasterJournal> journal(new MasterJournal(dir, std::unique_ptr<rocksdb::DB>(raw)));
+  BM_RETURN_IF_ERROR(journal->CheckFormat());
   return journal;
 }
 
@@ -222,16 +222,16 @@ Status MasterJournal::CheckFormat() {
   if (s.IsNotFound()) {
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
     it->SeekToFirst();
-    RETURN_IF_ERROR(FromRocks(it->status(), "reading the master journal " + dir_));
+    BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading the master journal " + dir_));
     if (it->Valid()) {
       return InternalError("the master journal " + dir_ +
                            " has data but no format version: not a blockmgr master journal?");
     }
-    return FromRocks(db_->Put(rocksdb::WriteOptions(), kFormatKey,
-                              std::string_view(&kFormatVersion, 1)),
-                     "initialising the master journal " + dir_);
+    return FromRocks(
+        db_->Put(rocksdb::WriteOptions(), kFormatKey, std::string_view(&kFormatVersion, 1)),
+        "initialising the master journal " + dir_);
   }
-  RETURN_IF_ERROR(FromRocks(s, "reading the master journal " + dir_));
+  BM_RETURN_IF_ERROR(FromRocks(s, "reading the master journal " + dir_));
   if (value != std::string_view(&kFormatVersion, 1)) {
     return InternalError("the master journal " + dir_ + " has an unknown format version (" +
                          Printable(value) + "); it was written by another blockmgr version");
@@ -253,20 +253,20 @@ Result<JournalSnapshot> MasterJournal::Load(const LocationSink& on_location) {
     const std::string_view key = it->key().ToStringView();
     JournaledWorker worker;
     worker.id = std::string(key.substr(kWorkerPrefix.size()));
-    const bool ok = ReadValue<journal::JournalWorker>(
-        it->value().ToStringView(), [&](journal::JournalWorker::Reader reader) {
-          worker.address = reader.getAddress();
-          worker.host = reader.getHost();
-          worker.rack = reader.getRack();
-          worker.public_key = reader.getPublicKey();
-        });
+    const bool ok = ReadValue<journal::JournalWorker>(it->value().ToStringView(),
+                                                      [&](journal::JournalWorker::Reader reader) {
+                                                        worker.address = reader.getAddress();
+                                                        worker.host = reader.getHost();
+                                                        worker.rack = reader.getRack();
+                                                        worker.public_key = reader.getPublicKey();
+                                                      });
     if (!ok || worker.id.empty() || worker.address.empty() ||
         (!worker.public_key.empty() && !IsZ85Key(worker.public_key))) {
       return corrupt(key, "a bad worker record");
     }
     snapshot.workers.push_back(std::move(worker));
   }
-  RETURN_IF_ERROR(FromRocks(it->status(), "reading workers from the master journal " + dir_));
+  BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading workers from the master journal " + dir_));
 
   for (it->Seek(kRddPrefix); it->Valid() && it->key().starts_with(kRddPrefix); it->Next()) {
     const std::string_view key = it->key().ToStringView();
@@ -284,11 +284,10 @@ Result<JournalSnapshot> MasterJournal::Load(const LocationSink& on_location) {
     if (!ok || !level_ok) return corrupt(key, "a bad RDD description");
     snapshot.rdds.push_back(std::move(rdd));
   }
-  RETURN_IF_ERROR(FromRocks(it->status(), "reading RDDs from the master journal " + dir_));
+  BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading RDDs from the master journal " + dir_));
 
   bool first_retired = true;
-  for (it->Seek(kRetiredPrefix); it->Valid() && it->key().starts_with(kRetiredPrefix);
-       it->Next()) {
+  for (it->Seek(kRetiredPrefix); it->Valid() && it->key().starts_with(kRetiredPrefix); it->Next()) {
     const std::string_view key = it->key().ToStringView();
     const std::string_view value = it->value().ToStringView();
     if (key.size() != kRetiredPrefix.size() + 8 || value.size() <= 8) {
@@ -302,7 +301,7 @@ Result<JournalSnapshot> MasterJournal::Load(const LocationSink& on_location) {
     next_retired_seq_ = seq + 1;
     snapshot.retired.emplace_back(*id, GetBigEndian(value.substr(0, 8)));
   }
-  RETURN_IF_ERROR(FromRocks(it->status(), "reading retired versions from the journal " + dir_));
+  BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading retired versions from the journal " + dir_));
 
   std::unordered_set<std::string_view> known_workers;
   for (const JournaledWorker& worker : snapshot.workers) known_workers.insert(worker.id);
@@ -329,7 +328,7 @@ Result<JournalSnapshot> MasterJournal::Load(const LocationSink& on_location) {
     on_location(*worker_id, *change);
     ++snapshot.location_count;
   }
-  RETURN_IF_ERROR(FromRocks(it->status(), "reading locations from the master journal " + dir_));
+  BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading locations from the master journal " + dir_));
   if (skipped > 0) {
     spdlog::warn("master journal {}: skipped {} locations of workers with no record", dir_,
                  skipped);

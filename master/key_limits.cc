@@ -4,18 +4,18 @@
 
 namespace bm {
 
-Result<std::unique_ptr<KeyLimits>> KeyLimits::Create(zmq::context_t& context,
-                                                     zmq::socket_t& router,
+Result<std::unique_ptr<KeyLimits>> KeyLimits::Create(zmq::context_t& context, zmq::socket_t& router,
                                                      size_t max_connections_per_key,
                                                      ZapHandler* zap,
                                                      size_t max_registrations_per_key,
                                                      const Clock& clock) {
-  ASSIGN_OR_RETURN(std::unique_ptr<PeerMonitor> monitor,
-                   PeerMonitor::Create(context, router,
-                                       "master-" + std::to_string(reinterpret_cast<uintptr_t>(
-                                                       router.handle()))));
-  return std::unique_ptr<KeyLimits>(new KeyLimits(std::move(monitor), max_connections_per_key,
-                                                  zap, max_registrations_per_key, clock));
+  BM_ASSIGN_OR_RETURN(
+      std::unique_ptr<PeerMonitor> monitor,
+      PeerMonitor::Create(
+          context, router,
+          "master-" + std::to_string(reinterpret_cast<uintptr_t>(router.handle()))));
+  return std::unique_ptr<KeyLimits>(new KeyLimits(std::move(monitor), max_connections_per_key, zap,
+                                                  max_registrations_per_key, clock));
 }
 
 void KeyLimits::DrainClosed() {

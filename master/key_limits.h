@@ -27,8 +27,7 @@ class KeyLimits {
  public:
   // Monitors `router` for closed connections. 0 for either limit: none.
   static Result<std::unique_ptr<KeyLimits>> Create(zmq::context_t& context, zmq::socket_t& router,
-                                                   size_t max_connections_per_key,
-                                                   ZapHandler* zap,
+                                                   size_t max_connections_per_key, ZapHandler* zap,
                                                    size_t max_registrations_per_key,
                                                    const Clock& clock);
 
@@ -44,8 +43,8 @@ class KeyLimits {
   Status AdmitRegistration(const PeerIdentity& peer) { return registrations_.Admit(peer); }
 
  private:
-  KeyLimits(std::unique_ptr<PeerMonitor> monitor, size_t max_connections_per_key,
-            ZapHandler* zap, size_t max_registrations_per_key, const Clock& clock)
+  KeyLimits(std::unique_ptr<PeerMonitor> monitor, size_t max_connections_per_key, ZapHandler* zap,
+            size_t max_registrations_per_key, const Clock& clock)
       : monitor_(std::move(monitor)),
         connections_(max_connections_per_key, zap),
         registrations_(max_registrations_per_key, clock) {}

@@ -1,6 +1,5 @@
 // bm-master: wires the master server to the command line, logging and signals.
 
-
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -10,10 +9,10 @@
 #include "common/allocator.h"
 #include "common/clock.h"
 #include "common/http_server.h"
-#include "common/shutdown_signals.h"
 #include "common/logging.h"
 #include "common/node_security.h"
 #include "common/server_config.h"
+#include "common/shutdown_signals.h"
 #include "master/master_server.h"
 #include "master/status_routes.h"
 #include "master/status_service.h"
@@ -78,8 +77,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
 
-  if (bm::Status s = bm::CheckListenSecurity(listen, !key_file.empty(), insecure);
-      !s.ok()) {
+  if (bm::Status s = bm::CheckListenSecurity(listen, !key_file.empty(), insecure); !s.ok()) {
     std::fprintf(stderr, "bm-master: %s\n", s.message().c_str());
     return 2;
   }
@@ -108,7 +106,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<bm::MasterStatusService> status;
   bm::HttpServer http_server;
   if (!http.empty()) {
-    bm::Result<std::unique_ptr<bm::MasterStatusService>> created = bm::MasterStatusService::Create();
+    bm::Result<std::unique_ptr<bm::MasterStatusService>> created =
+        bm::MasterStatusService::Create();
     if (!created.ok()) {
       std::fprintf(stderr, "bm-master: %s\n", created.status().message().c_str());
       return 1;

@@ -38,8 +38,8 @@ MasterServer::Loop::Loop(zmq::context_t& context, MasterOptions options, const C
       replication_(clock_, request_ids_, kMaxCopiesInFlight, kCopyTimeout) {}
 
 Status MasterServer::Loop::StartKeyLimits(zmq::context_t& context) {
-  ASSIGN_OR_RETURN(key_limits_,
-                   KeyLimits::Create(context, requests_.socket(), options_.max_connections_per_key,
+  BM_ASSIGN_OR_RETURN(
+      key_limits_, KeyLimits::Create(context, requests_.socket(), options_.max_connections_per_key,
                                      options_.zap, options_.max_registrations_per_key, clock_));
   return Status::Ok();
 }
@@ -47,17 +47,16 @@ Status MasterServer::Loop::StartKeyLimits(zmq::context_t& context) {
 Status MasterServer::Loop::RestoreFromJournal() {
   if (!journal_) return Status::Ok();
   const TimePoint start = clock_.Now();
-  ASSIGN_OR_RETURN(JournalSnapshot snapshot,
-                   journal_->Load([&](const std::string& worker_id, const BlockChange& change) {
-                     index_.Apply(worker_id, change);
-                   }));
+  BM_ASSIGN_OR_RETURN(JournalSnapshot snapshot,
+                      journal_->Load([&](const std::string& worker_id, const BlockChange& change) {
+                        index_.Apply(worker_id, change);
+                      }));
   for (const auto& [id, version] : snapshot.retired) index_.RetireVersion(id, version);
   for (JournaledWorker& worker : snapshot.workers) {
     // Connected now, so removes fan out to it before it registers again. With keys on, the
     // key it authenticated with last time is vouched for to clients, and trusted by the link,
     // until it registers again (a master with keys off has no use for journaled keys).
-    const std::string public_key =
-        options_.keys.enabled() ? worker.public_key : std::string();
+    const std::string public_key = options_.keys.enabled() ? worker.public_key : std::string();
     Result<zmq::socket_t> link = links_.Connect(worker.address, public_key);
     if (!link.ok()) {
       spdlog::warn("journaled worker {}: {}; forgetting it", worker.id, link.status().ToString());
@@ -199,7 +198,7 @@ void MasterServer::Loop::HandleClientMessage(const zmq::message_t& client) {
       ++counters_.connections_refused;
       return admitted;
     }
-    ASSIGN_OR_RETURN(answer, Dispatch(request, client, message.peer(), reply));
+    BM_ASSIGN_OR_RETURN(answer, Dispatch(request, client, message.peer(), reply));
     return Status::Ok();
   });
   counters_.RecordRequest(op, status.ok(), clock_.Now() - start);
@@ -216,10 +215,10 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
     proto::Request::Reader request, const zmq::message_t& client,
     const std::optional<PeerIdentity>& peer, proto::Reply::Builder reply) {
   const bool secure = options_.keys.enabled();
-  RETURN_IF_ERROR(AuthorizeMasterRequest(secure, peer, request.which()));
+  BM_RETURN_IF_ERROR(AuthorizeMasterRequest(secure, peer, request.which()));
   switch (request.which()) {
     case proto::Request::REGISTER_WORKER:
-      RETURN_IF_ERROR(
+      BM_RETURN_IF_ERROR(
           AuthorizeWorkerId(secure, peer, request.getRegisterWorker().getWorkerId().cStr()));
       if (peer) {
         Status admitted = key_limits_->AdmitRegistration(*peer);
@@ -228,24 +227,25 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
           return admitted;
         }
       }
-      RETURN_IF_ERROR(HandleRegister(request.getRegisterWorker(), peer, reply));
+      BM_RETURN_IF_ERROR(HandleRegister(request.getRegisterWorker(), peer, reply));
       return Answer::kNow;
     case proto::Request::HEARTBEAT:
-      RETURN_IF_ERROR(AuthorizeWorkerId(secure, peer, request.getHeartbeat().getWorkerId().cStr()));
-      RETURN_IF_ERROR(HandleHeartbeat(request.getHeartbeat(), reply));
+      BM_RETURN_IF_ERROR(
+          AuthorizeWorkerId(secure, peer, request.getHeartbeat().getWorkerId().cStr()));
+      BM_RETURN_IF_ERROR(HandleHeartbeat(request.getHeartbeat(), reply));
       return Answer::kNow;
     case proto::Request::REPORT_BLOCKS:
-      RETURN_IF_ERROR(
+      BM_RETURN_IF_ERROR(
           AuthorizeWorkerId(secure, peer, request.getReportBlocks().getWorkerId().cStr()));
       return HandleReportBlocks(request.getReportBlocks(), client, request.getId(), reply);
     case proto::Request::GET_LOCATIONS:
-      RETURN_IF_ERROR(queries_.GetLocations(request.getGetLocations(), reply));
+      BM_RETURN_IF_ERROR(queries_.GetLocations(request.getGetLocations(), reply));
       return Answer::kNow;
     case proto::Request::LIST_WORKERS:
       queries_.ListWorkers(reply);
       return Answer::kNow;
     case proto::Request::LIST_BLOCKS:
-      RETURN_IF_ERROR(queries_.ListBlocks(request.getListBlocks(), reply));
+      BM_RETURN_IF_ERROR(queries_.ListBlocks(request.getListBlocks(), reply));
       return Answer::kNow;
     case proto::Request::LIST_RDDS:
       queries_.ListRdds(reply);
@@ -254,8 +254,8 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
       queries_.ListRddPage(request.getListRddPage(), reply);
       return Answer::kNow;
     case proto::Request::REMOVE_BLOCKS: {
-      ASSIGN_OR_RETURN(std::vector<BlockId> ids,
-                       DecodeBlockIds(request.getRemoveBlocks().getBlockIds()));
+      BM_ASSIGN_OR_RETURN(std::vector<BlockId> ids,
+                          DecodeBlockIds(request.getRemoveBlocks().getBlockIds()));
       StartRemove(client, request.getId(), std::move(ids));
       return Answer::kLater;
     }
@@ -268,18 +268,18 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
       return Answer::kLater;
     }
     case proto::Request::REGISTER_RDD:
-      RETURN_IF_ERROR(HandleRegisterRdd(request.getRegisterRdd(), reply));
+      BM_RETURN_IF_ERROR(HandleRegisterRdd(request.getRegisterRdd(), reply));
       return Answer::kNow;
     case proto::Request::ACQUIRE_COMPUTE:
       return HandleAcquireCompute(request.getAcquireCompute(), client, request.getId(), reply);
     case proto::Request::RENEW_COMPUTE:
-      RETURN_IF_ERROR(HandleRenewCompute(request.getRenewCompute(), reply));
+      BM_RETURN_IF_ERROR(HandleRenewCompute(request.getRenewCompute(), reply));
       return Answer::kNow;
     case proto::Request::RELEASE_COMPUTE:
-      RETURN_IF_ERROR(HandleReleaseCompute(request.getReleaseCompute(), reply));
+      BM_RETURN_IF_ERROR(HandleReleaseCompute(request.getReleaseCompute(), reply));
       return Answer::kNow;
     case proto::Request::DECOMMISSION_WORKER:
-      RETURN_IF_ERROR(HandleDecommission(request.getDecommissionWorker(), reply));
+      BM_RETURN_IF_ERROR(HandleDecommission(request.getDecommissionWorker(), reply));
       return Answer::kNow;
     case proto::Request::PING:
       reply.setOk();

@@ -181,8 +181,8 @@ class MasterServer::Loop {
   WorkerLinks links_;
   WorkerRequestIds request_ids_;  // of every command sent on links_
   ParkedRequests parked_;         // answered later: removals, waiting acquireCompute requests
-  ClientQueries queries_{clock_, options_.keys.enabled(), index_, registry_, links_,
-                         rdd_descriptions_};
+  ClientQueries queries_{clock_, options_.keys.enabled(), index_, registry_,
+                         links_, rdd_descriptions_};
   RemovalCoordinator removals_{clock_, request_ids_};
   ComputeLeases leases_{clock_};  // waiters are tickets of parked_
   TimePoint next_heartbeat_check_{};

@@ -60,8 +60,7 @@ void MasterServer::Loop::SendRemovals(const std::vector<RemovalCoordinator::Comm
     Status sent = SendRemoveBlocks(links_, command);
     if (sent.ok()) continue;
     if (sent.code() != StatusCode::kNotFound) {
-      spdlog::warn("cannot send removeBlocks to worker {}: {}", command.worker_id,
-                   sent.ToString());
+      spdlog::warn("cannot send removeBlocks to worker {}: {}", command.worker_id, sent.ToString());
     }
     if (std::optional<RemovalCoordinator::Reply> reply = removals_.Unsent(command.request_id)) {
       AnswerRemoval(*reply);
@@ -99,8 +98,8 @@ Status MasterServer::Loop::HandleRegisterRdd(proto::RegisterRdd::Reader request,
     return OutOfSpaceError("the master already describes " + std::to_string(kMaxRegisteredRdds) +
                            " RDDs; remove some first");
   }
-  RddDescription description{std::string(name.cStr(), name.size()),
-                             FromProto(request.getLevel()), request.getTotalPartitions()};
+  RddDescription description{std::string(name.cStr(), name.size()), FromProto(request.getLevel()),
+                             request.getTotalPartitions()};
   // A dataset persisted again must be the same dataset: its cached blocks are found by RDD id
   // and partition alone, so another name, partition count or level under the same id would
   // silently serve the old dataset's partitions (Spark refuses a level change the same way).
@@ -108,13 +107,13 @@ Status MasterServer::Loop::HandleRegisterRdd(proto::RegisterRdd::Reader request,
     const RddDescription& old = known->second;
     if (old.name != description.name || old.level != description.level ||
         old.total_partitions != description.total_partitions) {
-      return InvalidArgumentError(
-          "RDD " + std::to_string(rdd_id) + " is already persisted as '" + old.name + "' (" +
-          std::to_string(old.total_partitions) + " partitions, " +
-          std::string(StorageLevelName(old.level)) + "); remove it first (bmctl rm-rdd " +
-          std::to_string(rdd_id) + ") to persist it as '" + description.name + "' (" +
-          std::to_string(description.total_partitions) + " partitions, " +
-          std::string(StorageLevelName(description.level)) + ")");
+      return InvalidArgumentError("RDD " + std::to_string(rdd_id) + " is already persisted as '" +
+                                  old.name + "' (" + std::to_string(old.total_partitions) +
+                                  " partitions, " + std::string(StorageLevelName(old.level)) +
+                                  "); remove it first (bmctl rm-rdd " + std::to_string(rdd_id) +
+                                  ") to persist it as '" + description.name + "' (" +
+                                  std::to_string(description.total_partitions) + " partitions, " +
+                                  std::string(StorageLevelName(description.level)) + ")");
     }
     reply.setOk();
     return Status::Ok();
@@ -135,9 +134,9 @@ Status MasterServer::Loop::HandleRegisterRdd(proto::RegisterRdd::Reader request,
 Result<MasterServer::Loop::Answer> MasterServer::Loop::HandleAcquireCompute(
     proto::AcquireCompute::Reader request, const zmq::message_t& client, uint64_t request_id,
     proto::Reply::Builder reply) {
-  ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(request.getBlockId()));
-  ASSIGN_OR_RETURN(std::string holder,
-                   DecodeName(request.getHolder(), "lease holder", kMaxHolderBytes));
+  BM_ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(request.getBlockId()));
+  BM_ASSIGN_OR_RETURN(std::string holder,
+                      DecodeName(request.getHolder(), "lease holder", kMaxHolderBytes));
   const uint32_t lease_ms = request.getLeaseMs();
   if (lease_ms < kMinLeaseMs || lease_ms > kMaxLeaseMs) {
     return InvalidArgumentError("lease of " + std::to_string(lease_ms) + " ms is outside [" +
@@ -163,12 +162,12 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::HandleAcquireCompute(
   }
   // Parked until the leases answer it, unless it is granted now.
   const uint64_t waiter = parked_.Park(client, request_id);
-  std::optional<uint64_t> token = leases_.Acquire(ComputeLeases::Request{
-      .block = id,
-      .holder = holder,
-      .lease = std::chrono::milliseconds(lease_ms),
-      .wait_until = clock_.Now() + std::chrono::milliseconds(wait_ms),
-      .waiter = waiter});
+  std::optional<uint64_t> token = leases_.Acquire(
+      ComputeLeases::Request{.block = id,
+                             .holder = holder,
+                             .lease = std::chrono::milliseconds(lease_ms),
+                             .wait_until = clock_.Now() + std::chrono::milliseconds(wait_ms),
+                             .waiter = waiter});
   if (token) {
     parked_.Take(waiter);
     ++counters_.lease_grants;
@@ -183,15 +182,15 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::HandleAcquireCompute(
 
 Status MasterServer::Loop::HandleRenewCompute(proto::ComputeLease::Reader request,
                                               proto::Reply::Builder reply) {
-  ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(request.getBlockId()));
-  RETURN_IF_ERROR(leases_.Renew(id, request.getToken()));
+  BM_ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(request.getBlockId()));
+  BM_RETURN_IF_ERROR(leases_.Renew(id, request.getToken()));
   reply.setOk();
   return Status::Ok();
 }
 
 Status MasterServer::Loop::HandleReleaseCompute(proto::ComputeLease::Reader request,
                                                 proto::Reply::Builder reply) {
-  ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(request.getBlockId()));
+  BM_ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(request.getBlockId()));
   AnswerWaiters(leases_.Release(id, request.getToken()));
   reply.setOk();
   return Status::Ok();

@@ -27,30 +27,30 @@ constexpr Duration kMinHeartbeatInterval = std::chrono::milliseconds(50);
 Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
                                           const std::optional<PeerIdentity>& peer,
                                           proto::Reply::Builder reply) {
-  ASSIGN_OR_RETURN(std::string id,
-                   DecodeName(request.getWorkerId(), "worker id", kMaxWorkerIdBytes));
-  ASSIGN_OR_RETURN(std::string address,
-                   DecodeName(request.getAddress(), "worker address", kMaxAddressBytes));
+  BM_ASSIGN_OR_RETURN(std::string id,
+                      DecodeName(request.getWorkerId(), "worker id", kMaxWorkerIdBytes));
+  BM_ASSIGN_OR_RETURN(std::string address,
+                      DecodeName(request.getAddress(), "worker address", kMaxAddressBytes));
   if (!IsSupportedWorkerAddress(address)) {
     return InvalidArgumentError("worker address '" + address + "' is not tcp:// or ipc://");
   }
-  ASSIGN_OR_RETURN(std::string host, DecodeLabel(request.getHost(), "host label"));
-  ASSIGN_OR_RETURN(std::string rack, DecodeLabel(request.getRack(), "rack label"));
+  BM_ASSIGN_OR_RETURN(std::string host, DecodeLabel(request.getHost(), "host label"));
+  BM_ASSIGN_OR_RETURN(std::string rack, DecodeLabel(request.getRack(), "rack label"));
   const WorkerStats stats = FromProto(request.getStats());
   std::unordered_set<BlockId> fresh_ids;
   for (capnp::Text::Reader text : request.getFreshBlocks()) {
-    ASSIGN_OR_RETURN(BlockId fresh, ParseWireBlockId(text));
+    BM_ASSIGN_OR_RETURN(BlockId fresh, ParseWireBlockId(text));
     fresh_ids.insert(fresh);
   }
   std::vector<BlockChange> blocks;
   blocks.reserve(request.getBlocks().size());
   for (proto::BlockStatus::Reader block : request.getBlocks()) {
-    ASSIGN_OR_RETURN(BlockChange change, DecodeBlockStatus(block, /*removed=*/false));
+    BM_ASSIGN_OR_RETURN(BlockChange change, DecodeBlockStatus(block, /*removed=*/false));
     change.fresh = fresh_ids.contains(change.id);
     blocks.push_back(change);
   }
   const std::string public_key = peer ? peer->public_key : std::string();
-  ASSIGN_OR_RETURN(zmq::socket_t link, links_.Connect(address, public_key));
+  BM_ASSIGN_OR_RETURN(zmq::socket_t link, links_.Connect(address, public_key));
 
   const bool known = registry_.Contains(id);
   if (known) ForgetWorker(id);
@@ -76,18 +76,17 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
   }
   // The journal's registration record replaces the old locations in the same batch.
   if (journal_) {
-    Journaled(journal_->RecordRegistration(JournaledWorker{.id = id,
-                                                           .address = address,
-                                                           .host = host,
-                                                           .rack = rack,
-                                                           .public_key = public_key},
-                                           recorded));
+    Journaled(journal_->RecordRegistration(
+        JournaledWorker{
+            .id = id, .address = address, .host = host, .rack = rack, .public_key = public_key},
+        recorded));
   }
   JournalRemovals(replaced);
   if (!to_remove.empty()) {
-    spdlog::info("worker {} holds {} blocks in versions replaced or removed while it was away; "
-                 "removing them",
-                 id, to_remove.size());
+    spdlog::info(
+        "worker {} holds {} blocks in versions replaced or removed while it was away; "
+        "removing them",
+        id, to_remove.size());
   }
   to_remove.insert(to_remove.end(), replaced.begin(), replaced.end());
   RemoveCopies(to_remove);
@@ -100,8 +99,8 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
   ++counters_.workers_registered;
   counters_.RecordWorkerEvent(id, known ? "re-registered" : "registered");
   spdlog::info("worker {} {} at {} holding {} blocks ({} workers, {} blocks known)", id,
-               known ? "re-registered" : "registered", address, recorded.size(),
-               registry_.size(), index_.block_count());
+               known ? "re-registered" : "registered", address, recorded.size(), registry_.size(),
+               index_.block_count());
 
   const Duration interval = std::max(options_.heartbeat_timeout / 4, kMinHeartbeatInterval);
   reply.initRegistered().setHeartbeatIntervalMs(
@@ -112,7 +111,7 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
 Status MasterServer::Loop::HandleHeartbeat(proto::Heartbeat::Reader request,
                                            proto::Reply::Builder reply) {
   capnp::Text::Reader id = request.getWorkerId();
-  RETURN_IF_ERROR(
+  BM_RETURN_IF_ERROR(
       registry_.Touch(std::string_view(id.cStr(), id.size()), FromProto(request.getStats())));
   reply.setOk();
   return Status::Ok();
@@ -126,12 +125,13 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::HandleReportBlocks(
   std::vector<BlockChange> changes;
   changes.reserve(request.getUpdates().size());
   for (proto::BlockUpdate::Reader update : request.getUpdates()) {
-    ASSIGN_OR_RETURN(BlockChange change, DecodeBlockStatus(update.getStatus(), update.getRemoved(),
-                                                           update.getFresh()));
+    BM_ASSIGN_OR_RETURN(
+        BlockChange change,
+        DecodeBlockStatus(update.getStatus(), update.getRemoved(), update.getFresh()));
     change.lease = update.getLeaseToken();
     changes.push_back(change);
   }
-  RETURN_IF_ERROR(registry_.Touch(id, FromProto(request.getStats())));
+  BM_RETURN_IF_ERROR(registry_.Touch(id, FromProto(request.getStats())));
   auto [recorded, replaced, refused] = ApplyChanges(id, changes);
   BlocksStored(recorded);
   // Copies landing from re-replication may meet a copy that came back meanwhile.
@@ -178,9 +178,10 @@ MasterServer::Loop::Applied MasterServer::Loop::ApplyChanges(
   for (const BlockChange& change : changes) {
     if (change.fresh && !change.removed && change.lease != 0 &&
         !leases_.Holds(change.id, change.lease) && index_.VersionOf(change.id) != change.version) {
-      spdlog::info("worker {} stored {} under a compute lease that is no longer held; refusing "
-                   "and removing it",
-                   worker_id, change.id.ToString());
+      spdlog::info(
+          "worker {} stored {} under a compute lease that is no longer held; refusing "
+          "and removing it",
+          worker_id, change.id.ToString());
       stale.push_back(RetiredCopy{worker_id, change.id, change.version});
       applied_changes.refused.push_back(change);
       continue;
@@ -294,13 +295,14 @@ void MasterServer::Loop::HandleWorkerReply(const std::string& worker_id, Incomin
       proto::VerifyReply::Reader answer = reply.getVerified();
       switch (answer.getState()) {
         case proto::VerifyReply::State::INTACT:
-          verified = "its bytes match its own digests: its digest metadata differs from the "
-                     "version's";
+          verified =
+              "its bytes match its own digests: its digest metadata differs from the "
+              "version's";
           break;
         case proto::VerifyReply::State::CORRUPT: {
           capnp::Text::Reader what = answer.getMessage();
-          verified = "corrupt, dropped: " +
-                     std::string(what.cStr(), std::min<size_t>(what.size(), 512));
+          verified =
+              "corrupt, dropped: " + std::string(what.cStr(), std::min<size_t>(what.size(), 512));
           break;
         }
         default:
@@ -358,7 +360,7 @@ Status MasterServer::Loop::HandleDecommission(proto::DecommissionWorker::Reader 
                                               proto::Reply::Builder reply) {
   capnp::Text::Reader id_text = request.getWorkerId();
   const std::string id(id_text.cStr(), id_text.size());
-  RETURN_IF_ERROR(registry_.Decommission(id));
+  BM_RETURN_IF_ERROR(registry_.Decommission(id));
   WarnIfUnsent(id, SendDecommission(links_, id));
   spdlog::info("decommissioning worker {}: copying its {} blocks elsewhere", id,
                index_.LocationCount(id));
@@ -391,9 +393,10 @@ void MasterServer::Loop::MaintainReplication() {
 void MasterServer::Loop::DigestMismatch(const std::string& worker_id, const BlockChange& change,
                                         uint64_t expected) {
   ++counters_.digest_mismatch_reports;
-  spdlog::warn("worker {} reported {} (version {:016x}) with digest {:016x}, but the version's "
-               "digest is {:016x}: not listing that copy; asking the worker to verify it",
-               worker_id, change.id.ToString(), change.version, change.digest, expected);
+  spdlog::warn(
+      "worker {} reported {} (version {:016x}) with digest {:016x}, but the version's "
+      "digest is {:016x}: not listing that copy; asking the worker to verify it",
+      worker_id, change.id.ToString(), change.version, change.digest, expected);
   // Bounded: answers that never come (a worker gone) must not pile up.
   constexpr size_t kMaxVerifiesInFlight = 1024;
   if (verify_requests_.size() >= kMaxVerifiesInFlight) verify_requests_.clear();

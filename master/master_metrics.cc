@@ -96,9 +96,9 @@ std::string MasterMetricsText(const ClusterSnapshot& snapshot) {
   out.Family("blockmgr_handshakes_refused_total", Type::kCounter,
              "Handshakes the ZAP handler refused (keys on), by reason: a key not in the "
              "allow-list, or a key holding the most connections one key may have open.");
-  out.Sample("blockmgr_handshakes_refused_total", {{"reason", "unknown_key"}},
-             static_cast<double>(counters.handshakes_refused -
-                                 counters.handshakes_refused_at_limit));
+  out.Sample(
+      "blockmgr_handshakes_refused_total", {{"reason", "unknown_key"}},
+      static_cast<double>(counters.handshakes_refused - counters.handshakes_refused_at_limit));
   out.Sample("blockmgr_handshakes_refused_total", {{"reason", "connections_per_key"}},
              static_cast<double>(counters.handshakes_refused_at_limit));
   out.Family("blockmgr_refused_total", Type::kCounter,

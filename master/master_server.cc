@@ -25,7 +25,7 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Create(zmq::context_t& conte
   }
   std::unique_ptr<MasterJournal> journal;
   if (!options.state_dir.empty()) {
-    ASSIGN_OR_RETURN(journal, MasterJournal::Open(options.state_dir));
+    BM_ASSIGN_OR_RETURN(journal, MasterJournal::Open(options.state_dir));
   }
   zmq::socket_t router(context, zmq::socket_type::router);
   ConfigureServerSocket(router, options.keys);
@@ -45,8 +45,8 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Create(zmq::context_t& conte
   control.bind(control_address);
   auto loop = std::make_unique<Loop>(context, std::move(options), clock, std::move(router),
                                      std::move(control), std::move(journal));
-  RETURN_IF_ERROR(loop->StartKeyLimits(context));
-  RETURN_IF_ERROR(loop->RestoreFromJournal());
+  BM_RETURN_IF_ERROR(loop->StartKeyLimits(context));
+  BM_RETURN_IF_ERROR(loop->RestoreFromJournal());
   return std::unique_ptr<MasterServer>(
       new MasterServer(context, std::move(endpoint), std::move(control_address), std::move(loop)));
 }

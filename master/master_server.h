@@ -55,7 +55,7 @@ struct MasterOptions {
 // before the ZeroMQ context.
 //
 // In-process use (tests):
-//   ASSIGN_OR_RETURN(auto server, MasterServer::Create(context, {.listen = "tcp://127.0.0.1:*"},
+//   BM_ASSIGN_OR_RETURN(auto server, MasterServer::Create(context, {.listen = "tcp://127.0.0.1:*"},
 //                                                      clock));
 //   std::thread thread([&] { server->Run(); });
 //   RpcChannel channel(context, server->endpoint(), 2s);  ...

@@ -64,7 +64,7 @@ struct MasterCounters {
   std::array<PerOp, kMasterOpCount> ops{};
   uint64_t workers_registered = 0;
   uint64_t workers_dropped = 0;
-  uint64_t blocks_lost = 0;  // blocks whose last copy went with a dropped worker
+  uint64_t blocks_lost = 0;     // blocks whose last copy went with a dropped worker
   uint64_t copies_started = 0;  // re-replication and decommission copies sent to workers
   // Copies reported with a block digest other than their version's (both known): not listed,
   // and their workers told to verify them (PROTOCOL.md, "Integrity").

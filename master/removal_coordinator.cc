@@ -14,11 +14,11 @@ RemovalCoordinator::Started RemovalCoordinator::RemoveBlocks(
   for (const auto& [worker_id, blocks] : holders) {
     for (size_t start = 0; start < blocks.size(); start += kBatch) {
       const size_t end = std::min(blocks.size(), start + kBatch);
-      commands.push_back(Command{.request_id = request_ids_.Next(),
-                                 .worker_id = worker_id,
-                                 .blocks = std::vector<BlockId>(blocks.begin() + start,
-                                                                blocks.begin() + end),
-                                 .versions = {}});
+      commands.push_back(
+          Command{.request_id = request_ids_.Next(),
+                  .worker_id = worker_id,
+                  .blocks = std::vector<BlockId>(blocks.begin() + start, blocks.begin() + end),
+                  .versions = {}});
     }
   }
   return Track(Operation{.caller = caller,
@@ -28,12 +28,13 @@ RemovalCoordinator::Started RemovalCoordinator::RemoveBlocks(
                std::move(commands));
 }
 
-RemovalCoordinator::Started RemovalCoordinator::AwaitRemoval(
-    uint64_t caller, const std::vector<RetiredCopy>& copies, Duration timeout) {
-  return Track(Operation{.caller = caller,
-                         .kind = Reply::Kind::kAcknowledged,
-                         .deadline = clock_.Now() + timeout},
-               CommandsFor(copies));
+RemovalCoordinator::Started RemovalCoordinator::AwaitRemoval(uint64_t caller,
+                                                             const std::vector<RetiredCopy>& copies,
+                                                             Duration timeout) {
+  return Track(
+      Operation{
+          .caller = caller, .kind = Reply::Kind::kAcknowledged, .deadline = clock_.Now() + timeout},
+      CommandsFor(copies));
 }
 
 std::vector<RemovalCoordinator::Command> RemovalCoordinator::RemoveCopies(
@@ -144,8 +145,7 @@ std::vector<RemovalCoordinator::Reply> RemovalCoordinator::Expire() {
                 [&](const auto& entry) { return expired_set.contains(entry.second.operation); });
   for (uint64_t operation_id : expired) {
     auto operation = operations_.find(operation_id);
-    spdlog::warn("remove timed out waiting for {} worker requests",
-                 operation->second.outstanding);
+    spdlog::warn("remove timed out waiting for {} worker requests", operation->second.outstanding);
     replies.push_back(ReplyTo(operation->second));
     operations_.erase(operation);
   }
@@ -184,9 +184,8 @@ RemovalCoordinator::Reply RemovalCoordinator::ReplyTo(const Operation& operation
     spdlog::info("removed {} of {} requested blocks", operation.confirmed.size(),
                  operation.requested);
   }
-  return Reply{.kind = operation.kind,
-               .caller = operation.caller,
-               .removed = operation.confirmed.size()};
+  return Reply{
+      .kind = operation.kind, .caller = operation.caller, .removed = operation.confirmed.size()};
 }
 
 }  // namespace bm

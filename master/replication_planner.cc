@@ -31,8 +31,9 @@ std::vector<WorkerRecord> Candidates(const BlockInfo& info, const WorkerRegistry
   std::vector<WorkerRecord> fits_memory, fits_disk;
   for (WorkerRecord& worker : registry.List()) {
     if (worker.state != WorkerState::kActive) continue;
-    const bool holds = std::any_of(info.locations.begin(), info.locations.end(),
-                                   [&](const IndexedLocation& l) { return l.worker_id == worker.id; });
+    const bool holds =
+        std::any_of(info.locations.begin(), info.locations.end(),
+                    [&](const IndexedLocation& l) { return l.worker_id == worker.id; });
     if (holds) continue;
     if (memory && FreeMemory(worker.stats) >= size) {
       fits_memory.push_back(std::move(worker));
@@ -67,7 +68,7 @@ int ReplicationPlanner::Missing(const BlockInfo& info, const WorkerRegistry& reg
 }
 
 std::vector<IndexedLocation> ReplicationPlanner::ExtraCopies(const BlockInfo& info,
-                                                           const WorkerRegistry& registry) const {
+                                                             const WorkerRegistry& registry) const {
   if (copying_.contains(info.id)) return {};
   const size_t wanted = static_cast<size_t>(std::max(1, ReplicationOf(info.level)));
   // Locations are memory first already: SpreadReplicas keeps the first of equals.

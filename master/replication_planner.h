@@ -34,7 +34,7 @@ class ReplicationPlanner {
   struct CopyCommand {
     BlockId block;
     StorageLevel level;
-    std::string source;               // a worker holding the block
+    std::string source;                 // a worker holding the block
     std::vector<WorkerRecord> targets;  // where the copies go
   };
 
@@ -59,7 +59,7 @@ class ReplicationPlanner {
   // count nor go. Keeps memory copies first, then copies on distinct racks and hosts (as
   // SpreadReplicas places them); empty while a copy of the block is in flight.
   std::vector<IndexedLocation> ExtraCopies(const BlockInfo& info,
-                                         const WorkerRegistry& registry) const;
+                                           const WorkerRegistry& registry) const;
 
   // Blocks known to be short of copies (as of the last Plan()), and copies in flight.
   size_t under_replicated() const { return short_.size(); }
@@ -73,7 +73,7 @@ class ReplicationPlanner {
   const size_t max_in_flight_;
   const Duration copy_timeout_;
   bool scan_needed_ = false;
-  std::set<BlockId> short_;                          // blocks lacking copies
+  std::set<BlockId> short_;  // blocks lacking copies
   struct InFlight {
     TimePoint deadline;
     std::string source;

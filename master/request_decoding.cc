@@ -14,9 +14,8 @@ Result<std::string> DecodeName(capnp::Text::Reader text, const char* what, size_
   return std::string(text.cStr(), text.size());
 }
 
-Result<BlockChange> DecodeBlockStatus(proto::BlockStatus::Reader status, bool removed,
-                                      bool fresh) {
-  ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(status.getBlockId()));
+Result<BlockChange> DecodeBlockStatus(proto::BlockStatus::Reader status, bool removed, bool fresh) {
+  BM_ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(status.getBlockId()));
   BlockChange change{id};
   change.removed = removed;
   change.level = FromProto(status.getLevel());
@@ -32,7 +31,7 @@ Result<std::vector<BlockId>> DecodeBlockIds(capnp::List<capnp::Text>::Reader ids
   std::vector<BlockId> out;
   out.reserve(ids.size());
   for (capnp::Text::Reader text : ids) {
-    ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(text));
+    BM_ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(text));
     out.push_back(id);
   }
   return out;

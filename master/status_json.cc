@@ -58,7 +58,8 @@ json RddsToJson(const ClusterSnapshot& snapshot) {
   return out;
 }
 
-json RddDetailToJson(const RddStatus& rdd, const std::optional<std::vector<RddDistribution>>& distribution,
+json RddDetailToJson(const RddStatus& rdd,
+                     const std::optional<std::vector<RddDistribution>>& distribution,
                      const BlockPage& partitions) {
   json out = RddToJson(rdd);
   json spread = distribution ? json::array() : json(nullptr);  // null: too big to sum up

@@ -14,9 +14,9 @@ namespace bm {
 nlohmann::ordered_json RddToJson(const RddStatus& rdd);
 nlohmann::ordered_json RddsToJson(const ClusterSnapshot& snapshot);
 // RDDStorageInfo with dataDistribution and one page of partitions.
-nlohmann::ordered_json RddDetailToJson(const RddStatus& rdd,
-                                       const std::optional<std::vector<RddDistribution>>& distribution,
-                                       const BlockPage& partitions);
+nlohmann::ordered_json RddDetailToJson(
+    const RddStatus& rdd, const std::optional<std::vector<RddDistribution>>& distribution,
+    const BlockPage& partitions);
 nlohmann::ordered_json WorkersToJson(const ClusterSnapshot& snapshot);
 nlohmann::ordered_json BlockPageToJson(const BlockPage& page);
 nlohmann::ordered_json LocationsToJson(const std::vector<BlockRow>& rows);

@@ -43,8 +43,8 @@ std::string Head(const std::string& title, const std::string& active) {
   for (const auto& [href, name] : {std::pair<const char*, const char*>{"/storage", "Storage"},
                                    {"/workers", "Workers"},
                                    {"/health", "Health"}}) {
-    out += std::string("<a href=\"") + href + "\"" + (active == name ? " class=\"on\"" : "") +
-           ">" + name + "</a>";
+    out += std::string("<a href=\"") + href + "\"" + (active == name ? " class=\"on\"" : "") + ">" +
+           name + "</a>";
   }
   out += "</header><main><h1>" + HtmlEscape(title) + "</h1>";
   return out;
@@ -149,9 +149,8 @@ std::string StatusPages::Storage(const ClusterSnapshot& snapshot, size_t page) {
     disk += rdd.disk_bytes;
   }
   out += "<p>" + std::to_string(snapshot.rdds.size()) +
-         (snapshot.rdds.size() == 1 ? " RDD, " : " RDDs, ") +
-         std::to_string(snapshot.block_count) + " blocks, " + FormatBytes(memory) +
-         " in memory, " + FormatBytes(disk) + " on disk, " +
+         (snapshot.rdds.size() == 1 ? " RDD, " : " RDDs, ") + std::to_string(snapshot.block_count) +
+         " blocks, " + FormatBytes(memory) + " in memory, " + FormatBytes(disk) + " on disk, " +
          std::to_string(snapshot.workers.size()) + " workers.</p>";
   out +=
       "<table><tr><th>ID</th><th>RDD Name</th><th>Storage Level</th><th>Cached Partitions</th>"
@@ -171,7 +170,8 @@ std::string StatusPages::Storage(const ClusterSnapshot& snapshot, size_t page) {
     out += "<tr><td colspan=\"8\" class=\"muted\">No RDDs are cached.</td></tr>";
   }
   out += "</table><p class=\"pager\">";
-  if (page > 0) out += "<a href=\"/storage?page=" + std::to_string(page - 1) + "\">&larr; Previous</a>";
+  if (page > 0)
+    out += "<a href=\"/storage?page=" + std::to_string(page - 1) + "\">&larr; Previous</a>";
   if (last < snapshot.rdds.size()) {
     out += "<a href=\"/storage?page=" + std::to_string(page + 1) + "\">Next &rarr;</a>";
   }
@@ -179,10 +179,11 @@ std::string StatusPages::Storage(const ClusterSnapshot& snapshot, size_t page) {
   return out + Tail(snapshot.taken_unix_ms);
 }
 
-std::string StatusPages::Rdd(const RddStatus& rdd, const std::optional<std::vector<RddDistribution>>& distribution,
+std::string StatusPages::Rdd(const RddStatus& rdd,
+                             const std::optional<std::vector<RddDistribution>>& distribution,
                              const BlockPage& partitions, const std::string& cursor) {
-  std::string out = Head("RDD " + std::to_string(rdd.id) + (rdd.name.empty() ? "" : ": " + rdd.name),
-                         "Storage");
+  std::string out =
+      Head("RDD " + std::to_string(rdd.id) + (rdd.name.empty() ? "" : ": " + rdd.name), "Storage");
   out += "<dl><dt>Storage Level</dt><dd>" + HtmlEscape(StorageLevelName(rdd.level)) +
          "</dd><dt>Cached Partitions</dt><dd>" + std::to_string(rdd.cached_partitions) +
          (rdd.total_partitions ? " / " + std::to_string(rdd.total_partitions) + " (" +
@@ -202,12 +203,14 @@ std::string StatusPages::Rdd(const RddStatus& rdd, const std::optional<std::vect
     }
     out += "</table>";
   } else {
-    out += "<h2>Data Distribution</h2><p class=\"muted\">This RDD has too many cached blocks to "
-           "sum up per worker on request; see each worker's /metrics.</p>";
+    out +=
+        "<h2>Data Distribution</h2><p class=\"muted\">This RDD has too many cached blocks to "
+        "sum up per worker on request; see each worker's /metrics.</p>";
   }
 
-  out += "<h2>Partitions</h2><table><tr><th>Block Name</th><th>Storage Level</th><th>Size</th>"
-         "<th>Tier</th><th>Copies</th><th>Locations</th></tr>";
+  out +=
+      "<h2>Partitions</h2><table><tr><th>Block Name</th><th>Storage Level</th><th>Size</th>"
+      "<th>Tier</th><th>Copies</th><th>Locations</th></tr>";
   for (const BlockRow& row : partitions.rows) {
     uint64_t size = 0;
     std::vector<std::string> tiers, where;
@@ -221,16 +224,16 @@ std::string StatusPages::Rdd(const RddStatus& rdd, const std::optional<std::vect
     const int wanted = ReplicationOf(row.level);
     const bool short_of_copies = row.copies.size() < static_cast<size_t>(wanted);
     out += "<tr><td>" + HtmlEscape(row.id.ToString()) + "</td><td>" +
-           HtmlEscape(StorageLevelName(row.level)) + "</td>" + Bytes(size) + "<td>" +
-           Join(tiers) + "</td><td class=\"num" + (short_of_copies ? " warn" : "") + "\">" +
+           HtmlEscape(StorageLevelName(row.level)) + "</td>" + Bytes(size) + "<td>" + Join(tiers) +
+           "</td><td class=\"num" + (short_of_copies ? " warn" : "") + "\">" +
            std::to_string(row.copies.size()) + " / " + std::to_string(wanted) + "</td><td>" +
            Join(where) + "</td></tr>";
   }
   out += "</table><p class=\"pager\">";
   if (!cursor.empty()) out += "<a href=\"/rdd/" + std::to_string(rdd.id) + "\">&larr; First</a>";
   if (partitions.next_cursor) {
-    out += "<a href=\"/rdd/" + std::to_string(rdd.id) + "?cursor=" +
-           HtmlEscape(partitions.next_cursor->ToString()) + "\">Next &rarr;</a>";
+    out += "<a href=\"/rdd/" + std::to_string(rdd.id) +
+           "?cursor=" + HtmlEscape(partitions.next_cursor->ToString()) + "\">Next &rarr;</a>";
   }
   out += "</p>";
   return out + Tail(0);
@@ -242,17 +245,15 @@ std::string StatusPages::Workers(const ClusterSnapshot& snapshot) {
       "<table><tr><th>ID</th><th>Address</th><th>Host / Rack</th><th>State</th>"
       "<th>Memory</th><th>Disk</th><th>Blocks</th><th>Last Heartbeat</th></tr>";
   for (const WorkerStatus& worker : snapshot.workers) {
-    const std::string placement =
-        (worker.host.empty() ? std::string("-") : worker.host) + " / " +
-        (worker.rack.empty() ? std::string("-") : worker.rack);
+    const std::string placement = (worker.host.empty() ? std::string("-") : worker.host) + " / " +
+                                  (worker.rack.empty() ? std::string("-") : worker.rack);
     const std::string disk_label =
         FormatBytes(worker.stats.disk_used) + " / " +
         (worker.stats.disk_capacity ? FormatBytes(worker.stats.disk_capacity) : "unlimited");
     out += "<tr><td>" + HtmlEscape(worker.id) + "</td><td>" + HtmlEscape(worker.address) +
            "</td><td>" + HtmlEscape(placement) + "</td><td" +
            (worker.state == WorkerState::kActive ? "" : " class=\"warn\"") + ">" +
-           HtmlEscape(std::string(WorkerStateName(worker.state))) +
-           "</td><td>" +
+           HtmlEscape(std::string(WorkerStateName(worker.state))) + "</td><td>" +
            Bar(worker.stats.memory_used, worker.stats.memory_capacity,
                FormatBytes(worker.stats.memory_used) + " / " +
                    FormatBytes(worker.stats.memory_capacity)) +
@@ -300,16 +301,17 @@ std::string StatusPages::Health(const ClusterSnapshot& snapshot) {
   if (!any) out += "<tr><td colspan=\"2\" class=\"muted\">None.</td></tr>";
   out += "</table>";
 
-  out += "<h2>Recent Worker Joins and Drops</h2><table><tr><th>Time</th><th>Worker</th>"
-         "<th>Event</th></tr>";
+  out +=
+      "<h2>Recent Worker Joins and Drops</h2><table><tr><th>Time</th><th>Worker</th>"
+      "<th>Event</th></tr>";
   for (auto it = counters.recent_events.rbegin(); it != counters.recent_events.rend(); ++it) {
     const std::time_t seconds = static_cast<std::time_t>(it->unix_ms / 1000);
     std::tm utc{};
     gmtime_r(&seconds, &utc);
     char when[32];
     std::strftime(when, sizeof(when), "%H:%M:%S UTC", &utc);
-    out += std::string("<tr><td>") + when + "</td><td>" + HtmlEscape(it->worker_id) +
-           "</td><td>" + HtmlEscape(it->what) + "</td></tr>";
+    out += std::string("<tr><td>") + when + "</td><td>" + HtmlEscape(it->worker_id) + "</td><td>" +
+           HtmlEscape(it->what) + "</td></tr>";
   }
   if (counters.recent_events.empty()) {
     out += "<tr><td colspan=\"3\" class=\"muted\">None since the master started.</td></tr>";

@@ -20,7 +20,8 @@ class StatusPages {
   // Storage: one row per RDD, like Spark's Storage tab. `page` counts from 0.
   static std::string Storage(const ClusterSnapshot& snapshot, size_t page);
   // One RDD: its summary, its spread over workers and one page of its partitions.
-  static std::string Rdd(const RddStatus& rdd, const std::optional<std::vector<RddDistribution>>& distribution,
+  static std::string Rdd(const RddStatus& rdd,
+                         const std::optional<std::vector<RddDistribution>>& distribution,
                          const BlockPage& partitions, const std::string& cursor);
   static std::string Workers(const ClusterSnapshot& snapshot);
   static std::string Health(const ClusterSnapshot& snapshot);

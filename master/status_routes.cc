@@ -45,11 +45,11 @@ struct PageParams {
 Result<PageParams> ParsePage(const HttpRequest& request) {
   PageParams page;
   if (const std::string cursor = request.Param("cursor"); !cursor.empty()) {
-    ASSIGN_OR_RETURN(BlockId id, BlockId::Parse(cursor));
+    BM_ASSIGN_OR_RETURN(BlockId id, BlockId::Parse(cursor));
     page.cursor = id;
   }
   if (const std::string limit = request.Param("limit"); !limit.empty()) {
-    ASSIGN_OR_RETURN(uint64_t value, ParseNumber("limit", limit));
+    BM_ASSIGN_OR_RETURN(uint64_t value, ParseNumber("limit", limit));
     if (value == 0 || value > kMaxPageRows) {
       return InvalidArgumentError("limit must be between 1 and " + std::to_string(kMaxPageRows));
     }
@@ -129,16 +129,16 @@ void AddRestRoutes(HttpServer& server, MasterStatusService& service) {
     std::shared_ptr<const ClusterSnapshot> snapshot = service.Snapshot();
     if (!snapshot) return JsonError(503, kNoSnapshot);
     const std::vector<RddStatus>& rdds = snapshot->rdds;  // by id
-    auto first = after ? std::upper_bound(rdds.begin(), rdds.end(), *after,
-                                          [](uint64_t id, const RddStatus& rdd) {
-                                            return id < rdd.id;
-                                          })
-                       : rdds.begin();
+    auto first =
+        after ? std::upper_bound(rdds.begin(), rdds.end(), *after,
+                                 [](uint64_t id, const RddStatus& rdd) { return id < rdd.id; })
+              : rdds.begin();
     const auto last = first + std::min<ptrdiff_t>(limit, rdds.end() - first);
     json out = json::array();
     for (auto it = first; it != last; ++it) out.push_back(RddToJson(*it));
     HttpResponse response = JsonReply(out);
-    if (last != rdds.end()) response.headers.emplace_back("X-Next-Cursor", std::to_string((last - 1)->id));
+    if (last != rdds.end())
+      response.headers.emplace_back("X-Next-Cursor", std::to_string((last - 1)->id));
     return response;
   });
   server.AddRoute(R"(/api/v1/rdds/(\d+))", [&service](const HttpRequest& request) {
@@ -195,8 +195,7 @@ void AddRestRoutes(HttpServer& server, MasterStatusService& service) {
         if (!id.ok()) return JsonError(400, id.status().message());
         ids.push_back(*id);
         if (ids.size() > kMaxLocationIds) {
-          return JsonError(400, "at most " + std::to_string(kMaxLocationIds) +
-                                    " ids per request");
+          return JsonError(400, "at most " + std::to_string(kMaxLocationIds) + " ids per request");
         }
       }
     }
@@ -222,8 +221,8 @@ void AddPageRoutes(HttpServer& server, MasterStatusService& service) {
     Result<uint64_t> rdd_id = ParseNumber("RDD id", request.captures.at(0));
     Result<PageParams> page = ParsePage(request);
     if (!rdd_id.ok() || !page.ok()) {
-      return HttpResponse::Text(
-          400, (rdd_id.ok() ? page.status() : rdd_id.status()).message() + "\n");
+      return HttpResponse::Text(400,
+                                (rdd_id.ok() ? page.status() : rdd_id.status()).message() + "\n");
     }
     std::shared_ptr<const ClusterSnapshot> snapshot = service.Snapshot();
     if (!snapshot) return Unavailable(kNoSnapshot);
@@ -236,8 +235,8 @@ void AddPageRoutes(HttpServer& server, MasterStatusService& service) {
     }
     Result<RddDetail> detail = AskRddDetail(service, *rdd, *page);
     if (!detail.ok()) return Unavailable(detail.status().message());
-    return HttpResponse::Html(StatusPages::Rdd(*rdd, detail->distribution, detail->partitions,
-                                               request.Param("cursor")));
+    return HttpResponse::Html(
+        StatusPages::Rdd(*rdd, detail->distribution, detail->partitions, request.Param("cursor")));
   });
   server.AddRoute("/workers", [&service](const HttpRequest&) {
     std::shared_ptr<const ClusterSnapshot> snapshot = service.Snapshot();

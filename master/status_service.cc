@@ -5,8 +5,8 @@
 namespace bm {
 
 Result<std::unique_ptr<MasterStatusService>> MasterStatusService::Create() {
-  ASSIGN_OR_RETURN(std::unique_ptr<LoopQueries<MasterView>> queries,
-                   LoopQueries<MasterView>::Create());
+  BM_ASSIGN_OR_RETURN(std::unique_ptr<LoopQueries<MasterView>> queries,
+                      LoopQueries<MasterView>::Create());
   return std::unique_ptr<MasterStatusService>(new MasterStatusService(std::move(queries)));
 }
 

@@ -38,9 +38,7 @@ class U64HashMap {
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
 
-  V* Find(uint64_t key) {
-    return const_cast<V*>(static_cast<const U64HashMap&>(*this).Find(key));
-  }
+  V* Find(uint64_t key) { return const_cast<V*>(static_cast<const U64HashMap&>(*this).Find(key)); }
   const V* Find(uint64_t key) const {
     if (key == kEmpty) return max_key_ ? &max_key_->second : nullptr;
     if (capacity_ == 0) return nullptr;

@@ -38,8 +38,7 @@ void VersionHistory::Lost(const BlockId& id, uint64_t version) {
   RecordOf(id).lost_current = version;
 }
 
-bool VersionHistory::IsStale(const BlockId& id, uint64_t version, bool fresh,
-                             bool tracked) const {
+bool VersionHistory::IsStale(const BlockId& id, uint64_t version, bool fresh, bool tracked) const {
   auto it = records_.find(id);
   if (it == records_.end()) return false;
   const Record& record = it->second;

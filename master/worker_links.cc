@@ -12,7 +12,7 @@ Result<zmq::socket_t> WorkerLinks::Connect(const std::string& address,
                                            const std::string& public_key) {
   try {
     zmq::socket_t socket(context_, zmq::socket_type::dealer);
-    RETURN_IF_ERROR(ConfigureClientSocket(socket, ChannelSecurity{keys_, public_key}, address));
+    BM_RETURN_IF_ERROR(ConfigureClientSocket(socket, ChannelSecurity{keys_, public_key}, address));
     socket.set(zmq::sockopt::sndtimeo, 0);  // never block the loop on a slow worker
     socket.connect(address);
     return Result<zmq::socket_t>(std::move(socket));

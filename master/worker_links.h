@@ -1,8 +1,7 @@
 #pragma once
 
-#include <poll.h>
-
 #include <capnp/message.h>
+#include <poll.h>
 
 #include <functional>
 #include <map>
@@ -86,9 +85,9 @@ class WorkerLinks final : public WorkerSender {
   zmq::context_t& context_;
   const CurveKeys keys_;
   const int max_messages_per_wake_;
-  std::map<std::string, zmq::socket_t, std::less<>> links_;  // by worker id
+  std::map<std::string, zmq::socket_t, std::less<>> links_;         // by worker id
   std::map<std::string, std::string, std::less<>> keys_by_worker_;  // keys on: by worker id
-  std::set<std::string, std::less<>> unsettled_;  // worker ids
+  std::set<std::string, std::less<>> unsettled_;                    // worker ids
   // The links in the order of the last AddPollFds().
   std::vector<std::pair<const std::string*, zmq::socket_t*>> polled_;
 };

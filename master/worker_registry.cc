@@ -16,15 +16,15 @@ std::string_view WorkerStateName(WorkerState state) {
 
 bool WorkerRegistry::Register(std::string id, std::string address, const WorkerStats& stats,
                               WorkerLabels labels) {
-  WorkerRecord record{id, std::move(address), stats, clock_.Now(), std::move(labels),
-                      WorkerState::kActive};
+  WorkerRecord record{id,           std::move(address), stats,
+                      clock_.Now(), std::move(labels),  WorkerState::kActive};
   auto [it, added] = workers_.insert_or_assign(std::move(id), std::move(record));
   return !added;
 }
 
 void WorkerRegistry::Restore(std::string id, std::string address, WorkerLabels labels) {
-  WorkerRecord record{id, std::move(address), WorkerStats{}, clock_.Now(), std::move(labels),
-                      WorkerState::kUnconfirmed};
+  WorkerRecord record{id,           std::move(address), WorkerStats{},
+                      clock_.Now(), std::move(labels),  WorkerState::kUnconfirmed};
   workers_.insert_or_assign(std::move(id), std::move(record));
 }
 

@@ -72,10 +72,10 @@ BlockManager::BlockManager(std::unique_ptr<MemoryStore> memory, std::unique_ptr<
   BM_CHECK(memory_ != nullptr && disk != nullptr);
   // Past every generation the last run of this worker handed out (a client may still hold one
   // from before a restart), with no disk write to remember it: microseconds since the epoch.
-  next_memory_generation_ = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::microseconds>(
-          std::chrono::system_clock::now().time_since_epoch())
-          .count());
+  next_memory_generation_ =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count());
   // Still this thread's: the index starts as what the store holds.
   for (const BlockStatus& status : disk->List()) disk_index_.emplace(status.id, status);
   // Lost before this run: the master learns of them with the registration, whose full block
@@ -130,8 +130,7 @@ Result<BlockManager::UploadId> BlockManager::BeginPut(const BlockId& id, Storage
     upload->disk = std::make_shared<DiskUpload>();
     storage_->Submit([disk = upload->disk, id, level, total_size, token = version.token,
                       memory_failure](BlockStore& store) -> StorageThread::Completion {
-      Result<std::unique_ptr<DiskWriter>> writer =
-          store.BeginWrite(id, level, total_size, token);
+      Result<std::unique_ptr<DiskWriter>> writer = store.BeginWrite(id, level, total_size, token);
       if (writer.ok()) {
         disk->writer = std::move(writer).value();
       } else if (memory_failure.empty()) {
@@ -151,10 +150,9 @@ Result<BlockManager::UploadId> BlockManager::BeginPut(const BlockId& id, Storage
 
 bool BlockManager::TakesBytes(uint64_t bytes) const {
   if (spill_backlog_bytes_ == 0) return true;
-  const uint64_t allowance =
-      options_.spill_backlog_bytes != 0
-          ? options_.spill_backlog_bytes
-          : std::max<uint64_t>(kMinSpillBacklog, memory_->capacity() / 4);
+  const uint64_t allowance = options_.spill_backlog_bytes != 0
+                                 ? options_.spill_backlog_bytes
+                                 : std::max<uint64_t>(kMinSpillBacklog, memory_->capacity() / 4);
   const uint64_t held = memory_->stored_bytes() + memory_upload_bytes_ + spill_backlog_bytes_;
   return held + bytes <= memory_->capacity() + allowance;
 }
@@ -276,8 +274,8 @@ void BlockManager::CommitPut(UploadId upload_id, Callback<Result<Tier>> done) {
     DiskUpload& disk = *shared->disk;
     Status committed = disk.failed;
     if (committed.ok()) {
-      committed = disk.writer != nullptr ? disk.writer->Commit()
-                                         : AbortedError("the upload was abandoned");
+      committed =
+          disk.writer != nullptr ? disk.writer->Commit() : AbortedError("the upload was abandoned");
     }
     disk.writer.reset();  // committed, or its chunks deleted
     // The block's digest, from the unit digests the commit stored (once, for every report).
@@ -297,14 +295,14 @@ void BlockManager::FinishMemoryCommit(Upload& upload, Callback<Result<Tier>> don
   BlockDigests digests = upload.digester.Finish();
   memory_->Insert(MemoryBlock{id, upload.level, std::move(upload.data), NewMemoryGeneration(),
                               upload.version.token, std::move(digests.units), digests.block});
-  RecordStored(BlockStatus{id, upload.level, Tier::kMemory, upload.total_size,
-                           upload.version.token, digests.block},
+  RecordStored(BlockStatus{id, upload.level, Tier::kMemory, upload.total_size, upload.version.token,
+                           digests.block},
                upload.version.fresh, upload.version.lease);
   done(Tier::kMemory);
 }
 
-void BlockManager::FinishDiskCommit(const Upload& upload, const Status& committed,
-                                    uint64_t digest, Callback<Result<Tier>> done) {
+void BlockManager::FinishDiskCommit(const Upload& upload, const Status& committed, uint64_t digest,
+                                    Callback<Result<Tier>> done) {
   committing_.erase(committing_.find(upload.id));
   if (!committed.ok()) {
     done(committed);
@@ -317,8 +315,8 @@ void BlockManager::FinishDiskCommit(const Upload& upload, const Status& committe
   if (std::optional<MemoryBlock> old = memory_->Remove(id)) {
     RecordRemoved({id, old->level, Tier::kMemory, old->data.size, old->version});
   }
-  const BlockStatus status{id, upload.level, Tier::kDisk, upload.total_size,
-                           upload.version.token, digest};
+  const BlockStatus status{
+      id, upload.level, Tier::kDisk, upload.total_size, upload.version.token, digest};
   disk_index_.insert_or_assign(id, status);
   RecordStored(status, upload.version.fresh, upload.version.lease);
   done(Tier::kDisk);
@@ -348,9 +346,8 @@ Result<BlockRead> BlockManager::SliceMemoryBlock(const MemoryBlock& block, uint6
                                                  uint64_t max_length) {
   const uint64_t size = block.data.size;
   if (offset > size) {
-    return InvalidArgumentError("offset " + std::to_string(offset) +
-                                " is past the end of block " + block.id.ToString() + " (" +
-                                std::to_string(size) + " bytes)");
+    return InvalidArgumentError("offset " + std::to_string(offset) + " is past the end of block " +
+                                block.id.ToString() + " (" + std::to_string(size) + " bytes)");
   }
   BlockRead read{size, offset, block.generation, Tier::kMemory, block.level, {}, block.version};
   const uint64_t end = offset + std::min(max_length, size - offset);
@@ -416,8 +413,13 @@ Result<BlockRead> BlockManager::ReadFromDisk(BlockStore& store, const BlockId& i
   Result<DiskRead> read = store.ReadForCheckingReader(id, offset, max_length);
   if (!read.ok()) return read.status();
   const std::optional<BlockStatus> status = store.Find(id);
-  return BlockRead{read->total_size, offset, read->generation, Tier::kDisk, read->level,
-                   std::move(read->chunks), status ? status->version : 0,
+  return BlockRead{read->total_size,
+                   offset,
+                   read->generation,
+                   Tier::kDisk,
+                   read->level,
+                   std::move(read->chunks),
+                   status ? status->version : 0,
                    std::move(read->unit_digests)};
 }
 
@@ -448,8 +450,8 @@ void BlockManager::Verify(const BlockId& id, Callback<Result<BlockCheck>> done) 
     done(NotFoundError("block " + id.ToString() + " is not stored here"));
     return;
   }
-  storage_->Submit([this, id, size = on_disk->second.size,
-                    done = std::move(done)](BlockStore& store) mutable -> StorageThread::Completion {
+  storage_->Submit([this, id, size = on_disk->second.size, done = std::move(done)](
+                       BlockStore& store) mutable -> StorageThread::Completion {
     Result<BlockCheck> result = BlockCheck{Tier::kDisk, false, Status::Ok()};
     std::optional<uint64_t> generation;
     for (uint64_t offset = 0; offset < size || !generation.has_value();) {
@@ -502,13 +504,13 @@ std::optional<BlockRead> BlockManager::ReadInMemory(const BlockId& id) {
 
 std::optional<BlockStatus> BlockManager::Find(const BlockId& id) const {
   if (const MemoryBlock* block = memory_->Peek(id)) {
-    return BlockStatus{id,           block->level,   Tier::kMemory,
-                       block->data.size, block->version, block->block_digest};
+    return BlockStatus{
+        id, block->level, Tier::kMemory, block->data.size, block->version, block->block_digest};
   }
   if (auto spill = spilling_.find(id); spill != spilling_.end()) {
     const MemoryBlock& block = spill->second.block;
-    return BlockStatus{id, block.level, Tier::kMemory, block.data.size, block.version,
-                       block.block_digest};
+    return BlockStatus{
+        id, block.level, Tier::kMemory, block.data.size, block.version, block.block_digest};
   }
   if (auto on_disk = disk_index_.find(id); on_disk != disk_index_.end()) return on_disk->second;
   return std::nullopt;
@@ -571,11 +573,11 @@ void BlockManager::CorruptStoredByte(const BlockId& id, Tier tier, uint64_t offs
     done(NotFoundError("block " + id.ToString() + " is not on disk here"));
     return;
   }
-  storage_->Submit([id, offset, done = std::move(done)](
-                       BlockStore& store) mutable -> StorageThread::Completion {
-    Status corrupted = store.CorruptStoredByte(id, offset);
-    return [corrupted, done = std::move(done)] { done(corrupted); };
-  });
+  storage_->Submit(
+      [id, offset, done = std::move(done)](BlockStore& store) mutable -> StorageThread::Completion {
+        Status corrupted = store.CorruptStoredByte(id, offset);
+        return [corrupted, done = std::move(done)] { done(corrupted); };
+      });
 }
 
 void BlockManager::RemoveFromDisk(const BlockId& id) {
@@ -584,8 +586,7 @@ void BlockManager::RemoveFromDisk(const BlockId& id) {
     if (!removed.ok() && removed.code() != StatusCode::kNotFound) {
       // The store turns read-only on a storage error; its maintenance pass recovers it. The
       // copy left behind is an old version the master no longer lists.
-      spdlog::warn("could not delete the disk copy of {}: {}", id.ToString(),
-                   removed.ToString());
+      spdlog::warn("could not delete the disk copy of {}: {}", id.ToString(), removed.ToString());
     }
     return nullptr;
   });
@@ -623,7 +624,8 @@ void BlockManager::Maintain() {
   read_ahead_.Age();
   if (maintenance_queued_) return;
   maintenance_queued_ = true;
-  storage_->Submit([this, scrubber = scrubber_.get()](BlockStore& store) -> StorageThread::Completion {
+  storage_->Submit([this,
+                    scrubber = scrubber_.get()](BlockStore& store) -> StorageThread::Completion {
     store.Maintain();
     // What the scrubber finds bad the store drops and reports lost, with the rest.
     scrubber->Step(std::chrono::steady_clock::now());
@@ -675,12 +677,12 @@ void BlockManager::HandleEvicted(std::vector<MemoryBlock> evicted) {
     spill_backlog_bytes_ += block.data.size;
     // The bytes are checked against their digests on the way to disk (memory rot is caught
     // before it is made permanent).
-    storage_->Submit([this, ticket, id, level = block.level, data = block.data,
-                      version = block.version, digests = block.unit_digests](
-                         BlockStore& store) -> StorageThread::Completion {
-      Status written = store.Write(id, level, data, version, digests);
-      return [this, id, ticket, written] { SpillFinished(id, ticket, written); };
-    });
+    storage_->Submit(
+        [this, ticket, id, level = block.level, data = block.data, version = block.version,
+         digests = block.unit_digests](BlockStore& store) -> StorageThread::Completion {
+          Status written = store.Write(id, level, data, version, digests);
+          return [this, id, ticket, written] { SpillFinished(id, ticket, written); };
+        });
     spilling_.insert_or_assign(id, Spill{ticket, std::move(block)});
   }
 }
@@ -692,8 +694,8 @@ void BlockManager::SpillFinished(const BlockId& id, uint64_t ticket, const Statu
   RecordRemoved({id, block.level, Tier::kMemory, block.data.size, block.version});
   if (written.ok()) {
     ++spills_;
-    const BlockStatus status{id,           block.level,   Tier::kDisk,
-                             block.data.size, block.version, block.block_digest};
+    const BlockStatus status{
+        id, block.level, Tier::kDisk, block.data.size, block.version, block.block_digest};
     disk_index_.insert_or_assign(id, status);
     RecordStored(status, /*fresh=*/false);
   } else {

@@ -65,7 +65,7 @@ struct Meta {
   uint64_t generation;
   uint64_t chunk_count;
   uint32_t chunk_bytes;
-  bool legacy = false;  // records under the id ("m:", "c:"), not under the generation
+  bool legacy = false;   // records under the id ("m:", "c:"), not under the generation
   uint64_t version = 0;  // which put wrote it (BlockStatus::version); 0 = unknown
   // One per chunk; empty for blocks written before digests were kept.
   std::vector<uint64_t> unit_digests;
@@ -504,7 +504,7 @@ class RocksDiskWriter final : public DiskWriter {
   // Writable, and not reopened since the write began: a reopen deletes the chunks of writes in
   // progress (they have no meta yet), so such a write cannot be completed.
   Status SameOpening() const {
-    RETURN_IF_ERROR(store_->Writable());
+    BM_RETURN_IF_ERROR(store_->Writable());
     if (store_->impl_->opening != opening_) {
       return AbortedError(Describe() + " began before the disk store was reopened; retry");
     }
@@ -561,12 +561,12 @@ Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir,
     return InvalidArgumentError("disk store path " + dir + " is not a directory");
   }
   std::unique_ptr<DiskStore> store(new DiskStore(dir, std::move(options)));
-  ASSIGN_OR_RETURN(FilesystemSpace space, store->MeasureSpace());
+  BM_ASSIGN_OR_RETURN(FilesystemSpace space, store->MeasureSpace());
   store->write_buffer_bytes_ = WriteBufferBytesFor(space.total_bytes);
   store->headroom_ = HeadroomFor(space.total_bytes);
-  RETURN_IF_ERROR(store->OpenDatabase());
+  BM_RETURN_IF_ERROR(store->OpenDatabase());
   // Outside RocksDB's directory listing: RocksDB ignores files it did not name.
-  ASSIGN_OR_RETURN(
+  BM_ASSIGN_OR_RETURN(
       store->journal_,
       CommitJournal::Open((std::filesystem::path(dir) / "committed-blocks.journal").string()));
   if (store->journal_->existed()) {
@@ -689,7 +689,7 @@ Result<uint64_t> DiskStore::SeekPastCorruption(std::unique_ptr<rocksdb::Iterator
   uint64_t good = UINT64_MAX;
   for (uint64_t step = 1; bad < UINT64_MAX; step = std::min<uint64_t>(step * 2, 1ull << 62)) {
     const uint64_t probe = step > UINT64_MAX - bad ? UINT64_MAX : bad + step;
-    ASSIGN_OR_RETURN(bool clean, seek(probe));
+    BM_ASSIGN_OR_RETURN(bool clean, seek(probe));
     if (clean) {
       good = probe;
       break;
@@ -699,15 +699,15 @@ Result<uint64_t> DiskStore::SeekPastCorruption(std::unique_ptr<rocksdb::Iterator
   if (good == UINT64_MAX) {
     it.reset(db_->NewIterator(impl_->read_options));
     it->Seek(kVersionsEnd);
-    RETURN_IF_ERROR(FromRocks(it->status(), "scanning disk store versions"));
+    BM_RETURN_IF_ERROR(FromRocks(it->status(), "scanning disk store versions"));
     return UINT64_MAX;
   }
   while (good - bad > 1) {
     const uint64_t middle = bad + (good - bad) / 2;
-    ASSIGN_OR_RETURN(bool clean, seek(middle));
+    BM_ASSIGN_OR_RETURN(bool clean, seek(middle));
     (clean ? good : bad) = middle;
   }
-  ASSIGN_OR_RETURN(bool clean, seek(good));
+  BM_ASSIGN_OR_RETURN(bool clean, seek(good));
   if (!clean) return InternalError("disk store: a seek past damaged table data failed twice");
   return good;
 }
@@ -745,7 +745,7 @@ Status DiskStore::LoadIndex() {
       }
       remember(*id, *meta);
     }
-    RETURN_IF_ERROR(FromRocks(it->status(), "reading disk store metadata"));
+    BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading disk store metadata"));
 
     // One seek per stored version: its first record is its meta, unless the write was cut
     // short (chunks only), and then the whole version is deleted. A seek that meets a table
@@ -756,7 +756,7 @@ Status DiskStore::LoadIndex() {
       // From the prefix itself at first, so malformed short keys are met (and deleted) too.
       it->Seek(generation == 0 ? std::string(kVersionPrefix) : VersionKey(generation));
       if (!it->status().IsCorruption()) return Status::Ok();
-      ASSIGN_OR_RETURN(uint64_t readable, SeekPastCorruption(it, generation));
+      BM_ASSIGN_OR_RETURN(uint64_t readable, SeekPastCorruption(it, generation));
       spdlog::error(
           "disk store {}: table data of generations {} to {} failed RocksDB's checksum: the "
           "versions there are lost; serving the rest",
@@ -771,7 +771,7 @@ Status DiskStore::LoadIndex() {
       }
       return Status::Ok();
     };
-    RETURN_IF_ERROR(seek_version(0));
+    BM_RETURN_IF_ERROR(seek_version(0));
     while (it->Valid() && it->key().starts_with(kVersionPrefix)) {
       std::string_view key = it->key().ToStringView();
       const size_t meta_key_size = kVersionPrefix.size() + 8;
@@ -798,9 +798,9 @@ Status DiskStore::LoadIndex() {
         ++orphan_generations;
       }
       if (generation == UINT64_MAX) break;
-      RETURN_IF_ERROR(seek_version(generation + 1));
+      BM_RETURN_IF_ERROR(seek_version(generation + 1));
     }
-    RETURN_IF_ERROR(FromRocks(it->status(), "scanning disk store versions"));
+    BM_RETURN_IF_ERROR(FromRocks(it->status(), "scanning disk store versions"));
 
     // Legacy chunks: one seek per stored generation, live ones skipped, others deleted.
     it->Seek(kChunkPrefix);
@@ -827,14 +827,14 @@ Status DiskStore::LoadIndex() {
       if (generation == UINT64_MAX) break;
       it->Seek(GenerationKey(*id, generation + 1));
     }
-    RETURN_IF_ERROR(FromRocks(it->status(), "scanning disk store chunks"));
+    BM_RETURN_IF_ERROR(FromRocks(it->status(), "scanning disk store chunks"));
     if (orphan_generations > 0) {
       spdlog::info("disk store: deleting chunks of {} unfinished writes", orphan_generations);
     }
   }
   // A read-only store leaves its garbage (it belongs to no indexed version) for a later open.
   if (garbage.Count() > 0 && impl.read_only_reason.empty()) {
-    RETURN_IF_ERROR(
+    BM_RETURN_IF_ERROR(
         Written(db_->Write(impl.write_options, &garbage), "deleting disk store garbage"));
   }
   impl.next_generation = std::max(impl.next_generation, max_generation + 1);
@@ -843,7 +843,7 @@ Status DiskStore::LoadIndex() {
 
 Result<std::unique_ptr<DiskWriter>> DiskStore::BeginWrite(const BlockId& id, StorageLevel level,
                                                           uint64_t total_size, uint64_t version) {
-  RETURN_IF_ERROR(Writable());
+  BM_RETURN_IF_ERROR(Writable());
   const uint64_t in_use = used();
   if (limit_ != 0 && (in_use > limit_ || total_size > limit_ - in_use)) {
     return OutOfSpaceError("block " + id.ToString() + " of " + FormatBytes(total_size) +
@@ -853,7 +853,7 @@ Result<std::unique_ptr<DiskWriter>> DiskStore::BeginWrite(const BlockId& id, Sto
   // The filesystem's real free space, whatever the limit says. Claims of writes in progress
   // count whole: some of their bytes may be on disk already, which only errs on the safe side.
   auto fits_filesystem = [&]() -> Status {
-    ASSIGN_OR_RETURN(FilesystemSpace space, MeasureSpace());
+    BM_ASSIGN_OR_RETURN(FilesystemSpace space, MeasureSpace());
     const uint64_t usable =
         space.available_bytes > headroom_ ? space.available_bytes - headroom_ : 0;
     const uint64_t claimed = impl_->claimed_bytes;
@@ -870,10 +870,10 @@ Result<std::unique_ptr<DiskWriter>> DiskStore::BeginWrite(const BlockId& id, Sto
   if (fits.code() == StatusCode::kOutOfSpace && !impl_->removed_ranges.empty()) {
     // Removed blocks may still hold the space: give it back and measure again.
     ReclaimRemovedSpace();
-    RETURN_IF_ERROR(Writable());
+    BM_RETURN_IF_ERROR(Writable());
     fits = fits_filesystem();
   }
-  RETURN_IF_ERROR(fits);
+  BM_RETURN_IF_ERROR(fits);
   impl_->claimed_bytes += total_size;  // no wrap: total_size fits in what is free
   const uint64_t generation = impl_->next_generation++;
   return std::unique_ptr<DiskWriter>(
@@ -892,10 +892,11 @@ Status DiskStore::Write(const BlockId& id, StorageLevel level, const BlockData& 
                            "digest; not written to disk");
     }
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer, BeginWrite(id, level, data.size, version));
+  BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer,
+                      BeginWrite(id, level, data.size, version));
   // Checked above: the bytes are not hashed a second time on their way in.
   writer->AdoptUnitDigests(expected_unit_digests);
-  for (const ChunkPtr& chunk : data.chunks) RETURN_IF_ERROR(writer->Append(chunk->bytes()));
+  for (const ChunkPtr& chunk : data.chunks) BM_RETURN_IF_ERROR(writer->Append(chunk->bytes()));
   return writer->Commit();
 }
 
@@ -1178,11 +1179,11 @@ Status DiskStore::CorruptStoredByte(const BlockId& id, uint64_t offset) {
     return InvalidArgumentError("offset " + std::to_string(offset) + " is not inside block " +
                                 id.ToString() + " (" + std::to_string(meta.size) + " bytes)");
   }
-  RETURN_IF_ERROR(Writable());
+  BM_RETURN_IF_ERROR(Writable());
   const std::string key = ChunkKeyOf(id, meta, offset / meta.chunk_bytes);
   std::string value;
-  RETURN_IF_ERROR(FromRocks(db_->Get(impl_->read_options, key, &value),
-                            "reading the chunk of " + id.ToString() + " to corrupt"));
+  BM_RETURN_IF_ERROR(FromRocks(db_->Get(impl_->read_options, key, &value),
+                               "reading the chunk of " + id.ToString() + " to corrupt"));
   const uint64_t at = offset % meta.chunk_bytes;
   if (at >= value.size()) {
     return InternalError("chunk of block " + id.ToString() + " holding offset " +

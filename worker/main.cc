@@ -1,20 +1,19 @@
 // bm-worker: wires the worker's stores and server to the command line, logging and signals.
 
-
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <zmq.hpp>
 
-#include "common/byte_size.h"
 #include "common/allocator.h"
+#include "common/byte_size.h"
 #include "common/clock.h"
 #include "common/http_server.h"
-#include "common/shutdown_signals.h"
 #include "common/logging.h"
 #include "common/node_security.h"
 #include "common/server_config.h"
+#include "common/shutdown_signals.h"
 #include "worker/address.h"
 #include "worker/block_manager.h"
 #include "worker/disk_store.h"
@@ -165,8 +164,7 @@ int main(int argc, char** argv) {
                  "should use with --advertise tcp://HOST:PORT");
   }
   if (disk_dir.empty()) return Usage("--disk-dir must not be empty");
-  if (bm::Status s = bm::CheckListenSecurity(listen, !key_file.empty(), insecure);
-      !s.ok()) {
+  if (bm::Status s = bm::CheckListenSecurity(listen, !key_file.empty(), insecure); !s.ok()) {
     return Usage(s.message());
   }
   if (key_file.empty() != master_key_file.empty()) {
@@ -187,10 +185,9 @@ int main(int argc, char** argv) {
   // Starts the storage thread, which owns the disk store from here on.
   auto blocks = std::make_unique<bm::BlockManager>(
       std::make_unique<bm::MemoryStore>(*memory), std::move(disk).value(),
-      bm::BlockManagerOptions{
-          .spill_backlog_bytes = *spill_backlog,
-          .scrub_bytes_per_second = static_cast<uint64_t>(scrub_rate_mb * 1e6),
-          .read_ahead_bytes = *read_ahead});
+      bm::BlockManagerOptions{.spill_backlog_bytes = *spill_backlog,
+                              .scrub_bytes_per_second = static_cast<uint64_t>(scrub_rate_mb * 1e6),
+                              .read_ahead_bytes = *read_ahead});
 
   // With keys, each connection's frames are sealed and opened on the I/O thread serving it
   // (bench/README.md, "what bounds CURVE"): one thread caps all clients together at one core's
@@ -217,7 +214,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<bm::WorkerStatusService> status;
   bm::HttpServer http_server;
   if (!http.empty()) {
-    bm::Result<std::unique_ptr<bm::WorkerStatusService>> service = bm::WorkerStatusService::Create();
+    bm::Result<std::unique_ptr<bm::WorkerStatusService>> service =
+        bm::WorkerStatusService::Create();
     if (!service.ok()) {
       std::fprintf(stderr, "bm-worker: %s\n", service.status().message().c_str());
       return kStartError;
@@ -260,15 +258,16 @@ int main(int argc, char** argv) {
       secure.keys.enabled() ? "CURVE keys on" : "no keys: plaintext");
 
   if (enable_fault_injection) {
-    spdlog::warn("fault injection is on (--enable-fault-injection): corruptBlock requests may "
-                 "corrupt stored blocks on purpose; for tests only");
+    spdlog::warn(
+        "fault injection is on (--enable-fault-injection): corruptBlock requests may "
+        "corrupt stored blocks on purpose; for tests only");
   }
 
   shutdown_signals.CallOnSignal([&] { server->Stop(); });
   server->Run();  // returns after Stop(), or if the loop fails
   shutdown_signals.StopWaiting();
   http_server.Stop();  // before the loop's state goes: handlers may be waiting on it
-  server.reset();  // closes the sockets and the disk store (RocksDB) before the context goes
+  server.reset();      // closes the sockets and the disk store (RocksDB) before the context goes
   secure.zap.reset();
   spdlog::info("stopped");
   return 0;

@@ -141,8 +141,8 @@ void MasterLink::SendRegister() {
     ToProto(stats, reg.initStats());
     auto list = reg.initBlocks(static_cast<unsigned>(in_registration));
     for (size_t i = 0; i < in_registration; ++i) FillBlockStatus(all[i], list[i]);
-    auto fresh = reg.initFreshBlocks(static_cast<unsigned>(
-        std::count_if(all.begin(), all.begin() + in_registration, is_fresh)));
+    auto fresh = reg.initFreshBlocks(
+        static_cast<unsigned>(std::count_if(all.begin(), all.begin() + in_registration, is_fresh)));
     unsigned next_fresh = 0;
     for (size_t i = 0; i < in_registration; ++i) {
       if (is_fresh(all[i])) fresh.set(next_fresh++, all[i].id.ToString());
@@ -212,7 +212,7 @@ void MasterLink::HandleReply(IncomingMessage& message) {
       heartbeat_interval_ms = reply.getRegistered().getHeartbeatIntervalMs();
     if (reply.isReportRefused()) {
       for (proto::BlockStatus::Reader block : reply.getReportRefused()) {
-        ASSIGN_OR_RETURN(BlockId refused, ParseWireBlockId(block.getBlockId()));
+        BM_ASSIGN_OR_RETURN(BlockId refused, ParseWireBlockId(block.getBlockId()));
         refused_.emplace_back(refused, block.getVersion());
       }
     }

@@ -9,10 +9,10 @@
 #include <zmq.hpp>
 
 #include "common/clock.h"
+#include "common/curve_keys.h"
 #include "common/status.h"
 #include "common/transport.h"
 #include "worker/block_manager.h"
-#include "common/curve_keys.h"
 #include "worker/block_status.h"
 
 namespace bm {

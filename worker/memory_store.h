@@ -20,7 +20,7 @@ struct MemoryBlock {
   BlockId id;
   StorageLevel level;
   BlockData data;
-  uint64_t generation;  // unique per stored version of a block on this worker
+  uint64_t generation;   // unique per stored version of a block on this worker
   uint64_t version = 0;  // which put wrote it, cluster-wide (BlockStatus::version)
   // Digests of its units (common/digest.h), computed from the bytes as they arrived, checked by
   // readers and before a spill to disk.

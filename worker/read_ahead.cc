@@ -5,7 +5,7 @@
 namespace bm {
 
 ReadAheadTable::Entries::iterator ReadAheadTable::Find(const BlockId& id, uint64_t offset,
-                                                        uint64_t length) {
+                                                       uint64_t length) {
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     if (it->wanted && it->id == id && it->offset == offset && it->length == length) return it;
   }

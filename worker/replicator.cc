@@ -23,15 +23,15 @@ constexpr std::chrono::milliseconds kCopyTimeout{5000};
 Result<uint32_t> CopyFromWorker(WorkerChannels& channels, BlockCopier& copier, const BlockId& id,
                                 const std::string& source_address,
                                 const std::vector<WorkerInfo>& targets, StorageLevel level) {
-  ASSIGN_OR_RETURN(RpcChannel * channel, channels.Channel(source_address));
+  BM_ASSIGN_OR_RETURN(RpcChannel * channel, channels.Channel(source_address));
   RangeReader reader(*channel, "worker at " + source_address, id);
-  RETURN_IF_ERROR(reader.NextRange());  // the block's size and version
+  BM_RETURN_IF_ERROR(reader.NextRange());  // the block's size and version
   std::vector<ChunkPtr> chunks = reader.TakeReadyChunks();
   size_t next = 0;
   PieceSource::NextChunk next_chunk = [&]() -> Result<ChunkPtr> {
     while (next == chunks.size()) {
       if (reader.done()) return ChunkPtr();
-      RETURN_IF_ERROR(reader.NextRange());
+      BM_RETURN_IF_ERROR(reader.NextRange());
       chunks = reader.TakeReadyChunks();
       next = 0;
     }

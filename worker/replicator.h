@@ -26,8 +26,8 @@ namespace bm {
 //
 // The copies run on the replicator's own thread, so the loop never waits on a copy: it reads
 // the block back from this very worker over its data port (a RangeReader, so the server loop
-// keeps sole ownership of the stores) and sends it to the targets through a BlockCopier. Finished copies are queued for the loop,
-// which is woken by `notify` and collects them with TakeFinished().
+// keeps sole ownership of the stores) and sends it to the targets through a BlockCopier. Finished
+// copies are queued for the loop, which is woken by `notify` and collects them with TakeFinished().
 class Replicator {
  public:
   struct Job {

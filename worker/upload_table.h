@@ -18,8 +18,9 @@ namespace bm {
 // the uploadId it chose. Two clients may pick the same uploadId; they never collide.
 //
 // An entry lives from the first piece (offset 0) until the last piece commits, a piece fails,
-// the client aborts it or its connection closes, or it sits idle too long. The table only keeps the bookkeeping; the caller owns the
-// matching BlockManager uploads and aborts them when it erases entries.
+// the client aborts it or its connection closes, or it sits idle too long. The table only keeps the
+// bookkeeping; the caller owns the matching BlockManager uploads and aborts them when it erases
+// entries.
 //
 // Not thread-safe: owned by the worker's event loop.
 class UploadTable {

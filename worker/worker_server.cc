@@ -117,10 +117,9 @@ Result<std::vector<uint64_t>> CheckPieceUnits(const std::vector<ChunkPtr>& chunk
   if (units == expected) return units;
   size_t unit = 0;
   while (unit < units.size() && unit < expected.size() && units[unit] == expected[unit]) ++unit;
-  return DataLossError(CorruptedInTransit(
-      block, offset, bytes,
-      "the digest of its unit at block offset " +
-          std::to_string(offset + unit * kDigestUnitBytes)));
+  return DataLossError(CorruptedInTransit(block, offset, bytes,
+                                          "the digest of its unit at block offset " +
+                                              std::to_string(offset + unit * kDigestUnitBytes)));
 }
 
 }  // namespace
@@ -130,9 +129,9 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Create(zmq::context_t& conte
                                                            std::unique_ptr<BlockManager> blocks,
                                                            const Clock& clock) {
   BM_CHECK(blocks != nullptr);
-  RETURN_IF_ERROR(ParseTcpAddress(options.listen_address, /*allow_any_port=*/true).status());
+  BM_RETURN_IF_ERROR(ParseTcpAddress(options.listen_address, /*allow_any_port=*/true).status());
   if (!options.advertise_address.empty()) {
-    ASSIGN_OR_RETURN(TcpAddress advertised, ParseTcpAddress(options.advertise_address, false));
+    BM_ASSIGN_OR_RETURN(TcpAddress advertised, ParseTcpAddress(options.advertise_address, false));
     if (IsWildcardHost(advertised.host)) {
       return InvalidArgumentError("advertised address " + options.advertise_address +
                                   " is a wildcard; give an address others can connect to");
@@ -142,7 +141,7 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Create(zmq::context_t& conte
   // Private constructor: Create() is the only way to get a bound server.
   std::unique_ptr<WorkerServer> server(
       new WorkerServer(context, std::move(options), std::move(blocks), clock));
-  RETURN_IF_ERROR(server->Bind());
+  BM_RETURN_IF_ERROR(server->Bind());
   return server;
 }
 
@@ -164,16 +163,16 @@ Status WorkerServer::Bind() {
     if (options_.key_file.empty() || options_.master_key_file.empty()) {
       return InvalidArgumentError("keys need both the worker's key and the master's key");
     }
-    ASSIGN_OR_RETURN(Certificate own, LoadCertificate(options_.key_file));
+    BM_ASSIGN_OR_RETURN(Certificate own, LoadCertificate(options_.key_file));
     if (own.secret_key.empty()) {
       return InvalidArgumentError(options_.key_file + " holds no secret key");
     }
-    ASSIGN_OR_RETURN(KeyRole role, own.role());
+    BM_ASSIGN_OR_RETURN(KeyRole role, own.role());
     if (role != KeyRole::kWorker) {
       return InvalidArgumentError(options_.key_file + " is a " + KeyRoleName(role) +
                                   " key, not a worker key");
     }
-    ASSIGN_OR_RETURN(Certificate master, LoadCertificate(options_.master_key_file));
+    BM_ASSIGN_OR_RETURN(Certificate master, LoadCertificate(options_.master_key_file));
     keys_ = CurveKeys{own.public_key, own.secret_key};
     master_security = ChannelSecurity{keys_, master.public_key};
     certificate_worker_id = own.name();
@@ -192,10 +191,11 @@ Status WorkerServer::Bind() {
     return UnavailableError("cannot listen on " + options_.listen_address + ": " + e.what());
   }
   endpoint_ = router_->get(zmq::sockopt::last_endpoint);
-  ASSIGN_OR_RETURN(peer_monitor_, PeerMonitor::Create(context_, *router_, "worker-" + endpoint_));
+  BM_ASSIGN_OR_RETURN(peer_monitor_,
+                      PeerMonitor::Create(context_, *router_, "worker-" + endpoint_));
 
   advertised_address_ = options_.advertise_address.empty() ? endpoint_ : options_.advertise_address;
-  ASSIGN_OR_RETURN(TcpAddress advertised, ParseTcpAddress(advertised_address_, false));
+  BM_ASSIGN_OR_RETURN(TcpAddress advertised, ParseTcpAddress(advertised_address_, false));
   if (IsWildcardHost(advertised.host)) {
     return InvalidArgumentError("listening on the wildcard address " + endpoint_ +
                                 " needs an address to advertise");
@@ -251,8 +251,7 @@ void WorkerServer::Run() {
         {blocks_->completion_fd(), POLLIN, 0},
     };
     const bool unsettled = router_unsettled_ || link_->unsettled() || peer_monitor_unsettled_;
-    const int timeout =
-        unsettled ? 0 : static_cast<int>(PollTimeout(clock_.Now()).count());
+    const int timeout = unsettled ? 0 : static_cast<int>(PollTimeout(clock_.Now()).count());
     if (::poll(fds, 6, timeout) < 0) {
       if (errno == EINTR) continue;
       spdlog::error("poll failed: {}; stopping", std::strerror(errno));
@@ -368,20 +367,20 @@ WorkerServer::Served WorkerServer::Serve(IncomingMessage& message) {
 
 Status WorkerServer::Dispatch(IncomingMessage& message, uint64_t* id, WorkerOp* op) {
   proto::Request::Which which{};
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::Request::Reader request = message.request();
     *id = request.getId();
     which = request.which();
     return Status::Ok();
   }));
   *op = OpOf(which);
-  RETURN_IF_ERROR(AuthorizeWorkerRequest(keys_.enabled(), message.peer(), which));
+  BM_RETURN_IF_ERROR(AuthorizeWorkerRequest(keys_.enabled(), message.peer(), which));
   if (message.peer()) {
     // An unknown descriptor may be a closed connection's, reused (see PeerMonitor).
     if (!connection_limit_.Knows(message.source_fd())) AbortUploadsOfClosedConnections();
     Status admitted = connection_limit_.Admit(message.source_fd(), *message.peer());
     if (!admitted.ok()) ++counters_.connections_refused;
-    RETURN_IF_ERROR(admitted);
+    BM_RETURN_IF_ERROR(admitted);
   }
   switch (which) {
     case proto::Request::PUT_BLOCK:
@@ -442,9 +441,9 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
     std::optional<uint64_t> digest;
     std::vector<uint64_t> unit_digests;
   } piece;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::PutBlock::Reader put = message.request().getPutBlock();
-    ASSIGN_OR_RETURN(BlockId block, ParseWireBlockId(put.getBlockId()));
+    BM_ASSIGN_OR_RETURN(BlockId block, ParseWireBlockId(put.getBlockId()));
     piece.block = block;
     if (!IsKnownLevel(put.getLevel())) return InvalidArgumentError("unknown storage level");
     piece.level = FromProto(put.getLevel());
@@ -452,8 +451,7 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
     piece.offset = put.getOffset();
     piece.last = put.getLast();
     piece.upload_id = put.getUploadId();
-    piece.version =
-        PutVersion{put.getVersion(), /*fresh=*/!put.getReplica(), put.getLeaseToken()};
+    piece.version = PutVersion{put.getVersion(), /*fresh=*/!put.getReplica(), put.getLeaseToken()};
     if (put.getDigested()) piece.digest = put.getPieceDigest();
     piece.unit_digests.reserve(put.getUnitDigests().size());
     for (uint64_t digest : put.getUnitDigests()) piece.unit_digests.push_back(digest);
@@ -482,7 +480,8 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
     // A first piece always starts afresh, replacing a same-id upload the client gave up on.
     AbortUpload(key);
     if (decommissioning_) {
-      return UnavailableError("worker " + worker_id_ + " is decommissioning: it takes no new blocks");
+      return UnavailableError("worker " + worker_id_ +
+                              " is decommissioning: it takes no new blocks");
     }
     if (uploads_.size() >= options_.max_uploads) {
       return UnavailableError("too many uploads in progress; retry later");
@@ -500,11 +499,12 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
     // Closed connections are forgotten before this one's descriptor is noted (see PeerMonitor:
     // a descriptor just reused must not inherit the closed connection's fate).
     AbortUploadsOfClosedConnections();
-    ASSIGN_OR_RETURN(BlockManager::UploadId handle,
-                     blocks_->BeginPut(*piece.block, piece.level, piece.total_size, piece.version));
-    uploads_.Insert(
-        key, UploadTable::Entry{handle, *piece.block, piece.level, piece.total_size, 0, now,
-                                owner ? *owner : std::string(), message.source_fd()});
+    BM_ASSIGN_OR_RETURN(
+        BlockManager::UploadId handle,
+        blocks_->BeginPut(*piece.block, piece.level, piece.total_size, piece.version));
+    uploads_.Insert(key,
+                    UploadTable::Entry{handle, *piece.block, piece.level, piece.total_size, 0, now,
+                                       owner ? *owner : std::string(), message.source_fd()});
     upload = uploads_.Find(key);
   } else if (upload == nullptr) {
     return InvalidArgumentError("no upload " + std::to_string(piece.upload_id) +
@@ -537,8 +537,7 @@ Status WorkerServer::HandlePut(IncomingMessage& message, uint64_t id) {
   } else if (!piece.unit_digests.empty() &&
              (piece.offset % kDigestUnitBytes != 0 ||
               (!piece.last && (piece.offset + bytes) % kDigestUnitBytes != 0))) {
-    valid = InvalidArgumentError("piece of " + name + " at offset " +
-                                 std::to_string(piece.offset) +
+    valid = InvalidArgumentError("piece of " + name + " at offset " + std::to_string(piece.offset) +
                                  " carries unit digests but is not cut at unit boundaries");
   }
   if (!valid.ok()) {
@@ -595,8 +594,7 @@ void WorkerServer::CommitUpload(const UploadTable::Key& key, BlockManager::Uploa
                                 uint64_t version) {
   const std::optional<UploadTable::Entry> done = ForgetUpload(key, handle);
   if (!done) {
-    SendError(*peer, id,
-              AbortedError("the upload was abandoned before its last piece was stored"));
+    SendError(*peer, id, AbortedError("the upload was abandoned before its last piece was stored"));
     return;
   }
   blocks_->CommitPut(handle, [this, peer, id, block = done->block, version](Result<Tier> tier) {
@@ -625,9 +623,9 @@ Status WorkerServer::HandleGet(IncomingMessage& message, uint64_t id) {
   std::optional<BlockId> block;
   uint64_t offset = 0;
   uint64_t max_length = 0;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::GetBlock::Reader get = message.request().getGetBlock();
-    ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(get.getBlockId()));
+    BM_ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(get.getBlockId()));
     block = parsed;
     offset = get.getOffset();
     max_length = get.getMaxLength();
@@ -663,8 +661,8 @@ void WorkerServer::SendGetReply(const zmq::message_t& peer, uint64_t id, uint64_
   for (const ChunkPtr& chunk : read.chunks) {
     for (size_t pos = 0; pos < chunk->size() && fits < limit && frame_count < kMaxPayloadFrames;
          ++frame_count) {
-      const size_t take = static_cast<size_t>(
-          std::min<uint64_t>({chunk->size() - pos, kChunkBytes, limit - fits}));
+      const size_t take =
+          static_cast<size_t>(std::min<uint64_t>({chunk->size() - pos, kChunkBytes, limit - fits}));
       pos += take;
       fits += take;
     }
@@ -712,7 +710,7 @@ void WorkerServer::SendGetReply(const zmq::message_t& peer, uint64_t id, uint64_
 
 Status WorkerServer::HandleGetMany(IncomingMessage& message, uint64_t id) {
   std::vector<BlockId> blocks;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     capnp::List<capnp::Text>::Reader ids = message.request().getGetBlocks().getBlockIds();
     if (ids.size() > kMaxGetBlocksIds) {
       return InvalidArgumentError("getBlocks asks for " + std::to_string(ids.size()) +
@@ -720,7 +718,7 @@ Status WorkerServer::HandleGetMany(IncomingMessage& message, uint64_t id) {
     }
     blocks.reserve(ids.size());
     for (capnp::Text::Reader text : ids) {
-      ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(text));
+      BM_ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(text));
       blocks.push_back(parsed);
     }
     return Status::Ok();
@@ -879,9 +877,9 @@ void WorkerServer::SendGetManyReply(const GetManyBatch& batch) {
 Status WorkerServer::HandleVerify(IncomingMessage& message, uint64_t id) {
   std::optional<BlockId> block;
   bool reported_bad = false;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::VerifyBlock::Reader verify = message.request().getVerifyBlock();
-    ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(verify.getBlockId()));
+    BM_ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(verify.getBlockId()));
     block = parsed;
     reported_bad = verify.getReportedBad();
     return Status::Ok();
@@ -926,16 +924,16 @@ Status WorkerServer::HandleVerify(IncomingMessage& message, uint64_t id) {
 
 Status WorkerServer::HandleCorruptBlock(IncomingMessage& message, uint64_t id) {
   if (!options_.enable_fault_injection) {
-    return InvalidArgumentError(
-        "corruptBlock is test-only fault injection, off on worker " + worker_id_ +
-        " (it serves it only when started with --enable-fault-injection)");
+    return InvalidArgumentError("corruptBlock is test-only fault injection, off on worker " +
+                                worker_id_ +
+                                " (it serves it only when started with --enable-fault-injection)");
   }
   std::optional<BlockId> block;
   Tier tier = Tier::kMemory;
   uint64_t offset = 0;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::CorruptBlock::Reader corrupt = message.request().getCorruptBlock();
-    ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(corrupt.getBlockId()));
+    BM_ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(corrupt.getBlockId()));
     block = parsed;
     switch (corrupt.getTier()) {
       case proto::Tier::MEMORY:
@@ -958,8 +956,8 @@ Status WorkerServer::HandleCorruptBlock(IncomingMessage& message, uint64_t id) {
           SendError(*peer, id, corrupted);
           return;
         }
-        spdlog::warn("fault injection: flipped the byte at offset {} of block {}'s {} copy",
-                     offset, block.ToString(), TierName(tier));
+        spdlog::warn("fault injection: flipped the byte at offset {} of block {}'s {} copy", offset,
+                     block.ToString(), TierName(tier));
         SendOk(*peer, id);
       });
   return Status::Ok();
@@ -967,9 +965,9 @@ Status WorkerServer::HandleCorruptBlock(IncomingMessage& message, uint64_t id) {
 
 Status WorkerServer::HandleContains(IncomingMessage& message, uint64_t id) {
   std::optional<BlockId> block;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
-    ASSIGN_OR_RETURN(BlockId parsed,
-                     ParseWireBlockId(message.request().getContainsBlock().getBlockId()));
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    BM_ASSIGN_OR_RETURN(BlockId parsed,
+                        ParseWireBlockId(message.request().getContainsBlock().getBlockId()));
     block = parsed;
     return Status::Ok();
   }));
@@ -989,11 +987,13 @@ Status WorkerServer::HandleContains(IncomingMessage& message, uint64_t id) {
 }
 
 Status WorkerServer::HandleReplicate(IncomingMessage& message, uint64_t id) {
-  Replicator::Job job{.ticket = next_ticket_++, .block = BlockId::Broadcast(0),
-                      .level = StorageLevel::kMemoryOnly, .targets = {}};
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  Replicator::Job job{.ticket = next_ticket_++,
+                      .block = BlockId::Broadcast(0),
+                      .level = StorageLevel::kMemoryOnly,
+                      .targets = {}};
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::ReplicateBlock::Reader request = message.request().getReplicateBlock();
-    ASSIGN_OR_RETURN(job.block, ParseWireBlockId(request.getBlockId()));
+    BM_ASSIGN_OR_RETURN(job.block, ParseWireBlockId(request.getBlockId()));
     if (!IsKnownLevel(request.getLevel())) return InvalidArgumentError("unknown storage level");
     job.level = FromProto(request.getLevel());
     for (proto::ReplicaTarget::Reader target : request.getTargets()) {
@@ -1007,12 +1007,12 @@ Status WorkerServer::HandleReplicate(IncomingMessage& message, uint64_t id) {
   }));
   if (job.targets.empty()) return InvalidArgumentError("replicateBlock names no target");
   if (!blocks_->Find(job.block)) {
-    return NotFoundError("block " + job.block.ToString() + " is not stored on worker " + worker_id_);
+    return NotFoundError("block " + job.block.ToString() + " is not stored on worker " +
+                         worker_id_);
   }
-  replications_.emplace(job.ticket, PendingReplication{
-                                        zmq::message_t(message.routing_id()->data(),
-                                                       message.routing_id()->size()),
-                                        id, job.block});
+  replications_.emplace(job.ticket, PendingReplication{zmq::message_t(message.routing_id()->data(),
+                                                                      message.routing_id()->size()),
+                                                       id, job.block});
   replicator_->Submit(std::move(job));
   return Status::Ok();
 }
@@ -1056,10 +1056,10 @@ Status WorkerServer::HandleRemove(IncomingMessage& message, uint64_t id) {
   // Every id is checked before anything is removed: a bad list changes nothing.
   std::vector<BlockId> ids;
   std::vector<uint64_t> versions;  // empty, or one per id (0 = any version)
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::RemoveBlocks::Reader request = message.request().getRemoveBlocks();
     for (capnp::Text::Reader text : request.getBlockIds()) {
-      ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(text));
+      BM_ASSIGN_OR_RETURN(BlockId parsed, ParseWireBlockId(text));
       ids.push_back(parsed);
     }
     if (request.hasVersions()) {
@@ -1092,7 +1092,7 @@ Status WorkerServer::HandleRemove(IncomingMessage& message, uint64_t id) {
 
 Status WorkerServer::HandleAbortPut(IncomingMessage& message, uint64_t id) {
   uint64_t upload_id = 0;
-  RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     upload_id = message.request().getAbortPut().getUploadId();
     return Status::Ok();
   }));

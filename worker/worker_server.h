@@ -11,13 +11,13 @@
 #include <zmq.hpp>
 
 #include "common/clock.h"
+#include "common/connection_limit.h"
 #include "common/peer_monitor.h"
 #include "common/status.h"
 #include "common/tier.h"
 #include "common/transport.h"
 #include "worker/block_manager.h"
 #include "worker/master_link.h"
-#include "common/connection_limit.h"
 #include "worker/replicator.h"
 #include "worker/upload_table.h"
 #include "worker/worker_status.h"
@@ -143,8 +143,7 @@ class WorkerServer {
   // Takes the upload out of the table unless the key now names a newer upload.
   std::optional<UploadTable::Entry> ForgetUpload(const UploadTable::Key& key,
                                                  BlockManager::UploadId handle);
-  void SendGetReply(const zmq::message_t& peer, uint64_t id, uint64_t limit,
-                    const BlockRead& read);
+  void SendGetReply(const zmq::message_t& peer, uint64_t id, uint64_t limit, const BlockRead& read);
   Status HandleGet(IncomingMessage& message, uint64_t id);
   Status HandleGetMany(IncomingMessage& message, uint64_t id);
   // A getBlocks request whose reads are in progress.
@@ -187,7 +186,7 @@ class WorkerServer {
   std::string endpoint_;
   std::string advertised_address_;
   std::string worker_id_;
-  CurveKeys keys_;  // empty with keys off
+  CurveKeys keys_;    // empty with keys off
   int wake_fd_ = -1;  // eventfd written by Stop()
 
   std::atomic<bool> stop_{false};
@@ -208,7 +207,7 @@ class WorkerServer {
   // Put pieces held back until spills make room, in arrival order (see Serve).
   std::deque<IncomingMessage> waiting_pieces_;
   bool serving_waiting_piece_ = false;
-  bool piece_must_wait_ = false;  // set by HandlePut for Serve
+  bool piece_must_wait_ = false;      // set by HandlePut for Serve
   std::deque<DeferredPut> deferred_;  // in seq and deadline order
   // Fresh blocks the master refused, whose deferred puts fail (see ReleaseDeferredPuts).
   std::vector<std::pair<BlockId, uint64_t>> refused_;
@@ -223,7 +222,7 @@ class WorkerServer {
     BlockId block;
   };
   std::map<uint64_t, PendingReplication> replications_;  // by replicator ticket
-  WorkerCounters counters_;  // for /metrics
+  WorkerCounters counters_;                              // for /metrics
   uint64_t next_ticket_ = 1;
 };
 

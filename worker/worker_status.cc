@@ -175,8 +175,8 @@ std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
 }
 
 Result<std::unique_ptr<WorkerStatusService>> WorkerStatusService::Create() {
-  ASSIGN_OR_RETURN(std::unique_ptr<LoopQueries<WorkerView>> queries,
-                   LoopQueries<WorkerView>::Create());
+  BM_ASSIGN_OR_RETURN(std::unique_ptr<LoopQueries<WorkerView>> queries,
+                      LoopQueries<WorkerView>::Create());
   return std::unique_ptr<WorkerStatusService>(new WorkerStatusService(std::move(queries)));
 }
 

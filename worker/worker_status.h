@@ -83,10 +83,10 @@ struct WorkerSnapshot {
   uint64_t evictions = 0;
   uint64_t spills = 0;
   uint64_t spill_backlog_bytes = 0;  // evicted, waiting for their spill
-  uint64_t corrupt_spills = 0;  // evicted copies that failed their digests on the way to disk
-  uint64_t storage_jobs = 0;  // disk work queued or running on the storage thread
+  uint64_t corrupt_spills = 0;       // evicted copies that failed their digests on the way to disk
+  uint64_t storage_jobs = 0;         // disk work queued or running on the storage thread
   uint64_t corrupt_disk_blocks = 0;  // BlockStore::corrupt_count
-  uint64_t scrubbed_bytes = 0;  // disk block bytes the scrubber re-read and verified
+  uint64_t scrubbed_bytes = 0;       // disk block bytes the scrubber re-read and verified
   uint64_t uploads_in_progress = 0;
   WorkerCounters counters;
 };

@@ -23,8 +23,8 @@ void BM_BlockIndexApplyNew(benchmark::State& state) {
   auto index = std::make_unique<BlockIndex>();
   uint64_t n = 0;
   for (auto _ : state) {
-    index->Apply("w1", BlockChange{NthBlock(n++), false, StorageLevel::kMemoryOnly,
-                                   Tier::kMemory, 1 << 20});
+    index->Apply(
+        "w1", BlockChange{NthBlock(n++), false, StorageLevel::kMemoryOnly, Tier::kMemory, 1 << 20});
   }
   state.SetItemsProcessed(state.iterations());
   state.counters["blocks"] = static_cast<double>(index->block_count());
@@ -36,8 +36,8 @@ void BM_BlockIndexFind(benchmark::State& state) {
   const uint64_t blocks = static_cast<uint64_t>(state.range(0));
   BlockIndex index;
   for (uint64_t n = 0; n < blocks; ++n) {
-    index.Apply("w1", BlockChange{NthBlock(n), false, StorageLevel::kMemoryOnly, Tier::kMemory,
-                                  1 << 20});
+    index.Apply("w1",
+                BlockChange{NthBlock(n), false, StorageLevel::kMemoryOnly, Tier::kMemory, 1 << 20});
   }
   uint64_t n = 0;
   for (auto _ : state) {
@@ -53,14 +53,14 @@ void BM_BlockIndexMoveTier(benchmark::State& state) {
   BlockIndex index;
   const uint64_t blocks = 100000;
   for (uint64_t n = 0; n < blocks; ++n) {
-    index.Apply("w1", BlockChange{NthBlock(n), false, StorageLevel::kMemoryAndDisk,
-                                  Tier::kMemory, 1 << 20});
+    index.Apply("w1", BlockChange{NthBlock(n), false, StorageLevel::kMemoryAndDisk, Tier::kMemory,
+                                  1 << 20});
   }
   uint64_t n = 0;
   for (auto _ : state) {
     const Tier tier = (n / blocks) % 2 == 0 ? Tier::kDisk : Tier::kMemory;
-    index.Apply("w1", BlockChange{NthBlock(n % blocks), false, StorageLevel::kMemoryAndDisk,
-                                  tier, 1 << 20});
+    index.Apply("w1", BlockChange{NthBlock(n % blocks), false, StorageLevel::kMemoryAndDisk, tier,
+                                  1 << 20});
     ++n;
   }
   state.SetItemsProcessed(state.iterations());

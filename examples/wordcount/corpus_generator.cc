@@ -19,27 +19,30 @@ constexpr uint64_t kVocabularySeed = 0x776f7264636f756eULL;
 // The most frequent English words, roughly in frequency order, so the top of the counts reads
 // like English.
 constexpr const char* kCommonWords[] = {
-    "the",   "of",    "and",   "to",    "a",      "in",    "is",    "it",    "you",   "that",
-    "he",    "was",   "for",   "on",    "are",    "with",  "as",    "i",     "his",   "they",
-    "be",    "at",    "one",   "have",  "this",   "from",  "or",    "had",   "by",    "not",
-    "word",  "but",   "what",  "some",  "we",     "can",   "out",   "other", "were",  "all",
-    "there", "when",  "up",    "use",   "your",   "how",   "said",  "an",    "each",  "she",
-    "which", "do",    "their", "time",  "if",     "will",  "way",   "about", "many",  "then",
-    "them",  "write", "would", "like",  "so",     "these", "her",   "long",  "make",  "thing",
-    "see",   "him",   "two",   "has",   "look",   "more",  "day",   "could", "go",    "come",
-    "did",   "number", "sound", "no",   "most",   "people", "my",   "over",  "know",  "water",
-    "than",  "call",  "first", "who",   "may",    "down",  "side",  "been",  "now",   "find",
-    "any",   "new",   "work",  "part",  "take",   "get",   "place", "made",  "live",  "where",
-    "after", "back",  "little", "only", "round",  "man",   "year",  "came",  "show",  "every",
-    "good",  "me",    "give",  "our",   "under",  "name",  "very",  "through", "just", "form",
-    "cache", "block", "worker", "master", "disk", "memory", "data", "partition", "spark",
+    "the",    "of",      "and",       "to",    "a",      "in",    "is",     "it",     "you",
+    "that",   "he",      "was",       "for",   "on",     "are",   "with",   "as",     "i",
+    "his",    "they",    "be",        "at",    "one",    "have",  "this",   "from",   "or",
+    "had",    "by",      "not",       "word",  "but",    "what",  "some",   "we",     "can",
+    "out",    "other",   "were",      "all",   "there",  "when",  "up",     "use",    "your",
+    "how",    "said",    "an",        "each",  "she",    "which", "do",     "their",  "time",
+    "if",     "will",    "way",       "about", "many",   "then",  "them",   "write",  "would",
+    "like",   "so",      "these",     "her",   "long",   "make",  "thing",  "see",    "him",
+    "two",    "has",     "look",      "more",  "day",    "could", "go",     "come",   "did",
+    "number", "sound",   "no",        "most",  "people", "my",    "over",   "know",   "water",
+    "than",   "call",    "first",     "who",   "may",    "down",  "side",   "been",   "now",
+    "find",   "any",     "new",       "work",  "part",   "take",  "get",    "place",  "made",
+    "live",   "where",   "after",     "back",  "little", "only",  "round",  "man",    "year",
+    "came",   "show",    "every",     "good",  "me",     "give",  "our",    "under",  "name",
+    "very",   "through", "just",      "form",  "cache",  "block", "worker", "master", "disk",
+    "memory", "data",    "partition", "spark",
 };
 
-constexpr const char* kOnsets[] = {"b",  "c",  "d",  "f",  "g",  "h",  "j",  "k",  "l",
-                                   "m",  "n",  "p",  "r",  "s",  "t",  "v",  "w",  "z",
-                                   "br", "ch", "cl", "dr", "fl", "gr", "pl", "pr", "sh",
+constexpr const char* kOnsets[] = {"b",  "c",  "d",   "f",  "g",  "h",  "j",  "k",  "l",
+                                   "m",  "n",  "p",   "r",  "s",  "t",  "v",  "w",  "z",
+                                   "br", "ch", "cl",  "dr", "fl", "gr", "pl", "pr", "sh",
                                    "sl", "st", "str", "th", "tr", "wh", ""};
-constexpr const char* kVowels[] = {"a", "e", "i", "o", "u", "ai", "ea", "ee", "ie", "oo", "ou", "y"};
+constexpr const char* kVowels[] = {"a",  "e",  "i",  "o",  "u",  "ai",
+                                   "ea", "ee", "ie", "oo", "ou", "y"};
 constexpr const char* kCodas[] = {"",   "",   "",   "n",  "r",  "s",  "t",  "l",  "m",
                                   "nd", "ng", "nt", "rd", "st", "ck", "ll", "ss", "th"};
 

@@ -34,8 +34,8 @@ int UsageError(const std::string& message) {
 int Generate(const std::string& output, uint64_t size, uint64_t seed) {
   Result<uint64_t> written = WriteCorpus(output, size, seed);
   if (!written.ok()) return Fail(written.status());
-  std::cout << "generated " << *written << " bytes (" << FormatBytes(*written) << ", seed "
-            << seed << ") into " << output << "\n";
+  std::cout << "generated " << *written << " bytes (" << FormatBytes(*written) << ", seed " << seed
+            << ") into " << output << "\n";
   return 0;
 }
 
@@ -65,8 +65,7 @@ int Unpersist(const std::string& master, const WordCountOptions& keys, uint64_t 
 }
 
 int Main(int argc, char** argv) {
-  CLI::App app{"Word counts over a text file, with partitions cached in blockmgr.",
-               "bm-wordcount"};
+  CLI::App app{"Word counts over a text file, with partitions cached in blockmgr.", "bm-wordcount"};
   app.require_subcommand(1);
   app.footer("Exit codes: 0 success, 1 runtime failure, 2 usage error.");
 
@@ -89,9 +88,9 @@ int Main(int argc, char** argv) {
   run->add_option("--input", options.input, "the text file")->required();
   run->add_option("--partitions", options.partitions, "partitions (default 16)")
       ->check(CLI::Range(1u, 1u << 20));
-  run->add_option("--level", level_text,
-                  "storage level of the cached counts: " + StorageLevelNames() +
-                      " (default MEMORY_AND_DISK)");
+  run->add_option(
+      "--level", level_text,
+      "storage level of the cached counts: " + StorageLevelNames() + " (default MEMORY_AND_DISK)");
   run->add_option("--rdd-id", options.rdd_id,
                   "RDD id of the cached counts: the same across runs of one input, another for "
                   "another input (default 100)");

@@ -62,7 +62,7 @@ Result<std::vector<std::byte>> TextSplits::Read(uint32_t index) const {
   // A line starts at p when p == 0 or byte p-1 is a newline; reading from start-1 lets the
   // newline search find a line that starts exactly at `start`.
   const uint64_t read_from = start == 0 ? 0 : start - 1;
-  ASSIGN_OR_RETURN(std::vector<std::byte> bytes, ReadAt(read_from, end - read_from));
+  BM_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, ReadAt(read_from, end - read_from));
   if (start != 0) {
     auto newline = std::find(bytes.begin(), bytes.end(), std::byte{'\n'});
     // No newline in [start-1, end): every line starting in range started before it.
@@ -74,7 +74,7 @@ Result<std::vector<std::byte>> TextSplits::Read(uint32_t index) const {
   // Finish the last line, which may run past `end`.
   uint64_t offset = end;
   while (!bytes.empty() && bytes.back() != std::byte{'\n'} && offset < file_size_) {
-    ASSIGN_OR_RETURN(std::vector<std::byte> tail, ReadAt(offset, kLineTailChunk));
+    BM_ASSIGN_OR_RETURN(std::vector<std::byte> tail, ReadAt(offset, kLineTailChunk));
     if (tail.empty()) break;
     auto newline = std::find(tail.begin(), tail.end(), std::byte{'\n'});
     const auto stop = newline == tail.end() ? tail.end() : newline + 1;

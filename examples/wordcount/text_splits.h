@@ -20,8 +20,7 @@ namespace bm::wordcount {
 // once (it only uses pread). Owns the file descriptor.
 class TextSplits {
  public:
-  static Result<std::unique_ptr<TextSplits>> Open(const std::string& path,
-                                                  uint32_t num_partitions);
+  static Result<std::unique_ptr<TextSplits>> Open(const std::string& path, uint32_t num_partitions);
   ~TextSplits();
   TextSplits(const TextSplits&) = delete;
   TextSplits& operator=(const TextSplits&) = delete;

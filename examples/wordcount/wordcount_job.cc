@@ -20,16 +20,16 @@ namespace {
 // same input cut differently, would be read as this one's. The description an earlier run
 // registered tells: refuse to mix them up.
 Status CheckCacheIsOurs(CacheSession& session, const WordCountOptions& options) {
-  ASSIGN_OR_RETURN(std::vector<RddInfo> rdds,
-                   session.WithClient([](Client& client) { return client.Rdds(); }));
+  BM_ASSIGN_OR_RETURN(std::vector<RddInfo> rdds,
+                      session.WithClient([](Client& client) { return client.Rdds(); }));
   const std::string name = DatasetName(options.input);
   for (const RddInfo& rdd : rdds) {
     if (rdd.rdd_id != options.rdd_id || rdd.cached_partitions == 0 || rdd.name.empty()) continue;
     if (rdd.name != name || rdd.total_partitions != options.partitions) {
-      return InvalidArgumentError(
-          "RDD " + std::to_string(rdd.rdd_id) + " already caches " + rdd.name + " in " +
-          std::to_string(rdd.total_partitions) + " partitions; remove it (bm-wordcount " +
-          "unpersist --rdd-id " + std::to_string(rdd.rdd_id) + ") or choose another --rdd-id");
+      return InvalidArgumentError("RDD " + std::to_string(rdd.rdd_id) + " already caches " +
+                                  rdd.name + " in " + std::to_string(rdd.total_partitions) +
+                                  " partitions; remove it (bm-wordcount " + "unpersist --rdd-id " +
+                                  std::to_string(rdd.rdd_id) + ") or choose another --rdd-id");
     }
   }
   return Status::Ok();
@@ -39,8 +39,8 @@ Status CheckCacheIsOurs(CacheSession& session, const WordCountOptions& options) 
 
 Result<WordCountRun> RunWordCount(const WordCountOptions& options) {
   const auto started = std::chrono::steady_clock::now();
-  ASSIGN_OR_RETURN(std::unique_ptr<TextSplits> splits,
-                   TextSplits::Open(options.input, options.partitions));
+  BM_ASSIGN_OR_RETURN(std::unique_ptr<TextSplits> splits,
+                      TextSplits::Open(options.input, options.partitions));
 
   ClientOptions client_options{.master_address = options.master_address};
   client_options.key_file = options.key_file;
@@ -54,9 +54,9 @@ Result<WordCountRun> RunWordCount(const WordCountOptions& options) {
                            [](uint32_t, std::span<const std::byte> text) -> Result<PartitionData> {
                              return WordCounts::Count(text).Encode();
                            });
-  RETURN_IF_ERROR(CheckCacheIsOurs(*session, options));
-  RETURN_IF_ERROR(counts->Persist(options.level));
-  ASSIGN_OR_RETURN(std::vector<PartitionData> partitions, counts->Collect(options.parallelism));
+  BM_RETURN_IF_ERROR(CheckCacheIsOurs(*session, options));
+  BM_RETURN_IF_ERROR(counts->Persist(options.level));
+  BM_ASSIGN_OR_RETURN(std::vector<PartitionData> partitions, counts->Collect(options.parallelism));
 
   WordCountRun run;
   run.partitions = options.partitions;
@@ -69,15 +69,13 @@ Result<WordCountRun> RunWordCount(const WordCountOptions& options) {
     run.counts.Merge(*decoded);
   }
   run.cache = session->counters();
-  run.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return run;
 }
 
 std::string ChecksumLine(const WordCounts& counts) {
   char digest[17];
-  std::snprintf(digest, sizeof digest, "%016llx",
-                static_cast<unsigned long long>(counts.Digest()));
+  std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(counts.Digest()));
   return "total_words=" + std::to_string(counts.total()) +
          " distinct=" + std::to_string(counts.distinct()) + " digest=" + digest;
 }

@@ -32,15 +32,15 @@ std::optional<uint64_t> MemoryUsed(LocalCluster& cluster, const std::string& wor
 TEST(AbandonedUploadTest, ClientKilledMidUploadFreesTheWorkersClaimWithinASecond) {
   LocalCluster cluster(kHeartbeatTimeoutSeconds);
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(WorkerSpec{.id = "w1", .memory = "128MiB", .disk_limit = ""}));
+  ASSERT_NO_FATAL_FAILURE(
+      cluster.StartWorker(WorkerSpec{.id = "w1", .memory = "128MiB", .disk_limit = ""}));
   const std::string marker = (cluster.dir().path() / "stalled").string();
   // The first 16 MiB piece is sent and accepted; the source then stalls inside the second.
-  Process probe = Process::Start(
-      BinaryPath("bm-put-probe"),
-      {"--master", cluster.master_endpoint(), "--block", "rdd_1_0", "--size",
-       std::to_string(48 * kMiB), "--stall-after", std::to_string(20 * kMiB), "--stalled-marker",
-       marker},
-      (cluster.dir().path() / "probe.log").string());
+  Process probe = Process::Start(BinaryPath("bm-put-probe"),
+                                 {"--master", cluster.master_endpoint(), "--block", "rdd_1_0",
+                                  "--size", std::to_string(48 * kMiB), "--stall-after",
+                                  std::to_string(20 * kMiB), "--stalled-marker", marker},
+                                 (cluster.dir().path() / "probe.log").string());
   ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(marker); }, milliseconds(20000)));
   ASSERT_TRUE(WaitFor([&] { return MemoryUsed(cluster, "w1").value_or(0) >= 48 * kMiB; },
                       milliseconds(10000)))
@@ -52,8 +52,8 @@ TEST(AbandonedUploadTest, ClientKilledMidUploadFreesTheWorkersClaimWithinASecond
       << cluster.LogTail("w1");
   const auto released = std::chrono::steady_clock::now() - killed;
   EXPECT_LT(released, milliseconds(1000))
-      << "the claim was released "
-      << std::chrono::duration_cast<milliseconds>(released).count() << " ms after the kill";
+      << "the claim was released " << std::chrono::duration_cast<milliseconds>(released).count()
+      << " ms after the kill";
   // The worker still takes a put of the same block.
   Client client(cluster.ClientOptionsFor());
   std::vector<std::byte> data(kMiB, std::byte{5});
@@ -64,7 +64,8 @@ TEST(AbandonedUploadTest, ClientKilledMidUploadFreesTheWorkersClaimWithinASecond
 TEST(AbandonedUploadTest, PutWhoseSourceFailsReleasesItsClaimAtOnce) {
   LocalCluster cluster(kHeartbeatTimeoutSeconds);
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(WorkerSpec{.id = "w1", .memory = "128MiB", .disk_limit = ""}));
+  ASSERT_NO_FATAL_FAILURE(
+      cluster.StartWorker(WorkerSpec{.id = "w1", .memory = "128MiB", .disk_limit = ""}));
   Client client(cluster.ClientOptionsFor());
   // The client stays connected, so only its abortPut can release the claim before 60 s.
   uint64_t delivered = 0;

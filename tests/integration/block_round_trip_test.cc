@@ -41,8 +41,7 @@ TEST_F(BlockRoundTripTest, MemoryBlocksComeBackByteExactAtEverySize) {
     std::string block = "rdd_1_" + std::to_string(i);
     std::string data = RandomBytes(sizes[i], i + 1);
     ASSERT_NO_FATAL_FAILURE(RoundTrip(block, data, "MEMORY_ONLY"));
-    EXPECT_EQ(cluster_.Locations({block})[block],
-              (std::vector<Loc>{{"w1", "memory", sizes[i]}}));
+    EXPECT_EQ(cluster_.Locations({block})[block], (std::vector<Loc>{{"w1", "memory", sizes[i]}}));
   }
 }
 

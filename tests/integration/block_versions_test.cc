@@ -96,9 +96,9 @@ TEST(BlockVersionsTest, WorkerStoppedDuringAnOverwriteNeverServesTheOldVersion) 
   ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(2));
   const std::string a = RandomBytes(200 * 1024, 5);
   const std::string b = RandomBytes(150 * 1024, 6);
-  ASSERT_EQ(cluster.Bmctl({"put", "rdd_7_0", "-", "--worker", "w1", "--level", "DISK_ONLY"}, a)
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      cluster.Bmctl({"put", "rdd_7_0", "-", "--worker", "w1", "--level", "DISK_ONLY"}, a).exit_code,
+      0);
   Client reader(ClientFor(cluster));
   ASSERT_TRUE(reader.Get(BlockId::Rdd(7, 0)).ok());  // remembers w1
 
@@ -125,9 +125,9 @@ TEST(BlockVersionsTest, WorkerRestartedAfterAnOverwriteComesBackWithoutTheOldVer
   ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(2));
   const std::string a = RandomBytes(200 * 1024, 7);
   const std::string b = RandomBytes(120 * 1024, 8);
-  ASSERT_EQ(cluster.Bmctl({"put", "rdd_8_0", "-", "--worker", "w1", "--level", "DISK_ONLY"}, a)
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      cluster.Bmctl({"put", "rdd_8_0", "-", "--worker", "w1", "--level", "DISK_ONLY"}, a).exit_code,
+      0);
   // w1 goes away (and is dropped) holding version a on disk; b is put on w2 meanwhile.
   cluster.KillWorker("w1");
   ASSERT_TRUE(cluster.WaitForWorkers({"w2"}));
@@ -206,8 +206,9 @@ TEST(BlockVersionsTest, RddRemovedWhileAWorkerWasAwayStaysRemovedAcrossAMasterRe
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
   ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(2));
   for (int p = 0; p < 5; ++p) {
-    ASSERT_EQ(cluster.Bmctl({"put", "rdd_13_" + std::to_string(p), "-", "--level", "DISK_ONLY_2"},
-                            RandomBytes(4096, p))
+    ASSERT_EQ(cluster
+                  .Bmctl({"put", "rdd_13_" + std::to_string(p), "-", "--level", "DISK_ONLY_2"},
+                         RandomBytes(4096, p))
                   .exit_code,
               0);
   }
@@ -243,9 +244,8 @@ TEST(BlockVersionsTest, RandomOverwritesFromSeveralProcessesNeverReadStaleBytes)
       std::mt19937 random(w);
       const std::string block = "rdd_11_" + std::to_string(w);
       for (int round = 0; round < kRounds; ++round) {
-        const std::string data =
-            "writer " + std::to_string(w) + " round " + std::to_string(round) + " " +
-            RandomBytes(1000 + random() % 5000, w * 1000 + round);
+        const std::string data = "writer " + std::to_string(w) + " round " + std::to_string(round) +
+                                 " " + RandomBytes(1000 + random() % 5000, w * 1000 + round);
         const std::string worker = "w" + std::to_string(1 + random() % 3);
         std::vector<std::string> put = {"put", block, "-"};
         if (random() % 4 != 0) put.insert(put.end(), {"--worker", worker});

@@ -51,8 +51,8 @@ TEST_F(BmctlProgressTest, ProgressIsForcedOnOrOffAndQuietByDefaultOffATerminal) 
   EXPECT_THAT(forced.err, HasSubstr("put rdd_1_0"));
   EXPECT_THAT(forced.err, HasSubstr("/ 293.0 KiB  100%"));
 
-  CommandResult got = cluster_.Bmctl({"--progress", "get", "rdd_1_0", "-o",
-                                      cluster_.dir().Sub("copy.bin")});
+  CommandResult got =
+      cluster_.Bmctl({"--progress", "get", "rdd_1_0", "-o", cluster_.dir().Sub("copy.bin")});
   ASSERT_EQ(got.exit_code, 0) << got.err;
   EXPECT_THAT(got.err, HasSubstr("get rdd_1_0"));
   EXPECT_THAT(got.err, HasSubstr("100%"));
@@ -61,8 +61,8 @@ TEST_F(BmctlProgressTest, ProgressIsForcedOnOrOffAndQuietByDefaultOffATerminal) 
   CommandResult quiet = cluster_.Bmctl({"put", "rdd_1_1", file});
   ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
   EXPECT_EQ(quiet.err, "");
-  CommandResult off = cluster_.Bmctl({"--no-progress", "get", "rdd_1_1", "-o",
-                                      cluster_.dir().Sub("copy2.bin")});
+  CommandResult off =
+      cluster_.Bmctl({"--no-progress", "get", "rdd_1_1", "-o", cluster_.dir().Sub("copy2.bin")});
   ASSERT_EQ(off.exit_code, 0) << off.err;
   EXPECT_EQ(off.err, "");
 
@@ -72,9 +72,9 @@ TEST_F(BmctlProgressTest, ProgressIsForcedOnOrOffAndQuietByDefaultOffATerminal) 
 
 TEST_F(BmctlProgressTest, WorkersWatchRedrawsEverySecond) {
   // bmctl runs until interrupted; killed after 3.5 s it has drawn the list at least twice.
-  CommandResult watched =
-      RunCommand(BinaryPath("bmctl"), {"--master", cluster_.master_endpoint(), "workers", "--watch"},
-                 "", std::chrono::milliseconds(3500));
+  CommandResult watched = RunCommand(BinaryPath("bmctl"),
+                                     {"--master", cluster_.master_endpoint(), "workers", "--watch"},
+                                     "", std::chrono::milliseconds(3500));
   size_t frames = 0;
   for (size_t at = watched.out.find("Every 1 s"); at != std::string::npos;
        at = watched.out.find("Every 1 s", at + 1)) {

@@ -28,14 +28,17 @@ bool OneLine(const std::string& text) {
 }
 
 TEST_F(BmctlTest, WorkersJsonListsEveryWorkerWithItsNumbers) {
-  ASSERT_EQ(cluster_.Bmctl({"put", "rdd_1_0", "-", "--worker", "w2", "--level", "MEMORY_ONLY"},
-                           RandomBytes(1000, 1)).exit_code, 0);
+  ASSERT_EQ(cluster_
+                .Bmctl({"put", "rdd_1_0", "-", "--worker", "w2", "--level", "MEMORY_ONLY"},
+                       RandomBytes(1000, 1))
+                .exit_code,
+            0);
   nlohmann::json workers = cluster_.BmctlJson({"workers"});
   ASSERT_TRUE(workers.is_array());
   ASSERT_EQ(workers.size(), 2u);
   for (const auto& w : workers) {
-    for (const char* key : {"id", "address", "memory_capacity", "memory_used", "disk_used",
-                            "blocks"}) {
+    for (const char* key :
+         {"id", "address", "memory_capacity", "memory_used", "disk_used", "blocks"}) {
       EXPECT_TRUE(w.contains(key)) << key << " missing in " << w.dump();
     }
     EXPECT_EQ(w["memory_capacity"].get<uint64_t>(), 64u << 20);
@@ -47,10 +50,13 @@ TEST_F(BmctlTest, WorkersJsonListsEveryWorkerWithItsNumbers) {
 }
 
 TEST_F(BmctlTest, PutHonoursNamedWorkerAndLevel) {
-  ASSERT_EQ(cluster_.Bmctl({"put", "rdd_2_0", "-", "--worker", "w1", "--level", "DISK_ONLY"},
-                           "abc").exit_code, 0);
-  ASSERT_EQ(cluster_.Bmctl({"put", "rdd_2_1", "-", "--worker", "w2", "--level", "memory_only"},
-                           "defg").exit_code, 0);
+  ASSERT_EQ(cluster_.Bmctl({"put", "rdd_2_0", "-", "--worker", "w1", "--level", "DISK_ONLY"}, "abc")
+                .exit_code,
+            0);
+  ASSERT_EQ(
+      cluster_.Bmctl({"put", "rdd_2_1", "-", "--worker", "w2", "--level", "memory_only"}, "defg")
+          .exit_code,
+      0);
   using Loc = std::tuple<std::string, std::string, uint64_t>;
   auto locations = cluster_.Locations({"rdd_2_0", "rdd_2_1"});
   EXPECT_EQ(locations["rdd_2_0"], (std::vector<Loc>{{"w1", "disk", 3}}));
@@ -58,12 +64,21 @@ TEST_F(BmctlTest, PutHonoursNamedWorkerAndLevel) {
 }
 
 TEST_F(BmctlTest, RddsJsonSummarisesEachRdd) {
-  ASSERT_EQ(cluster_.Bmctl({"put", "rdd_5_0", "-", "--worker", "w1", "--level", "MEMORY_ONLY"},
-                           RandomBytes(100, 1)).exit_code, 0);
-  ASSERT_EQ(cluster_.Bmctl({"put", "rdd_5_1", "-", "--worker", "w2", "--level", "DISK_ONLY"},
-                           RandomBytes(200, 2)).exit_code, 0);
-  ASSERT_EQ(cluster_.Bmctl({"put", "rdd_6_0", "-", "--worker", "w2", "--level", "MEMORY_ONLY"},
-                           RandomBytes(50, 3)).exit_code, 0);
+  ASSERT_EQ(cluster_
+                .Bmctl({"put", "rdd_5_0", "-", "--worker", "w1", "--level", "MEMORY_ONLY"},
+                       RandomBytes(100, 1))
+                .exit_code,
+            0);
+  ASSERT_EQ(cluster_
+                .Bmctl({"put", "rdd_5_1", "-", "--worker", "w2", "--level", "DISK_ONLY"},
+                       RandomBytes(200, 2))
+                .exit_code,
+            0);
+  ASSERT_EQ(cluster_
+                .Bmctl({"put", "rdd_6_0", "-", "--worker", "w2", "--level", "MEMORY_ONLY"},
+                       RandomBytes(50, 3))
+                .exit_code,
+            0);
   nlohmann::json rdds = cluster_.BmctlJson({"rdds"});
   ASSERT_TRUE(rdds.is_array());
   ASSERT_EQ(rdds.size(), 2u);
@@ -91,13 +106,13 @@ TEST_F(BmctlTest, TablesAreTheDefault) {
 }
 
 TEST_F(BmctlTest, UsageErrorsExitTwoWithOneLine) {
-  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {"get", "rdd_x_1"},
-           {"locations", "rdd_1_0", "bogus_1"},
-           {"put", "rdd_1_0", "-", "--level", "OFF_HEAP"},
-           {"workers", "--no-such-flag"},
-           {"rm-rdd", "seven"},
-           {"frobnicate"}}) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"get", "rdd_x_1"},
+                                             {"locations", "rdd_1_0", "bogus_1"},
+                                             {"put", "rdd_1_0", "-", "--level", "OFF_HEAP"},
+                                             {"workers", "--no-such-flag"},
+                                             {"rm-rdd", "seven"},
+                                             {"frobnicate"}}) {
     CommandResult r = cluster_.Bmctl(args, "data");
     EXPECT_EQ(r.exit_code, 2) << ::testing::PrintToString(args) << " stderr: " << r.err;
     EXPECT_FALSE(r.err.empty()) << ::testing::PrintToString(args);

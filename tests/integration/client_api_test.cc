@@ -93,8 +93,9 @@ TEST_F(ClientApiTest, PutChunksSendsChunksOfAnySizeAndReadsBackExact) {
 }
 
 TEST_F(ClientApiTest, LocationsReportTierAndSizeRightAfterPut) {
-  ASSERT_TRUE(client_->Put(BlockId::Broadcast(1), Bytes("hello"), StorageLevel::kDiskOnly,
-                           PutOptions{"w2"}).ok());
+  ASSERT_TRUE(
+      client_->Put(BlockId::Broadcast(1), Bytes("hello"), StorageLevel::kDiskOnly, PutOptions{"w2"})
+          .ok());
   Result<std::vector<BlockLocations>> locations =
       client_->Locations({BlockId::Broadcast(1), BlockId::Broadcast(2)});
   ASSERT_TRUE(locations.ok()) << locations.status().ToString();
@@ -111,8 +112,8 @@ TEST_F(ClientApiTest, LocationsReportTierAndSizeRightAfterPut) {
 TEST_F(ClientApiTest, StreamedPutAndGetOfALargeBlockAreByteExact) {
   const std::string data = RandomBytes((40 << 20) + 17, 5);
   std::istringstream in(data);
-  Result<PutResult> put = client_->PutStream(BlockId::Shuffle(1, 2, 3), in, data.size(),
-                                             StorageLevel::kMemoryAndDisk);
+  Result<PutResult> put =
+      client_->PutStream(BlockId::Shuffle(1, 2, 3), in, data.size(), StorageLevel::kMemoryAndDisk);
   ASSERT_TRUE(put.ok()) << put.status().ToString();
   std::ostringstream out;
   Result<uint64_t> got = client_->GetTo(BlockId::Shuffle(1, 2, 3), out);
@@ -134,8 +135,7 @@ TEST_F(ClientApiTest, ReadFallsOverWhenTheFirstWorkerIsGone) {
   std::vector<std::byte> data = Bytes(RandomBytes(100000, 3));
   PutOptions two_copies;
   two_copies.replication = 2;
-  ASSERT_TRUE(
-      client_->Put(BlockId::Rdd(2, 0), data, StorageLevel::kMemoryOnly, two_copies).ok());
+  ASSERT_TRUE(client_->Put(BlockId::Rdd(2, 0), data, StorageLevel::kMemoryOnly, two_copies).ok());
   Result<std::vector<BlockLocations>> before = client_->Locations({BlockId::Rdd(2, 0)});
   ASSERT_TRUE(before.ok());
   ASSERT_EQ((*before)[0].locations.size(), 2u);

@@ -26,7 +26,8 @@ class ClientCacheTest : public ::testing::Test {
   void KeepAListOfW1ThenStartW2(Client& client) {
     ASSERT_NO_FATAL_FAILURE(cluster_.StartWorker({"w1", "64MiB", ""}));
     ASSERT_TRUE(
-        client.Put(BlockId::Broadcast(1), RandomByteVector(100, 1), StorageLevel::kMemoryOnly).ok());
+        client.Put(BlockId::Broadcast(1), RandomByteVector(100, 1), StorageLevel::kMemoryOnly)
+            .ok());
     ASSERT_NO_FATAL_FAILURE(cluster_.StartWorker({"w2", "64MiB", ""}));
   }
 
@@ -113,8 +114,8 @@ TEST_F(ClientCacheTest, KeptWorkerListIsAskedForAgainWhenItDoesNotMatch) {
   // w1 dies: puts the kept list would place on it go to w2.
   cluster_.KillWorker("w1");
   for (uint64_t i = 0; i < 2; ++i) {
-    Result<PutResult> next = client.Put(BlockId::Broadcast(10 + i), RandomByteVector(100, i),
-                                        StorageLevel::kMemoryOnly);
+    Result<PutResult> next =
+        client.Put(BlockId::Broadcast(10 + i), RandomByteVector(100, i), StorageLevel::kMemoryOnly);
     ASSERT_TRUE(next.ok()) << next.status().ToString();
     EXPECT_EQ(next->worker_id, "w2");
   }

@@ -70,8 +70,8 @@ TEST(ClusterBehaviourTest, BlocksOfTheRddBeingInsertedAreNotEvictedForIt) {
   Put(cluster, "rdd_7_0", 4 * kMiB, "MEMORY_ONLY");
   Put(cluster, "rdd_7_1", 4 * kMiB, "MEMORY_ONLY");
   // No room without evicting rdd_7's own partitions: MEMORY_ONLY fails cleanly...
-  CommandResult r = cluster.Bmctl({"put", "rdd_7_2", "-", "--level", "MEMORY_ONLY"},
-                                  RandomBytes(4 * kMiB, 1));
+  CommandResult r =
+      cluster.Bmctl({"put", "rdd_7_2", "-", "--level", "MEMORY_ONLY"}, RandomBytes(4 * kMiB, 1));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("out of space"), std::string::npos) << r.err;
   // ...and MEMORY_AND_DISK goes to disk.
@@ -86,8 +86,8 @@ TEST(ClusterBehaviourTest, BlockBiggerThanMemoryFailsOrGoesToDiskByLevel) {
   LocalCluster cluster;
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
   ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "2MiB", ""}));
-  CommandResult r = cluster.Bmctl({"put", "rdd_1_0", "-", "--level", "MEMORY_ONLY"},
-                                  RandomBytes(3 * kMiB, 1));
+  CommandResult r =
+      cluster.Bmctl({"put", "rdd_1_0", "-", "--level", "MEMORY_ONLY"}, RandomBytes(3 * kMiB, 1));
   EXPECT_EQ(r.exit_code, 1);
   Put(cluster, "rdd_1_1", 3 * kMiB, "MEMORY_AND_DISK");
   EXPECT_EQ(cluster.Locations({"rdd_1_1"})["rdd_1_1"],
@@ -171,8 +171,8 @@ TEST(ClusterBehaviourTest, DiskLimitGivesOutOfSpaceAndKeepsOtherBlocks) {
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
   ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "3MiB"}));
   std::string kept = Put(cluster, "rdd_1_0", 2 * kMiB, "DISK_ONLY");
-  CommandResult r = cluster.Bmctl({"put", "rdd_1_1", "-", "--level", "DISK_ONLY"},
-                                  RandomBytes(2 * kMiB, 9));
+  CommandResult r =
+      cluster.Bmctl({"put", "rdd_1_1", "-", "--level", "DISK_ONLY"}, RandomBytes(2 * kMiB, 9));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("out of space"), std::string::npos) << r.err;
   EXPECT_TRUE(cluster.Locations({"rdd_1_1"})["rdd_1_1"].empty());

@@ -34,8 +34,8 @@ TEST_F(GetManyTest, ReadsBlocksOnBothWorkersAndBothTiersInTheOrderAsked) {
   // More blocks than the 16 a worker gets in flight, spread over the two workers by placement.
   for (uint64_t p = 0; p < 40; ++p) {
     ids.push_back(BlockId::Rdd(9, p));
-    expected.push_back(PutBlock(ids.back(), 4096 + p, p % 5 == 0 ? StorageLevel::kDiskOnly
-                                                                 : StorageLevel::kMemoryOnly));
+    expected.push_back(PutBlock(ids.back(), 4096 + p,
+                                p % 5 == 0 ? StorageLevel::kDiskOnly : StorageLevel::kMemoryOnly));
   }
   std::vector<Result<std::vector<std::byte>>> got = client_->GetMany(ids);
   ASSERT_EQ(got.size(), ids.size());
@@ -66,8 +66,8 @@ TEST_F(GetManyTest, BlockBiggerThanOneReplyAndMissingBlockAreHandledPerId) {
 TEST_F(GetManyTest, PackedAndUnpackedBlocksOfEverySizeComeBackExact) {
   // The worker packs blocks up to 64 KiB into shared frames and sends bigger ones as their
   // own chunks; sizes around every boundary, empty blocks included, all in one batch.
-  const std::vector<size_t> sizes = {0,         1,        4096,      65536, 65537, 0,
-                                     (1 << 20) - 3, 1 << 20, (1 << 20) + 1, 3000,  200000, 7};
+  const std::vector<size_t> sizes = {
+      0, 1, 4096, 65536, 65537, 0, (1 << 20) - 3, 1 << 20, (1 << 20) + 1, 3000, 200000, 7};
   std::vector<BlockId> ids;
   std::vector<std::vector<std::byte>> expected;
   PutOptions on_w1;

@@ -65,8 +65,8 @@ TEST(GetOrComputeTest, MissesComputeAndStoreThenHitsReadTheSameBytes) {
     };
   };
   for (uint32_t p = 0; p < 4; ++p) {
-    Result<Bytes> first = client.GetOrCompute(BlockId::Rdd(3, p), StorageLevel::kMemoryOnly,
-                                              compute_partition(p));
+    Result<Bytes> first =
+        client.GetOrCompute(BlockId::Rdd(3, p), StorageLevel::kMemoryOnly, compute_partition(p));
     ASSERT_TRUE(first.ok()) << first.status().ToString();
     EXPECT_EQ(*first, RandomByteVector(100 * 1024, p));
   }
@@ -80,8 +80,8 @@ TEST(GetOrComputeTest, MissesComputeAndStoreThenHitsReadTheSameBytes) {
   // Another client (as another process would) finds every partition cached.
   Client other(Options(cluster));
   for (uint32_t p = 0; p < 4; ++p) {
-    Result<Bytes> again = other.GetOrCompute(BlockId::Rdd(3, p), StorageLevel::kMemoryOnly,
-                                             compute_partition(p));
+    Result<Bytes> again =
+        other.GetOrCompute(BlockId::Rdd(3, p), StorageLevel::kMemoryOnly, compute_partition(p));
     ASSERT_TRUE(again.ok()) << again.status().ToString();
     EXPECT_EQ(*again, RandomByteVector(100 * 1024, p));
   }
@@ -157,11 +157,11 @@ TEST(GetOrComputeTest, EightConcurrentProcessesComputeAMissingBlockExactlyOnce) 
   const std::string log = cluster.dir().path().string() + "/computes.log";
   std::vector<Process> probes;
   for (int i = 0; i < 8; ++i) {
-    probes.push_back(Process::Start(BinaryPath("bm-goc-probe"),
-                                    {"--master", cluster.master_endpoint(), "--block", "rdd_9_0",
-                                     "--size", std::to_string(4 * kMiB), "--lease-ms", "5000",
-                                     "--compute-log", log},
-                                    cluster.dir().path().string() + "/probe" + std::to_string(i) + ".log"));
+    probes.push_back(
+        Process::Start(BinaryPath("bm-goc-probe"),
+                       {"--master", cluster.master_endpoint(), "--block", "rdd_9_0", "--size",
+                        std::to_string(4 * kMiB), "--lease-ms", "5000", "--compute-log", log},
+                       cluster.dir().path().string() + "/probe" + std::to_string(i) + ".log"));
   }
   for (Process& probe : probes) EXPECT_EQ(probe.Wait(milliseconds(60000)), 0);
   EXPECT_EQ(LineCount(log), 1u) << "exactly one process computed the block";
@@ -176,9 +176,9 @@ TEST(GetOrComputeTest, AWaiterComputesWhenTheComputingProcessIsKilled) {
   const std::string dir = cluster.dir().path().string();
   const std::string marker = dir + "/computing";
   const std::string log = dir + "/computes.log";
-  const std::vector<std::string> common = {"--master", cluster.master_endpoint(), "--block",
-                                           "rdd_5_2", "--size", "10000", "--lease-ms", "1000",
-                                           "--compute-log", log};
+  const std::vector<std::string> common = {
+      "--master", cluster.master_endpoint(), "--block", "rdd_5_2", "--size", "10000", "--lease-ms",
+      "1000",     "--compute-log",           log};
   std::vector<std::string> hanging_args = common;
   hanging_args.insert(hanging_args.end(), {"--hang-marker", marker});
   Process hanging = Process::Start(BinaryPath("bm-goc-probe"), hanging_args, dir + "/hang.log");
@@ -212,9 +212,11 @@ TEST(GetOrComputeTest, AHolderStalledPastItsLeaseNeverStoresASecondComputedCopy)
   const std::string marker = dir + "/stalled";
   const std::string log = dir + "/computes.log";
   constexpr uint64_t kSize = 3 * kMiB;
-  const std::vector<std::string> common = {"--master", cluster.master_endpoint(), "--block",
-                                           "rdd_14_0", "--size", std::to_string(kSize),
-                                           "--lease-ms", "600", "--compute-log", log};
+  const std::vector<std::string> common = {"--master",      cluster.master_endpoint(),
+                                           "--block",       "rdd_14_0",
+                                           "--size",        std::to_string(kSize),
+                                           "--lease-ms",    "600",
+                                           "--compute-log", log};
   std::vector<std::string> stalled_args = common;
   // Its bytes differ from the other's, so the test can tell whose result is stored.
   stalled_args.insert(stalled_args.end(), {"--stall-marker", marker, "--salt", "100"});

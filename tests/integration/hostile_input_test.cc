@@ -29,11 +29,11 @@ void SendGarbageFrames(zmq::context_t& context, const std::string& endpoint) {
       socket.send(m, i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
     }
   };
-  send({""});                                      // empty header
-  send({"x"});                                     // one byte
+  send({""});                                                                 // empty header
+  send({"x"});                                                                // one byte
   for (int i = 0; i < 20; ++i) send({RandomBytes(1 + rng() % 3000, rng())});  // random headers
   send({RandomBytes(64, 1), RandomBytes(1000, 2)});  // random header with payload
-  send(std::vector<std::string>(100, "p"));        // too many frames
+  send(std::vector<std::string>(100, "p"));          // too many frames
   // A real request, truncated.
   capnp::MallocMessageBuilder builder;
   auto request = builder.initRoot<proto::Request>();
@@ -45,7 +45,7 @@ void SendGarbageFrames(zmq::context_t& context, const std::string& endpoint) {
   kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
   std::string whole(reinterpret_cast<const char*>(words.begin()), words.size() * 8);
   send({whole.substr(0, whole.size() / 2)});
-  send({whole});                                    // valid shape, bad block id
+  send({whole});  // valid shape, bad block id
   // A put piece claiming a huge size, and one with a payload that disagrees with its offset.
   capnp::MallocMessageBuilder put;
   auto piece = put.initRoot<proto::Request>().initPutBlock();
@@ -86,10 +86,10 @@ TEST(HostileInputTest, GarbageLeavesMasterAndWorkerServingWithDataIntact) {
   ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", ""}));
   std::string memory_block = RandomBytes(100000, 1);
   std::string disk_block = RandomBytes(2 << 20, 2);
-  ASSERT_EQ(cluster.Bmctl({"put", "rdd_1_0", "-", "--level", "MEMORY_ONLY"}, memory_block)
-                .exit_code, 0);
-  ASSERT_EQ(cluster.Bmctl({"put", "rdd_1_1", "-", "--level", "DISK_ONLY"}, disk_block)
-                .exit_code, 0);
+  ASSERT_EQ(
+      cluster.Bmctl({"put", "rdd_1_0", "-", "--level", "MEMORY_ONLY"}, memory_block).exit_code, 0);
+  ASSERT_EQ(cluster.Bmctl({"put", "rdd_1_1", "-", "--level", "DISK_ONLY"}, disk_block).exit_code,
+            0);
 
   zmq::context_t context;
   for (const std::string& endpoint : {cluster.master_endpoint(), cluster.worker_endpoint("w1")}) {

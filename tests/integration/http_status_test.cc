@@ -2,10 +2,10 @@
 // Prometheus endpoints scraped by a real Prometheus server, and the storage page rendered by a
 // headless Chromium.
 
-#include <httplib.h>
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <arpa/inet.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -82,8 +82,8 @@ class HttpStatusTest : public ::testing::Test {
   // RDD 7, named, 3 of its 4 partitions cached over both workers, and one broadcast block.
   void CacheRdd() {
     Client client(cluster_.ClientOptionsFor());
-    ASSERT_TRUE(client.RegisterRdd(kRddId, kRddName, StorageLevel::kMemoryOnly, kRddPartitions)
-                    .ok());
+    ASSERT_TRUE(
+        client.RegisterRdd(kRddId, kRddName, StorageLevel::kMemoryOnly, kRddPartitions).ok());
     const std::vector<std::byte> data(3000, std::byte{7});
     for (int p = 0; p < kCachedPartitions; ++p) {
       Result<PutResult> put = client.Put(BlockId::Rdd(kRddId, p), data, StorageLevel::kMemoryOnly,
@@ -103,8 +103,8 @@ TEST_F(HttpStatusTest, HealthzAndReadyzAnswerOnMasterAndWorkers) {
   for (int port : {master_port_, worker_ports_[0], worker_ports_[1]}) {
     EXPECT_EQ(HttpGet(port, "/healthz").status, 200);
     // Workers are registered (StartWorker waited for it), the master's loop is serving.
-    EXPECT_TRUE(WaitFor([&] { return HttpGet(port, "/readyz").status == 200; },
-                        std::chrono::seconds(10)));
+    EXPECT_TRUE(
+        WaitFor([&] { return HttpGet(port, "/readyz").status == 200; }, std::chrono::seconds(10)));
   }
 }
 
@@ -118,8 +118,8 @@ TEST_F(HttpStatusTest, WorkerIsNotReadyUntilItRegisters) {
        "--memory", "16MiB", "--disk-dir", cluster_.dir().Sub("lonely-disk"), "--http",
        "127.0.0.1:" + std::to_string(port)},
       cluster_.dir().Sub("lonely.log"));
-  ASSERT_TRUE(WaitFor([&] { return HttpGet(port, "/healthz").status == 200; },
-                      std::chrono::seconds(10)));
+  ASSERT_TRUE(
+      WaitFor([&] { return HttpGet(port, "/healthz").status == 200; }, std::chrono::seconds(10)));
   EXPECT_EQ(HttpGet(port, "/readyz").status, 503);
   EXPECT_THAT(HttpGet(port, "/readyz").body, HasSubstr("not registered"));
 }
@@ -173,8 +173,8 @@ TEST_F(HttpStatusTest, RestApiAgreesWithBmctlJson) {
   json paged = json::array();
   std::string cursor;
   for (int page = 0; page < 10; ++page) {
-    const json reply = GetJson(master_port_, "/api/v1/blocks?limit=2" +
-                                                 (cursor.empty() ? "" : "&cursor=" + cursor));
+    const json reply = GetJson(
+        master_port_, "/api/v1/blocks?limit=2" + (cursor.empty() ? "" : "&cursor=" + cursor));
     for (const json& block : reply["blocks"]) paged.push_back(block);
     if (reply["nextCursor"].is_null()) break;
     EXPECT_LE(reply["blocks"].size(), 2u);
@@ -308,8 +308,8 @@ TEST_F(HttpStatusTest, PrometheusScrapesTheBlockCountBmctlSees) {
         << "  - job_name: blockmgr-master\n    static_configs:\n"
         << "      - targets: ['127.0.0.1:" << master_port_ << "']\n"
         << "  - job_name: blockmgr-workers\n    static_configs:\n"
-        << "      - targets: ['127.0.0.1:" << worker_ports_[0] << "', '127.0.0.1:"
-        << worker_ports_[1] << "']\n";
+        << "      - targets: ['127.0.0.1:" << worker_ports_[0]
+        << "', '127.0.0.1:" << worker_ports_[1] << "']\n";
   }
   const int port = FreeLoopbackPort();
   Process server = Process::Start(
@@ -370,11 +370,18 @@ TEST_F(HttpStatusTest, ChromiumRendersTheStoragePage) {
   ASSERT_NO_FATAL_FAILURE(CacheRdd());
   const std::string url = "http://127.0.0.1:" + std::to_string(master_port_) + "/storage";
   auto chromium_args = [&](const std::string& profile) {
-    return std::vector<std::string>{
-        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--disable-dev-shm-usage", "--hide-scrollbars", "--window-size=1280,720",
-        "--user-data-dir=" + cluster_.dir().Sub(profile)};
+    return std::vector<std::string>{"--headless",
+                                    "--no-sandbox",
+                                    "--disable-gpu",
+                                    "--disable-quic",
+                                    "--no-first-run",
+                                    "--disable-background-networking",
+                                    "--disable-component-update",
+                                    "--disable-sync",
+                                    "--disable-dev-shm-usage",
+                                    "--hide-scrollbars",
+                                    "--window-size=1280,720",
+                                    "--user-data-dir=" + cluster_.dir().Sub(profile)};
   };
 
   std::vector<std::string> dump = chromium_args("chromium-dom");

@@ -3,11 +3,11 @@
 // their copies from the good ones. A running worker's copy corrupted through its test-only
 // fault injection (corruptBlock) is read past, dropped and restored the same way.
 
+#include <capnp/message.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <rocksdb/db.h>
 #include <rocksdb/iterator.h>
-#include <capnp/message.h>
 #include <rocksdb/options.h>
 
 #include <algorithm>
@@ -108,8 +108,7 @@ std::optional<uint64_t> ChecksumFailures(LocalCluster& cluster, const std::strin
   httplib::Client http("127.0.0.1", cluster.HttpPort(worker));
   httplib::Result metrics = http.Get("/metrics");
   if (!metrics || metrics->status != 200) return std::nullopt;
-  const std::string sample =
-      "blockmgr_worker_checksum_failures_total{where=\"" + where + "\"} ";
+  const std::string sample = "blockmgr_worker_checksum_failures_total{where=\"" + where + "\"} ";
   const size_t at = metrics->body.find(sample);
   if (at == std::string::npos) return std::nullopt;
   return std::stoull(metrics->body.substr(at + sample.size()));
@@ -266,8 +265,8 @@ TEST(IntegrityTest, ACorruptTableFileOfAStoppedWorkerCostsOnlyItsBlocksWhichAreR
 
   const std::string log_path = cluster.dir().Sub("w1.log");
   const size_t log_before = ReadFile(log_path).size();
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(
-      {"w1", "64MiB", "", {"--scrub-rate", "100", "--http", "127.0.0.1:0"}}));
+  ASSERT_NO_FATAL_FAILURE(
+      cluster.StartWorker({"w1", "64MiB", "", {"--scrub-rate", "100", "--http", "127.0.0.1:0"}}));
   std::string log;
   ASSERT_TRUE(WaitFor(
       [&] {
@@ -398,8 +397,7 @@ TEST(IntegrityTest, GetManyChunksChecksEveryBlockAgainstItsDigests) {
   for (size_t i = 0; i < ids.size(); ++i) {
     ASSERT_TRUE(got[i].ok()) << ids[i].ToString() << ": " << got[i].status().ToString();
     const std::vector<std::byte> bytes = got[i]->Flatten();
-    EXPECT_TRUE(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()) ==
-                stored[i])
+    EXPECT_TRUE(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()) == stored[i])
         << ids[i].ToString() << " came back with different bytes";
   }
 }
@@ -423,7 +421,8 @@ TEST(IntegrityTest, GetManyChecksEveryBlockAndReadsPastACorruptCopy) {
   }
   ASSERT_TRUE(WaitFor(
       [&] {
-        for (const auto& [id, where] : cluster.Locations({"rdd_3_0", "rdd_3_1", "rdd_3_2", "rdd_3_3"})) {
+        for (const auto& [id, where] :
+             cluster.Locations({"rdd_3_0", "rdd_3_1", "rdd_3_2", "rdd_3_3"})) {
           if (where.size() != 2) return false;
         }
         return true;
@@ -587,7 +586,8 @@ TEST(IntegrityTest, APutsBlockDigestIsKeptByTheMasterForEveryCopyAndShownByBmctl
 
   const std::string disk_digest = DigestHex(ExpectedBlockDigest(on_disk));
   const std::string memory_digest = DigestHex(ExpectedBlockDigest(in_memory));
-  const nlohmann::json locations = cluster.BmctlJson({"locations", "rdd_3_0", "rdd_3_1", "rdd_3_2"});
+  const nlohmann::json locations =
+      cluster.BmctlJson({"locations", "rdd_3_0", "rdd_3_1", "rdd_3_2"});
   ASSERT_EQ(locations.size(), 3u) << locations.dump();
   EXPECT_EQ(locations[0].at("digest"), disk_digest) << locations.dump();
   EXPECT_EQ(locations[1].at("digest"), memory_digest) << locations.dump();

@@ -63,15 +63,15 @@ TEST(LargeListingTest, AMillionBlocksListAsJsonWithTheMastersMemoryBounded) {
   EXPECT_EQ(std::stoull(counted.out), kBlocks + 2);
   const uint64_t peak_after = ProcStatusKiB(master, "VmHWM");
   // A page is ~10,000 blocks (about 2 MB of reply); listing everything at once took hundreds.
-  EXPECT_LT(peak_after - peak_before, 64u * 1024) << "VmHWM grew from " << peak_before
-                                                  << " KiB to " << peak_after << " KiB";
+  EXPECT_LT(peak_after - peak_before, 64u * 1024)
+      << "VmHWM grew from " << peak_before << " KiB to " << peak_after << " KiB";
 
   // In id order across the pages: the first block line is rdd_1_0, the last rdd_1_<kBlocks - 1>.
   CommandResult ends = RunCommand(
-      "/bin/sh", {"-c", BinaryPath("bmctl") + " --master " + cluster.master_endpoint() +
-                            " --json blocks | sed -n '2p' && " + BinaryPath("bmctl") +
-                            " --master " + cluster.master_endpoint() +
-                            " --json blocks | tail -n 2 | head -n 1"},
+      "/bin/sh",
+      {"-c", BinaryPath("bmctl") + " --master " + cluster.master_endpoint() +
+                 " --json blocks | sed -n '2p' && " + BinaryPath("bmctl") + " --master " +
+                 cluster.master_endpoint() + " --json blocks | tail -n 2 | head -n 1"},
       "", std::chrono::seconds(240));
   ASSERT_EQ(ends.exit_code, 0) << ends.err;
   const size_t newline = ends.out.find('\n');

@@ -72,8 +72,8 @@ TEST(MasterRestartTest, JournaledMasterAnswersFromItsJournalThenExactlyAsBefore)
   ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w3", "3MiB", ""}));
 
   // In this order, so that on w3 the memory-only blocks spill the memory-and-disk ones.
-  const std::vector<StorageLevel> levels = {StorageLevel::kMemoryAndDisk,
-                                            StorageLevel::kMemoryOnly, StorageLevel::kDiskOnly};
+  const std::vector<StorageLevel> levels = {StorageLevel::kMemoryAndDisk, StorageLevel::kMemoryOnly,
+                                            StorageLevel::kDiskOnly};
   std::map<std::string, std::string> blocks;  // id -> bytes
   {
     Client client(ClientFor(cluster));
@@ -83,8 +83,8 @@ TEST(MasterRestartTest, JournaledMasterAnswersFromItsJournalThenExactlyAsBefore)
         for (int p = 0; p < 4; ++p, ++n) {
           const BlockId id = BlockId::Rdd(10 + l, n);
           const std::string bytes = RandomBytes(1000 + n * 20 * 1024, n);
-          Result<PutResult> put = client.Put(id, AsBytes(bytes), levels[l],
-                                             PutOptions{.worker_id = worker});
+          Result<PutResult> put =
+              client.Put(id, AsBytes(bytes), levels[l], PutOptions{.worker_id = worker});
           ASSERT_TRUE(put.ok()) << id.ToString() << ": " << put.status().ToString();
           blocks[id.ToString()] = bytes;
         }
@@ -117,10 +117,9 @@ TEST(MasterRestartTest, JournaledMasterAnswersFromItsJournalThenExactlyAsBefore)
   const auto restart = std::chrono::steady_clock::now();
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
   const auto answering = std::chrono::steady_clock::now();
-  EXPECT_EQ(WorkerStates(cluster), (std::map<std::string, std::string>{
-                                       {"w1", "unconfirmed"},
-                                       {"w2", "unconfirmed"},
-                                       {"w3", "unconfirmed"}}));
+  EXPECT_EQ(WorkerStates(cluster),
+            (std::map<std::string, std::string>{
+                {"w1", "unconfirmed"}, {"w2", "unconfirmed"}, {"w3", "unconfirmed"}}));
   EXPECT_EQ(cluster.BmctlJson(Concat({"locations"}, ids)), locations_before);
   EXPECT_EQ(cluster.BmctlJson({"rdds"}), rdds_before);
 

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "client/client.h"
@@ -38,13 +38,14 @@ TEST(MemoryPressureTest, GibibytePutSpillsInTheBackgroundAndTheWorkerIsNeverDrop
   // A 1 s heartbeat timeout: a worker whose loop stalled on the spill would be dropped.
   LocalCluster cluster(/*heartbeat_timeout_seconds=*/1);
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(WorkerSpec{.id = "w1", .memory = "1GiB", .disk_limit = ""}));
+  ASSERT_NO_FATAL_FAILURE(
+      cluster.StartWorker(WorkerSpec{.id = "w1", .memory = "1GiB", .disk_limit = ""}));
   Client client(cluster.ClientOptionsFor());
 
   constexpr int kCachedBlocks = 15;
   for (int i = 0; i < kCachedBlocks; ++i) {
-    Result<PutResult> put = client.Put(BlockId::Rdd(1, i), Pattern(64 * kMiB, i),
-                                       StorageLevel::kMemoryAndDisk);
+    Result<PutResult> put =
+        client.Put(BlockId::Rdd(1, i), Pattern(64 * kMiB, i), StorageLevel::kMemoryAndDisk);
     ASSERT_TRUE(put.ok()) << i << ": " << put.status().ToString();
   }
 

@@ -29,8 +29,7 @@ using json = nlohmann::json;
 constexpr uint64_t kKiB = 1 << 10;
 constexpr uint64_t kMiB = 1 << 20;
 
-ClientOptions ClientFor(const LocalCluster& cluster,
-                        std::chrono::milliseconds timeout = 2000ms) {
+ClientOptions ClientFor(const LocalCluster& cluster, std::chrono::milliseconds timeout = 2000ms) {
   ClientOptions options = cluster.ClientOptionsFor();
   options.request_timeout = timeout;
   return options;
@@ -73,7 +72,6 @@ void ExpectAllReadBack(Client& client, const std::map<std::string, std::string>&
   }
 }
 
-
 // Every one of `ids` is listed with exactly its wanted copies, all on `live` workers.
 bool FullyReplicatedOn(const std::map<std::string, BlockCopies>& listed,
                        const std::map<std::string, std::string>& ids,
@@ -104,9 +102,8 @@ TEST(ReplicationTest, TwoCopyLevelsAndReplicationOptionStoreCopiesOnDistinctWork
   EXPECT_EQ(put["replicas"][0], put["worker"]);
 
   const std::string three = RandomBytes(200 * kKiB, 2);
-  json put3 = cluster.BmctlJson({"put", "rdd_1_1", "-", "--level", "DISK_ONLY", "--replication",
-                                 "3"},
-                                three);
+  json put3 = cluster.BmctlJson(
+      {"put", "rdd_1_1", "-", "--level", "DISK_ONLY", "--replication", "3"}, three);
   ASSERT_TRUE(put3.is_object()) << put3;
   EXPECT_EQ(put3["copies_wanted"], 3);
   EXPECT_EQ(put3["replicas"].get<std::set<std::string>>(),
@@ -139,8 +136,8 @@ TEST(ReplicationTest, TwoCopyPutWithOneWorkerStoresOneAndWarns) {
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
   ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(1));
   const std::string data = RandomBytes(100 * kKiB, 3);
-  CommandResult r = cluster.Bmctl(
-      {"--json", "put", "broadcast_4", "-", "--level", "MEMORY_AND_DISK_2"}, data);
+  CommandResult r =
+      cluster.Bmctl({"--json", "put", "broadcast_4", "-", "--level", "MEMORY_AND_DISK_2"}, data);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("only 1 of 2 copies"), std::string::npos) << r.err;
   json put = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
@@ -216,8 +213,7 @@ TEST(ReplicationTest, KilledWorkersBlocksStayReadableAndGetTheirSecondCopyBack) 
   std::cout << "[ recovery ] " << on_w2 << " copies lost with w2; all " << blocks.size()
             << " blocks read back " << readable_after << " s after the kill; back at two copies "
             << recovery << " s after the kill (heartbeat timeout 1 s)\n";
-  ::testing::Test::RecordProperty("kill_to_full_replication_ms",
-                                  static_cast<int>(recovery * 1000));
+  ::testing::Test::RecordProperty("kill_to_full_replication_ms", static_cast<int>(recovery * 1000));
   Client client(ClientFor(cluster));
   ExpectAllReadBack(client, blocks);
 }
@@ -244,8 +240,11 @@ TEST(ReplicationTest, StoppedWorkerReRegistersAndIsNeverListedWithBlocksItLacks)
   cluster.SignalWorker("w1", SIGSTOP);
   ASSERT_TRUE(cluster.WaitForWorkers({"w2", "w3"})) << cluster.LogTail("master");
   // While w1 is away: its blocks get copies elsewhere, one is removed, one more is put.
-  ASSERT_TRUE(WaitFor([&] { return FullyReplicatedOn(cluster.ListBlockCopies(), blocks, {"w2", "w3"}); },
-                      20s))
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return FullyReplicatedOn(cluster.ListBlockCopies(), blocks, {"w2", "w3"});
+      },
+      20s))
       << cluster.LogTail("master");
   ASSERT_NO_FATAL_FAILURE(expect_listed_locations_held("w1 stopped"));
 
@@ -369,9 +368,9 @@ TEST(ReplicationTest, DecommissionUnderLoadLosesNothing) {
                             << "first " << lost.front();
   EXPECT_EQ(mismatches, 0);
   EXPECT_GT(puts, 0);
-  std::cout << "[ recovery ] decommission of w1 took " << drain_seconds << " s under load ("
-            << puts << " puts, " << put_failures << " failed; " << gets << " gets, "
-            << get_failures << " failed; " << polls << " location polls)\n";
+  std::cout << "[ recovery ] decommission of w1 took " << drain_seconds << " s under load (" << puts
+            << " puts, " << put_failures << " failed; " << gets << " gets, " << get_failures
+            << " failed; " << polls << " location polls)\n";
   ::testing::Test::RecordProperty("decommission_ms", static_cast<int>(drain_seconds * 1000));
 
   Client client(ClientFor(cluster));

@@ -10,10 +10,10 @@
 #include <sys/stat.h>
 
 #include <chrono>
-#include <map>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -63,11 +63,10 @@ int OpenDescriptors(pid_t pid) {
 // Sends `count` registerWorker requests over one connection, pipelined in batches, as a
 // registration storm would, and tallies the replies by status code (a reply that does not
 // come within 10 s counts as kUnavailable under the key -1). Stops early when `stop` says so.
-std::map<int, int> RegistrationStorm(zmq::context_t& context, const std::string& endpoint,
-                                     const ChannelSecurity& security, int count,
-                                     const std::function<std::string(int)>& id_of,
-                                     const std::string& address,
-                                     const std::function<bool()>& stop = [] { return false; }) {
+std::map<int, int> RegistrationStorm(
+    zmq::context_t& context, const std::string& endpoint, const ChannelSecurity& security,
+    int count, const std::function<std::string(int)>& id_of, const std::string& address,
+    const std::function<bool()>& stop = [] { return false; }) {
   std::map<int, int> replies;
   zmq::socket_t socket(context, zmq::socket_type::dealer);
   EXPECT_TRUE(ConfigureClientSocket(socket, security, endpoint).ok());
@@ -470,9 +469,9 @@ TEST_F(SecurityTest, OneKeyOverItsConnectionLimitIsRefusedWhileOtherKeysGetIn) {
   httplib::Client http("127.0.0.1", cluster_.HttpPort("master"));
   httplib::Result metrics = http.Get("/metrics");
   ASSERT_TRUE(metrics) << "no /metrics";
-  EXPECT_EQ(metrics->body.find(
-                "blockmgr_handshakes_refused_total{reason=\"connections_per_key\"} 0"),
-            std::string::npos)
+  EXPECT_EQ(
+      metrics->body.find("blockmgr_handshakes_refused_total{reason=\"connections_per_key\"} 0"),
+      std::string::npos)
       << metrics->body;
   EXPECT_NE(metrics->body.find("blockmgr_handshakes_refused_total{reason=\"connections_per_key\"}"),
             std::string::npos)
@@ -557,14 +556,14 @@ TEST_F(SecurityTest, MasterSurvivesTenThousandRegistrationAttemptsWithKeys) {
       [](int i) { return "fake-" + std::to_string(i); }, "tcp://127.0.0.1:9");
   EXPECT_EQ(others[static_cast<int>(StatusCode::kPermissionDenied)], 4995);
   const auto storm_start = std::chrono::steady_clock::now();
-  std::map<int, int> own = RegistrationStorm(context_, cluster_.master_endpoint(), w1, 4995,
-                                             [](int) { return "w1"; },
-                                             cluster_.worker_endpoint("w1"));
+  std::map<int, int> own = RegistrationStorm(
+      context_, cluster_.master_endpoint(), w1, 4995, [](int) { return "w1"; },
+      cluster_.worker_endpoint("w1"));
   // The limit is a bucket of 60 that refills one a second: the storm gets the bucket and what
   // refilled while it ran (a second or two here, more under a sanitizer: 61 once).
-  const int refilled = static_cast<int>(std::chrono::ceil<std::chrono::seconds>(
-                                            std::chrono::steady_clock::now() - storm_start)
-                                            .count());
+  const int refilled = static_cast<int>(
+      std::chrono::ceil<std::chrono::seconds>(std::chrono::steady_clock::now() - storm_start)
+          .count());
   EXPECT_LE(own[static_cast<int>(StatusCode::kOk)], 60 + refilled);
   EXPECT_GE(own[static_cast<int>(StatusCode::kUnavailable)], 4995 - 60 - refilled);
 

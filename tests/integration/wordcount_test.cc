@@ -7,9 +7,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "tests/support/local_cluster.h"
 
@@ -130,8 +129,8 @@ TEST_F(WordcountTest, UnpersistRemovesEveryPartitionSoTheNextRunComputesAgain) {
   RunSummary first = RunCount(cluster_, corpus_);
   EXPECT_EQ(first.computed, kPartitions);
 
-  CommandResult removed = Wordcount({"unpersist", "--master", cluster_.master_endpoint(),
-                                     "--rdd-id", std::to_string(kRddId)});
+  CommandResult removed = Wordcount(
+      {"unpersist", "--master", cluster_.master_endpoint(), "--rdd-id", std::to_string(kRddId)});
   ASSERT_EQ(removed.exit_code, 0) << removed.err;
   EXPECT_EQ(cluster_.BmctlJson({"blocks", "--rdd", std::to_string(kRddId)}).size(), 0u);
 
@@ -152,13 +151,12 @@ TEST_F(WordcountTest, RefusesToReadCountsCachedForAnotherSplitOfTheInput) {
 
 TEST_F(WordcountTest, ExitCodesSeparateUsageErrorsFromRuntimeFailures) {
   EXPECT_EQ(Wordcount({"run", "--input", corpus_}).exit_code, 2);  // no --master
-  EXPECT_EQ(Wordcount({"run", "--master", cluster_.master_endpoint(), "--input", corpus_,
-                       "--level", "SOMETIMES"})
+  EXPECT_EQ(Wordcount({"run", "--master", cluster_.master_endpoint(), "--input", corpus_, "--level",
+                       "SOMETIMES"})
                 .exit_code,
             2);
-  EXPECT_EQ(Wordcount({"generate", "--output", cluster_.dir().Sub("x"), "--size", "lots"})
-                .exit_code,
-            2);
+  EXPECT_EQ(
+      Wordcount({"generate", "--output", cluster_.dir().Sub("x"), "--size", "lots"}).exit_code, 2);
 
   CommandResult missing = Wordcount(
       {"run", "--master", cluster_.master_endpoint(), "--input", cluster_.dir().Sub("none")});

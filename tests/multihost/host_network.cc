@@ -46,19 +46,19 @@ Result<std::unique_ptr<HostNetwork>> HostNetwork::Create(int hosts) {
     return UnavailableError("cannot start the cleanup watchdog (setsid)");
   }
 
-  RETURN_IF_ERROR(net->Ip({"link", "add", net->bridge_, "type", "bridge"}));
-  RETURN_IF_ERROR(net->Ip({"link", "set", net->bridge_, "up"}));
+  BM_RETURN_IF_ERROR(net->Ip({"link", "add", net->bridge_, "type", "bridge"}));
+  BM_RETURN_IF_ERROR(net->Ip({"link", "set", net->bridge_, "up"}));
   for (int i = 0; i < hosts; ++i) {
     const std::string& ns = net->namespaces_[i];
     const std::string& link = net->host_links_[i];
-    RETURN_IF_ERROR(net->Ip({"netns", "add", ns}));
-    RETURN_IF_ERROR(
+    BM_RETURN_IF_ERROR(net->Ip({"netns", "add", ns}));
+    BM_RETURN_IF_ERROR(
         net->Ip({"link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", ns}));
-    RETURN_IF_ERROR(net->Ip({"link", "set", link, "master", net->bridge_}));
-    RETURN_IF_ERROR(net->Ip({"link", "set", link, "up"}));
-    RETURN_IF_ERROR(net->Ip({"-n", ns, "addr", "add", net->address(i) + "/24", "dev", "eth0"}));
-    RETURN_IF_ERROR(net->Ip({"-n", ns, "link", "set", "eth0", "up"}));
-    RETURN_IF_ERROR(net->Ip({"-n", ns, "link", "set", "lo", "up"}));
+    BM_RETURN_IF_ERROR(net->Ip({"link", "set", link, "master", net->bridge_}));
+    BM_RETURN_IF_ERROR(net->Ip({"link", "set", link, "up"}));
+    BM_RETURN_IF_ERROR(net->Ip({"-n", ns, "addr", "add", net->address(i) + "/24", "dev", "eth0"}));
+    BM_RETURN_IF_ERROR(net->Ip({"-n", ns, "link", "set", "eth0", "up"}));
+    BM_RETURN_IF_ERROR(net->Ip({"-n", ns, "link", "set", "lo", "up"}));
   }
   return net;
 }

@@ -60,11 +60,16 @@ class MultiHostTest : public ::testing::Test {
       const std::string address = "tcp://" + net_->address(host) + ":7078";
       auto [wip, wargs] =
           net_->InHost(host, BinaryPath("bm-worker"),
-                       {"--master", master_address_, "--listen", address, "--advertise", address,
-                        "--id", WorkerId(host), "--host", "host-" + std::to_string(host),
-                        "--memory", "64MiB", "--disk-dir", dir_.Sub(WorkerId(host)), "--key",
-                        keys_ + "/" + WorkerId(host) + ".key_secret", "--master-key",
-                        keys_ + "/master.key", "--allow", keys_});
+                       {"--master",     master_address_,
+                        "--listen",     address,
+                        "--advertise",  address,
+                        "--id",         WorkerId(host),
+                        "--host",       "host-" + std::to_string(host),
+                        "--memory",     "64MiB",
+                        "--disk-dir",   dir_.Sub(WorkerId(host)),
+                        "--key",        keys_ + "/" + WorkerId(host) + ".key_secret",
+                        "--master-key", keys_ + "/master.key",
+                        "--allow",      keys_});
       processes_.push_back(
           std::make_unique<Process>(Process::Start(wip, wargs, dir_.Sub(WorkerId(host) + ".log"))));
     }
@@ -77,8 +82,7 @@ class MultiHostTest : public ::testing::Test {
   }
 
   ClientOptions Options() const {
-    ClientOptions options{.master_address = master_address_,
-                          .request_timeout = milliseconds(2000)};
+    ClientOptions options{.master_address = master_address_, .request_timeout = milliseconds(2000)};
     options.key_file = keys_ + "/client.key_secret";
     options.master_key_file = keys_ + "/master.key";
     return options;

@@ -51,11 +51,11 @@ ClusterProcesses::~ClusterProcesses() {
 Status ClusterProcesses::MakeKeys(const std::vector<std::string>& worker_ids) {
   keys_dir_ = FilePath("keys");
   std::filesystem::remove_all(keys_dir_);
-  RETURN_IF_ERROR(GenerateCertificate(keys_dir_, "master", KeyRole::kMaster));
-  RETURN_IF_ERROR(GenerateCertificate(keys_dir_, "admin", KeyRole::kAdmin));
-  RETURN_IF_ERROR(GenerateCertificate(keys_dir_, "client", KeyRole::kClient));
+  BM_RETURN_IF_ERROR(GenerateCertificate(keys_dir_, "master", KeyRole::kMaster));
+  BM_RETURN_IF_ERROR(GenerateCertificate(keys_dir_, "admin", KeyRole::kAdmin));
+  BM_RETURN_IF_ERROR(GenerateCertificate(keys_dir_, "client", KeyRole::kClient));
   for (const std::string& id : worker_ids) {
-    RETURN_IF_ERROR(GenerateCertificate(keys_dir_, id, KeyRole::kWorker));
+    BM_RETURN_IF_ERROR(GenerateCertificate(keys_dir_, id, KeyRole::kWorker));
   }
   return Status::Ok();
 }
@@ -71,8 +71,8 @@ std::string ClusterProcesses::PublicKeyFile(const std::string& name) const {
 Result<ChannelSecurity> ClusterProcesses::LoadSecurity(const std::string& name,
                                                        const std::string& server_name) const {
   if (!keys_on()) return ChannelSecurity{};
-  ASSIGN_OR_RETURN(CurveKeys own, LoadKeyPair(SecretKeyFile(name)));
-  ASSIGN_OR_RETURN(Certificate server, LoadCertificate(PublicKeyFile(server_name)));
+  BM_ASSIGN_OR_RETURN(CurveKeys own, LoadKeyPair(SecretKeyFile(name)));
+  BM_ASSIGN_OR_RETURN(Certificate server, LoadCertificate(PublicKeyFile(server_name)));
   return ChannelSecurity{own, server.public_key};
 }
 
@@ -87,7 +87,7 @@ ClientOptions ClusterProcesses::ClientOptionsFor(const std::string& key_name) co
 }
 
 Status ClusterProcesses::LaunchMaster() {
-  ASSIGN_OR_RETURN(const ChannelSecurity admin, LoadSecurity("admin", "master"));
+  BM_ASSIGN_OR_RETURN(const ChannelSecurity admin, LoadSecurity("admin", "master"));
   // A restart reuses the endpoint, since running workers know the master by it.
   const bool restart = !master_endpoint_.empty();
   for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
@@ -103,15 +103,14 @@ Status ClusterProcesses::LaunchMaster() {
     }
     args.insert(args.end(), master_extra_args_.begin(), master_extra_args_.end());
     const std::string http_address = FreeHttpAddress();
-    ASSIGN_OR_RETURN(Process process,
-                     Process::Spawn(ServerBinary("bm-master"),
-                                    WithServerArgs(std::move(args), http_address),
-                                    LogPath("master")));
+    BM_ASSIGN_OR_RETURN(
+        Process process,
+        Process::Spawn(ServerBinary("bm-master"), WithServerArgs(std::move(args), http_address),
+                       LogPath("master")));
     master_ = std::make_unique<Process>(std::move(process));
     const bool up = WaitFor(
         [&] {
-          return !master_->Running() ||
-                 QueryWorkers(context_, master_endpoint_, admin).has_value();
+          return !master_->Running() || QueryWorkers(context_, master_endpoint_, admin).has_value();
         },
         kStartTimeout);
     if (up && master_->Running()) {
@@ -123,7 +122,7 @@ Status ClusterProcesses::LaunchMaster() {
 }
 
 Status ClusterProcesses::LaunchWorker(const WorkerSpec& spec) {
-  ASSIGN_OR_RETURN(const ChannelSecurity admin, LoadSecurity("admin", "master"));
+  BM_ASSIGN_OR_RETURN(const ChannelSecurity admin, LoadSecurity("admin", "master"));
   // A worker restarted under its id keeps its port, since the master lists it by its address.
   auto it = workers_.find(spec.id);
   const int fixed_port = it != workers_.end() ? it->second.port : spec.port;
@@ -146,11 +145,10 @@ Status ClusterProcesses::LaunchWorker(const WorkerSpec& spec) {
   slot.spec = spec;
   for (int attempt = 0; attempt < (fixed_port != 0 ? 1 : kStartAttempts); ++attempt) {
     slot.port = fixed_port != 0 ? fixed_port : FreeLoopbackPort();
-    std::vector<std::string> args = {"--master",   master_endpoint_,
-                                     "--listen",   LoopbackEndpoint(slot.port),
-                                     "--memory",   spec.memory,
-                                     "--disk-dir", worker_disk_dir(spec.id),
-                                     "--id",       spec.id};
+    std::vector<std::string> args = {
+        "--master", master_endpoint_, "--listen",   LoopbackEndpoint(slot.port),
+        "--memory", spec.memory,      "--disk-dir", worker_disk_dir(spec.id),
+        "--id",     spec.id};
     if (!spec.disk_limit.empty()) {
       args.push_back("--disk-limit");
       args.push_back(spec.disk_limit);
@@ -161,7 +159,7 @@ Status ClusterProcesses::LaunchWorker(const WorkerSpec& spec) {
     }
     args.insert(args.end(), spec.extra_args.begin(), spec.extra_args.end());
     const std::string http_address = FreeHttpAddress();
-    ASSIGN_OR_RETURN(
+    BM_ASSIGN_OR_RETURN(
         Process process,
         Process::Spawn(spec.binary.empty() ? ServerBinary("bm-worker") : spec.binary,
                        WithServerArgs(std::move(args), http_address), log));

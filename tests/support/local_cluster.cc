@@ -42,8 +42,8 @@ CommandResult LocalCluster::Bmctl(const std::vector<std::string>& args, const st
 
 CommandResult LocalCluster::BmctlAs(const std::string& name, const std::vector<std::string>& args,
                                     const std::string& input) {
-  std::vector<std::string> full = {"--master", master_endpoint(), "--key", SecretKeyFile(name),
-                                   "--master-key", PublicKeyFile("master")};
+  std::vector<std::string> full = {"--master",          master_endpoint(), "--key",
+                                   SecretKeyFile(name), "--master-key",    PublicKeyFile("master")};
   full.insert(full.end(), args.begin(), args.end());
   return RunCommand(BinaryPath("bmctl"), full, input);
 }
@@ -66,8 +66,8 @@ nlohmann::json LocalCluster::BmctlJson(const std::vector<std::string>& args,
   full.insert(full.end(), args.begin(), args.end());
   CommandResult r = Bmctl(full, input);
   if (r.exit_code != 0) {
-    ADD_FAILURE() << "bmctl " << ::testing::PrintToString(args) << " exited " << r.exit_code
-                  << ": " << r.err;
+    ADD_FAILURE() << "bmctl " << ::testing::PrintToString(args) << " exited " << r.exit_code << ": "
+                  << r.err;
     return nullptr;
   }
   nlohmann::json parsed = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);

@@ -2,10 +2,10 @@
 
 #include <chrono>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
 #include <vector>
-#include <nlohmann/json.hpp>
 
 #include "tests/support/cluster_processes.h"
 #include "tests/support/process.h"

@@ -233,11 +233,17 @@ Result<CommandResult> RunCommand(const Command& command) {
     if (poll(fds, nfds, static_cast<int>(left.count())) < 0) continue;
     if (fds[0].revents) {
       ssize_t n = read(out_pipe[0], buf, sizeof(buf));
-      if (n > 0) result.out.append(buf, n); else out_open = false;
+      if (n > 0)
+        result.out.append(buf, n);
+      else
+        out_open = false;
     }
     if (fds[1].revents) {
       ssize_t n = read(err_pipe[0], buf, sizeof(buf));
-      if (n > 0) result.err.append(buf, n); else err_open = false;
+      if (n > 0)
+        result.err.append(buf, n);
+      else
+        err_open = false;
     }
     if (nfds == 3 && fds[2].revents) {
       ssize_t n = write(in_pipe[1], input.data() + written, input.size() - written);

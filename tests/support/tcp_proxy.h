@@ -42,7 +42,7 @@ class TcpProxy {
   int port_ = 0;
   std::atomic<bool> stop_{false};
   mutable std::mutex mutex_;
-  std::string captured_;  // guarded by mutex_
+  std::string captured_;         // guarded by mutex_
   std::string corrupt_pattern_;  // guarded by mutex_; empty: relay faithfully
   int corrupt_side_ = 0;         // guarded by mutex_; 0: towards the target, 1: back from it
   bool corrupted_ = false;       // guarded by mutex_

@@ -7,9 +7,10 @@
 // The computed bytes are RandomBytes(size, seed = partition number), so any process computes
 // the same block (with --salt N, seed = partition + N: a compute whose bytes can be told apart).
 // Each compute appends "<pid>\n" to --compute-log. With --hang-marker the
-// compute creates that file and then never returns (the test kills the process). With --stall-marker the compute creates that file and stops its
-// own process (SIGSTOP) until the test continues it, then returns. Prints the
-// client's counters as one JSON object and exits 0 on success, 1 on failure.
+// compute creates that file and then never returns (the test kills the process). With
+// --stall-marker the compute creates that file and stops its own process (SIGSTOP) until the test
+// continues it, then returns. Prints the client's counters as one JSON object and exits 0 on
+// success, 1 on failure.
 
 #include <signal.h>
 #include <unistd.h>
@@ -48,9 +49,8 @@ int main(int argc, char** argv) {
   options.compute_wait = std::chrono::milliseconds(500);
   bm::Client client(options);
   const uint64_t seed = (block->is_rdd() ? block->partition() : 0) + salt;
-  bm::Result<std::vector<std::byte>> data =
-      client.GetOrCompute(*block, bm::StorageLevel::kMemoryOnly,
-                          [&]() -> bm::Result<std::vector<std::byte>> {
+  bm::Result<std::vector<std::byte>> data = client.GetOrCompute(
+      *block, bm::StorageLevel::kMemoryOnly, [&]() -> bm::Result<std::vector<std::byte>> {
         if (!compute_log.empty()) std::ofstream(compute_log, std::ios::app) << getpid() << "\n";
         if (!hang_marker.empty()) {
           std::ofstream(hang_marker) << getpid() << "\n";
@@ -71,8 +71,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   const bm::CacheCounters& c = client.counters();
-  std::cout << nlohmann::json{{"hits", c.hits()},     {"misses", c.misses},
-                              {"computes", c.computes}, {"waits", c.waits},
+  std::cout << nlohmann::json{{"hits", c.hits()},
+                              {"misses", c.misses},
+                              {"computes", c.computes},
+                              {"waits", c.waits},
                               {"store_failures", c.store_failures}}
                    .dump()
             << "\n";

@@ -63,13 +63,13 @@ class BlockUploadTest : public ::testing::Test {
 
 PieceSource SpanSource(const std::vector<std::byte>& data) {
   return PieceSource(
-      PieceSource::ReadBytes([&data, offset = size_t{0}](std::span<std::byte> out) mutable
-                             -> Result<size_t> {
-        const size_t n = std::min(out.size(), data.size() - offset);
-        std::copy_n(data.begin() + static_cast<ptrdiff_t>(offset), n, out.begin());
-        offset += n;
-        return n;
-      }),
+      PieceSource::ReadBytes(
+          [&data, offset = size_t{0}](std::span<std::byte> out) mutable -> Result<size_t> {
+            const size_t n = std::min(out.size(), data.size() - offset);
+            std::copy_n(data.begin() + static_cast<ptrdiff_t>(offset), n, out.begin());
+            offset += n;
+            return n;
+          }),
       data.size(), nullptr);
 }
 
@@ -108,11 +108,10 @@ TEST_F(BlockUploadTest, AFailingSourceGivesUpEveryTargetWithItsError) {
   auto pieces = std::make_shared<std::atomic<int>>(0);
   FakeServer worker1(context_, "inproc://w1", PutHandler(pieces));
   FakeServer worker2(context_, "inproc://w2", PutHandler(pieces));
-  PieceSource source(
-      PieceSource::ReadBytes([](std::span<std::byte>) -> Result<size_t> {
-        return InternalError("disk gone");
-      }),
-      8 << 20, nullptr);
+  PieceSource source(PieceSource::ReadBytes([](std::span<std::byte>) -> Result<size_t> {
+                       return InternalError("disk gone");
+                     }),
+                     8 << 20, nullptr);
   std::vector<Result<PutResult>> results = Upload(source, {&w1_, &w2_});
   ASSERT_EQ(results.size(), 2u);
   EXPECT_EQ(results[0].status().message(), "disk gone");

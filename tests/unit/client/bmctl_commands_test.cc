@@ -83,9 +83,8 @@ TEST(BmctlCommandsTest, BlockListsNameTheBadId) {
             StatusCode::kInvalidArgument);
   EXPECT_NE(ParseAndValidate(MakeRmCommand, {"rm", "rdd_1_0", "bogus"}).message().find("bogus"),
             std::string::npos);
-  EXPECT_NE(
-      ParseAndValidate(MakeLocationsCommand, {"locations", "bogus"}).message().find("bogus"),
-      std::string::npos);
+  EXPECT_NE(ParseAndValidate(MakeLocationsCommand, {"locations", "bogus"}).message().find("bogus"),
+            std::string::npos);
 }
 
 TEST(BmctlCommandsTest, OnlyKeygenRunsWithoutAMaster) {

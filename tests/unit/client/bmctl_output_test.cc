@@ -116,11 +116,12 @@ TEST(BmctlOutputTest, TableAlignsColumnsWithoutTrailingBlanks) {
 }
 
 TEST(BmctlOutputTest, LocationsTableListsEveryCopyAndMissingBlocks) {
-  EXPECT_EQ(LocationsTable(TwoBlocks()),
-            "BLOCK        WORKER  ADDRESS                          TIER     SIZE  DIGEST\n"
-            "rdd_1_0      w1      tcp://10.0.0.1:7701              memory  123 B  0123456789abcdef\n"
-            "rdd_1_0      w2      tcp://10.0.0.2:7701              disk    123 B  0123456789abcdef\n"
-            "broadcast_9  -       (not stored on any live worker)\n");
+  EXPECT_EQ(
+      LocationsTable(TwoBlocks()),
+      "BLOCK        WORKER  ADDRESS                          TIER     SIZE  DIGEST\n"
+      "rdd_1_0      w1      tcp://10.0.0.1:7701              memory  123 B  0123456789abcdef\n"
+      "rdd_1_0      w2      tcp://10.0.0.2:7701              disk    123 B  0123456789abcdef\n"
+      "broadcast_9  -       (not stored on any live worker)\n");
 }
 
 TEST(BmctlOutputTest, WorkersTableFormatsSizesAndUnlimitedDisk) {

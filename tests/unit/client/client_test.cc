@@ -342,7 +342,8 @@ namespace {
 std::vector<uint64_t> UnitDigests(const std::vector<std::byte>& data) {
   std::vector<uint64_t> units;
   for (size_t pos = 0; pos < data.size(); pos += kDigestUnitBytes) {
-    units.push_back(DigestOf(std::span(data).subspan(pos, std::min(kDigestUnitBytes, data.size() - pos))));
+    units.push_back(
+        DigestOf(std::span(data).subspan(pos, std::min(kDigestUnitBytes, data.size() - pos))));
   }
   return units;
 }
@@ -352,31 +353,32 @@ std::vector<uint64_t> UnitDigests(const std::vector<std::byte>& data) {
 FakeServer::Handler DigestedBlockHandler(std::vector<std::byte> data,
                                          std::shared_ptr<std::atomic<int>> reported_bad) {
   const std::vector<uint64_t> units = UnitDigests(data);
-  return [=](IncomingMessage& in, proto::Reply::Builder reply,
-             std::vector<zmq::message_t>& payload) {
-    if (in.request().isVerifyBlock()) {
-      if (in.request().getVerifyBlock().getReportedBad()) ++*reported_bad;
-      reply.initVerified().setState(proto::VerifyReply::State::INTACT);
-      return;
-    }
-    proto::GetBlock::Reader get = in.request().getGetBlock();
-    const uint64_t offset = get.getOffset();
-    const uint64_t length =
-        std::min<uint64_t>({get.getMaxLength(), kMaxPieceBytes, data.size() - offset});
-    proto::GetReply::Builder out = reply.initGet();
-    out.setTotalSize(data.size());
-    out.setOffset(offset);
-    out.setLength(length);
-    out.setGeneration(1);
-    const uint64_t first = offset / kDigestUnitBytes;
-    const uint64_t last = length == 0 ? first : (offset + length - 1) / kDigestUnitBytes;
-    auto digests = out.initUnitDigests(static_cast<unsigned>(last - first + 1));
-    for (uint64_t u = first; u <= last; ++u) digests.set(static_cast<unsigned>(u - first), units[u]);
-    for (uint64_t done = 0; done < length; done += kChunkBytes) {
-      const uint64_t n = std::min<uint64_t>(kChunkBytes, length - done);
-      payload.push_back(MessageFromChunk(MakeChunk(std::span(data).subspan(offset + done, n))));
-    }
-  };
+  return
+      [=](IncomingMessage& in, proto::Reply::Builder reply, std::vector<zmq::message_t>& payload) {
+        if (in.request().isVerifyBlock()) {
+          if (in.request().getVerifyBlock().getReportedBad()) ++*reported_bad;
+          reply.initVerified().setState(proto::VerifyReply::State::INTACT);
+          return;
+        }
+        proto::GetBlock::Reader get = in.request().getGetBlock();
+        const uint64_t offset = get.getOffset();
+        const uint64_t length =
+            std::min<uint64_t>({get.getMaxLength(), kMaxPieceBytes, data.size() - offset});
+        proto::GetReply::Builder out = reply.initGet();
+        out.setTotalSize(data.size());
+        out.setOffset(offset);
+        out.setLength(length);
+        out.setGeneration(1);
+        const uint64_t first = offset / kDigestUnitBytes;
+        const uint64_t last = length == 0 ? first : (offset + length - 1) / kDigestUnitBytes;
+        auto digests = out.initUnitDigests(static_cast<unsigned>(last - first + 1));
+        for (uint64_t u = first; u <= last; ++u)
+          digests.set(static_cast<unsigned>(u - first), units[u]);
+        for (uint64_t done = 0; done < length; done += kChunkBytes) {
+          const uint64_t n = std::min<uint64_t>(kChunkBytes, length - done);
+          payload.push_back(MessageFromChunk(MakeChunk(std::span(data).subspan(offset + done, n))));
+        }
+      };
 }
 
 TEST_F(ClientTest, ACopyWhoseUnitDigestsDoNotMakeTheMastersBlockDigestIsReadElsewhere) {
@@ -385,21 +387,21 @@ TEST_F(ClientTest, ACopyWhoseUnitDigestsDoNotMakeTheMastersBlockDigestIsReadElse
   // only the master's block digest tells.
   const std::vector<std::byte> other = Pattern(data.size(), 7);
   const uint64_t digest = BlockDigestOf(UnitDigests(data));
-  FakeServer master(context_, "inproc://master",
-                    [&](IncomingMessage& in, proto::Reply::Builder reply,
-                        std::vector<zmq::message_t>&) {
-                      auto ids = in.request().getGetLocations().getBlockIds();
-                      auto list = reply.initLocations(ids.size());
-                      list[0].setBlockId(ids[0]);
-                      list[0].setDigest(digest);
-                      auto out = list[0].initLocations(2);
-                      out[0].setWorkerId("w1");
-                      out[0].setAddress("inproc://w1");
-                      out[0].setSize(data.size());
-                      out[1].setWorkerId("w2");
-                      out[1].setAddress("inproc://w2");
-                      out[1].setSize(data.size());
-                    });
+  FakeServer master(
+      context_, "inproc://master",
+      [&](IncomingMessage& in, proto::Reply::Builder reply, std::vector<zmq::message_t>&) {
+        auto ids = in.request().getGetLocations().getBlockIds();
+        auto list = reply.initLocations(ids.size());
+        list[0].setBlockId(ids[0]);
+        list[0].setDigest(digest);
+        auto out = list[0].initLocations(2);
+        out[0].setWorkerId("w1");
+        out[0].setAddress("inproc://w1");
+        out[0].setSize(data.size());
+        out[1].setWorkerId("w2");
+        out[1].setAddress("inproc://w2");
+        out[1].setSize(data.size());
+      });
   auto bad_on_w1 = std::make_shared<std::atomic<int>>(0);
   auto bad_on_w2 = std::make_shared<std::atomic<int>>(0);
   FakeServer w1(context_, "inproc://w1", DigestedBlockHandler(other, bad_on_w1));

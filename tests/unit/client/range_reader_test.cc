@@ -24,27 +24,27 @@ FakeServer::Handler RangeHandler(std::vector<std::byte> data, uint64_t max_reply
                                  std::vector<std::byte> digests_of = {}, uint64_t shift = 0) {
   const std::vector<uint64_t> units =
       UnitDigestsOf({std::span<const std::byte>(digests_of.empty() ? data : digests_of)});
-  return [=](IncomingMessage& in, proto::Reply::Builder reply,
-             std::vector<zmq::message_t>& payload) {
-    proto::GetBlock::Reader get = in.request().getGetBlock();
-    const uint64_t offset = get.getOffset();
-    const uint64_t length =
-        std::min<uint64_t>({get.getMaxLength(), max_reply, data.size() - offset});
-    proto::GetReply::Builder out = reply.initGet();
-    out.setTotalSize(data.size());
-    out.setOffset(offset + shift);
-    out.setLength(length);
-    out.setGeneration(7);
-    out.setVersion(42);
-    const uint64_t first = offset / kDigestUnitBytes;
-    const uint64_t end = (offset + length + kDigestUnitBytes - 1) / kDigestUnitBytes;
-    auto list = out.initUnitDigests(static_cast<unsigned>(end - first));
-    for (uint64_t u = first; u < end; ++u) list.set(static_cast<unsigned>(u - first), units[u]);
-    for (uint64_t done = 0; done < length; done += kChunkBytes) {
-      const uint64_t n = std::min<uint64_t>(kChunkBytes, length - done);
-      payload.emplace_back(data.data() + offset + done, n);
-    }
-  };
+  return
+      [=](IncomingMessage& in, proto::Reply::Builder reply, std::vector<zmq::message_t>& payload) {
+        proto::GetBlock::Reader get = in.request().getGetBlock();
+        const uint64_t offset = get.getOffset();
+        const uint64_t length =
+            std::min<uint64_t>({get.getMaxLength(), max_reply, data.size() - offset});
+        proto::GetReply::Builder out = reply.initGet();
+        out.setTotalSize(data.size());
+        out.setOffset(offset + shift);
+        out.setLength(length);
+        out.setGeneration(7);
+        out.setVersion(42);
+        const uint64_t first = offset / kDigestUnitBytes;
+        const uint64_t end = (offset + length + kDigestUnitBytes - 1) / kDigestUnitBytes;
+        auto list = out.initUnitDigests(static_cast<unsigned>(end - first));
+        for (uint64_t u = first; u < end; ++u) list.set(static_cast<unsigned>(u - first), units[u]);
+        for (uint64_t done = 0; done < length; done += kChunkBytes) {
+          const uint64_t n = std::min<uint64_t>(kChunkBytes, length - done);
+          payload.emplace_back(data.data() + offset + done, n);
+        }
+      };
 }
 
 class RangeReaderTest : public ::testing::Test {

@@ -41,8 +41,8 @@ TEST(AccessPolicyTest, MasterRequestsFollowTheRoles) {
 }
 
 TEST(AccessPolicyTest, WorkersTakeCommandsOnlyFromTheMastersKey) {
-  for (Which command : {Which::REMOVE_BLOCKS, Which::REPLICATE_BLOCK, Which::DECOMMISSION,
-                        Which::SHUTDOWN}) {
+  for (Which command :
+       {Which::REMOVE_BLOCKS, Which::REPLICATE_BLOCK, Which::DECOMMISSION, Which::SHUTDOWN}) {
     EXPECT_TRUE(AuthorizeWorkerRequest(true, As(KeyRole::kMaster), command).ok());
     for (KeyRole other : {KeyRole::kAdmin, KeyRole::kClient, KeyRole::kWorker}) {
       EXPECT_EQ(AuthorizeWorkerRequest(true, As(other), command).code(),

@@ -33,7 +33,8 @@ int ThpEligible(uintptr_t address) {
 
 TEST(AdviseHugePagesTest, MakesTheAlignedExtentsOfABufferEligibleForHugePages) {
   const std::string mode_file = "/sys/kernel/mm/transparent_hugepage/enabled";
-  const std::string mode = std::filesystem::exists(mode_file) ? bm::testing::ReadFile(mode_file) : "absent";
+  const std::string mode =
+      std::filesystem::exists(mode_file) ? bm::testing::ReadFile(mode_file) : "absent";
   if (mode.find("[madvise]") == std::string::npos) {
     GTEST_SKIP() << "transparent huge pages are not in madvise mode here (" << mode << ")";
   }
@@ -41,7 +42,8 @@ TEST(AdviseHugePagesTest, MakesTheAlignedExtentsOfABufferEligibleForHugePages) {
   void* mapped = mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(mapped, MAP_FAILED);
   auto* bytes = static_cast<std::byte*>(mapped);
-  const uintptr_t inside = (reinterpret_cast<uintptr_t>(bytes) + (4 << 20)) & ~uintptr_t{(2 << 20) - 1};
+  const uintptr_t inside =
+      (reinterpret_cast<uintptr_t>(bytes) + (4 << 20)) & ~uintptr_t{(2 << 20) - 1};
   EXPECT_EQ(ThpEligible(inside), 0) << "not advised yet";
   AdviseHugePages(bytes + 100, kSize - 200);  // not aligned itself: only whole 2 MiB extents
   EXPECT_EQ(ThpEligible(inside), 1);
@@ -54,7 +56,8 @@ TEST(AdviseHugePagesTest, ARangeHoldingNoAlignedExtentIsLeftAlone) {
   ASSERT_NE(mapped, MAP_FAILED);
   auto* bytes = static_cast<std::byte*>(mapped);
   // One MiB from a 2 MiB boundary plus a bit: no whole aligned 2 MiB inside, nothing advised.
-  const uintptr_t boundary = (reinterpret_cast<uintptr_t>(bytes) + (2 << 20) - 1) & ~uintptr_t{(2 << 20) - 1};
+  const uintptr_t boundary =
+      (reinterpret_cast<uintptr_t>(bytes) + (2 << 20) - 1) & ~uintptr_t{(2 << 20) - 1};
   std::byte* start = reinterpret_cast<std::byte*>(boundary) - (1 << 20);
   if (start < bytes) start += 2 << 20;
   const int before = ThpEligible(reinterpret_cast<uintptr_t>(start));

@@ -8,8 +8,8 @@ namespace bm {
 namespace {
 
 TEST(BlockIdTest, ParsesAndPrintsEachKindExactly) {
-  for (const char* text : {"rdd_0_0", "rdd_12_345", "broadcast_7", "shuffle_1_2_3",
-                           "rdd_18446744073709551615_1"}) {
+  for (const char* text :
+       {"rdd_0_0", "rdd_12_345", "broadcast_7", "shuffle_1_2_3", "rdd_18446744073709551615_1"}) {
     Result<BlockId> id = BlockId::Parse(text);
     ASSERT_TRUE(id.ok()) << text << ": " << id.status().ToString();
     EXPECT_EQ(id->ToString(), text);

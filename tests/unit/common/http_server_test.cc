@@ -1,7 +1,7 @@
 #include "common/http_server.h"
 
-#include <httplib.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 namespace bm {
 namespace {
@@ -29,9 +29,8 @@ TEST(HttpServerTest, ServesRoutesWithCapturesAndParamsOnAnyFreePort) {
 
 TEST(HttpServerTest, AHandlerThatThrowsAnswers500AndTheServerGoesOn) {
   HttpServer server;
-  server.AddRoute("/boom", [](const HttpRequest&) -> HttpResponse {
-    throw std::runtime_error("broken page");
-  });
+  server.AddRoute(
+      "/boom", [](const HttpRequest&) -> HttpResponse { throw std::runtime_error("broken page"); });
   server.AddRoute("/ok", [](const HttpRequest&) { return HttpResponse::Text(200, "ok"); });
   ASSERT_TRUE(server.Start("127.0.0.1:0").ok());
   httplib::Client client("127.0.0.1", server.port());

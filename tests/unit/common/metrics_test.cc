@@ -37,9 +37,9 @@ TEST(PrometheusTextTest, PrintsLargeCountsExactlyAndFractionsInFull) {
 
 TEST(LatencyHistogramTest, HistogramBucketsAreCumulativeWithSumAndCount) {
   LatencyHistogram histogram;
-  histogram.Observe(std::chrono::microseconds(50));   // first bucket (<= 100 us)
-  histogram.Observe(std::chrono::milliseconds(3));    // <= 5 ms
-  histogram.Observe(std::chrono::seconds(20));        // past the last bound
+  histogram.Observe(std::chrono::microseconds(50));  // first bucket (<= 100 us)
+  histogram.Observe(std::chrono::milliseconds(3));   // <= 5 ms
+  histogram.Observe(std::chrono::seconds(20));       // past the last bound
   PrometheusText out;
   out.Histogram("lat_seconds", {{"op", "get"}}, histogram);
   const std::string& text = out.text();

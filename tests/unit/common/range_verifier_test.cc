@@ -33,7 +33,7 @@ std::optional<uint64_t> ReadInRanges(std::span<const std::byte> bytes,
     // Two pieces, as frames would split a range.
     std::span<const std::byte> range = bytes.subspan(offset, length);
     std::vector<std::span<const std::byte>> pieces = {range.first(length / 2),
-                                                       range.subspan(length / 2)};
+                                                      range.subspan(length / 2)};
     if (std::optional<uint64_t> bad = verifier.Add(offset, length, pieces, sent)) return bad;
     for (std::span<const std::byte> piece : verifier.ready()) {
       out->insert(out->end(), piece.begin(), piece.end());
@@ -49,7 +49,8 @@ TEST(RangeVerifierTest, RangesCutInsideUnitsHandOutEveryByteOnce) {
   const std::vector<uint64_t> digests = UnitDigests(bytes);
   for (const std::vector<uint64_t>& cuts :
        {std::vector<uint64_t>{}, std::vector<uint64_t>{kDigestUnitBytes, 2 * kDigestUnitBytes},
-        std::vector<uint64_t>{256 << 10, 512 << 10, kDigestUnitBytes + 5, 3 * kDigestUnitBytes + 1}}) {
+        std::vector<uint64_t>{256 << 10, 512 << 10, kDigestUnitBytes + 5,
+                              3 * kDigestUnitBytes + 1}}) {
     std::vector<std::byte> out;
     EXPECT_EQ(ReadInRanges(bytes, digests, cuts, &out), std::nullopt);
     EXPECT_EQ(out, bytes);

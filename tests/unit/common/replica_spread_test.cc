@@ -15,10 +15,8 @@ TEST(ReplicaSpreadTest, WithoutLabelsCopiesGoToDistinctWorkersInPreferenceOrder)
 }
 
 TEST(ReplicaSpreadTest, DistinctRacksComeFirstThenDistinctHosts) {
-  std::vector<ReplicaSite> candidates = {{"a1", "ha", "r1"},
-                                         {"a2", "ha", "r1"},
-                                         {"b1", "hb", "r1"},
-                                         {"c1", "hc", "r2"}};
+  std::vector<ReplicaSite> candidates = {
+      {"a1", "ha", "r1"}, {"a2", "ha", "r1"}, {"b1", "hb", "r1"}, {"c1", "hc", "r2"}};
   // Second copy: the other rack (c1), even though a1's neighbours are preferred.
   EXPECT_THAT(SpreadReplicas(candidates, {}, 2), ElementsAre(0, 3, 1, 2));
   // Third copy: both racks used, so a host not used yet (b1) before a2 on a1's host.
@@ -26,7 +24,8 @@ TEST(ReplicaSpreadTest, DistinctRacksComeFirstThenDistinctHosts) {
 }
 
 TEST(ReplicaSpreadTest, ExistingCopiesCountAndTheirWorkersAreLeftOut) {
-  std::vector<ReplicaSite> candidates = {{"a1", "ha", "r1"}, {"a2", "ha2", "r1"}, {"c1", "hc", "r2"}};
+  std::vector<ReplicaSite> candidates = {
+      {"a1", "ha", "r1"}, {"a2", "ha2", "r1"}, {"c1", "hc", "r2"}};
   std::vector<ReplicaSite> holders = {{"c1", "hc", "r2"}};
   // One more copy: rack r1 has none yet; c1 already holds one and is not a candidate.
   EXPECT_THAT(SpreadReplicas(candidates, holders, 1), ElementsAre(0, 1));

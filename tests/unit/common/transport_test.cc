@@ -11,7 +11,8 @@ namespace {
 
 class TransportTest : public ::testing::Test {
  protected:
-  TransportTest() : server_(context_, zmq::socket_type::router), client_(context_, zmq::socket_type::dealer) {
+  TransportTest()
+      : server_(context_, zmq::socket_type::router), client_(context_, zmq::socket_type::dealer) {
     ConfigureSocket(server_);
     ConfigureSocket(client_);
     server_.bind("inproc://transport-test");

@@ -150,9 +150,9 @@ TEST_F(ZapHandlerTest, KeyAtItsConnectionLimitIsRefusedForNowWhileOthersGetIn) {
       Ping(context, server.endpoint(), {*alice, server_keys_.public_key});
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status().ToString();
-  EXPECT_NE(refused.status().message().find("handshake refused by " + server.endpoint() +
-                                            " for now"),
-            std::string::npos)
+  EXPECT_NE(
+      refused.status().message().find("handshake refused by " + server.endpoint() + " for now"),
+      std::string::npos)
       << refused.status().ToString();
   EXPECT_GE((*zap)->refused_at_limit(), 1u);
   EXPECT_TRUE(Ping(context, server.endpoint(), {*bob, server_keys_.public_key}).ok());

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <set>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -57,8 +57,9 @@ TEST(BlockIndexTest, LocationsListMemoryBeforeDiskThenByWorker) {
   index.Apply("w4", Stored("broadcast_7", Tier::kMemory, 10));
   EXPECT_THAT(
       index.Find(Id("broadcast_7"))->locations,
-      ElementsAre(IndexedLocation{"w2", Tier::kMemory, 10}, IndexedLocation{"w4", Tier::kMemory, 10},
-                  IndexedLocation{"w1", Tier::kDisk, 10}, IndexedLocation{"w3", Tier::kDisk, 10}));
+      ElementsAre(IndexedLocation{"w2", Tier::kMemory, 10},
+                  IndexedLocation{"w4", Tier::kMemory, 10}, IndexedLocation{"w1", Tier::kDisk, 10},
+                  IndexedLocation{"w3", Tier::kDisk, 10}));
   EXPECT_EQ(index.block_count(), 1u);
 }
 
@@ -324,7 +325,7 @@ TEST(BlockIndexVersionsTest, LostBlockComesBackOnlyInItsLastVersion) {
   BlockIndex index;
   index.Apply("w1", Version("rdd_1_0", 7, true));
   index.Apply("w2", Version("rdd_1_0", 8, true));  // replaces 7 on w1
-  index.RemoveWorker("w2");                          // the last copy of 8 is lost
+  index.RemoveWorker("w2");                        // the last copy of 8 is lost
   EXPECT_FALSE(index.Find(Id("rdd_1_0")).has_value());
   EXPECT_FALSE(index.Apply("w1", Version("rdd_1_0", 7, false)).recorded);
   EXPECT_TRUE(index.Apply("w2", Version("rdd_1_0", 8, false)).recorded);

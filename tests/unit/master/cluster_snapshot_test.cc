@@ -99,8 +99,8 @@ TEST_F(ClusterSnapshotTest, WholeIndexPagesVisitEveryBlockOnce) {
     cursor = page.next_cursor;
     ASSERT_LT(++pages, 10);
   } while (cursor);
-  EXPECT_THAT(seen, ElementsAre("rdd_3_0", "rdd_3_1", "rdd_3_2", "rdd_3_3", "rdd_3_4",
-                                "broadcast_1"));
+  EXPECT_THAT(seen,
+              ElementsAre("rdd_3_0", "rdd_3_1", "rdd_3_2", "rdd_3_3", "rdd_3_4", "broadcast_1"));
 }
 
 TEST_F(ClusterSnapshotTest, UnregisteredRddsAndOtherBlocksPageInIdOrderToo) {
@@ -118,8 +118,8 @@ TEST_F(ClusterSnapshotTest, UnregisteredRddsAndOtherBlocksPageInIdOrderToo) {
       cursor = page.next_cursor;
       ASSERT_LT(++pages, 20);
     } while (cursor);
-    EXPECT_THAT(seen, ElementsAre("rdd_1_2", "rdd_1_10", "rdd_3_0", "rdd_3_1", "rdd_3_2",
-                                  "rdd_3_3", "rdd_3_4", "broadcast_1", "shuffle_0_1_2"))
+    EXPECT_THAT(seen, ElementsAre("rdd_1_2", "rdd_1_10", "rdd_3_0", "rdd_3_1", "rdd_3_2", "rdd_3_3",
+                                  "rdd_3_4", "broadcast_1", "shuffle_0_1_2"))
         << "limit " << limit;
   }
   BlockPage unregistered = QueryBlockPage(View(), 1, BlockId::Rdd(1, 2), 10);

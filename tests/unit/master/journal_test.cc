@@ -133,12 +133,12 @@ TEST_F(MasterJournalTest, ReRegistrationReplacesTheWorkersOldLocations) {
   auto journal = OpenOrDie(dir());
   ASSERT_NE(journal, nullptr);
   const JournaledWorker w1{"w1", "tcp://127.0.0.1:7701", "", ""};
-  ASSERT_TRUE(journal
-                  ->RecordRegistration(w1, {{Stored(BlockId::Rdd(1, 0), Tier::kMemory,
-                                                    StorageLevel::kMemoryOnly, 1),
-                                             Stored(BlockId::Rdd(1, 1), Tier::kMemory,
-                                                    StorageLevel::kMemoryOnly, 1)}})
-                  .ok());
+  ASSERT_TRUE(
+      journal
+          ->RecordRegistration(
+              w1, {{Stored(BlockId::Rdd(1, 0), Tier::kMemory, StorageLevel::kMemoryOnly, 1),
+                    Stored(BlockId::Rdd(1, 1), Tier::kMemory, StorageLevel::kMemoryOnly, 1)}})
+          .ok());
   const JournaledWorker moved{"w1", "tcp://127.0.0.1:9999", "h", "r"};
   ASSERT_TRUE(journal
                   ->RecordRegistration(moved, {{Stored(BlockId::Rdd(2, 0), Tier::kDisk,
@@ -156,11 +156,10 @@ TEST_F(MasterJournalTest, DroppingAWorkerDropsItsLocationsOnly) {
   // "w1" is a prefix of "w10": the drop of w1 must not touch w10's locations.
   for (const char* id : {"w1", "w10", "w2"}) {
     ASSERT_TRUE(journal
-                    ->RecordRegistration({id, "tcp://127.0.0.1:1", "", ""},
-                                         {{Stored(BlockId::Rdd(1, 0), Tier::kMemory,
-                                                  StorageLevel::kMemoryOnly, 1),
-                                           Stored(BlockId::Rdd(1, 1), Tier::kDisk,
-                                                  StorageLevel::kDiskOnly, 1)}})
+                    ->RecordRegistration(
+                        {id, "tcp://127.0.0.1:1", "", ""},
+                        {{Stored(BlockId::Rdd(1, 0), Tier::kMemory, StorageLevel::kMemoryOnly, 1),
+                          Stored(BlockId::Rdd(1, 1), Tier::kDisk, StorageLevel::kDiskOnly, 1)}})
                     .ok());
   }
   ASSERT_TRUE(journal->RecordWorkerDropped("w1").ok());
@@ -234,7 +233,8 @@ TEST_F(MasterJournalTest, BlockDigestsSurviveReopeningAndOldValuesLoadWithout) {
   with_both.digest = 0xfeedface12345678;
   BlockChange digest_only = Stored(BlockId::Rdd(5, 1), Tier::kMemory, StorageLevel::kMemoryOnly, 3);
   digest_only.digest = 0x42;
-  BlockChange version_only = Stored(BlockId::Rdd(5, 2), Tier::kMemory, StorageLevel::kMemoryOnly, 4);
+  BlockChange version_only =
+      Stored(BlockId::Rdd(5, 2), Tier::kMemory, StorageLevel::kMemoryOnly, 4);
   version_only.version = 78;
   {
     auto journal = OpenOrDie(dir());
@@ -261,9 +261,9 @@ TEST_F(MasterJournalTest, ACorruptLocationValueIsAClearError) {
     auto journal = OpenOrDie(dir());
     ASSERT_NE(journal, nullptr);
     ASSERT_TRUE(journal
-                    ->RecordRegistration({"w1", "tcp://127.0.0.1:1", "", ""},
-                                         {{Stored(BlockId::Rdd(4, 2), Tier::kMemory,
-                                                  StorageLevel::kMemoryOnly, 1)}})
+                    ->RecordRegistration(
+                        {"w1", "tcp://127.0.0.1:1", "", ""},
+                        {{Stored(BlockId::Rdd(4, 2), Tier::kMemory, StorageLevel::kMemoryOnly, 1)}})
                     .ok());
   }
   {

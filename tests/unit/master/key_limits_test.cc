@@ -31,9 +31,9 @@ TEST_F(KeyLimitsTest, RegistrationsBeyondTheKeysRateAreRefusedUntilItRefills) {
   EXPECT_TRUE(limits->AdmitRegistration(worker).ok());
   EXPECT_EQ(limits->AdmitRegistration(worker).code(), StatusCode::kUnavailable);
   // Another key has its own bucket.
-  EXPECT_TRUE(limits->AdmitRegistration({.role = KeyRole::kWorker, .name = "w2",
-                                         .public_key = "key-2"})
-                  .ok());
+  EXPECT_TRUE(
+      limits->AdmitRegistration({.role = KeyRole::kWorker, .name = "w2", .public_key = "key-2"})
+          .ok());
   clock_.Advance(std::chrono::seconds(61));
   EXPECT_TRUE(limits->AdmitRegistration(worker).ok());
 }

@@ -120,8 +120,8 @@ class FakeWorker {
   std::string address_;
   std::atomic<bool> stop_{false};
   mutable std::mutex mutex_;
-  std::multiset<std::string> removed_;  // guarded by mutex_
-  int remove_requests_ = 0;             // guarded by mutex_
+  std::multiset<std::string> removed_;       // guarded by mutex_
+  int remove_requests_ = 0;                  // guarded by mutex_
   std::multiset<std::string> verified_bad_;  // guarded by mutex_
   std::thread thread_;
 };
@@ -207,7 +207,7 @@ class MasterServerTest : public ::testing::Test {
     capnp::MallocMessageBuilder message;
     auto list = message.initRoot<proto::Request>().initGetLocations().initBlockIds(ids.size());
     for (size_t i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
-    ASSIGN_OR_RETURN(IncomingMessage reply, channel_->Call(message));
+    BM_ASSIGN_OR_RETURN(IncomingMessage reply, channel_->Call(message));
     return Describe(reply.reply().getLocations());
   }
 
@@ -285,14 +285,14 @@ class MasterServerTest : public ::testing::Test {
     capnp::MallocMessageBuilder message;
     auto list = message.initRoot<proto::Request>().initRemoveBlocks().initBlockIds(ids.size());
     for (size_t i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
-    ASSIGN_OR_RETURN(IncomingMessage reply, channel_->Call(message));
+    BM_ASSIGN_OR_RETURN(IncomingMessage reply, channel_->Call(message));
     return reply.reply().getRemoved();
   }
 
   Result<uint64_t> RemoveRdd(uint64_t rdd_id) {
     capnp::MallocMessageBuilder message;
     message.initRoot<proto::Request>().initRemoveRdd().setRddId(rdd_id);
-    ASSIGN_OR_RETURN(IncomingMessage reply, channel_->Call(message));
+    BM_ASSIGN_OR_RETURN(IncomingMessage reply, channel_->Call(message));
     return reply.reply().getRemoved();
   }
 
@@ -458,8 +458,8 @@ TEST_F(MasterServerTest, WaitersAreAnsweredWithTheLocationOnceTheBlockIsReported
       answers[i] = Acquire(channel, "rdd_1_0", "waiter", 15000);
     });
   }
-  ASSERT_TRUE(testing::WaitFor([&] { return Acquire(*channel_, "rdd_1_0", "probe", 0) == "busy holder"; },
-                      5000ms));
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return Acquire(*channel_, "rdd_1_0", "probe", 0) == "busy holder"; }, 5000ms));
   ASSERT_TRUE(Report("w1", {{"rdd_1_0", Tier::kMemory, 10}}).ok());
   for (std::thread& waiter : waiters) waiter.join();
   EXPECT_THAT(answers, ElementsAre("cached w1", "cached w1", "cached w1"));
@@ -474,8 +474,8 @@ TEST_F(MasterServerTest, AReleasedLeaseIsGrantedToTheWaiterAndTheOldTokenIsDead)
     RpcChannel channel(context_, server_->endpoint(), 20000ms);
     answer = Acquire(channel, "rdd_1_0", "b", 15000);
   });
-  ASSERT_TRUE(
-      testing::WaitFor([&] { return Acquire(*channel_, "rdd_1_0", "probe", 0) == "busy a"; }, 5000ms));
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return Acquire(*channel_, "rdd_1_0", "probe", 0) == "busy a"; }, 5000ms));
   EXPECT_TRUE(LeaseCall(*channel_, /*renew=*/true, "rdd_1_0", token).ok());
   EXPECT_TRUE(LeaseCall(*channel_, /*renew=*/false, "rdd_1_0", token).ok());
   waiter.join();
@@ -779,9 +779,9 @@ TEST_F(MasterServerTest, AJournaledMasterRestartsWithUnconfirmedWorkersAndTheirL
     ASSERT_TRUE(channel_->Call(message).ok());
   }
   ASSERT_TRUE(Register("w2", w2.address(), {{"rdd_1_1", Tier::kDisk, 20}}).ok());
-  ASSERT_TRUE(Report("w2", {{"rdd_2_0", Tier::kMemory, 30}, {"broadcast_3", Tier::kDisk, 40}},
-                     {"rdd_1_1"})
-                  .ok());
+  ASSERT_TRUE(
+      Report("w2", {{"rdd_2_0", Tier::kMemory, 30}, {"broadcast_3", Tier::kDisk, 40}}, {"rdd_1_1"})
+          .ok());
   ASSERT_TRUE(RegisterRdd(1, "ones").ok());
   ASSERT_TRUE(RegisterRdd(9, "nines").ok());
   ASSERT_TRUE(RemoveRdd(9).ok());

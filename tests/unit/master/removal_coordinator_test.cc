@@ -148,9 +148,8 @@ TEST_F(RemovalCoordinatorTest, AbortedOnShutdown) {
 }
 
 TEST_F(RemovalCoordinatorTest, AcknowledgesReportOnceReplacedCopiesAreGone) {
-  RemovalCoordinator::Started started =
-      removals_.AwaitRemoval(kCaller, {RetiredCopy{"w1", kA, 11}, RetiredCopy{"w1", kB, 12}},
-                             kTimeout);
+  RemovalCoordinator::Started started = removals_.AwaitRemoval(
+      kCaller, {RetiredCopy{"w1", kA, 11}, RetiredCopy{"w1", kB, 12}}, kTimeout);
   ASSERT_EQ(started.commands.size(), 1u);
   EXPECT_THAT(started.commands[0].versions, ElementsAre(11u, 12u));
   RemovalCoordinator::Answered answered =

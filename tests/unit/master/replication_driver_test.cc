@@ -18,8 +18,8 @@ class ReplicationDriverTest : public ::testing::Test {
                          WorkerStats{.memory_capacity = 64 * kMiB});
     }
     for (const char* id : {"w1", "w2"}) {
-      index_.Apply(id, BlockChange{kBlock, false, StorageLevel::kMemoryAndDisk2, Tier::kMemory,
-                                   1000});
+      index_.Apply(id,
+                   BlockChange{kBlock, false, StorageLevel::kMemoryAndDisk2, Tier::kMemory, 1000});
     }
   }
   // w2 is dropped: kBlock is short of a copy, which w1 makes.

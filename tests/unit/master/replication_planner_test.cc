@@ -123,8 +123,7 @@ TEST_F(ReplicationPlannerTest, SingleCopyLevelsAreNotReplicated) {
 TEST_F(ReplicationPlannerTest, TargetsPreferAnotherRackThenAnotherHost) {
   // w2 has the most free memory, but shares the holder's rack; w3 is on another rack.
   AddWorker("w1", {.host = "h1", .rack = "r1"});
-  AddWorker("w2", {.host = "h2", .rack = "r1"},
-            {.memory_capacity = 64 * kMiB});
+  AddWorker("w2", {.host = "h2", .rack = "r1"}, {.memory_capacity = 64 * kMiB});
   AddWorker("w3", {.host = "h3", .rack = "r2"},
             {.memory_capacity = 64 * kMiB, .memory_used = 32 * kMiB});
   AddWorker("dead", {.host = "h4", .rack = "r2"});
@@ -170,7 +169,8 @@ TEST_F(ReplicationPlannerTest, MemoryOnlyBlockOnADecommissioningWorkerGoesToAnAc
   EXPECT_THAT(TargetIds(commands[0]), ElementsAre("w3"));
 }
 
-TEST_F(ReplicationPlannerTest, DecommissioningWorkerIsDrainedOnceItsBlocksHaveCopiesOnStayingWorkers) {
+TEST_F(ReplicationPlannerTest,
+       DecommissioningWorkerIsDrainedOnceItsBlocksHaveCopiesOnStayingWorkers) {
   for (const char* id : {"w1", "w2", "w3"}) AddWorker(id);
   const BlockId single = BlockId::Rdd(1, 0);
   const BlockId pair = BlockId::Rdd(1, 1);
@@ -273,7 +273,9 @@ TEST_F(ReplicationPlannerTest, NothingIsPlannedWhenNoWorkerHasRoom) {
   AddWorker("w2", {}, {.memory_capacity = 64 * kMiB});
   // Full memory, and a disk limit already reached.
   AddWorker("w3", {},
-            {.memory_capacity = 8 * kMiB, .memory_used = 8 * kMiB, .disk_used = 4 * kMiB,
+            {.memory_capacity = 8 * kMiB,
+             .memory_used = 8 * kMiB,
+             .disk_used = 4 * kMiB,
              .disk_capacity = 4 * kMiB});
   const BlockId memory_block = BlockId::Rdd(1, 0);
   const BlockId disk_block = BlockId::Rdd(1, 1);
@@ -288,10 +290,10 @@ TEST_F(ReplicationPlannerTest, NothingIsPlannedWhenNoWorkerHasRoom) {
   EXPECT_EQ(planner_.in_flight(), 0u);
 
   // Room appears (the worker freed space and said so in a heartbeat): both are planned.
-  ASSERT_TRUE(registry_
-                  .Touch("w3", {.memory_capacity = 8 * kMiB, .disk_used = 0,
-                                .disk_capacity = 4 * kMiB})
-                  .ok());
+  ASSERT_TRUE(
+      registry_
+          .Touch("w3", {.memory_capacity = 8 * kMiB, .disk_used = 0, .disk_capacity = 4 * kMiB})
+          .ok());
   std::vector<ReplicationPlanner::CopyCommand> commands = planner_.Plan(index_, registry_);
   ASSERT_EQ(commands.size(), 2u);
   for (const ReplicationPlanner::CopyCommand& command : commands) {

@@ -85,9 +85,8 @@ TEST_F(RequestSocketTest, DrainStopsAtItsBoundAndStaysUnsettled) {
   WaitForRequest();
   // All three were queued on the inproc pipe before the first could be read.
   std::vector<uint64_t> ids;
-  socket_.Drain([&](const zmq::message_t&) {
-    ids.push_back(socket_.ReceiveRest()->request().getId());
-  });
+  socket_.Drain(
+      [&](const zmq::message_t&) { ids.push_back(socket_.ReceiveRest()->request().getId()); });
   ASSERT_EQ(ids.size(), 2u);
   EXPECT_TRUE(socket_.unsettled());  // bound reached: more may be waiting
 }

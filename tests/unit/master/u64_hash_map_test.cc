@@ -50,10 +50,14 @@ TEST(U64HashMapTest, MatchesAStdMapUnderRandomChanges) {
   std::mt19937_64 rng(7);
   auto pick = [&]() -> uint64_t {
     switch (rng() % 4) {
-      case 0: return rng() % 3000;               // dense partitions
-      case 1: return (rng() % 300) * 1024;       // strided
-      case 2: return UINT64_MAX - rng() % 3;     // the marker and its neighbours
-      default: return rng() % 100000;
+      case 0:
+        return rng() % 3000;  // dense partitions
+      case 1:
+        return (rng() % 300) * 1024;  // strided
+      case 2:
+        return UINT64_MAX - rng() % 3;  // the marker and its neighbours
+      default:
+        return rng() % 100000;
     }
   };
   for (int step = 0; step < 50000; ++step) {

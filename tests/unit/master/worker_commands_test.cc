@@ -48,11 +48,11 @@ TEST_F(WorkerCommandsTest, RemoveBlocksNamesVersionsOnlyWhenTheCommandHasThem) {
                                          .worker_id = "w1",
                                          .blocks = {BlockId::Rdd(1, 0), BlockId::Rdd(1, 1)}})
                   .ok());
-  ASSERT_TRUE(SendRemoveBlocks(sender_, {.request_id = 6,
-                                         .worker_id = "w2",
-                                         .blocks = {BlockId::Rdd(2, 0)},
-                                         .versions = {99}})
-                  .ok());
+  ASSERT_TRUE(
+      SendRemoveBlocks(
+          sender_,
+          {.request_id = 6, .worker_id = "w2", .blocks = {BlockId::Rdd(2, 0)}, .versions = {99}})
+          .ok());
   ASSERT_EQ(sender_.sent.size(), 2u);
   EXPECT_EQ(sender_.sent[0].worker_id, "w1");
   proto::Request::Reader first = sender_.sent[0].request();

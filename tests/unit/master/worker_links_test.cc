@@ -133,9 +133,8 @@ TEST_F(WorkerLinksTest, LinkSentOnIsUnsettledUntilDrained) {
   EXPECT_TRUE(links_.unsettled());
   std::vector<pollfd> fds;
   links_.AddPollFds(fds);
-  links_.DrainReady(fds, [](const std::string&, IncomingMessage&) {
-    ADD_FAILURE() << "no reply was sent";
-  });
+  links_.DrainReady(
+      fds, [](const std::string&, IncomingMessage&) { ADD_FAILURE() << "no reply was sent"; });
   EXPECT_FALSE(links_.unsettled());
 }
 

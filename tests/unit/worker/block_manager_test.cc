@@ -3,12 +3,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <optional>
-#include <chrono>
-#include <thread>
 #include <random>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "common/byte_size.h"
@@ -83,13 +83,14 @@ class BlockManagerTest : public ::testing::Test {
     if (!on_disk_) {
       return std::unique_ptr<BlockStore>(std::make_unique<testing::InMemoryStore>(disk_limit));
     }
-    ASSIGN_OR_RETURN(std::unique_ptr<DiskStore> disk, DiskStore::Open(dir_.Sub("db"), disk_limit));
+    BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskStore> disk,
+                        DiskStore::Open(dir_.Sub("db"), disk_limit));
     return std::unique_ptr<BlockStore>(std::move(disk));
   }
 
   Result<Tier> Put(const BlockId& id, StorageLevel level, const std::vector<std::byte>& bytes) {
-    ASSIGN_OR_RETURN(BlockManager::UploadId upload, manager_->BeginPut(id, level, bytes.size()));
-    RETURN_IF_ERROR(testing::AppendPut(*manager_, upload, Chunks(bytes)));
+    BM_ASSIGN_OR_RETURN(BlockManager::UploadId upload, manager_->BeginPut(id, level, bytes.size()));
+    BM_RETURN_IF_ERROR(testing::AppendPut(*manager_, upload, Chunks(bytes)));
     return testing::CommitPut(*manager_, upload);
   }
 
@@ -387,7 +388,8 @@ TEST_F(BlockManagerTest, RemovesBlocksFromEitherTier) {
   EXPECT_FALSE(manager_->Find(BlockId::Rdd(1, 0)).has_value());
   EXPECT_FALSE(manager_->Find(BlockId::Rdd(1, 1)).has_value());
   EXPECT_EQ(manager_->Remove(BlockId::Rdd(1, 0)).code(), StatusCode::kNotFound);
-  EXPECT_EQ(testing::Read(*manager_, BlockId::Rdd(1, 1), 0, 1).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(testing::Read(*manager_, BlockId::Rdd(1, 1), 0, 1).status().code(),
+            StatusCode::kNotFound);
   WorkerStats stats = manager_->Stats();
   EXPECT_EQ(stats.memory_used, 0u);
   EXPECT_EQ(stats.disk_used, 0u);
@@ -503,8 +505,7 @@ TEST_F(BlockManagerTest, GenerationsAreUniqueAcrossTiersAndRestarts) {
   generations.push_back(testing::Read(*manager_, BlockId::Rdd(1, 1), 0, 1)->generation);
   // The memory tier's and the disk tier's sequences are kept by different threads: they never
   // meet, and a restarted worker's memory sequence starts past the last one's.
-  EXPECT_EQ(std::set<uint64_t>(generations.begin(), generations.end()).size(),
-            generations.size());
+  EXPECT_EQ(std::set<uint64_t>(generations.begin(), generations.end()).size(), generations.size());
   EXPECT_GT(generations[4], generations[2]);
 }
 
@@ -696,8 +697,8 @@ class BlockManagerFaultTest : public BlockManagerTest {
     auto faults =
         std::make_unique<testing::FaultInjectingStore>(std::make_unique<testing::InMemoryStore>());
     faults_ = faults.get();
-    manager_ = std::make_unique<BlockManager>(std::make_unique<MemoryStore>(kMemory),
-                                              std::move(faults));
+    manager_ =
+        std::make_unique<BlockManager>(std::make_unique<MemoryStore>(kMemory), std::move(faults));
   }
 
   void TearDown() override {
@@ -770,7 +771,6 @@ TEST_F(BlockManagerFaultTest, WriteErrorAtCommitKeepsTheOldVersion) {
   EXPECT_EQ(manager_->Stats().disk_used, old.size());
 }
 
-
 // Waits (with a deadline) until the storage thread is stuck in `count` held writes.
 bool WaitForHeldWrites(const testing::FaultInjectingStore& faults, int count) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -803,8 +803,8 @@ TEST_F(BlockManagerFaultTest, StalledDiskDelaysNeitherMemoryPutsNorMemoryReads) 
   std::optional<Result<Tier>> committed;
   manager_->CommitPut(*upload, [&](Result<Tier> tier) { committed = tier; });
   ASSERT_TRUE(committed.has_value() && committed->ok());
-  for (const auto& [id, bytes] : {std::pair{BlockId::Rdd(2, 0), fresh},
-                                  std::pair{BlockId::Rdd(1, 0), spilled}}) {
+  for (const auto& [id, bytes] :
+       {std::pair{BlockId::Rdd(2, 0), fresh}, std::pair{BlockId::Rdd(1, 0), spilled}}) {
     std::optional<Result<BlockRead>> read;
     manager_->Read(id, 0, UINT64_MAX, [&](Result<BlockRead> r) { read = std::move(r); });
     ASSERT_TRUE(read.has_value() && read->ok()) << id.ToString();
@@ -836,10 +836,11 @@ TEST_F(BlockManagerFaultTest, BytesWaitOnlyWhileTheSpillBacklogIsOverItsAllowanc
   auto faults =
       std::make_unique<testing::FaultInjectingStore>(std::make_unique<testing::InMemoryStore>());
   faults_ = faults.get();
-  manager_ = std::make_unique<BlockManager>(std::make_unique<MemoryStore>(kMemory),
-                                            std::move(faults),
-                                            BlockManagerOptions{.spill_backlog_bytes = kKiB});
-  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryAndDisk, RandomBytes(2 * kKiB, 13)).ok());
+  manager_ =
+      std::make_unique<BlockManager>(std::make_unique<MemoryStore>(kMemory), std::move(faults),
+                                     BlockManagerOptions{.spill_backlog_bytes = kKiB});
+  ASSERT_TRUE(
+      Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryAndDisk, RandomBytes(2 * kKiB, 13)).ok());
   EXPECT_TRUE(manager_->TakesBytes(3 * kKiB));  // no spill pending: never held back
 
   faults_->HoldWrites();
@@ -859,7 +860,8 @@ TEST_F(BlockManagerFaultTest, BytesWaitOnlyWhileTheSpillBacklogIsOverItsAllowanc
 }
 
 TEST_F(BlockManagerFaultTest, BlockRemovedWhileItsSpillIsPendingLeavesNoDiskCopy) {
-  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryAndDisk, RandomBytes(2 * kKiB, 15)).ok());
+  ASSERT_TRUE(
+      Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryAndDisk, RandomBytes(2 * kKiB, 15)).ok());
   faults_->HoldWrites();
   ASSERT_TRUE(manager_->BeginPut(BlockId::Rdd(2, 0), StorageLevel::kMemoryOnly, 2 * kKiB).ok());
   ASSERT_TRUE(WaitForHeldWrites(*faults_, 1));
@@ -873,8 +875,7 @@ TEST_F(BlockManagerFaultTest, BlockRemovedWhileItsSpillIsPendingLeavesNoDiskCopy
   EXPECT_FALSE(manager_->Find(BlockId::Rdd(1, 0)).has_value());
   EXPECT_EQ(manager_->disk_block_count(), 0u);
   EXPECT_EQ(manager_->Stats().disk_used, 0u);
-  EXPECT_THAT(Describe(manager_->TakeChanges()),
-              ElementsAre("+rdd_1_0@memory", "-rdd_1_0@memory"));
+  EXPECT_THAT(Describe(manager_->TakeChanges()), ElementsAre("+rdd_1_0@memory", "-rdd_1_0@memory"));
 }
 
 TEST_F(BlockManagerFaultTest, MemoryPutReplacingABlockOnItsWayToDiskWins) {
@@ -919,7 +920,8 @@ namespace {
 uint64_t ExpectedDigest(const std::vector<std::byte>& bytes) {
   std::vector<uint64_t> units;
   for (size_t pos = 0; pos < bytes.size(); pos += kDigestUnitBytes) {
-    units.push_back(DigestOf(std::span(bytes).subspan(pos, std::min(kDigestUnitBytes, bytes.size() - pos))));
+    units.push_back(
+        DigestOf(std::span(bytes).subspan(pos, std::min(kDigestUnitBytes, bytes.size() - pos))));
   }
   return BlockDigestOf(units);
 }
@@ -946,7 +948,8 @@ TEST_F(BlockManagerTest, ReportsCarryTheBlockDigestOnEitherTierAndAfterARestart)
 
   // A spilled block keeps its digest on disk.
   ASSERT_TRUE(Put(BlockId::Rdd(2, 0), StorageLevel::kMemoryAndDisk, in_memory).ok());
-  ASSERT_TRUE(Put(BlockId::Rdd(3, 0), StorageLevel::kMemoryAndDisk, RandomBytes(2 * kMiB, 33)).ok());
+  ASSERT_TRUE(
+      Put(BlockId::Rdd(3, 0), StorageLevel::kMemoryAndDisk, RandomBytes(2 * kMiB, 33)).ok());
   ASSERT_EQ(TierOf(BlockId::Rdd(2, 0)), Tier::kDisk);
   EXPECT_EQ(manager_->Find(BlockId::Rdd(2, 0))->digest, memory_digest);
 

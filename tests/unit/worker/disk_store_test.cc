@@ -12,8 +12,8 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <optional>
+#include <random>
 #include <set>
 #include <span>
 #include <string_view>
@@ -49,12 +49,12 @@ std::unique_ptr<DiskStore> OpenStore(const std::string& dir, uint64_t limit = 0)
 // Writes `bytes` through a DiskWriter in appends of `piece` bytes.
 Status WriteBlock(DiskStore& store, const BlockId& id, const std::vector<std::byte>& bytes,
                   size_t piece = 300 * kKiB) {
-  ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer,
-                   store.BeginWrite(id, StorageLevel::kDiskOnly, bytes.size()));
+  BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer,
+                      store.BeginWrite(id, StorageLevel::kDiskOnly, bytes.size()));
   std::span<const std::byte> rest(bytes);
   while (!rest.empty()) {
     size_t n = std::min(piece, rest.size());
-    RETURN_IF_ERROR(writer->Append(rest.first(n)));
+    BM_RETURN_IF_ERROR(writer->Append(rest.first(n)));
     rest = rest.subspan(n);
   }
   return writer->Commit();
@@ -229,7 +229,8 @@ TEST_F(DiskStoreTest, DestroyedUncommittedWriterLeavesNothing) {
 }
 
 // Puts records straight into a closed store's database.
-void PutRawRecords(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& records) {
+void PutRawRecords(const std::string& dir,
+                   const std::vector<std::pair<std::string, std::string>>& records) {
   rocksdb::DB* raw = nullptr;
   ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir, &raw).ok());
   std::unique_ptr<rocksdb::DB> db(raw);
@@ -434,8 +435,8 @@ TEST_F(DiskStoreTest, LegacyLayoutBlocksStayReadableReplaceableAndRemovable) {
       PutBigEndian(key, chunk);
       const size_t from = chunk * kChunkBytes;
       const size_t to = std::min(bytes.size(), from + kChunkBytes);
-      records.emplace_back(key, std::string(reinterpret_cast<const char*>(bytes.data()) + from,
-                                            to - from));
+      records.emplace_back(
+          key, std::string(reinterpret_cast<const char*>(bytes.data()) + from, to - from));
     }
   }
   // An unfinished legacy write: chunks of a generation no meta names.

@@ -13,14 +13,14 @@ class FaultInjectingStore::Writer final : public DiskWriter {
       : store_(store), base_(std::move(base)) {}
 
   Status Append(std::span<const std::byte> bytes) override {
-    RETURN_IF_ERROR(store_.CheckWrite(bytes.size()));
+    BM_RETURN_IF_ERROR(store_.CheckWrite(bytes.size()));
     return base_->Append(bytes);
   }
   void AdoptUnitDigests(std::span<const uint64_t> digests) override {
     base_->AdoptUnitDigests(digests);
   }
   Status Commit() override {
-    RETURN_IF_ERROR(store_.CheckWrite(0));
+    BM_RETURN_IF_ERROR(store_.CheckWrite(0));
     return base_->Commit();
   }
 
@@ -133,16 +133,16 @@ Result<std::unique_ptr<DiskWriter>> FaultInjectingStore::BeginWrite(const BlockI
                                                                     StorageLevel level,
                                                                     uint64_t total_size,
                                                                     uint64_t version) {
-  RETURN_IF_ERROR(CheckWrite(0));
-  ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer,
-                   base_->BeginWrite(id, level, total_size, version));
+  BM_RETURN_IF_ERROR(CheckWrite(0));
+  BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer,
+                      base_->BeginWrite(id, level, total_size, version));
   return std::unique_ptr<DiskWriter>(std::make_unique<Writer>(*this, std::move(writer)));
 }
 
 Status FaultInjectingStore::Write(const BlockId& id, StorageLevel level, const BlockData& data,
                                   uint64_t version,
                                   std::span<const uint64_t> expected_unit_digests) {
-  RETURN_IF_ERROR(CheckWrite(data.size));
+  BM_RETURN_IF_ERROR(CheckWrite(data.size));
   return base_->Write(id, level, data, version, expected_unit_digests);
 }
 

@@ -36,10 +36,9 @@ class InMemoryStore::Writer final : public DiskWriter {
     if (!open_) return InvalidArgumentError("the write of " + id_.ToString() + " is not open");
     if (bytes.size() > total_size_ - appended_) {
       open_ = false;
-      return InvalidArgumentError("block " + id_.ToString() + ": " +
-                                  std::to_string(appended_ + bytes.size()) +
-                                  " bytes appended, more than the declared " +
-                                  std::to_string(total_size_));
+      return InvalidArgumentError(
+          "block " + id_.ToString() + ": " + std::to_string(appended_ + bytes.size()) +
+          " bytes appended, more than the declared " + std::to_string(total_size_));
     }
     appended_ += bytes.size();
     digester_.Update(bytes);
@@ -61,8 +60,8 @@ class InMemoryStore::Writer final : public DiskWriter {
     open_ = false;
     if (appended_ != total_size_) {
       return InvalidArgumentError("block " + id_.ToString() + ": only " +
-                                  std::to_string(appended_) + " of " +
-                                  std::to_string(total_size_) + " bytes were written");
+                                  std::to_string(appended_) + " of " + std::to_string(total_size_) +
+                                  " bytes were written");
     }
     if (!unit_.empty()) FlushUnit();
     store_->Release(total_size_);
@@ -96,10 +95,9 @@ InMemoryStore::InMemoryStore(uint64_t limit) : limit_(limit) {}
 
 InMemoryStore::~InMemoryStore() = default;
 
-Result<std::unique_ptr<DiskWriter>> InMemoryStore::BeginWrite(const BlockId& id,
-                                                             StorageLevel level,
-                                                             uint64_t total_size,
-                                                             uint64_t version) {
+Result<std::unique_ptr<DiskWriter>> InMemoryStore::BeginWrite(const BlockId& id, StorageLevel level,
+                                                              uint64_t total_size,
+                                                              uint64_t version) {
   const uint64_t in_use = used();
   if (total_size > capacity() - std::min(in_use, capacity())) {
     return OutOfSpaceError("block " + id.ToString() + " of " + std::to_string(total_size) +
@@ -123,9 +121,10 @@ Status InMemoryStore::Write(const BlockId& id, StorageLevel level, const BlockDa
                            " on do not match their digest; not written");
     }
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer, BeginWrite(id, level, data.size, version));
+  BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer,
+                      BeginWrite(id, level, data.size, version));
   writer->AdoptUnitDigests(expected_unit_digests);
-  for (const ChunkPtr& chunk : data.chunks) RETURN_IF_ERROR(writer->Append(chunk->bytes()));
+  for (const ChunkPtr& chunk : data.chunks) BM_RETURN_IF_ERROR(writer->Append(chunk->bytes()));
   return writer->Commit();
 }
 
@@ -227,8 +226,8 @@ Status InMemoryStore::CorruptStoredByte(const BlockId& id, uint64_t offset) {
 }
 
 BlockStatus InMemoryStore::StatusOf(const BlockId& id, const Stored& stored) const {
-  return BlockStatus{id,           stored.level,   Tier::kDisk,
-                     stored.size,  stored.version, BlockDigestOf(stored.unit_digests)};
+  return BlockStatus{id,          stored.level,   Tier::kDisk,
+                     stored.size, stored.version, BlockDigestOf(stored.unit_digests)};
 }
 
 void InMemoryStore::Commit(const BlockId& id, Stored stored) {

@@ -110,9 +110,9 @@ TEST(InMemoryStoreTest, ACopyWhoseBytesMissTheirDigestsIsNotWritten) {
   const std::vector<std::byte> bytes = testing::RandomByteVector(300, 6);
   std::vector<uint64_t> digests = UnitDigestsOf({std::span<const std::byte>(bytes)});
   digests[0] ^= 1;
-  EXPECT_EQ(store.Write(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, DataOf(bytes), 0, digests)
-                .code(),
-            StatusCode::kDataLoss);
+  EXPECT_EQ(
+      store.Write(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, DataOf(bytes), 0, digests).code(),
+      StatusCode::kDataLoss);
   EXPECT_FALSE(store.Find(BlockId::Rdd(1, 0)).has_value());
   EXPECT_EQ(store.Remove(BlockId::Rdd(1, 0)).code(), StatusCode::kNotFound);
 }

@@ -259,7 +259,7 @@ Result<GetResult> Get(RpcChannel& channel, const std::string& block, uint64_t of
   get.setBlockId(block);
   get.setOffset(offset);
   get.setMaxLength(max_length);
-  ASSIGN_OR_RETURN(IncomingMessage reply, channel.Call(request));
+  BM_ASSIGN_OR_RETURN(IncomingMessage reply, channel.Call(request));
   proto::GetReply::Reader header = reply.reply().getGet();
   GetResult out{header.getTotalSize(),  header.getOffset(), header.getLength(),
                 header.getGeneration(), header.getTier(),   {}};
@@ -275,14 +275,14 @@ Result<uint64_t> Remove(RpcChannel& channel, const std::vector<std::string>& blo
   capnp::MallocMessageBuilder request;
   auto ids = request.initRoot<proto::Request>().initRemoveBlocks().initBlockIds(blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i) ids.set(i, blocks[i]);
-  ASSIGN_OR_RETURN(IncomingMessage reply, channel.Call(request));
+  BM_ASSIGN_OR_RETURN(IncomingMessage reply, channel.Call(request));
   return reply.reply().getRemoved();
 }
 
 Result<bool> Contains(RpcChannel& channel, const std::string& block) {
   capnp::MallocMessageBuilder request;
   request.initRoot<proto::Request>().initContainsBlock().setBlockId(block);
-  ASSIGN_OR_RETURN(IncomingMessage reply, channel.Call(request));
+  BM_ASSIGN_OR_RETURN(IncomingMessage reply, channel.Call(request));
   return reply.reply().getContains().getPresent();
 }
 
@@ -298,7 +298,7 @@ Result<VerifyResult> Verify(RpcChannel& channel, const std::string& block, bool 
   proto::VerifyBlock::Builder verify = request.initRoot<proto::Request>().initVerifyBlock();
   verify.setBlockId(block);
   verify.setReportedBad(reported_bad);
-  ASSIGN_OR_RETURN(IncomingMessage reply, channel.Call(request));
+  BM_ASSIGN_OR_RETURN(IncomingMessage reply, channel.Call(request));
   proto::VerifyReply::Reader verified = reply.reply().getVerified();
   return VerifyResult{verified.getState(), verified.getTier(), verified.getDigested(),
                       verified.getMessage()};
@@ -447,9 +447,9 @@ TEST_F(WorkerServerTest, FullReportBiggerThanOneBatchFollowsRegistrationInReport
   StartWorker();
   ASSERT_TRUE(AwaitRegistration());
   for (int p = 0; p < 5; ++p) {
-    ASSERT_TRUE(Put(*channel_, "rdd_4_" + std::to_string(p), StorageLevel::kMemoryOnly,
-                    RandomBytes(10, p))
-                    .ok());
+    ASSERT_TRUE(
+        Put(*channel_, "rdd_4_" + std::to_string(p), StorageLevel::kMemoryOnly, RandomBytes(10, p))
+            .ok());
   }
   master_->ForgetWorkers();
   // The re-registration carries two blocks; the other three follow as reports, and together
@@ -578,8 +578,8 @@ TEST_F(WorkerServerTest, GetBlocksPacksSmallBlocksAndReportsEachIdsState) {
     const auto* data = static_cast<const std::byte*>(frame.data());
     payload.insert(payload.end(), data, data + frame.size());
   }
-  EXPECT_EQ(frame_sizes, (std::vector<size_t>{small_a.size() + small_b.size(), kMiB, 5,
-                                              small_a.size()}));
+  EXPECT_EQ(frame_sizes,
+            (std::vector<size_t>{small_a.size() + small_b.size(), kMiB, 5, small_a.size()}));
   std::vector<std::byte> expected = small_a;
   expected.insert(expected.end(), small_b.begin(), small_b.end());
   expected.insert(expected.end(), big.begin(), big.end());
