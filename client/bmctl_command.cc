@@ -1,0 +1,23 @@
+#include "client/bmctl_command.h"
+
+#include <iostream>
+
+namespace bm {
+
+int BmctlCommand::RunLocally() {
+  BM_CHECK(false && "RunLocally is only for commands that need no master");
+  return kExitFailure;
+}
+
+int Fail(const Status& status) {
+  std::cerr << "bmctl: " << status.ToString() << "\n";
+  return kExitFailure;
+}
+
+int FlushStdout() {
+  std::cout.flush();
+  if (!std::cout) return Fail(InternalError("writing to stdout failed"));
+  return kExitSuccess;
+}
+
+}  // namespace bm
