@@ -94,9 +94,10 @@ constexpr const char* kNoSnapshot = "the master's event loop has not answered ye
 
 // Probes and metrics.
 void AddProbeRoutes(HttpServer& server, MasterStatusService& service) {
-  server.AddRoute("/healthz", [](const HttpRequest&) { return HttpResponse::Text(200, "ok\n"); });
+  server.AddProbeRoute("/healthz",
+                       [](const HttpRequest&) { return HttpResponse::Text(200, "ok\n"); });
   // Ready once the loop answers: the journal is loaded and requests are being served.
-  server.AddRoute("/readyz", [&service](const HttpRequest&) {
+  server.AddProbeRoute("/readyz", [&service](const HttpRequest&) {
     Result<bool> answered = service.Ask<bool>([](const MasterView&) { return true; });
     if (!answered.ok()) return Unavailable(answered.status().message());
     return HttpResponse::Text(200, "ready\n");

@@ -186,8 +186,9 @@ Result<WorkerSnapshot> WorkerStatusService::Snapshot() {
 }
 
 void AddWorkerStatusRoutes(HttpServer& server, WorkerStatusService& service) {
-  server.AddRoute("/healthz", [](const HttpRequest&) { return HttpResponse::Text(200, "ok\n"); });
-  server.AddRoute("/readyz", [&service](const HttpRequest&) {
+  server.AddProbeRoute("/healthz",
+                       [](const HttpRequest&) { return HttpResponse::Text(200, "ok\n"); });
+  server.AddProbeRoute("/readyz", [&service](const HttpRequest&) {
     Result<WorkerSnapshot> snapshot = service.Snapshot();
     if (!snapshot.ok()) return HttpResponse::Text(503, snapshot.status().message() + "\n");
     if (!snapshot->registered) {
