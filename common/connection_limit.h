@@ -12,9 +12,9 @@
 // kUnavailable, and the ZAP handler refuses its new handshakes (ZAP status 500, which clients
 // name as "refused for now") until one of its connections closes.
 //
-// A connection that authenticates and never sends a request is not counted: it costs the
-// server one descriptor and no work. TODO(security): count those too once libzmq names the
-// connection in ZAP requests (ZMQ_ROUTER_NOTIFY or a descriptor in the ZAP address).
+// A connection that authenticates and never sends a request is not counted here: the master
+// counts from the handshake instead (HandshakeConnectionLimit). TODO(security): the workers
+// too, once their server feeds it the monitor's accepted connections.
 
 #include <cstddef>
 #include <cstdint>

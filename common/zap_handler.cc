@@ -108,7 +108,7 @@ void ZapHandler::Answer() {
     char z85[41] = {};
     zmq_z85_encode(z85, static_cast<const uint8_t*>(frames[6].data()), 32);
     auto found = allowed_.find(z85);
-    if (found != allowed_.end() && KeyAtLimit(z85)) {
+    if (found != allowed_.end() && !AdmitKey(z85)) {
       // Not 300 ("temporary failure"): libzmq then drops the connection without telling the
       // client why. 500 reaches the client's monitor as its own code, which it names.
       status = "500";
@@ -145,9 +145,15 @@ void ZapHandler::SetKeyAtLimit(const std::string& public_key, bool at_limit) {
   }
 }
 
-bool ZapHandler::KeyAtLimit(const std::string& public_key) {
+void ZapHandler::SetHandshakeGate(HandshakeGate* gate) {
   std::lock_guard<std::mutex> lock(at_limit_mutex_);
-  return at_limit_.contains(public_key);
+  gate_ = gate;
+}
+
+bool ZapHandler::AdmitKey(const std::string& public_key) {
+  std::lock_guard<std::mutex> lock(at_limit_mutex_);
+  if (at_limit_.contains(public_key)) return false;
+  return gate_ == nullptr || gate_->AdmitHandshake(public_key);
 }
 
 void ZapHandler::LogRefusal(const std::string& address, const std::string& why) {

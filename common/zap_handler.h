@@ -50,9 +50,22 @@ class ZapHandler {
   // removed are refused on their next connection.
   void RequestReload() { reload_requested_.store(true); }
 
+  // Decides whether an allowed key may open one more connection, and counts it if so
+  // (HandshakeConnectionLimit). Called on the handler's thread, for every handshake of an
+  // allowed key that SetKeyAtLimit does not refuse already.
+  class HandshakeGate {
+   public:
+    virtual ~HandshakeGate() = default;
+    virtual bool AdmitHandshake(const std::string& public_key) = 0;
+  };
+
   // A key at its connection limit (ConnectionLimit) is refused with ZAP status 500 until it
   // is no longer (unknown keys get 400), so its client can tell the two apart. Thread-safe.
   void SetKeyAtLimit(const std::string& public_key, bool at_limit);
+  // Asks `gate` (borrowed; null: none) about every handshake from now on; a key it refuses
+  // gets 500 as a key at its limit does. Thread-safe: once it returns, the previous gate is
+  // no longer called, so its owner may destroy it.
+  void SetHandshakeGate(HandshakeGate* gate);
 
   // Handshakes refused: every one (unknown keys and keys at their limit), and those of keys at
   // their connection limit.
@@ -68,7 +81,8 @@ class ZapHandler {
   void Run();
   void Answer();
   void LogRefusal(const std::string& address, const std::string& why);
-  bool KeyAtLimit(const std::string& public_key);
+  // Whether `public_key` may open one more connection (and, through the gate, counts it).
+  bool AdmitKey(const std::string& public_key);
 
   // Constant after construction.
   const AllowListOptions options_;
@@ -79,9 +93,11 @@ class ZapHandler {
   std::chrono::steady_clock::time_point last_refusal_log_{};
   uint64_t refusals_not_logged_ = 0;
 
-  // Keys at their connection limit (Z85), set by the server's loop, read by the handler.
+  // Keys at their connection limit (Z85) and the gate, set by the server's loop, read by the
+  // handler.
   std::mutex at_limit_mutex_;
   std::unordered_set<std::string> at_limit_;  // GUARDED_BY(at_limit_mutex_)
+  HandshakeGate* gate_ = nullptr;             // GUARDED_BY(at_limit_mutex_)
 
   std::atomic<bool> stop_{false};
   std::atomic<bool> reload_requested_{false};

@@ -5,7 +5,7 @@
 #include <zmq.hpp>
 
 #include "common/clock.h"
-#include "common/connection_limit.h"
+#include "common/handshake_connection_limit.h"
 #include "common/peer_monitor.h"
 #include "common/status.h"
 #include "common/transport.h"
@@ -16,24 +16,30 @@ namespace bm {
 class ZapHandler;
 
 // The master's limits per key (keys on; README "Security"): the connections one key may hold
-// open at once, counted from their first request, and the registrations one key may make a
-// minute. A monitor of the master's socket reports the connections that closed, so that their
-// descriptors stop counting.
+// open at once, counted from their handshake (HandshakeConnectionLimit, the ZAP handler's
+// gate), and the registrations one key may make a minute. A monitor of the master's socket
+// reports the connections accepted and closed.
 //
 // Not thread-safe: owned by the master's loop, which polls monitor_socket() with its own
 // sockets. The ZAP handler (may be null), the clock and the monitored socket are borrowed and
 // must outlive the limits.
 class KeyLimits {
  public:
-  // Monitors `router` for closed connections. 0 for either limit: none.
+  // Monitors `router` for accepted and closed connections, and makes the limits the ZAP
+  // handler's gate. 0 for either limit: none.
   static Result<std::unique_ptr<KeyLimits>> Create(zmq::context_t& context, zmq::socket_t& router,
-                                                   size_t max_connections_per_key, ZapHandler* zap,
+                                                   size_t max_connections_per_key,
+                                                   ZapHandler* zap,
                                                    size_t max_registrations_per_key,
                                                    const Clock& clock);
+  ~KeyLimits();
+  KeyLimits(const KeyLimits&) = delete;
+  KeyLimits& operator=(const KeyLimits&) = delete;
 
   // The socket the monitor's events arrive on; DrainClosed() reads it.
   zmq::socket_t& monitor_socket() { return monitor_->socket(); }
-  // Forgets the connections the monitor reports closed. Never blocks.
+  // Applies what the monitor reports: connections accepted, and closed (which stop counting).
+  // Never blocks.
   void DrainClosed();
 
   // Counts the message's connection against its sender's key (a message without a peer, keys
@@ -43,14 +49,12 @@ class KeyLimits {
   Status AdmitRegistration(const PeerIdentity& peer) { return registrations_.Admit(peer); }
 
  private:
-  KeyLimits(std::unique_ptr<PeerMonitor> monitor, size_t max_connections_per_key, ZapHandler* zap,
-            size_t max_registrations_per_key, const Clock& clock)
-      : monitor_(std::move(monitor)),
-        connections_(max_connections_per_key, zap),
-        registrations_(max_registrations_per_key, clock) {}
+  KeyLimits(std::unique_ptr<PeerMonitor> monitor, size_t max_connections_per_key,
+            ZapHandler* zap, size_t max_registrations_per_key, const Clock& clock);
 
   std::unique_ptr<PeerMonitor> monitor_;
-  ConnectionLimit connections_;
+  ZapHandler* const zap_;
+  HandshakeConnectionLimit connections_;
   RegistrationLimit registrations_;
 };
 

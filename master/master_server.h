@@ -31,12 +31,11 @@ struct MasterOptions {
   // CURVE (README "Security"): the master's keypair. Empty: plaintext. The ZAP handler that
   // decides which keys get in is started by the caller, on the same context, before Create().
   CurveKeys keys{};
-  // Borrowed, may be null: the ZAP handler of `keys`, told which keys hold the most
-  // connections one key may (ConnectionLimit), so it refuses their new handshakes. Must
-  // outlive the server.
+  // Borrowed, may be null: the ZAP handler of `keys`, which asks the master's connection
+  // limit (HandshakeConnectionLimit) about every handshake. Must outlive the server.
   ZapHandler* zap = nullptr;
   // Limits per key (keys on; README "Security"), 0 = none. Connections one key may hold open
-  // at once, counted from their first request ...
+  // at once, counted from their handshake ...
   size_t max_connections_per_key = 4096;
   // ... and registrations one key may make within a minute (a worker registers once when it
   // starts and once after each master restart or drop).

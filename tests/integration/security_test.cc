@@ -21,6 +21,7 @@
 
 #include "client/client.h"
 #include "common/curve_keys.h"
+#include "common/peer_monitor.h"
 #include "common/protocol.h"
 #include "common/transport.h"
 #include "tests/support/files.h"
@@ -476,6 +477,92 @@ TEST_F(SecurityTest, OneKeyOverItsConnectionLimitIsRefusedWhileOtherKeysGetIn) {
   EXPECT_NE(metrics->body.find("blockmgr_handshakes_refused_total{reason=\"connections_per_key\"}"),
             std::string::npos)
       << metrics->body;
+}
+
+// A connection that authenticates with `security` and never sends anything, with the monitor
+// that tells how its handshake ended.
+struct SilentConnection {
+  SilentConnection(zmq::context_t& context, const std::string& endpoint,
+                   const ChannelSecurity& security)
+      : socket(context, zmq::socket_type::dealer) {
+    EXPECT_TRUE(ConfigureClientSocket(socket, security, endpoint).ok());
+    static int next_id = 0;
+    Result<std::unique_ptr<PeerMonitor>> created = PeerMonitor::Create(
+        context, socket, "silent-" + std::to_string(next_id++),
+        ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
+    EXPECT_TRUE(created.ok()) << created.status().ToString();
+    if (created.ok()) monitor = std::move(created).value();
+    socket.connect(endpoint);
+  }
+  ~SilentConnection() { monitor.reset(); }  // before the socket it monitors
+
+  // 200 once the handshake succeeded, the ZAP status it was refused with, or 0 if it did not
+  // end within `timeout`.
+  int Handshake(milliseconds timeout = seconds(10)) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (monitor && std::chrono::steady_clock::now() < until) {
+      for (const PeerMonitor::Event& event : monitor->TakeEvents()) {
+        if (event.kind == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) return 200;
+        if (event.kind == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) return static_cast<int>(event.value);
+      }
+      zmq::pollitem_t item{monitor->socket().handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, milliseconds(100));
+    }
+    return 0;
+  }
+
+  zmq::socket_t socket;
+  std::unique_ptr<PeerMonitor> monitor;
+};
+
+// A client key could take 100 descriptors from the master with connections that authenticate
+// and never send a request: they were counted against the key only from their first request.
+TEST_F(SecurityTest, SeventeenthSilentConnectionOfAKeyLimitedTo16IsRefused) {
+  if (!CurveAvailable()) GTEST_SKIP() << "libzmq was built without CURVE (libsodium)";
+  ASSERT_NO_FATAL_FAILURE(cluster_.UseKeys({"w1"}));
+  cluster_.SetMasterExtraArgs({"--max-connections-per-key", "16"});
+  ASSERT_NO_FATAL_FAILURE(cluster_.StartMaster());
+  const ChannelSecurity client = cluster_.SecurityOf("client", "master");
+  const std::string endpoint = cluster_.master_endpoint();
+  // Opens a silent connection and waits until its handshake succeeds; the master may need a
+  // moment to see a connection close, and refuses new ones until then.
+  const auto open_one = [&]() -> std::unique_ptr<SilentConnection> {
+    std::unique_ptr<SilentConnection> connection;
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          connection = std::make_unique<SilentConnection>(context_, endpoint, client);
+          return connection->Handshake() == 200;
+        },
+        seconds(10)));
+    return connection;
+  };
+
+  std::vector<std::unique_ptr<SilentConnection>> silent;
+  for (int i = 0; i < 16; ++i) {
+    silent.push_back(std::make_unique<SilentConnection>(context_, endpoint, client));
+    ASSERT_EQ(silent.back()->Handshake(), 200) << "connection " << i + 1;
+  }
+  SilentConnection seventeenth(context_, endpoint, client);
+  EXPECT_EQ(seventeenth.Handshake(), 500);
+  // Other keys are not affected.
+  RpcChannel admin(context_, endpoint, seconds(3), cluster_.SecurityOf("admin", "master"));
+  capnp::MallocMessageBuilder ping;
+  ping.initRoot<proto::Request>().setPing();
+  Result<IncomingMessage> pong = admin.Call(ping);
+  EXPECT_TRUE(pong.ok()) << pong.status().ToString();
+
+  // One closes: exactly one more gets in, and the refusals in between left no count behind.
+  silent.erase(silent.begin());
+  silent.push_back(open_one());
+  SilentConnection another(context_, endpoint, client);
+  EXPECT_EQ(another.Handshake(), 500);
+
+  // All close: a whole new sixteen get in, and the seventeenth is refused again.
+  silent.clear();
+  for (int i = 0; i < 16; ++i) silent.push_back(open_one());
+  SilentConnection over(context_, endpoint, client);
+  EXPECT_EQ(over.Handshake(), 500);
+  EXPECT_TRUE(cluster_.master_process().Running());
 }
 
 TEST_F(SecurityTest, WorkersLimitConnectionsPerKeyToo) {

@@ -5,7 +5,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "common/curve_keys.h"
 #include "common/transport.h"
@@ -161,6 +164,50 @@ TEST_F(ZapHandlerTest, KeyAtItsConnectionLimitIsRefusedForNowWhileOthersGetIn) {
   Result<IncomingMessage> again =
       Ping(context, server.endpoint(), {*alice, server_keys_.public_key});
   EXPECT_TRUE(again.ok()) << again.status().ToString();
+}
+
+// Counts the handshakes it is asked about and lets in the first `room`.
+class CountingGate : public ZapHandler::HandshakeGate {
+ public:
+  explicit CountingGate(int room) : room_(room) {}
+  bool AdmitHandshake(const std::string& public_key) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    asked_.push_back(public_key);
+    return static_cast<int>(asked_.size()) <= room_;
+  }
+  std::vector<std::string> asked() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return asked_;
+  }
+
+ private:
+  const int room_;
+  std::mutex mutex_;
+  std::vector<std::string> asked_;
+};
+
+TEST_F(ZapHandlerTest, AHandshakeTheGateRefusesIsRefusedForNow) {
+  zmq::context_t context;
+  ASSERT_TRUE(GenerateCertificate(allowed_.path().string(), "alice", KeyRole::kClient).ok());
+  Result<CurveKeys> alice = LoadKeyPair(allowed_.Sub("alice.key_secret"));
+  ASSERT_TRUE(alice.ok());
+  Result<std::unique_ptr<ZapHandler>> zap = ZapHandler::Start(context, {allowed_.Sub("."), ""});
+  ASSERT_TRUE(zap.ok());
+  EchoServer server(context, server_keys_);
+  CountingGate gate(/*room=*/1);
+  (*zap)->SetHandshakeGate(&gate);
+
+  EXPECT_TRUE(Ping(context, server.endpoint(), {*alice, server_keys_.public_key}).ok());
+  Result<IncomingMessage> refused =
+      Ping(context, server.endpoint(), {*alice, server_keys_.public_key});
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status().ToString();
+  EXPECT_EQ(gate.asked(), std::vector<std::string>(2, alice->public_key));
+  EXPECT_GE((*zap)->refused_at_limit(), 1u);
+  // An unknown key is refused without asking the gate.
+  EXPECT_EQ(Ping(context, server.endpoint(), {stranger_, server_keys_.public_key}).status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(gate.asked().size(), 2u);
+  (*zap)->SetHandshakeGate(nullptr);
 }
 
 TEST(UserIdTest, RoundTripsRoleNameAndKey) {
