@@ -231,6 +231,7 @@ class HttpServer::Impl {
     SteadyClock::time_point since;  // when it began waiting for its request, or writing
     size_t requests = 0;            // requests it has made
     bool close_after_write = false;
+    bool peer_done = false;  // the peer shut its side: answer what it asked, then close
   };
   struct Completion {
     uint64_t id;
@@ -372,7 +373,8 @@ void HttpServer::Impl::Run() {
       Connection& connection = found->second;
       bool open = true;
       if (connection.state == State::kReading) {
-        open = ReadFrom(connection) && TryRequest(found->first, connection);
+        open = ReadFrom(connection) && TryRequest(found->first, connection) &&
+               !(connection.peer_done && connection.state == State::kReading);
       } else if (connection.state == State::kWriting) {
         open = WriteTo(found->first, connection);
       } else if ((fds[i].revents & (POLLERR | POLLHUP)) != 0) {
@@ -441,8 +443,11 @@ bool HttpServer::Impl::ReadFrom(Connection& connection) {
       connection.in.append(buffer, static_cast<size_t>(got));
       continue;
     }
-    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
-    return false;  // closed by the peer, or broken
+    if (got == 0) {
+      connection.peer_done = true;  // a request it sent before still gets its answer
+      return true;
+    }
+    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
   }
   return true;
 }
@@ -471,7 +476,8 @@ bool HttpServer::Impl::TryRequest(uint64_t id, Connection& connection) {
 void HttpServer::Impl::Dispatch(uint64_t id, Connection& connection, HttpRequestHead head) {
   ++connection.requests;
   connection.state = State::kHandling;
-  const bool close = !head.keep_alive || connection.requests >= options_.keep_alive_max_requests;
+  const bool close = !head.keep_alive || connection.peer_done ||
+                     connection.requests >= options_.keep_alive_max_requests;
   const size_t requests_left = options_.keep_alive_max_requests - connection.requests;
   const bool head_only = head.method == "HEAD";
   auto answer = [this, id, head_only, close, requests_left](const HttpResponse& response) {

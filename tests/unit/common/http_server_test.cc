@@ -245,6 +245,21 @@ TEST(HttpServerTest, PipelinedRequestsAreAnsweredInOrderUpToTheKeepAliveMaximum)
   ::close(fd);
 }
 
+TEST(HttpServerTest, AClientThatShutsItsSideAfterItsRequestStillGetsTheAnswer) {
+  HttpServer server;
+  server.AddRoute("/ok", [](const HttpRequest&) { return HttpResponse::Text(200, "body"); });
+  ASSERT_TRUE(server.Start("127.0.0.1:0").ok());
+  const int fd = Connect(server.port());
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(SendAll(fd, "GET /ok HTTP/1.0\r\n\r\n"));
+  ASSERT_EQ(::shutdown(fd, SHUT_WR), 0);
+  std::optional<std::string> received = ReadUntilClosed(fd, milliseconds(5000));
+  ASSERT_TRUE(received);
+  EXPECT_EQ(received->rfind("HTTP/1.1 200 OK", 0), 0u) << *received;
+  EXPECT_NE(received->find("\r\n\r\nbody"), std::string::npos) << *received;
+  ::close(fd);
+}
+
 TEST(HttpServerTest, HeadGetsHeadersOnlyAndOtherMethodsAreRefused) {
   HttpServer server;
   server.AddRoute("/ok", [](const HttpRequest&) { return HttpResponse::Text(200, "body"); });
