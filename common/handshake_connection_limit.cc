@@ -6,7 +6,7 @@ namespace bm {
 
 bool HandshakeConnectionLimit::AdmitHandshake(const std::string& public_key) {
   if (max_per_key_ == 0) return true;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   KeyConnections& connections = by_key_[public_key];
   if (connections.with_request + connections.pending >= max_per_key_) return false;
   ++connections.pending;
@@ -20,13 +20,13 @@ void HandshakeConnectionLimit::ApplyMonitorEvents(
   // after this snapshot may not be yet, so it is left alone until the next call.
   std::vector<std::pair<std::string, size_t>> pending_before;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     for (const auto& [key, connections] : by_key_) {
       if (connections.pending > 0) pending_before.emplace_back(key, connections.pending);
     }
   }
   const std::vector<PeerMonitor::Event> events = take_events();
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   for (const PeerMonitor::Event& event : events) {
     const int fd = static_cast<int>(event.value);
     if (event.kind == ZMQ_EVENT_ACCEPTED) {
@@ -48,13 +48,13 @@ void HandshakeConnectionLimit::ApplyMonitorEvents(
 }
 
 bool HandshakeConnectionLimit::Knows(int fd) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return by_fd_.contains(fd);
 }
 
 Status HandshakeConnectionLimit::Admit(int fd, const PeerIdentity& peer) {
   if (max_per_key_ == 0 || fd < 0) return Status::Ok();
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (auto known = by_fd_.find(fd); known != by_fd_.end()) {
     if (known->second == peer.public_key) return Status::Ok();
     ForgetLocked(fd);  // the monitor's report of the old connection was missed
@@ -79,12 +79,12 @@ Status HandshakeConnectionLimit::Admit(int fd, const PeerIdentity& peer) {
 }
 
 uint64_t HandshakeConnectionLimit::refused() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return refused_;
 }
 
 size_t HandshakeConnectionLimit::CountedFor(const std::string& public_key) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   auto found = by_key_.find(public_key);
   return found == by_key_.end() ? 0 : found->second.with_request + found->second.pending;
 }

@@ -30,13 +30,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "common/curve_keys.h"
+#include "common/mutex.h"
 #include "common/peer_monitor.h"
 #include "common/refusal_log.h"
 #include "common/status.h"
@@ -80,17 +80,17 @@ class HandshakeConnectionLimit : public ZapHandler::HandshakeGate {
     size_t pending = 0;       // handshake admitted, no request yet
   };
 
-  // The descriptor closed (or was found reused): forget it. Needs mutex_.
-  void ForgetLocked(int fd);
-  void EraseIfEmptyLocked(const std::string& public_key);
+  // The descriptor closed (or was found reused): forget it.
+  void ForgetLocked(int fd) BM_REQUIRES(mutex_);
+  void EraseIfEmptyLocked(const std::string& public_key) BM_REQUIRES(mutex_);
 
   const size_t max_per_key_;
 
-  mutable std::mutex mutex_;
-  std::unordered_map<int, std::string> by_fd_;              // GUARDED_BY(mutex_): key by fd
-  std::unordered_set<int> without_request_;                 // GUARDED_BY(mutex_): accepted
-  std::unordered_map<std::string, KeyConnections> by_key_;  // GUARDED_BY(mutex_)
-  uint64_t refused_ = 0;                                    // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  std::unordered_map<int, std::string> by_fd_ BM_GUARDED_BY(mutex_);  // key by fd
+  std::unordered_set<int> without_request_ BM_GUARDED_BY(mutex_);     // accepted
+  std::unordered_map<std::string, KeyConnections> by_key_ BM_GUARDED_BY(mutex_);
+  uint64_t refused_ BM_GUARDED_BY(mutex_) = 0;
 
   RefusalLog log_;  // the owner's thread
 };

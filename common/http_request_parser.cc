@@ -56,9 +56,8 @@ std::multimap<std::string, std::string> ParseQuery(std::string_view query) {
     if (!pair.empty()) {
       const size_t equals = pair.find('=');
       params.emplace(DecodeUrl(pair.substr(0, equals), true),
-                     equals == std::string_view::npos
-                         ? std::string()
-                         : DecodeUrl(pair.substr(equals + 1), true));
+                     equals == std::string_view::npos ? std::string()
+                                                      : DecodeUrl(pair.substr(equals + 1), true));
     }
     if (amp == std::string_view::npos) break;
     query.remove_prefix(amp + 1);

@@ -18,12 +18,12 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <regex>
 #include <thread>
 #include <unordered_map>
 
 #include "common/http_request_parser.h"
+#include "common/mutex.h"
 #include "common/refusal_log.h"
 
 namespace bm {
@@ -40,23 +40,40 @@ constexpr std::chrono::milliseconds kMaxPollWait{1000};
 
 const char* ReasonPhrase(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 301: return "Moved Permanently";
-    case 302: return "Found";
-    case 304: return "Not Modified";
-    case 400: return "Bad Request";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 413: return "Payload Too Large";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Status";
+    case 200:
+      return "OK";
+    case 204:
+      return "No Content";
+    case 301:
+      return "Moved Permanently";
+    case 302:
+      return "Found";
+    case 304:
+      return "Not Modified";
+    case 400:
+      return "Bad Request";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 413:
+      return "Payload Too Large";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Status";
   }
 }
 
@@ -65,16 +82,16 @@ const char* ReasonPhrase(int status) {
 // may make.
 std::string Serialize(const HttpResponse& response, bool head_only, bool close,
                       std::chrono::milliseconds idle, size_t requests_left) {
-  std::string bytes = "HTTP/1.1 " + std::to_string(response.status) + " " +
-                      ReasonPhrase(response.status) + "\r\n";
+  std::string bytes =
+      "HTTP/1.1 " + std::to_string(response.status) + " " + ReasonPhrase(response.status) + "\r\n";
   bytes += "Content-Type: " + response.content_type + "\r\n";
   bytes += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";
   for (const auto& [name, value] : response.headers) bytes += name + ": " + value + "\r\n";
   if (close) {
     bytes += "Connection: close\r\n";
   } else {
-    const auto seconds = std::max<int64_t>(
-        1, std::chrono::duration_cast<std::chrono::seconds>(idle).count());
+    const auto seconds =
+        std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(idle).count());
     bytes += "Connection: keep-alive\r\nKeep-Alive: timeout=" + std::to_string(seconds) +
              ", max=" + std::to_string(requests_left) + "\r\n";
   }
@@ -94,7 +111,7 @@ class HandlerPool {
   }
   ~HandlerPool() {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       stopping_ = true;
       jobs_.clear();
     }
@@ -106,7 +123,7 @@ class HandlerPool {
 
   void Post(std::function<void()> job) {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       jobs_.push_back(std::move(job));
     }
     wake_.notify_one();
@@ -117,8 +134,8 @@ class HandlerPool {
     while (true) {
       std::function<void()> job;
       {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+        MutexLock lock(mutex_);
+        while (!stopping_ && jobs_.empty()) lock.Wait(wake_);
         if (stopping_) return;
         job = std::move(jobs_.front());
         jobs_.pop_front();
@@ -127,10 +144,10 @@ class HandlerPool {
     }
   }
 
-  std::mutex mutex_;
+  Mutex mutex_;
   std::condition_variable wake_;
-  std::deque<std::function<void()>> jobs_;  // GUARDED_BY(mutex_)
-  bool stopping_ = false;                   // GUARDED_BY(mutex_)
+  std::deque<std::function<void()>> jobs_ BM_GUARDED_BY(mutex_);
+  bool stopping_ BM_GUARDED_BY(mutex_) = false;
   std::vector<std::thread> threads_;
 };
 
@@ -192,7 +209,6 @@ Result<std::pair<std::string, int>> ParseHostPort(std::string_view host_port) {
   }
   return std::make_pair(std::move(host), port);
 }
-
 
 // The server's state. The I/O thread (Run) owns the listening socket, every connection and the
 // per-peer counts; handler threads only call Complete(), which hands a response back through
@@ -268,8 +284,8 @@ class HttpServer::Impl {
   SteadyClock::time_point accept_paused_until_{};
   RefusalLog refusals_;
 
-  std::mutex completions_mutex_;
-  std::vector<Completion> completions_;  // GUARDED_BY(completions_mutex_)
+  Mutex completions_mutex_;
+  std::vector<Completion> completions_ BM_GUARDED_BY(completions_mutex_);
   std::atomic<bool> stop_{false};
   std::thread thread_;
   // Destroyed (joined) before the members their jobs use.
@@ -456,16 +472,15 @@ bool HttpServer::Impl::TryRequest(uint64_t id, Connection& connection) {
   ParsedHttpHead parsed = ParseHttpRequestHead(connection.in);
   if (parsed.outcome == ParsedHttpHead::Outcome::kIncomplete) return true;
   if (parsed.outcome == ParsedHttpHead::Outcome::kBad) {
-    return Respond(id, connection,
-                   Serialize(HttpResponse::Text(parsed.status, parsed.error + "\n"), false, true,
-                             {}, 0),
-                   true);
+    return Respond(
+        id, connection,
+        Serialize(HttpResponse::Text(parsed.status, parsed.error + "\n"), false, true, {}, 0),
+        true);
   }
   if (parsed.head.content_length > kMaxBodyBytes) {
-    return Respond(id, connection,
-                   Serialize(HttpResponse::Text(413, "request body too large\n"), false, true, {},
-                             0),
-                   true);
+    return Respond(
+        id, connection,
+        Serialize(HttpResponse::Text(413, "request body too large\n"), false, true, {}, 0), true);
   }
   if (connection.in.size() < parsed.size + parsed.head.content_length) return true;
   connection.in.erase(0, parsed.size + parsed.head.content_length);  // a GET's body is unused
@@ -481,8 +496,7 @@ void HttpServer::Impl::Dispatch(uint64_t id, Connection& connection, HttpRequest
   const size_t requests_left = options_.keep_alive_max_requests - connection.requests;
   const bool head_only = head.method == "HEAD";
   auto answer = [this, id, head_only, close, requests_left](const HttpResponse& response) {
-    Complete(id,
-             Serialize(response, head_only, close, options_.request_deadline, requests_left),
+    Complete(id, Serialize(response, head_only, close, options_.request_deadline, requests_left),
              close);
   };
   if (head.method != "GET" && !head_only) {
@@ -518,7 +532,7 @@ void HttpServer::Impl::Dispatch(uint64_t id, Connection& connection, HttpRequest
 
 void HttpServer::Impl::Complete(uint64_t id, std::string bytes, bool close) {
   {
-    std::lock_guard<std::mutex> lock(completions_mutex_);
+    MutexLock lock(completions_mutex_);
     completions_.push_back(Completion{id, std::move(bytes), close});
   }
   const uint64_t one = 1;
@@ -530,7 +544,7 @@ void HttpServer::Impl::TakeCompletions() {
   (void)::read(wake_fd_, &count, sizeof(count));
   std::vector<Completion> completions;
   {
-    std::lock_guard<std::mutex> lock(completions_mutex_);
+    MutexLock lock(completions_mutex_);
     completions.swap(completions_);
   }
   for (Completion& completion : completions) {
@@ -542,8 +556,7 @@ void HttpServer::Impl::TakeCompletions() {
   }
 }
 
-bool HttpServer::Impl::Respond(uint64_t id, Connection& connection, std::string bytes,
-                               bool close) {
+bool HttpServer::Impl::Respond(uint64_t id, Connection& connection, std::string bytes, bool close) {
   connection.state = State::kWriting;
   connection.out = std::move(bytes);
   connection.written = 0;

@@ -137,7 +137,7 @@ void ZapHandler::Answer() {
 }
 
 void ZapHandler::SetKeyAtLimit(const std::string& public_key, bool at_limit) {
-  std::lock_guard<std::mutex> lock(at_limit_mutex_);
+  MutexLock lock(at_limit_mutex_);
   if (at_limit) {
     at_limit_.insert(public_key);
   } else {
@@ -146,12 +146,12 @@ void ZapHandler::SetKeyAtLimit(const std::string& public_key, bool at_limit) {
 }
 
 void ZapHandler::SetHandshakeGate(HandshakeGate* gate) {
-  std::lock_guard<std::mutex> lock(at_limit_mutex_);
+  MutexLock lock(at_limit_mutex_);
   gate_ = gate;
 }
 
 bool ZapHandler::AdmitKey(const std::string& public_key) {
-  std::lock_guard<std::mutex> lock(at_limit_mutex_);
+  MutexLock lock(at_limit_mutex_);
   if (at_limit_.contains(public_key)) return false;
   return gate_ == nullptr || gate_->AdmitHandshake(public_key);
 }

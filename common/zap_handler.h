@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -19,6 +18,7 @@
 #include <zmq.hpp>
 
 #include "common/curve_keys.h"
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace bm {
@@ -95,9 +95,9 @@ class ZapHandler {
 
   // Keys at their connection limit (Z85) and the gate, set by the server's loop, read by the
   // handler.
-  std::mutex at_limit_mutex_;
-  std::unordered_set<std::string> at_limit_;  // GUARDED_BY(at_limit_mutex_)
-  HandshakeGate* gate_ = nullptr;             // GUARDED_BY(at_limit_mutex_)
+  Mutex at_limit_mutex_;
+  std::unordered_set<std::string> at_limit_ BM_GUARDED_BY(at_limit_mutex_);
+  HandshakeGate* gate_ BM_GUARDED_BY(at_limit_mutex_) = nullptr;
 
   std::atomic<bool> stop_{false};
   std::atomic<bool> reload_requested_{false};

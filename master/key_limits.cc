@@ -4,19 +4,18 @@
 
 namespace bm {
 
-Result<std::unique_ptr<KeyLimits>> KeyLimits::Create(zmq::context_t& context,
-                                                     zmq::socket_t& router,
+Result<std::unique_ptr<KeyLimits>> KeyLimits::Create(zmq::context_t& context, zmq::socket_t& router,
                                                      size_t max_connections_per_key,
                                                      ZapHandler* zap,
                                                      size_t max_registrations_per_key,
                                                      const Clock& clock) {
-  BM_ASSIGN_OR_RETURN(std::unique_ptr<PeerMonitor> monitor,
-                   PeerMonitor::Create(context, router,
-                                       "master-" + std::to_string(reinterpret_cast<uintptr_t>(
-                                                       router.handle())),
-                                       ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED));
-  return std::unique_ptr<KeyLimits>(new KeyLimits(std::move(monitor), max_connections_per_key,
-                                                  zap, max_registrations_per_key, clock));
+  BM_ASSIGN_OR_RETURN(
+      std::unique_ptr<PeerMonitor> monitor,
+      PeerMonitor::Create(context, router,
+                          "master-" + std::to_string(reinterpret_cast<uintptr_t>(router.handle())),
+                          ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED));
+  return std::unique_ptr<KeyLimits>(new KeyLimits(std::move(monitor), max_connections_per_key, zap,
+                                                  max_registrations_per_key, clock));
 }
 
 KeyLimits::KeyLimits(std::unique_ptr<PeerMonitor> monitor, size_t max_connections_per_key,

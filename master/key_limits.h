@@ -28,8 +28,7 @@ class KeyLimits {
   // Monitors `router` for accepted and closed connections, and makes the limits the ZAP
   // handler's gate. 0 for either limit: none.
   static Result<std::unique_ptr<KeyLimits>> Create(zmq::context_t& context, zmq::socket_t& router,
-                                                   size_t max_connections_per_key,
-                                                   ZapHandler* zap,
+                                                   size_t max_connections_per_key, ZapHandler* zap,
                                                    size_t max_registrations_per_key,
                                                    const Clock& clock);
   ~KeyLimits();
@@ -49,8 +48,8 @@ class KeyLimits {
   Status AdmitRegistration(const PeerIdentity& peer) { return registrations_.Admit(peer); }
 
  private:
-  KeyLimits(std::unique_ptr<PeerMonitor> monitor, size_t max_connections_per_key,
-            ZapHandler* zap, size_t max_registrations_per_key, const Clock& clock);
+  KeyLimits(std::unique_ptr<PeerMonitor> monitor, size_t max_connections_per_key, ZapHandler* zap,
+            size_t max_registrations_per_key, const Clock& clock);
 
   std::unique_ptr<PeerMonitor> monitor_;
   ZapHandler* const zap_;

@@ -105,9 +105,8 @@ TEST_F(HttpSlowClientsTest, HealthzAnswersWhile200SlowClientsHoldConnections) {
     for (const auto& [name, port] : ports_) {
       for (const char* path : {"/healthz", "/readyz"}) {
         std::optional<milliseconds> took = TimedGet(port, path, kProbeLimit);
-        ASSERT_TRUE(took) << name << " did not answer " << path << " within "
-                          << kProbeLimit.count() << " ms while " << kSlowClients
-                          << " slow clients held connections";
+        ASSERT_TRUE(took) << name << " did not answer " << path << " within " << kProbeLimit.count()
+                          << " ms while " << kSlowClients << " slow clients held connections";
         worst = std::max(worst, *took);
         ++probes;
       }

@@ -487,9 +487,9 @@ struct SilentConnection {
       : socket(context, zmq::socket_type::dealer) {
     EXPECT_TRUE(ConfigureClientSocket(socket, security, endpoint).ok());
     static int next_id = 0;
-    Result<std::unique_ptr<PeerMonitor>> created = PeerMonitor::Create(
-        context, socket, "silent-" + std::to_string(next_id++),
-        ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
+    Result<std::unique_ptr<PeerMonitor>> created =
+        PeerMonitor::Create(context, socket, "silent-" + std::to_string(next_id++),
+                            ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
     EXPECT_TRUE(created.ok()) << created.status().ToString();
     if (created.ok()) monitor = std::move(created).value();
     socket.connect(endpoint);

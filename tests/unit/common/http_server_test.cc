@@ -40,8 +40,7 @@ int Connect(int port, int receive_buffer = 0) {
 }
 
 bool SendAll(int fd, const std::string& bytes) {
-  return ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
-         static_cast<ssize_t>(bytes.size());
+  return ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
 }
 
 // Everything `fd` receives until the server closes it; nothing if it is not closed within
@@ -105,9 +104,8 @@ TEST(HttpServerTest, ServesRoutesWithCapturesAndParamsOnAnyFreePort) {
 
 TEST(HttpServerTest, AHandlerThatThrowsAnswers500AndTheServerGoesOn) {
   HttpServer server;
-  server.AddRoute("/boom", [](const HttpRequest&) -> HttpResponse {
-    throw std::runtime_error("broken page");
-  });
+  server.AddRoute(
+      "/boom", [](const HttpRequest&) -> HttpResponse { throw std::runtime_error("broken page"); });
   server.AddRoute("/ok", [](const HttpRequest&) { return HttpResponse::Text(200, "ok"); });
   ASSERT_TRUE(server.Start("127.0.0.1:0").ok());
   httplib::Client client("127.0.0.1", server.port());
