@@ -229,6 +229,10 @@ Result<UploadTable::Entry*> PutHandler::StartUpload(const UploadTable::Key& key,
   const std::string* owner = message.peer() ? &message.peer()->public_key : nullptr;
   // A first piece always starts afresh, replacing a same-id upload the client gave up on.
   AbortUpload(key);
+  // Closed connections are forgotten first: their uploads no longer count against the limits
+  // below, and a descriptor just reused by this connection must not inherit a closed one's
+  // fate (see PeerMonitor).
+  forget_closed_connections_();
   if (decommissioning_) {
     return UnavailableError("worker " + options_.worker_id +
                             " is decommissioning: it takes no new blocks");
@@ -246,9 +250,6 @@ Result<UploadTable::Entry*> PutHandler::StartUpload(const UploadTable::Key& key,
   }
   // A client from before versions sends none: the put still gets a version of its own.
   while (piece.version.token == 0) piece.version.token = version_tokens_();
-  // Closed connections are forgotten before this one's descriptor is noted (see PeerMonitor:
-  // a descriptor just reused must not inherit the closed connection's fate).
-  forget_closed_connections_();
   BM_ASSIGN_OR_RETURN(BlockManager::UploadId handle,
                       blocks_.BeginPut(piece.block, piece.level, piece.total_size, piece.version));
   uploads_.Insert(key,

@@ -42,6 +42,7 @@ std::vector<UploadTable::Entry> UploadTable::TakeFromConnection(int connection) 
   std::vector<Entry> taken;
   for (auto it = entries_.begin(); it != entries_.end();) {
     if (it->second.connection == connection) {
+      Forget(it->second);
       taken.push_back(std::move(it->second));
       it = entries_.erase(it);
     } else {

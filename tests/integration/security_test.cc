@@ -597,6 +597,59 @@ TEST_F(SecurityTest, WorkersLimitConnectionsPerKeyToo) {
   EXPECT_TRUE(cluster_.worker_process("w1").Running());
 }
 
+// Issue 32, item 4: a key whose connection closed while it held all its upload slots was
+// refused ("... uploads in progress") until the worker restarted, although the worker had
+// aborted every one of those uploads.
+TEST_F(SecurityTest, KeyPutsAgainAtOnceAfterClosingAConnectionThatHeldAllItsUploadSlots) {
+  if (!CurveAvailable()) GTEST_SKIP() << "libzmq was built without CURVE (libsodium)";
+  ASSERT_NO_FATAL_FAILURE(cluster_.UseKeys({"w1"}));
+  ASSERT_NO_FATAL_FAILURE(cluster_.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(
+      cluster_.StartWorker({"w1", "64MiB", "", {"--max-uploads-per-key", "4"}}));
+  const auto start_upload = [](RpcChannel& channel, uint64_t upload_id) {
+    capnp::MallocMessageBuilder request;
+    proto::PutBlock::Builder put = request.initRoot<proto::Request>().initPutBlock();
+    put.setBlockId("rdd_9_" + std::to_string(upload_id));
+    put.setLevel(proto::StorageLevel::MEMORY_ONLY);
+    put.setTotalSize(1 << 20);
+    put.setOffset(0);
+    put.setLast(false);
+    put.setUploadId(upload_id);
+    std::vector<zmq::message_t> piece;
+    piece.emplace_back(4096);
+    return channel.Call(request, std::move(piece));
+  };
+  {
+    RpcChannel channel(context_, cluster_.worker_endpoint("w1"), seconds(5),
+                       cluster_.SecurityOf("client", "w1"));
+    for (uint64_t upload = 1; upload <= 4; ++upload) {
+      Result<IncomingMessage> started = start_upload(channel, upload);
+      ASSERT_TRUE(started.ok()) << started.status().ToString();
+    }
+    Result<IncomingMessage> fifth = start_upload(channel, 5);
+    ASSERT_EQ(fifth.status().code(), StatusCode::kUnavailable) << fifth.status().ToString();
+    EXPECT_NE(fifth.status().message().find("uploads in progress"), std::string::npos)
+        << fifth.status().ToString();
+  }  // the connection closes with its four uploads in progress
+  // The worker has seen the close once it has aborted the four uploads.
+  const std::string log = cluster_.dir().Sub("w1.log");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const std::string text = ReadFile(log);
+        size_t aborted = 0;
+        for (size_t at = text.find("its client disconnected"); at != std::string::npos;
+             at = text.find("its client disconnected", at + 1)) {
+          ++aborted;
+        }
+        return aborted >= 4;
+      },
+      std::chrono::seconds(10)))
+      << cluster_.LogTail("w1");
+  CommandResult put = cluster_.BmctlAs(
+      "client", {"put", kBlock, "-", "--level", "MEMORY_ONLY", "--worker", "w1"}, "bytes");
+  EXPECT_EQ(put.exit_code, 0) << put.err;
+}
+
 // 10,000 registrations against the master: without keys each new id costs the master a socket
 // (the attack works); with keys an outsider is refused at the handshake, a worker key may not
 // register other ids, and its own re-registrations are limited, so descriptors stay bounded.
