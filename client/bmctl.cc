@@ -4,6 +4,9 @@
 // Main sets up the options every command shares, parses, and hands over to the parsed command
 // (client/bmctl_commands.h), which checks its own arguments and runs.
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <iostream>
@@ -129,5 +132,10 @@ int Main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   bm::TuneAllocatorForBlockBuffers();
+  // stdout carries blocks (get) and tables: the client library's warnings go to stderr.
+  auto logger = spdlog::stderr_color_mt("bmctl");
+  logger->set_pattern("bmctl: %v");
+  logger->set_level(spdlog::level::warn);
+  spdlog::set_default_logger(std::move(logger));
   return bm::Main(argc, argv);
 }

@@ -1,3 +1,4 @@
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +31,9 @@ using std::chrono::milliseconds;
 
 // How many times a read starts over because the block was replaced meanwhile.
 constexpr int kMaxReadRestarts = 3;
+// How many times a copy whose bytes arrived damaged while its worker finds it intact is read
+// again before the read gives up on that copy (a link that keeps damaging bytes).
+constexpr int kMaxTransitRereads = 2;
 
 using reply_decoding::ToBlockLocation;
 using reply_decoding::ToStdString;
@@ -422,7 +426,8 @@ Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink
       }
       if (expect_size) expect_size(location.size);
       using Fault = RangeReader::Outcome::Fault;
-      RangeReader::Outcome read = ReadFrom(location, id, counting_sink);
+      CopyRead copy = ReadCopy(location, id, counting_sink, reset, from_cache);
+      RangeReader::Outcome& read = copy.outcome;
       emitted = read.emitted;
       if (read.size.ok()) {
         if (report != nullptr) report->local = IsLocalAddress(location.address);
@@ -437,17 +442,18 @@ Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink
       }
       if (read.fault == Fault::kSink) return last;
       if (report != nullptr) report->failed_workers.push_back(location.worker_id);
+      if (copy.corrupted_in_transit) {
+        all_not_found = false;  // a good copy, behind a bad link: not data loss
+        continue;
+      }
       if (last.code() == StatusCode::kAborted) {
         replaced = true;
         break;
       }
       if (last.code() == StatusCode::kDataLoss) {
+        // The worker found its copy bad (and dropped it: the master restores a copy from a good
+        // one), or could not say.
         ++corrupt_copies;
-        // The worker re-reads its copy: dropped if it is bad there (the master then restores
-        // a copy from a good one), else the bytes went bad on the way. Best effort.
-        if (read.fault == Fault::kCorruptCopy || read.fault == Fault::kWrongBlockDigest) {
-          (void)VerifyWorkerCopy(workers_, location, id, /*reported_bad=*/true);
-        }
         continue;
       }
       if (last.code() != StatusCode::kUnavailable && last.code() != StatusCode::kNotFound) {
@@ -494,6 +500,44 @@ RangeReader::Outcome Client::Impl::ReadFrom(const BlockLocation& location, const
   if (!channel.ok()) return {channel.status(), RangeReader::Outcome::Fault::kPeer, false};
   RangeReader reader(**channel, "worker " + location.worker_id, id);
   return reader.Read(sink, location.block_digest);
+}
+
+Client::Impl::CopyRead Client::Impl::ReadCopy(const BlockLocation& location, const BlockId& id,
+                                              const ByteSink& sink,
+                                              const std::function<void()>& reset,
+                                              bool digest_may_be_stale) {
+  using Fault = RangeReader::Outcome::Fault;
+  CopyRead copy{ReadFrom(location, id, sink)};
+  for (int rereads = 0;; ++rereads) {
+    const RangeReader::Outcome& read = copy.outcome;
+    if (read.size.ok()) return copy;
+    if (read.fault == Fault::kWrongBlockDigest && !digest_may_be_stale) {
+      // The unit digests the worker sent match its bytes but not the block: its copy (or its
+      // digests) differ from the block's, which its own check cannot see. It is told anyway.
+      (void)VerifyWorkerCopy(workers_, location, id, /*reported_bad=*/true);
+      return copy;
+    }
+    if (read.fault != Fault::kCorruptCopy) return copy;
+    // The worker re-reads its copy: dropped there if it is bad, else the bytes went bad on the
+    // way and the copy is worth reading again.
+    Result<CopyCheck> check = VerifyWorkerCopy(workers_, location, id, /*reported_bad=*/true);
+    if (!check.ok() || check->state != CopyCheck::State::kIntact) return copy;
+    if (rereads == kMaxTransitRereads || (read.emitted && !reset)) {
+      copy.outcome.size = UnavailableError(
+          "block " + id.ToString() + " was corrupted in transit from " + location.worker_id +
+          " on " + std::to_string(rereads + 1) +
+          " reads although its stored copy is intact (a network problem); last error: " +
+          read.size.status().message());
+      copy.corrupted_in_transit = true;
+      return copy;
+    }
+    spdlog::warn(
+        "block {}: bytes from {} were corrupted in transit (its copy is intact); "
+        "reading it again",
+        id.ToString(), location.worker_id);
+    if (read.emitted) reset();
+    copy.outcome = ReadFrom(location, id, sink);
+  }
 }
 
 // ---- verification ----

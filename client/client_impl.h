@@ -134,6 +134,21 @@ class Client::Impl : private MultiGet::Reads {
   // Reads the whole block from one location into `sink`, checked against its digests.
   RangeReader::Outcome ReadFrom(const BlockLocation& location, const BlockId& id,
                                 const ByteSink& sink);
+  // What ReadCopy made of one location.
+  struct CopyRead {
+    RangeReader::Outcome outcome;
+    // Bytes from this copy failed their digests on every try while the worker found its stored
+    // copy intact each time: they went bad on the way (outcome.size is kUnavailable).
+    bool corrupted_in_transit = false;
+  };
+  // ReadFrom, except that bytes failing their unit digests are not yet blamed on the copy: the
+  // worker re-reads it (verifyBlock), and when it is intact there the copy is read again, up to
+  // kMaxTransitRereads times (only from the start: without `reset`, a read that emitted bytes is
+  // not repeated). A copy whose unit digests do not make the block digest is reported to its
+  // worker and returned as it is; `digest_may_be_stale` leaves that case to the caller (the
+  // digest came from the location cache).
+  CopyRead ReadCopy(const BlockLocation& location, const BlockId& id, const ByteSink& sink,
+                    const std::function<void()>& reset, bool digest_may_be_stale);
   // Get(), from `known` locations, reporting as ReadBlock does.
   Result<std::vector<std::byte>> ReadWhole(const BlockId& id, std::vector<BlockLocation> known,
                                            ReadReport& report);

@@ -369,6 +369,31 @@ TEST(IntegrityTest, APieceCorruptedInsideAWindowIsResentWithThePiecesBehindIt) {
       << cluster.LogTail("w1");
 }
 
+// Issue 32, item 2: one bit flipped on the wire in the reply to a get of a block with a single
+// copy. The worker re-reads its copy, finds it intact, and the client reads it again: the get
+// returns the bytes that were put instead of failing with "corrupt on every copy".
+TEST(IntegrityTest, ABitFlippedInTransitOnASingleCopyGetIsReadAgainNotCalledDataLoss) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  TcpProxy proxy(FreeLoopbackPort());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkerBehind(proxy, {"w1", "64MiB", ""}));
+  const std::string marker = "single-copy-in-transit-";
+  std::string bytes;
+  while (bytes.size() < 3 * kChunk) bytes += marker + std::to_string(bytes.size()) + "-";
+  CommandResult put = cluster.Bmctl({"put", "rdd_6_0", "-", "--level", "MEMORY_ONLY"}, bytes);
+  ASSERT_EQ(put.exit_code, 0) << put.err;
+  proxy.CorruptReplyOnce(marker);
+  CommandResult got = cluster.Bmctl({"get", "rdd_6_0"});
+  ASSERT_TRUE(proxy.corrupted()) << "the proxy should have flipped a bit of the reply";
+  ASSERT_EQ(got.exit_code, 0) << got.err;
+  EXPECT_TRUE(got.out == bytes) << "the get returned other bytes than were put";
+  EXPECT_NE(got.err.find("corrupted in transit"), std::string::npos) << got.err;
+  EXPECT_TRUE(LogHasLineWith(cluster.dir().Sub("w1.log"), {"rdd_6_0", "corrupted in transit"}))
+      << cluster.LogTail("w1");
+  // The copy was not dropped: it is still the block's one location.
+  EXPECT_EQ(cluster.Locations({"rdd_6_0"})["rdd_6_0"].size(), 1u);
+}
+
 // One bit flipped on the wire in a getBlocks reply: the block it hit fails its digests on the
 // client, which reads it again alone; GetManyChunks, which hands out views of the received
 // frames instead of copies, returns exactly the bytes that were put.

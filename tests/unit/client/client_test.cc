@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <zmq.hpp>
@@ -349,10 +350,13 @@ std::vector<uint64_t> UnitDigests(const std::vector<std::byte>& data) {
 }
 
 // A worker serving `data` whole-range with the digests of its units, counting the
-// verifyBlock{reportedBad} requests it gets.
-FakeServer::Handler DigestedBlockHandler(std::vector<std::byte> data,
-                                         std::shared_ptr<std::atomic<int>> reported_bad) {
-  const std::vector<uint64_t> units = UnitDigests(data);
+// verifyBlock{reportedBad} requests it gets and always finding its copy intact. `digests_of`,
+// when given, are the bytes the digests it sends are taken from (a link that damages every
+// reply).
+FakeServer::Handler DigestedBlockHandler(
+    std::vector<std::byte> data, std::shared_ptr<std::atomic<int>> reported_bad,
+    const std::optional<std::vector<std::byte>>& digests_of = std::nullopt) {
+  const std::vector<uint64_t> units = UnitDigests(digests_of ? *digests_of : data);
   return
       [=](IncomingMessage& in, proto::Reply::Builder reply, std::vector<zmq::message_t>& payload) {
         if (in.request().isVerifyBlock()) {
@@ -412,6 +416,35 @@ TEST_F(ClientTest, ACopyWhoseUnitDigestsDoNotMakeTheMastersBlockDigestIsReadElse
   EXPECT_TRUE(*got == data);
   EXPECT_EQ(bad_on_w1->load(), 1);
   EXPECT_EQ(bad_on_w2->load(), 0);
+}
+
+// Issue 32, item 2: a copy whose bytes arrive damaged on every read while its worker finds it
+// intact is read again a bounded number of times, then the get fails as a network problem
+// naming the worker, not as data loss.
+TEST_F(ClientTest, ACopyCorruptedInTransitOnEveryReadIsANetworkProblemNotDataLoss) {
+  const std::vector<std::byte> data = Pattern(2 * kDigestUnitBytes + 100);
+  std::vector<std::byte> damaged = data;
+  damaged[kDigestUnitBytes + 3] ^= std::byte{0x10};
+  FakeServer master(
+      context_, "inproc://master",
+      [&](IncomingMessage& in, proto::Reply::Builder reply, std::vector<zmq::message_t>&) {
+        auto ids = in.request().getGetLocations().getBlockIds();
+        auto list = reply.initLocations(ids.size());
+        list[0].setBlockId(ids[0]);
+        auto out = list[0].initLocations(1);
+        out[0].setWorkerId("w1");
+        out[0].setAddress("inproc://w1");
+        out[0].setSize(data.size());
+      });
+  auto reported_bad = std::make_shared<std::atomic<int>>(0);
+  FakeServer w1(context_, "inproc://w1", DigestedBlockHandler(damaged, reported_bad, data));
+  Client client = MakeClient();
+  Result<std::vector<std::byte>> got = client.Get(BlockId::Rdd(1, 0));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kUnavailable) << got.status().ToString();
+  EXPECT_NE(got.status().message().find("corrupted in transit from w1"), std::string::npos)
+      << got.status().ToString();
+  EXPECT_EQ(reported_bad->load(), 3);  // read three times, each told to the worker
 }
 
 }  // namespace
