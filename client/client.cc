@@ -1,10 +1,12 @@
-#include <spdlog/spdlog.h>
+// Client::Impl: routes the public calls to the components that do the work (uploads, the
+// multi-get, the master client, worker channels), and places puts. Reads are in
+// client_reads.cc, get-or-compute in get_or_compute.cc.
+
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <istream>
-#include <ostream>
 #include <zmq.hpp>
 
 #include "client/block_upload.h"
@@ -15,9 +17,7 @@
 #include "client/local_hosts.h"
 #include "client/peer_calls.h"
 #include "client/piece_source.h"
-#include "client/range_reader.h"
 #include "client/reply_decoding.h"
-#include "common/allocator.h"
 #include "common/byte_size.h"
 #include "common/chunk.h"
 #include "common/protocol.h"
@@ -28,12 +28,6 @@ namespace bm {
 namespace {
 
 using std::chrono::milliseconds;
-
-// How many times a read starts over because the block was replaced meanwhile.
-constexpr int kMaxReadRestarts = 3;
-// How many times a copy whose bytes arrived damaged while its worker finds it intact is read
-// again before the read gives up on that copy (a link that keeps damaging bytes).
-constexpr int kMaxTransitRereads = 2;
 
 using reply_decoding::ToBlockLocation;
 using reply_decoding::ToStdString;
@@ -48,16 +42,6 @@ std::string DefaultHolderName() {
   std::array<char, 256> host{};
   if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
   return std::string(host.data()) + ":" + std::to_string(getpid());
-}
-
-// Sizes a get's buffer for the whole block up front, so the bytes are copied once, not again on
-// each growth. A big block's buffer, which glibc maps afresh (above its mmap threshold as the
-// binaries set it, common/allocator.h), is backed by huge pages where the kernel can, so filling
-// it does not pay a page fault per 4 KiB (most of a 64 MiB get's time on a VM otherwise).
-void ReserveBlockBuffer(std::vector<std::byte>& data, uint64_t size) {
-  constexpr uint64_t kHugePageAdviceBytes = 32 << 20;
-  data.reserve(size);
-  if (size >= kHugePageAdviceBytes) AdviseHugePages(data.data(), data.capacity());
 }
 
 }  // namespace
@@ -300,244 +284,6 @@ Result<uint64_t> Client::Impl::Remove(const std::vector<BlockId>& ids) {
 Result<uint64_t> Client::Impl::RemoveRdd(uint64_t rdd_id) {
   location_cache_.ForgetRdd(rdd_id);
   return master_.RemoveRdd(rdd_id);
-}
-
-// ---- reads ----
-
-Result<std::vector<std::byte>> Client::Impl::Get(const BlockId& id) {
-  std::vector<std::byte> data;
-  ByteSink sink = [&data](std::span<const std::byte> bytes) {
-    data.insert(data.end(), bytes.begin(), bytes.end());
-    return Status::Ok();
-  };
-  auto reserve = [&data](uint64_t size) { ReserveBlockBuffer(data, size); };
-  BM_ASSIGN_OR_RETURN(uint64_t size, ReadBlock(
-                                         id, sink, [&data]() { data.clear(); }, reserve));
-  BM_CHECK(size == data.size());
-  return data;
-}
-
-Result<uint64_t> Client::Impl::GetTo(const BlockId& id, const ByteSink& sink) {
-  return ReadBlock(id, sink, nullptr);
-}
-
-Result<uint64_t> Client::Impl::GetTo(const BlockId& id, std::ostream& out) {
-  ByteSink sink = [&out](std::span<const std::byte> bytes) {
-    out.write(reinterpret_cast<const char*>(bytes.data()),
-              static_cast<std::streamsize>(bytes.size()));
-    return out ? Status::Ok() : InternalError("writing the block's bytes failed");
-  };
-  return ReadBlock(id, sink, nullptr);
-}
-
-std::vector<Result<std::vector<std::byte>>> Client::Impl::GetMany(const std::vector<BlockId>& ids) {
-  std::vector<Result<BlockData>> blocks = GetManyChunks(ids);
-  std::vector<Result<std::vector<std::byte>>> out;
-  out.reserve(blocks.size());
-  for (Result<BlockData>& block : blocks) {
-    if (!block.ok()) {
-      out.emplace_back(block.status());
-    } else if (block->chunks.size() == 1) {
-      const std::span<const std::byte> bytes = block->chunks.front()->bytes();
-      out.emplace_back(std::vector<std::byte>(bytes.begin(), bytes.end()));
-    } else {
-      out.emplace_back(block->Flatten());
-    }
-  }
-  return out;
-}
-
-std::vector<Result<BlockData>> Client::Impl::GetManyChunks(const std::vector<BlockId>& ids) {
-  return multi_get_.Read(ids, *this);
-}
-
-Result<std::vector<std::byte>> Client::Impl::ReadWhole(const BlockId& id,
-                                                       std::vector<BlockLocation> known,
-                                                       ReadReport& report) {
-  std::vector<std::byte> data;
-  ByteSink sink = [&data](std::span<const std::byte> bytes) {
-    data.insert(data.end(), bytes.begin(), bytes.end());
-    return Status::Ok();
-  };
-  auto reserve = [&data](uint64_t size) { ReserveBlockBuffer(data, size); };
-  BM_ASSIGN_OR_RETURN(uint64_t size, ReadBlock(
-                                         id, sink, [&data]() { data.clear(); }, reserve,
-                                         std::move(known), &report));
-  BM_CHECK(size == data.size());
-  return data;
-}
-
-Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink,
-                                         const std::function<void()>& reset,
-                                         const std::function<void(uint64_t)>& expect_size,
-                                         std::optional<std::vector<BlockLocation>> known,
-                                         ReadReport* report) {
-  const std::string block = id.ToString();
-  int restarts = 0;
-  ByteSink counting_sink = [this, &sink](std::span<const std::byte> bytes) {
-    counters_.bytes_fetched += bytes.size();
-    return sink(bytes);
-  };
-  // Workers that did not answer during this call are not waited for a second time when the
-  // master, which has not noticed yet, lists them again.
-  std::vector<std::string> unreachable;
-  // Copies that failed their checksum on their worker (kDataLoss) during this call. Such a copy
-  // is never served: the next copy is read instead, and the worker, which dropped the bad one,
-  // reports it so the master restores the replication level. When no good copy is left the
-  // read fails with kDataLoss rather than "not found".
-  int corrupt_copies = 0;
-  while (true) {
-    std::vector<BlockLocation> locations;
-    bool from_cache = false;
-    if (known) {
-      locations = std::move(*known);
-      known.reset();
-    } else if (const std::vector<BlockLocation>* cached = location_cache_.Find(id)) {
-      locations = *cached;
-      from_cache = true;
-    } else {
-      BM_ASSIGN_OR_RETURN(std::vector<BlockLocations> found, Locations({id}));
-      if (found.size() != 1) return InternalError("master sent no entry for " + block);
-      locations = std::move(found[0].locations);
-    }
-    if (locations.empty()) {
-      return NotFoundError("block " + block + " is not stored on any live worker");
-    }
-    if (!from_cache) location_cache_.Remember(id, locations);
-    // This host's workers first; otherwise the master's order (memory copies before disk).
-    std::stable_partition(locations.begin(), locations.end(),
-                          [this](const BlockLocation& l) { return IsLocalAddress(l.address); });
-    bool emitted = false;
-    bool all_not_found = true;
-    bool replaced = false;
-    bool stale_digest = false;
-    Status last;
-    for (const BlockLocation& location : locations) {
-      if (emitted) {
-        if (!reset) return last;
-        reset();
-        emitted = false;
-      }
-      if (std::find(unreachable.begin(), unreachable.end(), location.address) !=
-          unreachable.end()) {
-        last = UnavailableError("worker " + location.worker_id + " did not answer");
-        all_not_found = false;
-        continue;
-      }
-      if (expect_size) expect_size(location.size);
-      using Fault = RangeReader::Outcome::Fault;
-      CopyRead copy = ReadCopy(location, id, counting_sink, reset, from_cache);
-      RangeReader::Outcome& read = copy.outcome;
-      emitted = read.emitted;
-      if (read.size.ok()) {
-        if (report != nullptr) report->local = IsLocalAddress(location.address);
-        return read.size;
-      }
-      last = read.size.status();
-      if (read.fault == Fault::kWrongBlockDigest && from_cache) {
-        // The remembered digest may be an older version's: ask the master before calling the
-        // copy corrupt.
-        stale_digest = true;
-        break;
-      }
-      if (read.fault == Fault::kSink) return last;
-      if (report != nullptr) report->failed_workers.push_back(location.worker_id);
-      if (copy.corrupted_in_transit) {
-        all_not_found = false;  // a good copy, behind a bad link: not data loss
-        continue;
-      }
-      if (last.code() == StatusCode::kAborted) {
-        replaced = true;
-        break;
-      }
-      if (last.code() == StatusCode::kDataLoss) {
-        // The worker found its copy bad (and dropped it: the master restores a copy from a good
-        // one), or could not say.
-        ++corrupt_copies;
-        continue;
-      }
-      if (last.code() != StatusCode::kUnavailable && last.code() != StatusCode::kNotFound) {
-        return last;
-      }
-      if (last.code() == StatusCode::kUnavailable) {
-        all_not_found = false;
-        unreachable.push_back(location.address);
-      }
-    }
-    if (emitted && !reset) return last;
-    if (emitted) reset();
-    if (stale_digest) {
-      location_cache_.Forget(id);
-      continue;
-    }
-    if (!replaced) {
-      location_cache_.Forget(id);
-      // Remembered locations that are stale (moved, removed, or their worker failed): ask the
-      // master, which is not a restart.
-      if (from_cache) continue;
-      if (corrupt_copies > 0 && all_not_found) {
-        return DataLossError("block " + block + " is corrupt on every copy (" +
-                             std::to_string(corrupt_copies) +
-                             " found corrupt); last error: " + last.message());
-      }
-      if (all_not_found) {
-        return NotFoundError("block " + block + " is not stored on any live worker");
-      }
-      return UnavailableError("cannot read block " + block + " from any of its " +
-                              std::to_string(locations.size()) +
-                              " locations; last error: " + last.message());
-    }
-    if (++restarts > kMaxReadRestarts) {
-      return AbortedError("block " + block + " was replaced while being read " +
-                          std::to_string(restarts) + " times in a row; gave up");
-    }
-  }
-}
-
-RangeReader::Outcome Client::Impl::ReadFrom(const BlockLocation& location, const BlockId& id,
-                                            const ByteSink& sink) {
-  Result<RpcChannel*> channel = workers_.Channel(location.address);
-  if (!channel.ok()) return {channel.status(), RangeReader::Outcome::Fault::kPeer, false};
-  RangeReader reader(**channel, "worker " + location.worker_id, id);
-  return reader.Read(sink, location.block_digest);
-}
-
-Client::Impl::CopyRead Client::Impl::ReadCopy(const BlockLocation& location, const BlockId& id,
-                                              const ByteSink& sink,
-                                              const std::function<void()>& reset,
-                                              bool digest_may_be_stale) {
-  using Fault = RangeReader::Outcome::Fault;
-  CopyRead copy{ReadFrom(location, id, sink)};
-  for (int rereads = 0;; ++rereads) {
-    const RangeReader::Outcome& read = copy.outcome;
-    if (read.size.ok()) return copy;
-    if (read.fault == Fault::kWrongBlockDigest && !digest_may_be_stale) {
-      // The unit digests the worker sent match its bytes but not the block: its copy (or its
-      // digests) differ from the block's, which its own check cannot see. It is told anyway.
-      (void)VerifyWorkerCopy(workers_, location, id, /*reported_bad=*/true);
-      return copy;
-    }
-    if (read.fault != Fault::kCorruptCopy) return copy;
-    // The worker re-reads its copy: dropped there if it is bad, else the bytes went bad on the
-    // way and the copy is worth reading again.
-    Result<CopyCheck> check = VerifyWorkerCopy(workers_, location, id, /*reported_bad=*/true);
-    if (!check.ok() || check->state != CopyCheck::State::kIntact) return copy;
-    if (rereads == kMaxTransitRereads || (read.emitted && !reset)) {
-      copy.outcome.size = UnavailableError(
-          "block " + id.ToString() + " was corrupted in transit from " + location.worker_id +
-          " on " + std::to_string(rereads + 1) +
-          " reads although its stored copy is intact (a network problem); last error: " +
-          read.size.status().message());
-      copy.corrupted_in_transit = true;
-      return copy;
-    }
-    spdlog::warn(
-        "block {}: bytes from {} were corrupted in transit (its copy is intact); "
-        "reading it again",
-        id.ToString(), location.worker_id);
-    if (read.emitted) reset();
-    copy.outcome = ReadFrom(location, id, sink);
-  }
 }
 
 // ---- verification ----

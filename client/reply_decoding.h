@@ -1,7 +1,7 @@
 #pragma once
 
 // Decoding of the master's replies into the client's value types, shared by the client's
-// source files (client.cc, get_or_compute.cc). Internal to the client library.
+// source files (client.cc, client_reads.cc, get_or_compute.cc). Internal to the client library.
 
 #include <string>
 
