@@ -212,8 +212,8 @@ int Run(const Flags& f, const Sizes& sizes) {
           .read_ahead_bytes = sizes.read_ahead});
 
   // With keys, each connection's frames are sealed and opened on the I/O thread serving it
-  // (bench/README.md, "what bounds CURVE"): one thread caps all clients together at one core's
-  // cipher rate; more spread the connections over cores.
+  // (bench/NOTES.md, "Workload 9: what bounds CURVE"): one thread caps all clients together at one
+  // core's cipher rate; more spread the connections over cores.
   zmq::context_t context(f.io_threads);
   // The ZAP handler binds before the worker's socket (see bm-master).
   bm::SecureNode secure;
