@@ -201,12 +201,14 @@ TEST_F(ZapHandlerTest, AHandshakeTheGateRefusesIsRefusedForNow) {
   Result<IncomingMessage> refused =
       Ping(context, server.endpoint(), {*alice, server_keys_.public_key});
   EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status().ToString();
-  EXPECT_EQ(gate.asked(), std::vector<std::string>(2, alice->public_key));
+  // libzmq reconnects after a refusal "for now", so a slow run may ask about alice more than
+  // twice before the channel gives up; what matters is who was asked about.
+  EXPECT_GE(gate.asked().size(), 2u);
   EXPECT_GE((*zap)->refused_at_limit(), 1u);
   // An unknown key is refused without asking the gate.
   EXPECT_EQ(Ping(context, server.endpoint(), {stranger_, server_keys_.public_key}).status().code(),
             StatusCode::kPermissionDenied);
-  EXPECT_EQ(gate.asked().size(), 2u);
+  for (const std::string& key : gate.asked()) EXPECT_EQ(key, alice->public_key);
   (*zap)->SetHandshakeGate(nullptr);
 }
 
