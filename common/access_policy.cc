@@ -61,6 +61,10 @@ const char* RequestName(Which which) {
       return "verifyBlock";
     case Which::CORRUPT_BLOCK:
       return "corruptBlock";
+    case Which::FETCH_JOURNAL:
+      return "fetchJournal";
+    case Which::MASTER_INFO:
+      return "masterInfo";
   }
   return "this request";
 }
@@ -91,7 +95,11 @@ Status AuthorizeMasterRequest(bool secure, const std::optional<PeerIdentity>& ma
   if (peer == nullptr) return Status::Ok();
   switch (which) {
     case Which::PING:
+    case Which::MASTER_INFO:
       return Status::Ok();
+    case Which::FETCH_JOURNAL:  // a standby master following the leader's journal
+      if (peer->role == KeyRole::kMaster) return Status::Ok();
+      return Denied(*peer, which, "master");
     case Which::REGISTER_WORKER:
     case Which::HEARTBEAT:
     case Which::REPORT_BLOCKS:

@@ -44,6 +44,12 @@ constexpr std::string_view kWorkerPrefix = "w";
 constexpr std::string_view kLocationPrefix = "l";
 constexpr std::string_view kRddPrefix = "r";
 constexpr std::string_view kRetiredPrefix = "v";
+// A standby's position in its leader's records: be64(epoch) + be64(next sequence).
+constexpr std::string_view kFollowKey = "s";
+// Every record a snapshot carries (and a snapshot's receiver deletes first): the prefixes
+// above, which sort between these two keys ("l" < "r" < "v" < "w").
+constexpr std::string_view kRecordsBegin = "l";
+constexpr std::string_view kRecordsEnd = "x";
 constexpr int kLevelCount = 6;
 
 Status FromRocks(const rocksdb::Status& s, const std::string& what) {
@@ -371,8 +377,7 @@ Status MasterJournal::RecordRegistration(const JournaledWorker& worker,
   batch.DeleteRange(LocationPrefix(worker.id), LocationPrefixEnd(worker.id));
   batch.Put(WorkerKey(worker.id), Flatten(message));
   PutChanges(batch, worker.id, blocks);
-  return FromRocks(db_->Write(JournalWriteOptions(), &batch),
-                   "journaling the registration of worker " + worker.id);
+  return Write(batch, "journaling the registration of worker " + worker.id);
 }
 
 Status MasterJournal::RecordChanges(std::string_view worker_id,
@@ -380,16 +385,14 @@ Status MasterJournal::RecordChanges(std::string_view worker_id,
   if (changes.empty()) return Status::Ok();
   rocksdb::WriteBatch batch;
   PutChanges(batch, worker_id, changes);
-  return FromRocks(db_->Write(JournalWriteOptions(), &batch),
-                   "journaling block changes of worker " + std::string(worker_id));
+  return Write(batch, "journaling block changes of worker " + std::string(worker_id));
 }
 
 Status MasterJournal::RecordWorkerDropped(std::string_view worker_id) {
   rocksdb::WriteBatch batch;
   batch.DeleteRange(LocationPrefix(worker_id), LocationPrefixEnd(worker_id));
   batch.Delete(WorkerKey(worker_id));
-  return FromRocks(db_->Write(JournalWriteOptions(), &batch),
-                   "journaling the drop of worker " + std::string(worker_id));
+  return Write(batch, "journaling the drop of worker " + std::string(worker_id));
 }
 
 Status MasterJournal::RecordRdd(const JournaledRdd& rdd) {
@@ -398,8 +401,9 @@ Status MasterJournal::RecordRdd(const JournaledRdd& rdd) {
   record.setName(rdd.name);
   record.setLevel(ToProto(rdd.level));
   record.setTotalPartitions(rdd.total_partitions);
-  return FromRocks(db_->Put(JournalWriteOptions(), RddKey(rdd.rdd_id), Flatten(message)),
-                   "journaling RDD " + std::to_string(rdd.rdd_id));
+  rocksdb::WriteBatch batch;
+  batch.Put(RddKey(rdd.rdd_id), Flatten(message));
+  return Write(batch, "journaling RDD " + std::to_string(rdd.rdd_id));
 }
 
 Status MasterJournal::RecordRetired(std::span<const std::pair<BlockId, uint64_t>> retired) {
@@ -416,15 +420,135 @@ Status MasterJournal::RecordRetired(std::span<const std::pair<BlockId, uint64_t>
     first = next_retired_seq_ - kMaxRetired;
     batch.DeleteRange(RetiredKey(first_retired_seq_), RetiredKey(first));
   }
-  Status written = FromRocks(db_->Write(JournalWriteOptions(), &batch),
-                             "journaling " + std::to_string(retired.size()) + " retired versions");
+  Status written =
+      Write(batch, "journaling " + std::to_string(retired.size()) + " retired versions");
   if (written.ok()) first_retired_seq_ = first;
   return written;
 }
 
 Status MasterJournal::RecordRddForgotten(uint64_t rdd_id) {
-  return FromRocks(db_->Delete(JournalWriteOptions(), RddKey(rdd_id)),
-                   "journaling the removal of RDD " + std::to_string(rdd_id));
+  rocksdb::WriteBatch batch;
+  batch.Delete(RddKey(rdd_id));
+  return Write(batch, "journaling the removal of RDD " + std::to_string(rdd_id));
+}
+
+Status MasterJournal::Write(rocksdb::WriteBatch& batch, const std::string& what) {
+  BM_RETURN_IF_ERROR(FromRocks(db_->Write(JournalWriteOptions(), &batch), what));
+  if (write_observer_) write_observer_(batch.Data());
+  return Status::Ok();
+}
+
+Result<MasterJournal::FollowPosition> MasterJournal::ReadFollowPosition() {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kFollowKey, &value);
+  if (s.IsNotFound()) return FollowPosition{};
+  BM_RETURN_IF_ERROR(FromRocks(s, "reading the follow position of the master journal " + dir_));
+  if (value.size() != 16) {
+    return InternalError("the master journal " + dir_ + " has a bad follow position");
+  }
+  return FollowPosition{GetBigEndian(value), GetBigEndian(std::string_view(value).substr(8))};
+}
+
+namespace {
+
+// Accepts a leader's batch only if it holds nothing but puts and deletes of journal records
+// in the default column family: what MasterJournal writes. Checked before writing, so a
+// malformed batch is refused whole and never reaches RocksDB.
+class FollowedBatchCheck : public rocksdb::WriteBatch::Handler {
+ public:
+  rocksdb::Status PutCF(uint32_t family, const rocksdb::Slice& key,
+                        const rocksdb::Slice&) override {
+    return Check(family, key);
+  }
+  rocksdb::Status DeleteCF(uint32_t family, const rocksdb::Slice& key) override {
+    return Check(family, key);
+  }
+  rocksdb::Status DeleteRangeCF(uint32_t family, const rocksdb::Slice& begin,
+                                const rocksdb::Slice& end) override {
+    rocksdb::Status checked = Check(family, begin);
+    return checked.ok() ? Check(family, end, /*end=*/true) : checked;
+  }
+  // Anything else (merges, single deletes, blob indexes, log data) is not ours.
+  rocksdb::Status MergeCF(uint32_t, const rocksdb::Slice&, const rocksdb::Slice&) override {
+    return rocksdb::Status::Corruption("a merge record");
+  }
+  rocksdb::Status SingleDeleteCF(uint32_t, const rocksdb::Slice&) override {
+    return rocksdb::Status::Corruption("a single-delete record");
+  }
+
+ private:
+  static rocksdb::Status Check(uint32_t family, const rocksdb::Slice& key, bool end = false) {
+    if (family != 0) return rocksdb::Status::Corruption("a record of another column family");
+    const std::string_view k = key.ToStringView();
+    if (k < kRecordsBegin || (end ? k > kRecordsEnd : k >= kRecordsEnd)) {
+      return rocksdb::Status::Corruption("a key outside the journal's records");
+    }
+    return rocksdb::Status::OK();
+  }
+};
+
+}  // namespace
+
+Status MasterJournal::ApplyFollowed(std::span<const std::string_view> batches, bool snapshot,
+                                    FollowPosition position) {
+  std::vector<rocksdb::WriteBatch> checked;
+  checked.reserve(batches.size());
+  for (std::string_view data : batches) {
+    // WriteBatch takes any bytes; Iterate parses them (header, count, every record).
+    if (data.size() < 12) return InvalidArgumentError("a journal batch of the leader is too short");
+    rocksdb::WriteBatch& batch = checked.emplace_back(std::string(data));
+    FollowedBatchCheck check;
+    rocksdb::Status parsed = batch.Iterate(&check);
+    if (!parsed.ok()) {
+      return InvalidArgumentError("a journal batch of the leader is malformed: " +
+                                  parsed.ToString());
+    }
+  }
+  const auto encode = [](FollowPosition at) {
+    std::string value;
+    PutBigEndian(value, at.epoch);
+    PutBigEndian(value, at.sequence);
+    return value;
+  };
+  const std::string what = "applying the leader's journal records to " + dir_;
+  if (snapshot) {
+    // Emptied first, with the position cleared: a crash in the middle of a snapshot leaves a
+    // journal at position {0, 0}, which the next fetch rebuilds again.
+    rocksdb::WriteBatch clear;
+    clear.DeleteRange(kRecordsBegin, kRecordsEnd);
+    clear.Put(kFollowKey, encode(FollowPosition{}));
+    BM_RETURN_IF_ERROR(FromRocks(db_->Write(JournalWriteOptions(), &clear), what));
+  }
+  // Each batch is written as the leader wrote it (atomically), with the position after it, so
+  // a crash between two leaves a position from which a fetch resumes. The last carries
+  // `position`; a snapshot's earlier batches carry {0, 0} (incomplete until the last).
+  if (checked.empty()) checked.emplace_back();
+  for (size_t i = 0; i < checked.size(); ++i) {
+    FollowPosition after = position;
+    if (snapshot && i + 1 < checked.size()) after = FollowPosition{};
+    if (!snapshot) after.sequence = position.sequence - (checked.size() - 1 - i);
+    checked[i].Put(kFollowKey, encode(after));
+    BM_RETURN_IF_ERROR(FromRocks(db_->Write(JournalWriteOptions(), &checked[i]), what));
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> MasterJournal::SnapshotBatches(size_t batch_bytes) {
+  std::vector<std::string> batches;
+  rocksdb::ReadOptions read_options;
+  read_options.fill_cache = false;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read_options));
+  rocksdb::WriteBatch batch;
+  for (it->Seek(kRecordsBegin); it->Valid() && it->key().compare(kRecordsEnd) < 0; it->Next()) {
+    batch.Put(it->key(), it->value());
+    if (batch.GetDataSize() >= batch_bytes) {
+      batches.push_back(batch.Data());
+      batch.Clear();
+    }
+  }
+  BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading the master journal " + dir_));
+  if (batch.Count() > 0 || batches.empty()) batches.push_back(batch.Data());
+  return batches;
 }
 
 }  // namespace bm

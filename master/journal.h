@@ -14,7 +14,8 @@
 
 namespace rocksdb {
 class DB;
-}
+class WriteBatch;
+}  // namespace rocksdb
 
 namespace bm {
 
@@ -98,7 +99,35 @@ class MasterJournal {
 
   const std::string& dir() const { return dir_; }
 
+  // ---- Standby masters (PROTOCOL.md, "Standby masters") ----
+
+  // Called with every write batch this journal writes (RocksDB's WriteBatch::Data()), after it
+  // was written, so the leader can feed it to its standbys. Empty = none.
+  using WriteObserver = std::function<void(std::string_view batch)>;
+  void set_write_observer(WriteObserver observer) { write_observer_ = std::move(observer); }
+
+  // Where a standby's journal stands in its leader's records: the next record of `epoch`.
+  struct FollowPosition {
+    uint64_t epoch = 0;
+    uint64_t sequence = 0;
+    bool operator==(const FollowPosition&) const = default;
+  };
+  // The position stored by the last ApplyFollowed; {0, 0} when none (a fresh journal, or one
+  // written by a leader).
+  Result<FollowPosition> ReadFollowPosition();
+  // A standby applies its leader's batches, in order, with its new position, in one atomic
+  // write. With `snapshot` the journal's records are first all deleted: the batches are a
+  // whole journal (SnapshotBatches). kInvalidArgument when a batch is not a RocksDB batch.
+  Status ApplyFollowed(std::span<const std::string_view> batches, bool snapshot,
+                       FollowPosition position);
+  // The whole journal (every record but the format and the follow position) as write batches
+  // of about `batch_bytes` each: what a standby too far behind the leader's recent records
+  // rebuilds its journal from.
+  Result<std::vector<std::string>> SnapshotBatches(size_t batch_bytes);
+
  private:
+  // Writes `batch` and tells the write observer.
+  Status Write(rocksdb::WriteBatch& batch, const std::string& what);
   MasterJournal(std::string dir, std::unique_ptr<rocksdb::DB> db);
   Status CheckFormat();
 
@@ -107,6 +136,7 @@ class MasterJournal {
   // Sequence numbers of the retired-version records kept: [first, next). Set by Load().
   uint64_t first_retired_seq_ = 0;
   uint64_t next_retired_seq_ = 0;
+  WriteObserver write_observer_;
 };
 
 }  // namespace bm

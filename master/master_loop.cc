@@ -20,6 +20,7 @@ constexpr size_t kMaxCopiesInFlight = 16;
 constexpr Duration kCopyTimeout = std::chrono::seconds(120);
 constexpr Duration kMinCheckInterval = std::chrono::milliseconds(10);
 constexpr Duration kMaxCheckInterval = std::chrono::seconds(1);
+constexpr Duration kLeadershipCheckInterval = std::chrono::milliseconds(100);
 
 }  // namespace
 
@@ -35,7 +36,9 @@ MasterServer::Loop::Loop(zmq::context_t& context, MasterOptions options, const C
       registry_(clock),
       journal_(std::move(journal)),
       links_(context, options_.keys, kMaxMessagesPerWake),
-      replication_(clock_, request_ids_, kMaxCopiesInFlight, kCopyTimeout) {}
+      replication_(clock_, request_ids_, kMaxCopiesInFlight, kCopyTimeout),
+      role_(options_.leadership != nullptr ? Role::kStandby : Role::kLeader),
+      context_(context) {}
 
 Status MasterServer::Loop::StartKeyLimits(zmq::context_t& context) {
   BM_ASSIGN_OR_RETURN(
@@ -105,7 +108,8 @@ void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
                                                         IncomingMessage& reply) {
     HandleWorkerReply(worker_id, reply);
   };
-  while (!stop_requested.load()) {
+  if (options_.leadership != nullptr) FollowLeadership();
+  while (!stop_requested.load() && !demoted_) {
     fds.clear();
     fds.push_back({requests_.fd(), POLLIN, 0});
     fds.push_back({control_.get(zmq::sockopt::fd), POLLIN, 0});
@@ -121,6 +125,10 @@ void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
       continue;
     }
     if (fds[1].revents != 0) DrainControl();
+    if (options_.leadership != nullptr) {
+      FollowLeadership();
+      if (demoted_) break;
+    }
     // DrainClosed() drains the monitor's socket, so its fd is settled after this.
     if (fds[2].revents != 0) key_limits_->DrainClosed();
     if (options_.status_hook && fds[3].revents != 0) ServeStatus();
@@ -128,6 +136,7 @@ void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
     links_.DrainReady(std::span<const pollfd>(fds).subspan(first_worker_fd), handle_reply);
     // Always: replies were sent on it last time round.
     requests_.Drain([this](const zmq::message_t& client) { HandleClientMessage(client); });
+    if (feed_) ServeStandbys();
     CheckHeartbeats();
     AnswerRemovals(removals_.Expire());
     if (leases_.lease_count() > 0) AnswerWaiters(leases_.Expire());
@@ -135,6 +144,10 @@ void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
   const Status stopping = UnavailableError("the master is shutting down");
   for (uint64_t ticket : removals_.TakeAllCallers()) FailParked(ticket, stopping);
   for (uint64_t ticket : leases_.TakeAllWaiters()) FailParked(ticket, stopping);
+  // Acknowledgements the standbys never confirmed are not sent: the caller retries with the
+  // next leader, which has the records or not.
+  held_replies_.clear();
+  if (follower_) follower_->Stop();
 }
 
 std::chrono::milliseconds MasterServer::Loop::NextTimeout() const {
@@ -144,6 +157,14 @@ std::chrono::milliseconds MasterServer::Loop::NextTimeout() const {
   }
   if (std::optional<TimePoint> lease_deadline = leases_.NextDeadline()) {
     wake = std::min(wake, *lease_deadline);
+  }
+  if (options_.leadership != nullptr) {
+    // The election pokes the loop when it changes; this bounds the wait if a poke is lost.
+    wake = std::min(wake, clock_.Now() + kLeadershipCheckInterval);
+  }
+  for (const ParkedFetch& fetch : parked_fetches_) wake = std::min(wake, fetch.deadline);
+  if (feed_) {
+    if (std::optional<TimePoint> expiry = feed_->NextExpiry()) wake = std::min(wake, *expiry);
   }
   const Duration left = std::max<Duration>(wake - clock_.Now(), Duration::zero());
   return std::chrono::ceil<std::chrono::milliseconds>(left);
@@ -187,6 +208,7 @@ void MasterServer::Loop::HandleClientMessage(const zmq::message_t& client) {
   Answer answer = Answer::kNow;
   MasterOp op = MasterOp::kOther;
   const TimePoint start = clock_.Now();
+  const uint64_t journal_before = feed_ ? feed_->next_sequence() : 0;
   // The builder zeroes what it used of the scratch segment again when it is destroyed.
   capnp::MallocMessageBuilder reply_message(requests_.reply_segment());
   proto::Reply::Builder reply = reply_message.initRoot<proto::Reply>();
@@ -208,6 +230,11 @@ void MasterServer::Loop::HandleClientMessage(const zmq::message_t& client) {
   }
   if (answer == Answer::kLater) return;
   reply.setId(request_id);
+  if (feed_ && feed_->next_sequence() > journal_before) {
+    // It acknowledges what it journaled: not before the standbys hold it.
+    SendAcknowledgement(client, reply_message, feed_->next_sequence());
+    return;
+  }
   requests_.Send(client, reply_message);
 }
 
@@ -216,6 +243,14 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
     const std::optional<PeerIdentity>& peer, proto::Reply::Builder reply) {
   const bool secure = options_.keys.enabled();
   BM_RETURN_IF_ERROR(AuthorizeMasterRequest(secure, peer, request.which()));
+  if (request.which() == proto::Request::MASTER_INFO) {
+    AnswerMasterInfo(reply);
+    return Answer::kNow;
+  }
+  if (role_ == Role::kStandby) {
+    AnswerNotLeader(reply);
+    return Answer::kNow;
+  }
   switch (request.which()) {
     case proto::Request::REGISTER_WORKER:
       BM_RETURN_IF_ERROR(
@@ -284,6 +319,8 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
     case proto::Request::PING:
       reply.setOk();
       return Answer::kNow;
+    case proto::Request::FETCH_JOURNAL:
+      return HandleFetchJournal(request.getFetchJournal(), client, request.getId(), reply);
     default:
       return InvalidArgumentError("unsupported request");
   }
@@ -292,7 +329,8 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
 void MasterServer::Loop::AnswerParked(uint64_t ticket, capnp::MallocMessageBuilder& message) {
   ParkedRequests::Parked parked = parked_.Take(ticket);
   message.getRoot<proto::Reply>().setId(parked.request_id);
-  requests_.Send(parked.client, message);
+  // A parked answer (a removal's, a lease's) may depend on anything journaled so far.
+  SendAcknowledgement(parked.client, message, feed_ ? feed_->next_sequence() : 0);
 }
 
 void MasterServer::Loop::FailParked(uint64_t ticket, const Status& status) {

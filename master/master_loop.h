@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -34,6 +35,8 @@
 #include "master/client_queries.h"
 #include "master/compute_leases.h"
 #include "master/journal.h"
+#include "master/journal_feed.h"
+#include "master/journal_follower.h"
 #include "master/key_limits.h"
 #include "master/master_server.h"
 #include "master/master_status.h"
@@ -67,6 +70,8 @@ class MasterServer::Loop {
   // and the RDD descriptions. Before Run().
   Status RestoreFromJournal();
   void Run(const std::atomic<bool>& stop_requested);
+  // Whether Run() returned because this master lost the lead.
+  bool demoted() const { return demoted_; }
 
  private:
   // Whether a handler answered its request (the reply it built is sent) or parked it, to be
@@ -161,6 +166,33 @@ class MasterServer::Loop {
   void BlocksStored(const std::vector<BlockChange>& changes);
   void AnswerWaiters(std::vector<ComputeLeases::Answer> answers);
 
+  // ---- standby masters (master_loop_ha.cc) ----
+  enum class Role { kLeader, kStandby };
+  // Follows the election: a standby that was elected leads; a leader that lost the lead
+  // stops (demoted_) and the process starts over as a standby.
+  void FollowLeadership();
+  // Loads the journal the standby kept, becomes the leader of `epoch` and feeds its standbys.
+  void Promote(uint64_t epoch);
+  // What a standby answers to requests meant for the leader.
+  void AnswerNotLeader(proto::Reply::Builder reply) const;
+  void AnswerMasterInfo(proto::Reply::Builder reply) const;
+  // A standby's fetch: answered now with records (or a snapshot), or parked until records come
+  // or its wait ends.
+  Result<Answer> HandleFetchJournal(proto::FetchJournal::Reader request,
+                                    const zmq::message_t& client, uint64_t request_id,
+                                    proto::Reply::Builder reply);
+  // Answers a fetch with what the feed has from its position; false when there is nothing
+  // new (and it did not answer).
+  bool AnswerFetch(const zmq::message_t& client, uint64_t request_id, const std::string& standby,
+                   uint64_t epoch, uint64_t from, bool even_if_empty);
+  // Answers the parked fetches that have records to take, or whose wait is over; drops silent
+  // standbys; sends the acknowledgements every in-sync standby now holds.
+  void ServeStandbys();
+  // Sends an acknowledgement now, or holds it until every in-sync standby holds the journal
+  // records it depends on (those before `depends_on`).
+  void SendAcknowledgement(const zmq::message_t& client, capnp::MallocMessageBuilder& message,
+                           uint64_t depends_on);
+
   const MasterOptions options_;
   const Clock& clock_;
   const Duration check_interval_;  // how often heartbeats and replication are checked
@@ -194,6 +226,32 @@ class MasterServer::Loop {
     BlockId block;
   };
   std::unordered_map<uint64_t, VerifyRequest> verify_requests_;
+
+  // Standby masters: the role, the journal feed a leader serves its standbys from, the
+  // follower a standby keeps its journal with, the fetches waiting for records, and the
+  // acknowledgements waiting for the standbys.
+  Role role_ = Role::kLeader;
+  bool demoted_ = false;
+  uint64_t epoch_ = 0;  // this leader's (0: no election)
+  uint64_t elections_won_ = 0;
+  std::unique_ptr<JournalFeed> feed_;
+  std::unique_ptr<JournalFollower> follower_;
+  struct ParkedFetch {
+    zmq::message_t client;
+    uint64_t request_id = 0;
+    std::string standby;
+    uint64_t epoch = 0;
+    uint64_t from = 0;
+    TimePoint deadline{};
+  };
+  std::vector<ParkedFetch> parked_fetches_;
+  struct HeldReply {
+    uint64_t depends_on = 0;
+    zmq::message_t client;
+    std::unique_ptr<capnp::MallocMessageBuilder> message;
+  };
+  std::deque<HeldReply> held_replies_;  // in the order they were made
+  zmq::context_t& context_;
 };
 
 }  // namespace bm

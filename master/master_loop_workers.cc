@@ -103,8 +103,10 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
                index_.block_count());
 
   const Duration interval = std::max(options_.heartbeat_timeout / 4, kMinHeartbeatInterval);
-  reply.initRegistered().setHeartbeatIntervalMs(
+  proto::RegisterReply::Builder registered = reply.initRegistered();
+  registered.setHeartbeatIntervalMs(
       static_cast<uint32_t>(std::min<uint64_t>(ToMillis(interval), UINT32_MAX)));
+  registered.setEpoch(epoch_);
   return Status::Ok();
 }
 

@@ -23,6 +23,11 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Create(zmq::context_t& conte
   if (options.remove_timeout <= Duration::zero()) {
     return InvalidArgumentError("remove timeout must be positive");
   }
+  if (options.leadership != nullptr && options.state_dir.empty()) {
+    return InvalidArgumentError(
+        "a master in an election needs a --state-dir: its journal is where it follows the "
+        "leader's metadata as a standby");
+  }
   std::unique_ptr<MasterJournal> journal;
   if (!options.state_dir.empty()) {
     BM_ASSIGN_OR_RETURN(journal, MasterJournal::Open(options.state_dir));
@@ -43,10 +48,12 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Create(zmq::context_t& conte
   zmq::socket_t control(context, zmq::socket_type::pull);
   ConfigureSocket(control);
   control.bind(control_address);
+  const bool standby_first = options.leadership != nullptr;
   auto loop = std::make_unique<Loop>(context, std::move(options), clock, std::move(router),
                                      std::move(control), std::move(journal));
   BM_RETURN_IF_ERROR(loop->StartKeyLimits(context));
-  BM_RETURN_IF_ERROR(loop->RestoreFromJournal());
+  // A standby loads its journal when it is elected, not now: until then it follows the leader.
+  if (!standby_first) BM_RETURN_IF_ERROR(loop->RestoreFromJournal());
   return std::unique_ptr<MasterServer>(
       new MasterServer(context, std::move(endpoint), std::move(control_address), std::move(loop)));
 }
@@ -64,8 +71,14 @@ void MasterServer::Run() { loop_->Run(stop_requested_); }
 
 void MasterServer::Stop() {
   stop_requested_.store(true);
-  // Wake the loop now rather than at its next timer. If this fails the loop still sees the
-  // flag within a second.
+  Wake();
+}
+
+bool MasterServer::demoted() const { return loop_->demoted(); }
+
+void MasterServer::Wake() {
+  // Wake the loop now rather than at its next timer. If this fails the loop still looks within
+  // a second (a standby: within kLeadershipCheckInterval).
   try {
     zmq::socket_t poke(context_, zmq::socket_type::push);
     poke.set(zmq::sockopt::linger, 100);

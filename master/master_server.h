@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/curve_keys.h"
 #include "common/status.h"
+#include "master/leadership.h"
 
 namespace bm {
 
@@ -43,6 +44,15 @@ struct MasterOptions {
   // Borrowed, may be null: an observer (the HTTP status service) whose queries the loop answers
   // on its own thread. Must outlive Run().
   MasterStatusHook* status_hook = nullptr;
+  // Standby masters (PROTOCOL.md, "Standby masters"). Borrowed, may be null: the election this
+  // master runs in. Null: the master leads alone, as it always has. Otherwise it starts as a
+  // standby that follows the leader's journal into its own (state_dir is then required), and
+  // leads once `leadership` says so; Wake() must be called whenever the election changes.
+  const Leadership* leadership = nullptr;
+  // This master's name among the masters (in the election, and to the leader as a standby).
+  std::string master_id{};
+  // The leader's journal feed: how long a silent standby holds acknowledgements back.
+  Duration standby_timeout = std::chrono::milliseconds(1000);
 };
 
 // bm-master: serves the master requests of schema/PROTOCOL.md on a ROUTER socket and keeps the
@@ -79,6 +89,11 @@ class MasterServer {
   void Run();
   // Makes Run() return soon. Thread-safe.
   void Stop();
+  // Makes Run() look at the election again soon. Thread-safe; cheap (the election's observer).
+  void Wake();
+  // After Run() returned: whether it did because this master lost the lead (options.leadership
+  // no longer names it). Its state is then out of date: the process starts over as a standby.
+  bool demoted() const;
 
  private:
   class Loop;

@@ -32,9 +32,10 @@ Result<IncomingMessage> RequestSocket::ReceiveRest() {
   return ReceiveMessage(router_, /*has_routing_id=*/false);
 }
 
-void RequestSocket::Send(const zmq::message_t& client, capnp::MessageBuilder& message) {
+void RequestSocket::Send(const zmq::message_t& client, capnp::MessageBuilder& message,
+                         std::vector<zmq::message_t> payload) {
   unsettled_ = true;
-  Status sent = SendMessage(router_, &client, message);
+  Status sent = SendMessage(router_, &client, message, std::move(payload));
   if (!sent.ok()) spdlog::debug("reply not sent: {}", sent.ToString());
 }
 

@@ -3,6 +3,7 @@
 #include <capnp/message.h>
 
 #include <cstdint>
+#include <vector>
 #include <zmq.hpp>
 
 #include "common/status.h"
@@ -21,6 +22,8 @@ class RequestSocket {
   RequestSocket(zmq::socket_t router, int max_messages_per_wake);
 
   zmq::socket_t& socket() { return router_; }
+  // The bound address with its actual port.
+  std::string endpoint() const { return router_.get(zmq::sockopt::last_endpoint); }
   int fd() const { return router_.get(zmq::sockopt::fd); }
   // Whether the socket must be drained again before the loop sleeps.
   bool unsettled() const { return unsettled_; }
@@ -57,7 +60,8 @@ class RequestSocket {
   kj::ArrayPtr<capnp::word> reply_segment() { return reply_segment_.asPtr(); }
 
   // Sends a reply to `client` (its routing id); a reply that cannot be sent is dropped.
-  void Send(const zmq::message_t& client, capnp::MessageBuilder& message);
+  void Send(const zmq::message_t& client, capnp::MessageBuilder& message,
+            std::vector<zmq::message_t> payload = {});
   void SendError(const zmq::message_t& client, uint64_t request_id, const Status& status);
 
  private:

@@ -47,6 +47,7 @@ Status WorkerLinks::Send(std::string_view worker_id, capnp::MessageBuilder& mess
     return NotFoundError("no link to worker '" + std::string(worker_id.substr(0, 200)) + "'");
   }
   unsettled_.insert(link->first);
+  if (epoch_ != 0) message.getRoot<proto::Request>().setEpoch(epoch_);
   return SendMessage(link->second, nullptr, message);
 }
 

@@ -65,6 +65,9 @@ class WorkerLinks final : public WorkerSender {
   // The worker's CURVE key as it registered with it; empty with keys off or when unknown.
   const std::string& Key(std::string_view worker_id) const;
 
+  // Stamps every request sent with the leader's epoch (Request.epoch), so that workers refuse
+  // the commands of a deposed leader. 0 (no election) by default.
+  void set_epoch(uint64_t epoch) { epoch_ = epoch; }
   Status Send(std::string_view worker_id, capnp::MessageBuilder& message) override;
 
   // ---- the loop's poll ----
@@ -85,6 +88,7 @@ class WorkerLinks final : public WorkerSender {
   zmq::context_t& context_;
   const CurveKeys keys_;
   const int max_messages_per_wake_;
+  uint64_t epoch_ = 0;
   std::map<std::string, zmq::socket_t, std::less<>> links_;         // by worker id
   std::map<std::string, std::string, std::less<>> keys_by_worker_;  // keys on: by worker id
   std::set<std::string, std::less<>> unsettled_;                    // worker ids

@@ -106,6 +106,51 @@ enum WorkerState {
 
 struct RegisterReply {
   heartbeatIntervalMs @0 :UInt32;  # how often the master wants heartbeats
+  epoch @1 :UInt64;                # the leader's epoch (0: a master without an election)
+}
+
+# High availability (PROTOCOL.md, "Standby masters"). A standby master answers every request
+# meant for the leader with this instead of acting on it; the caller goes to `leaderAddress`
+# (empty while no leader is known: retry shortly) and retries.
+struct NotLeader {
+  leaderAddress @0 :Text;
+  epoch @1 :UInt64;       # the leader's, as the standby last saw it; 0 = unknown
+  leaderId @2 :Text;
+}
+
+# Standby -> leader: the journal records after `fromSequence` of epoch `epoch` (0, 0: from the
+# start). The leader may hold the request up to `waitMs` for a record to arrive (a long poll).
+# A request also confirms to the leader that the standby holds every record before
+# `fromSequence`: the leader acknowledges nothing until its in-sync standbys hold it.
+struct FetchJournal {
+  standbyId @0 :Text;
+  epoch @1 :UInt64;
+  fromSequence @2 :UInt64;
+  waitMs @3 :UInt32;
+}
+
+# Answers fetchJournal: RocksDB write batches of the leader's journal, their sizes in
+# `batchBytes`, their bytes concatenated and cut into payload frames (a batch may span
+# frames). The first has sequence `firstSequence` in epoch `epoch`; the standby's next fetch is
+# from firstSequence + len(batchBytes). With `snapshot` (the standby's position was not among
+# the leader's recent records) the standby first empties its journal, the batches rebuild the
+# leader's journal as of sequence `firstSequence`, and the next fetch is from `firstSequence`.
+struct JournalBatches {
+  epoch @0 :UInt64;
+  firstSequence @1 :UInt64;
+  batchBytes @2 :List(UInt64);
+  snapshot @3 :Bool;
+}
+
+# Answers masterInfo: this master as it sees itself.
+struct MasterInfo {
+  id @0 :Text;
+  address @1 :Text;
+  leader @2 :Bool;
+  epoch @3 :UInt64;           # the leader's epoch it knows (its own when it leads)
+  leaderAddress @4 :Text;
+  journalSequence @5 :UInt64; # records written (leader) or applied (standby) in this epoch
+  inSync @6 :Bool;            # standby: holds every record the leader acknowledged
 }
 
 struct Heartbeat {
@@ -456,7 +501,13 @@ struct Request {
     listRddPage @24 :ListRdds;
     verifyBlock @25 :VerifyBlock;
     corruptBlock @26 :CorruptBlock;   # test-only, see CorruptBlock
+    fetchJournal @27 :FetchJournal;   # standby master -> leader
+    masterInfo @28 :Void;             # answered by leader and standby alike
   }
+  # Master -> worker commands (and compute leases): the epoch of the master that sent them.
+  # A worker refuses a command from an epoch older than the highest it has seen (fencing a
+  # deposed leader). 0 = a master without an election.
+  epoch @29 :UInt64;
 }
 
 struct Reply {
@@ -483,5 +534,8 @@ struct Reply {
     blockPage @16 :BlockPage;   # answers listBlocks with a limit
     rddPage @17 :RddPage;       # answers listRddPage
     verified @18 :VerifyReply;  # answers verifyBlock
+    notLeader @19 :NotLeader;   # a standby master's answer to a request meant for the leader
+    journal @20 :JournalBatches;  # answers fetchJournal (+ payload: the batches)
+    master @21 :MasterInfo;     # answers masterInfo
   }
 }

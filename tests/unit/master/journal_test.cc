@@ -5,6 +5,7 @@
 #include <capnp/serialize.h>
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
 
 #include <fstream>
 #include <map>
@@ -323,6 +324,103 @@ TEST_F(MasterJournalTest, ADirectoryOfAnotherRocksDbIsRefused) {
   ASSERT_FALSE(journal.ok());
   EXPECT_NE(journal.status().message().find("not a blockmgr master journal"), std::string::npos)
       << journal.status().ToString();
+}
+
+}  // namespace
+}  // namespace bm
+
+namespace bm {
+namespace {
+
+// Writes a journal's worth of records of every kind into `journal`.
+void WriteEveryKindOfRecord(MasterJournal& journal, int round) {
+  const JournaledWorker w1{"w1", "tcp://127.0.0.1:7701", "host-a", "rack-1"};
+  const JournaledWorker w2{"w2", "tcp://127.0.0.1:7702", "", ""};
+  ASSERT_TRUE(journal
+                  .RecordRegistration(w1, {{Stored(BlockId::Rdd(1, round), Tier::kMemory,
+                                                   StorageLevel::kMemoryOnly, 100)}})
+                  .ok());
+  ASSERT_TRUE(journal.RecordRegistration(w2, {}).ok());
+  ASSERT_TRUE(journal
+                  .RecordChanges("w2", {{Stored(BlockId::Broadcast(9), Tier::kDisk,
+                                                StorageLevel::kDiskOnly, 7),
+                                         Removed(BlockId::Rdd(1, 0))}})
+                  .ok());
+  ASSERT_TRUE(journal.RecordRdd({7, "counts", StorageLevel::kMemoryAndDisk, 16}).ok());
+  ASSERT_TRUE(journal.RecordRdd({3, "gone", StorageLevel::kDiskOnly, 2}).ok());
+  ASSERT_TRUE(journal.RecordRddForgotten(3).ok());
+  ASSERT_TRUE(journal.RecordRetired({{{BlockId::Rdd(2, round), 11}}}).ok());
+  ASSERT_TRUE(journal.RecordWorkerDropped(round % 2 == 0 ? "w2" : "nobody").ok());
+}
+
+void ExpectSameContents(MasterJournal& a, MasterJournal& b) {
+  Loaded left = LoadAll(a), right = LoadAll(b);
+  EXPECT_EQ(left.snapshot.workers, right.snapshot.workers);
+  EXPECT_EQ(left.snapshot.rdds, right.snapshot.rdds);
+  EXPECT_EQ(left.snapshot.retired, right.snapshot.retired);
+  EXPECT_EQ(left.locations, right.locations);
+}
+
+TEST_F(MasterJournalTest, AStandbyApplyingTheLeadersBatchesLoadsWhatTheLeaderLoads) {
+  auto leader = OpenOrDie(dir());
+  auto standby = OpenOrDie(tmp_.Sub("standby"));
+  ASSERT_TRUE(leader && standby);
+  std::vector<std::string> batches;
+  leader->set_write_observer([&](std::string_view batch) { batches.emplace_back(batch); });
+  WriteEveryKindOfRecord(*leader, 1);
+  WriteEveryKindOfRecord(*leader, 2);
+  ASSERT_EQ(batches.size(), 16u);  // one per record call
+  // Applied in two fetches, as a standby would.
+  std::vector<std::string_view> first(batches.begin(), batches.begin() + 5);
+  std::vector<std::string_view> rest(batches.begin() + 5, batches.end());
+  ASSERT_TRUE(standby->ApplyFollowed(first, false, {4, 5}).ok());
+  EXPECT_EQ(*standby->ReadFollowPosition(), (MasterJournal::FollowPosition{4, 5}));
+  ASSERT_TRUE(standby->ApplyFollowed(rest, false, {4, 16}).ok());
+  EXPECT_EQ(*standby->ReadFollowPosition(), (MasterJournal::FollowPosition{4, 16}));
+  ExpectSameContents(*leader, *standby);
+  EXPECT_EQ(LoadAll(*standby).snapshot.retired.size(), 2u);
+}
+
+TEST_F(MasterJournalTest, ASnapshotReplacesEverythingTheStandbyHeld) {
+  auto leader = OpenOrDie(dir());
+  auto standby = OpenOrDie(tmp_.Sub("standby"));
+  ASSERT_TRUE(leader && standby);
+  WriteEveryKindOfRecord(*leader, 2);
+  // The standby holds records the leader never had (an old epoch's).
+  ASSERT_TRUE(standby
+                  ->RecordRegistration(
+                      {"w9", "tcp://127.0.0.1:7709", "", ""},
+                      {{Stored(BlockId::Rdd(5, 5), Tier::kDisk, StorageLevel::kDiskOnly, 1)}})
+                  .ok());
+  ASSERT_TRUE(standby->RecordRdd({5, "old", StorageLevel::kDiskOnly, 1}).ok());
+  Result<std::vector<std::string>> snapshot = leader->SnapshotBatches(64);  // several batches
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status().ToString();
+  EXPECT_GT(snapshot->size(), 1u);
+  std::vector<std::string_view> views(snapshot->begin(), snapshot->end());
+  ASSERT_TRUE(standby->ApplyFollowed(views, /*snapshot=*/true, {6, 40}).ok());
+  EXPECT_EQ(*standby->ReadFollowPosition(), (MasterJournal::FollowPosition{6, 40}));
+  ExpectSameContents(*leader, *standby);
+}
+
+TEST_F(MasterJournalTest, AMalformedOrForeignBatchIsRefusedWholeAndChangesNothing) {
+  auto leader = OpenOrDie(dir());
+  auto standby = OpenOrDie(tmp_.Sub("standby"));
+  ASSERT_TRUE(leader && standby);
+  std::vector<std::string> batches;
+  leader->set_write_observer([&](std::string_view batch) { batches.emplace_back(batch); });
+  WriteEveryKindOfRecord(*leader, 1);
+  ASSERT_TRUE(standby->ApplyFollowed({}, false, {1, 0}).ok());
+  std::string truncated = batches[0].substr(0, batches[0].size() - 3);
+  rocksdb::WriteBatch foreign;
+  foreign.Put("f", "x");  // the format key: not a record a leader sends
+  for (std::string_view bad : {std::string_view("garbage"), std::string_view(truncated),
+                               std::string_view(foreign.Data())}) {
+    std::vector<std::string_view> views = {batches[1], bad};
+    Status applied = standby->ApplyFollowed(views, false, {1, 2});
+    EXPECT_EQ(applied.code(), StatusCode::kInvalidArgument) << applied.ToString();
+  }
+  EXPECT_EQ(*standby->ReadFollowPosition(), (MasterJournal::FollowPosition{1, 0}));
+  EXPECT_TRUE(LoadAll(*standby).snapshot.workers.empty());
 }
 
 }  // namespace

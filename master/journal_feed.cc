@@ -1,0 +1,90 @@
+#include "master/journal_feed.h"
+
+#include <algorithm>
+
+namespace bm {
+
+JournalFeed::JournalFeed(const Clock& clock, uint64_t epoch, Options options)
+    : clock_(clock), epoch_(epoch), options_(options) {}
+
+void JournalFeed::Append(std::string_view batch) {
+  kept_.push_back({next_sequence_++, std::make_shared<const std::string>(batch)});
+  kept_bytes_ += batch.size();
+  // The newest batch stays even when it alone is over the bound.
+  while (kept_.size() > 1 && kept_bytes_ > options_.max_kept_bytes) {
+    kept_bytes_ -= kept_.front().batch->size();
+    kept_.pop_front();
+  }
+}
+
+JournalFeed::Fetched JournalFeed::Fetch(const std::string& standby, uint64_t epoch, uint64_t from,
+                                        size_t max_bytes) {
+  Standby& state = standbys_[standby];
+  state.last_fetch = clock_.Now();
+  Fetched fetched;
+  const uint64_t oldest_kept = kept_.empty() ? next_sequence_ : kept_.front().sequence;
+  if (epoch != epoch_ || from < oldest_kept || from > next_sequence_) {
+    // Its position means nothing here: it rebuilds from a snapshot as of next_sequence_, and
+    // its next fetch (from there) confirms it.
+    state.in_sync = false;
+    fetched.snapshot = true;
+    fetched.first = next_sequence_;
+    return fetched;
+  }
+  state.confirmed = from;
+  if (from == next_sequence_) state.in_sync = true;
+  fetched.first = from;
+  size_t bytes = 0;
+  for (auto it = kept_.begin() + static_cast<std::ptrdiff_t>(from - oldest_kept);
+       it != kept_.end() && (fetched.batches.empty() || bytes < max_bytes); ++it) {
+    bytes += it->batch->size();
+    fetched.batches.push_back(it->batch);
+  }
+  return fetched;
+}
+
+uint64_t JournalFeed::ConfirmedSequence() const {
+  uint64_t confirmed = next_sequence_;
+  for (const auto& [id, standby] : standbys_) {
+    if (standby.in_sync) confirmed = std::min(confirmed, standby.confirmed);
+  }
+  return confirmed;
+}
+
+std::vector<std::string> JournalFeed::ExpireSilent() {
+  std::vector<std::string> dropped;
+  const TimePoint now = clock_.Now();
+  for (auto it = standbys_.begin(); it != standbys_.end();) {
+    if (now - it->second.last_fetch >= options_.standby_timeout) {
+      if (it->second.in_sync) dropped.push_back(it->first);
+      it = standbys_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return dropped;
+}
+
+std::optional<TimePoint> JournalFeed::NextExpiry() const {
+  std::optional<TimePoint> next;
+  for (const auto& [id, standby] : standbys_) {
+    const TimePoint expiry = standby.last_fetch + options_.standby_timeout;
+    if (!next || expiry < *next) next = expiry;
+  }
+  return next;
+}
+
+std::vector<JournalFeed::StandbyStatus> JournalFeed::Standbys() const {
+  std::vector<StandbyStatus> out;
+  for (const auto& [id, standby] : standbys_) {
+    out.push_back({id, standby.confirmed, standby.in_sync, standby.last_fetch});
+  }
+  return out;
+}
+
+size_t JournalFeed::in_sync_count() const {
+  return static_cast<size_t>(std::count_if(standbys_.begin(), standbys_.end(),
+                                           [](const auto& entry) { return entry.second.in_sync; }));
+}
+
+}  // namespace bm

@@ -1,0 +1,235 @@
+// The master's loop, part 4: standby masters (PROTOCOL.md, "Standby masters"). A master in an
+// election starts as a standby: it answers requests meant for the leader with notLeader, and
+// its JournalFollower keeps its journal a copy of the leader's. Elected, it loads that journal
+// and leads, feeding its own standbys (JournalFeed) and holding each acknowledgement until
+// every in-sync standby holds what it acknowledges. A leader that loses the lead stops at once.
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "common/protocol.h"
+#include "master/master_loop.h"
+#include "master/request_decoding.h"
+
+namespace bm {
+namespace {
+
+// The most a fetch's answer carries, unless a single batch is larger: well under the
+// protocol's bound on a message's payload (kMaxPayloadFrames frames of
+// kMaxPayloadFrameBytes).
+constexpr size_t kFetchBytes = 32 << 20;
+constexpr size_t kSnapshotBatchBytes = 2 << 20;
+// The longest a standby may ask the leader to hold a fetch.
+constexpr std::chrono::milliseconds kMaxFetchWait{1000};
+
+// The batches' bytes, concatenated and cut into frames of at most kMaxPayloadFrameBytes.
+template <typename Batches, typename BytesOf>
+std::vector<zmq::message_t> BatchFrames(const Batches& batches, BytesOf bytes_of,
+                                        capnp::List<uint64_t>::Builder sizes) {
+  std::vector<zmq::message_t> frames;
+  std::string pending;
+  unsigned i = 0;
+  for (const auto& batch : batches) {
+    const std::string_view bytes = bytes_of(batch);
+    sizes.set(i++, bytes.size());
+    pending.append(bytes);
+    while (pending.size() >= kMaxPayloadFrameBytes) {
+      frames.emplace_back(pending.data(), kMaxPayloadFrameBytes);
+      pending.erase(0, kMaxPayloadFrameBytes);
+    }
+  }
+  if (!pending.empty()) frames.emplace_back(pending.data(), pending.size());
+  return frames;
+}
+
+}  // namespace
+
+void MasterServer::Loop::FollowLeadership() {
+  const LeadershipView view = options_.leadership->Current();
+  if (role_ == Role::kLeader) {
+    if (!view.leader || view.epoch != epoch_) {
+      spdlog::error(
+          "lost the lead of epoch {} ({}): stopping at once; this master starts over as a "
+          "standby",
+          epoch_,
+          view.leader                   ? "a newer epoch " + std::to_string(view.epoch)
+          : view.leader_address.empty() ? std::string("no ZooKeeper session")
+                                        : "the leader is now " + view.leader_address);
+      demoted_ = true;
+    }
+    return;
+  }
+  if (view.leader) {
+    Promote(view.epoch);
+    return;
+  }
+  if (!follower_ && journal_) {
+    follower_ = JournalFollower::Start(
+        context_,
+        JournalFollower::Options{.standby_id = options_.master_id,
+                                 .security = {options_.keys, options_.keys.public_key}},
+        *journal_, *options_.leadership);
+  }
+}
+
+void MasterServer::Loop::Promote(uint64_t epoch) {
+  const TimePoint start = clock_.Now();
+  if (follower_) {
+    follower_->Stop();  // hands the journal back to this thread
+    spdlog::info("elected leader of epoch {}: the journal holds the leader's records up to {}:{}",
+                 epoch, follower_->epoch(), follower_->sequence());
+    follower_.reset();
+  }
+  if (Status restored = RestoreFromJournal(); !restored.ok()) {
+    // The journal cannot be read: leading from it would serve nothing, or wrong locations.
+    spdlog::error("elected leader of epoch {} but cannot load the journal: {}; stepping down",
+                  epoch, restored.ToString());
+    demoted_ = true;
+    return;
+  }
+  role_ = Role::kLeader;
+  epoch_ = epoch;
+  ++elections_won_;
+  links_.set_epoch(epoch);
+  feed_ = std::make_unique<JournalFeed>(
+      clock_, epoch, JournalFeed::Options{.standby_timeout = options_.standby_timeout});
+  journal_->set_write_observer(
+      [feed = feed_.get()](std::string_view batch) { feed->Append(batch); });
+  spdlog::info("leading as epoch {} ({} ms after the election)", epoch,
+               ToMillis(clock_.Now() - start));
+}
+
+void MasterServer::Loop::AnswerNotLeader(proto::Reply::Builder reply) const {
+  const LeadershipView view = options_.leadership->Current();
+  proto::NotLeader::Builder not_leader = reply.initNotLeader();
+  not_leader.setLeaderAddress(view.leader ? std::string() : view.leader_address);
+  not_leader.setLeaderId(view.leader ? std::string() : view.leader_id);
+  not_leader.setEpoch(view.epoch);
+}
+
+void MasterServer::Loop::AnswerMasterInfo(proto::Reply::Builder reply) const {
+  proto::MasterInfo::Builder info = reply.initMaster();
+  info.setId(options_.master_id);
+  info.setAddress(requests_.endpoint());
+  info.setLeader(role_ == Role::kLeader);
+  if (role_ == Role::kLeader) {
+    info.setEpoch(epoch_);
+    info.setLeaderAddress(requests_.endpoint());
+    info.setJournalSequence(feed_ ? feed_->next_sequence() : 0);
+    info.setInSync(true);
+    return;
+  }
+  const LeadershipView view = options_.leadership->Current();
+  info.setEpoch(view.epoch);
+  info.setLeaderAddress(view.leader_address);
+  if (follower_) {
+    info.setJournalSequence(follower_->sequence());
+    info.setInSync(follower_->caught_up() && follower_->epoch() == view.epoch);
+  }
+}
+
+Result<MasterServer::Loop::Answer> MasterServer::Loop::HandleFetchJournal(
+    proto::FetchJournal::Reader request, const zmq::message_t& client, uint64_t request_id,
+    proto::Reply::Builder reply) {
+  if (!feed_) return UnavailableError("this master leads without a journal to feed standbys");
+  const std::string standby = request.getStandbyId();
+  if (standby.empty()) return InvalidArgumentError("fetchJournal without a standby id");
+  (void)reply;
+  if (AnswerFetch(client, request_id, standby, request.getEpoch(), request.getFromSequence(),
+                  /*even_if_empty=*/request.getWaitMs() == 0)) {
+    return Answer::kLater;  // answered, with its payload
+  }
+  const auto wait = std::min<std::chrono::milliseconds>(
+      std::chrono::milliseconds(request.getWaitMs()), kMaxFetchWait);
+  parked_fetches_.push_back(ParkedFetch{zmq::message_t(client.data(), client.size()), request_id,
+                                        standby, request.getEpoch(), request.getFromSequence(),
+                                        clock_.Now() + wait});
+  return Answer::kLater;
+}
+
+bool MasterServer::Loop::AnswerFetch(const zmq::message_t& client, uint64_t request_id,
+                                     const std::string& standby, uint64_t epoch, uint64_t from,
+                                     bool even_if_empty) {
+  JournalFeed::Fetched fetched = feed_->Fetch(standby, epoch, from, kFetchBytes);
+  if (!fetched.snapshot && fetched.batches.empty() && !even_if_empty) return false;
+  capnp::MallocMessageBuilder message;
+  proto::Reply::Builder reply = message.initRoot<proto::Reply>();
+  reply.setId(request_id);
+  proto::JournalBatches::Builder answer = reply.initJournal();
+  answer.setEpoch(feed_->epoch());
+  answer.setFirstSequence(fetched.first);
+  answer.setSnapshot(fetched.snapshot);
+  std::vector<zmq::message_t> frames;
+  if (fetched.snapshot) {
+    Result<std::vector<std::string>> snapshot = journal_->SnapshotBatches(kSnapshotBatchBytes);
+    if (!snapshot.ok()) {
+      requests_.SendError(client, request_id, snapshot.status());
+      return true;
+    }
+    spdlog::info(
+        "standby {} is not in this epoch's recent records: sending it the journal ({} "
+        "batches)",
+        standby, snapshot->size());
+    frames = BatchFrames(
+        *snapshot, [](const std::string& batch) { return std::string_view(batch); },
+        answer.initBatchBytes(snapshot->size()));
+  } else {
+    frames = BatchFrames(
+        fetched.batches,
+        [](const std::shared_ptr<const std::string>& batch) { return std::string_view(*batch); },
+        answer.initBatchBytes(fetched.batches.size()));
+  }
+  if (frames.size() > kMaxPayloadFrames) {
+    requests_.SendError(client, request_id,
+                        UnavailableError("the journal is too large to send a standby in one "
+                                         "message (" +
+                                         std::to_string(frames.size()) + " frames)"));
+    return true;
+  }
+  requests_.Send(client, message, std::move(frames));
+  return true;
+}
+
+void MasterServer::Loop::ServeStandbys() {
+  const TimePoint now = clock_.Now();
+  for (auto it = parked_fetches_.begin(); it != parked_fetches_.end();) {
+    const bool due = now >= it->deadline;
+    if (feed_->HasRecordsFrom(it->from) || due) {
+      AnswerFetch(it->client, it->request_id, it->standby, it->epoch, it->from,
+                  /*even_if_empty=*/true);
+      it = parked_fetches_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const std::string& dropped : feed_->ExpireSilent()) {
+    spdlog::warn(
+        "standby {} fetched nothing for {} ms: no longer in sync; acknowledgements stop "
+        "waiting for it (it cannot take over until it catches up)",
+        dropped, ToMillis(options_.standby_timeout));
+  }
+  const uint64_t confirmed = feed_->ConfirmedSequence();
+  while (!held_replies_.empty() && held_replies_.front().depends_on <= confirmed) {
+    requests_.Send(held_replies_.front().client, *held_replies_.front().message);
+    held_replies_.pop_front();
+  }
+}
+
+void MasterServer::Loop::SendAcknowledgement(const zmq::message_t& client,
+                                             capnp::MallocMessageBuilder& message,
+                                             uint64_t depends_on) {
+  if (!feed_ || (held_replies_.empty() && feed_->ConfirmedSequence() >= depends_on)) {
+    requests_.Send(client, message);
+    return;
+  }
+  // Copied out of the builder (which may live in the loop's scratch segment), in order behind
+  // the ones held already.
+  auto owned = std::make_unique<capnp::MallocMessageBuilder>();
+  owned->setRoot(message.getRoot<proto::Reply>().asReader());
+  held_replies_.push_back(
+      HeldReply{depends_on, zmq::message_t(client.data(), client.size()), std::move(owned)});
+}
+
+}  // namespace bm
