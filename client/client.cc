@@ -63,7 +63,8 @@ Client::Impl::Impl(ClientOptions options, zmq::context_t& context)
       keys_(LoadClientKeys(options_)),
       local_hosts_(options_.local_hosts.empty() ? DetectLocalHosts() : options_.local_hosts),
       holder_name_(options_.holder_name.empty() ? DefaultHolderName() : options_.holder_name),
-      master_(context, options_.master_address, options_.request_timeout, MasterSecurity(keys_)),
+      master_(context, options_.master_address, options_.request_timeout, MasterSecurity(keys_),
+              options_.leader_wait),
       // The master's worker list trusts the key of every worker it lists.
       workers_(context, OwnKeys(keys_), options_.request_timeout,
                [this] { return Workers().status(); }),

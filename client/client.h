@@ -26,7 +26,13 @@ class context_t;
 namespace bm {
 
 struct ClientOptions {
-  std::string master_address;  // tcp://HOST:PORT of bm-master
+  // tcp://HOST:PORT of bm-master, or of several (comma-separated) when standby masters run:
+  // calls go to the leader, follow it when it changes, and are retried there (README
+  // "Standby masters").
+  std::string master_address;
+  // With several masters: how long one call may wait for a leader (while the masters fail
+  // over) before failing with kUnavailable.
+  std::chrono::milliseconds leader_wait{10000};
   // How long to wait for each reply. Calls that the server itself bounds get that bound on
   // top: the last piece of a put (the worker waits up to 2 s for the master) and removals (the
   // master waits up to 5 s for the workers).

@@ -1,6 +1,8 @@
 #include "client/master_client.h"
 
 #include <algorithm>
+#include <optional>
+#include <thread>
 #include <utility>
 
 #include "client/peer_calls.h"
@@ -16,6 +18,11 @@ using reply_decoding::ToStdString;
 
 // The master waits for the workers before it answers a removal.
 constexpr std::chrono::milliseconds kRemoveSlack{5000};
+
+struct NotLeaderHint {
+  std::string leader;
+  uint64_t epoch = 0;
+};
 
 WorkerInfo ToWorkerInfo(proto::WorkerInfo::Reader reader) {
   const WorkerStats stats = FromProto(reader.getStats());
@@ -70,10 +77,12 @@ Status ToBlockLocations(capnp::List<proto::BlockLocations>::Reader list,
 }  // namespace
 
 MasterClient::MasterClient(zmq::context_t& context, std::string address,
-                           std::chrono::milliseconds timeout, Result<ChannelSecurity> security)
+                           std::chrono::milliseconds timeout, Result<ChannelSecurity> security,
+                           std::chrono::milliseconds leader_wait)
     : context_(context),
-      address_(std::move(address)),
+      masters_(MasterAddresses::Parse(address)),
       timeout_(timeout),
+      leader_wait_(leader_wait),
       security_(std::move(security)) {}
 
 MasterClient::~MasterClient() = default;
@@ -81,10 +90,52 @@ MasterClient::~MasterClient() = default;
 Result<IncomingMessage> MasterClient::Call(capnp::MallocMessageBuilder& request,
                                            std::chrono::milliseconds extra) {
   BM_RETURN_IF_ERROR(security_.status());
-  if (!channel_) {
-    BM_ASSIGN_OR_RETURN(channel_, ConnectChannel(context_, address_, timeout_, *security_));
+  BM_RETURN_IF_ERROR(masters_.status());
+  MasterAddresses& masters = *masters_;
+  const auto deadline = std::chrono::steady_clock::now() + leader_wait_;
+  // Between rounds of tries while no master leads (an election takes a ZooKeeper session's
+  // timeout): short against the seconds a failover takes.
+  constexpr std::chrono::milliseconds kPause{50};
+  bool redirected = false;
+  while (true) {
+    if (!channel_ || channel_->address() != masters.current()) {
+      BM_ASSIGN_OR_RETURN(channel_,
+                          ConnectChannel(context_, masters.current(), timeout_, *security_));
+    }
+    Result<IncomingMessage> reply = CallPeer(*channel_, timeout_, "master", request, {}, extra);
+    Status failed;
+    if (reply.ok()) {
+      std::optional<NotLeaderHint> not_leader;
+      BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+        proto::Reply::Reader r = reply->reply();
+        if (r.isNotLeader()) {
+          not_leader = NotLeaderHint{ToStdString(r.getNotLeader().getLeaderAddress()),
+                                     r.getNotLeader().getEpoch()};
+        }
+        return Status::Ok();
+      }));
+      if (!not_leader) return reply;
+      failed = UnavailableError("master " + masters.current() + " is a standby and " +
+                                (not_leader->leader.empty()
+                                     ? std::string("knows no leader yet")
+                                     : "says " + not_leader->leader + " leads (epoch " +
+                                           std::to_string(not_leader->epoch) + ")"));
+      redirected = true;
+      if (masters.FollowHint(not_leader->leader)) continue;  // at once
+      masters.Rotate();
+    } else if (reply.status().code() == StatusCode::kUnavailable &&
+               (masters.several() || redirected)) {
+      failed = reply.status();
+      masters.Rotate();
+    } else {
+      return reply;
+    }
+    if (std::chrono::steady_clock::now() + kPause >= deadline) {
+      return UnavailableError("no master leads among " + masters.ToString() + " after " +
+                              std::to_string(leader_wait_.count()) + " ms: " + failed.message());
+    }
+    std::this_thread::sleep_for(kPause);
   }
-  return CallPeer(*channel_, timeout_, "master", request, {}, extra);
 }
 
 Result<uint64_t> MasterClient::Remove(const std::vector<BlockId>& ids) {

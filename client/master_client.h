@@ -11,6 +11,7 @@
 #include "client/types.h"
 #include "common/block_id.h"
 #include "common/curve_keys.h"
+#include "common/master_addresses.h"
 #include "common/status.h"
 #include "common/storage_level.h"
 
@@ -36,13 +37,20 @@ class MasterClient {
  public:
   // `security` is the channel's keys, or why they could not be read (then every call fails
   // with that). `timeout` is each reply's, before any slack a call adds.
+  // `address` is one master's, or several comma-separated (common/master_addresses.h): a
+  // call then goes to the leader, following standbys' notLeader answers and moving on from a
+  // master that does not answer, for up to `leader_wait`.
   MasterClient(zmq::context_t& context, std::string address, std::chrono::milliseconds timeout,
-               Result<ChannelSecurity> security);
+               Result<ChannelSecurity> security,
+               std::chrono::milliseconds leader_wait = std::chrono::seconds(10));
   ~MasterClient();
   MasterClient(const MasterClient&) = delete;
   MasterClient& operator=(const MasterClient&) = delete;
 
-  // Sends `request` with `extra` added to the timeout for this call.
+  // Sends `request` with `extra` added to the timeout for this call, to the leader: a standby's
+  // notLeader and (with several masters) a master that does not answer send it on to the next.
+  // Every master call is safe to retry: lookups and listings read; registerRdd, removals and
+  // leases name what they act on.
   Result<IncomingMessage> Call(capnp::MallocMessageBuilder& request,
                                std::chrono::milliseconds extra = {});
   // Call for requests whose answer is a bare `ok`.
@@ -64,8 +72,9 @@ class MasterClient {
 
  private:
   zmq::context_t& context_;
-  const std::string address_;
+  Result<MasterAddresses> masters_;
   const std::chrono::milliseconds timeout_;
+  const std::chrono::milliseconds leader_wait_;
   const Result<ChannelSecurity> security_;
   std::unique_ptr<RpcChannel> channel_;  // connected on first use
 };

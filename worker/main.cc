@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <zmq.hpp>
@@ -261,6 +262,7 @@ int Run(const Flags& f, const Sizes& sizes) {
   options.listen_address = f.listen;
   options.advertise_address = f.advertise;
   options.worker_id = f.id;
+  options.epoch_file = (std::filesystem::path(f.disk_dir) / "LEADER_EPOCH").string();
   options.master.master_address = f.master;
   options.master.host = f.host_label;
   options.master.rack = f.rack_label;

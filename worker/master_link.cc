@@ -18,12 +18,21 @@ constexpr milliseconds kMaxHeartbeatInterval{60'000};
 
 long long Millis(Duration d) { return std::chrono::duration_cast<milliseconds>(d).count(); }
 
+// WorkerServer::Create checked the list; a list that does not parse is kept as one address
+// (whose connection fails, saying why).
+MasterAddresses ParseMasters(const std::string& list) {
+  Result<MasterAddresses> parsed = MasterAddresses::Parse(list);
+  if (parsed.ok()) return std::move(parsed).value();
+  return *MasterAddresses::Parse("unparsable-master-address");
+}
+
 }  // namespace
 
 MasterLink::MasterLink(zmq::context_t& context, MasterLinkOptions options, BlockManager& blocks,
                        const Clock& clock)
     : context_(context),
       options_(std::move(options)),
+      masters_(ParseMasters(options_.master_address)),
       blocks_(blocks),
       clock_(clock),
       backoff_(options_.backoff_initial) {
@@ -48,11 +57,11 @@ const char* MasterLink::KindName(RequestKind kind) {
 void MasterLink::ResetSocket() {
   socket_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
   // WorkerServer checked the keys when it started: a failure here is a bug.
-  BM_CHECK(ConfigureClientSocket(*socket_, options_.security, options_.master_address).ok());
+  BM_CHECK(ConfigureClientSocket(*socket_, options_.security, masters_.current()).ok());
   // Sends never wait: a full queue means the master is not taking messages, which the loss
   // handling deals with.
   socket_->set(zmq::sockopt::sndtimeo, 0);
-  socket_->connect(options_.master_address);
+  socket_->connect(masters_.current());
   unsettled_ = true;
 }
 
@@ -130,8 +139,7 @@ void MasterLink::SendRegister() {
   }
   state_ = State::kRegistering;
   spdlog::debug("registering with master {} as {} ({} blocks, {} in follow-up reports)",
-                options_.master_address, options_.worker_id, all.size(),
-                all.size() - in_registration);
+                masters_.current(), options_.worker_id, all.size(), all.size() - in_registration);
   SendRequest(RequestKind::kRegister, covers, [&](proto::Request::Builder request) {
     proto::RegisterWorker::Builder reg = request.initRegisterWorker();
     reg.setWorkerId(options_.worker_id);
@@ -187,7 +195,7 @@ void MasterLink::OnReadable() {
   const Drained drained = DrainSocket(*socket_, 256, [&] {
     Result<IncomingMessage> received = ReceiveMessage(*socket_, /*has_routing_id=*/false);
     if (!received.ok()) {
-      spdlog::warn("bad message from master {}: {}", options_.master_address,
+      spdlog::warn("bad message from master {}: {}", masters_.current(),
                    received.status().ToString());
       return received.status().code() != StatusCode::kUnavailable;
     }
@@ -203,13 +211,18 @@ void MasterLink::HandleReply(IncomingMessage& message) {
   proto::Reply::Which which = proto::Reply::OK;
   Status error;
   uint32_t heartbeat_interval_ms = 0;
+  uint64_t epoch = 0;
+  std::string leader_hint;
   Status read = ReadGuarded([&]() -> Status {
     proto::Reply::Reader reply = message.reply();
     id = reply.getId();
     which = reply.which();
     if (reply.isError()) error = StatusFromError(reply.getError());
-    if (reply.isRegistered())
+    if (reply.isRegistered()) {
       heartbeat_interval_ms = reply.getRegistered().getHeartbeatIntervalMs();
+      epoch = reply.getRegistered().getEpoch();
+    }
+    if (reply.isNotLeader()) leader_hint = reply.getNotLeader().getLeaderAddress();
     if (reply.isReportRefused()) {
       for (proto::BlockStatus::Reader block : reply.getReportRefused()) {
         BM_ASSIGN_OR_RETURN(BlockId refused, ParseWireBlockId(block.getBlockId()));
@@ -219,7 +232,7 @@ void MasterLink::HandleReply(IncomingMessage& message) {
     return Status::Ok();
   });
   if (!read.ok()) {
-    spdlog::warn("unreadable reply from master {}: {}", options_.master_address, read.ToString());
+    spdlog::warn("unreadable reply from master {}: {}", masters_.current(), read.ToString());
     return;
   }
   auto it = outstanding_.find(id);
@@ -229,6 +242,11 @@ void MasterLink::HandleReply(IncomingMessage& message) {
   }
   const Outstanding request = it->second;
   outstanding_.erase(it);
+  if (which == proto::Reply::NOT_LEADER) {
+    FollowLeader(leader_hint);
+    return;
+  }
+  if (which == proto::Reply::REGISTERED) leader_epoch_ = epoch;
 
   const bool unknown_worker =
       which == proto::Reply::ERROR && error.code() == StatusCode::kUnknownWorker;
@@ -237,7 +255,7 @@ void MasterLink::HandleReply(IncomingMessage& message) {
       if (which == proto::Reply::REGISTERED) {
         OnRegistered(request, heartbeat_interval_ms);
       } else {
-        spdlog::warn("master {} refused registration: {}", options_.master_address,
+        spdlog::warn("master {} refused registration: {}", masters_.current(),
                      which == proto::Reply::ERROR ? error.ToString() : "unexpected reply");
         RetryRegistrationLater();
       }
@@ -246,8 +264,8 @@ void MasterLink::HandleReply(IncomingMessage& message) {
     case RequestKind::kReport:
       if (request.kind == RequestKind::kReport) report_in_flight_ = false;
       if (unknown_worker) {
-        spdlog::info("master {} does not know worker {}: registering again",
-                     options_.master_address, options_.worker_id);
+        spdlog::info("master {} does not know worker {}: registering again", masters_.current(),
+                     options_.worker_id);
         outstanding_.clear();
         report_in_flight_ = false;
         SendRegister();
@@ -262,13 +280,12 @@ void MasterLink::HandleReply(IncomingMessage& message) {
         return;
       }
       if (request.kind == RequestKind::kHeartbeat) {
-        spdlog::warn("master {} rejected a heartbeat: {}", options_.master_address,
+        spdlog::warn("master {} rejected a heartbeat: {}", masters_.current(),
                      which == proto::Reply::ERROR ? error.ToString() : "unexpected reply");
         return;
       }
       // A rejected report cannot be fixed by resending it; a full report supersedes it.
-      spdlog::warn("master {} rejected a block report: {}; registering again",
-                   options_.master_address,
+      spdlog::warn("master {} rejected a block report: {}; registering again", masters_.current(),
                    which == proto::Reply::ERROR ? error.ToString() : "unexpected reply");
       RetryRegistrationLater();
       return;
@@ -284,7 +301,7 @@ void MasterLink::OnRegistered(const Outstanding& request, uint32_t heartbeat_int
   next_heartbeat_ = clock_.Now() + heartbeat_interval_;
   Acknowledge(request.covers_seq);
   spdlog::info("registered with master {} as {} (address {}, heartbeat every {} ms)",
-               options_.master_address, options_.worker_id, options_.advertised_address,
+               masters_.current(), options_.worker_id, options_.advertised_address,
                Millis(heartbeat_interval_));
   MaybeSendReport();
 }
@@ -294,13 +311,32 @@ void MasterLink::Acknowledge(uint64_t covers_seq) {
   acked_seq_ = std::max(acked_seq_, covers_seq);
 }
 
+void MasterLink::FollowLeader(const std::string& leader) {
+  const std::string standby = masters_.current();
+  if (masters_.FollowHint(leader)) {
+    spdlog::info("master {} is a standby; registering with the leader {}", standby, leader);
+    ResetSocket();
+    RetryRegistrationLater();
+    next_attempt_ = clock_.Now();  // at once: the leader is known
+    backoff_ = options_.backoff_initial;
+    return;
+  }
+  // It knows no leader (an election is on): try the others, after the back-off.
+  spdlog::info("master {} is a standby and knows no leader yet; retrying in {} ms", standby,
+               Millis(backoff_));
+  masters_.Rotate();
+  ResetSocket();
+  RetryRegistrationLater();
+}
+
 void MasterLink::MasterLost(const std::string& why) {
   if (state_ == State::kRegistered) {
-    spdlog::warn("lost master {}: {}; registering again", options_.master_address, why);
+    spdlog::warn("lost master {}: {}; registering again", masters_.current(), why);
   } else {
-    spdlog::info("master {} not reachable: {}; retrying in {} ms", options_.master_address, why,
+    spdlog::info("master {} not reachable: {}; retrying in {} ms", masters_.current(), why,
                  Millis(backoff_));
   }
+  masters_.Rotate();  // with several masters, the next may lead now
   ResetSocket();
   RetryRegistrationLater();
 }

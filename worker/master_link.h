@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/curve_keys.h"
+#include "common/master_addresses.h"
 #include "common/status.h"
 #include "common/transport.h"
 #include "worker/block_manager.h"
@@ -18,6 +19,8 @@
 namespace bm {
 
 struct MasterLinkOptions {
+  // One master's address, or several comma-separated (standby masters): the link registers
+  // with the leader, following notLeader answers, and moves on when a master is lost.
   std::string master_address;
   // This worker's keys and the master's public key (all empty: plaintext).
   ChannelSecurity security{};
@@ -78,6 +81,10 @@ class MasterLink {
   uint64_t CollectChanges();
   uint64_t acked_seq() const { return acked_seq_; }
   bool registered() const { return state_ == State::kRegistered; }
+  // The epoch of the leader this worker last registered with (0: a master without election).
+  uint64_t leader_epoch() const { return leader_epoch_; }
+  // The master it talks to now.
+  const std::string& master_address() const { return masters_.current(); }
   // Changes waiting for the master's acknowledgement.
   size_t queued_changes() const { return queue_.size(); }
   // Fresh blocks the master refused since the last call (stored under a compute lease that is
@@ -119,12 +126,16 @@ class MasterLink {
   // The master is unreachable: drop the socket with whatever it still queues and register
   // again after the back-off.
   void MasterLost(const std::string& why);
+  // A standby answered: register with `leader` (empty: unknown yet) instead.
+  void FollowLeader(const std::string& leader);
   void RetryRegistrationLater();
   Duration ReplyTimeout(RequestKind kind) const;
   bool HeartbeatOutstanding() const;
 
   zmq::context_t& context_;
   const MasterLinkOptions options_;
+  MasterAddresses masters_;
+  uint64_t leader_epoch_ = 0;
   BlockManager& blocks_;
   const Clock& clock_;
 

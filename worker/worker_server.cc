@@ -11,6 +11,7 @@
 
 #include "common/access_policy.h"
 #include "common/digest.h"
+#include "common/master_addresses.h"
 #include "common/protocol.h"
 #include "common/socket_drain.h"
 #include "worker/address.h"
@@ -77,6 +78,7 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Create(zmq::context_t& conte
     }
   }
   if (options.master.master_address.empty()) return InvalidArgumentError("no master address");
+  BM_RETURN_IF_ERROR(MasterAddresses::Parse(options.master.master_address).status());
   // Private constructor: Create() is the only way to get a bound server.
   std::unique_ptr<WorkerServer> server(
       new WorkerServer(context, std::move(options), std::move(blocks), clock));
@@ -96,6 +98,7 @@ Status WorkerServer::Bind() {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return InternalError(std::string("eventfd: ") + std::strerror(errno));
 
+  BM_ASSIGN_OR_RETURN(fence_, EpochFence::Open(options_.epoch_file));
   ChannelSecurity master_security;
   std::string certificate_worker_id;
   if (!options_.key_file.empty() || !options_.master_key_file.empty()) {
@@ -223,7 +226,13 @@ void WorkerServer::Run() {
     }
     if (fds[0].revents != 0 || replies_->unsettled()) HandleClientMessages();
     // Checks the current socket's readiness itself (the one polled may have been replaced).
-    if (fds[1].revents != 0 || link_->unsettled()) link_->OnReadable();
+    if (fds[1].revents != 0 || link_->unsettled()) {
+      link_->OnReadable();
+      // A registration tells the leader's epoch before any of its commands arrive.
+      if (Status raised = fence_.Raise(link_->leader_epoch()); !raised.ok()) {
+        spdlog::warn("{}", raised.ToString());
+      }
+    }
     AnswerFinishedReplications();
     puts_->ReleaseDeferredPuts(clock_.Now());
     if (fds[4].revents != 0) {
@@ -302,6 +311,7 @@ WorkerServer::Served WorkerServer::Serve(IncomingMessage& message, Arrival arriv
         proto::Request::Reader request = message.request();
         header.id = request.getId();
         header.which = request.which();
+        header.epoch = request.getEpoch();
         return Status::Ok();
       }));
       return Dispatch(message, header, arrival);
@@ -335,6 +345,18 @@ Result<WorkerServer::Served> WorkerServer::Dispatch(IncomingMessage& message,
     Status admitted = connection_limit_.Admit(message.source_fd(), *message.peer());
     if (!admitted.ok()) ++counters_.connections_refused;
     BM_RETURN_IF_ERROR(admitted);
+  }
+  switch (which) {
+    case proto::Request::REMOVE_BLOCKS:
+    case proto::Request::REPLICATE_BLOCK:
+    case proto::Request::VERIFY_BLOCK:
+    case proto::Request::DECOMMISSION:
+    case proto::Request::SHUTDOWN:
+      // The master's commands: never from a deposed leader.
+      BM_RETURN_IF_ERROR(fence_.Admit(header.epoch, "a command"));
+      break;
+    default:
+      break;
   }
   // Every request but a put piece is answered (or will be) once its handler succeeds.
   auto done = [](Status handled) -> Result<Served> {

@@ -17,6 +17,7 @@
 #include "common/transport.h"
 #include "worker/block_manager.h"
 #include "worker/client_replies.h"
+#include "worker/epoch_fence.h"
 #include "worker/local_reads.h"
 #include "worker/master_link.h"
 #include "worker/put_handler.h"
@@ -56,6 +57,8 @@ struct WorkerServerOptions {
   // caller, on the same context, before Create().
   std::string key_file{};
   std::string master_key_file{};
+  // Where the highest leader epoch seen is kept (worker/epoch_fence.h); empty: in memory.
+  std::string epoch_file{};
   // How often the disk store checks for storage errors, recovers and reclaims space
   // (BlockManager::Maintain).
   Duration storage_maintenance_interval = std::chrono::seconds(1);
@@ -124,6 +127,7 @@ class WorkerServer {
   struct RequestHeader {
     uint64_t id = 0;
     proto::Request::Which which{};
+    uint64_t epoch = 0;  // of the master that sent a command (Request.epoch)
   };
 
   WorkerServer(zmq::context_t& context, WorkerServerOptions options,
@@ -190,6 +194,8 @@ class WorkerServer {
   ConnectionLimit connection_limit_{options_.max_connections_per_key, options_.zap};
   bool peer_monitor_unsettled_ = true;  // as ClientReplies::unsettled(), for its event socket
   std::unique_ptr<MasterLink> link_;
+  // Refuses the commands of a deposed leader (set up by Bind()).
+  EpochFence fence_ = *EpochFence::Open("");
   TimePoint next_storage_maintenance_{};
   std::unique_ptr<PutHandler> puts_;
   // Put pieces held back until spills make room, in arrival order (see Serve).
