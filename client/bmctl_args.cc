@@ -51,7 +51,21 @@ Result<std::chrono::milliseconds> ParseTimeout(std::string_view seconds) {
   return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(value * 1000)));
 }
 
-Status ValidateMasterAddress(std::string_view address) {
+Status ValidateOneMasterAddress(std::string_view address);
+
+Status ValidateMasterAddress(std::string_view list) {
+  // Several masters (standbys) are separated by commas; each must be an address.
+  for (size_t start = 0;;) {
+    const size_t comma = list.find(',', start);
+    const std::string_view one = list.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    BM_RETURN_IF_ERROR(ValidateOneMasterAddress(one));
+    if (comma == std::string_view::npos) return Status::Ok();
+    start = comma + 1;
+  }
+}
+
+Status ValidateOneMasterAddress(std::string_view address) {
   auto bad = [&]() {
     return InvalidArgumentError("bad master address " + Quote(address) +
                                 ": expected tcp://HOST:PORT");

@@ -141,8 +141,63 @@ class DecommissionCommand : public BmctlCommand {
   int wait_seconds_ = 600;
 };
 
+// bmctl masters: each master, leader or standby, its epoch and journal position.
+class MastersCommand : public BmctlCommand {
+ public:
+  CLI::App* AddTo(CLI::App& app) override {
+    return app.add_subcommand(
+        "masters", "each master (--master may list several): leader or standby, epoch, journal");
+  }
+
+  Status Validate() override { return Status::Ok(); }
+
+  int Run(Client& client, const OutputOptions& output) override {
+    const std::vector<MasterInfo> masters = client.Masters();
+    const bool some_leader = std::any_of(masters.begin(), masters.end(), [](const MasterInfo& m) {
+      return m.error.empty() && m.leader;
+    });
+    if (output.json) {
+      nlohmann::ordered_json list = nlohmann::ordered_json::array();
+      for (const MasterInfo& m : masters) {
+        nlohmann::ordered_json entry{{"address", m.address}};
+        if (!m.error.empty()) {
+          entry["error"] = m.error;
+        } else {
+          entry["id"] = m.id;
+          entry["role"] = m.leader ? "leader" : "standby";
+          entry["epoch"] = m.epoch;
+          entry["leader_address"] = m.leader_address;
+          entry["journal_sequence"] = m.journal_sequence;
+          entry["in_sync"] = m.in_sync;
+        }
+        list.push_back(std::move(entry));
+      }
+      std::cout << list.dump(2) << "\n";
+    } else {
+      std::cout << "ADDRESS                        ID          ROLE     EPOCH  JOURNAL  IN-SYNC\n";
+      for (const MasterInfo& m : masters) {
+        char line[512];
+        if (!m.error.empty()) {
+          std::snprintf(line, sizeof(line), "%-30s %s\n", m.address.c_str(), m.error.c_str());
+        } else {
+          std::snprintf(line, sizeof(line), "%-30s %-11s %-8s %5llu  %7llu  %s\n",
+                        m.address.c_str(), m.id.empty() ? "-" : m.id.c_str(),
+                        m.leader ? "leader" : "standby", static_cast<unsigned long long>(m.epoch),
+                        static_cast<unsigned long long>(m.journal_sequence),
+                        m.leader ? "-" : (m.in_sync ? "yes" : "no"));
+        }
+        std::cout << line;
+      }
+    }
+    if (int flushed = FlushStdout(); flushed != 0) return flushed;
+    if (!some_leader) return Fail(UnavailableError("no master answered as the leader"));
+    return 0;
+  }
+};
+
 }  // namespace
 
+std::unique_ptr<BmctlCommand> MakeMastersCommand() { return std::make_unique<MastersCommand>(); }
 std::unique_ptr<BmctlCommand> MakeWorkersCommand() { return std::make_unique<WorkersCommand>(); }
 std::unique_ptr<BmctlCommand> MakeRddsCommand() { return std::make_unique<RddsCommand>(); }
 std::unique_ptr<BmctlCommand> MakeDecommissionCommand() {

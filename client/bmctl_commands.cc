@@ -5,6 +5,7 @@ namespace bm {
 std::vector<std::unique_ptr<BmctlCommand>> MakeBmctlCommands() {
   std::vector<std::unique_ptr<BmctlCommand>> commands;
   commands.push_back(MakeWorkersCommand());
+  commands.push_back(MakeMastersCommand());
   commands.push_back(MakePutCommand());
   commands.push_back(MakeGetCommand());
   commands.push_back(MakeLocationsCommand());

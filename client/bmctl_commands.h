@@ -15,6 +15,7 @@ std::vector<std::unique_ptr<BmctlCommand>> MakeBmctlCommands();
 
 // bmctl_cluster_commands.cc
 std::unique_ptr<BmctlCommand> MakeWorkersCommand();
+std::unique_ptr<BmctlCommand> MakeMastersCommand();
 std::unique_ptr<BmctlCommand> MakeRddsCommand();
 std::unique_ptr<BmctlCommand> MakeDecommissionCommand();
 // bmctl_transfer_commands.cc

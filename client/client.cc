@@ -345,5 +345,6 @@ Status Client::Impl::Decommission(const std::string& worker_id) {
 }
 
 Status Client::Impl::PingMaster() { return master_.Ping(); }
+std::vector<MasterInfo> Client::Impl::Masters() { return master_.Masters(); }
 
 }  // namespace bm

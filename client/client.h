@@ -249,6 +249,10 @@ class Client {
   Status Decommission(const std::string& worker_id);
   // OK when the master answers within the timeout (for waiting until a master is up).
   Status PingMaster();
+  // Every master this client knows of (its master addresses, and the leader they name), each
+  // asked for its role, epoch and journal position; a master that does not answer is listed
+  // with the error. For `bmctl masters`.
+  std::vector<MasterInfo> Masters();
 
  private:
   class Impl;  // client/client_impl.h: the connections, caches and counters

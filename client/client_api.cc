@@ -100,5 +100,6 @@ Result<std::vector<RddInfo>> Client::Rdds() { return impl_->Rdds(); }
 Status Client::Decommission(const std::string& worker_id) { return impl_->Decommission(worker_id); }
 
 Status Client::PingMaster() { return impl_->PingMaster(); }
+std::vector<MasterInfo> Client::Masters() { return impl_->Masters(); }
 
 }  // namespace bm

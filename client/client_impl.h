@@ -88,6 +88,7 @@ class Client::Impl : private MultiGet::Reads {
   Result<std::vector<RddInfo>> Rdds();
   Status Decommission(const std::string& worker_id);
   Status PingMaster();
+  std::vector<MasterInfo> Masters();
 
   // MultiGet::Reads: Get and Locations above, and:
   bool IsLocalAddress(const std::string& address) const override;

@@ -302,3 +302,53 @@ Status MasterClient::Ping() {
 }
 
 }  // namespace bm
+
+namespace bm {
+
+std::vector<MasterInfo> MasterClient::Masters() {
+  std::vector<MasterInfo> out;
+  if (!masters_.ok()) {
+    MasterInfo unusable;
+    unusable.error = masters_.status().ToString();
+    out.push_back(std::move(unusable));
+    return out;
+  }
+  std::vector<std::string> addresses = masters_->all();
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    MasterInfo info;
+    info.address = addresses[i];
+    Result<IncomingMessage> reply = [&]() -> Result<IncomingMessage> {
+      BM_RETURN_IF_ERROR(security_.status());
+      BM_ASSIGN_OR_RETURN(std::unique_ptr<RpcChannel> channel,
+                          ConnectChannel(context_, addresses[i], timeout_, *security_));
+      capnp::MallocMessageBuilder message;
+      message.initRoot<proto::Request>().setMasterInfo();
+      return CallPeer(*channel, timeout_, "master", message);
+    }();
+    Status read = reply.status();
+    if (reply.ok()) {
+      read = ReadGuarded([&]() -> Status {
+        proto::Reply::Reader r = reply->reply();
+        if (!r.isMaster()) return UnexpectedReply("master", "master");
+        proto::MasterInfo::Reader m = r.getMaster();
+        info.id = ToStdString(m.getId());
+        info.leader = m.getLeader();
+        info.epoch = m.getEpoch();
+        info.leader_address = ToStdString(m.getLeaderAddress());
+        info.journal_sequence = m.getJournalSequence();
+        info.in_sync = m.getInSync();
+        return Status::Ok();
+      });
+    }
+    if (!read.ok()) info.error = read.ToString();
+    // A leader named but not listed is asked too.
+    if (!info.leader_address.empty() &&
+        std::find(addresses.begin(), addresses.end(), info.leader_address) == addresses.end()) {
+      addresses.push_back(info.leader_address);
+    }
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+}  // namespace bm

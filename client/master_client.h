@@ -69,6 +69,8 @@ class MasterClient {
                      uint64_t total_partitions);
   Status Decommission(const std::string& worker_id);
   Status Ping();
+  // Asks each master known (the addresses given, and leaders they named) for masterInfo.
+  std::vector<MasterInfo> Masters();
 
  private:
   zmq::context_t& context_;

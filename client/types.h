@@ -15,6 +15,18 @@
 
 namespace bm {
 
+// One master as it describes itself (masterInfo), or why it could not be asked.
+struct MasterInfo {
+  std::string address;  // where it was asked
+  std::string error;    // empty when it answered
+  std::string id;
+  bool leader = false;
+  uint64_t epoch = 0;             // the leader's epoch it knows (its own when it leads)
+  std::string leader_address;     // whom it takes for the leader
+  uint64_t journal_sequence = 0;  // journal records written (leader) or applied (standby)
+  bool in_sync = false;           // standby: holds every record the leader acknowledged
+};
+
 // One live worker as the master last heard of it.
 struct WorkerInfo {
   std::string id;
