@@ -66,8 +66,10 @@ struct ElectionSnapshot {
 //
 // Owns a thread that runs the election over a ZooKeeperSession; the C client's thread only
 // queues events, and demotes at once on a lost connection. Current() and Resign() are
-// thread-safe. `on_change` runs on either of these threads whenever Current() changes; it must
-// be cheap and never block or call back into this class (the master pokes its loop with it).
+// thread-safe. `on_change` runs whenever Current() changes, on the election's thread, the C
+// client's thread or the thread calling Resign(); it must be cheap and never block or call
+// Resign() (the master pokes its loop with it). A lapsing lease changes Current() before the
+// election's thread notices and calls `on_change`, up to a moment later.
 class LeaderElection {
  public:
   // kInvalidArgument for a malformed ZooKeeper address or an empty id or address. Succeeds

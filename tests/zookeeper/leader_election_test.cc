@@ -352,6 +352,8 @@ class DoubleLeaderDetector {
           Record(y1, y->id);
         }
       }
+      // Leave the two cores to ZooKeeper and the candidates between rounds.
+      std::this_thread::yield();
     }
   }
 
