@@ -37,10 +37,7 @@ Result<std::unique_ptr<LeaderDirectory>> LeaderDirectory::Start(
   BM_ASSIGN_OR_RETURN(ZooKeeperAddress address, ParseZooKeeperAddress(zookeeper));
   std::unique_ptr<LeaderDirectory> directory(
       new LeaderDirectory(std::move(address), session_timeout, std::move(on_change)));
-  directory->OpenSession();
-  if (directory->session_ == nullptr) {
-    return InvalidArgumentError("cannot reach ZooKeeper at '" + zookeeper + "'");
-  }
+  BM_RETURN_IF_ERROR(directory->OpenSession());
   directory->thread_ = std::thread([d = directory.get()] { d->Run(); });
   return directory;
 }
@@ -89,7 +86,7 @@ Result<LeaderRecord> LeaderDirectory::ReadOnce(const std::string& zookeeper,
   return *leader;
 }
 
-void LeaderDirectory::OpenSession() {
+Status LeaderDirectory::OpenSession() {
   session_.reset();
   uint64_t serial = ++session_serial_;
   Result<std::unique_ptr<ZooKeeperSession>> session = ZooKeeperSession::Open(
@@ -98,15 +95,16 @@ void LeaderDirectory::OpenSession() {
   if (!session.ok()) {
     spdlog::warn("leader directory: {}", session.status().ToString());
     retry_at_ = Clock::now() + session_timeout_ / 4;
-    return;
+    return session.status();
   }
   session_ = std::move(session).value();
   need_read_ = true;
+  return Status::Ok();
 }
 
 void LeaderDirectory::Run() {
   while (!events_.stopped()) {
-    if (session_ == nullptr && Clock::now() >= retry_at_) OpenSession();
+    if (session_ == nullptr && Clock::now() >= retry_at_) (void)OpenSession();  // logged
     if (session_ != nullptr && need_read_ && Clock::now() >= retry_at_ &&
         session_->state() == ZooKeeperState::kConnected) {
       Status status = ReadLeader();

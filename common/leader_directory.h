@@ -26,8 +26,9 @@ namespace bm {
 // directory's thread whenever Current() changes; it must be cheap and not block.
 class LeaderDirectory {
  public:
-  // kInvalidArgument for a malformed ZooKeeper address. Succeeds while ZooKeeper is
-  // unreachable: the leader is then unknown until it can be reached.
+  // kInvalidArgument for a malformed ZooKeeper address (or host names that do not resolve).
+  // Succeeds while ZooKeeper is unreachable: the leader is then unknown until it can be
+  // reached.
   static Result<std::unique_ptr<LeaderDirectory>> Start(const std::string& zookeeper,
                                                         std::chrono::milliseconds session_timeout,
                                                         std::function<void()> on_change = {});
@@ -54,7 +55,7 @@ class LeaderDirectory {
   LeaderDirectory(ZooKeeperAddress address, std::chrono::milliseconds session_timeout,
                   std::function<void()> on_change);
   void Run();
-  void OpenSession();
+  Status OpenSession();
   void Handle(const ZooKeeperEvent& event);
   // Reads the leader znode and leaves a watch on it (present or not).
   Status ReadLeader();

@@ -9,8 +9,10 @@ namespace bm {
 namespace {
 
 // A failed pass of the recipe (a lost race, a connection lost mid-way) is tried again after
-// this, unless an event comes first.
-constexpr std::chrono::milliseconds kRetryDelay{50};
+// a delay, unless an event comes first; the delay doubles while passes keep failing (a
+// malformed epoch znode fails every one), up to a second.
+constexpr std::chrono::milliseconds kFirstRetryDelay{50};
+constexpr std::chrono::milliseconds kMaxRetryDelay{1000};
 
 // "c_<session id in hex>_": a candidate finds its own znode by it after a create whose reply
 // was lost with the connection.
@@ -54,10 +56,7 @@ Result<std::unique_ptr<LeaderElection>> LeaderElection::Start(ElectionOptions op
   }
   std::unique_ptr<LeaderElection> election(
       new LeaderElection(std::move(options), std::move(address), std::move(on_change)));
-  election->OpenSession();
-  if (election->session_ == nullptr) {
-    return InvalidArgumentError("cannot reach ZooKeeper at '" + election->options_.zookeeper + "'");
-  }
+  BM_RETURN_IF_ERROR(election->OpenSession());
   election->thread_ = std::thread([e = election.get()] { e->Run(); });
   return election;
 }
@@ -97,7 +96,7 @@ ElectionSnapshot LeaderElection::Current() const {
   return snapshot;
 }
 
-void LeaderElection::OpenSession() {
+Status LeaderElection::OpenSession() {
   session_.reset();
   own_node_.clear();
   uint64_t serial = ++session_serial_;
@@ -112,10 +111,11 @@ void LeaderElection::OpenSession() {
   if (!session.ok()) {
     spdlog::warn("leader election: {}", session.status().ToString());
     retry_at_ = Clock::now() + options_.session_timeout / 4;
-    return;
+    return session.status();
   }
   session_ = std::move(session).value();
   need_step_ = true;
+  return Status::Ok();
 }
 
 void LeaderElection::OnEvent(uint64_t serial, const ZooKeeperEvent& event) {
@@ -138,7 +138,7 @@ void LeaderElection::OnEvent(uint64_t serial, const ZooKeeperEvent& event) {
 void LeaderElection::Run() {
   while (!events_.stopped()) {
     Clock::time_point now = Clock::now();
-    if (session_ == nullptr && now >= retry_at_) OpenSession();
+    if (session_ == nullptr && now >= retry_at_) (void)OpenSession();  // logged; retried
 
     bool leading = false;
     Clock::time_point lease_until;
@@ -158,9 +158,16 @@ void LeaderElection::Run() {
       Status status = Step();
       if (status.ok()) {
         need_step_ = false;
+        retry_delay_ = kFirstRetryDelay;
       } else {
-        spdlog::info("leader election: {}; trying again", status.ToString());
-        retry_at_ = Clock::now() + kRetryDelay;
+        // Lost races and connections are routine; anything else needs an operator.
+        bool routine =
+            status.code() == StatusCode::kAborted || status.code() == StatusCode::kUnavailable;
+        spdlog::log(routine ? spdlog::level::info : spdlog::level::warn,
+                    "leader election: {}; trying again in {} ms", status.ToString(),
+                    retry_delay_.count());
+        retry_at_ = Clock::now() + retry_delay_;
+        retry_delay_ = std::min(retry_delay_ * 2, kMaxRetryDelay);
       }
     }
 

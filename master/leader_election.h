@@ -72,8 +72,9 @@ struct ElectionSnapshot {
 // election's thread notices and calls `on_change`, up to a moment later.
 class LeaderElection {
  public:
-  // kInvalidArgument for a malformed ZooKeeper address or an empty id or address. Succeeds
-  // while ZooKeeper is unreachable: the election then starts when it can be reached.
+  // kInvalidArgument for a malformed ZooKeeper address (or host names that do not resolve)
+  // or an empty id or address. Succeeds while ZooKeeper is unreachable: the election then
+  // starts when it can be reached.
   static Result<std::unique_ptr<LeaderElection>> Start(ElectionOptions options,
                                                        std::function<void()> on_change);
   // Resigns.
@@ -94,8 +95,9 @@ class LeaderElection {
   LeaderElection(ElectionOptions options, ZooKeeperAddress address,
                  std::function<void()> on_change);
   void Run();
-  // Opens a new session (after an expiry, or the first), with a new serial.
-  void OpenSession();
+  // Opens a new session (after an expiry, or the first), with a new serial. kInvalidArgument
+  // when the C client refuses the address (a host name that does not resolve).
+  Status OpenSession();
   // C client's thread: queues the event; a connection lost demotes at once.
   void OnEvent(uint64_t serial, const ZooKeeperEvent& event);
   void Handle(const ZooKeeperEvent& event);
@@ -125,6 +127,7 @@ class LeaderElection {
   std::string own_node_;  // "/candidates/c_<session>_<seq>", empty until joined
   bool need_step_ = true;
   Clock::time_point retry_at_{};
+  std::chrono::milliseconds retry_delay_{50};
   Clock::time_point next_renewal_{};
 
   mutable Mutex mutex_;

@@ -191,6 +191,26 @@ TEST_F(LeaderElectionTest, PausedLeaderNeverLeadsAgainInItsOldEpochAndRejoinsAsS
   EXPECT_EQ(b->role(), ElectionRole::kLeader);
 }
 
+// The epoch only grows: a candidate that cannot read it never guesses one (a guess could reuse
+// an epoch and let a fenced leader's commands through again).
+TEST_F(LeaderElectionTest, AMalformedEpochKeepsEveryoneFromLeadingUntilItIsRepaired) {
+  auto address = ParseZooKeeperAddress(connect_);
+  ASSERT_TRUE(address.ok());
+  auto session = ZooKeeperSession::Open(*address, kSessionTimeout, nullptr);
+  ASSERT_TRUE(session.ok());
+  ASSERT_TRUE((*session)->WaitConnected(std::chrono::steady_clock::now() + milliseconds(5000)));
+  ASSERT_TRUE((*session)->EnsurePath("").ok());
+  ASSERT_TRUE((*session)->Create("/epoch", "seven", false, false).ok());
+
+  auto a = StartCandidate("a");
+  // Nothing to await but time: it must not lead while the epoch is unreadable.
+  EXPECT_FALSE(WaitForRole(*a, ElectionRole::kLeader, milliseconds(1500)));
+
+  ASSERT_TRUE((*session)->Multi({{ZooKeeperOp::Kind::kSetData, "/epoch", "7"}}).ok());
+  ASSERT_TRUE(WaitForRole(*a, ElectionRole::kLeader, milliseconds(5000)));
+  EXPECT_EQ(a->Current().epoch, 8u);
+}
+
 // The session ids watching each znode, from the server's "wchp" (a path line, then one
 // "\t0x<session>" line per watcher).
 std::map<std::string, std::vector<int64_t>> WatchersByPath(const std::string& wchp) {
