@@ -17,7 +17,8 @@
 // the hand-over of frames between threads is annotated in SendMessage/ReceiveMessage.
 // libsodium is there because libzmq's I/O thread decrypts CURVE frames with it, straight into
 // the buffer a receiver later reads; cpp-httplib (the --http server) hands requests between its
-// own threads. RocksDB's background threads also run std::string code that the linker takes
+// own threads; the ZooKeeper C client formats its log lines in a static buffer from each
+// session's threads. RocksDB's background threads also run std::string code that the linker takes
 // from this program's instrumented copy, which called_from_lib cannot see: hence race:rocksdb::
 // (the disk store calls RocksDB from one thread only, see DiskStore).
 extern "C" const char* __tsan_default_suppressions() {
@@ -25,6 +26,7 @@ extern "C" const char* __tsan_default_suppressions() {
          "called_from_lib:libsodium.so\n"
          "called_from_lib:librocksdb.so\n"
          "called_from_lib:libcpp-httplib.so\n"
+         "called_from_lib:libzookeeper_mt.so\n"
          "race:rocksdb::\n";
 }
 #endif

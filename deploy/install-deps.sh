@@ -15,6 +15,7 @@ packages=(
   libcpp-httplib-dev
   libsodium-dev
   libxxhash-dev
+  libzookeeper-mt-dev
 )
 
 . "$(dirname "${BASH_SOURCE[0]}")/apt_packages.sh"

@@ -1,0 +1,41 @@
+#include "common/leader_record.h"
+
+#include <nlohmann/json.hpp>
+
+namespace bm {
+
+std::string EncodeLeaderRecord(const LeaderRecord& record) {
+  return nlohmann::json{{"id", record.id}, {"address", record.address}, {"epoch", record.epoch}}
+      .dump();
+}
+
+Result<LeaderRecord> ParseLeaderRecord(const std::string& data) {
+  // Whatever sits in ZooKeeper may have been written by anyone: check every field.
+  nlohmann::json json = nlohmann::json::parse(data, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object() || !json.contains("id") || !json["id"].is_string() ||
+      !json.contains("address") || !json["address"].is_string() || !json.contains("epoch") ||
+      !json["epoch"].is_number_unsigned()) {
+    return InvalidArgumentError("malformed leader znode: '" + data.substr(0, 200) + "'");
+  }
+  LeaderRecord record{json["id"].get<std::string>(), json["address"].get<std::string>(),
+                      json["epoch"].get<uint64_t>()};
+  if (record.id.empty() || record.epoch == 0) {
+    return InvalidArgumentError("leader znode without an id or epoch: '" + data.substr(0, 200) +
+                                "'");
+  }
+  return record;
+}
+
+std::string EncodeCandidateRecord(const std::string& id, const std::string& address) {
+  return nlohmann::json{{"id", id}, {"address", address}}.dump();
+}
+
+Result<uint64_t> ParseEpoch(const std::string& data) {
+  if (data.empty() || data.size() > 19 ||
+      data.find_first_not_of("0123456789") != std::string::npos) {
+    return InvalidArgumentError("malformed epoch znode: '" + data.substr(0, 40) + "'");
+  }
+  return std::stoull(data);
+}
+
+}  // namespace bm

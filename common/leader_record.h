@@ -1,0 +1,41 @@
+#pragma once
+
+// The znodes through which bm-masters elect a leader and everyone else finds it
+// (schema/PROTOCOL.md, "Leader election"). Paths are relative to the cluster's chroot.
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace bm {
+
+// Persistent; one EPHEMERAL|SEQUENCE child per running master, holding a CandidateRecord.
+inline constexpr char kCandidatesZnode[] = "/candidates";
+// Ephemeral, owned by the leader's session; holds a LeaderRecord.
+inline constexpr char kLeaderZnode[] = "/leader";
+// Persistent; the epoch of the latest leader as decimal text. Only ever grows: each claim
+// writes it at the version it read, in the same multi that creates kLeaderZnode.
+inline constexpr char kEpochZnode[] = "/epoch";
+
+// Who leads, where its clients reach it, and the epoch that fences its predecessors.
+struct LeaderRecord {
+  std::string id;
+  std::string address;
+  uint64_t epoch = 0;
+
+  bool operator==(const LeaderRecord&) const = default;
+};
+
+// {"id":"master-a","address":"tcp://10.0.0.1:7700","epoch":3}
+std::string EncodeLeaderRecord(const LeaderRecord& record);
+// kInvalidArgument for anything but the JSON above with a non-empty id and an epoch >= 1.
+Result<LeaderRecord> ParseLeaderRecord(const std::string& data);
+
+// A candidate's znode: {"id":"master-a","address":"tcp://10.0.0.1:7700"}.
+std::string EncodeCandidateRecord(const std::string& id, const std::string& address);
+
+// The epoch znode's text: decimal digits only. kInvalidArgument otherwise.
+Result<uint64_t> ParseEpoch(const std::string& data);
+
+}  // namespace bm
