@@ -65,6 +65,8 @@ const char* RequestName(Which which) {
       return "fetchJournal";
     case Which::MASTER_INFO:
       return "masterInfo";
+    case Which::LEADER_ELECTED:
+      return "leaderElected";
   }
   return "this request";
 }
@@ -156,6 +158,7 @@ Status AuthorizeWorkerRequest(bool secure, const std::optional<PeerIdentity>& ma
     case Which::REPLICATE_BLOCK:
     case Which::DECOMMISSION:
     case Which::SHUTDOWN:
+    case Which::LEADER_ELECTED:
       if (peer->role == KeyRole::kMaster) return Status::Ok();
       return Denied(*peer, which, "the master's");
     default:

@@ -128,7 +128,7 @@ void JournalFollower::Run() {
       continue;
     }
     if (batches->empty() && !snapshot) {
-      caught_up_.store(true);
+      caught_up_.store(got.getHeadSequence() == position.sequence);
       last_problem.clear();
       continue;
     }
@@ -146,7 +146,7 @@ void JournalFollower::Run() {
     position = next;
     epoch_.store(position.epoch);
     sequence_.store(position.sequence);
-    caught_up_.store(false);  // until a fetch finds nothing new
+    caught_up_.store(position.sequence >= got.getHeadSequence());
     last_problem.clear();
   }
 }

@@ -45,7 +45,8 @@ class JournalFollower {
   // Returns once the thread has let go of the journal (at most about one fetch's wait).
   void Stop();
 
-  // The last position applied, and whether the leader's last answer left nothing to fetch.
+  // The last position applied, and whether it reached the leader's head (every record the
+  // leader had written) as of the leader's last answer.
   uint64_t epoch() const { return epoch_.load(); }
   uint64_t sequence() const { return sequence_.load(); }
   bool caught_up() const { return caught_up_.load(); }

@@ -171,6 +171,13 @@ void LeaderElection::Run() {
       }
     }
 
+    {
+      // Again: a Step() above may have just claimed the lead, whose first renewal is due
+      // well within the second this loop may otherwise sleep.
+      MutexLock lock(mutex_);
+      leading = snapshot_.role == ElectionRole::kLeader;
+      lease_until = lease_until_;
+    }
     Clock::time_point wake = Clock::now() + std::chrono::seconds(1);
     if (need_step_ || session_ == nullptr) wake = std::min(wake, retry_at_);
     if (leading) wake = std::min({wake, next_renewal_, lease_until});

@@ -1,8 +1,13 @@
 // bm-master: wires the master server to the command line, logging and signals.
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <mutex>
 #include <string>
 #include <zmq.hpp>
 
@@ -13,9 +18,49 @@
 #include "common/node_security.h"
 #include "common/server_config.h"
 #include "common/shutdown_signals.h"
+#include "master/leader_election.h"
 #include "master/master_server.h"
 #include "master/status_routes.h"
 #include "master/status_service.h"
+
+namespace {
+
+// The master's view of the ZooKeeper election (master/leadership.h).
+class ElectionLeadership final : public bm::Leadership {
+ public:
+  explicit ElectionLeadership(const bm::LeaderElection& election) : election_(election) {}
+  bm::LeadershipView Current() const override {
+    const bm::ElectionSnapshot now = election_.Current();
+    return bm::LeadershipView{.leader = now.role == bm::ElectionRole::kLeader,
+                              .epoch = now.epoch,
+                              .leader_id = now.leader_id,
+                              .leader_address = now.leader_address};
+  }
+
+ private:
+  const bm::LeaderElection& election_;
+};
+
+// Forwards to the election once it has started.
+class DeferredLeadership final : public bm::Leadership {
+ public:
+  void Set(const bm::Leadership* target) { target_.store(target); }
+  bm::LeadershipView Current() const override {
+    const bm::Leadership* target = target_.load();
+    return target != nullptr ? target->Current() : bm::LeadershipView{};
+  }
+
+ private:
+  std::atomic<const bm::Leadership*> target_{nullptr};
+};
+
+// The address others reach this master at: --advertise, else the bound endpoint (which must
+// then not be a wildcard).
+std::string AdvertisedAddress(const std::string& advertise, const std::string& endpoint) {
+  return advertise.empty() ? endpoint : advertise;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   bm::TuneAllocatorForBlockBuffers();
@@ -66,6 +111,30 @@ int main(int argc, char** argv) {
   app.add_option("--http", http,
                  "Serve status pages, the REST API (/api/v1), /metrics, /healthz and /readyz on "
                  "HOST:PORT, e.g. 0.0.0.0:8080 (port 0: any free port). Default: off");
+  std::string zookeeper;
+  std::string advertise;
+  std::string master_id;
+  double session_timeout_s = 2;
+  double standby_timeout_s = 1;
+  app.add_option("--zookeeper", zookeeper,
+                 "Run as one of several masters (README \"Standby masters\"): "
+                 "HOST:PORT[,HOST:PORT...][/CHROOT] of the ZooKeeper ensemble that elects the "
+                 "leader (chroot default /blockmgr). Needs --state-dir. Default: lead alone");
+  app.add_option("--advertise", advertise,
+                 "With --zookeeper: the address clients and workers reach this master at, "
+                 "published when it leads (default: the --listen address)");
+  app.add_option("--id", master_id,
+                 "With --zookeeper: this master's name among the masters (default: "
+                 "HOSTNAME:PORT)");
+  app.add_option("--session-timeout", session_timeout_s,
+                 "With --zookeeper: the ZooKeeper session timeout in seconds; a killed leader "
+                 "is replaced about this long after it died (ZooKeeper bounds it to 2-20 "
+                 "ticks)")
+      ->capture_default_str();
+  app.add_option("--standby-timeout", standby_timeout_s,
+                 "With --zookeeper: seconds a standby may fetch nothing before the leader stops "
+                 "waiting for it to acknowledge changes (it is then out of sync)")
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
@@ -130,23 +199,93 @@ int main(int argc, char** argv) {
   options.max_registrations_per_key = max_registrations_per_key;
   options.heartbeat_timeout =
       std::chrono::duration_cast<bm::Duration>(std::chrono::duration<double>(heartbeat_timeout_s));
+  options.standby_timeout =
+      std::chrono::duration_cast<bm::Duration>(std::chrono::duration<double>(standby_timeout_s));
+  // With --zookeeper the server is created first (to know its port), then the election, whose
+  // changes wake the server's loop.
+  std::unique_ptr<bm::LeaderElection> election;
+  std::unique_ptr<ElectionLeadership> leadership;
+  std::mutex server_mutex;  // guards `woken` against the election's threads
+  bm::MasterServer* woken = nullptr;
+  // The server exists before the election (whose address is the server's): until the election
+  // starts, the server sees a standby that knows no leader.
+  DeferredLeadership deferred;
+  if (!zookeeper.empty()) {
+    if (state_dir.empty()) {
+      std::fprintf(stderr, "bm-master: --zookeeper needs --state-dir (the standby's journal)\n");
+      return 2;
+    }
+    options.leadership = &deferred;
+    if (master_id.empty()) {
+      char host[256] = {};
+      ::gethostname(host, sizeof(host) - 1);
+      const std::string& named = advertise.empty() ? listen : advertise;
+      master_id = std::string(host) + named.substr(named.rfind(':'));
+    }
+    options.master_id = master_id;
+    options.advertised_address = advertise;
+  }
   bm::Result<std::unique_ptr<bm::MasterServer>> server =
       bm::MasterServer::Create(context, options, clock);
   if (!server.ok()) {
     std::fprintf(stderr, "bm-master: %s\n", server.status().message().c_str());
     return 1;
   }
+  if (!zookeeper.empty()) {
+    const std::string address = AdvertisedAddress(advertise, server.value()->endpoint());
+    bm::Result<std::unique_ptr<bm::LeaderElection>> started = bm::LeaderElection::Start(
+        bm::ElectionOptions{.zookeeper = zookeeper,
+                            .candidate_id = master_id,
+                            .address = address,
+                            .session_timeout = std::chrono::milliseconds(
+                                static_cast<int64_t>(session_timeout_s * 1000))},
+        [&] {
+          std::lock_guard<std::mutex> lock(server_mutex);
+          if (woken != nullptr) woken->Wake();
+        });
+    if (!started.ok()) {
+      std::fprintf(stderr, "bm-master: --zookeeper: %s\n", started.status().message().c_str());
+      return 2;
+    }
+    election = std::move(started).value();
+    leadership = std::make_unique<ElectionLeadership>(*election);
+    deferred.Set(leadership.get());
+    server.value()->Wake();
+    {
+      std::lock_guard<std::mutex> lock(server_mutex);
+      woken = server.value().get();
+    }
+    spdlog::info("candidate {} at {} in the election at {}", master_id, address, zookeeper);
+  }
+
   spdlog::info("listening on {} (heartbeat timeout {} s, journal {}, {})",
                server.value()->endpoint(), heartbeat_timeout_s,
                state_dir.empty() ? std::string("none") : state_dir,
                secure.keys.enabled() ? "CURVE keys on" : "no keys: plaintext");
 
   shutdown_signals.CallOnSignal([&] { server.value()->Stop(); });
-  server.value()->Run();  // returns after Stop()
+  server.value()->Run();  // returns after Stop(), or when this master lost the lead
+  const bool demoted = server.value()->demoted();
   shutdown_signals.StopWaiting();
+  {
+    std::lock_guard<std::mutex> lock(server_mutex);
+    woken = nullptr;
+  }
   http_server.Stop();  // before the loop's state goes: handlers may be waiting on it
   server.value().reset();
   secure.zap.reset();  // after the sockets it authenticates, before the context
+  if (demoted) {
+    // A deposed leader's state is out of date in ways nothing tracks: it starts over, as a
+    // standby, with the same command line (same pid, so supervisors see no exit). The
+    // election's session closes first, so its candidate znode goes at once.
+    election.reset();
+    spdlog::warn("restarting as a standby");
+    spdlog::shutdown();
+    ::execv("/proc/self/exe", argv);
+    std::fprintf(stderr, "bm-master: cannot restart itself: %s\n", std::strerror(errno));
+    return 1;
+  }
+  election.reset();  // resigns: a standby takes over at once
   spdlog::info("stopped");
   return 0;
 }

@@ -97,8 +97,19 @@ void MasterServer::Loop::Promote(uint64_t epoch) {
       clock_, epoch, JournalFeed::Options{.standby_timeout = options_.standby_timeout});
   journal_->set_write_observer(
       [feed = feed_.get()](std::string_view batch) { feed->Append(batch); });
-  spdlog::info("leading as epoch {} ({} ms after the election)", epoch,
-               ToMillis(clock_.Now() - start));
+  // The workers learn of the new leader now, not when they find the old one silent.
+  size_t told = 0;
+  for (const WorkerRecord& worker : registry_.List()) {
+    capnp::MallocMessageBuilder message;
+    message.initRoot<proto::Request>().setLeaderElected(AdvertisedAddress());
+    if (links_.Send(worker.id, message).ok()) ++told;
+  }
+  spdlog::info("leading as epoch {} ({} ms after the election; {} workers told)", epoch,
+               ToMillis(clock_.Now() - start), told);
+}
+
+std::string MasterServer::Loop::AdvertisedAddress() const {
+  return options_.advertised_address.empty() ? requests_.endpoint() : options_.advertised_address;
 }
 
 void MasterServer::Loop::AnswerNotLeader(proto::Reply::Builder reply) const {
@@ -112,11 +123,11 @@ void MasterServer::Loop::AnswerNotLeader(proto::Reply::Builder reply) const {
 void MasterServer::Loop::AnswerMasterInfo(proto::Reply::Builder reply) const {
   proto::MasterInfo::Builder info = reply.initMaster();
   info.setId(options_.master_id);
-  info.setAddress(requests_.endpoint());
+  info.setAddress(AdvertisedAddress());
   info.setLeader(role_ == Role::kLeader);
   if (role_ == Role::kLeader) {
     info.setEpoch(epoch_);
-    info.setLeaderAddress(requests_.endpoint());
+    info.setLeaderAddress(AdvertisedAddress());
     info.setJournalSequence(feed_ ? feed_->next_sequence() : 0);
     info.setInSync(true);
     return;
@@ -161,6 +172,7 @@ bool MasterServer::Loop::AnswerFetch(const zmq::message_t& client, uint64_t requ
   answer.setEpoch(feed_->epoch());
   answer.setFirstSequence(fetched.first);
   answer.setSnapshot(fetched.snapshot);
+  answer.setHeadSequence(feed_->next_sequence());
   std::vector<zmq::message_t> frames;
   if (fetched.snapshot) {
     Result<std::vector<std::string>> snapshot = journal_->SnapshotBatches(kSnapshotBatchBytes);

@@ -49,6 +49,9 @@ struct MasterOptions {
   // standby that follows the leader's journal into its own (state_dir is then required), and
   // leads once `leadership` says so; Wake() must be called whenever the election changes.
   const Leadership* leadership = nullptr;
+  // The address clients and workers reach this master at (published when it leads, sent to
+  // workers when elected). Empty: the bound endpoint.
+  std::string advertised_address{};
   // This master's name among the masters (in the election, and to the leader as a standby).
   std::string master_id{};
   // The leader's journal feed: how long a silent standby holds acknowledgements back.

@@ -140,6 +140,9 @@ struct JournalBatches {
   firstSequence @1 :UInt64;
   batchBytes @2 :List(UInt64);
   snapshot @3 :Bool;
+  # The leader's next sequence when it answered: a standby whose position reaches it held
+  # every record the leader had written (it is caught up).
+  headSequence @4 :UInt64;
 }
 
 # Answers masterInfo: this master as it sees itself.
@@ -503,6 +506,10 @@ struct Request {
     corruptBlock @26 :CorruptBlock;   # test-only, see CorruptBlock
     fetchJournal @27 :FetchJournal;   # standby master -> leader
     masterInfo @28 :Void;             # answered by leader and standby alike
+    # New leader -> each worker its journal lists, once elected: "I lead now (Request.epoch),
+    # at this client address": the worker registers with it at once instead of waiting to
+    # find its old master silent. Answered ok (or refused by the fence when stale).
+    leaderElected @30 :Text;
   }
   # Master -> worker commands (and compute leases): the epoch of the master that sent them.
   # A worker refuses a command from an epoch older than the highest it has seen (fencing a

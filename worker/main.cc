@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "common/http_server.h"
 #include "common/logging.h"
+#include "common/master_addresses.h"
 #include "common/node_security.h"
 #include "common/server_config.h"
 #include "common/shutdown_signals.h"
@@ -58,7 +59,9 @@ struct Flags {
 };
 
 void AddFlags(CLI::App& app, Flags& f) {
-  app.add_option("--master", f.master, "The master's address, e.g. tcp://10.0.0.1:7077")
+  app.add_option("--master", f.master,
+                 "The master's address, e.g. tcp://10.0.0.1:7077, or every master's, separated "
+                 "by commas, with standby masters (README \"Standby masters\")")
       ->required();
   app.add_option("--listen", f.listen, "Address to serve on, e.g. tcp://0.0.0.0:7078")->required();
   app.add_option("--memory", f.memory_text, "Memory for blocks, e.g. 512MiB or 4GiB")->required();
@@ -157,8 +160,13 @@ bm::Result<Sizes> CheckFlags(const Flags& f) {
   if (!read_ahead.ok()) {
     return bm::InvalidArgumentError("--read-ahead: " + read_ahead.status().message());
   }
-  if (bm::Status s = bm::ParseTcpAddress(f.master, false).status(); !s.ok()) {
-    return bm::InvalidArgumentError("--master: " + s.message());
+  // One master, or several (standby masters) separated by commas.
+  bm::Result<bm::MasterAddresses> masters = bm::MasterAddresses::Parse(f.master);
+  if (!masters.ok()) return bm::InvalidArgumentError("--master: " + masters.status().message());
+  for (const std::string& master : masters->all()) {
+    if (bm::Status s = bm::ParseTcpAddress(master, false).status(); !s.ok()) {
+      return bm::InvalidArgumentError("--master: " + s.message());
+    }
   }
   bm::Result<bm::TcpAddress> listen_address = bm::ParseTcpAddress(f.listen, true);
   if (!listen_address.ok()) {

@@ -55,6 +55,8 @@ const char* MasterLink::KindName(RequestKind kind) {
 }
 
 void MasterLink::ResetSocket() {
+  // Kept until the drain that may be reading it returns (OnReadable).
+  retired_socket_ = std::move(socket_);
   socket_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
   // WorkerServer checked the keys when it started: a failure here is a bug.
   BM_CHECK(ConfigureClientSocket(*socket_, options_.security, masters_.current()).ok());
@@ -192,8 +194,13 @@ void MasterLink::MaybeSendReport() {
 }
 
 void MasterLink::OnReadable() {
-  const Drained drained = DrainSocket(*socket_, 256, [&] {
-    Result<IncomingMessage> received = ReceiveMessage(*socket_, /*has_routing_id=*/false);
+  retired_socket_.reset();
+  zmq::socket_t& socket = *socket_;
+  const Drained drained = DrainSocket(socket, 256, [&] {
+    // A reply that sent the link to another master replaced the socket: the rest of this one
+    // is stale.
+    if (socket_.get() != &socket) return false;
+    Result<IncomingMessage> received = ReceiveMessage(socket, /*has_routing_id=*/false);
     if (!received.ok()) {
       spdlog::warn("bad message from master {}: {}", masters_.current(),
                    received.status().ToString());
@@ -202,7 +209,11 @@ void MasterLink::OnReadable() {
     HandleReply(received.value());
     return true;
   });
-  if (drained != Drained::kStopped) unsettled_ = drained == Drained::kMoreWaiting;
+  if (socket_.get() != &socket) {
+    unsettled_ = true;  // the new socket
+  } else if (drained != Drained::kStopped) {
+    unsettled_ = drained == Drained::kMoreWaiting;
+  }
 }
 
 void MasterLink::HandleReply(IncomingMessage& message) {
@@ -309,6 +320,17 @@ void MasterLink::OnRegistered(const Outstanding& request, uint32_t heartbeat_int
 void MasterLink::Acknowledge(uint64_t covers_seq) {
   while (!queue_.empty() && queue_.front().seq <= covers_seq) queue_.pop_front();
   acked_seq_ = std::max(acked_seq_, covers_seq);
+}
+
+void MasterLink::LeaderElected(const std::string& address, uint64_t epoch) {
+  if (epoch <= leader_epoch_ || address.empty()) return;
+  spdlog::info("master {} was elected leader (epoch {}): registering with it", address, epoch);
+  leader_epoch_ = epoch;  // the fence is raised already; a reply may confirm it
+  masters_.FollowHint(address);
+  ResetSocket();
+  RetryRegistrationLater();
+  next_attempt_ = clock_.Now();
+  backoff_ = options_.backoff_initial;
 }
 
 void MasterLink::FollowLeader(const std::string& leader) {

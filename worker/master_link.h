@@ -83,6 +83,9 @@ class MasterLink {
   bool registered() const { return state_ == State::kRegistered; }
   // The epoch of the leader this worker last registered with (0: a master without election).
   uint64_t leader_epoch() const { return leader_epoch_; }
+  // A master says it leads `epoch` at `address` (leaderElected): a newer leader than the one
+  // this worker registered with is registered with at once.
+  void LeaderElected(const std::string& address, uint64_t epoch);
   // The master it talks to now.
   const std::string& master_address() const { return masters_.current(); }
   // Changes waiting for the master's acknowledgement.
@@ -140,6 +143,7 @@ class MasterLink {
   const Clock& clock_;
 
   std::unique_ptr<zmq::socket_t> socket_;
+  std::unique_ptr<zmq::socket_t> retired_socket_;  // replaced while being drained
   bool unsettled_ = true;
   std::vector<std::pair<BlockId, uint64_t>> refused_;  // see TakeRefused()
   State state_ = State::kUnregistered;

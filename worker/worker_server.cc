@@ -352,6 +352,7 @@ Result<WorkerServer::Served> WorkerServer::Dispatch(IncomingMessage& message,
     case proto::Request::VERIFY_BLOCK:
     case proto::Request::DECOMMISSION:
     case proto::Request::SHUTDOWN:
+    case proto::Request::LEADER_ELECTED:
       // The master's commands: never from a deposed leader.
       BM_RETURN_IF_ERROR(fence_.Admit(header.epoch, "a command"));
       break;
@@ -402,6 +403,16 @@ Result<WorkerServer::Served> WorkerServer::Dispatch(IncomingMessage& message,
     case proto::Request::PING:
       replies_->SendOk(*message.routing_id(), id);
       return Served::kDone;
+    case proto::Request::LEADER_ELECTED: {
+      std::string leader;
+      BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+        leader = message.request().getLeaderElected();
+        return Status::Ok();
+      }));
+      link_->LeaderElected(leader, header.epoch);
+      replies_->SendOk(*message.routing_id(), id);
+      return Served::kDone;
+    }
     default:
       break;
   }
