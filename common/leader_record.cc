@@ -1,5 +1,6 @@
 #include "common/leader_record.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 namespace bm {
@@ -23,6 +24,35 @@ Result<LeaderRecord> ParseLeaderRecord(const std::string& data) {
     return InvalidArgumentError("leader znode without an id or epoch: '" + data.substr(0, 200) +
                                 "'");
   }
+  return record;
+}
+
+bool InSyncRecord::Eligible(const std::string& id) const {
+  return id == leader || std::find(standbys.begin(), standbys.end(), id) != standbys.end();
+}
+
+std::string EncodeInSyncRecord(const InSyncRecord& record) {
+  return nlohmann::json{
+      {"epoch", record.epoch}, {"leader", record.leader}, {"in_sync", record.standbys}}
+      .dump();
+}
+
+Result<InSyncRecord> ParseInSyncRecord(const std::string& data) {
+  nlohmann::json json = nlohmann::json::parse(data, nullptr, /*allow_exceptions=*/false);
+  const auto bad = [&] {
+    return InvalidArgumentError("malformed in-sync znode: '" + data.substr(0, 200) + "'");
+  };
+  if (!json.is_object() || !json.contains("epoch") || !json["epoch"].is_number_unsigned() ||
+      !json.contains("leader") || !json["leader"].is_string() || !json.contains("in_sync") ||
+      !json["in_sync"].is_array()) {
+    return bad();
+  }
+  InSyncRecord record{json["epoch"].get<uint64_t>(), json["leader"].get<std::string>(), {}};
+  for (const nlohmann::json& id : json["in_sync"]) {
+    if (!id.is_string()) return bad();
+    record.standbys.push_back(id.get<std::string>());
+  }
+  if (record.leader.empty()) return bad();
   return record;
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -17,6 +18,26 @@ inline constexpr char kLeaderZnode[] = "/leader";
 // Persistent; the epoch of the latest leader as decimal text. Only ever grows: each claim
 // writes it at the version it read, in the same multi that creates kLeaderZnode.
 inline constexpr char kEpochZnode[] = "/epoch";
+
+// Persistent; holds an InSyncRecord: who may lead next without losing anything acknowledged.
+// The leader rewrites it (conditional on /epoch) whenever its set of in-sync standbys changes,
+// before it acknowledges anything without a standby it drops.
+inline constexpr char kInSyncZnode[] = "/in_sync";
+
+// The masters that hold every record the leader of `epoch` acknowledged: the leader itself
+// and its in-sync standbys. Only they may claim the next epoch.
+struct InSyncRecord {
+  uint64_t epoch = 0;
+  std::string leader;
+  std::vector<std::string> standbys;
+
+  bool Eligible(const std::string& id) const;
+  bool operator==(const InSyncRecord&) const = default;
+};
+// {"epoch":3,"leader":"master-a","in_sync":["master-b"]}
+std::string EncodeInSyncRecord(const InSyncRecord& record);
+// kInvalidArgument for anything but the JSON above with a non-empty leader.
+Result<InSyncRecord> ParseInSyncRecord(const std::string& data);
 
 // Who leads, where its clients reach it, and the epoch that fences its predecessors.
 struct LeaderRecord {

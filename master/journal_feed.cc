@@ -43,23 +43,33 @@ JournalFeed::Fetched JournalFeed::Fetch(const std::string& standby, uint64_t epo
   return fetched;
 }
 
-uint64_t JournalFeed::ConfirmedSequence() const {
+uint64_t JournalFeed::ConfirmedSequence(const std::vector<std::string>* published) const {
   uint64_t confirmed = next_sequence_;
   for (const auto& [id, standby] : standbys_) {
-    if (standby.in_sync) confirmed = std::min(confirmed, standby.confirmed);
+    const bool waited_for =
+        standby.in_sync || (published != nullptr && std::find(published->begin(), published->end(),
+                                                              id) != published->end());
+    if (waited_for) confirmed = std::min(confirmed, standby.confirmed);
   }
   return confirmed;
+}
+
+std::vector<std::string> JournalFeed::InSyncIds() const {
+  std::vector<std::string> ids;
+  for (const auto& [id, standby] : standbys_) {
+    if (standby.in_sync) ids.push_back(id);  // a std::map: sorted
+  }
+  return ids;
 }
 
 std::vector<std::string> JournalFeed::ExpireSilent() {
   std::vector<std::string> dropped;
   const TimePoint now = clock_.Now();
-  for (auto it = standbys_.begin(); it != standbys_.end();) {
-    if (now - it->second.last_fetch >= options_.standby_timeout) {
-      if (it->second.in_sync) dropped.push_back(it->first);
-      it = standbys_.erase(it);
-    } else {
-      ++it;
+  for (auto& [id, standby] : standbys_) {
+    // Kept (with its position) while ZooKeeper may still list it as in sync.
+    if (standby.in_sync && now - standby.last_fetch >= options_.standby_timeout) {
+      standby.in_sync = false;
+      dropped.push_back(id);
     }
   }
   return dropped;
@@ -68,6 +78,7 @@ std::vector<std::string> JournalFeed::ExpireSilent() {
 std::optional<TimePoint> JournalFeed::NextExpiry() const {
   std::optional<TimePoint> next;
   for (const auto& [id, standby] : standbys_) {
+    if (!standby.in_sync) continue;
     const TimePoint expiry = standby.last_fetch + options_.standby_timeout;
     if (!next || expiry < *next) next = expiry;
   }

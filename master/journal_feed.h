@@ -53,11 +53,16 @@ class JournalFeed {
   bool HasRecordsFrom(uint64_t from) const { return from < next_sequence_; }
 
   // Every in-sync standby holds the records before this (next_sequence() when none is in
-  // sync): acknowledgements that depend on nothing later may go.
-  uint64_t ConfirmedSequence() const;
-  // Drops standbys silent for standby_timeout, returning their ids.
+  // sync): acknowledgements that depend on nothing later may go. With `published` (the
+  // standbys ZooKeeper lists as in sync, who may lead next), those are waited for too until a
+  // publication without them: a standby is dropped from the wait only once it may no longer
+  // take over.
+  uint64_t ConfirmedSequence(const std::vector<std::string>* published = nullptr) const;
+  // The standbys in sync now, sorted: what the election should publish.
+  std::vector<std::string> InSyncIds() const;
+  // Takes standbys silent for standby_timeout out of sync, returning their ids.
   std::vector<std::string> ExpireSilent();
-  // When the next standby would expire, if any is in sync.
+  // When the next in-sync standby would expire, if any.
   std::optional<TimePoint> NextExpiry() const;
 
   struct StandbyStatus {

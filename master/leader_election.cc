@@ -153,6 +153,7 @@ void LeaderElection::Run() {
       leading = false;
     }
     if (leading && now >= next_renewal_) RenewLease();
+    if (leading && options_.require_in_sync) WriteInSyncIfChanged();
     if (session_ != nullptr && need_step_ && now >= retry_at_ &&
         session_->state() == ZooKeeperState::kConnected) {
       Status status = Step();
@@ -273,6 +274,33 @@ Status LeaderElection::Claim() {
     BM_ASSIGN_OR_RETURN(last_epoch, ParseEpoch(epoch_node->data));
   }
   const LeaderRecord record{options_.candidate_id, options_.address, last_epoch + 1};
+  // Only a master that holds everything the last leader acknowledged may lead next.
+  Result<ZooKeeperNode> in_sync_node = NotFoundError("not kept");
+  if (options_.require_in_sync) in_sync_node = session_->Get(kInSyncZnode, /*watch=*/false);
+  if (!in_sync_node.ok() && in_sync_node.status().code() != StatusCode::kNotFound) {
+    return in_sync_node.status();
+  }
+  if (in_sync_node.ok()) {
+    BM_ASSIGN_OR_RETURN(InSyncRecord in_sync, ParseInSyncRecord(in_sync_node->data));
+    if (!in_sync.Eligible(options_.candidate_id)) {
+      if (!ineligible_logged_) {
+        spdlog::warn(
+            "leader election: {} may not lead: it was not in sync with {}, the leader of epoch "
+            "{} (in sync: {} standbys), so it may lack what that leader acknowledged; it waits "
+            "for an in-sync master to lead (an operator may delete {} in ZooKeeper to let it "
+            "lead anyway, accepting that loss)",
+            options_.candidate_id, in_sync.leader, in_sync.epoch, in_sync.standbys.size(),
+            kInSyncZnode);
+        ineligible_logged_ = true;
+      }
+      // Step out of line, so that the next candidate gets its turn; join again at the back.
+      (void)session_->Delete(own_node_, -1);
+      own_node_.clear();
+      Publish(ElectionRole::kCandidate, {}, {});
+      return AbortedError("not in sync with the last leader: stepped to the back of the line");
+    }
+  }
+  ineligible_logged_ = false;
 
   std::vector<ZooKeeperOp> ops;
   // The epoch moves from exactly what was read, or is created: a second claimer fails here.
@@ -286,9 +314,24 @@ Status LeaderElection::Claim() {
   }
   ops.push_back({ZooKeeperOp::Kind::kCreate, kLeaderZnode, EncodeLeaderRecord(record), -1,
                  /*ephemeral=*/true});
+  // A new epoch starts with no standby in sync: each catches up with this leader first.
+  const std::string in_sync = EncodeInSyncRecord({record.epoch, options_.candidate_id, {}});
+  if (!options_.require_in_sync) {
+    // No list kept.
+  } else if (in_sync_node.ok()) {
+    ops.push_back({ZooKeeperOp::Kind::kSetData, kInSyncZnode, in_sync, in_sync_node->version});
+  } else {
+    ops.push_back({ZooKeeperOp::Kind::kCreate, kInSyncZnode, in_sync});
+  }
   // The lease runs from before the request: the server heard from this session after that.
   const Clock::time_point sent = Clock::now();
   BM_RETURN_IF_ERROR(session_->Multi(ops));
+  claimed_epoch_version_ = epoch_node.ok() ? epoch_node->version + 1 : 0;
+  {
+    MutexLock lock(mutex_);
+    wanted_in_sync_.clear();
+    snapshot_.in_sync_published.clear();
+  }
   Publish(ElectionRole::kLeader, record, sent + session_->negotiated_timeout() * 2 / 3);
   next_renewal_ = sent + session_->negotiated_timeout() / 4;
   spdlog::info("leader election: {} leads in epoch {}", record.id, record.epoch);
@@ -357,6 +400,50 @@ void LeaderElection::Publish(ElectionRole role, const LeaderRecord& leader,
   NotifyIfChanged(before);
 }
 
+void LeaderElection::PublishInSync(std::vector<std::string> standbys) {
+  std::sort(standbys.begin(), standbys.end());
+  {
+    MutexLock lock(mutex_);
+    if (standbys == wanted_in_sync_) return;
+    wanted_in_sync_ = std::move(standbys);
+  }
+  events_.Push(ZooKeeperEvent{.kind = ZooKeeperEvent::Kind::kOther}, /*session_serial=*/0);
+}
+
+void LeaderElection::WriteInSyncIfChanged() {
+  std::vector<std::string> wanted;
+  uint64_t epoch = 0;
+  {
+    MutexLock lock(mutex_);
+    if (wanted_in_sync_ == snapshot_.in_sync_published) return;
+    wanted = wanted_in_sync_;
+    epoch = snapshot_.epoch;
+  }
+  // Conditional on /epoch still being this claim's: a deposed leader cannot overwrite what its
+  // successor wrote.
+  const Status written =
+      session_->Multi({{ZooKeeperOp::Kind::kCheck, kEpochZnode, "", claimed_epoch_version_},
+                       {ZooKeeperOp::Kind::kSetData, kInSyncZnode,
+                        EncodeInSyncRecord({epoch, options_.candidate_id, wanted}), -1}});
+  if (!written.ok()) {
+    spdlog::warn("leader election: cannot write the in-sync standbys: {}", written.ToString());
+    if (written.code() != StatusCode::kUnavailable) {
+      Demote("its epoch is no longer the latest");
+      need_step_ = true;
+    }
+    return;
+  }
+  ElectionSnapshot before;
+  {
+    MutexLock lock(mutex_);
+    before = snapshot_;
+    if (snapshot_.role == ElectionRole::kLeader && snapshot_.epoch == epoch) {
+      snapshot_.in_sync_published = wanted;
+    }
+  }
+  NotifyIfChanged(before);
+}
+
 void LeaderElection::Demote(const char* why) {
   ElectionSnapshot before;
   {
@@ -367,6 +454,7 @@ void LeaderElection::Demote(const char* why) {
                    snapshot_.epoch, why);
     }
     snapshot_.role = ElectionRole::kNoQuorum;
+    snapshot_.in_sync_published.clear();
     snapshot_.leader_id.clear();
     snapshot_.leader_address.clear();
     lease_until_ = {};

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/leader_record.h"
 #include "common/mutex.h"
@@ -24,6 +25,9 @@ struct ElectionOptions {
   // maxSessionTimeout, by default 2 .. 20 ticks). A killed leader is replaced about this long
   // after it died.
   std::chrono::milliseconds session_timeout = std::chrono::seconds(2);
+  // Whether only the masters /in_sync lists may claim (PublishInSync); bm-master sets it, so
+  // that a standby that fell behind never takes over. Off: any candidate first in line leads.
+  bool require_in_sync = false;
 };
 
 // What this master is, as far as it can tell now.
@@ -44,6 +48,9 @@ struct ElectionSnapshot {
   std::string leader_address;
   // How many times this master has won an election.
   uint64_t elections_won = 0;
+  // kLeader: the in-sync standbys as last written to ZooKeeper's /in_sync in this epoch
+  // (PublishInSync); empty otherwise.
+  std::vector<std::string> in_sync_published;
 
   bool operator==(const ElectionSnapshot&) const = default;
 };
@@ -84,6 +91,13 @@ class LeaderElection {
 
   ElectionSnapshot Current() const;
 
+  // Leader: the standbys that hold every record it acknowledged (sorted by the caller or not).
+  // Written to /in_sync on the election's thread, conditional on this master's epoch; once
+  // written, Current().in_sync_published says so (and `on_change` runs). Only masters listed
+  // there (and this one) may claim the next epoch: a standby that fell behind cannot take over
+  // and lose what was acknowledged without it.
+  void PublishInSync(std::vector<std::string> standbys);
+
   // Stops leading (Current() says kNoQuorum from now on) and closes the session, which removes
   // this master's znodes at once, so the next candidate takes over without waiting for the
   // session to expire. For a clean shutdown; the election does not run again.
@@ -112,6 +126,8 @@ class LeaderElection {
   // connected one (a lost connection wins over a decision in flight).
   void Publish(ElectionRole role, const LeaderRecord& leader, Clock::time_point lease_until);
   void Demote(const char* why);
+  // Leader: writes the wanted in-sync set when it differs from the one published.
+  void WriteInSyncIfChanged();
   void NotifyIfChanged(const ElectionSnapshot& before);
 
   // Constant after construction.
@@ -136,6 +152,10 @@ class LeaderElection {
   bool resigned_ BM_GUARDED_BY(mutex_) = false;
   ElectionSnapshot snapshot_ BM_GUARDED_BY(mutex_);
   Clock::time_point lease_until_ BM_GUARDED_BY(mutex_){};
+  std::vector<std::string> wanted_in_sync_ BM_GUARDED_BY(mutex_);
+  // Owned by the election thread: the /epoch znode's version this master's claim wrote.
+  int32_t claimed_epoch_version_ = -1;
+  bool ineligible_logged_ = false;
 
   std::thread thread_;
 };

@@ -1,7 +1,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace bm {
 
@@ -15,6 +17,10 @@ struct LeadershipView {
   uint64_t epoch = 0;
   std::string leader_id;       // empty while no leader is known
   std::string leader_address;  // its client address, e.g. tcp://10.0.0.5:7700
+  // Leader: the standbys ZooKeeper lists as in sync in this epoch (only they may lead next),
+  // as last published. nullopt: the election keeps no such list (then acknowledgements wait
+  // only for the standbys the leader itself counts in sync).
+  std::optional<std::vector<std::string>> in_sync_published;
 };
 
 // Thread-safe: Current() may be called from any thread, and the election calls the observer it
@@ -23,6 +29,9 @@ class Leadership {
  public:
   virtual ~Leadership() = default;
   virtual LeadershipView Current() const = 0;
+  // Leader: asks the election to publish these standbys as the in-sync ones (asynchronously;
+  // Current().in_sync_published shows it done). No-op where there is no such list.
+  virtual void PublishInSync(std::vector<std::string> standbys) { (void)standbys; }
 };
 
 }  // namespace bm

@@ -28,30 +28,37 @@ namespace {
 // The master's view of the ZooKeeper election (master/leadership.h).
 class ElectionLeadership final : public bm::Leadership {
  public:
-  explicit ElectionLeadership(const bm::LeaderElection& election) : election_(election) {}
+  explicit ElectionLeadership(bm::LeaderElection& election) : election_(election) {}
   bm::LeadershipView Current() const override {
     const bm::ElectionSnapshot now = election_.Current();
     return bm::LeadershipView{.leader = now.role == bm::ElectionRole::kLeader,
                               .epoch = now.epoch,
                               .leader_id = now.leader_id,
-                              .leader_address = now.leader_address};
+                              .leader_address = now.leader_address,
+                              .in_sync_published = now.in_sync_published};
+  }
+  void PublishInSync(std::vector<std::string> standbys) override {
+    election_.PublishInSync(std::move(standbys));
   }
 
  private:
-  const bm::LeaderElection& election_;
+  bm::LeaderElection& election_;
 };
 
 // Forwards to the election once it has started.
 class DeferredLeadership final : public bm::Leadership {
  public:
-  void Set(const bm::Leadership* target) { target_.store(target); }
+  void Set(bm::Leadership* target) { target_.store(target); }
+  void PublishInSync(std::vector<std::string> standbys) override {
+    if (bm::Leadership* target = target_.load()) target->PublishInSync(std::move(standbys));
+  }
   bm::LeadershipView Current() const override {
-    const bm::Leadership* target = target_.load();
+    const bm::Leadership* target = target_.load();  // NOLINT: read-only use
     return target != nullptr ? target->Current() : bm::LeadershipView{};
   }
 
  private:
-  std::atomic<const bm::Leadership*> target_{nullptr};
+  std::atomic<bm::Leadership*> target_{nullptr};
 };
 
 // The address others reach this master at: --advertise, else the bound endpoint (which must
@@ -238,7 +245,8 @@ int main(int argc, char** argv) {
                             .candidate_id = master_id,
                             .address = address,
                             .session_timeout = std::chrono::milliseconds(
-                                static_cast<int64_t>(session_timeout_s * 1000))},
+                                static_cast<int64_t>(session_timeout_s * 1000)),
+                            .require_in_sync = true},
         [&] {
           std::lock_guard<std::mutex> lock(server_mutex);
           if (woken != nullptr) woken->Wake();

@@ -190,6 +190,9 @@ class MasterServer::Loop {
   // Answers the parked fetches that have records to take, or whose wait is over; drops silent
   // standbys; sends the acknowledgements every in-sync standby now holds.
   void ServeStandbys();
+  // The journal sequence every standby that may take over holds; asks the election to publish
+  // the feed's in-sync standbys when they changed.
+  uint64_t ConfirmedJournalSequence();
   // Sends an acknowledgement now, or holds it until every in-sync standby holds the journal
   // records it depends on (those before `depends_on`).
   void SendAcknowledgement(const zmq::message_t& client, capnp::MallocMessageBuilder& message,
@@ -252,7 +255,8 @@ class MasterServer::Loop {
     zmq::message_t client;
     std::unique_ptr<capnp::MallocMessageBuilder> message;
   };
-  std::deque<HeldReply> held_replies_;  // in the order they were made
+  std::deque<HeldReply> held_replies_;          // in the order they were made
+  std::vector<std::string> requested_in_sync_;  // the last set asked to be published
   zmq::context_t& context_;
 };
 

@@ -222,17 +222,30 @@ void MasterServer::Loop::ServeStandbys() {
         "waiting for it (it cannot take over until it catches up)",
         dropped, ToMillis(options_.standby_timeout));
   }
-  const uint64_t confirmed = feed_->ConfirmedSequence();
+  const uint64_t confirmed = ConfirmedJournalSequence();
   while (!held_replies_.empty() && held_replies_.front().depends_on <= confirmed) {
     requests_.Send(held_replies_.front().client, *held_replies_.front().message);
     held_replies_.pop_front();
   }
 }
 
+uint64_t MasterServer::Loop::ConfirmedJournalSequence() {
+  const LeadershipView view = options_.leadership->Current();
+  if (!view.in_sync_published) return feed_->ConfirmedSequence();
+  // ZooKeeper's list follows the feed's: a standby joins it once in sync, and leaves it (after
+  // which nothing waits for it) once silent.
+  std::vector<std::string> in_sync = feed_->InSyncIds();
+  if (in_sync != *view.in_sync_published && in_sync != requested_in_sync_) {
+    requested_in_sync_ = in_sync;
+    options_.leadership->PublishInSync(std::move(in_sync));
+  }
+  return feed_->ConfirmedSequence(&*view.in_sync_published);
+}
+
 void MasterServer::Loop::SendAcknowledgement(const zmq::message_t& client,
                                              capnp::MallocMessageBuilder& message,
                                              uint64_t depends_on) {
-  if (!feed_ || (held_replies_.empty() && feed_->ConfirmedSequence() >= depends_on)) {
+  if (!feed_ || (held_replies_.empty() && ConfirmedJournalSequence() >= depends_on)) {
     requests_.Send(client, message);
     return;
   }

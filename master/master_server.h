@@ -48,7 +48,7 @@ struct MasterOptions {
   // master runs in. Null: the master leads alone, as it always has. Otherwise it starts as a
   // standby that follows the leader's journal into its own (state_dir is then required), and
   // leads once `leadership` says so; Wake() must be called whenever the election changes.
-  const Leadership* leadership = nullptr;
+  Leadership* leadership = nullptr;
   // The address clients and workers reach this master at (published when it leads, sent to
   // workers when elected). Empty: the bound endpoint.
   std::string advertised_address{};

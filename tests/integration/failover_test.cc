@@ -270,6 +270,28 @@ TEST_F(FailoverTest, LeaderPausedPastItsSessionIsFencedAndRejoinsAsStandby) {
   }
 }
 
+TEST_F(FailoverTest, AStandbyThatFellBehindNeverTakesOverAndLosesWhatWasAcknowledged) {
+  // b stops fetching; a waits for it up to the standby timeout, has ZooKeeper list it out of
+  // sync, and only then acknowledges without it.
+  cluster_.master("b").Signal(SIGSTOP);
+  ASSERT_TRUE(
+      client_->Put(BlockId::Rdd(5, 0), Bytes("acknowledged"), StorageLevel::kMemoryAndDisk).ok());
+  cluster_.master("a").Signal(SIGKILL);
+  cluster_.master("b").Signal(SIGCONT);
+  // b lacks that put: it may not lead, and says why.
+  ASSERT_TRUE(WaitFor(
+      [&] { return cluster_.LogOf("master-b").find("may not lead") != std::string::npos; }, 15s))
+      << cluster_.LogOf("master-b");
+  EXPECT_EQ(cluster_.Leader(*client_), "");
+  // a comes back: the last leader leads again, with everything it acknowledged.
+  cluster_.StartMaster("a");
+  ASSERT_TRUE(WaitFor([&] { return cluster_.Leader(*client_) == "a"; }, 20s))
+      << cluster_.LogOf("master-a");
+  Result<std::vector<std::byte>> got = client_->Get(BlockId::Rdd(5, 0));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(Text(*got), "acknowledged");
+}
+
 TEST_F(FailoverTest, ZooKeeperAwayLongerThanASessionStopsTheLeaderUntilItReturns) {
   ASSERT_TRUE(client_->Put(BlockId::Rdd(4, 0), Bytes("kept"), StorageLevel::kMemoryAndDisk).ok());
   cluster_.zookeeper().Kill();

@@ -44,3 +44,24 @@ TEST(LeaderRecordTest, ZooKeeperAddressesNameHostsAndAChroot) {
 
 }  // namespace
 }  // namespace bm
+
+namespace bm {
+namespace {
+
+TEST(LeaderRecordTest, InSyncRecordsRoundTripAndSayWhoMayLead) {
+  const InSyncRecord record{7, "a", {"b", "c"}};
+  Result<InSyncRecord> parsed = ParseInSyncRecord(EncodeInSyncRecord(record));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(*parsed, record);
+  EXPECT_TRUE(parsed->Eligible("a"));
+  EXPECT_TRUE(parsed->Eligible("c"));
+  EXPECT_FALSE(parsed->Eligible("d"));
+  for (const char* bad :
+       {"", "{}", R"({"epoch":1,"leader":"","in_sync":[]})",
+        R"({"epoch":1,"leader":"a","in_sync":[3]})", R"({"epoch":-1,"leader":"a","in_sync":[]})"}) {
+    EXPECT_FALSE(ParseInSyncRecord(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace bm

@@ -81,3 +81,22 @@ TEST_F(JournalFeedTest, ASilentStandbyIsDroppedAndHoldsNothingBackAfterwards) {
 
 }  // namespace
 }  // namespace bm
+
+namespace bm {
+namespace {
+
+TEST_F(JournalFeedTest, AStandbyZooKeeperStillListsIsWaitedForUntilAListWithoutIt) {
+  feed_.Fetch("s1", 3, 0, 1 << 20);  // in sync at 0
+  feed_.Append("a");
+  const std::vector<std::string> listed = {"s1"};
+  clock_.Advance(500ms);
+  EXPECT_EQ(feed_.ExpireSilent(), std::vector<std::string>{"s1"});
+  EXPECT_TRUE(feed_.InSyncIds().empty());  // what the election is asked to publish
+  // Until the list without it is published, s1 may still take over: nothing goes without it.
+  EXPECT_EQ(feed_.ConfirmedSequence(&listed), 0u);
+  const std::vector<std::string> none;
+  EXPECT_EQ(feed_.ConfirmedSequence(&none), 1u);
+}
+
+}  // namespace
+}  // namespace bm
