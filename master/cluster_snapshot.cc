@@ -72,6 +72,7 @@ ClusterSnapshot BuildClusterSnapshot(const MasterView& view) {
   snapshot.copies_in_flight = view.copies_in_flight;
   snapshot.leases_held = view.leases_held;
   snapshot.journaled = view.journaled;
+  snapshot.role = view.role;
   snapshot.counters = view.counters;
   return snapshot;
 }

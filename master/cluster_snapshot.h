@@ -49,6 +49,7 @@ struct ClusterSnapshot {
   uint64_t copies_in_flight = 0;
   uint64_t leases_held = 0;
   bool journaled = false;
+  MasterRole role;
   MasterCounters counters;
 };
 

@@ -185,6 +185,7 @@ void MasterServer::Loop::ServeStatus() {
       .leases_held = leases_.lease_count(),
       .journaled = journal_ != nullptr,
       .now = clock_.Now(),
+      .role = StatusRole(),
   });
 }
 

@@ -173,6 +173,8 @@ class MasterServer::Loop {
   void FollowLeadership();
   // Loads the journal the standby kept, becomes the leader of `epoch` and feeds its standbys.
   void Promote(uint64_t epoch);
+  // This master's role, for status pages and metrics.
+  MasterRole StatusRole() const;
   // Where clients and workers reach this master.
   std::string AdvertisedAddress() const;
   // What a standby answers to requests meant for the leader.

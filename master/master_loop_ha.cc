@@ -108,6 +108,24 @@ void MasterServer::Loop::Promote(uint64_t epoch) {
                ToMillis(clock_.Now() - start), told);
 }
 
+MasterRole MasterServer::Loop::StatusRole() const {
+  MasterRole role;
+  if (options_.leadership == nullptr) return role;
+  role.elected = true;
+  role.leader = role_ == Role::kLeader;
+  role.elections_won = elections_won_;
+  if (role.leader) {
+    role.epoch = epoch_;
+    role.leader_address = AdvertisedAddress();
+    role.standbys_in_sync = feed_ ? feed_->in_sync_count() : 0;
+  } else {
+    const LeadershipView view = options_.leadership->Current();
+    role.epoch = view.epoch;
+    role.leader_address = view.leader_address;
+  }
+  return role;
+}
+
 std::string MasterServer::Loop::AdvertisedAddress() const {
   return options_.advertised_address.empty() ? requests_.endpoint() : options_.advertised_address;
 }

@@ -76,6 +76,20 @@ std::string MasterMetricsText(const ClusterSnapshot& snapshot) {
              "Workers dropped for missing heartbeats.");
   out.Sample("blockmgr_worker_drops_total", static_cast<double>(counters.workers_dropped));
 
+  const MasterRole& role = snapshot.role;
+  out.Family("blockmgr_master_is_leader", Type::kGauge,
+             "1 when this master leads (always without --zookeeper), 0 for a standby.");
+  out.Sample("blockmgr_master_is_leader", role.leader ? 1.0 : 0.0);
+  out.Family("blockmgr_master_epoch", Type::kGauge,
+             "The leader's epoch as this master knows it (0 without --zookeeper).");
+  out.Sample("blockmgr_master_epoch", static_cast<double>(role.epoch));
+  out.Family("blockmgr_master_elections_total", Type::kCounter,
+             "Elections this master won since it started.");
+  out.Sample("blockmgr_master_elections_total", static_cast<double>(role.elections_won));
+  out.Family("blockmgr_master_standbys_in_sync", Type::kGauge,
+             "Leader: standbys that hold every change it acknowledged (may take over).");
+  out.Sample("blockmgr_master_standbys_in_sync", static_cast<double>(role.standbys_in_sync));
+
   out.Family("blockmgr_compute_leases", Type::kGauge, "Compute leases held now.");
   out.Sample("blockmgr_compute_leases", static_cast<double>(snapshot.leases_held));
   out.Family("blockmgr_compute_lease_grants_total", Type::kCounter,

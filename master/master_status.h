@@ -89,6 +89,18 @@ struct MasterCounters {
 
 // Read-only access to the loop's state for status queries, valid during one
 // MasterStatusHook::Serve call only.
+// Where this master stands among several (standby masters; README "Standby masters").
+struct MasterRole {
+  bool elected = false;  // it runs in an election (--zookeeper)
+  bool leader = true;    // it leads (always, without an election)
+  uint64_t epoch = 0;    // the leader's epoch (its own when it leads)
+  uint64_t elections_won = 0;
+  std::string leader_address;     // a standby: whom it takes for the leader
+  uint64_t standbys_in_sync = 0;  // a leader: standbys holding all it acknowledged
+
+  bool operator==(const MasterRole&) const = default;
+};
+
 struct MasterView {
   const BlockIndex& index;
   const WorkerRegistry& registry;
@@ -99,6 +111,7 @@ struct MasterView {
   size_t leases_held;
   bool journaled;
   TimePoint now;
+  MasterRole role{};
 };
 
 // How the master's event loop lets an observer (the HTTP status service) read its state

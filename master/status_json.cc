@@ -123,7 +123,12 @@ json HealthToJson(const ClusterSnapshot& snapshot) {
       draining.push_back({{"worker", worker.id}, {"blocksLeft", worker.locations}});
     }
   }
-  return {{"blocks", snapshot.block_count},
+  const MasterRole& role = snapshot.role;
+  return {{"role", role.leader ? "leader" : "standby"},
+          {"epoch", role.epoch},
+          {"leaderAddress", role.leader_address},
+          {"standbysInSync", role.standbys_in_sync},
+          {"blocks", snapshot.block_count},
           {"underReplicatedBlocks", snapshot.under_replicated},
           {"copiesInFlight", snapshot.copies_in_flight},
           {"copiesStarted", snapshot.counters.copies_started},

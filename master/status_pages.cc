@@ -286,6 +286,14 @@ std::string StatusPages::Health(const ClusterSnapshot& snapshot) {
   out += row("Workers dropped (no heartbeat)", std::to_string(counters.workers_dropped),
              counters.workers_dropped > 0);
   out += row("Journal", snapshot.journaled ? "on" : "off (no --state-dir)");
+  if (snapshot.role.elected) {
+    out +=
+        row("Role", snapshot.role.leader
+                        ? "leader of epoch " + std::to_string(snapshot.role.epoch) + ", " +
+                              std::to_string(snapshot.role.standbys_in_sync) + " standbys in sync"
+                        : "standby (the leader is " + HtmlEscape(snapshot.role.leader_address) +
+                              ", epoch " + std::to_string(snapshot.role.epoch) + ")");
+  }
   out += row("Journal write failures", std::to_string(counters.journal_failures),
              counters.journal_failures > 0);
   out += row("Checksum failures", "<span class=\"muted\">not checked yet</span>");

@@ -98,8 +98,17 @@ void AddProbeRoutes(HttpServer& server, MasterStatusService& service) {
                        [](const HttpRequest&) { return HttpResponse::Text(200, "ok\n"); });
   // Ready once the loop answers: the journal is loaded and requests are being served.
   server.AddProbeRoute("/readyz", [&service](const HttpRequest&) {
-    Result<bool> answered = service.Ask<bool>([](const MasterView&) { return true; });
-    if (!answered.ok()) return Unavailable(answered.status().message());
+    // A standby is alive but not ready: it answers requests meant for the leader with
+    // notLeader, so a Service should route to the leader only.
+    Result<MasterRole> role =
+        service.Ask<MasterRole>([](const MasterView& view) { return view.role; });
+    if (!role.ok()) return Unavailable(role.status().message());
+    if (!role->leader) {
+      return Unavailable(
+          "a standby master; the leader is " +
+          (role->leader_address.empty() ? std::string("not known yet") : role->leader_address) +
+          " (epoch " + std::to_string(role->epoch) + ")");
+    }
     return HttpResponse::Text(200, "ready\n");
   });
   server.AddRoute("/metrics", [&service](const HttpRequest&) {

@@ -4,6 +4,7 @@
 // metadata, and clients and workers follow it.
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -69,10 +70,24 @@ class FailoverCluster {
         Process::Start(BinaryPath("bm-master"),
                        {"--listen", MasterAddress(id), "--zookeeper", zookeeper_->connect_string(),
                         "--state-dir", dir_.Sub("master-" + id), "--id", id, "--session-timeout",
-                        "1.5", "--heartbeat-timeout", "5"},
+                        "1.5", "--heartbeat-timeout", "5", "--http", "127.0.0.1:0"},
                        dir_.Sub("master-" + id + ".log")));
   }
   Process& master(const std::string& id) { return *masters_.at(id); }
+  // The HTTP port a master logged ("http on ... (port N)"), 0 if none yet.
+  int HttpPort(const std::string& id) const {
+    const std::string log = ReadFile(dir_.Sub("master-" + id + ".log"));
+    const size_t at = log.rfind("(port ");
+    return at == std::string::npos ? 0 : std::atoi(log.c_str() + at + 6);
+  }
+  // GET path on master `id`'s HTTP port: {status, body}; status 0 when it cannot be asked.
+  std::pair<int, std::string> HttpGet(const std::string& id, const std::string& path) const {
+    httplib::Client http("127.0.0.1", HttpPort(id));
+    http.set_connection_timeout(2);
+    httplib::Result result = http.Get(path);
+    if (!result) return {0, ""};
+    return {result->status, result->body};
+  }
 
   void StartWorker(const std::string& id) {
     workers_[id] = std::make_unique<Process>(Process::Start(
@@ -290,6 +305,31 @@ TEST_F(FailoverTest, AStandbyThatFellBehindNeverTakesOverAndLosesWhatWasAcknowle
   Result<std::vector<std::byte>> got = client_->Get(BlockId::Rdd(5, 0));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(Text(*got), "acknowledged");
+}
+
+TEST_F(FailoverTest, TheStandbyIsNotReadyAndMetricsShowEachMastersRole) {
+  ASSERT_GT(cluster_.HttpPort("a"), 0) << cluster_.LogOf("master-a");
+  ASSERT_GT(cluster_.HttpPort("b"), 0) << cluster_.LogOf("master-b");
+  auto [a_status, a_body] = cluster_.HttpGet("a", "/readyz");
+  EXPECT_EQ(a_status, 200) << a_body;
+  auto [b_status, b_body] = cluster_.HttpGet("b", "/readyz");
+  EXPECT_EQ(b_status, 503);
+  EXPECT_NE(b_body.find("a standby master; the leader is " + cluster_.MasterAddress("a")),
+            std::string::npos)
+      << b_body;
+  const std::string leader_metrics = cluster_.HttpGet("a", "/metrics").second;
+  EXPECT_NE(leader_metrics.find("blockmgr_master_is_leader 1"), std::string::npos);
+  EXPECT_NE(leader_metrics.find("blockmgr_master_epoch 1"), std::string::npos);
+  EXPECT_NE(leader_metrics.find("blockmgr_master_elections_total 1"), std::string::npos);
+  EXPECT_NE(leader_metrics.find("blockmgr_master_standbys_in_sync 1"), std::string::npos);
+  EXPECT_NE(cluster_.HttpGet("b", "/metrics").second.find("blockmgr_master_is_leader 0"),
+            std::string::npos);
+  // bmctl masters: one leader, one standby in sync.
+  CommandResult masters =
+      RunCommand(BinaryPath("bmctl"), {"--master", cluster_.Masters(), "masters"});
+  EXPECT_EQ(masters.exit_code, 0) << masters.err;
+  EXPECT_NE(masters.out.find("leader"), std::string::npos) << masters.out;
+  EXPECT_NE(masters.out.find("standby"), std::string::npos) << masters.out;
 }
 
 TEST_F(FailoverTest, ZooKeeperAwayLongerThanASessionStopsTheLeaderUntilItReturns) {
