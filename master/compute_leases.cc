@@ -133,6 +133,24 @@ std::optional<ComputeLeases::Answer> ComputeLeases::HandOver(const BlockId& bloc
                 .holder = lease.holder};
 }
 
+std::vector<ComputeLeases::HeldLease> ComputeLeases::Held() const {
+  std::vector<HeldLease> held;
+  held.reserve(leases_.size());
+  for (const auto& [block, lease] : leases_) {
+    held.push_back({block, lease.token, lease.holder, lease.length});
+  }
+  return held;
+}
+
+void ComputeLeases::Restore(const HeldLease& held) {
+  Lease lease;
+  lease.token = held.token;
+  lease.holder = held.holder;
+  lease.length = held.length;
+  lease.expires = clock_.Now() + held.length;
+  leases_.insert_or_assign(held.block, std::move(lease));
+}
+
 ComputeLeases::Lease ComputeLeases::NewLease(const Request& request) {
   Lease lease;
   lease.token = next_token_++;

@@ -77,6 +77,20 @@ class ComputeLeases {
   std::optional<TimePoint> NextDeadline() const;
 
   size_t lease_count() const { return leases_.size(); }
+
+  // A lease as the journal keeps it (standby masters, restarts): a new leader restores each with
+  // a full length from when it takes over, so the holder's renewals go on with it.
+  struct HeldLease {
+    BlockId block;
+    uint64_t token = 0;
+    std::string holder;
+    Duration length{};
+    bool operator==(const HeldLease&) const = default;
+  };
+  std::vector<HeldLease> Held() const;
+  // A lease from the journal; replaces any lease on the block. Waiters are not kept: they ask
+  // again (their requests went to the old leader).
+  void Restore(const HeldLease& lease);
   size_t waiter_count() const;
 
  private:

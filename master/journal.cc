@@ -44,6 +44,8 @@ constexpr std::string_view kWorkerPrefix = "w";
 constexpr std::string_view kLocationPrefix = "l";
 constexpr std::string_view kRddPrefix = "r";
 constexpr std::string_view kRetiredPrefix = "v";
+// "p" + block id text -> be64(token) + be64(length ms) + holder: a compute lease held.
+constexpr std::string_view kLeasePrefix = "p";
 // A standby's position in its leader's records: be64(epoch) + be64(next sequence).
 constexpr std::string_view kFollowKey = "s";
 // Every record a snapshot carries (and a snapshot's receiver deletes first): the prefixes
@@ -309,6 +311,16 @@ Result<JournalSnapshot> MasterJournal::Load(const LocationSink& on_location) {
   }
   BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading retired versions from the journal " + dir_));
 
+  for (it->Seek(kLeasePrefix); it->Valid() && it->key().starts_with(kLeasePrefix); it->Next()) {
+    const std::string_view key = it->key().ToStringView();
+    const std::string_view value = it->value().ToStringView();
+    Result<BlockId> id = BlockId::Parse(key.substr(kLeasePrefix.size()));
+    if (!id.ok() || value.size() < 16) return corrupt(key, "a bad compute lease");
+    snapshot.leases.push_back(JournaledLease{
+        *id, GetBigEndian(value), std::string(value.substr(16)), GetBigEndian(value.substr(8))});
+  }
+  BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading leases from the master journal " + dir_));
+
   std::unordered_set<std::string_view> known_workers;
   for (const JournaledWorker& worker : snapshot.workers) known_workers.insert(worker.id);
   std::optional<std::string> worker_id;  // of the previous location: they come grouped
@@ -430,6 +442,21 @@ Status MasterJournal::RecordRddForgotten(uint64_t rdd_id) {
   rocksdb::WriteBatch batch;
   batch.Delete(RddKey(rdd_id));
   return Write(batch, "journaling the removal of RDD " + std::to_string(rdd_id));
+}
+
+Status MasterJournal::RecordLeases(std::span<const JournaledLease> held,
+                                   std::span<const BlockId> ended) {
+  if (held.empty() && ended.empty()) return Status::Ok();
+  rocksdb::WriteBatch batch;
+  for (const BlockId& block : ended) batch.Delete(std::string(kLeasePrefix) + block.ToString());
+  for (const JournaledLease& lease : held) {
+    std::string value;
+    PutBigEndian(value, lease.token);
+    PutBigEndian(value, lease.length_ms);
+    value += lease.holder;
+    batch.Put(std::string(kLeasePrefix) + lease.block.ToString(), value);
+  }
+  return Write(batch, "journaling compute leases");
 }
 
 Status MasterJournal::Write(rocksdb::WriteBatch& batch, const std::string& what) {

@@ -43,6 +43,15 @@ struct JournaledRdd {
   bool operator==(const JournaledRdd&) const = default;
 };
 
+// A compute lease as journaled (ComputeLeases::HeldLease).
+struct JournaledLease {
+  BlockId block;
+  uint64_t token = 0;
+  std::string holder;
+  uint64_t length_ms = 0;
+  bool operator==(const JournaledLease&) const = default;
+};
+
 // Everything Load() found except the block locations, which are streamed (there may be
 // millions). Both sorted: workers by id, RDDs by id.
 struct JournalSnapshot {
@@ -51,6 +60,8 @@ struct JournalSnapshot {
   uint64_t location_count = 0;
   // Versions retired by removals (RecordRetired), oldest first.
   std::vector<std::pair<BlockId, uint64_t>> retired;
+  // Compute leases held when the journal was last written.
+  std::vector<JournaledLease> leases;
 };
 
 // The master's metadata on disk (bm-master --state-dir): the registered workers, every block
@@ -96,6 +107,9 @@ class MasterJournal {
   // keeps a bounded number of ids.
   Status RecordRetired(std::span<const std::pair<BlockId, uint64_t>> retired);
   static constexpr uint64_t kMaxRetired = uint64_t{1} << 18;
+  // Compute leases granted (or handed over) and ended, in one write: a standby that takes over
+  // knows who computes what, so get-or-compute stays exactly-once across a failover.
+  Status RecordLeases(std::span<const JournaledLease> held, std::span<const BlockId> ended);
 
   const std::string& dir() const { return dir_; }
 

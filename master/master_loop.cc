@@ -55,6 +55,11 @@ Status MasterServer::Loop::RestoreFromJournal() {
                         index_.Apply(worker_id, change);
                       }));
   for (const auto& [id, version] : snapshot.retired) index_.RetireVersion(id, version);
+  for (const JournaledLease& lease : snapshot.leases) {
+    leases_.Restore(
+        {lease.block, lease.token, lease.holder, std::chrono::milliseconds(lease.length_ms)});
+    journaled_leases_.emplace(lease.block, lease.token);
+  }
   for (JournaledWorker& worker : snapshot.workers) {
     // Connected now, so removes fan out to it before it registers again. With keys on, the
     // key it authenticated with last time is vouched for to clients, and trusted by the link,

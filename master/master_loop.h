@@ -165,6 +165,9 @@ class MasterServer::Loop {
   // A worker now holds these blocks: leases on them end and their waiters are answered.
   void BlocksStored(const std::vector<BlockChange>& changes);
   void AnswerWaiters(std::vector<ComputeLeases::Answer> answers);
+  // Journals the leases granted and ended since the last call (before their answers go, so a
+  // grant is acknowledged only once the standbys know of it).
+  void JournalLeases();
 
   // ---- standby masters (master_loop_ha.cc) ----
   enum class Role { kLeader, kStandby };
@@ -225,6 +228,7 @@ class MasterServer::Loop {
   RemovalCoordinator removals_{clock_, request_ids_};
   ComputeLeases leases_{clock_};  // waiters are tickets of parked_
   TimePoint next_heartbeat_check_{};
+  std::unordered_map<BlockId, uint64_t> journaled_leases_;  // block -> token, as journaled
 
   ReplicationDriver replication_;  // re-replication and drains
   // verifyBlock requests sent after a digest mismatch, by request id: their answers are logged.

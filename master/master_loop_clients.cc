@@ -170,6 +170,7 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::HandleAcquireCompute(
                              .waiter = waiter});
   if (token) {
     parked_.Take(waiter);
+    JournalLeases();
     ++counters_.lease_grants;
     spdlog::debug("{} computes {}", holder, id.ToString());
     reply.initCompute().setGranted(*token);
@@ -203,7 +204,29 @@ void MasterServer::Loop::BlocksStored(const std::vector<BlockChange>& changes) {
   }
 }
 
+void MasterServer::Loop::JournalLeases() {
+  if (!journal_) return;
+  std::vector<JournaledLease> held;
+  std::unordered_map<BlockId, uint64_t> now;
+  for (const ComputeLeases::HeldLease& lease : leases_.Held()) {
+    now.emplace(lease.block, lease.token);
+    auto it = journaled_leases_.find(lease.block);
+    if (it == journaled_leases_.end() || it->second != lease.token) {
+      held.push_back(
+          {lease.block, lease.token, lease.holder, static_cast<uint64_t>(ToMillis(lease.length))});
+    }
+  }
+  std::vector<BlockId> ended;
+  for (const auto& [block, token] : journaled_leases_) {
+    if (!now.contains(block)) ended.push_back(block);
+  }
+  if (held.empty() && ended.empty()) return;
+  Journaled(journal_->RecordLeases(held, ended));
+  journaled_leases_ = std::move(now);
+}
+
 void MasterServer::Loop::AnswerWaiters(std::vector<ComputeLeases::Answer> answers) {
+  JournalLeases();
   for (ComputeLeases::Answer& answer : answers) {
     capnp::MallocMessageBuilder message;
     proto::ComputeReply::Builder compute = message.initRoot<proto::Reply>().initCompute();

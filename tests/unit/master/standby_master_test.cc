@@ -17,6 +17,7 @@
 #include "common/protocol.h"
 #include "common/transport.h"
 #include "master/master_server.h"
+#include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
 namespace bm {
@@ -273,6 +274,52 @@ TEST_F(StandbyMasterTest, AMasterInAnElectionNeedsAStateDir) {
   ASSERT_FALSE(created.ok());
   EXPECT_EQ(created.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(created.status().message().find("--state-dir"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace bm
+
+namespace bm {
+namespace {
+
+Result<IncomingMessage> Acquire(Master& master, const std::string& block, const std::string& who) {
+  capnp::MallocMessageBuilder message;
+  auto request = message.initRoot<proto::Request>().initAcquireCompute();
+  request.setBlockId(block);
+  request.setHolder(who);
+  request.setLeaseMs(5000);
+  request.setWaitMs(200);
+  return master.Call(message);
+}
+
+Status Renew(Master& master, const std::string& block, uint64_t token) {
+  capnp::MallocMessageBuilder message;
+  auto request = message.initRoot<proto::Request>().initRenewCompute();
+  request.setBlockId(block);
+  request.setToken(token);
+  return master.Call(message).status();
+}
+
+TEST_F(StandbyMasterTest, AComputeLeaseOutlivesAFailoverSoTheBlockIsComputedOnce) {
+  Master a(context_, clock_, "a", state_.Sub("a"), {.leader = true, .epoch = 1});
+  Master b(context_, clock_, "b", state_.Sub("b"),
+           {.epoch = 1, .leader_id = "a", .leader_address = a.server->endpoint()});
+  ASSERT_TRUE(AwaitInSync(a, b));
+  Result<IncomingMessage> granted = Acquire(a, "rdd_9_0", "first");
+  ASSERT_TRUE(granted.ok()) << granted.status().ToString();
+  ASSERT_TRUE(granted->reply().getCompute().isGranted());
+  const uint64_t token = granted->reply().getCompute().getGranted();
+
+  a.Elect({.epoch = 2, .leader_id = "b", .leader_address = b.server->endpoint()});
+  b.Elect({.leader = true, .epoch = 2, .leader_id = "b", .leader_address = b.server->endpoint()});
+  ASSERT_TRUE(testing::WaitFor([&] { return b.Info().leader; }, 5000ms));
+  // The holder goes on renewing with the new leader; a second caller waits for it rather than
+  // computing the block again.
+  EXPECT_TRUE(Renew(b, "rdd_9_0", token).ok());
+  Result<IncomingMessage> second = Acquire(b, "rdd_9_0", "second");
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_TRUE(second->reply().getCompute().isBusy());
+  EXPECT_EQ(std::string(second->reply().getCompute().getBusy().getHolder().cStr()), "first");
 }
 
 }  // namespace
