@@ -67,18 +67,77 @@ std::string AdvertisedAddress(const std::string& advertise, const std::string& e
   return advertise.empty() ? endpoint : advertise;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  bm::TuneAllocatorForBlockBuffers();
-  CLI::App app{"bm-master: the blockmgr master (block locations and live workers)"};
+// Every flag of bm-master.
+struct MasterFlags {
   std::string listen;
   double heartbeat_timeout_s = 10;
   std::string log_level = "info";
   std::string state_dir;
   std::string http;
-  app.add_option("--listen", listen, "Address to serve on, e.g. tcp://0.0.0.0:7077")->required();
-  app.add_option("--heartbeat-timeout", heartbeat_timeout_s,
+  std::string key_file;
+  std::string allow_dir;
+  bool insecure = false;
+  size_t max_connections_per_key = bm::MasterOptions{}.max_connections_per_key;
+  size_t max_registrations_per_key = bm::MasterOptions{}.max_registrations_per_key;
+  std::string zookeeper;
+  std::string advertise;
+  std::string master_id;
+  double session_timeout_s = 2;
+  double standby_timeout_s = 1;
+};
+
+void AddFlags(CLI::App& app, MasterFlags& f);
+
+// The election a master runs in (--zookeeper), wired to its server. The server is created
+// first (the election publishes its bound address) and sees, until Start(), a standby that
+// knows no leader; the election's changes then wake the server's loop.
+class ServerElection {
+ public:
+  bm::Leadership* leadership() { return &deferred_; }
+
+  bm::Status Start(const MasterFlags& f, bm::MasterServer& server) {
+    const std::string address = AdvertisedAddress(f.advertise, server.endpoint());
+    BM_ASSIGN_OR_RETURN(
+        election_, bm::LeaderElection::Start(
+                       bm::ElectionOptions{.zookeeper = f.zookeeper,
+                                           .candidate_id = f.master_id,
+                                           .address = address,
+                                           .session_timeout = std::chrono::milliseconds(
+                                               static_cast<int64_t>(f.session_timeout_s * 1000)),
+                                           .require_in_sync = true},
+                       [this] {
+                         std::lock_guard<std::mutex> lock(mutex_);
+                         if (server_ != nullptr) server_->Wake();
+                       }));
+    adapter_ = std::make_unique<ElectionLeadership>(*election_);
+    deferred_.Set(adapter_.get());
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      server_ = &server;
+    }
+    server.Wake();
+    spdlog::info("candidate {} at {} in the election at {}", f.master_id, address, f.zookeeper);
+    return bm::Status::Ok();
+  }
+  // Before the server goes: the election stops waking it.
+  void Detach() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    server_ = nullptr;
+  }
+  // Closes the session: this master's znodes go at once (a standby takes over now).
+  void Resign() { election_.reset(); }
+
+ private:
+  DeferredLeadership deferred_;
+  std::unique_ptr<bm::LeaderElection> election_;
+  std::unique_ptr<ElectionLeadership> adapter_;
+  std::mutex mutex_;  // guards server_ against the election's threads
+  bm::MasterServer* server_ = nullptr;
+};
+
+void AddFlags(CLI::App& app, MasterFlags& f) {
+  app.add_option("--listen", f.listen, "Address to serve on, e.g. tcp://0.0.0.0:7077")->required();
+  app.add_option("--heartbeat-timeout", f.heartbeat_timeout_s,
                  "Seconds without a heartbeat before a worker is dropped (fractions allowed)")
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
@@ -90,61 +149,60 @@ int main(int argc, char** argv) {
           },
           "SECONDS"))
       ->capture_default_str();
-  app.add_option("--state-dir", state_dir,
+  app.add_option("--state-dir", f.state_dir,
                  "Directory of the master's journal (RocksDB; created if missing): workers, "
                  "block locations and RDD descriptions survive a master restart. Default: none");
-  std::string key_file;
-  std::string allow_dir;
-  bool insecure = false;
-  app.add_option("--key", key_file,
+  app.add_option("--key", f.key_file,
                  "The master's secret certificate (NAME.key_secret from `bmctl keygen NAME "
                  "--role master`): every connection is then CURVE-encrypted and authenticated");
-  app.add_option("--allow", allow_dir,
+  app.add_option("--allow", f.allow_dir,
                  "Folder of public certificates (*.key) allowed in, each with its role; "
                  "re-read on SIGHUP");
-  app.add_flag("--insecure", insecure,
+  app.add_flag("--insecure", f.insecure,
                "Serve without keys on a non-loopback address (plaintext, anyone who can reach "
                "the port is trusted)");
-  size_t max_connections_per_key = bm::MasterOptions{}.max_connections_per_key;
-  size_t max_registrations_per_key = bm::MasterOptions{}.max_registrations_per_key;
-  app.add_option("--max-connections-per-key", max_connections_per_key,
+  app.add_option("--max-connections-per-key", f.max_connections_per_key,
                  "With keys: connections one key may hold open at once; beyond it the key's "
                  "requests and new handshakes are refused until one closes (0: no limit)")
       ->capture_default_str();
-  app.add_option("--max-registrations-per-key", max_registrations_per_key,
+  app.add_option("--max-registrations-per-key", f.max_registrations_per_key,
                  "With keys: worker registrations one key may make within a minute; beyond it "
                  "they are refused with a time to retry (0: no limit)")
       ->capture_default_str();
-  app.add_option("--http", http,
+  app.add_option("--http", f.http,
                  "Serve status pages, the REST API (/api/v1), /metrics, /healthz and /readyz on "
                  "HOST:PORT, e.g. 0.0.0.0:8080 (port 0: any free port). Default: off");
-  std::string zookeeper;
-  std::string advertise;
-  std::string master_id;
-  double session_timeout_s = 2;
-  double standby_timeout_s = 1;
-  app.add_option("--zookeeper", zookeeper,
+  app.add_option("--zookeeper", f.zookeeper,
                  "Run as one of several masters (README \"Standby masters\"): "
                  "HOST:PORT[,HOST:PORT...][/CHROOT] of the ZooKeeper ensemble that elects the "
                  "leader (chroot default /blockmgr). Needs --state-dir. Default: lead alone");
-  app.add_option("--advertise", advertise,
+  app.add_option("--advertise", f.advertise,
                  "With --zookeeper: the address clients and workers reach this master at, "
                  "published when it leads (default: the --listen address)");
-  app.add_option("--id", master_id,
+  app.add_option("--id", f.master_id,
                  "With --zookeeper: this master's name among the masters (default: "
                  "HOSTNAME:PORT)");
-  app.add_option("--session-timeout", session_timeout_s,
+  app.add_option("--session-timeout", f.session_timeout_s,
                  "With --zookeeper: the ZooKeeper session timeout in seconds; a killed leader "
                  "is replaced about this long after it died (ZooKeeper bounds it to 2-20 "
                  "ticks)")
       ->capture_default_str();
-  app.add_option("--standby-timeout", standby_timeout_s,
+  app.add_option("--standby-timeout", f.standby_timeout_s,
                  "With --zookeeper: seconds a standby may fetch nothing before the leader stops "
                  "waiting for it to acknowledge changes (it is then out of sync)")
       ->capture_default_str();
-  app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
+  app.add_option("--log-level", f.log_level, "trace, debug, info, warn or error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bm::TuneAllocatorForBlockBuffers();
+  CLI::App app{"bm-master: the blockmgr master (block locations and live workers)"};
+  MasterFlags f;
+  AddFlags(app, f);
   bm::AddConfigFileAndEnvironment(app, "BLOCKMGR_MASTER_");  // after the last flag
   try {
     app.parse(argc, argv);
@@ -153,22 +211,22 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
 
-  if (bm::Status s = bm::CheckListenSecurity(listen, !key_file.empty(), insecure); !s.ok()) {
+  if (bm::Status s = bm::CheckListenSecurity(f.listen, !f.key_file.empty(), f.insecure); !s.ok()) {
     std::fprintf(stderr, "bm-master: %s\n", s.message().c_str());
     return 2;
   }
 
   bm::ShutdownSignals shutdown_signals;  // before any thread starts
-  bm::InitLogging("bm-master", log_level);
+  bm::InitLogging("bm-master", f.log_level);
   zmq::context_t context(1);
   // The master keeps one socket per registered worker; ZeroMQ's default cap is 1023 sockets.
   context.set(zmq::ctxopt::max_sockets, 65536);
   // The ZAP handler binds before the master's socket, so no handshake is ever let through
   // without it (libzmq 4.3 lets any key in when no handler is bound).
   bm::SecureNode secure;
-  if (!key_file.empty()) {
+  if (!f.key_file.empty()) {
     bm::Result<bm::SecureNode> started =
-        bm::StartSecureNode(context, key_file, bm::KeyRole::kMaster, allow_dir, "");
+        bm::StartSecureNode(context, f.key_file, bm::KeyRole::kMaster, f.allow_dir, "");
     if (!started.ok()) {
       std::fprintf(stderr, "bm-master: %s\n", started.status().message().c_str());
       return 1;
@@ -181,7 +239,7 @@ int main(int argc, char** argv) {
   // loads.
   std::unique_ptr<bm::MasterStatusService> status;
   bm::HttpServer http_server;
-  if (!http.empty()) {
+  if (!f.http.empty()) {
     bm::Result<std::unique_ptr<bm::MasterStatusService>> created =
         bm::MasterStatusService::Create();
     if (!created.ok()) {
@@ -190,47 +248,39 @@ int main(int argc, char** argv) {
     }
     status = std::move(created).value();
     bm::AddMasterStatusRoutes(http_server, *status);
-    if (bm::Status started = http_server.Start(http); !started.ok()) {
+    if (bm::Status started = http_server.Start(f.http); !started.ok()) {
       std::fprintf(stderr, "bm-master: --http: %s\n", started.message().c_str());
       return started.code() == bm::StatusCode::kInvalidArgument ? 2 : 1;
     }
-    spdlog::info("http on {} (port {})", http, http_server.port());
+    spdlog::info("http on {} (port {})", f.http, http_server.port());
   }
   bm::MasterOptions options;
   options.status_hook = status.get();
-  options.listen = listen;
-  options.state_dir = state_dir;
+  options.listen = f.listen;
+  options.state_dir = f.state_dir;
   options.keys = secure.keys;
   options.zap = secure.zap.get();
-  options.max_connections_per_key = max_connections_per_key;
-  options.max_registrations_per_key = max_registrations_per_key;
-  options.heartbeat_timeout =
-      std::chrono::duration_cast<bm::Duration>(std::chrono::duration<double>(heartbeat_timeout_s));
+  options.max_connections_per_key = f.max_connections_per_key;
+  options.max_registrations_per_key = f.max_registrations_per_key;
+  options.heartbeat_timeout = std::chrono::duration_cast<bm::Duration>(
+      std::chrono::duration<double>(f.heartbeat_timeout_s));
   options.standby_timeout =
-      std::chrono::duration_cast<bm::Duration>(std::chrono::duration<double>(standby_timeout_s));
-  // With --zookeeper the server is created first (to know its port), then the election, whose
-  // changes wake the server's loop.
-  std::unique_ptr<bm::LeaderElection> election;
-  std::unique_ptr<ElectionLeadership> leadership;
-  std::mutex server_mutex;  // guards `woken` against the election's threads
-  bm::MasterServer* woken = nullptr;
-  // The server exists before the election (whose address is the server's): until the election
-  // starts, the server sees a standby that knows no leader.
-  DeferredLeadership deferred;
-  if (!zookeeper.empty()) {
-    if (state_dir.empty()) {
+      std::chrono::duration_cast<bm::Duration>(std::chrono::duration<double>(f.standby_timeout_s));
+  ServerElection election;
+  if (!f.zookeeper.empty()) {
+    if (f.state_dir.empty()) {
       std::fprintf(stderr, "bm-master: --zookeeper needs --state-dir (the standby's journal)\n");
       return 2;
     }
-    options.leadership = &deferred;
-    if (master_id.empty()) {
+    if (f.master_id.empty()) {
       char host[256] = {};
       ::gethostname(host, sizeof(host) - 1);
-      const std::string& named = advertise.empty() ? listen : advertise;
-      master_id = std::string(host) + named.substr(named.rfind(':'));
+      const std::string& named = f.advertise.empty() ? f.listen : f.advertise;
+      f.master_id = std::string(host) + named.substr(named.rfind(':'));
     }
-    options.master_id = master_id;
-    options.advertised_address = advertise;
+    options.leadership = election.leadership();
+    options.master_id = f.master_id;
+    options.advertised_address = f.advertise;
   }
   bm::Result<std::unique_ptr<bm::MasterServer>> server =
       bm::MasterServer::Create(context, options, clock);
@@ -238,47 +288,23 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bm-master: %s\n", server.status().message().c_str());
     return 1;
   }
-  if (!zookeeper.empty()) {
-    const std::string address = AdvertisedAddress(advertise, server.value()->endpoint());
-    bm::Result<std::unique_ptr<bm::LeaderElection>> started = bm::LeaderElection::Start(
-        bm::ElectionOptions{.zookeeper = zookeeper,
-                            .candidate_id = master_id,
-                            .address = address,
-                            .session_timeout = std::chrono::milliseconds(
-                                static_cast<int64_t>(session_timeout_s * 1000)),
-                            .require_in_sync = true},
-        [&] {
-          std::lock_guard<std::mutex> lock(server_mutex);
-          if (woken != nullptr) woken->Wake();
-        });
-    if (!started.ok()) {
-      std::fprintf(stderr, "bm-master: --zookeeper: %s\n", started.status().message().c_str());
+  if (!f.zookeeper.empty()) {
+    if (bm::Status started = election.Start(f, **server); !started.ok()) {
+      std::fprintf(stderr, "bm-master: --zookeeper: %s\n", started.message().c_str());
       return 2;
     }
-    election = std::move(started).value();
-    leadership = std::make_unique<ElectionLeadership>(*election);
-    deferred.Set(leadership.get());
-    server.value()->Wake();
-    {
-      std::lock_guard<std::mutex> lock(server_mutex);
-      woken = server.value().get();
-    }
-    spdlog::info("candidate {} at {} in the election at {}", master_id, address, zookeeper);
   }
 
   spdlog::info("listening on {} (heartbeat timeout {} s, journal {}, {})",
-               server.value()->endpoint(), heartbeat_timeout_s,
-               state_dir.empty() ? std::string("none") : state_dir,
+               server.value()->endpoint(), f.heartbeat_timeout_s,
+               f.state_dir.empty() ? std::string("none") : f.state_dir,
                secure.keys.enabled() ? "CURVE keys on" : "no keys: plaintext");
 
   shutdown_signals.CallOnSignal([&] { server.value()->Stop(); });
   server.value()->Run();  // returns after Stop(), or when this master lost the lead
   const bool demoted = server.value()->demoted();
   shutdown_signals.StopWaiting();
-  {
-    std::lock_guard<std::mutex> lock(server_mutex);
-    woken = nullptr;
-  }
+  election.Detach();
   http_server.Stop();  // before the loop's state goes: handlers may be waiting on it
   server.value().reset();
   secure.zap.reset();  // after the sockets it authenticates, before the context
@@ -286,14 +312,14 @@ int main(int argc, char** argv) {
     // A deposed leader's state is out of date in ways nothing tracks: it starts over, as a
     // standby, with the same command line (same pid, so supervisors see no exit). The
     // election's session closes first, so its candidate znode goes at once.
-    election.reset();
+    election.Resign();
     spdlog::warn("restarting as a standby");
     spdlog::shutdown();
     ::execv("/proc/self/exe", argv);
     std::fprintf(stderr, "bm-master: cannot restart itself: %s\n", std::strerror(errno));
     return 1;
   }
-  election.reset();  // resigns: a standby takes over at once
+  election.Resign();  // a standby takes over at once
   spdlog::info("stopped");
   return 0;
 }
