@@ -7,6 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "common/handshake_refusal.h"
 #include "common/protocol.h"
 #include "common/tsan.h"
 
@@ -289,32 +290,9 @@ Status RpcChannel::ReadMonitor() {
   bool lost = false;
   bool handshake_cut = false;
   for (const PeerMonitor::Event& event : monitor_->TakeEvents()) {
-    if (event.kind == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH && event.value == 500) {
-      // blockmgr's ZAP handler answers 500 to a key it allows that holds the most connections
-      // one key may have open (ConnectionLimit); a key it does not allow gets 400.
-      return UnavailableError("handshake refused by " + address_ +
-                              " for now: this key holds the most connections one key may have "
-                              "open (--max-connections-per-key); retry later");
-    }
-    if (event.kind == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
-      return PermissionDeniedError("authentication refused by " + address_ +
-                                   " (its allow-list does not hold this key)");
-    }
-    if (event.kind == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
-        event.value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
-      if (security_.own.enabled()) {
-        return PermissionDeniedError(address_ +
-                                     " does not use keys (an --insecure server?) but this side "
-                                     "has a key: both must run with keys, or both without");
-      }
-      return PermissionDeniedError(address_ +
-                                   " requires keys: give --key and --master-key (or "
-                                   "BLOCKMGR_KEY and BLOCKMGR_MASTER_KEY)");
-    }
-    if (event.kind == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && security_.own.enabled()) {
-      return PermissionDeniedError("secure handshake with " + address_ +
-                                   " failed (protocol error " + std::to_string(event.value) +
-                                   "): is its public key the one this side was given?");
+    if (std::optional<Status> refused =
+            HandshakeRefusal(event, address_, security_.own.enabled())) {
+      return *refused;
     }
     if (event.kind == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) handshake_cut = true;
     if (event.kind == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {

@@ -3,7 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 
+#include "common/handshake_refusal.h"
 #include "common/protocol.h"
 #include "common/socket_drain.h"
 #include "worker/wire.h"
@@ -55,6 +57,7 @@ const char* MasterLink::KindName(RequestKind kind) {
 }
 
 void MasterLink::ResetSocket() {
+  monitor_.reset();  // before the socket it watches
   // Kept until the drain that may be reading it returns (OnReadable).
   retired_socket_ = std::move(socket_);
   socket_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
@@ -63,6 +66,13 @@ void MasterLink::ResetSocket() {
   // Sends never wait: a full queue means the master is not taking messages, which the loss
   // handling deals with.
   socket_->set(zmq::sockopt::sndtimeo, 0);
+  // The handshake's outcome: a refused key is otherwise only "peer not ready" for ever.
+  static std::atomic<uint64_t> next_monitor{1};
+  Result<std::unique_ptr<PeerMonitor>> monitor = PeerMonitor::Create(
+      context_, *socket_, "master-link-" + std::to_string(next_monitor.fetch_add(1)),
+      ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+          ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
+  if (monitor.ok()) monitor_ = std::move(monitor).value();
   socket_->connect(masters_.current());
   unsettled_ = true;
 }
@@ -383,7 +393,33 @@ bool MasterLink::HeartbeatOutstanding() const {
   });
 }
 
+void MasterLink::ReadHandshakes() {
+  if (!monitor_) return;
+  for (const PeerMonitor::Event& event : monitor_->TakeEvents()) {
+    if (event.kind == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      if (!handshake_refusal_.ok()) {
+        spdlog::info("master {} accepts this worker's key again", masters_.current());
+      }
+      handshake_refusal_ = Status::Ok();
+      continue;
+    }
+    std::optional<Status> refused =
+        HandshakeRefusal(event, masters_.current(), options_.security.own.enabled());
+    if (!refused) continue;
+    // Once per refusal, not at every retry: the operator has to act (add the key to the
+    // master's allow folder), and a log line a second would bury everything else.
+    if (refused->ToString() != handshake_refusal_.ToString()) {
+      spdlog::error("{}: worker {} with key {} cannot register", refused->message(),
+                    options_.worker_id,
+                    options_.security.own.public_key.empty() ? std::string("(none)")
+                                                             : options_.security.own.public_key);
+    }
+    handshake_refusal_ = *refused;
+  }
+}
+
 void MasterLink::OnTimer() {
+  ReadHandshakes();
   const TimePoint now = clock_.Now();
   for (const auto& [id, request] : outstanding_) {
     if (now - request.sent_at >= ReplyTimeout(request.kind)) {

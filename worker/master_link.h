@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/curve_keys.h"
 #include "common/master_addresses.h"
+#include "common/peer_monitor.h"
 #include "common/status.h"
 #include "common/transport.h"
 #include "worker/block_manager.h"
@@ -86,6 +87,9 @@ class MasterLink {
   // A master says it leads `epoch` at `address` (leaderElected): a newer leader than the one
   // this worker registered with is registered with at once.
   void LeaderElected(const std::string& address, uint64_t epoch);
+  // Why the master refuses this worker's handshake (its key not allowed, keys on one side
+  // only), OK when it does not: for /readyz.
+  const Status& handshake_refusal() const { return handshake_refusal_; }
   // The master it talks to now.
   const std::string& master_address() const { return masters_.current(); }
   // Changes waiting for the master's acknowledgement.
@@ -129,6 +133,8 @@ class MasterLink {
   // The master is unreachable: drop the socket with whatever it still queues and register
   // again after the back-off.
   void MasterLost(const std::string& why);
+  // Reads the socket monitor's handshake events: logs a refusal once, keeps it for /readyz.
+  void ReadHandshakes();
   // A standby answered: register with `leader` (empty: unknown yet) instead.
   void FollowLeader(const std::string& leader);
   void RetryRegistrationLater();
@@ -144,6 +150,8 @@ class MasterLink {
 
   std::unique_ptr<zmq::socket_t> socket_;
   std::unique_ptr<zmq::socket_t> retired_socket_;  // replaced while being drained
+  std::unique_ptr<PeerMonitor> monitor_;           // of socket_: handshake outcomes
+  Status handshake_refusal_;
   bool unsettled_ = true;
   std::vector<std::pair<BlockId, uint64_t>> refused_;  // see TakeRefused()
   State state_ = State::kUnregistered;

@@ -241,6 +241,8 @@ void WorkerServer::Run() {
           .blocks = *blocks_,
           .counters = counters_,
           .registered = link_->registered(),
+          .master_refusal =
+              link_->handshake_refusal().ok() ? "" : link_->handshake_refusal().message(),
           .decommissioning = puts_->decommissioning(),
           .uploads_in_progress = puts_->uploads_in_progress(),
       });

@@ -66,6 +66,7 @@ WorkerSnapshot BuildWorkerSnapshot(const WorkerView& view) {
   WorkerSnapshot snapshot;
   snapshot.worker_id = view.worker_id;
   snapshot.registered = view.registered;
+  snapshot.master_refusal = view.master_refusal;
   snapshot.decommissioning = view.decommissioning;
   snapshot.memory_capacity = stats.memory_capacity;
   snapshot.memory_used = stats.memory_used;
@@ -191,6 +192,9 @@ void AddWorkerStatusRoutes(HttpServer& server, WorkerStatusService& service) {
   server.AddProbeRoute("/readyz", [&service](const HttpRequest&) {
     Result<WorkerSnapshot> snapshot = service.Snapshot();
     if (!snapshot.ok()) return HttpResponse::Text(503, snapshot.status().message() + "\n");
+    if (!snapshot->registered && !snapshot->master_refusal.empty()) {
+      return HttpResponse::Text(503, "cannot register: " + snapshot->master_refusal + "\n");
+    }
     if (!snapshot->registered) {
       return HttpResponse::Text(503, "not registered with the master yet\n");
     }

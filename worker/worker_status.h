@@ -64,7 +64,8 @@ struct WorkerView {
   const std::string& worker_id;
   const BlockManager& blocks;
   const WorkerCounters& counters;
-  bool registered;  // with the master
+  bool registered;             // with the master
+  std::string master_refusal;  // why the master refuses this worker's key; empty if it does not
   bool decommissioning;
   size_t uploads_in_progress;
 };
@@ -73,6 +74,7 @@ struct WorkerView {
 struct WorkerSnapshot {
   std::string worker_id;
   bool registered = false;
+  std::string master_refusal;
   bool decommissioning = false;
   uint64_t memory_capacity = 0;
   uint64_t memory_used = 0;

@@ -376,6 +376,47 @@ TEST_F(SecurityTest, WorkerWithUnknownKeyCannotRegister) {
   EXPECT_TRUE(worker.Running());
 }
 
+TEST_F(SecurityTest, WorkerWithRefusedKeySaysSoOnceAndOnReadyz) {
+  cluster_.SetMasterExtraArgs({"--http", "127.0.0.1:0"});
+  ASSERT_NO_FATAL_FAILURE(StartCluster(true));
+  ASSERT_TRUE(GenerateCertificate(outsider_dir_.path().string(), "w9", KeyRole::kWorker).ok());
+  const std::string log = cluster_.dir().Sub("w9.log");
+  const int http_port = FreeLoopbackPort();
+  Process worker = Process::Start(
+      BinaryPath("bm-worker"),
+      {"--master", cluster_.master_endpoint(), "--listen", LoopbackEndpoint(FreeLoopbackPort()),
+       "--memory", "16MiB", "--disk-dir", cluster_.dir().Sub("disk-w9"), "--key",
+       outsider_dir_.Sub("w9.key_secret"), "--master-key", cluster_.PublicKeyFile("master"),
+       "--allow", cluster_.keys_dir(), "--http", "127.0.0.1:" + std::to_string(http_port)},
+      log);
+  const std::string refusal = "authentication refused by " + cluster_.master_endpoint();
+  ASSERT_TRUE(
+      WaitFor([&] { return ReadFile(log).find(refusal) != std::string::npos; }, seconds(10)))
+      << ReadFile(log);
+  // Retries go on (the key may be allowed later: three are seen by the master) but the error
+  // is said once, as an error.
+  const auto refusals_seen = [&] {
+    httplib::Client master_http("127.0.0.1", cluster_.HttpPort("master"));
+    httplib::Result metrics = master_http.Get("/metrics");
+    if (!metrics) return 0.0;
+    const std::string name = "blockmgr_handshakes_refused_total{reason=\"unknown_key\"} ";
+    const size_t at = metrics->body.find(name);
+    return at == std::string::npos ? 0.0 : std::atof(metrics->body.c_str() + at + name.size());
+  };
+  ASSERT_TRUE(WaitFor([&] { return refusals_seen() >= 3; }, seconds(20)))
+      << cluster_.LogTail("master");
+  const std::string text = ReadFile(log);
+  const size_t first = text.find(refusal);
+  EXPECT_EQ(text.find(refusal, first + 1), std::string::npos) << text;
+  EXPECT_NE(text.rfind("error", first), std::string::npos);
+  httplib::Client http("127.0.0.1", http_port);
+  httplib::Result ready = http.Get("/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 503);
+  EXPECT_NE(ready->body.find(refusal), std::string::npos) << ready->body;
+  EXPECT_TRUE(worker.Running());
+}
+
 TEST_F(SecurityTest, RevokedKeyIsRefusedAfterSighup) {
   ASSERT_NO_FATAL_FAILURE(StartCluster(true));
   CommandResult before = cluster_.BmctlAs("client", {"workers"});
