@@ -109,10 +109,6 @@ void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
   requests_.Unsettle();
   links_.UnsettleAll();
   key_limits_->DrainClosed();
-  const WorkerLinks::ReplyHandler handle_reply = [this](const std::string& worker_id,
-                                                        IncomingMessage& reply) {
-    HandleWorkerReply(worker_id, reply);
-  };
   if (options_.leadership != nullptr) FollowLeadership();
   while (!stop_requested.load() && !demoted_) {
     fds.clear();
@@ -138,7 +134,7 @@ void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
     if (fds[2].revents != 0) key_limits_->DrainClosed();
     if (options_.status_hook && fds[3].revents != 0) ServeStatus();
     // Worker replies first: handling them never adds or drops links.
-    links_.DrainReady(std::span<const pollfd>(fds).subspan(first_worker_fd), handle_reply);
+    links_.DrainReady(std::span<const pollfd>(fds).subspan(first_worker_fd), handle_reply_);
     // Always: replies were sent on it last time round.
     requests_.Drain([this](const zmq::message_t& client) { HandleClientMessage(client); });
     if (feed_) ServeStandbys();

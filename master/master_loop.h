@@ -228,6 +228,10 @@ class MasterServer::Loop {
   RemovalCoordinator removals_{clock_, request_ids_};
   ComputeLeases leases_{clock_};  // waiters are tickets of parked_
   TimePoint next_heartbeat_check_{};
+  const WorkerLinks::ReplyHandler handle_reply_ = [this](const std::string& worker_id,
+                                                         IncomingMessage& reply) {
+    HandleWorkerReply(worker_id, reply);
+  };
   std::unordered_map<BlockId, uint64_t> journaled_leases_;  // block -> token, as journaled
 
   ReplicationDriver replication_;  // re-replication and drains

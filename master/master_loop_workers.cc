@@ -284,6 +284,7 @@ size_t MasterServer::Loop::ForgetWorker(const std::string& worker_id) {
 }
 
 void MasterServer::Loop::HandleWorkerReply(const std::string& worker_id, IncomingMessage& message) {
+  registry_.HeardFrom(worker_id);
   uint64_t id = 0;
   bool removed = false;
   std::optional<std::string> verified;  // a verifyBlock's answer, as a sentence
@@ -346,6 +347,17 @@ void MasterServer::Loop::CheckHeartbeats() {
   const TimePoint now = clock_.Now();
   if (now < next_heartbeat_check_) return;
   next_heartbeat_check_ = now + check_interval_;
+  if (!registry_.Expired(options_.heartbeat_timeout).empty()) {
+    // Before calling anyone dead: take what is already waiting (heartbeats queued behind other
+    // messages, replies on the links), bounded so a flood cannot hold the loop here.
+    constexpr int kPasses = 16;
+    links_.UnsettleAll();
+    requests_.Unsettle();
+    for (int pass = 0; pass < kPasses && (links_.unsettled() || requests_.unsettled()); ++pass) {
+      links_.DrainUnsettled(handle_reply_);
+      requests_.Drain([this](const zmq::message_t& client) { HandleClientMessage(client); });
+    }
+  }
   for (const std::string& id : registry_.Expired(options_.heartbeat_timeout)) {
     const size_t blocks_before = index_.block_count();
     const size_t locations = DropWorker(id);

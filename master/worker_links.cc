@@ -72,6 +72,14 @@ void WorkerLinks::DrainReady(std::span<const pollfd> fds, const ReplyHandler& ha
   }
 }
 
+void WorkerLinks::DrainUnsettled(const ReplyHandler& handle) {
+  const std::vector<std::string> ids(unsettled_.begin(), unsettled_.end());
+  for (const std::string& id : ids) {
+    auto link = links_.find(id);
+    if (link != links_.end()) Drain(link->first, link->second, handle);
+  }
+}
+
 void WorkerLinks::Drain(const std::string& worker_id, zmq::socket_t& link,
                         const ReplyHandler& handle) {
   const Drained drained = DrainSocket(link, max_messages_per_wake_, [&] {

@@ -81,6 +81,8 @@ class WorkerLinks final : public WorkerSender {
   // AddPollFds() appended, with their revents) or that are unsettled, and hands each to
   // `handle`. `handle` must not add or remove links.
   void DrainReady(std::span<const pollfd> fds, const ReplyHandler& handle);
+  // Receives what waits on every unsettled link (no poll needed), as DrainReady.
+  void DrainUnsettled(const ReplyHandler& handle);
 
  private:
   void Drain(const std::string& worker_id, zmq::socket_t& link, const ReplyHandler& handle);

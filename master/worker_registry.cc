@@ -29,6 +29,12 @@ Status WorkerRegistry::Decommission(std::string_view id) {
   return Status::Ok();
 }
 
+void WorkerRegistry::HeardFrom(std::string_view id) {
+  auto it = workers_.find(id);
+  if (it == workers_.end() || it->second.state == WorkerState::kUnconfirmed) return;
+  it->second.last_seen = clock_.Now();
+}
+
 Status WorkerRegistry::Touch(std::string_view id, const WorkerStats& stats) {
   auto it = workers_.find(id);
   if (it == workers_.end()) {

@@ -58,6 +58,11 @@ class WorkerRegistry {
   // The worker is alive (a heartbeat or block report) with these stats. kUnknownWorker when
   // it is not registered, or unconfirmed (it must register again).
   Status Touch(std::string_view id, const WorkerStats& stats);
+  // Any message from the worker (a reply to a command, a block report) shows it alive, as a
+  // heartbeat does: a worker whose link keeps delivering is never dropped for a heartbeat
+  // queued behind its own traffic. An unconfirmed (restored) worker is not confirmed by it: it
+  // must register again.
+  void HeardFrom(std::string_view id);
   // Returns false when the worker was not registered.
   bool Remove(std::string_view id);
   // Starts draining the worker. kNotFound when it is not registered; kUnavailable while it is

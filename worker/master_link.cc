@@ -435,13 +435,22 @@ void MasterLink::OnTimer() {
     case State::kRegistering:
       break;
     case State::kRegistered:
-      if (now >= next_heartbeat_) {
-        if (!HeartbeatOutstanding()) SendHeartbeat();
-        next_heartbeat_ = now + heartbeat_interval_;
-      }
+      HeartbeatIfDue();
       MaybeSendReport();
       break;
   }
+}
+
+void MasterLink::HeartbeatIfDue() {
+  if (state_ != State::kRegistered) return;
+  const TimePoint now = clock_.Now();
+  if (now < next_heartbeat_) return;
+  // How late it goes out: the worker's loop was busy (a burst of pieces, a long callback).
+  const Duration late = now - next_heartbeat_;
+  heartbeat_delays_.Observe(late);
+  worst_heartbeat_delay_ = std::max(worst_heartbeat_delay_, late);
+  if (!HeartbeatOutstanding()) SendHeartbeat();
+  next_heartbeat_ = now + heartbeat_interval_;
 }
 
 TimePoint MasterLink::NextDeadline() const {

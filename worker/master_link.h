@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/curve_keys.h"
 #include "common/master_addresses.h"
+#include "common/metrics.h"
 #include "common/peer_monitor.h"
 #include "common/status.h"
 #include "common/transport.h"
@@ -100,6 +101,12 @@ class MasterLink {
 
   // Handles every reply ready on the socket.
   void OnReadable();
+  // Sends a heartbeat if one is due: cheap, so the worker's loop calls it between the messages
+  // of a burst, and liveness does not wait for data work (issue: a loaded worker was dropped).
+  void HeartbeatIfDue();
+  // How late heartbeats went out against when they were due, and the worst of them.
+  const LatencyHistogram& heartbeat_delays() const { return heartbeat_delays_; }
+  Duration worst_heartbeat_delay() const { return worst_heartbeat_delay_; }
   // Does what is due now: registration attempts, heartbeats, reports, loss detection.
   void OnTimer();
   // When OnTimer next has something to do.
@@ -152,6 +159,8 @@ class MasterLink {
   std::unique_ptr<zmq::socket_t> retired_socket_;  // replaced while being drained
   std::unique_ptr<PeerMonitor> monitor_;           // of socket_: handshake outcomes
   Status handshake_refusal_;
+  LatencyHistogram heartbeat_delays_;
+  Duration worst_heartbeat_delay_{};
   bool unsettled_ = true;
   std::vector<std::pair<BlockId, uint64_t>> refused_;  // see TakeRefused()
   State state_ = State::kUnregistered;

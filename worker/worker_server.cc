@@ -243,6 +243,8 @@ void WorkerServer::Run() {
           .registered = link_->registered(),
           .master_refusal =
               link_->handshake_refusal().ok() ? "" : link_->handshake_refusal().message(),
+          .heartbeat_delays = link_->heartbeat_delays(),
+          .worst_heartbeat_delay = link_->worst_heartbeat_delay(),
           .decommissioning = puts_->decommissioning(),
           .uploads_in_progress = puts_->uploads_in_progress(),
       });
@@ -272,8 +274,10 @@ milliseconds WorkerServer::PollTimeout(TimePoint now) const {
 void WorkerServer::HandleClientMessages() {
   const Drained drained = DrainSocket(*router_, kMessagesPerWakeup, [&] {
     HandleClientMessage();
-    // Anything the request changed goes to the master now.
+    // Anything the request changed goes to the master now, and a heartbeat that fell due
+    // while it was served goes before the next.
     link_->CollectChanges();
+    link_->HeartbeatIfDue();
     return true;
   });
   replies_->Drained(drained == Drained::kSettled);

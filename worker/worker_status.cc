@@ -67,6 +67,8 @@ WorkerSnapshot BuildWorkerSnapshot(const WorkerView& view) {
   snapshot.worker_id = view.worker_id;
   snapshot.registered = view.registered;
   snapshot.master_refusal = view.master_refusal;
+  snapshot.heartbeat_delays = view.heartbeat_delays;
+  snapshot.worst_heartbeat_delay = view.worst_heartbeat_delay;
   snapshot.decommissioning = view.decommissioning;
   snapshot.memory_capacity = stats.memory_capacity;
   snapshot.memory_used = stats.memory_used;
@@ -164,6 +166,14 @@ std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
                  number(count));
     }
   }
+  out.Family("blockmgr_worker_heartbeat_delay_seconds", Type::kHistogram,
+             "How late each heartbeat to the master went out against when it was due (the "
+             "worker's loop busy with other work).");
+  out.Histogram("blockmgr_worker_heartbeat_delay_seconds", {}, snapshot.heartbeat_delays);
+  out.Family("blockmgr_worker_heartbeat_delay_max_seconds", Type::kGauge,
+             "The latest any heartbeat went out since the worker started.");
+  out.Sample("blockmgr_worker_heartbeat_delay_max_seconds",
+             std::chrono::duration<double>(snapshot.worst_heartbeat_delay).count());
   out.Family("blockmgr_worker_request_duration_seconds", Type::kHistogram,
              "Time the worker's event loop spent on a request piece, by operation.");
   for (size_t op = 0; op < kWorkerOpCount; ++op) {

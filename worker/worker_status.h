@@ -66,6 +66,8 @@ struct WorkerView {
   const WorkerCounters& counters;
   bool registered;             // with the master
   std::string master_refusal;  // why the master refuses this worker's key; empty if it does not
+  const LatencyHistogram& heartbeat_delays;  // how late heartbeats went out
+  Duration worst_heartbeat_delay;
   bool decommissioning;
   size_t uploads_in_progress;
 };
@@ -75,6 +77,8 @@ struct WorkerSnapshot {
   std::string worker_id;
   bool registered = false;
   std::string master_refusal;
+  LatencyHistogram heartbeat_delays;
+  Duration worst_heartbeat_delay{};
   bool decommissioning = false;
   uint64_t memory_capacity = 0;
   uint64_t memory_used = 0;

@@ -107,3 +107,37 @@ TEST_F(WorkerRegistryTest, RestoredWorkerThatNeverRegistersExpiresFromItsRestore
 
 }  // namespace
 }  // namespace bm
+
+namespace bm {
+namespace {
+
+class WorkerRegistryLivenessTest : public ::testing::Test {
+ protected:
+  FakeClock clock_;
+  WorkerRegistry registry_{clock_};
+};
+
+TEST_F(WorkerRegistryLivenessTest, WorkerWhoseRepliesKeepArrivingDoesNotExpireWithoutHeartbeats) {
+  ASSERT_FALSE(registry_.Register("w1", "tcp://a:1", {}));
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(std::chrono::seconds(6));
+    registry_.HeardFrom("w1");  // a reply on the master's link, a block report
+  }
+  EXPECT_TRUE(registry_.Expired(std::chrono::seconds(10)).empty());
+  clock_.Advance(std::chrono::seconds(11));
+  EXPECT_EQ(registry_.Expired(std::chrono::seconds(10)), std::vector<std::string>{"w1"});
+}
+
+TEST_F(WorkerRegistryLivenessTest, RepliesDoNotConfirmARestoredWorker) {
+  registry_.Restore("w1", "tcp://a:1", {});
+  clock_.Advance(std::chrono::seconds(6));
+  registry_.HeardFrom("w1");  // e.g. its answer to a removal sent before it registered
+  clock_.Advance(std::chrono::seconds(5));
+  // Still dropped from its restore time: it must register again, with a full report.
+  EXPECT_EQ(registry_.Expired(std::chrono::seconds(10)), std::vector<std::string>{"w1"});
+  EXPECT_EQ(registry_.Find("w1")->state, WorkerState::kUnconfirmed);
+  registry_.HeardFrom("nobody");  // unknown ids are ignored
+}
+
+}  // namespace
+}  // namespace bm
