@@ -61,6 +61,7 @@ struct BlockManager::Upload {
   const PutVersion version;
   Tier tier = Tier::kMemory;
   uint64_t received = 0;
+  uint64_t claimed = 0;              // tier == kMemory: memory claimed so far (AppendPut)
   BlockData data;                    // tier == kMemory
   BlockDigester digester;            // tier == kMemory (the disk writer digests its own)
   std::shared_ptr<DiskUpload> disk;  // tier == kDisk
@@ -99,14 +100,15 @@ Result<BlockManager::UploadId> BlockManager::BeginPut(const BlockId& id, Storage
 
   std::string memory_failure;
   if (UsesMemory(level)) {
-    Result<std::vector<MemoryBlock>> evicted = memory_->Reserve(id, total_size);
-    if (evicted.ok()) {
+    // Room is claimed (and made) as the bytes arrive (AppendPut): a header whose bytes never
+    // come costs no other block its place. Here only whether it could be made.
+    Status room = memory_->CanMakeRoom(id, total_size);
+    if (room.ok()) {
       upload->tier = Tier::kMemory;
-      HandleEvicted(std::move(evicted).value());
-    } else if (UsesDisk(level) && evicted.status().code() == StatusCode::kOutOfSpace) {
-      memory_failure = evicted.status().message();
+    } else if (UsesDisk(level) && room.code() == StatusCode::kOutOfSpace) {
+      memory_failure = room.message();
     } else {
-      return evicted.status();
+      return room;
     }
   }
   if (!UsesMemory(level) || !memory_failure.empty()) {
@@ -174,6 +176,18 @@ void BlockManager::AppendPut(UploadId upload_id, std::vector<ChunkPtr> chunks,
     AbortPut(upload_id);
     done(InvalidArgumentError(std::move(message)));
     return;
+  }
+  if (upload.tier == Tier::kMemory && bytes > 0) {
+    // Claimed now, for the bytes that came. Another upload may have taken the room since
+    // BeginPut: then this one fails (the client puts it elsewhere).
+    Result<std::vector<MemoryBlock>> evicted = memory_->Reserve(upload.id, bytes);
+    if (!evicted.ok()) {
+      AbortPut(upload_id);
+      done(evicted.status());
+      return;
+    }
+    upload.claimed += bytes;
+    HandleEvicted(std::move(evicted).value());
   }
   upload.received += bytes;
   if (upload.tier == Tier::kMemory) {
@@ -327,7 +341,7 @@ void BlockManager::AbortPut(UploadId upload_id) {
   if (found == uploads_.end()) return;
   Upload& upload = *found->second;
   if (upload.tier == Tier::kMemory) {
-    memory_->Release(upload.total_size);
+    memory_->Release(upload.claimed);
     memory_upload_bytes_ -= upload.received;
   } else {
     // Destroying an uncommitted writer deletes its chunks and releases its disk claim, on the

@@ -98,9 +98,10 @@ class BlockManager {
   size_t storage_jobs_outstanding() const { return storage_->outstanding(); }
 
   // --- Uploads.
-  // Starts an upload of `total_size` bytes and claims its space: memory at once (evicting as
-  // needed), or disk (the disk's refusal, if any, arrives with the first AppendPut or the
-  // CommitPut). A memory put that cannot fit fails here, before any bytes are sent.
+  // Starts an upload of `total_size` bytes: memory is claimed as its bytes arrive (AppendPut
+  // evicts as needed), so a header alone evicts nothing; disk is claimed in full (the disk's
+  // refusal, if any, arrives with the first AppendPut or the CommitPut). A memory put that
+  // could never fit fails here, before any bytes are sent.
   Result<UploadId> BeginPut(const BlockId& id, StorageLevel level, uint64_t total_size,
                             PutVersion version = {});
   // False while `bytes` more arriving now would run the RAM held by the memory tier (stored

@@ -8,6 +8,29 @@ namespace bm {
 
 MemoryStore::MemoryStore(uint64_t capacity_bytes) : capacity_(capacity_bytes) {}
 
+Status MemoryStore::CanMakeRoom(const BlockId& for_block, uint64_t size) const {
+  if (size > capacity_) {
+    return OutOfSpaceError("block " + for_block.ToString() + " of " + FormatBytes(size) +
+                           " is bigger than the whole memory budget of " + FormatBytes(capacity_));
+  }
+  const uint64_t free_bytes = capacity_ - used();
+  if (size <= free_bytes) return Status::Ok();
+  const uint64_t needed = size - free_bytes;
+  const std::optional<uint64_t> rdd = for_block.rdd_id();
+  uint64_t evictable = 0;
+  for (auto it = lru_.begin(); it != lru_.end() && evictable < needed; ++it) {
+    if (it->id == for_block) continue;
+    if (rdd.has_value() && it->id.rdd_id() == rdd) continue;
+    evictable += it->data.size;
+  }
+  if (evictable >= needed) return Status::Ok();
+  return OutOfSpaceError("cannot make room for block " + for_block.ToString() + " of " +
+                         FormatBytes(size) + ": memory budget " + FormatBytes(capacity_) + ", " +
+                         FormatBytes(stored_bytes_) + " stored, " + FormatBytes(reserved_bytes_) +
+                         " reserved, only " + FormatBytes(evictable) + " evictable" +
+                         (rdd.has_value() ? " (blocks of the same RDD are not evicted)" : ""));
+}
+
 Result<std::vector<MemoryBlock>> MemoryStore::Reserve(const BlockId& for_block, uint64_t size) {
   if (size > capacity_) {
     return OutOfSpaceError("block " + for_block.ToString() + " of " + FormatBytes(size) +

@@ -31,8 +31,8 @@ struct MemoryBlock {
 
 // A byte-budgeted LRU of in-memory blocks.
 //
-// Room is claimed before bytes arrive (Reserve), then the block is inserted (Insert) or the
-// claim released (Release). Making room evicts least recently used blocks, but never blocks of
+// Room is claimed (Reserve, as an upload's bytes arrive), then the block is inserted (Insert) or
+// the claim released (Release). Making room evicts least recently used blocks, but never blocks of
 // the RDD being inserted (Spark's rule against cyclic replacement within one RDD); if room
 // cannot be made that way nothing is evicted. Evicted blocks are handed back to the caller,
 // which spills MEMORY_AND_DISK ones to disk and reports every change.
@@ -46,6 +46,9 @@ class MemoryStore {
   // blocks in eviction order. kOutOfSpace when the block is bigger than the whole budget or when
   // evicting every eligible block would still not make room (then nothing is evicted).
   Result<std::vector<MemoryBlock>> Reserve(const BlockId& for_block, uint64_t size);
+  // Whether Reserve(for_block, size) would succeed now (its kOutOfSpace otherwise), evicting
+  // nothing: an upload checks its whole size up front and claims as its bytes arrive.
+  Status CanMakeRoom(const BlockId& for_block, uint64_t size) const;
   // Gives back a claim that will not be used.
   void Release(uint64_t size);
   // Stores a block whose room was claimed with Reserve(data.size). Replaces nothing: the caller

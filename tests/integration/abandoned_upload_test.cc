@@ -42,7 +42,8 @@ TEST(AbandonedUploadTest, ClientKilledMidUploadFreesTheWorkersClaimWithinASecond
                                   std::to_string(20 * kMiB), "--stalled-marker", marker},
                                  (cluster.dir().path() / "probe.log").string());
   ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(marker); }, milliseconds(20000)));
-  ASSERT_TRUE(WaitFor([&] { return MemoryUsed(cluster, "w1").value_or(0) >= 48 * kMiB; },
+  // Memory is claimed as bytes arrive: at least the first piece's.
+  ASSERT_TRUE(WaitFor([&] { return MemoryUsed(cluster, "w1").value_or(0) >= 16 * kMiB; },
                       milliseconds(10000)))
       << "the worker never showed the upload's claim; " << cluster.LogTail("w1");
 

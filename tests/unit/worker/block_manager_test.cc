@@ -442,8 +442,11 @@ TEST_F(BlockManagerTest, AbortPutReleasesClaimedSpace) {
   auto memory = manager_->BeginPut(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, 2 * kKiB);
   auto disk = manager_->BeginPut(BlockId::Rdd(1, 1), StorageLevel::kDiskOnly, 5 * kKiB);
   ASSERT_TRUE(memory.ok() && disk.ok());
+  // Memory is claimed as bytes arrive; disk for the whole block when it begins.
+  EXPECT_EQ(manager_->Stats().memory_used, 0u);
+  ASSERT_TRUE(testing::AppendPut(*manager_, *memory, Chunks(RandomBytes(kKiB, 2))).ok());
   ASSERT_TRUE(testing::AppendPut(*manager_, *disk, Chunks(RandomBytes(3 * kKiB, 1))).ok());
-  EXPECT_EQ(manager_->Stats().memory_used, 2 * kKiB);
+  EXPECT_EQ(manager_->Stats().memory_used, kKiB);
   EXPECT_EQ(manager_->Stats().disk_used, 5 * kKiB);
 
   manager_->AbortPut(*memory);
@@ -455,6 +458,33 @@ TEST_F(BlockManagerTest, AbortPutReleasesClaimedSpace) {
   EXPECT_EQ(manager_->Stats().disk_used, 0u);
   EXPECT_TRUE(manager_->List().empty());
   EXPECT_TRUE(manager_->TakeChanges().empty());
+}
+
+TEST_F(BlockManagerTest, APutHeaderAloneEvictsNothing) {
+  // The cache holds a block of another RDD; a put declares more than the room left.
+  ASSERT_TRUE(Put(BlockId::Rdd(7, 0), StorageLevel::kMemoryOnly, RandomBytes(2 * kKiB, 3)).ok());
+  Result<BlockManager::UploadId> big =
+      manager_->BeginPut(BlockId::Rdd(8, 0), StorageLevel::kMemoryOnly, kMemory);
+  ASSERT_TRUE(big.ok()) << big.status().ToString();             // room could be made
+  EXPECT_TRUE(manager_->Find(BlockId::Rdd(7, 0)).has_value());  // and was not: no byte came
+  EXPECT_EQ(manager_->Stats().memory_used, 2 * kKiB);
+  // Bytes that come claim room, evicting what they need.
+  ASSERT_TRUE(testing::AppendPut(*manager_, *big, Chunks(RandomBytes(2 * kKiB, 4))).ok());
+  EXPECT_FALSE(manager_->Find(BlockId::Rdd(7, 0)).has_value());
+  manager_->AbortPut(*big);
+  EXPECT_EQ(manager_->Stats().memory_used, 0u);
+}
+
+TEST_F(BlockManagerTest, OfTwoMemoryOnlyUploadsThatDoNotFitTogetherTheOneOutOfRoomFails) {
+  auto first = manager_->BeginPut(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, 2 * kKiB);
+  auto second = manager_->BeginPut(BlockId::Rdd(1, 1), StorageLevel::kMemoryOnly, 2 * kKiB);
+  ASSERT_TRUE(first.ok() && second.ok());  // each could fit alone
+  ASSERT_TRUE(testing::AppendPut(*manager_, *first, Chunks(RandomBytes(2 * kKiB, 5))).ok());
+  Status out = testing::AppendPut(*manager_, *second, Chunks(RandomBytes(2 * kKiB, 6)));
+  EXPECT_EQ(out.code(), StatusCode::kOutOfSpace) << out.ToString();
+  EXPECT_FALSE(manager_->HasUpload(*second));  // aborted, its claim released
+  ASSERT_TRUE(testing::CommitPut(*manager_, *first).ok());
+  EXPECT_EQ(manager_->Stats().memory_used, 2 * kKiB);
 }
 
 TEST_F(BlockManagerTest, AppendPastDeclaredSizeAbortsUpload) {
@@ -781,6 +811,15 @@ bool WaitForHeldWrites(const testing::FaultInjectingStore& faults, int count) {
   return true;
 }
 
+// Appends bytes to a memory upload, whose answer comes at once (no storage job to settle: the
+// disk may be held).
+Status AppendToMemory(BlockManager& manager, BlockManager::UploadId upload,
+                      std::vector<ChunkPtr> chunks) {
+  std::optional<Status> appended;
+  manager.AppendPut(upload, std::move(chunks), {}, [&](Status s) { appended = s; });
+  return appended.value_or(InternalError("a memory append did not answer at once"));
+}
+
 TEST_F(BlockManagerFaultTest, StalledDiskDelaysNeitherMemoryPutsNorMemoryReads) {
   const std::vector<std::byte> spilled = RandomBytes(2 * kKiB, 10);
   const std::vector<std::byte> on_disk = RandomBytes(kKiB, 11);
@@ -789,17 +828,16 @@ TEST_F(BlockManagerFaultTest, StalledDiskDelaysNeitherMemoryPutsNorMemoryReads) 
   manager_->TakeChanges();
   faults_->HoldWrites();
 
-  // This put evicts rdd_1_0, whose spill then hangs on the stalled disk.
+  // This put's bytes evict rdd_1_0, whose spill then hangs on the stalled disk.
   const std::vector<std::byte> fresh = RandomBytes(2 * kKiB, 12);
   auto upload = manager_->BeginPut(BlockId::Rdd(2, 0), StorageLevel::kMemoryOnly, fresh.size());
   ASSERT_TRUE(upload.ok()) << upload.status().ToString();
-  ASSERT_TRUE(WaitForHeldWrites(*faults_, 1));
-  EXPECT_EQ(manager_->spills_pending(), 1u);
-
   // Everything in memory answers at once, the evicted block too (from its pending spill).
   std::optional<Status> appended;
   manager_->AppendPut(*upload, Chunks(fresh), {}, [&](Status s) { appended = s; });
   ASSERT_TRUE(appended.has_value() && appended->ok());
+  ASSERT_TRUE(WaitForHeldWrites(*faults_, 1));
+  EXPECT_EQ(manager_->spills_pending(), 1u);
   std::optional<Result<Tier>> committed;
   manager_->CommitPut(*upload, [&](Result<Tier> tier) { committed = tier; });
   ASSERT_TRUE(committed.has_value() && committed->ok());
@@ -846,16 +884,19 @@ TEST_F(BlockManagerFaultTest, BytesWaitOnlyWhileTheSpillBacklogIsOverItsAllowanc
   faults_->HoldWrites();
   auto upload = manager_->BeginPut(BlockId::Rdd(2, 0), StorageLevel::kMemoryOnly, 3 * kKiB);
   ASSERT_TRUE(upload.ok());
+  // Its first 2 KiB evict rdd_1_0, whose spill then waits for the disk.
+  ASSERT_TRUE(AppendToMemory(*manager_, *upload, Chunks(RandomBytes(2 * kKiB, 14))).ok());
   EXPECT_EQ(manager_->spill_backlog_bytes(), 2 * kKiB);
-  // 2 KiB waiting for the disk + 1 KiB arriving fits 3 KiB + the 1 KiB allowance; 3 KiB not.
-  EXPECT_TRUE(manager_->TakesBytes(kKiB));
-  EXPECT_FALSE(manager_->TakesBytes(3 * kKiB));
+  // Held: 2 KiB received + 2 KiB waiting for the disk; 1 KiB more is within 3 KiB + the
+  // 1 KiB allowance, 2 KiB more is not.
+  EXPECT_TRUE(manager_->TakesBytes(0));
+  EXPECT_FALSE(manager_->TakesBytes(2 * kKiB));
 
   faults_->ReleaseWrites();
   testing::Settle(*manager_);
   EXPECT_EQ(manager_->spill_backlog_bytes(), 0u);
   EXPECT_TRUE(manager_->TakesBytes(3 * kKiB));
-  ASSERT_TRUE(testing::AppendPut(*manager_, *upload, Chunks(RandomBytes(3 * kKiB, 14))).ok());
+  ASSERT_TRUE(testing::AppendPut(*manager_, *upload, Chunks(RandomBytes(kKiB, 15))).ok());
   ASSERT_TRUE(testing::CommitPut(*manager_, *upload).ok());
 }
 
@@ -863,7 +904,9 @@ TEST_F(BlockManagerFaultTest, BlockRemovedWhileItsSpillIsPendingLeavesNoDiskCopy
   ASSERT_TRUE(
       Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryAndDisk, RandomBytes(2 * kKiB, 15)).ok());
   faults_->HoldWrites();
-  ASSERT_TRUE(manager_->BeginPut(BlockId::Rdd(2, 0), StorageLevel::kMemoryOnly, 2 * kKiB).ok());
+  auto evicting = manager_->BeginPut(BlockId::Rdd(2, 0), StorageLevel::kMemoryOnly, 2 * kKiB);
+  ASSERT_TRUE(evicting.ok());
+  ASSERT_TRUE(AppendToMemory(*manager_, *evicting, Chunks(RandomBytes(2 * kKiB, 18))).ok());
   ASSERT_TRUE(WaitForHeldWrites(*faults_, 1));
 
   ASSERT_TRUE(manager_->Remove(BlockId::Rdd(1, 0)).ok());
@@ -883,7 +926,9 @@ TEST_F(BlockManagerFaultTest, MemoryPutReplacingABlockOnItsWayToDiskWins) {
   const std::vector<std::byte> v2 = RandomBytes(kKiB, 17);
   ASSERT_TRUE(Put(BlockId::Rdd(1, 0), StorageLevel::kMemoryAndDisk, v1).ok());
   faults_->HoldWrites();
-  ASSERT_TRUE(manager_->BeginPut(BlockId::Rdd(2, 0), StorageLevel::kMemoryOnly, 2 * kKiB).ok());
+  auto evicting = manager_->BeginPut(BlockId::Rdd(2, 0), StorageLevel::kMemoryOnly, 2 * kKiB);
+  ASSERT_TRUE(evicting.ok());
+  ASSERT_TRUE(AppendToMemory(*manager_, *evicting, Chunks(RandomBytes(2 * kKiB, 19))).ok());
   ASSERT_TRUE(WaitForHeldWrites(*faults_, 1));
 
   auto upload = manager_->BeginPut(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, v2.size());
