@@ -176,7 +176,8 @@ Status BlockManager::MoveUploadToDisk(Upload& upload, const std::string& memory_
   // piece with checked digests starts on a unit boundary, so theirs follow as they are).
   storage_->Submit([disk = upload.disk,
                     received = std::move(received)](BlockStore&) -> StorageThread::Completion {
-    AppendToDisk(*disk, received, {});
+    // A failure stays in disk->failed: the append queued next (this piece's) reports it.
+    static_cast<void>(AppendToDisk(*disk, received, {}));
     return nullptr;
   });
   return Status::Ok();
