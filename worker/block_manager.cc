@@ -49,8 +49,10 @@ struct BlockManager::DiskUpload {
   Status failed;  // why there is no writer
 };
 
-// One block being uploaded. Its space is claimed in `tier` from BeginPut on; memory uploads
-// collect the received chunks as they are, disk uploads stream them to the storage thread.
+// One block being uploaded, on `tier`: memory uploads claim room as their bytes arrive and
+// collect the chunks as they are; disk uploads claim the whole block when they begin and stream
+// the chunks to the storage thread. A MEMORY_AND_DISK upload that runs out of memory midway
+// moves to disk (MoveUploadToDisk).
 struct BlockManager::Upload {
   Upload(const BlockId& id, StorageLevel level, uint64_t total_size, PutVersion version)
       : id(id), level(level), total_size(total_size), version(version) {}
@@ -112,42 +114,93 @@ Result<BlockManager::UploadId> BlockManager::BeginPut(const BlockId& id, Storage
     }
   }
   if (!UsesMemory(level) || !memory_failure.empty()) {
-    // What the loop last heard of the disk's room refuses a block that cannot fit at once;
-    // the store's own check, on the storage thread, has the last word.
-    const DiskTierStats& disk = storage_->stats();
-    std::string disk_failure;
-    if (disk.read_only) {
-      disk_failure = "disk store is read-only after a storage error";
-    } else if (total_size > disk.capacity - std::min(disk.used, disk.capacity)) {
-      disk_failure = "block " + id.ToString() + " of " + FormatBytes(total_size) +
-                     " does not fit on disk: " + FormatBytes(disk.used) + " of the " +
-                     FormatBytes(disk.capacity) + " it can hold in use";
-    }
-    if (!disk_failure.empty()) {
-      return memory_failure.empty()
-                 ? OutOfSpaceError(disk_failure)
-                 : OutOfSpaceError("memory: " + memory_failure + "; disk: " + disk_failure);
-    }
-    upload->tier = Tier::kDisk;
-    upload->disk = std::make_shared<DiskUpload>();
-    storage_->Submit([disk = upload->disk, id, level, total_size, token = version.token,
-                      memory_failure](BlockStore& store) -> StorageThread::Completion {
-      Result<std::unique_ptr<DiskWriter>> writer = store.BeginWrite(id, level, total_size, token);
-      if (writer.ok()) {
-        disk->writer = std::move(writer).value();
-      } else if (memory_failure.empty()) {
-        disk->failed = writer.status();
-      } else {
-        disk->failed = Status(writer.status().code(),
-                              "memory: " + memory_failure + "; disk: " + writer.status().message());
-      }
-      return nullptr;
-    });
+    BM_RETURN_IF_ERROR(CheckDiskRoom(id, total_size, memory_failure));
+    StartDiskWrite(*upload, memory_failure);
   }
 
   const UploadId upload_id = next_upload_id_++;
   uploads_.emplace(upload_id, std::move(upload));
   return upload_id;
+}
+
+Status BlockManager::CheckDiskRoom(const BlockId& id, uint64_t total_size,
+                                   const std::string& memory_failure) const {
+  // What the loop last heard of the disk's room refuses a block that cannot fit at once; the
+  // store's own check, on the storage thread, has the last word.
+  const DiskTierStats& disk = storage_->stats();
+  std::string disk_failure;
+  if (disk.read_only) {
+    disk_failure = "disk store is read-only after a storage error";
+  } else if (total_size > disk.capacity - std::min(disk.used, disk.capacity)) {
+    disk_failure = "block " + id.ToString() + " of " + FormatBytes(total_size) +
+                   " does not fit on disk: " + FormatBytes(disk.used) + " of the " +
+                   FormatBytes(disk.capacity) + " it can hold in use";
+  }
+  if (disk_failure.empty()) return Status::Ok();
+  return memory_failure.empty()
+             ? OutOfSpaceError(disk_failure)
+             : OutOfSpaceError("memory: " + memory_failure + "; disk: " + disk_failure);
+}
+
+void BlockManager::StartDiskWrite(Upload& upload, const std::string& memory_failure) {
+  upload.tier = Tier::kDisk;
+  upload.disk = std::make_shared<DiskUpload>();
+  storage_->Submit([disk = upload.disk, id = upload.id, level = upload.level,
+                    total_size = upload.total_size, token = upload.version.token,
+                    memory_failure](BlockStore& store) -> StorageThread::Completion {
+    Result<std::unique_ptr<DiskWriter>> writer = store.BeginWrite(id, level, total_size, token);
+    if (writer.ok()) {
+      disk->writer = std::move(writer).value();
+    } else if (memory_failure.empty()) {
+      disk->failed = writer.status();
+    } else {
+      disk->failed = Status(writer.status().code(),
+                            "memory: " + memory_failure + "; disk: " + writer.status().message());
+    }
+    return nullptr;
+  });
+}
+
+Status BlockManager::MoveUploadToDisk(Upload& upload, const std::string& memory_failure) {
+  BM_RETURN_IF_ERROR(CheckDiskRoom(upload.id, upload.total_size, memory_failure));
+  spdlog::debug("upload of {} moves to disk after {}: {}", upload.id.ToString(),
+                FormatBytes(upload.received), memory_failure);
+  memory_->Release(upload.claimed);
+  memory_upload_bytes_ -= upload.received;
+  upload.claimed = 0;
+  std::vector<ChunkPtr> received = std::move(upload.data.chunks);
+  upload.data = {};
+  upload.digester = {};
+  StartDiskWrite(upload, memory_failure);
+  // The bytes that came so far go first, behind the writer's start (the writer digests them; a
+  // piece with checked digests starts on a unit boundary, so theirs follow as they are).
+  storage_->Submit([disk = upload.disk,
+                    received = std::move(received)](BlockStore&) -> StorageThread::Completion {
+    // A failure stays in disk->failed: the append queued next (this piece's) reports it.
+    static_cast<void>(AppendToDisk(*disk, received, {}));
+    return nullptr;
+  });
+  return Status::Ok();
+}
+
+Status BlockManager::AppendToDisk(DiskUpload& disk, const std::vector<ChunkPtr>& chunks,
+                                  std::span<const uint64_t> checked_unit_digests) {
+  Status appended = disk.failed;
+  if (disk.writer == nullptr && appended.ok()) appended = AbortedError("the upload was abandoned");
+  if (appended.ok() && !checked_unit_digests.empty()) {
+    disk.writer->AdoptUnitDigests(checked_unit_digests);
+  }
+  for (const ChunkPtr& chunk : chunks) {
+    if (!appended.ok()) break;
+    if (chunk->size() > 0) appended = disk.writer->Append(chunk->bytes());
+  }
+  // A failed writer is dropped here, where it lives: its chunks are deleted now. An append or
+  // commit already queued behind this one reports the same failure.
+  if (!appended.ok()) {
+    disk.writer.reset();
+    disk.failed = appended;
+  }
+  return appended;
 }
 
 bool BlockManager::TakesBytes(uint64_t bytes) const {
@@ -179,15 +232,21 @@ void BlockManager::AppendPut(UploadId upload_id, std::vector<ChunkPtr> chunks,
   }
   if (upload.tier == Tier::kMemory && bytes > 0) {
     // Claimed now, for the bytes that came. Another upload may have taken the room since
-    // BeginPut: then this one fails (the client puts it elsewhere).
+    // BeginPut: then a MEMORY_AND_DISK upload goes on on disk, and any other fails (the client
+    // puts it elsewhere).
     Result<std::vector<MemoryBlock>> evicted = memory_->Reserve(upload.id, bytes);
-    if (!evicted.ok()) {
-      AbortPut(upload_id);
-      done(evicted.status());
-      return;
+    if (evicted.ok()) {
+      upload.claimed += bytes;
+      HandleEvicted(std::move(evicted).value());
+    } else {
+      Status moved = UsesDisk(upload.level) ? MoveUploadToDisk(upload, evicted.status().message())
+                                            : evicted.status();
+      if (!moved.ok()) {
+        AbortPut(upload_id);
+        done(moved);
+        return;
+      }
     }
-    upload.claimed += bytes;
-    HandleEvicted(std::move(evicted).value());
   }
   upload.received += bytes;
   if (upload.tier == Tier::kMemory) {
@@ -204,21 +263,7 @@ void BlockManager::AppendPut(UploadId upload_id, std::vector<ChunkPtr> chunks,
   storage_->Submit([this, upload_id, disk = upload.disk, chunks = std::move(chunks),
                     digests = std::move(checked_unit_digests),
                     done = std::move(done)](BlockStore&) mutable -> StorageThread::Completion {
-    Status appended = disk->failed;
-    if (disk->writer == nullptr && appended.ok()) {
-      appended = AbortedError("the upload was abandoned");
-    }
-    if (appended.ok() && !digests.empty()) disk->writer->AdoptUnitDigests(digests);
-    for (const ChunkPtr& chunk : chunks) {
-      if (!appended.ok()) break;
-      if (chunk->size() > 0) appended = disk->writer->Append(chunk->bytes());
-    }
-    // A failed writer is dropped here, where it lives: its chunks are deleted now. A commit
-    // already queued behind this append reports the same failure.
-    if (!appended.ok()) {
-      disk->writer.reset();
-      disk->failed = appended;
-    }
+    Status appended = AppendToDisk(*disk, chunks, digests);
     return [this, upload_id, appended, done = std::move(done)] {
       if (!appended.ok()) AbortPut(upload_id);
       done(appended);

@@ -101,7 +101,8 @@ class BlockManager {
   // Starts an upload of `total_size` bytes: memory is claimed as its bytes arrive (AppendPut
   // evicts as needed), so a header alone evicts nothing; disk is claimed in full (the disk's
   // refusal, if any, arrives with the first AppendPut or the CommitPut). A memory put that
-  // could never fit fails here, before any bytes are sent.
+  // could never fit fails here, before any bytes are sent; one that finds the room taken by
+  // another upload midway fails then (MEMORY_ONLY) or moves to disk (MEMORY_AND_DISK).
   Result<UploadId> BeginPut(const BlockId& id, StorageLevel level, uint64_t total_size,
                             PutVersion version = {});
   // False while `bytes` more arriving now would run the RAM held by the memory tier (stored
@@ -209,6 +210,19 @@ class BlockManager {
   void CancelSpill(const BlockId& id);
   // Queues the deletion of `id`'s disk copy (behind every job already queued for it).
   void RemoveFromDisk(const BlockId& id);
+  // kOutOfSpace (naming `memory_failure` too, if any) when what the loop last heard of the
+  // disk says a block of `total_size` cannot fit there.
+  Status CheckDiskRoom(const BlockId& id, uint64_t total_size,
+                       const std::string& memory_failure) const;
+  // Makes `upload` a disk upload and queues the start of its writer.
+  void StartDiskWrite(Upload& upload, const std::string& memory_failure);
+  // A MEMORY_AND_DISK upload that found no memory for its next bytes goes on on disk: its
+  // memory claim is given back and the bytes it holds are written first. kOutOfSpace (nothing
+  // changed) when the disk has no room either.
+  Status MoveUploadToDisk(Upload& upload, const std::string& memory_failure);
+  // On the storage thread: appends to a disk upload's writer; a failure drops the writer.
+  static Status AppendToDisk(DiskUpload& disk, const std::vector<ChunkPtr>& chunks,
+                             std::span<const uint64_t> checked_unit_digests);
   // The memory commit, once any disk copy it replaces is gone.
   void FinishMemoryCommit(Upload& upload, Callback<Result<Tier>> done);
   // `digest`: the committed block's digest (BlockStatus::digest).

@@ -8,6 +8,14 @@ namespace bm {
 
 MemoryStore::MemoryStore(uint64_t capacity_bytes) : capacity_(capacity_bytes) {}
 
+bool MemoryStore::Evictable(const MemoryBlock& block, const BlockId& for_block) {
+  // Not the block's own RDD (Spark's rule against cyclic replacement), nor an older version of
+  // the block itself, which stays readable until its replacement commits.
+  if (block.id == for_block) return false;
+  const std::optional<uint64_t> rdd = for_block.rdd_id();
+  return !rdd.has_value() || block.id.rdd_id() != rdd;
+}
+
 Status MemoryStore::CanMakeRoom(const BlockId& for_block, uint64_t size) const {
   if (size > capacity_) {
     return OutOfSpaceError("block " + for_block.ToString() + " of " + FormatBytes(size) +
@@ -16,59 +24,36 @@ Status MemoryStore::CanMakeRoom(const BlockId& for_block, uint64_t size) const {
   const uint64_t free_bytes = capacity_ - used();
   if (size <= free_bytes) return Status::Ok();
   const uint64_t needed = size - free_bytes;
-  const std::optional<uint64_t> rdd = for_block.rdd_id();
   uint64_t evictable = 0;
   for (auto it = lru_.begin(); it != lru_.end() && evictable < needed; ++it) {
-    if (it->id == for_block) continue;
-    if (rdd.has_value() && it->id.rdd_id() == rdd) continue;
-    evictable += it->data.size;
+    if (Evictable(*it, for_block)) evictable += it->data.size;
   }
   if (evictable >= needed) return Status::Ok();
-  return OutOfSpaceError("cannot make room for block " + for_block.ToString() + " of " +
-                         FormatBytes(size) + ": memory budget " + FormatBytes(capacity_) + ", " +
-                         FormatBytes(stored_bytes_) + " stored, " + FormatBytes(reserved_bytes_) +
-                         " reserved, only " + FormatBytes(evictable) + " evictable" +
-                         (rdd.has_value() ? " (blocks of the same RDD are not evicted)" : ""));
+  return OutOfSpaceError(
+      "cannot make room for block " + for_block.ToString() + " of " + FormatBytes(size) +
+      ": memory budget " + FormatBytes(capacity_) + ", " + FormatBytes(stored_bytes_) +
+      " stored, " + FormatBytes(reserved_bytes_) + " reserved, only " + FormatBytes(evictable) +
+      " evictable" +
+      (for_block.rdd_id().has_value() ? " (blocks of the same RDD are not evicted)" : ""));
 }
 
 Result<std::vector<MemoryBlock>> MemoryStore::Reserve(const BlockId& for_block, uint64_t size) {
-  if (size > capacity_) {
-    return OutOfSpaceError("block " + for_block.ToString() + " of " + FormatBytes(size) +
-                           " is bigger than the whole memory budget of " + FormatBytes(capacity_));
-  }
+  // Evict only once it is known that the victims suffice: a failed claim evicts nothing.
+  if (Status room = CanMakeRoom(for_block, size); !room.ok()) return room;
   const uint64_t free_bytes = capacity_ - used();
-  if (size <= free_bytes) {
-    reserved_bytes_ += size;
-    return std::vector<MemoryBlock>{};
-  }
-
-  // Pick victims oldest first, skipping the block's own RDD (and an older version of the block
-  // itself, which stays readable until its replacement commits). Evict only if they suffice.
-  const uint64_t needed = size - free_bytes;
-  const std::optional<uint64_t> rdd = for_block.rdd_id();
-  std::vector<LruList::iterator> victims;
-  uint64_t freed = 0;
-  for (auto it = lru_.begin(); it != lru_.end() && freed < needed; ++it) {
-    if (it->id == for_block) continue;
-    if (rdd.has_value() && it->id.rdd_id() == rdd) continue;
-    victims.push_back(it);
-    freed += it->data.size;
-  }
-  if (freed < needed) {
-    return OutOfSpaceError("cannot make room for block " + for_block.ToString() + " of " +
-                           FormatBytes(size) + ": memory budget " + FormatBytes(capacity_) + ", " +
-                           FormatBytes(stored_bytes_) + " stored, " + FormatBytes(reserved_bytes_) +
-                           " reserved, only " + FormatBytes(freed) + " evictable" +
-                           (rdd.has_value() ? " (blocks of the same RDD are not evicted)" : ""));
-  }
-
+  const uint64_t needed = size > free_bytes ? size - free_bytes : 0;
   std::vector<MemoryBlock> evicted;
-  evicted.reserve(victims.size());
-  for (LruList::iterator it : victims) {
+  uint64_t freed = 0;
+  for (auto it = lru_.begin(); it != lru_.end() && freed < needed;) {
+    if (!Evictable(*it, for_block)) {
+      ++it;
+      continue;
+    }
+    freed += it->data.size;
     stored_bytes_ -= it->data.size;
     index_.erase(it->id);
     evicted.push_back(std::move(*it));
-    lru_.erase(it);
+    it = lru_.erase(it);
   }
   reserved_bytes_ += size;
   return evicted;

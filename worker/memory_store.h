@@ -82,6 +82,10 @@ class MemoryStore {
  private:
   using LruList = std::list<MemoryBlock>;  // front = least recently used
 
+  // Whether `block` may be evicted to make room for `for_block` (the rule Reserve and
+  // CanMakeRoom share).
+  static bool Evictable(const MemoryBlock& block, const BlockId& for_block);
+
   const uint64_t capacity_;
   uint64_t stored_bytes_ = 0;
   uint64_t reserved_bytes_ = 0;

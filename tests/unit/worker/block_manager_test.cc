@@ -55,6 +55,16 @@ std::vector<std::string> Describe(const std::vector<BlockStatusChange>& changes)
   return out;
 }
 
+// The block digest a reader computes: BlockDigestOf the XXH3 of each 1 MiB unit.
+uint64_t ExpectedDigest(const std::vector<std::byte>& bytes) {
+  std::vector<uint64_t> units;
+  for (size_t pos = 0; pos < bytes.size(); pos += kDigestUnitBytes) {
+    units.push_back(
+        DigestOf(std::span(bytes).subspan(pos, std::min(kDigestUnitBytes, bytes.size() - pos))));
+  }
+  return BlockDigestOf(units);
+}
+
 class BlockManagerTest : public ::testing::Test {
  protected:
   static constexpr uint64_t kMemory = 3 * kKiB;
@@ -485,6 +495,54 @@ TEST_F(BlockManagerTest, OfTwoMemoryOnlyUploadsThatDoNotFitTogetherTheOneOutOfRo
   EXPECT_FALSE(manager_->HasUpload(*second));  // aborted, its claim released
   ASSERT_TRUE(testing::CommitPut(*manager_, *first).ok());
   EXPECT_EQ(manager_->Stats().memory_used, 2 * kKiB);
+}
+
+TEST_F(BlockManagerTest, AMemoryAndDiskUploadThatRunsOutOfRoomMidwayMovesToDisk) {
+  Make(3 * kMiB, 0);
+  const std::vector<std::byte> bytes = RandomBytes(2 * kMiB + 5, 7);
+  auto first = manager_->BeginPut(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, 2 * kMiB);
+  auto second = manager_->BeginPut(BlockId::Rdd(2, 0), StorageLevel::kMemoryAndDisk, bytes.size());
+  ASSERT_TRUE(first.ok() && second.ok());  // each could fit alone
+  const std::vector<std::byte> head(bytes.begin(), bytes.begin() + kMiB);
+  const std::vector<std::byte> rest(bytes.begin() + kMiB, bytes.end());
+  // Its first MiB fits beside the first upload's claim, which then takes the remaining room.
+  ASSERT_TRUE(testing::AppendPut(*manager_, *second, Chunks(head)).ok());
+  ASSERT_TRUE(testing::AppendPut(*manager_, *first, Chunks(RandomBytes(2 * kMiB, 8))).ok());
+  EXPECT_EQ(manager_->Stats().memory_used, 3 * kMiB);
+
+  // The rest does not fit beside the first's claim: the upload goes on on disk, with the bytes
+  // that came before, its memory given back.
+  // Its units' digests checked on arrival, as the put handler gives them, are stored as given:
+  // after the bytes moved from memory, which the writer digests itself.
+  const std::vector<uint64_t> checked = {DigestOf(std::span(rest).first(kMiB)),
+                                         DigestOf(std::span(rest).subspan(kMiB))};
+  ASSERT_TRUE(testing::AppendPut(*manager_, *second, Chunks(rest), checked).ok());
+  EXPECT_EQ(manager_->Stats().memory_used, 2 * kMiB);
+  Result<Tier> tier = testing::CommitPut(*manager_, *second);
+  ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+  EXPECT_EQ(*tier, Tier::kDisk);
+  EXPECT_TRUE(ReadAll(BlockId::Rdd(2, 0)) == bytes);
+  EXPECT_EQ(manager_->Find(BlockId::Rdd(2, 0))->digest, ExpectedDigest(bytes));
+  EXPECT_THAT(Describe(manager_->TakeChanges()), ElementsAre("+rdd_2_0@disk"));
+  ASSERT_TRUE(testing::CommitPut(*manager_, *first).ok());
+  EXPECT_EQ(manager_->Stats().memory_used, 2 * kMiB);
+}
+
+TEST_F(BlockManagerTest, AMemoryAndDiskUploadOutOfRoomMidwayFailsWhenTheDiskHasNoRoomEither) {
+  Make(kMemory, kKiB);
+  auto first = manager_->BeginPut(BlockId::Rdd(1, 0), StorageLevel::kMemoryOnly, 2 * kKiB);
+  auto second = manager_->BeginPut(BlockId::Rdd(2, 0), StorageLevel::kMemoryAndDisk, 2 * kKiB);
+  ASSERT_TRUE(first.ok() && second.ok());
+  ASSERT_TRUE(testing::AppendPut(*manager_, *second, Chunks(RandomBytes(kKiB, 9))).ok());
+  ASSERT_TRUE(testing::AppendPut(*manager_, *first, Chunks(RandomBytes(2 * kKiB, 10))).ok());
+
+  Status out = testing::AppendPut(*manager_, *second, Chunks(RandomBytes(kKiB, 11)));
+  EXPECT_EQ(out.code(), StatusCode::kOutOfSpace) << out.ToString();
+  EXPECT_THAT(out.message(), HasSubstr("memory:"));
+  EXPECT_THAT(out.message(), HasSubstr("disk:"));
+  EXPECT_FALSE(manager_->HasUpload(*second));  // aborted, its memory given back
+  EXPECT_EQ(manager_->Stats().memory_used, 2 * kKiB);
+  EXPECT_EQ(manager_->Stats().disk_used, 0u);
 }
 
 TEST_F(BlockManagerTest, AppendPastDeclaredSizeAbortsUpload) {
@@ -960,16 +1018,6 @@ TEST_F(BlockManagerFaultTest, MemoryPutReplacingABlockOnItsWayToDiskWins) {
 
 namespace bm {
 namespace {
-
-// The block digest a reader computes: BlockDigestOf the XXH3 of each 1 MiB unit.
-uint64_t ExpectedDigest(const std::vector<std::byte>& bytes) {
-  std::vector<uint64_t> units;
-  for (size_t pos = 0; pos < bytes.size(); pos += kDigestUnitBytes) {
-    units.push_back(
-        DigestOf(std::span(bytes).subspan(pos, std::min(kDigestUnitBytes, bytes.size() - pos))));
-  }
-  return BlockDigestOf(units);
-}
 
 TEST_F(BlockManagerTest, ReportsCarryTheBlockDigestOnEitherTierAndAfterARestart) {
   MakeOnDisk(3 * kMiB, 0);

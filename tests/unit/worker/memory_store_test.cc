@@ -147,6 +147,33 @@ TEST(MemoryStoreTest, DoesNotEvictOlderVersionOfTheBlockBeingReplaced) {
   EXPECT_TRUE(store.Contains(BlockId::Broadcast(1)));
 }
 
+TEST(MemoryStoreTest, CanMakeRoomAnswersAsReserveWouldWithoutEvicting) {
+  MemoryStore store(400);
+  Put(store, BlockId::Rdd(5, 0), 100);  // oldest, but same RDD as rdd_5_9
+  Put(store, BlockId::Rdd(6, 0), 100);
+  Put(store, BlockId::Broadcast(1), 100);
+  ASSERT_TRUE(store.Reserve(BlockId::Rdd(7, 0), 50).ok());  // a claim is never evicted
+
+  // 50 free; rdd_6_0 and broadcast_1 are eligible for rdd_5_9, rdd_5_0 is not.
+  EXPECT_TRUE(store.CanMakeRoom(BlockId::Rdd(5, 9), 250).ok());
+  Status too_big = store.CanMakeRoom(BlockId::Rdd(5, 9), 251);
+  EXPECT_EQ(too_big.code(), StatusCode::kOutOfSpace);
+  EXPECT_THAT(too_big.message(), HasSubstr("same RDD"));
+  // An older version of the block itself is not evicted for it either.
+  EXPECT_EQ(store.CanMakeRoom(BlockId::Broadcast(1), 251).code(), StatusCode::kOutOfSpace);
+  EXPECT_TRUE(store.CanMakeRoom(BlockId::Broadcast(1), 250).ok());
+  EXPECT_EQ(store.CanMakeRoom(BlockId::Broadcast(2), 401).code(), StatusCode::kOutOfSpace);
+  // Nothing was evicted or claimed by asking.
+  EXPECT_EQ(store.block_count(), 3u);
+  EXPECT_EQ(store.used(), 350u);
+
+  // Reserve agrees on both sides of the line.
+  EXPECT_EQ(store.Reserve(BlockId::Rdd(5, 9), 251).status().code(), StatusCode::kOutOfSpace);
+  Result<std::vector<MemoryBlock>> evicted = store.Reserve(BlockId::Rdd(5, 9), 250);
+  ASSERT_TRUE(evicted.ok()) << evicted.status().ToString();
+  EXPECT_THAT(Ids(*evicted), ElementsAre(BlockId::Rdd(6, 0), BlockId::Broadcast(1)));
+}
+
 TEST(MemoryStoreTest, RejectsBlockBiggerThanCapacity) {
   MemoryStore store(100);
   Put(store, BlockId::Rdd(1, 0), 50);
