@@ -218,10 +218,14 @@ struct Attacks {
     return reply.ok() && reply->reply().getRemoved() > 0;
   }
 
+  // What the attack achieves is the worker's exit. Its answer may not arrive: the worker
+  // sometimes exits before ZeroMQ sends it (seen about once in ten runs; a known defect of the
+  // shutdown path, whose answer PROTOCOL.md promises).
   bool ShutdownStopsWorker() {
     Result<IncomingMessage> reply = RawCall(context, cluster.worker_endpoint("w1"), to_w1,
                                             [](proto::Request::Builder r) { r.setShutdown(); });
-    if (!reply.ok()) return false;
+    // Refused (a key not allowed, a role that may not): it stays up.
+    if (!reply.ok() && reply.status().code() != StatusCode::kUnavailable) return false;
     return cluster.worker_process("w1").Wait(seconds(10)).has_value();
   }
 };
@@ -238,7 +242,7 @@ TEST_F(SecurityTest, AttacksWorkAgainstAClusterWithoutKeys) {
   EXPECT_TRUE(attacks.ReplicateAccepted());
   EXPECT_TRUE(attacks.TakesOverWorkerEntry());
   EXPECT_TRUE(attacks.DecommissionAccepted());
-  EXPECT_TRUE(attacks.ShutdownStopsWorker());
+  EXPECT_TRUE(attacks.ShutdownStopsWorker()) << cluster_.LogTail("w1");
 }
 
 TEST_F(SecurityTest, AttacksWithAnUnknownKeyAreRefused) {
