@@ -387,12 +387,6 @@ Duration MasterLink::ReplyTimeout(RequestKind kind) const {
   return std::max(options_.request_timeout, heartbeat_interval_ * options_.missed_heartbeats);
 }
 
-bool MasterLink::HeartbeatOutstanding() const {
-  return std::any_of(outstanding_.begin(), outstanding_.end(), [](const auto& entry) {
-    return entry.second.kind == RequestKind::kHeartbeat;
-  });
-}
-
 void MasterLink::ReadHandshakes() {
   if (!monitor_) return;
   for (const PeerMonitor::Event& event : monitor_->TakeEvents()) {
@@ -449,7 +443,11 @@ void MasterLink::HeartbeatIfDue() {
   const Duration late = now - next_heartbeat_;
   heartbeat_delays_.Observe(late);
   worst_heartbeat_delay_ = std::max(worst_heartbeat_delay_, late);
-  if (!HeartbeatOutstanding()) SendHeartbeat();
+  // Even while the last one is unanswered: during a burst its answer waits unread on this side
+  // (the loop reads the link after the burst), and holding this one back would leave the master
+  // without a heartbeat for the whole burst. A master that answers none is caught by the reply
+  // timeout, which bounds how many can be outstanding.
+  SendHeartbeat();
   next_heartbeat_ = now + heartbeat_interval_;
 }
 

@@ -146,7 +146,6 @@ class MasterLink {
   void FollowLeader(const std::string& leader);
   void RetryRegistrationLater();
   Duration ReplyTimeout(RequestKind kind) const;
-  bool HeartbeatOutstanding() const;
 
   zmq::context_t& context_;
   const MasterLinkOptions options_;

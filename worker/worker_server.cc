@@ -305,6 +305,7 @@ void WorkerServer::ServeWaitingPieces() {
       waiting_pieces_.push_front(std::move(piece));
       return;
     }
+    link_->HeartbeatIfDue();  // as between the messages of a burst
   }
 }
 

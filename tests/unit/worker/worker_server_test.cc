@@ -1,11 +1,17 @@
 #include "worker/worker_server.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
+#include <iostream>
 #include <mutex>
 #include <random>
 #include <set>
@@ -35,6 +41,7 @@ struct SeenRequest {
   std::string worker_id;
   std::string address;
   uint64_t memory_used = 0;
+  std::chrono::steady_clock::time_point arrived{};  // when the fake master received it
   // register: every block held; report: every update in order (removed or not).
   std::vector<std::pair<std::string, bool>> blocks;
 
@@ -74,6 +81,11 @@ class FakeMaster {
   void SetSilent(bool silent) {
     std::lock_guard lock(mu_);
     silent_ = silent;
+  }
+  // The heartbeat interval its registration replies ask for (from the next registration on).
+  void SetHeartbeatInterval(milliseconds interval) {
+    std::lock_guard lock(mu_);
+    heartbeat_ms_ = static_cast<uint32_t>(interval.count());
   }
   // As after a master restart: heartbeats and reports get unknownWorker until re-registration.
   void ForgetWorkers() {
@@ -125,6 +137,7 @@ class FakeMaster {
     ASSERT_TRUE(received.ok()) << received.status().ToString();
     proto::Request::Reader request = received->request();
     SeenRequest seen;
+    seen.arrived = std::chrono::steady_clock::now();
     switch (request.which()) {
       case proto::Request::REGISTER_WORKER: {
         auto reg = request.getRegisterWorker();
@@ -162,8 +175,8 @@ class FakeMaster {
     switch (seen.kind) {
       case SeenRequest::kRegister:
         registered_.insert(seen.worker_id);
-        Reply(peer, id, [](proto::Reply::Builder r) {
-          r.initRegistered().setHeartbeatIntervalMs(kHeartbeatMs);
+        Reply(peer, id, [&](proto::Reply::Builder r) {
+          r.initRegistered().setHeartbeatIntervalMs(heartbeat_ms_);
         });
         return;
       case SeenRequest::kHeartbeat:
@@ -186,8 +199,6 @@ class FakeMaster {
     }
   }
 
-  static constexpr uint32_t kHeartbeatMs = 100;
-
   zmq::socket_t socket_;  // used only by thread_ after construction
   std::string endpoint_;
   std::atomic<bool> stop_{false};
@@ -201,6 +212,7 @@ class FakeMaster {
   bool hold_reports_ = false;         // guarded by mu_
   bool release_held_ = false;         // guarded by mu_
   bool silent_ = false;               // guarded by mu_
+  uint32_t heartbeat_ms_ = 100;       // guarded by mu_
 };
 
 std::vector<std::byte> RandomBytes(size_t size, uint64_t seed) {
@@ -372,7 +384,10 @@ class WorkerServerTest : public ::testing::Test {
         WorkerServer::Create(context_, options_, std::move(blocks), clock_);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(server).value();
-    thread_ = std::thread([this] { server_->Run(); });
+    thread_ = std::thread([this] {
+      if (on_loop_thread_) on_loop_thread_();
+      server_->Run();
+    });
     channel_ = std::make_unique<RpcChannel>(context_, server_->endpoint(), seconds(10));
   }
 
@@ -403,6 +418,7 @@ class WorkerServerTest : public ::testing::Test {
   // The worker's disk store, owned by its block manager; set while the worker runs.
   testing::FaultInjectingStore* faults_ = nullptr;
   std::thread thread_;
+  std::function<void()> on_loop_thread_;  // runs on the loop's thread before Run()
   std::unique_ptr<RpcChannel> channel_;
 };
 
@@ -994,6 +1010,127 @@ TEST_F(WorkerServerTest, StalledDiskDelaysNeitherMemoryGetsNorHeartbeats) {
   ASSERT_TRUE(answered.has_value());
   ASSERT_TRUE(answered->reply().isPut()) << "not a put reply";
   EXPECT_FALSE(answered->reply().getPut().getCommitted());
+}
+
+// A CPU shared, as on a loaded machine (issue 32: a ThreadSanitizer run on two shared cores): a
+// thread that spins on it until destroyed, and whoever calls Join() (at a lower priority, so it
+// gets about a tenth of it).
+class LoadedCpu {
+ public:
+  LoadedCpu() {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    sched_getaffinity(0, sizeof(allowed), &allowed);
+    while (cpu_ < CPU_SETSIZE && !CPU_ISSET(cpu_, &allowed)) ++cpu_;
+    hog_ = std::thread([this] {
+      Pin();
+      while (!stop_.load(std::memory_order_relaxed)) {
+      }
+    });
+  }
+  ~LoadedCpu() {
+    stop_ = true;
+    hog_.join();
+  }
+  // Moves the calling thread onto the CPU, at nice 10 (CFS weight 110 against the spinner's 1024).
+  void Join() const {
+    Pin();
+    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
+  }
+
+ private:
+  void Pin() const {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu_, &one);
+    sched_setaffinity(0, sizeof(one), &one);
+  }
+
+  int cpu_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread hog_;
+};
+
+// Issue 32: a loaded worker's master dropped it for want of heartbeats. The loop serves up to 64
+// messages per wake-up, and on a loaded machine a put piece is milliseconds of its time (its
+// digest checked), so a heartbeat that fell due during a burst went out only when the loop came
+// round, hundreds of ms late. It goes out between the pieces: late by about one piece's time.
+TEST_F(WorkerServerTest, HeartbeatsGoOutBetweenThePiecesOfABurst) {
+  constexpr milliseconds kInterval(50);
+  master_->SetHeartbeatInterval(kInterval);
+  constexpr uint64_t kPieceBytes = 4 * kMiB;
+  // More uploads in flight than a wake-up serves (64 messages), each sending the first piece of
+  // its block again and again (a first piece starts its upload afresh), so memory stays bounded
+  // however long the burst lasts.
+  constexpr int kUploads = 72;
+  memory_bytes_ = 2 * kUploads * kPieceBytes;
+  LoadedCpu cpu;
+  on_loop_thread_ = [&cpu] { cpu.Join(); };
+  StartWorker();
+  ASSERT_TRUE(AwaitRegistration());
+
+  const std::vector<std::byte> bytes = RandomBytes(kPieceBytes, 61);
+  const uint64_t digest = DigestOf(bytes);
+  RawPeer uploader(context_, server_->endpoint());
+  auto send_piece = [&](uint64_t upload) {
+    capnp::MallocMessageBuilder piece;
+    FillPut(piece, "rdd_30_" + std::to_string(upload), StorageLevel::kMemoryOnly, 2 * kPieceBytes,
+            0, false, upload);
+    piece.getRoot<proto::Request>().setId(upload);  // the answer names the upload to send again
+    proto::PutBlock::Builder put = piece.getRoot<proto::Request>().getPutBlock();
+    put.setDigested(true);
+    put.setPieceDigest(digest);
+    // Frames pointing into `bytes` (which outlives the sends): the sender copies nothing.
+    std::vector<zmq::message_t> frames;
+    for (size_t pos = 0; pos < bytes.size(); pos += kChunkBytes) {
+      frames.emplace_back(const_cast<std::byte*>(bytes.data() + pos),
+                          std::min(kChunkBytes, bytes.size() - pos), nullptr, nullptr);
+    }
+    uploader.Send(piece, std::move(frames));
+  };
+
+  // The burst, for about two seconds: each answer sends that upload's piece again.
+  const auto start = std::chrono::steady_clock::now();
+  for (uint64_t upload = 1; upload <= kUploads; ++upload) send_piece(upload);
+  int outstanding = kUploads;
+  int pieces = kUploads;
+  while (outstanding > 0) {
+    std::optional<IncomingMessage> reply = uploader.Receive();
+    ASSERT_TRUE(reply.has_value()) << "no reply within " << kAwait.count() << " s";
+    ASSERT_TRUE(reply->reply().isPut()) << "not a put reply";
+    --outstanding;
+    if (std::chrono::steady_clock::now() - start < seconds(2)) {
+      send_piece(reply->reply().getId());
+      ++outstanding;
+      ++pieces;
+    }
+  }
+  const auto end = std::chrono::steady_clock::now();
+
+  // The master's view: the longest it went without a heartbeat while the burst lasted.
+  std::vector<std::chrono::steady_clock::time_point> beats;
+  master_->WaitFor([&](const std::vector<SeenRequest>& seen) {
+    for (const SeenRequest& r : seen) {
+      if (r.kind == SeenRequest::kHeartbeat) beats.push_back(r.arrived);
+    }
+    return true;
+  });
+  std::chrono::steady_clock::duration worst_gap{};
+  for (size_t i = 1; i < beats.size(); ++i) {
+    if (beats[i] < start || beats[i - 1] > end) continue;
+    worst_gap = std::max(worst_gap, beats[i] - beats[i - 1]);
+  }
+  if (!beats.empty() && beats.back() < end) worst_gap = std::max(worst_gap, end - beats.back());
+  const auto ms = [](auto d) {
+    return std::chrono::duration_cast<std::chrono::duration<double, std::milli>>(d).count();
+  };
+  const double piece_ms = ms(end - start) / pieces;
+  const double late_ms = ms(worst_gap) - ms(kInterval);
+  std::cout << pieces << " pieces of " << kPieceBytes / kMiB << " MiB in " << ms(end - start)
+            << " ms (" << piece_ms << " ms each); worst heartbeat " << late_ms << " ms late\n";
+  // Late by up to a wake-up's 64 pieces when heartbeats wait for the loop to come round; between
+  // the pieces, by about one piece's time (and this machine's scheduling).
+  EXPECT_LT(late_ms, 24 * piece_ms) << "(a heartbeat is due every " << kInterval.count() << " ms)";
 }
 
 TEST_F(WorkerServerTest, StopsPromptlyWhileMasterIsUnreachable) {
