@@ -334,9 +334,14 @@ Result<uint64_t> RpcChannel::Send(capnp::MallocMessageBuilder& request,
   request.getRoot<proto::Request>().setId(id);
   // Only a connection lost after this send fails the call; a refused handshake fails it at
   // once, whenever it happened.
-  if (Status before = ConnectionStatus(); before.code() == StatusCode::kPermissionDenied) {
+  if (Status before = ConnectionStatus(); !before.ok()) {
     Reset();
-    return before;
+    if (before.code() == StatusCode::kPermissionDenied) return before;
+    // Lost before this send: the monitor can tell of it before the socket has let go of the
+    // dead connection's pipe, and a message sent into that pipe vanishes with no further
+    // event, so the call would wait out its whole timeout. The fresh socket's send waits
+    // for a new connection instead (ZMQ_IMMEDIATE), and fails within kConnectBound if
+    // there is none.
   }
   Status sent = SendMessage(*socket_, nullptr, request, std::move(payload));
   if (!sent.ok()) {
