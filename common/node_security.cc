@@ -43,8 +43,13 @@ Result<SecureNode> StartSecureNode(zmq::context_t& context, const std::string& k
   }
   SecureNode node;
   node.keys = CurveKeys{cert.public_key, cert.secret_key};
+  // Standby masters share the master's key pair (workers and clients vouch for one master
+  // key), and a standby follows the leader's journal as a client of it: a master lets in its
+  // own key, as the master role, whatever the allow folder holds.
+  const std::string trusted_master =
+      role == KeyRole::kMaster && master_public_key.empty() ? cert.public_key : master_public_key;
   BM_ASSIGN_OR_RETURN(node.zap,
-                      ZapHandler::Start(context, AllowListOptions{allow_dir, master_public_key}));
+                      ZapHandler::Start(context, AllowListOptions{allow_dir, trusted_master}));
   return node;
 }
 

@@ -22,7 +22,8 @@ bool IsLoopbackEndpoint(const std::string& endpoint);
 Status CheckListenSecurity(const std::string& listen, bool has_key, bool insecure);
 
 // Loads the node's secret certificate, checks it has `role`, and starts the ZAP handler on
-// `context` with `allow_dir` (which must come before any server socket binds).
+// `context` with `allow_dir` (which must come before any server socket binds). The master key
+// let in is `master_public_key`, or for a master without one its own (standbys share it).
 struct SecureNode {
   CurveKeys keys;
   std::unique_ptr<ZapHandler> zap;
