@@ -43,7 +43,7 @@ TEST(K8sManifestTest, ManifestsPassYamllint) {
   std::vector<std::string> args = {"--strict", "-d",
                                    "{extends: default, rules: {line-length: {max: 100}}}"};
   const std::vector<std::string> files = ManifestFiles();
-  ASSERT_GE(files.size(), 3u);
+  ASSERT_GE(files.size(), 5u);
   args.insert(args.end(), files.begin(), files.end());
   CommandResult linted = RunCommand(yamllint, args);
   EXPECT_EQ(linted.exit_code, 0) << Describe(linted);
@@ -115,6 +115,30 @@ TEST(K8sManifestTest, WorkersUseTheDownwardApiAndDrainOnStop) {
   EXPECT_NE(master.find("volumeClaimTemplates"), std::string::npos);
   EXPECT_TRUE(fs::exists(kManifests + "/Containerfile"));
   EXPECT_TRUE(fs::exists(kManifests + "/README.md"));
+}
+
+// Standby masters: a ZooKeeper with short ticks, two masters each advertising its stable pod
+// name, readiness from /readyz (only the leader is ready), workers given both masters.
+TEST(K8sManifestTest, TwoMastersElectedThroughZooKeeper) {
+  const std::string zookeeper = ReadFile(kManifests + "/zookeeper.yaml");
+  EXPECT_NE(zookeeper.find("tickTime=500"), std::string::npos);
+  EXPECT_NE(zookeeper.find("name: zookeeper"), std::string::npos);
+  EXPECT_NE(zookeeper.find("volumeClaimTemplates"), std::string::npos);  // the epoch persists
+  const std::string master = ReadFile(kManifests + "/master.yaml");
+  EXPECT_NE(master.find("replicas: 2"), std::string::npos);
+  EXPECT_NE(master.find("--zookeeper=zookeeper:2181"), std::string::npos);
+  EXPECT_NE(master.find("fieldPath: metadata.name"), std::string::npos);
+  EXPECT_NE(master.find("--advertise=tcp://$(POD_NAME).blockmgr-master.blockmgr.svc:7077"),
+            std::string::npos);
+  EXPECT_NE(master.find("--id=$(POD_NAME)"), std::string::npos);
+  EXPECT_NE(master.find("path: /readyz"), std::string::npos);
+  EXPECT_NE(master.find("publishNotReadyAddresses: true"), std::string::npos);
+  const std::string workers = ReadFile(kManifests + "/workers.yaml");
+  for (const char* pod : {"blockmgr-master-0", "blockmgr-master-1"}) {
+    EXPECT_NE(workers.find(std::string(pod) + ".blockmgr-master.blockmgr.svc:7077"),
+              std::string::npos)
+        << pod;
+  }
 }
 
 }  // namespace
