@@ -117,6 +117,26 @@ TEST(K8sManifestTest, WorkersUseTheDownwardApiAndDrainOnStop) {
   EXPECT_TRUE(fs::exists(kManifests + "/README.md"));
 }
 
+// A server listening beyond loopback refuses to start without --key or --insecure: each
+// manifest's servers say which, and without keys a NetworkPolicy keeps other namespaces out.
+TEST(K8sManifestTest, ServersOnThePodNetworkHaveKeysOrInsecureAndAPolicy) {
+  bool any_insecure = false;
+  for (const char* name : {"master.yaml", "workers.yaml"}) {
+    const std::string manifest = ReadFile(kManifests + "/" + name);
+    ASSERT_NE(manifest.find("--listen=tcp://0.0.0.0:"), std::string::npos) << name;
+    const bool insecure = manifest.find("--insecure") != std::string::npos;
+    const bool keyed = manifest.find("--key") != std::string::npos;
+    EXPECT_TRUE(insecure != keyed) << name << ": needs exactly one of --insecure and --key";
+    any_insecure = any_insecure || insecure;
+  }
+  if (any_insecure) {
+    const std::string policy = ReadFile(kManifests + "/networkpolicy.yaml");
+    EXPECT_NE(policy.find("kind: NetworkPolicy"), std::string::npos);
+    EXPECT_NE(policy.find("namespace: blockmgr"), std::string::npos);
+    EXPECT_NE(policy.find("- Ingress"), std::string::npos);
+  }
+}
+
 // Standby masters: a ZooKeeper with short ticks, two masters each advertising its stable pod
 // name, readiness from /readyz (only the leader is ready), workers given both masters.
 TEST(K8sManifestTest, TwoMastersElectedThroughZooKeeper) {
