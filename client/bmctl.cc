@@ -20,6 +20,7 @@
 #include "client/client.h"
 #include "client/progress_line.h"
 #include "common/allocator.h"
+#include "common/zookeeper_session.h"
 
 namespace bm {
 namespace {
@@ -36,8 +37,13 @@ class GlobalOptions {
   void AddTo(CLI::App& app) {
     // Required by every command but keygen (checked after parsing).
     app.add_option("--master", master_,
-                   "the master's address, tcp://HOST:PORT (default: $BLOCKMGR_MASTER)")
+                   "the master's address, tcp://HOST:PORT, or every master's, comma-separated "
+                   "(default: $BLOCKMGR_MASTER)")
         ->envname("BLOCKMGR_MASTER");
+    app.add_option("--zookeeper", zookeeper_,
+                   "HOST:PORT[,HOST:PORT...][/CHROOT] of the ZooKeeper the masters are elected "
+                   "through: the leader it names is asked (default: $BLOCKMGR_ZOOKEEPER)")
+        ->envname("BLOCKMGR_ZOOKEEPER");
     app.add_flag("--progress", progress_on_,
                  "show a progress line on stderr for put and get (default: for transfers of 64 "
                  "MiB or more when stderr is a terminal)");
@@ -53,14 +59,22 @@ class GlobalOptions {
 
   // How to reach the master, or why the options do not say.
   Result<ClientOptions> MakeClientOptions() const {
-    if (master_.empty()) return InvalidArgumentError("--master is required");
-    BM_RETURN_IF_ERROR(ValidateMasterAddress(master_));
+    if (master_.empty() && zookeeper_.empty()) {
+      return InvalidArgumentError("--master or --zookeeper is required");
+    }
+    if (!master_.empty()) BM_RETURN_IF_ERROR(ValidateMasterAddress(master_));
+    if (!zookeeper_.empty()) {
+      if (Status s = ParseZooKeeperAddress(zookeeper_).status(); !s.ok()) {
+        return InvalidArgumentError("--zookeeper: " + s.message());
+      }
+    }
     if (key_file_.empty() != master_key_file_.empty()) {
       return InvalidArgumentError(
           "--key and --master-key go together (or BLOCKMGR_KEY and BLOCKMGR_MASTER_KEY)");
     }
     BM_ASSIGN_OR_RETURN(std::chrono::milliseconds request_timeout, ParseTimeout(timeout_));
     ClientOptions options{master_, request_timeout};
+    options.zookeeper = zookeeper_;
     options.key_file = key_file_;
     options.master_key_file = master_key_file_;
     return options;
@@ -78,6 +92,7 @@ class GlobalOptions {
 
  private:
   std::string master_;
+  std::string zookeeper_;
   std::string key_file_;
   std::string master_key_file_;
   std::string timeout_ = "5";

@@ -13,6 +13,7 @@
 #include "client/client_impl.h"
 #include "client/client_keys.h"
 #include "client/copy_verification.h"
+#include "common/leader_directory.h"
 #include "client/lent_bytes.h"
 #include "client/local_hosts.h"
 #include "client/peer_calls.h"
@@ -44,6 +45,20 @@ std::string DefaultHolderName() {
   return std::string(host.data()) + ":" + std::to_string(getpid());
 }
 
+// How long the ZooKeeper session that finds the leader outlives a silence: a reader's
+// session, so its length only bounds how soon a lost one is replaced.
+constexpr std::chrono::milliseconds kLeaderDirectorySession{10000};
+
+Result<std::shared_ptr<const LeaderDirectory>> StartLeaderDirectory(const std::string& zookeeper) {
+  if (zookeeper.empty()) return std::shared_ptr<const LeaderDirectory>();
+  Result<std::unique_ptr<LeaderDirectory>> started =
+      LeaderDirectory::Start(zookeeper, kLeaderDirectorySession);
+  if (!started.ok()) {
+    return InvalidArgumentError("zookeeper " + zookeeper + ": " + started.status().message());
+  }
+  return std::shared_ptr<const LeaderDirectory>(std::move(started).value());
+}
+
 }  // namespace
 
 CacheCounters& CacheCounters::operator+=(const CacheCounters& other) {
@@ -63,8 +78,9 @@ Client::Impl::Impl(ClientOptions options, zmq::context_t& context)
       keys_(LoadClientKeys(options_)),
       local_hosts_(options_.local_hosts.empty() ? DetectLocalHosts() : options_.local_hosts),
       holder_name_(options_.holder_name.empty() ? DefaultHolderName() : options_.holder_name),
+      directory_(StartLeaderDirectory(options_.zookeeper)),
       master_(context, options_.master_address, options_.request_timeout, MasterSecurity(keys_),
-              options_.leader_wait),
+              options_.leader_wait, directory_),
       // The master's worker list trusts the key of every worker it lists.
       workers_(context, OwnKeys(keys_), options_.request_timeout,
                [this] { return Workers().status(); }),

@@ -30,13 +30,19 @@ struct ClientOptions {
   // calls go to the leader, follow it when it changes, and are retried there (README
   // "Standby masters").
   std::string master_address;
-  // With several masters: how long one call may wait for a leader (while the masters fail
-  // over) before failing with kUnavailable.
-  std::chrono::milliseconds leader_wait{10000};
   // How long to wait for each reply. Calls that the server itself bounds get that bound on
   // top: the last piece of a put (the worker waits up to 2 s for the master) and removals (the
-  // master waits up to 5 s for the workers).
+  // master waits up to 5 s for the workers). Kept second: callers write
+  // ClientOptions{address, timeout}.
   std::chrono::milliseconds request_timeout{5000};
+  // HOST:PORT[,HOST:PORT...][/CHROOT] of the ZooKeeper the masters are elected through
+  // (bm-master --zookeeper): calls go to the leader it names, and follow it as it changes.
+  // Either this or master_address is needed; with both, the addresses are tried too. The
+  // client keeps one ZooKeeper session (a thread of its own) while it lives.
+  std::string zookeeper{};
+  // With several masters or ZooKeeper: how long one call may wait for a leader (while the
+  // masters fail over) before failing with kUnavailable.
+  std::chrono::milliseconds leader_wait{10000};
 
   // Hosts that count as this machine's when choosing a worker "on the same host" (reads try
   // such workers first; hits from them count as local). A worker is local when the host of its

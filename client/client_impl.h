@@ -173,6 +173,9 @@ class Client::Impl : private MultiGet::Reads {
   const Result<ClientKeys> keys_;
   const std::vector<std::string> local_hosts_;
   const std::string holder_name_;
+  // The leader as ZooKeeper names it (options_.zookeeper): null without, or why it could not
+  // be started. Shared with the MasterClients this client makes (lease renewals).
+  const Result<std::shared_ptr<const LeaderDirectory>> directory_;
 
   MasterClient master_;
   WorkerChannels workers_;

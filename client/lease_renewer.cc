@@ -5,18 +5,16 @@
 
 #include <utility>
 
+#include "client/master_client.h"
 #include "common/protocol.h"
 #include "common/transport.h"
 
 namespace bm {
 
-LeaseRenewer::LeaseRenewer(zmq::context_t& context, std::string master_address, BlockId block,
-                           uint64_t token, std::chrono::milliseconds interval,
-                           std::chrono::milliseconds timeout, ChannelSecurity security)
-    : block_(block), token_(token), interval_(interval) {
-  thread_ = std::thread(
-      [this, &context, master_address = std::move(master_address), timeout,
-       security = std::move(security)] { Run(context, master_address, security, timeout); });
+LeaseRenewer::LeaseRenewer(std::unique_ptr<MasterClient> master, BlockId block, uint64_t token,
+                           std::chrono::milliseconds interval)
+    : block_(block), token_(token), interval_(interval), master_(std::move(master)) {
+  thread_ = std::thread([this] { Run(); });
 }
 
 LeaseRenewer::~LeaseRenewer() { Stop(); }
@@ -30,9 +28,7 @@ void LeaseRenewer::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void LeaseRenewer::Run(zmq::context_t& context, std::string master_address,
-                       ChannelSecurity security, std::chrono::milliseconds timeout) {
-  RpcChannel master(context, std::move(master_address), timeout, std::move(security));
+void LeaseRenewer::Run() {
   const std::string block = block_.ToString();
   MutexLock lock(mutex_);
   while (true) {
@@ -45,7 +41,7 @@ void LeaseRenewer::Run(zmq::context_t& context, std::string master_address,
     proto::ComputeLease::Builder renew = message.initRoot<proto::Request>().initRenewCompute();
     renew.setBlockId(block);
     renew.setToken(token_);
-    Result<IncomingMessage> reply = master.Call(message);
+    Result<IncomingMessage> reply = master_->Call(message);
     lock.Lock();
     if (reply.ok()) continue;
     if (reply.status().code() == StatusCode::kAborted) {

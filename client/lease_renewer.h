@@ -4,30 +4,29 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <thread>
 
 #include "common/block_id.h"
-#include "common/curve_keys.h"
 #include "common/mutex.h"
-
-namespace zmq {
-class context_t;
-}
 
 namespace bm {
 
+class MasterClient;
+
 // Keeps a compute lease alive while the caller's compute function runs: a background thread
-// sends renewCompute to the master every `interval` on its own socket (the caller's Client is
-// busy computing and is not thread-safe). When the master answers that the lease is no longer
-// held, renewing stops and lost() turns true; when the master does not answer, it keeps trying.
+// sends renewCompute to the master every `interval` through its own MasterClient (the caller's
+// Client is busy computing and is not thread-safe), which follows the leader through a
+// failover like any master call. When the master answers that the lease is no longer held,
+// renewing stops and lost() turns true; when no master answers, it keeps trying.
 //
-// Stops (and joins its thread) on destruction or Stop().
+// Stops (and joins its thread) on destruction or Stop(): give `master` a leader wait no longer
+// than `interval`, so stopping never waits long for a call in progress.
 class LeaseRenewer {
  public:
-  LeaseRenewer(zmq::context_t& context, std::string master_address, BlockId block, uint64_t token,
-               std::chrono::milliseconds interval, std::chrono::milliseconds timeout,
-               ChannelSecurity security = {});
+  LeaseRenewer(std::unique_ptr<MasterClient> master, BlockId block, uint64_t token,
+               std::chrono::milliseconds interval);
   ~LeaseRenewer();
   LeaseRenewer(const LeaseRenewer&) = delete;
   LeaseRenewer& operator=(const LeaseRenewer&) = delete;
@@ -37,12 +36,12 @@ class LeaseRenewer {
   bool lost() const { return lost_.load(); }
 
  private:
-  void Run(zmq::context_t& context, std::string master_address, ChannelSecurity security,
-           std::chrono::milliseconds timeout);
+  void Run();
 
   const BlockId block_;
   const uint64_t token_;
   const std::chrono::milliseconds interval_;
+  const std::unique_ptr<MasterClient> master_;  // used by the thread only
   std::atomic<bool> lost_{false};
   Mutex mutex_;
   std::condition_variable wake_;  // with mutex_

@@ -7,6 +7,7 @@
 
 #include "client/peer_calls.h"
 #include "client/reply_decoding.h"
+#include "common/leader_directory.h"
 #include "common/protocol.h"
 #include "common/transport.h"
 
@@ -78,19 +79,44 @@ Status ToBlockLocations(capnp::List<proto::BlockLocations>::Reader list,
 
 MasterClient::MasterClient(zmq::context_t& context, std::string address,
                            std::chrono::milliseconds timeout, Result<ChannelSecurity> security,
-                           std::chrono::milliseconds leader_wait)
+                           std::chrono::milliseconds leader_wait,
+                           Result<std::shared_ptr<const LeaderDirectory>> directory)
     : context_(context),
-      masters_(MasterAddresses::Parse(address)),
+      masters_(!directory.ok() ? Result<MasterAddresses>(directory.status())
+               : address.empty() && *directory
+                   ? Result<MasterAddresses>(UnavailableError("no leader known through ZooKeeper"))
+                   : MasterAddresses::Parse(address)),
       timeout_(timeout),
       leader_wait_(leader_wait),
-      security_(std::move(security)) {}
+      security_(std::move(security)),
+      directory_(directory.ok() ? *directory : nullptr) {}
 
 MasterClient::~MasterClient() = default;
+
+bool MasterClient::FollowDirectory(std::chrono::milliseconds wait) {
+  if (!directory_) return masters_.ok();
+  std::optional<LeaderRecord> leader =
+      masters_.ok() ? directory_->Current() : directory_->WaitForLeader(0, wait);
+  if (leader) {
+    if (masters_.ok()) {
+      masters_->FollowHint(leader->address);
+    } else if (Result<MasterAddresses> known = MasterAddresses::Parse(leader->address);
+               known.ok()) {
+      masters_ = std::move(known);
+    }
+  }
+  return masters_.ok();
+}
 
 Result<IncomingMessage> MasterClient::Call(capnp::MallocMessageBuilder& request,
                                            std::chrono::milliseconds extra) {
   BM_RETURN_IF_ERROR(security_.status());
-  BM_RETURN_IF_ERROR(masters_.status());
+  if (!FollowDirectory(leader_wait_)) {
+    if (!directory_) return masters_.status();
+    return UnavailableError(masters_.status().message() + " within " +
+                            std::to_string(leader_wait_.count()) +
+                            " ms (ZooKeeper unreachable, or no master elected)");
+  }
   MasterAddresses& masters = *masters_;
   const auto deadline = std::chrono::steady_clock::now() + leader_wait_;
   // Between rounds of tries while no master leads (an election takes a ZooKeeper session's
@@ -124,12 +150,14 @@ Result<IncomingMessage> MasterClient::Call(capnp::MallocMessageBuilder& request,
       if (masters.FollowHint(not_leader->leader)) continue;  // at once
       masters.Rotate();
     } else if (reply.status().code() == StatusCode::kUnavailable &&
-               (masters.several() || redirected)) {
+               (masters.several() || redirected || directory_)) {
       failed = reply.status();
       masters.Rotate();
     } else {
       return reply;
     }
+    // ZooKeeper's word on who leads beats the next in the list.
+    FollowDirectory({});
     if (std::chrono::steady_clock::now() + kPause >= deadline) {
       return UnavailableError("no master leads among " + masters.ToString() + " after " +
                               std::to_string(leader_wait_.count()) + " ms: " + failed.message());
@@ -306,6 +334,7 @@ Status MasterClient::Ping() {
 namespace bm {
 
 std::vector<MasterInfo> MasterClient::Masters() {
+  FollowDirectory(leader_wait_);
   std::vector<MasterInfo> out;
   if (!masters_.ok()) {
     MasterInfo unusable;

@@ -25,6 +25,7 @@ class context_t;
 namespace bm {
 
 class IncomingMessage;
+class LeaderDirectory;
 class RpcChannel;
 
 // The calls a client makes to the master (PROTOCOL.md), over one channel connected on first
@@ -40,9 +41,15 @@ class MasterClient {
   // `address` is one master's, or several comma-separated (common/master_addresses.h): a
   // call then goes to the leader, following standbys' notLeader answers and moving on from a
   // master that does not answer, for up to `leader_wait`.
+  // `directory`, when given (--zookeeper), names the leader as ZooKeeper knows it: calls go
+  // there first, and `address` may then be empty. An error (a malformed ZooKeeper address)
+  // fails every call with it. It is shared (thread-safe) between the
+  // MasterClients of one Client, so they keep one ZooKeeper session.
   MasterClient(zmq::context_t& context, std::string address, std::chrono::milliseconds timeout,
                Result<ChannelSecurity> security,
-               std::chrono::milliseconds leader_wait = std::chrono::seconds(10));
+               std::chrono::milliseconds leader_wait = std::chrono::seconds(10),
+               Result<std::shared_ptr<const LeaderDirectory>> directory =
+                   std::shared_ptr<const LeaderDirectory>());
   ~MasterClient();
   MasterClient(const MasterClient&) = delete;
   MasterClient& operator=(const MasterClient&) = delete;
@@ -73,11 +80,16 @@ class MasterClient {
   std::vector<MasterInfo> Masters();
 
  private:
+  // Points masters_ at the leader ZooKeeper names, if it names one; waits up to `wait` for
+  // one when no master address is known at all. False when no master is known.
+  bool FollowDirectory(std::chrono::milliseconds wait);
+
   zmq::context_t& context_;
   Result<MasterAddresses> masters_;
   const std::chrono::milliseconds timeout_;
   const std::chrono::milliseconds leader_wait_;
   const Result<ChannelSecurity> security_;
+  const std::shared_ptr<const LeaderDirectory> directory_;  // null without ZooKeeper
   std::unique_ptr<RpcChannel> channel_;  // connected on first use
 };
 

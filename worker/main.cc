@@ -1,6 +1,8 @@
 // bm-worker: wires the worker's stores and server to the command line, logging and signals.
 
 #include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -11,11 +13,13 @@
 #include "common/byte_size.h"
 #include "common/clock.h"
 #include "common/http_server.h"
+#include "common/leader_directory.h"
 #include "common/logging.h"
 #include "common/master_addresses.h"
 #include "common/node_security.h"
 #include "common/server_config.h"
 #include "common/shutdown_signals.h"
+#include "common/zookeeper_session.h"
 #include "worker/address.h"
 #include "worker/block_manager.h"
 #include "worker/disk_store.h"
@@ -35,6 +39,7 @@ int Usage(const std::string& message) {
 // The command line, with its defaults.
 struct Flags {
   std::string master;
+  std::string zookeeper;
   std::string listen;
   std::string memory_text;
   std::string disk_dir;
@@ -61,8 +66,11 @@ struct Flags {
 void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--master", f.master,
                  "The master's address, e.g. tcp://10.0.0.1:7077, or every master's, separated "
-                 "by commas, with standby masters (README \"Standby masters\")")
-      ->required();
+                 "by commas, with standby masters (README \"Standby masters\"); or give "
+                 "--zookeeper");
+  app.add_option("--zookeeper", f.zookeeper,
+                 "HOST:PORT[,HOST:PORT...][/CHROOT] of the ZooKeeper the masters are elected "
+                 "through: the worker registers with the leader it names, and follows it");
   app.add_option("--listen", f.listen, "Address to serve on, e.g. tcp://0.0.0.0:7078")->required();
   app.add_option("--memory", f.memory_text, "Memory for blocks, e.g. 512MiB or 4GiB")->required();
   app.add_option("--disk-dir", f.disk_dir, "Directory of the disk store (RocksDB)")->required();
@@ -160,12 +168,22 @@ bm::Result<Sizes> CheckFlags(const Flags& f) {
   if (!read_ahead.ok()) {
     return bm::InvalidArgumentError("--read-ahead: " + read_ahead.status().message());
   }
-  // One master, or several (standby masters) separated by commas.
-  bm::Result<bm::MasterAddresses> masters = bm::MasterAddresses::Parse(f.master);
-  if (!masters.ok()) return bm::InvalidArgumentError("--master: " + masters.status().message());
-  for (const std::string& master : masters->all()) {
-    if (bm::Status s = bm::ParseTcpAddress(master, false).status(); !s.ok()) {
-      return bm::InvalidArgumentError("--master: " + s.message());
+  // One master, or several (standby masters) separated by commas, or ZooKeeper, or both.
+  if (f.master.empty() && f.zookeeper.empty()) {
+    return bm::InvalidArgumentError("--master or --zookeeper is required");
+  }
+  if (!f.master.empty()) {
+    bm::Result<bm::MasterAddresses> masters = bm::MasterAddresses::Parse(f.master);
+    if (!masters.ok()) return bm::InvalidArgumentError("--master: " + masters.status().message());
+    for (const std::string& master : masters->all()) {
+      if (bm::Status s = bm::ParseTcpAddress(master, false).status(); !s.ok()) {
+        return bm::InvalidArgumentError("--master: " + s.message());
+      }
+    }
+  }
+  if (!f.zookeeper.empty()) {
+    if (bm::Status s = bm::ParseZooKeeperAddress(f.zookeeper).status(); !s.ok()) {
+      return bm::InvalidArgumentError("--zookeeper: " + s.message());
     }
   }
   bm::Result<bm::TcpAddress> listen_address = bm::ParseTcpAddress(f.listen, true);
@@ -198,10 +216,43 @@ bm::Result<Sizes> CheckFlags(const Flags& f) {
   return Sizes{*memory, *disk_limit, *spill_backlog, *read_ahead};
 }
 
+// How long the worker's ZooKeeper session outlives a silence: a reader's session, so its
+// length only bounds how soon a lost one is replaced.
+constexpr std::chrono::seconds kLeaderDirectorySession{10};
+
 // Runs the worker until a signal or the master's shutdown; the exit code.
 int Run(const Flags& f, const Sizes& sizes) {
   bm::ShutdownSignals shutdown_signals;  // before any thread starts
   bm::InitLogging("bm-worker", f.log_level);
+  // A signal stops the wait for a leader below, or the server once it runs.
+  std::atomic<bool> stopping{false};
+  std::atomic<bm::WorkerServer*> running{nullptr};
+  shutdown_signals.CallOnSignal([&] {
+    stopping = true;
+    if (bm::WorkerServer* server = running.load()) server->Stop();
+  });
+
+  // With --zookeeper the leader is whoever ZooKeeper names; without --master the worker waits
+  // for it to name one before it starts.
+  std::shared_ptr<bm::LeaderDirectory> directory;
+  std::string masters = f.master;
+  if (!f.zookeeper.empty()) {
+    bm::Result<std::unique_ptr<bm::LeaderDirectory>> started =
+        bm::LeaderDirectory::Start(f.zookeeper, kLeaderDirectorySession);
+    if (!started.ok()) {
+      std::fprintf(stderr, "bm-worker: --zookeeper: %s\n", started.status().message().c_str());
+      return kUsageError;
+    }
+    directory = std::move(started).value();
+    if (masters.empty()) spdlog::info("waiting for ZooKeeper {} to name a leader", f.zookeeper);
+    while (masters.empty() && !stopping.load()) {
+      if (std::optional<bm::LeaderRecord> leader =
+              directory->WaitForLeader(0, std::chrono::milliseconds(200))) {
+        masters = leader->address;
+      }
+    }
+    if (masters.empty()) return 0;  // stopped while waiting
+  }
 
   bm::Result<std::unique_ptr<bm::DiskStore>> disk =
       bm::DiskStore::Open(f.disk_dir, sizes.disk_limit);
@@ -271,7 +322,14 @@ int Run(const Flags& f, const Sizes& sizes) {
   options.advertise_address = f.advertise;
   options.worker_id = f.id;
   options.epoch_file = (std::filesystem::path(f.disk_dir) / "LEADER_EPOCH").string();
-  options.master.master_address = f.master;
+  options.master.master_address = masters;
+  if (directory) {
+    options.master.zookeeper_leader = [directory]() -> std::optional<std::string> {
+      std::optional<bm::LeaderRecord> leader = directory->Current();
+      if (!leader) return std::nullopt;
+      return leader->address;
+    };
+  }
   options.master.host = f.host_label;
   options.master.rack = f.rack_label;
   bm::Result<std::unique_ptr<bm::WorkerServer>> created =
@@ -296,9 +354,10 @@ int Run(const Flags& f, const Sizes& sizes) {
         "corrupt stored blocks on purpose; for tests only");
   }
 
-  shutdown_signals.CallOnSignal([&] { server->Stop(); });
-  server->Run();  // returns after Stop(), or if the loop fails
+  running = server.get();
+  if (!stopping.load()) server->Run();  // returns after Stop(), or if the loop fails
   shutdown_signals.StopWaiting();
+  running = nullptr;
   http_server.Stop();  // before the loop's state goes: handlers may be waiting on it
   server.reset();      // closes the sockets and the disk store (RocksDB) before the context goes
   secure.zap.reset();

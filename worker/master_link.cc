@@ -356,7 +356,7 @@ void MasterLink::FollowLeader(const std::string& leader) {
   // It knows no leader (an election is on): try the others, after the back-off.
   spdlog::info("master {} is a standby and knows no leader yet; retrying in {} ms", standby,
                Millis(backoff_));
-  masters_.Rotate();
+  NextMaster();
   ResetSocket();
   RetryRegistrationLater();
 }
@@ -368,9 +368,21 @@ void MasterLink::MasterLost(const std::string& why) {
     spdlog::info("master {} not reachable: {}; retrying in {} ms", masters_.current(), why,
                  Millis(backoff_));
   }
-  masters_.Rotate();  // with several masters, the next may lead now
+  NextMaster();
   ResetSocket();
   RetryRegistrationLater();
+}
+
+void MasterLink::NextMaster() {
+  // ZooKeeper's word on who leads beats the next in the list; with several masters and no
+  // word, the next may lead now.
+  if (options_.zookeeper_leader) {
+    if (std::optional<std::string> leader = options_.zookeeper_leader();
+        leader && masters_.FollowHint(*leader)) {
+      return;
+    }
+  }
+  masters_.Rotate();
 }
 
 void MasterLink::RetryRegistrationLater() {

@@ -3,8 +3,10 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <zmq.hpp>
 
@@ -24,6 +26,10 @@ struct MasterLinkOptions {
   // One master's address, or several comma-separated (standby masters): the link registers
   // with the leader, following notLeader answers, and moves on when a master is lost.
   std::string master_address;
+  // With --zookeeper: the leader's address as ZooKeeper names it now (nullopt while it names
+  // none). Asked when the master in use is lost or knows no leader, before the next in the
+  // list: it must be cheap and not block (LeaderDirectory::Current()).
+  std::function<std::optional<std::string>()> zookeeper_leader{};
   // This worker's keys and the master's public key (all empty: plaintext).
   ChannelSecurity security{};
   std::string worker_id;
@@ -144,6 +150,8 @@ class MasterLink {
   void ReadHandshakes();
   // A standby answered: register with `leader` (empty: unknown yet) instead.
   void FollowLeader(const std::string& leader);
+  // Moves on from the current master: to the leader ZooKeeper names, or the next listed.
+  void NextMaster();
   void RetryRegistrationLater();
   Duration ReplyTimeout(RequestKind kind) const;
 

@@ -12,6 +12,7 @@
 #include "common/allocator.h"
 #include "common/byte_size.h"
 #include "common/storage_level.h"
+#include "common/zookeeper_session.h"
 #include "examples/wordcount/corpus_generator.h"
 #include "examples/wordcount/wordcount_job.h"
 
@@ -55,6 +56,7 @@ int Unpersist(const std::string& master, const WordCountOptions& keys, uint64_t 
   // Only the blocks' RDD id is needed, not the datasets that computed them: this is bmctl
   // rm-rdd, and the way to unpersist from outside the job.
   ClientOptions client_options{.master_address = master};
+  client_options.zookeeper = keys.zookeeper;
   client_options.key_file = keys.key_file;
   client_options.master_key_file = keys.master_key_file;
   Client client(client_options);
@@ -83,8 +85,9 @@ int Main(int argc, char** argv) {
   size_t top = 10;
   CLI::App* run = app.add_subcommand(
       "run", "count the words of a file; ends with 'partitions=N computed=C hits=H seconds=S'");
-  run->add_option("--master", options.master_address, "the master's address, tcp://HOST:PORT")
-      ->required();
+  run->add_option("--master", options.master_address,
+                  "the master's address, tcp://HOST:PORT, or every master's, comma-separated "
+                  "(or give --zookeeper)");
   run->add_option("--input", options.input, "the text file")->required();
   run->add_option("--partitions", options.partitions, "partitions (default 16)")
       ->check(CLI::Range(1u, 1u << 20));
@@ -104,14 +107,19 @@ int Main(int argc, char** argv) {
   app.add_option("--master-key", options.master_key_file,
                  "the master's public certificate (MASTER.key)")
       ->envname("BLOCKMGR_MASTER_KEY");
+  app.add_option("--zookeeper", options.zookeeper,
+                 "HOST:PORT[,HOST:PORT...][/CHROOT] of the ZooKeeper the masters are elected "
+                 "through, instead of --master")
+      ->envname("BLOCKMGR_ZOOKEEPER");
   app.fallthrough();
 
   std::string unpersist_master;
   uint64_t unpersist_rdd = 100;
   CLI::App* unpersist =
       app.add_subcommand("unpersist", "remove every cached partition of the counts");
-  unpersist->add_option("--master", unpersist_master, "the master's address, tcp://HOST:PORT")
-      ->required();
+  unpersist->add_option("--master", unpersist_master,
+                        "the master's address, tcp://HOST:PORT, or every master's, "
+                        "comma-separated (or give --zookeeper)");
   unpersist->add_option("--rdd-id", unpersist_rdd, "RDD id of the cached counts (default 100)");
 
   try {
@@ -127,16 +135,27 @@ int Main(int argc, char** argv) {
     if (!size.ok()) return UsageError(size.status().message());
     return Generate(output, *size, seed);
   }
-  if (run->parsed()) {
-    if (Status s = ValidateMasterAddress(options.master_address); !s.ok()) {
-      return UsageError(s.message());
+  // Where the master is: an address list, ZooKeeper, or both.
+  auto check_masters = [&](const std::string& master) -> Status {
+    if (master.empty() && options.zookeeper.empty()) {
+      return InvalidArgumentError("--master or --zookeeper is required");
     }
+    if (!master.empty()) BM_RETURN_IF_ERROR(ValidateMasterAddress(master));
+    if (Status s = options.zookeeper.empty() ? Status::Ok()
+                                             : ParseZooKeeperAddress(options.zookeeper).status();
+        !s.ok()) {
+      return InvalidArgumentError("--zookeeper: " + s.message());
+    }
+    return Status::Ok();
+  };
+  if (run->parsed()) {
+    if (Status s = check_masters(options.master_address); !s.ok()) return UsageError(s.message());
     Result<StorageLevel> level = ParseStorageLevel(level_text);
     if (!level.ok()) return UsageError(level.status().message());
     options.level = *level;
     return Run(options, top);
   }
-  if (Status s = ValidateMasterAddress(unpersist_master); !s.ok()) return UsageError(s.message());
+  if (Status s = check_masters(unpersist_master); !s.ok()) return UsageError(s.message());
   return Unpersist(unpersist_master, options, unpersist_rdd);
 }
 

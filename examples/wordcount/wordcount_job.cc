@@ -43,6 +43,7 @@ Result<WordCountRun> RunWordCount(const WordCountOptions& options) {
                       TextSplits::Open(options.input, options.partitions));
 
   ClientOptions client_options{.master_address = options.master_address};
+  client_options.zookeeper = options.zookeeper;
   client_options.key_file = options.key_file;
   client_options.master_key_file = options.master_key_file;
   auto session = std::make_shared<CacheSession>(client_options);

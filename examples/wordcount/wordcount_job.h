@@ -21,6 +21,8 @@ namespace bm::wordcount {
 
 struct WordCountOptions {
   std::string master_address;
+  // Or the ZooKeeper the masters are elected through (ClientOptions::zookeeper).
+  std::string zookeeper;
   // Keys for a cluster that runs with them (ClientOptions::key_file / master_key_file).
   std::string key_file;
   std::string master_key_file;

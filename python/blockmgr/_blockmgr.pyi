@@ -94,13 +94,15 @@ class Client:
 
     def __init__(
         self,
-        master: str,
+        master: str = "",
         *,
         timeout: float = 5.0,
         compute_lease: float = 5.0,
         compute_wait: float = 2.0,
         holder_name: str = "",
         local_hosts: Sequence[str] = (),
+        zookeeper: str = "",
+        leader_wait: float = 10.0,
     ) -> None: ...
     def put(
         self,

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -308,11 +309,27 @@ Failures raise subclasses of :class:`blockmgr.Error`. Calls release the GIL whil
 the network; calls from several threads on one Client take turns, so give each thread that
 should overlap its calls a Client of its own. A Client is not shared across ``fork()``.
 )doc")
-      .def(py::init([](const std::string& master, double timeout, double compute_lease,
+      .def(py::init([](std::string master, double timeout, double compute_lease,
                        double compute_wait, std::string holder_name,
-                       std::vector<std::string> local_hosts) {
+                       std::vector<std::string> local_hosts, std::string zookeeper,
+                       double leader_wait) {
+             // As bmctl: the environment when not given.
+             auto from_env = [](std::string& value, const char* name) {
+               if (const char* set = std::getenv(name); value.empty() && set != nullptr) {
+                 value = set;
+               }
+             };
+             from_env(master, "BLOCKMGR_MASTER");
+             from_env(zookeeper, "BLOCKMGR_ZOOKEEPER");
+             if (master.empty() && zookeeper.empty()) {
+               throw py::value_error(
+                   "give master (tcp://HOST:PORT, or several comma-separated) or zookeeper "
+                   "(HOST:PORT[/CHROOT]), or set BLOCKMGR_MASTER or BLOCKMGR_ZOOKEEPER");
+             }
              ClientOptions options;
-             options.master_address = master;
+             options.master_address = std::move(master);
+             options.zookeeper = std::move(zookeeper);
+             options.leader_wait = ToMillis(leader_wait, "leader_wait");
              options.request_timeout = ToMillis(timeout, "timeout");
              options.compute_lease = ToMillis(compute_lease, "compute_lease");
              options.compute_wait = ToMillis(compute_wait, "compute_wait");
@@ -320,11 +337,20 @@ should overlap its calls a Client of its own. A Client is not shared across ``fo
              options.local_hosts = std::move(local_hosts);
              return std::make_unique<PyClient>(std::move(options));
            }),
-           py::arg("master"), py::kw_only(), py::arg("timeout") = 5.0,
+           py::arg("master") = "", py::kw_only(), py::arg("timeout") = 5.0,
            py::arg("compute_lease") = 5.0, py::arg("compute_wait") = 2.0,
            py::arg("holder_name") = "", py::arg("local_hosts") = std::vector<std::string>{},
+           py::arg("zookeeper") = "", py::arg("leader_wait") = 10.0,
            R"doc(
-Connects (lazily, on the first call) to the master at ``master`` ("tcp://HOST:PORT").
+Connects (lazily, on the first call) to the master at ``master`` ("tcp://HOST:PORT"), or to
+the leader among several ("tcp://a:7700,tcp://b:7700", standby masters), following it when it
+changes. Default: ``$BLOCKMGR_MASTER``.
+
+zookeeper: "HOST:PORT[,HOST:PORT...][/CHROOT]" of the ZooKeeper the masters are elected
+    through, instead of (or with) ``master``: calls go to the leader it names. Default:
+    ``$BLOCKMGR_ZOOKEEPER``.
+leader_wait: with several masters or ZooKeeper, seconds one call may wait for a leader (while
+    the masters fail over) before raising Unavailable.
 
 timeout: seconds to wait for each reply before raising Unavailable.
 compute_lease: seconds a get_or_compute lease lasts without renewal (it is renewed while the

@@ -168,6 +168,22 @@ def test_unreachable_master_raises_unavailable_within_the_timeout():
     assert isinstance(raised.value, ConnectionError)
 
 
+def test_the_master_comes_from_the_environment_or_zookeeper(cluster, monkeypatch):
+    monkeypatch.delenv("BLOCKMGR_MASTER", raising=False)
+    monkeypatch.delenv("BLOCKMGR_ZOOKEEPER", raising=False)
+    with pytest.raises(ValueError, match="give master .* or zookeeper"):
+        blockmgr.Client()
+    monkeypatch.setenv("BLOCKMGR_MASTER", cluster.master)
+    with blockmgr.Client() as client:
+        assert len(client.workers()) == 2
+    # A ZooKeeper nobody answers at: calls wait for a leader, then say so.
+    monkeypatch.delenv("BLOCKMGR_MASTER")
+    client = blockmgr.Client(zookeeper="127.0.0.1:%d" % free_port(), timeout=0.5,
+                             leader_wait=1.0)
+    with pytest.raises(blockmgr.Unavailable, match="ZooKeeper"):
+        client.workers()
+
+
 def test_network_waits_release_the_gil():
     client = blockmgr.Client("tcp://127.0.0.1:%d" % free_port(), timeout=1.0)
     done = threading.Event()

@@ -89,12 +89,18 @@ class FailoverCluster {
     return {result->status, result->body};
   }
 
-  void StartWorker(const std::string& id) {
-    workers_[id] = std::make_unique<Process>(Process::Start(
-        BinaryPath("bm-worker"),
-        {"--master", Masters(), "--listen", "tcp://127.0.0.1:" + std::to_string(FreeLoopbackPort()),
-         "--memory", "64MiB", "--disk-dir", dir_.Sub("disk-" + id), "--id", id},
-        dir_.Sub(id + ".log")));
+  // Given both masters' addresses, or (through_zookeeper) only the ZooKeeper that elects them.
+  void StartWorker(const std::string& id, bool through_zookeeper = false) {
+    std::vector<std::string> args = {
+        "--listen", "tcp://127.0.0.1:" + std::to_string(FreeLoopbackPort()), "--memory", "64MiB",
+        "--disk-dir", dir_.Sub("disk-" + id), "--id", id};
+    if (through_zookeeper) {
+      args.insert(args.end(), {"--zookeeper", zookeeper_->connect_string()});
+    } else {
+      args.insert(args.end(), {"--master", Masters()});
+    }
+    workers_[id] = std::make_unique<Process>(
+        Process::Start(BinaryPath("bm-worker"), args, dir_.Sub(id + ".log")));
   }
 
   ClientOptions ClientOptionsForMasters() const {
@@ -102,6 +108,13 @@ class FailoverCluster {
     options.master_address = Masters();
     options.request_timeout = 3000ms;
     options.leader_wait = 15000ms;
+    return options;
+  }
+  // No master address: the leader ZooKeeper names.
+  ClientOptions ClientOptionsForZooKeeper() const {
+    ClientOptions options = ClientOptionsForMasters();
+    options.master_address.clear();
+    options.zookeeper = zookeeper_->connect_string();
     return options;
   }
 
@@ -349,6 +362,162 @@ TEST_F(FailoverTest, ZooKeeperAwayLongerThanASessionStopsTheLeaderUntilItReturns
   ASSERT_TRUE(got.ok()) << got.status().ToString() << cluster_.LogOf("w1")
                         << cluster_.LogOf("master-a") << cluster_.LogOf("master-b");
   EXPECT_EQ(Text(*got), "kept");
+}
+
+TEST_F(FailoverTest, WorkersClientsAndBmctlGivenOnlyZooKeeperFollowTheLeader) {
+  cluster_.StartWorker("w4", /*through_zookeeper=*/true);
+  Client client(cluster_.ClientOptionsForZooKeeper());
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        Result<std::vector<WorkerInfo>> workers = client.Workers();
+        return workers.ok() && workers->size() == 4;
+      },
+      20s))
+      << cluster_.LogOf("w4");
+  PutOptions on_w4;
+  on_w4.worker_id = "w4";
+  Result<PutResult> before =
+      client.Put(BlockId::Rdd(8, 0), Bytes("before"), StorageLevel::kMemoryAndDisk2, on_w4);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  ASSERT_TRUE(StandbyInSync());
+
+  cluster_.master("a").Signal(SIGKILL);
+  // The same client goes on through b: ZooKeeper names it once a's session expires.
+  Result<std::vector<std::byte>> got = client.Get(BlockId::Rdd(8, 0));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(Text(*got), "before");
+  Result<PutResult> after =
+      client.Put(BlockId::Rdd(8, 1), Bytes("after"), StorageLevel::kMemoryOnly, on_w4);
+  ASSERT_TRUE(after.ok()) << after.status().ToString() << cluster_.LogOf("w4");
+  EXPECT_EQ(cluster_.Leader(client), "b");
+  // w4, told only of ZooKeeper, heartbeats to b.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        Result<std::vector<WorkerInfo>> workers = client.Workers();
+        if (!workers.ok()) return false;
+        for (const WorkerInfo& worker : *workers) {
+          if (worker.id == "w4") {
+            return worker.state == WorkerState::kActive && worker.last_heartbeat_age_ms < 1000;
+          }
+        }
+        return false;
+      },
+      10s))
+      << cluster_.LogOf("w4");
+
+  CommandResult located = RunCommand(BinaryPath("bmctl"),
+                                     {"--zookeeper", cluster_.zookeeper().connect_string(),
+                                      "locations", "rdd_8_1"});
+  EXPECT_EQ(located.exit_code, 0) << located.err;
+  EXPECT_NE(located.out.find("w4"), std::string::npos) << located.out;
+  CommandResult usage = RunCommand(BinaryPath("bmctl"), {"locations", "rdd_8_1"});
+  EXPECT_EQ(usage.exit_code, 2);
+  EXPECT_NE(usage.err.find("--master or --zookeeper is required"), std::string::npos) << usage.err;
+}
+
+TEST_F(FailoverTest, TwoGetOrComputeCallersStraddlingAFailoverComputeTheBlockOnce) {
+  const BlockId block = BlockId::Rdd(9, 0);
+  std::atomic<int> computes{0};
+  std::atomic<bool> computing{false};
+  std::atomic<bool> may_finish{false};
+  Result<std::vector<std::byte>> first = UnavailableError("not run");
+  std::thread first_caller([&] {
+    Client client(cluster_.ClientOptionsForMasters());
+    first = client.GetOrCompute(block, StorageLevel::kMemoryAndDisk2,
+                                [&]() -> Result<std::vector<std::byte>> {
+                                  ++computes;
+                                  computing = true;
+                                  while (!may_finish.load()) std::this_thread::sleep_for(10ms);
+                                  return Bytes("computed once");
+                                });
+  });
+  struct ReleaseAtExit {
+    std::atomic<bool>& may_finish;
+    std::thread& thread;
+    ~ReleaseAtExit() {
+      may_finish = true;
+      if (thread.joinable()) thread.join();
+    }
+  } release_at_exit{may_finish, first_caller};
+  ASSERT_TRUE(WaitFor([&] { return computing.load(); }, 10s));
+  ASSERT_TRUE(StandbyInSync());  // the lease is journaled, so b holds it
+
+  cluster_.master("a").Signal(SIGKILL);
+  ASSERT_TRUE(WaitFor([&] { return cluster_.Leader(*client_) == "b"; }, 10s))
+      << cluster_.LogOf("master-b");
+  // The second caller, through the new leader, finds the lease held and waits for it.
+  Result<std::vector<std::byte>> second = UnavailableError("not run");
+  std::thread second_caller([&] {
+    Client client(cluster_.ClientOptionsForMasters());
+    second = client.GetOrCompute(block, StorageLevel::kMemoryAndDisk2,
+                                 [&]() -> Result<std::vector<std::byte>> {
+                                   ++computes;
+                                   return Bytes("computed twice");
+                                 });
+  });
+  // Longer than a lease (5 s) unrenewed would last: the first caller's renewals reach b.
+  std::this_thread::sleep_for(6s);  // what is tested is that nothing happens meanwhile
+  EXPECT_EQ(computes.load(), 1);
+  may_finish = true;
+  first_caller.join();
+  second_caller.join();
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE(second.ok()) << second.status().ToString() << cluster_.LogOf("master-b");
+  EXPECT_EQ(Text(*first), "computed once");
+  EXPECT_EQ(Text(*second), "computed once");
+  EXPECT_EQ(computes.load(), 1);
+}
+
+TEST_F(FailoverTest, ABlockOverwrittenOrRemovedJustBeforeTheFailoverStaysSoAfterIt) {
+  const BlockId overwritten = BlockId::Rdd(10, 0);
+  const BlockId removed = BlockId::Rdd(10, 1);
+  ASSERT_TRUE(client_->Put(overwritten, Bytes("old"), StorageLevel::kMemoryAndDisk2).ok());
+  ASSERT_TRUE(client_->Put(removed, Bytes("gone"), StorageLevel::kMemoryAndDisk2).ok());
+  // The overwrite may land on other workers than the old copies: those may keep stale
+  // copies, which only the retired-version history tells apart.
+  ASSERT_TRUE(client_->Put(overwritten, Bytes("new"), StorageLevel::kMemoryAndDisk2).ok());
+  Result<uint64_t> gone = client_->Remove({removed});
+  ASSERT_TRUE(gone.ok()) << gone.status().ToString();
+  // At once: acknowledged is held by b.
+  cluster_.master("a").Signal(SIGKILL);
+
+  auto check = [&](const char* when) {
+    Result<std::vector<std::byte>> got = client_->Get(overwritten);
+    ASSERT_TRUE(got.ok()) << when << ": " << got.status().ToString();
+    EXPECT_EQ(Text(*got), "new") << when;
+    Result<std::vector<BlockLocations>> places = client_->Locations({overwritten, removed});
+    ASSERT_TRUE(places.ok()) << when << ": " << places.status().ToString();
+    EXPECT_EQ((*places)[0].locations.size(), 2u) << when;
+    EXPECT_TRUE((*places)[1].locations.empty()) << when;
+    EXPECT_EQ(client_->Get(removed).status().code(), StatusCode::kNotFound) << when;
+  };
+  check("right after the failover");
+  // Every worker registers with b again, reporting what it holds: nothing old comes back.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        Result<std::vector<WorkerInfo>> workers = client_->Workers();
+        if (!workers.ok() || workers->size() != 3) return false;
+        for (const WorkerInfo& worker : *workers) {
+          if (worker.state != WorkerState::kActive || worker.last_heartbeat_age_ms > 1000) {
+            return false;
+          }
+        }
+        return true;
+      },
+      15s));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (const char* id : {"w1", "w2", "w3"}) {
+          if (cluster_.LogOf(id).find("registered with master " + cluster_.MasterAddress("b")) ==
+              std::string::npos) {
+            return false;
+          }
+        }
+        return true;
+      },
+      10s));
+  check("once the workers registered with the new leader");
+  EXPECT_EQ(cluster_.Leader(*client_), "b");
 }
 
 }  // namespace
