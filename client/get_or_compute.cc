@@ -131,11 +131,10 @@ Result<std::vector<std::byte>> Client::Impl::ComputeAndStore(const BlockId& id, 
   const milliseconds renew_every = std::max(options_.compute_lease / 3, milliseconds(1));
   // Through a failover too: the lease outlives it (the new leader restores it from the
   // journal), and the renewals follow the leader.
-  LeaseRenewer renewer(
-      std::make_unique<MasterClient>(context_, options_.master_address, options_.request_timeout,
-                                     ChannelSecurity{keys_->own, keys_->master_key}, renew_every,
-                                     directory_),
-      id, token, renew_every);
+  LeaseRenewer renewer(std::make_unique<MasterClient>(
+                           context_, options_.master_address, options_.request_timeout,
+                           ChannelSecurity{keys_->own, keys_->master_key}, renew_every, directory_),
+                       id, token, renew_every);
   ++counters_.computes;
   uint64_t lease = token;  // the lease the result is stored under
   Result<std::vector<std::byte>> computed = compute();

@@ -97,7 +97,10 @@ bool MasterClient::FollowDirectory(std::chrono::milliseconds wait) {
   if (!directory_) return masters_.ok();
   std::optional<LeaderRecord> leader =
       masters_.ok() ? directory_->Current() : directory_->WaitForLeader(0, wait);
-  if (leader) {
+  // Only news: a leader already followed is not gone back to after notLeader or a failure
+  // moved on from it (ZooKeeper may be slow to see it gone, or this client cut off from it).
+  if (leader && leader->epoch > directory_epoch_) {
+    directory_epoch_ = leader->epoch;
     if (masters_.ok()) {
       masters_->FollowHint(leader->address);
     } else if (Result<MasterAddresses> known = MasterAddresses::Parse(leader->address);

@@ -90,6 +90,7 @@ class MasterClient {
   const std::chrono::milliseconds leader_wait_;
   const Result<ChannelSecurity> security_;
   const std::shared_ptr<const LeaderDirectory> directory_;  // null without ZooKeeper
+  uint64_t directory_epoch_ = 0;         // of the last leader followed because ZooKeeper named it
   std::unique_ptr<RpcChannel> channel_;  // connected on first use
 };
 
