@@ -48,6 +48,11 @@ class PrometheusText {
   void Family(std::string_view name, Type type, std::string_view help);
   void Sample(std::string_view name, const MetricLabels& labels, double value);
   void Sample(std::string_view name, double value) { Sample(name, {}, value); }
+  // A family of one unlabelled sample: most of a server's counters and gauges.
+  void Single(std::string_view name, Type type, std::string_view help, double value) {
+    Family(name, type, help);
+    Sample(name, value);
+  }
   // The _bucket, _sum and _count series of a histogram family declared as `name`.
   void Histogram(std::string_view name, const MetricLabels& labels,
                  const LatencyHistogram& histogram);

@@ -12,10 +12,10 @@ std::string MasterMetricsText(const ClusterSnapshot& snapshot) {
   PrometheusText out;
   const MasterCounters& counters = snapshot.counters;
 
-  out.Family("blockmgr_blocks", Type::kGauge,
+  out.Single("blockmgr_blocks", Type::kGauge,
              "Distinct blocks the master knows a location of (each counted once, whatever its "
-             "copies).");
-  out.Sample("blockmgr_blocks", static_cast<double>(snapshot.block_count));
+             "copies).",
+             static_cast<double>(snapshot.block_count));
 
   std::array<uint64_t, kWorkerStateCount> by_state{};
   uint64_t memory_capacity = 0, memory_used = 0, disk_capacity = 0, disk_used = 0, copies = 0;
@@ -27,9 +27,9 @@ std::string MasterMetricsText(const ClusterSnapshot& snapshot) {
     disk_used += worker.stats.disk_used;
     copies += worker.locations;
   }
-  out.Family("blockmgr_block_copies", Type::kGauge,
-             "Block copies held by registered workers, as the master's index places them.");
-  out.Sample("blockmgr_block_copies", static_cast<double>(copies));
+  out.Single("blockmgr_block_copies", Type::kGauge,
+             "Block copies held by registered workers, as the master's index places them.",
+             static_cast<double>(copies));
   out.Family("blockmgr_workers", Type::kGauge, "Registered workers by state.");
   // In the order of the state names.
   for (WorkerState state :
@@ -47,64 +47,60 @@ std::string MasterMetricsText(const ClusterSnapshot& snapshot) {
              "Storage used summed over registered workers, by tier.");
   out.Sample("blockmgr_cluster_used_bytes", {{"tier", "memory"}}, static_cast<double>(memory_used));
   out.Sample("blockmgr_cluster_used_bytes", {{"tier", "disk"}}, static_cast<double>(disk_used));
-  out.Family("blockmgr_rdds", Type::kGauge, "RDDs registered or with cached blocks.");
-  out.Sample("blockmgr_rdds", static_cast<double>(snapshot.rdds.size()));
+  out.Single("blockmgr_rdds", Type::kGauge, "RDDs registered or with cached blocks.",
+             static_cast<double>(snapshot.rdds.size()));
 
-  out.Family("blockmgr_under_replicated_blocks", Type::kGauge,
-             "Blocks with fewer copies than their storage level asks for.");
-  out.Sample("blockmgr_under_replicated_blocks", static_cast<double>(snapshot.under_replicated));
-  out.Family("blockmgr_replication_copies_in_flight", Type::kGauge,
-             "Block copies the master has asked workers to make that have not finished.");
-  out.Sample("blockmgr_replication_copies_in_flight",
+  out.Single("blockmgr_under_replicated_blocks", Type::kGauge,
+             "Blocks with fewer copies than their storage level asks for.",
+             static_cast<double>(snapshot.under_replicated));
+  out.Single("blockmgr_replication_copies_in_flight", Type::kGauge,
+             "Block copies the master has asked workers to make that have not finished.",
              static_cast<double>(snapshot.copies_in_flight));
-  out.Family("blockmgr_replication_copies_total", Type::kCounter,
-             "Block copies the master started (re-replication and decommission drains).");
-  out.Sample("blockmgr_replication_copies_total", static_cast<double>(counters.copies_started));
-  out.Family("blockmgr_digest_mismatch_reports_total", Type::kCounter,
+  out.Single("blockmgr_replication_copies_total", Type::kCounter,
+             "Block copies the master started (re-replication and decommission drains).",
+             static_cast<double>(counters.copies_started));
+  out.Single("blockmgr_digest_mismatch_reports_total", Type::kCounter,
              "Block copies workers reported with a digest other than their version's; not listed, "
-             "and verified by their workers.");
-  out.Sample("blockmgr_digest_mismatch_reports_total",
+             "and verified by their workers.",
              static_cast<double>(counters.digest_mismatch_reports));
-  out.Family("blockmgr_blocks_lost_total", Type::kCounter,
-             "Blocks whose last copy went away with a dropped worker.");
-  out.Sample("blockmgr_blocks_lost_total", static_cast<double>(counters.blocks_lost));
-  out.Family("blockmgr_worker_registrations_total", Type::kCounter,
-             "Worker registrations (first and repeated).");
-  out.Sample("blockmgr_worker_registrations_total",
+  out.Single("blockmgr_blocks_lost_total", Type::kCounter,
+             "Blocks whose last copy went away with a dropped worker.",
+             static_cast<double>(counters.blocks_lost));
+  out.Single("blockmgr_worker_registrations_total", Type::kCounter,
+             "Worker registrations (first and repeated).",
              static_cast<double>(counters.workers_registered));
-  out.Family("blockmgr_worker_drops_total", Type::kCounter,
-             "Workers dropped for missing heartbeats.");
-  out.Sample("blockmgr_worker_drops_total", static_cast<double>(counters.workers_dropped));
+  out.Single("blockmgr_worker_drops_total", Type::kCounter,
+             "Workers dropped for missing heartbeats.",
+             static_cast<double>(counters.workers_dropped));
 
   const MasterRole& role = snapshot.role;
-  out.Family("blockmgr_master_is_leader", Type::kGauge,
-             "1 when this master leads (always without --zookeeper), 0 for a standby.");
-  out.Sample("blockmgr_master_is_leader", role.leader ? 1.0 : 0.0);
-  out.Family("blockmgr_master_epoch", Type::kGauge,
-             "The leader's epoch as this master knows it (0 without --zookeeper).");
-  out.Sample("blockmgr_master_epoch", static_cast<double>(role.epoch));
-  out.Family("blockmgr_master_elections_total", Type::kCounter,
-             "Elections this master won since it started.");
-  out.Sample("blockmgr_master_elections_total", static_cast<double>(role.elections_won));
-  out.Family("blockmgr_master_standbys_in_sync", Type::kGauge,
-             "Leader: standbys that hold every change it acknowledged (may take over).");
-  out.Sample("blockmgr_master_standbys_in_sync", static_cast<double>(role.standbys_in_sync));
+  out.Single("blockmgr_master_is_leader", Type::kGauge,
+             "1 when this master leads (always without --zookeeper), 0 for a standby.",
+             role.leader ? 1.0 : 0.0);
+  out.Single("blockmgr_master_epoch", Type::kGauge,
+             "The leader's epoch as this master knows it (0 without --zookeeper).",
+             static_cast<double>(role.epoch));
+  out.Single("blockmgr_master_elections_total", Type::kCounter,
+             "Elections this master won since it started.",
+             static_cast<double>(role.elections_won));
+  out.Single("blockmgr_master_standbys_in_sync", Type::kGauge,
+             "Leader: standbys that hold every change it acknowledged (may take over).",
+             static_cast<double>(role.standbys_in_sync));
 
-  out.Family("blockmgr_compute_leases", Type::kGauge, "Compute leases held now.");
-  out.Sample("blockmgr_compute_leases", static_cast<double>(snapshot.leases_held));
-  out.Family("blockmgr_compute_lease_grants_total", Type::kCounter,
-             "Compute leases granted (getOrCompute: this caller computes the block).");
-  out.Sample("blockmgr_compute_lease_grants_total", static_cast<double>(counters.lease_grants));
-  out.Family("blockmgr_compute_lease_waits_total", Type::kCounter,
-             "acquireCompute requests that waited behind another holder.");
-  out.Sample("blockmgr_compute_lease_waits_total", static_cast<double>(counters.lease_waits));
+  out.Single("blockmgr_compute_leases", Type::kGauge, "Compute leases held now.",
+             static_cast<double>(snapshot.leases_held));
+  out.Single("blockmgr_compute_lease_grants_total", Type::kCounter,
+             "Compute leases granted (getOrCompute: this caller computes the block).",
+             static_cast<double>(counters.lease_grants));
+  out.Single("blockmgr_compute_lease_waits_total", Type::kCounter,
+             "acquireCompute requests that waited behind another holder.",
+             static_cast<double>(counters.lease_waits));
 
-  out.Family("blockmgr_journal_writes_total", Type::kCounter,
-             "Writes to the master's journal (0 without --state-dir).");
-  out.Sample("blockmgr_journal_writes_total", static_cast<double>(counters.journal_writes));
-  out.Family("blockmgr_journal_write_failures_total", Type::kCounter,
-             "Journal writes that failed (the master keeps serving from memory).");
-  out.Sample("blockmgr_journal_write_failures_total",
+  out.Single("blockmgr_journal_writes_total", Type::kCounter,
+             "Writes to the master's journal (0 without --state-dir).",
+             static_cast<double>(counters.journal_writes));
+  out.Single("blockmgr_journal_write_failures_total", Type::kCounter,
+             "Journal writes that failed (the master keeps serving from memory).",
              static_cast<double>(counters.journal_failures));
   // Checksum failures are exported once blocks carry checksums.
   out.Family("blockmgr_handshakes_refused_total", Type::kCounter,
@@ -140,9 +136,9 @@ std::string MasterMetricsText(const ClusterSnapshot& snapshot) {
                   {{"op", std::string(MasterOpName(static_cast<MasterOp>(i)))}},
                   counters.ops[i].latency);
   }
-  out.Family("blockmgr_snapshot_timestamp_seconds", Type::kGauge,
-             "When the master took the state these metrics show (Unix time).");
-  out.Sample("blockmgr_snapshot_timestamp_seconds", snapshot.taken_unix_ms / 1000.0);
+  out.Single("blockmgr_snapshot_timestamp_seconds", Type::kGauge,
+             "When the master took the state these metrics show (Unix time).",
+             snapshot.taken_unix_ms / 1000.0);
   return out.Take();
 }
 

@@ -220,6 +220,19 @@ bm::Result<Sizes> CheckFlags(const Flags& f) {
 // length only bounds how soon a lost one is replaced.
 constexpr std::chrono::seconds kLeaderDirectorySession{10};
 
+// The address of the leader ZooKeeper names, once it names one; empty if `stopping` came first.
+std::string AwaitLeader(const bm::LeaderDirectory& directory, const std::string& zookeeper,
+                        const std::atomic<bool>& stopping) {
+  spdlog::info("waiting for ZooKeeper {} to name a leader", zookeeper);
+  while (!stopping.load()) {
+    if (std::optional<bm::LeaderRecord> leader =
+            directory.WaitForLeader(0, std::chrono::milliseconds(200))) {
+      return leader->address;
+    }
+  }
+  return "";
+}
+
 // Runs the worker until a signal or the master's shutdown; the exit code.
 int Run(const Flags& f, const Sizes& sizes) {
   bm::ShutdownSignals shutdown_signals;  // before any thread starts
@@ -244,13 +257,7 @@ int Run(const Flags& f, const Sizes& sizes) {
       return kUsageError;
     }
     directory = std::move(started).value();
-    if (masters.empty()) spdlog::info("waiting for ZooKeeper {} to name a leader", f.zookeeper);
-    while (masters.empty() && !stopping.load()) {
-      if (std::optional<bm::LeaderRecord> leader =
-              directory->WaitForLeader(0, std::chrono::milliseconds(200))) {
-        masters = leader->address;
-      }
-    }
+    if (masters.empty()) masters = AwaitLeader(*directory, f.zookeeper, stopping);
     if (masters.empty()) return 0;  // stopped while waiting
   }
 

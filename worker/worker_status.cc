@@ -104,24 +104,21 @@ std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
   out.Family("blockmgr_worker_blocks", Type::kGauge, "Blocks this worker holds, by tier.");
   out.Sample("blockmgr_worker_blocks", {{"tier", "memory"}}, number(snapshot.memory_blocks));
   out.Sample("blockmgr_worker_blocks", {{"tier", "disk"}}, number(snapshot.disk_blocks));
-  out.Family("blockmgr_worker_evictions_total", Type::kCounter,
-             "Blocks evicted from memory to make room (spilled to disk or dropped).");
-  out.Sample("blockmgr_worker_evictions_total", number(snapshot.evictions));
-  out.Family("blockmgr_worker_spills_total", Type::kCounter,
-             "Evicted MEMORY_AND_DISK blocks written to disk.");
-  out.Sample("blockmgr_worker_spills_total", number(snapshot.spills));
-  out.Family("blockmgr_worker_spill_backlog_bytes", Type::kGauge,
-             "Bytes of evicted blocks still in memory, waiting for their spill to disk.");
-  out.Sample("blockmgr_worker_spill_backlog_bytes", number(snapshot.spill_backlog_bytes));
-  out.Family("blockmgr_worker_storage_jobs", Type::kGauge,
-             "Disk reads, writes, removals and spills queued or running on the storage thread.");
-  out.Sample("blockmgr_worker_storage_jobs", number(snapshot.storage_jobs));
-  out.Family("blockmgr_worker_read_bytes_total", Type::kCounter,
-             "Block bytes sent in replies to gets.");
-  out.Sample("blockmgr_worker_read_bytes_total", number(snapshot.counters.bytes_read));
-  out.Family("blockmgr_worker_written_bytes_total", Type::kCounter,
-             "Block bytes received in puts.");
-  out.Sample("blockmgr_worker_written_bytes_total", number(snapshot.counters.bytes_written));
+  out.Single("blockmgr_worker_evictions_total", Type::kCounter,
+             "Blocks evicted from memory to make room (spilled to disk or dropped).",
+             number(snapshot.evictions));
+  out.Single("blockmgr_worker_spills_total", Type::kCounter,
+             "Evicted MEMORY_AND_DISK blocks written to disk.", number(snapshot.spills));
+  out.Single("blockmgr_worker_spill_backlog_bytes", Type::kGauge,
+             "Bytes of evicted blocks still in memory, waiting for their spill to disk.",
+             number(snapshot.spill_backlog_bytes));
+  out.Single("blockmgr_worker_storage_jobs", Type::kGauge,
+             "Disk reads, writes, removals and spills queued or running on the storage thread.",
+             number(snapshot.storage_jobs));
+  out.Single("blockmgr_worker_read_bytes_total", Type::kCounter,
+             "Block bytes sent in replies to gets.", number(snapshot.counters.bytes_read));
+  out.Single("blockmgr_worker_written_bytes_total", Type::kCounter, "Block bytes received in puts.",
+             number(snapshot.counters.bytes_written));
   out.Family("blockmgr_worker_refused_total", Type::kCounter,
              "Requests refused by a limit per key: connections one key may hold open, uploads "
              "one key may have in progress.");
@@ -129,14 +126,12 @@ std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
              number(snapshot.counters.connections_refused));
   out.Sample("blockmgr_worker_refused_total", {{"limit", "uploads_per_key"}},
              number(snapshot.counters.uploads_refused_per_key));
-  out.Family("blockmgr_worker_uploads_in_progress", Type::kGauge, "Puts started, not committed.");
-  out.Sample("blockmgr_worker_uploads_in_progress", number(snapshot.uploads_in_progress));
-  out.Family("blockmgr_worker_registered", Type::kGauge,
-             "1 while the worker is registered with the master.");
-  out.Sample("blockmgr_worker_registered", snapshot.registered ? 1 : 0);
-  out.Family("blockmgr_worker_decommissioning", Type::kGauge,
-             "1 while the master drains this worker.");
-  out.Sample("blockmgr_worker_decommissioning", snapshot.decommissioning ? 1 : 0);
+  out.Single("blockmgr_worker_uploads_in_progress", Type::kGauge, "Puts started, not committed.",
+             number(snapshot.uploads_in_progress));
+  out.Single("blockmgr_worker_registered", Type::kGauge,
+             "1 while the worker is registered with the master.", snapshot.registered ? 1 : 0);
+  out.Single("blockmgr_worker_decommissioning", Type::kGauge,
+             "1 while the master drains this worker.", snapshot.decommissioning ? 1 : 0);
   out.Family("blockmgr_worker_checksum_failures_total", Type::kCounter,
              "Block bytes that failed a checksum, by where: transit (a put piece, refused and "
              "resent), disk and memory (a stored copy, dropped and reported lost), client-read "
@@ -149,9 +144,9 @@ std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
              number(snapshot.counters.checksum_failures_memory + snapshot.corrupt_spills));
   out.Sample("blockmgr_worker_checksum_failures_total", {{"where", "client-read"}},
              number(snapshot.counters.checksum_failures_read_transit));
-  out.Family("blockmgr_worker_scrubbed_bytes_total", Type::kCounter,
-             "Disk block bytes the scrubber re-read and verified (--scrub-rate).");
-  out.Sample("blockmgr_worker_scrubbed_bytes_total", number(snapshot.scrubbed_bytes));
+  out.Single("blockmgr_worker_scrubbed_bytes_total", Type::kCounter,
+             "Disk block bytes the scrubber re-read and verified (--scrub-rate).",
+             number(snapshot.scrubbed_bytes));
 
   out.Family("blockmgr_worker_requests_total", Type::kCounter,
              "Requests the worker handled, by operation and result (gets and puts included).");
@@ -170,9 +165,8 @@ std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
              "How late each heartbeat to the master went out against when it was due (the "
              "worker's loop busy with other work).");
   out.Histogram("blockmgr_worker_heartbeat_delay_seconds", {}, snapshot.heartbeat_delays);
-  out.Family("blockmgr_worker_heartbeat_delay_max_seconds", Type::kGauge,
-             "The latest any heartbeat went out since the worker started.");
-  out.Sample("blockmgr_worker_heartbeat_delay_max_seconds",
+  out.Single("blockmgr_worker_heartbeat_delay_max_seconds", Type::kGauge,
+             "The latest any heartbeat went out since the worker started.",
              std::chrono::duration<double>(snapshot.worst_heartbeat_delay).count());
   out.Family("blockmgr_worker_request_duration_seconds", Type::kHistogram,
              "Time the worker's event loop spent on a request piece, by operation.");

@@ -295,6 +295,34 @@ void RegisterResultTypes(py::module_& m) {
       });
 }
 
+// Client(master="", *, timeout, ...): the options, with the environment's master or ZooKeeper
+// when not given (as bmctl takes them).
+std::unique_ptr<PyClient> NewClient(std::string master, double timeout, double compute_lease,
+                                    double compute_wait, std::string holder_name,
+                                    std::vector<std::string> local_hosts, std::string zookeeper,
+                                    double leader_wait) {
+  auto from_env = [](std::string& value, const char* name) {
+    if (const char* set = std::getenv(name); value.empty() && set != nullptr) value = set;
+  };
+  from_env(master, "BLOCKMGR_MASTER");
+  from_env(zookeeper, "BLOCKMGR_ZOOKEEPER");
+  if (master.empty() && zookeeper.empty()) {
+    throw py::value_error(
+        "give master (tcp://HOST:PORT, or several comma-separated) or zookeeper "
+        "(HOST:PORT[/CHROOT]), or set BLOCKMGR_MASTER or BLOCKMGR_ZOOKEEPER");
+  }
+  ClientOptions options;
+  options.master_address = std::move(master);
+  options.zookeeper = std::move(zookeeper);
+  options.leader_wait = ToMillis(leader_wait, "leader_wait");
+  options.request_timeout = ToMillis(timeout, "timeout");
+  options.compute_lease = ToMillis(compute_lease, "compute_lease");
+  options.compute_wait = ToMillis(compute_wait, "compute_wait");
+  options.holder_name = std::move(holder_name);
+  options.local_hosts = std::move(local_hosts);
+  return std::make_unique<PyClient>(std::move(options));
+}
+
 }  // namespace
 
 void RegisterClient(py::module_& m) {
@@ -309,35 +337,7 @@ Failures raise subclasses of :class:`blockmgr.Error`. Calls release the GIL whil
 the network; calls from several threads on one Client take turns, so give each thread that
 should overlap its calls a Client of its own. A Client is not shared across ``fork()``.
 )doc")
-      .def(py::init([](std::string master, double timeout, double compute_lease,
-                       double compute_wait, std::string holder_name,
-                       std::vector<std::string> local_hosts, std::string zookeeper,
-                       double leader_wait) {
-             // As bmctl: the environment when not given.
-             auto from_env = [](std::string& value, const char* name) {
-               if (const char* set = std::getenv(name); value.empty() && set != nullptr) {
-                 value = set;
-               }
-             };
-             from_env(master, "BLOCKMGR_MASTER");
-             from_env(zookeeper, "BLOCKMGR_ZOOKEEPER");
-             if (master.empty() && zookeeper.empty()) {
-               throw py::value_error(
-                   "give master (tcp://HOST:PORT, or several comma-separated) or zookeeper "
-                   "(HOST:PORT[/CHROOT]), or set BLOCKMGR_MASTER or BLOCKMGR_ZOOKEEPER");
-             }
-             ClientOptions options;
-             options.master_address = std::move(master);
-             options.zookeeper = std::move(zookeeper);
-             options.leader_wait = ToMillis(leader_wait, "leader_wait");
-             options.request_timeout = ToMillis(timeout, "timeout");
-             options.compute_lease = ToMillis(compute_lease, "compute_lease");
-             options.compute_wait = ToMillis(compute_wait, "compute_wait");
-             options.holder_name = std::move(holder_name);
-             options.local_hosts = std::move(local_hosts);
-             return std::make_unique<PyClient>(std::move(options));
-           }),
-           py::arg("master") = "", py::kw_only(), py::arg("timeout") = 5.0,
+      .def(py::init(&NewClient), py::arg("master") = "", py::kw_only(), py::arg("timeout") = 5.0,
            py::arg("compute_lease") = 5.0, py::arg("compute_wait") = 2.0,
            py::arg("holder_name") = "", py::arg("local_hosts") = std::vector<std::string>{},
            py::arg("zookeeper") = "", py::arg("leader_wait") = 10.0,

@@ -49,6 +49,15 @@ class LeaderElectionTest : public ZooKeeperTest {
 
   static std::string AddressOf(const std::string& id) { return "tcp://" + id + ".test:7700"; }
 
+  // Candidate "a", once it leads, and "b", once it stands by.
+  std::pair<std::unique_ptr<Candidate>, std::unique_ptr<Candidate>> StartLeaderAndStandby() {
+    auto a = StartCandidate("a");
+    EXPECT_TRUE(WaitForRole(*a, ElectionRole::kLeader, milliseconds(10000)));
+    auto b = StartCandidate("b");
+    EXPECT_TRUE(WaitForRole(*b, ElectionRole::kStandby, milliseconds(10000)));
+    return {std::move(a), std::move(b)};
+  }
+
   static bool WaitForRole(const Candidate& candidate, ElectionRole role, milliseconds timeout) {
     return WaitFor([&] { return candidate.role() == role; }, timeout);
   }
@@ -114,10 +123,8 @@ TEST_F(LeaderElectionTest, ALeaderWithAShortSessionKeepsLeading) {
 }
 
 TEST_F(LeaderElectionTest, SecondCandidateIsStandbyAndSeesTheLeader) {
-  auto a = StartCandidate("a");
-  ASSERT_TRUE(WaitForRole(*a, ElectionRole::kLeader, milliseconds(10000)));
-  auto b = StartCandidate("b");
-  ASSERT_TRUE(WaitForRole(*b, ElectionRole::kStandby, milliseconds(10000)));
+  auto [a, b] = StartLeaderAndStandby();
+  ASSERT_FALSE(HasFailure());
   ElectionSnapshot snapshot = b->Current();
   EXPECT_EQ(snapshot.epoch, 1u);
   EXPECT_EQ(snapshot.leader_id, "a");
@@ -127,10 +134,8 @@ TEST_F(LeaderElectionTest, SecondCandidateIsStandbyAndSeesTheLeader) {
 }
 
 TEST_F(LeaderElectionTest, StandbyLeadsAtOnceWhenTheLeaderResigns) {
-  auto a = StartCandidate("a");
-  ASSERT_TRUE(WaitForRole(*a, ElectionRole::kLeader, milliseconds(10000)));
-  auto b = StartCandidate("b");
-  ASSERT_TRUE(WaitForRole(*b, ElectionRole::kStandby, milliseconds(10000)));
+  auto [a, b] = StartLeaderAndStandby();
+  ASSERT_FALSE(HasFailure());
 
   auto start = std::chrono::steady_clock::now();
   a->election->Resign();
@@ -250,10 +255,8 @@ int64_t SessionOfCandidate(const std::string& name) {
 }
 
 TEST_F(LeaderElectionTest, EachStandbyWatchesOnlyItsPredecessor) {
-  auto a = StartCandidate("a");
-  ASSERT_TRUE(WaitForRole(*a, ElectionRole::kLeader, milliseconds(10000)));
-  auto b = StartCandidate("b");
-  ASSERT_TRUE(WaitForRole(*b, ElectionRole::kStandby, milliseconds(10000)));
+  auto [a, b] = StartLeaderAndStandby();
+  ASSERT_FALSE(HasFailure());
   auto c = StartCandidate("c");
   ASSERT_TRUE(WaitForRole(*c, ElectionRole::kStandby, milliseconds(10000)));
 
@@ -295,10 +298,8 @@ TEST_F(LeaderElectionTest, EachStandbyWatchesOnlyItsPredecessor) {
 }
 
 TEST_F(LeaderElectionTest, LeaderDemotesItselfWhenZooKeeperStopsAndLeadsAgainWhenItReturns) {
-  auto a = StartCandidate("a");
-  ASSERT_TRUE(WaitForRole(*a, ElectionRole::kLeader, milliseconds(10000)));
-  auto b = StartCandidate("b");
-  ASSERT_TRUE(WaitForRole(*b, ElectionRole::kStandby, milliseconds(10000)));
+  auto [a, b] = StartLeaderAndStandby();
+  ASSERT_FALSE(HasFailure());
 
   auto start = std::chrono::steady_clock::now();
   zookeeper_->Kill();
@@ -326,10 +327,8 @@ TEST_F(LeaderElectionTest, LeaderDemotesItselfWhenZooKeeperStopsAndLeadsAgainWhe
 // A hung ZooKeeper server: connections stay open, nothing answers. The leader must stop leading
 // before the server could expire its session.
 TEST_F(LeaderElectionTest, LeaderDemotesItselfWhenZooKeeperFallsSilent) {
-  auto a = StartCandidate("a");
-  ASSERT_TRUE(WaitForRole(*a, ElectionRole::kLeader, milliseconds(10000)));
-  auto b = StartCandidate("b");
-  ASSERT_TRUE(WaitForRole(*b, ElectionRole::kStandby, milliseconds(10000)));
+  auto [a, b] = StartLeaderAndStandby();
+  ASSERT_FALSE(HasFailure());
 
   auto start = std::chrono::steady_clock::now();
   zookeeper_->Pause();
