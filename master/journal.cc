@@ -516,8 +516,9 @@ class FollowedBatchCheck : public rocksdb::WriteBatch::Handler {
 
 }  // namespace
 
-Status MasterJournal::ApplyFollowed(std::span<const std::string_view> batches, bool snapshot,
+Status MasterJournal::ApplyFollowed(std::span<const std::string_view> batches, FollowedPart part,
                                     FollowPosition position) {
+  const bool snapshot = part != FollowedPart::kRecords;
   std::vector<rocksdb::WriteBatch> checked;
   checked.reserve(batches.size());
   for (std::string_view data : batches) {
@@ -538,7 +539,7 @@ Status MasterJournal::ApplyFollowed(std::span<const std::string_view> batches, b
     return value;
   };
   const std::string what = "applying the leader's journal records to " + dir_;
-  if (snapshot) {
+  if (part == FollowedPart::kSnapshotStart) {
     // Emptied first, with the position cleared: a crash in the middle of a snapshot leaves a
     // journal at position {0, 0}, which the next fetch rebuilds again.
     rocksdb::WriteBatch clear;
@@ -560,22 +561,45 @@ Status MasterJournal::ApplyFollowed(std::span<const std::string_view> batches, b
   return Status::Ok();
 }
 
-Result<std::vector<std::string>> MasterJournal::SnapshotBatches(size_t batch_bytes) {
-  std::vector<std::string> batches;
+Result<MasterJournal::SnapshotPage> MasterJournal::ReadSnapshotPage(std::string_view after,
+                                                                    size_t batch_bytes,
+                                                                    size_t max_batches) {
+  SnapshotPage page;
   rocksdb::ReadOptions read_options;
   read_options.fill_cache = false;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read_options));
+  if (after.empty()) {
+    it->Seek(kRecordsBegin);
+  } else {
+    it->Seek(rocksdb::Slice(after.data(), after.size()));
+    if (it->Valid() && it->key() == rocksdb::Slice(after.data(), after.size())) it->Next();
+  }
   rocksdb::WriteBatch batch;
-  for (it->Seek(kRecordsBegin); it->Valid() && it->key().compare(kRecordsEnd) < 0; it->Next()) {
+  for (; it->Valid() && it->key().compare(kRecordsEnd) < 0; it->Next()) {
+    if (page.batches.size() == std::max<size_t>(max_batches, 1)) break;  // `next` is set
     batch.Put(it->key(), it->value());
     if (batch.GetDataSize() >= batch_bytes) {
-      batches.push_back(batch.Data());
+      page.batches.push_back(batch.Data());
+      page.next = it->key().ToString();
       batch.Clear();
     }
   }
   BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading the master journal " + dir_));
-  if (batch.Count() > 0 || batches.empty()) batches.push_back(batch.Data());
-  return batches;
+  const bool ended = !it->Valid() || it->key().compare(kRecordsEnd) >= 0;
+  if (batch.Count() > 0 || page.batches.empty()) page.batches.push_back(batch.Data());
+  if (ended) page.next.clear();
+  return page;
+}
+
+Result<std::vector<std::string>> MasterJournal::SnapshotBatches(size_t batch_bytes) {
+  std::vector<std::string> batches;
+  std::string after;
+  while (true) {
+    BM_ASSIGN_OR_RETURN(SnapshotPage page, ReadSnapshotPage(after, batch_bytes, 64));
+    for (std::string& batch : page.batches) batches.push_back(std::move(batch));
+    if (page.next.empty()) return batches;
+    after = std::move(page.next);
+  }
 }
 
 }  // namespace bm

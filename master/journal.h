@@ -129,14 +129,31 @@ class MasterJournal {
   // The position stored by the last ApplyFollowed; {0, 0} when none (a fresh journal, or one
   // written by a leader).
   Result<FollowPosition> ReadFollowPosition();
-  // A standby applies its leader's batches, in order, with its new position, in one atomic
-  // write. With `snapshot` the journal's records are first all deleted: the batches are a
-  // whole journal (SnapshotBatches). kInvalidArgument when a batch is not a RocksDB batch.
-  Status ApplyFollowed(std::span<const std::string_view> batches, bool snapshot,
+  // What a standby applies: records that follow its position, or a page of a snapshot.
+  enum class FollowedPart {
+    kRecords,        // the next records after its position
+    kSnapshotStart,  // the first page of a snapshot: the journal's records are deleted first
+    kSnapshotMore,   // a later page of the snapshot
+  };
+  // A standby applies its leader's batches, in order, each atomically with the position after
+  // it; the last batch carries `position` (for a snapshot page before the last, {0, 0}: a
+  // standby that stops midway starts the snapshot over). kInvalidArgument when a batch is not
+  // a RocksDB batch of puts and deletes; nothing is applied then.
+  Status ApplyFollowed(std::span<const std::string_view> batches, FollowedPart part,
                        FollowPosition position);
-  // The whole journal (every record but the format and the follow position) as write batches
-  // of about `batch_bytes` each: what a standby too far behind the leader's recent records
-  // rebuilds its journal from.
+
+  // A page of the whole journal (every record but the format and the follow position) in key
+  // order, from the record after key `after` (empty: the first), as write batches of about
+  // `batch_bytes` each, at most `max_batches` of them: what a standby too far behind the
+  // leader's recent records rebuilds its journal from, a page per fetch. `next` is the last
+  // key the page holds while more follow, empty once it reached the end.
+  struct SnapshotPage {
+    std::vector<std::string> batches;
+    std::string next;
+  };
+  Result<SnapshotPage> ReadSnapshotPage(std::string_view after, size_t batch_bytes,
+                                        size_t max_batches);
+  // Every page at once (for tests and small journals).
   Result<std::vector<std::string>> SnapshotBatches(size_t batch_bytes);
 
  private:

@@ -43,6 +43,14 @@ JournalFeed::Fetched JournalFeed::Fetch(const std::string& standby, uint64_t epo
   return fetched;
 }
 
+bool JournalFeed::ContinueSnapshot(const std::string& standby, uint64_t epoch, uint64_t from) {
+  Standby& state = standbys_[standby];
+  state.last_fetch = clock_.Now();
+  state.in_sync = false;
+  const uint64_t oldest_kept = kept_.empty() ? next_sequence_ : kept_.front().sequence;
+  return epoch == epoch_ && from >= oldest_kept && from <= next_sequence_;
+}
+
 uint64_t JournalFeed::ConfirmedSequence(const std::vector<std::string>* published) const {
   uint64_t confirmed = next_sequence_;
   for (const auto& [id, standby] : standbys_) {

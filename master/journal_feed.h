@@ -49,6 +49,10 @@ class JournalFeed {
     std::vector<std::shared_ptr<const std::string>> batches;
   };
   Fetched Fetch(const std::string& standby, uint64_t epoch, uint64_t from, size_t max_bytes);
+  // A standby asks for the next page of a snapshot as of `from` in `epoch`: true while the
+  // records from there are still kept (they make the pages read since consistent), false when
+  // it must start over. Records the fetch (the standby is not silent).
+  bool ContinueSnapshot(const std::string& standby, uint64_t epoch, uint64_t from);
   // The records a parked fetch from `from` could take now (false while it is caught up).
   bool HasRecordsFrom(uint64_t from) const { return from < next_sequence_; }
 

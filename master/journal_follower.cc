@@ -70,6 +70,10 @@ void JournalFollower::Run() {
   sequence_.store(position.sequence);
   std::unique_ptr<RpcChannel> channel;
   std::string joined;  // reused: the batches of one reply
+  // While a snapshot comes in pages: the key the next page follows, and the snapshot's
+  // position (where following goes on after its last page).
+  std::string snapshot_after;
+  MasterJournal::FollowPosition snapshot_at;
   std::string last_problem;
   const auto problem = [&](const std::string& text) {
     if (text != last_problem) spdlog::warn("standby: {}", text);
@@ -96,9 +100,12 @@ void JournalFollower::Run() {
     capnp::MallocMessageBuilder request;
     proto::FetchJournal::Builder fetch = request.initRoot<proto::Request>().initFetchJournal();
     fetch.setStandbyId(options_.standby_id);
-    fetch.setEpoch(position.epoch);
-    fetch.setFromSequence(position.sequence);
+    const MasterJournal::FollowPosition asked = snapshot_after.empty() ? position : snapshot_at;
+    fetch.setEpoch(asked.epoch);
+    fetch.setFromSequence(asked.sequence);
     fetch.setWaitMs(static_cast<uint32_t>(options_.wait.count()));
+    fetch.setSnapshotAfter(capnp::Data::Reader(
+        reinterpret_cast<const capnp::byte*>(snapshot_after.data()), snapshot_after.size()));
     Result<IncomingMessage> reply = channel->Call(request);
     if (!reply.ok()) {
       problem("fetching the journal of the leader " + view.leader_address + ": " +
@@ -132,16 +139,43 @@ void JournalFollower::Run() {
       last_problem.clear();
       continue;
     }
-    const MasterJournal::FollowPosition next{
-        got.getEpoch(), got.getFirstSequence() + (snapshot ? 0 : batches->size())};
-    if (Status applied = journal_.ApplyFollowed(*batches, snapshot, next); !applied.ok()) {
+    MasterJournal::FollowedPart part = MasterJournal::FollowedPart::kRecords;
+    std::string next_page_after;
+    if (snapshot) {
+      const capnp::Data::Reader from = got.getSnapshotFrom();
+      const capnp::Data::Reader after = got.getSnapshotNext();
+      const std::string_view page_from(reinterpret_cast<const char*>(from.begin()), from.size());
+      if (!page_from.empty() && page_from != snapshot_after) {
+        problem("the leader sent a snapshot page other than the next; starting over");
+        snapshot_after.clear();
+        continue;
+      }
+      part = page_from.empty() ? MasterJournal::FollowedPart::kSnapshotStart
+                               : MasterJournal::FollowedPart::kSnapshotMore;
+      next_page_after.assign(reinterpret_cast<const char*>(after.begin()), after.size());
+      snapshot_at = MasterJournal::FollowPosition{got.getEpoch(), got.getFirstSequence()};
+    }
+    // A snapshot page before the last leaves the position unset: a standby stopped midway
+    // starts the snapshot over.
+    const MasterJournal::FollowPosition next =
+        !snapshot                 ? MasterJournal::FollowPosition{got.getEpoch(),
+                                                  got.getFirstSequence() + batches->size()}
+        : next_page_after.empty() ? snapshot_at
+                                  : MasterJournal::FollowPosition{};
+    if (Status applied = journal_.ApplyFollowed(*batches, part, next); !applied.ok()) {
+      snapshot_after.clear();
       problem(applied.ToString());
       continue;
     }
     if (snapshot) {
+      snapshot_after = std::move(next_page_after);
+      if (!snapshot_after.empty()) {
+        caught_up_.store(false);
+        continue;  // the next page at once
+      }
       snapshots_.fetch_add(1);
-      spdlog::info("standby: rebuilt the journal from the leader's snapshot (epoch {}, {} batches)",
-                   next.epoch, batches->size());
+      spdlog::info("standby: rebuilt the journal from the leader's snapshot (epoch {}, record {})",
+                   next.epoch, next.sequence);
     }
     position = next;
     epoch_.store(position.epoch);

@@ -188,10 +188,12 @@ class MasterServer::Loop {
   Result<Answer> HandleFetchJournal(proto::FetchJournal::Reader request,
                                     const zmq::message_t& client, uint64_t request_id,
                                     proto::Reply::Builder reply);
-  // Answers a fetch with what the feed has from its position; false when there is nothing
-  // new (and it did not answer).
+  // Answers a fetch with what the feed has from its position, or with the page of a snapshot
+  // after key `snapshot_after` (non-empty: the standby is receiving one); false when there is
+  // nothing new (and it did not answer).
   bool AnswerFetch(const zmq::message_t& client, uint64_t request_id, const std::string& standby,
-                   uint64_t epoch, uint64_t from, bool even_if_empty);
+                   uint64_t epoch, uint64_t from, bool even_if_empty,
+                   std::string_view snapshot_after = {});
   // Answers the parked fetches that have records to take, or whose wait is over; drops silent
   // standbys; sends the acknowledgements every in-sync standby now holds.
   void ServeStandbys();

@@ -20,7 +20,6 @@ namespace {
 // protocol's bound on a message's payload (kMaxPayloadFrames frames of
 // kMaxPayloadFrameBytes).
 constexpr size_t kFetchBytes = 32 << 20;
-constexpr size_t kSnapshotBatchBytes = 2 << 20;
 // The longest a standby may ask the leader to hold a fetch.
 constexpr std::chrono::milliseconds kMaxFetchWait{1000};
 
@@ -28,19 +27,17 @@ constexpr std::chrono::milliseconds kMaxFetchWait{1000};
 template <typename Batches, typename BytesOf>
 std::vector<zmq::message_t> BatchFrames(const Batches& batches, BytesOf bytes_of,
                                         capnp::List<uint64_t>::Builder sizes) {
-  std::vector<zmq::message_t> frames;
-  std::string pending;
+  std::string joined;
   unsigned i = 0;
   for (const auto& batch : batches) {
     const std::string_view bytes = bytes_of(batch);
     sizes.set(i++, bytes.size());
-    pending.append(bytes);
-    while (pending.size() >= kMaxPayloadFrameBytes) {
-      frames.emplace_back(pending.data(), kMaxPayloadFrameBytes);
-      pending.erase(0, kMaxPayloadFrameBytes);
-    }
+    joined.append(bytes);
   }
-  if (!pending.empty()) frames.emplace_back(pending.data(), pending.size());
+  std::vector<zmq::message_t> frames;
+  for (size_t at = 0; at < joined.size(); at += kMaxPayloadFrameBytes) {
+    frames.emplace_back(joined.data() + at, std::min(kMaxPayloadFrameBytes, joined.size() - at));
+  }
   return frames;
 }
 
@@ -166,6 +163,14 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::HandleFetchJournal(
   const std::string standby = request.getStandbyId();
   if (standby.empty()) return InvalidArgumentError("fetchJournal without a standby id");
   (void)reply;
+  const capnp::Data::Reader snapshot_after = request.getSnapshotAfter();
+  if (snapshot_after.size() > 0) {  // the next page of a snapshot: at once, never parked
+    AnswerFetch(client, request_id, standby, request.getEpoch(), request.getFromSequence(),
+                /*even_if_empty=*/true,
+                std::string_view(reinterpret_cast<const char*>(snapshot_after.begin()),
+                                 snapshot_after.size()));
+    return Answer::kLater;
+  }
   if (AnswerFetch(client, request_id, standby, request.getEpoch(), request.getFromSequence(),
                   /*even_if_empty=*/request.getWaitMs() == 0)) {
     return Answer::kLater;  // answered, with its payload
@@ -180,8 +185,18 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::HandleFetchJournal(
 
 bool MasterServer::Loop::AnswerFetch(const zmq::message_t& client, uint64_t request_id,
                                      const std::string& standby, uint64_t epoch, uint64_t from,
-                                     bool even_if_empty) {
-  JournalFeed::Fetched fetched = feed_->Fetch(standby, epoch, from, kFetchBytes);
+                                     bool even_if_empty, std::string_view snapshot_after) {
+  JournalFeed::Fetched fetched;
+  std::string_view page_after;  // where a snapshot page starts: empty for its first
+  if (!snapshot_after.empty() && feed_->ContinueSnapshot(standby, epoch, from)) {
+    fetched.snapshot = true;
+    fetched.first = from;
+    page_after = snapshot_after;
+  } else {
+    // A position, or a snapshot that cannot go on (its records since were dropped, or
+    // another epoch's): Fetch says whether a snapshot starts over.
+    fetched = feed_->Fetch(standby, epoch, from, kFetchBytes);
+  }
   if (!fetched.snapshot && fetched.batches.empty() && !even_if_empty) return false;
   capnp::MallocMessageBuilder message;
   proto::Reply::Builder reply = message.initRoot<proto::Reply>();
@@ -193,18 +208,25 @@ bool MasterServer::Loop::AnswerFetch(const zmq::message_t& client, uint64_t requ
   answer.setHeadSequence(feed_->next_sequence());
   std::vector<zmq::message_t> frames;
   if (fetched.snapshot) {
-    Result<std::vector<std::string>> snapshot = journal_->SnapshotBatches(kSnapshotBatchBytes);
-    if (!snapshot.ok()) {
-      requests_.SendError(client, request_id, snapshot.status());
+    Result<MasterJournal::SnapshotPage> page = journal_->ReadSnapshotPage(
+        page_after, options_.snapshot_batch_bytes, options_.snapshot_page_batches);
+    if (!page.ok()) {
+      requests_.SendError(client, request_id, page.status());
       return true;
     }
-    spdlog::info(
-        "standby {} is not in this epoch's recent records: sending it the journal ({} "
-        "batches)",
-        standby, snapshot->size());
+    if (page_after.empty()) {
+      spdlog::info(
+          "standby {} is not in this epoch's recent records: sending it the journal as of "
+          "record {}, in pages",
+          standby, fetched.first);
+    }
+    answer.setSnapshotFrom(capnp::Data::Reader(
+        reinterpret_cast<const capnp::byte*>(page_after.data()), page_after.size()));
+    answer.setSnapshotNext(capnp::Data::Reader(
+        reinterpret_cast<const capnp::byte*>(page->next.data()), page->next.size()));
     frames = BatchFrames(
-        *snapshot, [](const std::string& batch) { return std::string_view(batch); },
-        answer.initBatchBytes(snapshot->size()));
+        page->batches, [](const std::string& batch) { return std::string_view(batch); },
+        answer.initBatchBytes(page->batches.size()));
   } else {
     frames = BatchFrames(
         fetched.batches,

@@ -56,6 +56,11 @@ struct MasterOptions {
   std::string master_id{};
   // The leader's journal feed: how long a silent standby holds acknowledgements back.
   Duration standby_timeout = std::chrono::milliseconds(1000);
+  // A standby too far behind gets the journal in pages of this many batches of about
+  // `snapshot_batch_bytes` each (the loop reads one page per fetch, so this bounds how long
+  // that takes).
+  size_t snapshot_page_batches = 16;
+  size_t snapshot_batch_bytes = 2 << 20;
 };
 
 // bm-master: serves the master requests of schema/PROTOCOL.md on a ROUTER socket and keeps the

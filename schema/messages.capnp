@@ -127,6 +127,9 @@ struct FetchJournal {
   epoch @1 :UInt64;
   fromSequence @2 :UInt64;
   waitMs @3 :UInt32;
+  # Set while receiving a snapshot in pages: the next page, after this journal key, of the
+  # snapshot as of (epoch, fromSequence).
+  snapshotAfter @4 :Data;
 }
 
 # Answers fetchJournal: RocksDB write batches of the leader's journal, their sizes in
@@ -135,6 +138,11 @@ struct FetchJournal {
 # from firstSequence + len(batchBytes). With `snapshot` (the standby's position was not among
 # the leader's recent records) the standby first empties its journal, the batches rebuild the
 # leader's journal as of sequence `firstSequence`, and the next fetch is from `firstSequence`.
+# A snapshot comes in pages, each a bounded part of the journal in key order read as it is
+# then: the first (`snapshotFrom` empty) empties the standby's journal, `snapshotNext` names
+# the key the next page follows (empty on the last), and the records from `firstSequence` on,
+# fetched after the last page, make the pages consistent (each is a set of puts and deletes,
+# so replaying one the pages already show changes nothing).
 struct JournalBatches {
   epoch @0 :UInt64;
   firstSequence @1 :UInt64;
@@ -143,6 +151,8 @@ struct JournalBatches {
   # The leader's next sequence when it answered: a standby whose position reaches it held
   # every record the leader had written (it is caught up).
   headSequence @4 :UInt64;
+  snapshotFrom @5 :Data;
+  snapshotNext @6 :Data;
 }
 
 # Answers masterInfo: this master as it sees itself.

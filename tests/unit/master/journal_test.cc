@@ -373,9 +373,9 @@ TEST_F(MasterJournalTest, AStandbyApplyingTheLeadersBatchesLoadsWhatTheLeaderLoa
   // Applied in two fetches, as a standby would.
   std::vector<std::string_view> first(batches.begin(), batches.begin() + 5);
   std::vector<std::string_view> rest(batches.begin() + 5, batches.end());
-  ASSERT_TRUE(standby->ApplyFollowed(first, false, {4, 5}).ok());
+  ASSERT_TRUE(standby->ApplyFollowed(first, MasterJournal::FollowedPart::kRecords, {4, 5}).ok());
   EXPECT_EQ(*standby->ReadFollowPosition(), (MasterJournal::FollowPosition{4, 5}));
-  ASSERT_TRUE(standby->ApplyFollowed(rest, false, {4, 16}).ok());
+  ASSERT_TRUE(standby->ApplyFollowed(rest, MasterJournal::FollowedPart::kRecords, {4, 16}).ok());
   EXPECT_EQ(*standby->ReadFollowPosition(), (MasterJournal::FollowPosition{4, 16}));
   ExpectSameContents(*leader, *standby);
   EXPECT_EQ(LoadAll(*standby).snapshot.retired.size(), 2u);
@@ -397,8 +397,51 @@ TEST_F(MasterJournalTest, ASnapshotReplacesEverythingTheStandbyHeld) {
   ASSERT_TRUE(snapshot.ok()) << snapshot.status().ToString();
   EXPECT_GT(snapshot->size(), 1u);
   std::vector<std::string_view> views(snapshot->begin(), snapshot->end());
-  ASSERT_TRUE(standby->ApplyFollowed(views, /*snapshot=*/true, {6, 40}).ok());
+  ASSERT_TRUE(
+      standby->ApplyFollowed(views, MasterJournal::FollowedPart::kSnapshotStart, {6, 40}).ok());
   EXPECT_EQ(*standby->ReadFollowPosition(), (MasterJournal::FollowPosition{6, 40}));
+  ExpectSameContents(*leader, *standby);
+}
+
+// Pages read while the leader goes on writing (a fuzzy snapshot), then the records written
+// since the snapshot's position replayed over them: the standby holds what the leader holds.
+TEST_F(MasterJournalTest, ASnapshotInPagesReadBetweenWritesAndTheRecordsSinceRebuildTheJournal) {
+  auto leader = OpenOrDie(dir());
+  auto standby = OpenOrDie(tmp_.Sub("standby"));
+  ASSERT_TRUE(leader && standby);
+  for (int round = 1; round <= 4; ++round) WriteEveryKindOfRecord(*leader, round);
+  std::vector<std::string> since;  // the records from the snapshot's position on
+  leader->set_write_observer([&](std::string_view batch) { since.emplace_back(batch); });
+  std::string after;
+  size_t pages = 0;
+  for (int round = 5; pages == 0 || !after.empty(); ++round) {
+    Result<MasterJournal::SnapshotPage> page =
+        leader->ReadSnapshotPage(after, /*batch_bytes=*/64, /*max_batches=*/1);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    ASSERT_EQ(page->batches.size(), 1u);
+    std::vector<std::string_view> views(page->batches.begin(), page->batches.end());
+    const bool last = page->next.empty();
+    ASSERT_TRUE(standby
+                    ->ApplyFollowed(views,
+                                    pages == 0 ? MasterJournal::FollowedPart::kSnapshotStart
+                                               : MasterJournal::FollowedPart::kSnapshotMore,
+                                    last ? MasterJournal::FollowPosition{2, 0}
+                                         : MasterJournal::FollowPosition{})
+                    .ok());
+    if (!last) {
+      // Midway, the position says "start over".
+      EXPECT_EQ(*standby->ReadFollowPosition(), (MasterJournal::FollowPosition{}));
+    }
+    ++pages;
+    after = page->next;
+    WriteEveryKindOfRecord(*leader, round);  // overwrites, removals, drops between pages
+  }
+  EXPECT_GT(pages, 3u);
+  std::vector<std::string_view> views(since.begin(), since.end());
+  ASSERT_TRUE(standby
+                  ->ApplyFollowed(views, MasterJournal::FollowedPart::kRecords,
+                                  {2, static_cast<uint64_t>(since.size())})
+                  .ok());
   ExpectSameContents(*leader, *standby);
 }
 
@@ -409,14 +452,14 @@ TEST_F(MasterJournalTest, AMalformedOrForeignBatchIsRefusedWholeAndChangesNothin
   std::vector<std::string> batches;
   leader->set_write_observer([&](std::string_view batch) { batches.emplace_back(batch); });
   WriteEveryKindOfRecord(*leader, 1);
-  ASSERT_TRUE(standby->ApplyFollowed({}, false, {1, 0}).ok());
+  ASSERT_TRUE(standby->ApplyFollowed({}, MasterJournal::FollowedPart::kRecords, {1, 0}).ok());
   std::string truncated = batches[0].substr(0, batches[0].size() - 3);
   rocksdb::WriteBatch foreign;
   foreign.Put("f", "x");  // the format key: not a record a leader sends
   for (std::string_view bad : {std::string_view("garbage"), std::string_view(truncated),
                                std::string_view(foreign.Data())}) {
     std::vector<std::string_view> views = {batches[1], bad};
-    Status applied = standby->ApplyFollowed(views, false, {1, 2});
+    Status applied = standby->ApplyFollowed(views, MasterJournal::FollowedPart::kRecords, {1, 2});
     EXPECT_EQ(applied.code(), StatusCode::kInvalidArgument) << applied.ToString();
   }
   EXPECT_EQ(*standby->ReadFollowPosition(), (MasterJournal::FollowPosition{1, 0}));

@@ -45,9 +45,9 @@ class FakeLeadership final : public Leadership {
 // One master process's worth: the server on its thread, its election, a channel to it.
 struct Master {
   Master(zmq::context_t& context, const Clock& clock, const std::string& id,
-         const std::string& state_dir, LeadershipView view, Duration standby_timeout = 1s) {
+         const std::string& state_dir, LeadershipView view, Duration standby_timeout = 1s,
+         MasterOptions options = {}) {
     leadership.Set(std::move(view));
-    MasterOptions options;
     options.listen = "tcp://127.0.0.1:*";
     options.state_dir = state_dir;
     options.leadership = &leadership;
@@ -235,6 +235,32 @@ TEST_F(StandbyMasterTest, AStandbyThatJoinsLateRebuildsFromASnapshotAndFollowsOn
   while (after.empty() && std::chrono::steady_clock::now() < deadline) after = ListBlocks(b);
   EXPECT_EQ(after, before);
   EXPECT_THAT(ListRddNames(b), ::testing::Contains("late"));
+}
+
+// A journal larger than a snapshot page (here pages of two 4 KiB batches) comes in several;
+// the standby takes over with all of it.
+TEST_F(StandbyMasterTest, AJournalLargerThanASnapshotPageComesInPages) {
+  MasterOptions small_pages;
+  small_pages.snapshot_batch_bytes = 4096;
+  small_pages.snapshot_page_batches = 2;
+  Master a(context_, clock_, "a", state_.Sub("a"), {.leader = true, .epoch = 4}, 1s, small_pages);
+  for (int w = 0; w < 20; ++w) {
+    std::vector<std::string> blocks;
+    for (int p = 0; p < 50; ++p)
+      blocks.push_back("rdd_" + std::to_string(w) + "_" + std::to_string(p));
+    ASSERT_TRUE(RegisterWorker(a, "w" + std::to_string(w), blocks).ok());
+  }
+  Master b(context_, clock_, "b", state_.Sub("b"),
+           {.epoch = 4, .leader_id = "a", .leader_address = a.server->endpoint()});
+  ASSERT_TRUE(AwaitInSync(a, b));
+  const std::vector<std::string> before = ListBlocks(a);
+  EXPECT_EQ(before.size(), 1000u);
+  a.Elect({.epoch = 5, .leader_id = "b", .leader_address = b.server->endpoint()});
+  b.Elect({.leader = true, .epoch = 5, .leader_id = "b", .leader_address = b.server->endpoint()});
+  std::vector<std::string> after;
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (after.empty() && std::chrono::steady_clock::now() < deadline) after = ListBlocks(b);
+  EXPECT_EQ(after, before);
 }
 
 TEST_F(StandbyMasterTest, AnAcknowledgementWaitsForTheInSyncStandbyUntilItFallsSilent) {
