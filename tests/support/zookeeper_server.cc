@@ -19,14 +19,15 @@ constexpr char kZooKeeperJar[] = "/usr/share/java/zookeeper.jar";
 constexpr char kLoggerJar[] = "/usr/share/java/slf4j-simple.jar";
 constexpr auto kStartTimeout = std::chrono::seconds(60);
 
-// Sends `word` to 127.0.0.1:port and reads until the server closes, for at most `timeout`.
-std::string FourLetterWord(int port, const std::string& word, std::chrono::milliseconds timeout) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return "";
+// Sends `word` to address:port and reads until the server closes, for at most `timeout`.
+std::string FourLetterWord(const std::string& address, int port, const std::string& word,
+                           std::chrono::milliseconds timeout) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1) return "";
   addr.sin_port = htons(static_cast<uint16_t>(port));
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
   std::string answer;
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
       send(fd, word.data(), word.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(word.size())) {
@@ -76,7 +77,9 @@ ZooKeeperServer::~ZooKeeperServer() {
   }
 }
 
-std::string ZooKeeperServer::connect_string() const { return "127.0.0.1:" + std::to_string(port_); }
+std::string ZooKeeperServer::connect_string() const {
+  return options_.address + ":" + std::to_string(port_);
+}
 
 Status ZooKeeperServer::Launch() {
   std::filesystem::create_directories(dir_.Sub("data"));
@@ -89,7 +92,9 @@ Status ZooKeeperServer::Launch() {
                         "clientPort=" +
                         std::to_string(port_) +
                         "\n"
-                        "clientPortAddress=127.0.0.1\n"
+                        "clientPortAddress=" +
+                        options_.address +
+                        "\n"
                         "minSessionTimeout=" +
                         std::to_string(options_.min_session_timeout_ms) +
                         "\n"
@@ -149,7 +154,7 @@ Status ZooKeeperServer::Restart() {
 bool ZooKeeperServer::Running() { return process_ && process_->Running(); }
 
 std::string ZooKeeperServer::Command(const std::string& word) const {
-  return FourLetterWord(port_, word, std::chrono::seconds(1));
+  return FourLetterWord(options_.address, port_, word, std::chrono::seconds(1));
 }
 
 }  // namespace bm::testing

@@ -20,6 +20,10 @@ struct ZooKeeperServerOptions {
   int tick_ms = 250;
   int min_session_timeout_ms = 500;
   int max_session_timeout_ms = 30000;
+  // The IPv4 address it listens on. Another than loopback for a server on a test host's own
+  // address (tests/multihost): start it from a thread in that host's network namespace
+  // (HostNetwork::RunIn), whose children and sockets live there.
+  std::string address = "127.0.0.1";
 };
 
 // A standalone ZooKeeper server as a child process. Stop/Kill/Pause and Restart act on the
@@ -40,7 +44,7 @@ class ZooKeeperServer {
   ZooKeeperServer(const ZooKeeperServer&) = delete;
   ZooKeeperServer& operator=(const ZooKeeperServer&) = delete;
 
-  // "127.0.0.1:<port>", to which a test appends its chroot ("/test-name").
+  // "ADDRESS:PORT", to which a test appends its chroot ("/test-name").
   std::string connect_string() const;
   int port() const { return port_; }
   const std::string& log_path() const { return log_path_; }
@@ -57,7 +61,8 @@ class ZooKeeperServer {
   bool Running();
 
   // The answer to a four-letter command (ruok, srvr, wchp, wchc and cons are allowed), or
-  // empty when the server does not answer within a second.
+  // empty when the server does not answer within a second. (Asked from the calling thread's
+  // network namespace.)
   std::string Command(const std::string& word) const;
 
  private:
