@@ -112,6 +112,25 @@ Result<Json> BlockmgrTransferTask(const Json& task) {
   return MeasureTransfer(DurationOf(task), size, ids, put, get);
 }
 
+Result<Json> BlockmgrLookupsTask(const Json& task) {
+  const int ids = task.value("ids", 64);
+  Client client(OptionsFor(task));
+  const std::vector<std::byte> data = PatternBytes(1024);
+  for (int key = 0; key < ids; ++key) {
+    BM_RETURN_IF_ERROR(client.Put(KeyBlock(task, key), data, StorageLevel::kMemoryOnly).status());
+  }
+  int next = 0;
+  BM_ASSIGN_OR_RETURN(Timed lookups, RunTimed(DurationOf(task), [&]() -> Status {
+                        BM_ASSIGN_OR_RETURN(std::vector<BlockLocations> found,
+                                            client.Locations({KeyBlock(task, next++ % ids)}));
+                        if (found.size() != 1 || found[0].locations.empty()) {
+                          return InternalError("a block put was not found");
+                        }
+                        return Status::Ok();
+                      }));
+  return Json{{"lookups_per_s", lookups.per_second()}};
+}
+
 Result<Json> BlockmgrSmallGetsTask(const Json& task) {
   const uint64_t size = task.at("size").get<uint64_t>();
   const int ids = task.value("ids", 1000);

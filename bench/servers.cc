@@ -59,6 +59,11 @@ Result<std::unique_ptr<BlockmgrCluster>> BlockmgrCluster::Start(const BenchEnv& 
     cluster->worker_ids_.push_back(options.name + "-w" + std::to_string(i));
   }
   if (options.keys) BM_RETURN_IF_ERROR(processes.MakeKeys(cluster->worker_ids_));
+  if (options.journal) {
+    const std::string state = env.work_dir + "/" + options.name + "-state";
+    std::filesystem::remove_all(state);
+    processes.SetMasterStateDir(state);
+  }
   BM_RETURN_IF_ERROR(processes.LaunchMaster());
   for (const std::string& id : cluster->worker_ids_) {
     std::filesystem::remove_all(processes.worker_disk_dir(id));

@@ -38,6 +38,9 @@ class BlockmgrCluster {
     // key.
     bool keys = false;
     bool http = false;  // --http on the master and every worker, on free loopback ports
+    // The master journals to <work_dir>/<name>-state (--state-dir), as a restartable master
+    // or one of standby masters does.
+    bool journal = false;
     // The bm-worker binary; empty: the one in bin_dir.
     std::string worker_binary{};
     // Where bm-master and bm-worker come from; empty: BenchEnv::bin_dir.

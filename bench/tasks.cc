@@ -27,6 +27,7 @@ Result<Json> RunClientTask(const Json& task) {
       {"memcpy", &MemcpyTask},
       {"curve_crypto", &CurveCryptoTask},
       {"bm_shuffle_fetch", &BlockmgrShuffleFetchTask},
+      {"bm_lookups", &BlockmgrLookupsTask},
       {"redis_shuffle_fetch", &RedisShuffleFetchTask},
   };
   const std::string name = task.value("task", "");

@@ -39,6 +39,9 @@ Result<Json> BlockmgrGetLatencyTask(const Json& task);
 Result<Json> WorkerGetsTask(const Json& task);
 // blockmgr ("master", "size", "ids"): workload 7, every block fetched by one GetMany.
 Result<Json> BlockmgrShuffleFetchTask(const Json& task);
+// Looks up one of `ids` blocks it put (1 KiB each) per getLocations, one request at a time:
+// the master's round trip as one client sees it. {"lookups_per_s"}.
+Result<Json> BlockmgrLookupsTask(const Json& task);
 // blockmgr ("master", "size"): one huge DISK_ONLY block streamed in and out, checked byte for byte.
 Result<Json> BlockmgrBigBlockTask(const Json& task);
 // The worker's disk store in this process ("dir", "size"): plain values against blob files.

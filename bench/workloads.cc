@@ -1,5 +1,6 @@
 #include "bench/workloads.h"
 
+#include <signal.h>
 #include <sys/statvfs.h>
 
 #include <algorithm>
@@ -15,6 +16,8 @@
 #include "common/byte_size.h"
 #include "common/curve_keys.h"
 #include "common/protocol.h"
+#include "tests/support/standby_cluster.h"
+#include "tests/support/zookeeper_server.h"
 
 namespace bm::bench {
 namespace {
@@ -1014,6 +1017,116 @@ void DigestCost(Runner& runner) {
 
 }  // namespace
 
+// ---- workload 12: standby masters ----
+
+// Two masters under ZooKeeper against one master alone (both journaling, as a master that can
+// be restarted without losing its metadata does): what standing by costs a lookup and a put,
+// and how long a failover takes from kill -9 of the leader to the first lookup answered by the
+// new one.
+void Failover(Runner& runner) {
+  Progress("12: standby masters (failover time; lookups and 1 MiB puts, two masters vs one)");
+  if (!testing::ZooKeeperServer::Available()) {
+    runner.Note("12. skipped: ZooKeeper is not installed (deploy/install-test-deps.sh)");
+    return;
+  }
+  const BenchEnv& env = runner.config().env;
+  Result<std::unique_ptr<BlockmgrCluster>> alone = BlockmgrCluster::Start(
+      env, {.name = "failover-alone", .workers = 2, .worker_memory = "1GiB", .journal = true});
+  const std::string dir = env.work_dir + "/failover-standby";
+  std::filesystem::remove_all(dir);
+  testing::StandbyCluster pair(
+      {.masters = {"a", "b"}, .session_timeout_s = 1.5, .worker_memory = "1GiB", .dir = dir});
+  Status started = pair.StartZooKeeper();
+  std::unique_ptr<Client> watcher;
+  if (started.ok()) {
+    pair.StartMaster("a");
+    watcher = std::make_unique<Client>(pair.ClientOptionsFor());
+    if (!pair.WaitForLeader(*watcher, "a", std::chrono::seconds(30))) {
+      started = UnavailableError("master a did not lead (see " + dir + "/master-a.log)");
+    }
+  }
+  if (started.ok()) {
+    pair.StartMaster("b");
+    pair.StartWorker("w1");
+    pair.StartWorker("w2");
+    if (!pair.WaitForWorkers(*watcher, 2, std::chrono::seconds(30)) ||
+        !pair.WaitForStandbyInSync(*watcher, std::chrono::seconds(30))) {
+      started = UnavailableError("the standby pair did not come up (see " + dir + ")");
+    }
+  }
+  if (!started.ok()) runner.Note("12. standby masters: " + started.message());
+  auto task = [&](Json fields, const std::string& master) {
+    fields["master"] = master;
+    return runner.Client(std::move(fields));
+  };
+  const Json lookups{{"task", "bm_lookups"}, {"ids", 64}, {"rdd", 12}, {"min_ops", 100}};
+  const Json puts{{"task", "bm_transfer"},  {"size", 1u << 20}, {"ids", 64}, {"rdd", 13},
+                  {"level", "MEMORY_ONLY"}, {"min_ops", 20}};
+  std::vector<Result<Json>> results =
+      Interleaved(runner.config(),
+                  {!alone.ok() ? Failed(alone.status())
+                               : [&] { return task(lookups, (*alone)->master_endpoint()); },
+                   !started.ok() ? Failed(started) : [&] { return task(lookups, pair.Masters()); },
+                   !alone.ok() ? Failed(alone.status())
+                               : [&] { return task(puts, (*alone)->master_endpoint()); },
+                   !started.ok() ? Failed(started) : [&] { return task(puts, pair.Masters()); }});
+  const std::string w = "12. failover";
+  runner.Add(w + ", lookups, single, 1 client: two masters under ZooKeeper", "lookups/s",
+             runner.Figure(results[1], "lookups_per_s", 1, "two masters' lookups"),
+             "one master alone", runner.Figure(results[0], "lookups_per_s", 1, "one master's"),
+             0.95);
+  runner.Add(w + ", 1 MiB put, memory: two masters under ZooKeeper", "GB/s",
+             runner.Figure(results[3], "put_bytes_per_s", kGB, "two masters' puts"),
+             "one master alone", runner.Figure(results[2], "put_bytes_per_s", kGB, "one master's"),
+             0.95, Better::kHigher,
+             "each put's block report is acknowledged once the in-sync standby holds it");
+  if (!started.ok()) return;
+
+  // Failovers, one a round: kill -9 the leader, time the first lookup answered through the new
+  // one, start the killed master again (it rejoins as a standby) and wait until it is in sync.
+  std::vector<double> seconds;
+  std::string leader = "a";
+  Result<PutResult> probe =
+      watcher->Put(BlockId::Rdd(14, 0), std::vector<std::byte>(1024), StorageLevel::kMemoryOnly2);
+  if (!probe.ok()) {
+    runner.Note("12. failover: " + probe.status().message());
+    return;
+  }
+  for (int round = 0; round < std::max(1, runner.config().rounds); ++round) {
+    const std::string standby = leader == "a" ? "b" : "a";
+    const auto killed = std::chrono::steady_clock::now();
+    pair.master(leader).Signal(SIGKILL);
+    Client prober(pair.ClientOptionsFor());
+    Result<std::vector<BlockLocations>> located = prober.Locations({BlockId::Rdd(14, 0)});
+    if (!located.ok() || located->empty() || (*located)[0].locations.empty()) {
+      runner.Note("12. failover: no lookup through the new leader: " + located.status().message());
+      break;
+    }
+    seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count());
+    pair.master(leader).Wait(std::chrono::seconds(5));
+    pair.StartMaster(leader);
+    if (!pair.WaitForLeader(*watcher, standby, std::chrono::seconds(30)) ||
+        !pair.WaitForStandbyInSync(*watcher, std::chrono::seconds(30))) {
+      runner.Note("12. failover: the restarted master did not rejoin in sync (see " + dir + ")");
+      break;
+    }
+    leader = standby;
+  }
+  std::optional<double> median;
+  std::optional<double> worst;
+  if (!seconds.empty()) {
+    std::sort(seconds.begin(), seconds.end());
+    median = seconds[seconds.size() / 2];
+    worst = seconds.back();
+  }
+  runner.Add(w + ", kill -9 of the leader to the first lookup through the new one (median)", "s",
+             median, "target", 3.0, 1.0, Better::kLower,
+             std::to_string(seconds.size()) + " failovers, --session-timeout 1.5 (ZooKeeper " +
+                 "ticks of 250 ms); the worst " +
+                 (worst ? FormatNumber(worst) + " s" : std::string("-")));
+}
+
 Report RunBenchmark(const BenchConfig& config) {
   Report report;
   Runner runner(config, report);
@@ -1044,6 +1157,7 @@ Report RunBenchmark(const BenchConfig& config) {
   if (selected(5)) MasterLoad(runner);
   if (selected(10)) GetsDuringSpills(runner);
   if (selected(11)) DigestCost(runner);
+  if (selected(12)) Failover(runner);
   if (selected(6)) {
     if (config.big_block_bytes > 0) {
       BigBlock(runner);

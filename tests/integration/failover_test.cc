@@ -4,7 +4,6 @@
 // metadata, and clients and workers follow it.
 
 #include <gtest/gtest.h>
-#include <httplib.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -22,6 +21,7 @@
 #include "client/client.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
+#include "tests/support/standby_cluster.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/zookeeper_server.h"
 
@@ -43,141 +43,29 @@ std::string Text(const std::vector<std::byte>& bytes) {
 
 double Millis(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
-// ZooKeeper, masters "a" and "b" and workers w1..w3 as child processes in one folder.
-class FailoverCluster {
- public:
-  FailoverCluster() {
-    ports_["a"] = FreeLoopbackPort();
-    ports_["b"] = FreeLoopbackPort();
-  }
-
-  bool StartZooKeeper() {
-    Result<std::unique_ptr<ZooKeeperServer>> started = ZooKeeperServer::Start();
-    EXPECT_TRUE(started.ok()) << started.status().ToString();
-    if (!started.ok()) return false;
-    zookeeper_ = std::move(started).value();
-    return true;
-  }
-  ZooKeeperServer& zookeeper() { return *zookeeper_; }
-
-  std::string MasterAddress(const std::string& id) const {
-    return "tcp://127.0.0.1:" + std::to_string(ports_.at(id));
-  }
-  std::string Masters() const { return MasterAddress("a") + "," + MasterAddress("b"); }
-
-  void StartMaster(const std::string& id) {
-    masters_[id] = std::make_unique<Process>(
-        Process::Start(BinaryPath("bm-master"),
-                       {"--listen", MasterAddress(id), "--zookeeper", zookeeper_->connect_string(),
-                        "--state-dir", dir_.Sub("master-" + id), "--id", id, "--session-timeout",
-                        "1.5", "--heartbeat-timeout", "5", "--http", "127.0.0.1:0"},
-                       dir_.Sub("master-" + id + ".log")));
-  }
-  Process& master(const std::string& id) { return *masters_.at(id); }
-  // The HTTP port a master logged ("http on ... (port N)"), 0 if none yet.
-  int HttpPort(const std::string& id) const {
-    const std::string log = ReadFile(dir_.Sub("master-" + id + ".log"));
-    const size_t at = log.rfind("(port ");
-    return at == std::string::npos ? 0 : std::atoi(log.c_str() + at + 6);
-  }
-  // GET path on master `id`'s HTTP port: {status, body}; status 0 when it cannot be asked.
-  std::pair<int, std::string> HttpGet(const std::string& id, const std::string& path) const {
-    httplib::Client http("127.0.0.1", HttpPort(id));
-    http.set_connection_timeout(2);
-    httplib::Result result = http.Get(path);
-    if (!result) return {0, ""};
-    return {result->status, result->body};
-  }
-
-  // Given both masters' addresses, or (through_zookeeper) only the ZooKeeper that elects them.
-  void StartWorker(const std::string& id, bool through_zookeeper = false) {
-    std::vector<std::string> args = {
-        "--listen", "tcp://127.0.0.1:" + std::to_string(FreeLoopbackPort()), "--memory", "64MiB",
-        "--disk-dir", dir_.Sub("disk-" + id), "--id", id};
-    if (through_zookeeper) {
-      args.insert(args.end(), {"--zookeeper", zookeeper_->connect_string()});
-    } else {
-      args.insert(args.end(), {"--master", Masters()});
-    }
-    workers_[id] = std::make_unique<Process>(
-        Process::Start(BinaryPath("bm-worker"), args, dir_.Sub(id + ".log")));
-  }
-
-  ClientOptions ClientOptionsForMasters() const {
-    ClientOptions options;
-    options.master_address = Masters();
-    options.request_timeout = 3000ms;
-    options.leader_wait = 15000ms;
-    return options;
-  }
-  // No master address: the leader ZooKeeper names.
-  ClientOptions ClientOptionsForZooKeeper() const {
-    ClientOptions options = ClientOptionsForMasters();
-    options.master_address.clear();
-    options.zookeeper = zookeeper_->connect_string();
-    return options;
-  }
-
-  // The masters as `bmctl masters --json` shows them: address -> role (or "error").
-  std::map<std::string, MasterInfo> Masters(Client& client) {
-    std::map<std::string, MasterInfo> out;
-    for (MasterInfo& info : client.Masters()) out[info.address] = info;
-    return out;
-  }
-
-  // Which master leads, as the masters themselves say ("" when none does).
-  std::string Leader(Client& client) {
-    for (auto& [address, info] : Masters(client)) {
-      if (info.error.empty() && info.leader) return info.id;
-    }
-    return "";
-  }
-
-  std::string LogOf(const std::string& name) const { return ReadFile(dir_.Sub(name + ".log")); }
-
-  std::map<std::string, int> ports_;
-  TempDir dir_;
-  std::unique_ptr<ZooKeeperServer> zookeeper_;
-  std::map<std::string, std::unique_ptr<Process>> masters_;
-  std::map<std::string, std::unique_ptr<Process>> workers_;
-};
-
 class FailoverTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!ZooKeeperServer::Available()) GTEST_SKIP() << ZooKeeperServer::kNotInstalled;
     spdlog::set_level(spdlog::level::err);
-    ASSERT_TRUE(cluster_.StartZooKeeper());
+    Status zookeeper = cluster_.StartZooKeeper();
+    ASSERT_TRUE(zookeeper.ok()) << zookeeper.ToString();
     cluster_.StartMaster("a");
-    client_ = std::make_unique<Client>(cluster_.ClientOptionsForMasters());
-    ASSERT_TRUE(WaitFor([&] { return cluster_.Leader(*client_) == "a"; }, 20s))
-        << cluster_.LogOf("master-a");
+    client_ = std::make_unique<Client>(cluster_.ClientOptionsFor());
+    ASSERT_TRUE(cluster_.WaitForLeader(*client_, "a", 20s)) << cluster_.LogOf("master-a");
     cluster_.StartMaster("b");
     for (const char* id : {"w1", "w2", "w3"}) cluster_.StartWorker(id);
-    ASSERT_TRUE(WaitFor(
-        [&] {
-          Result<std::vector<WorkerInfo>> workers = client_->Workers();
-          return workers.ok() && workers->size() == 3;
-        },
-        20s))
+    ASSERT_TRUE(cluster_.WaitForWorkers(*client_, 3, 20s))
         << cluster_.LogOf("w1") << cluster_.LogOf("master-a");
     // From here on, b holds whatever a acknowledges.
     ASSERT_TRUE(StandbyInSync()) << cluster_.LogOf("master-b");
   }
 
   // Waits until b is a standby holding every record a acknowledged.
-  bool StandbyInSync() {
-    return WaitFor(
-        [&] {
-          for (auto& [address, info] : cluster_.Masters(*client_)) {
-            if (info.error.empty() && !info.leader && info.in_sync) return true;
-          }
-          return false;
-        },
-        10s);
-  }
+  bool StandbyInSync() { return cluster_.WaitForStandbyInSync(*client_, 10s); }
 
-  FailoverCluster cluster_;
+  TempDir dir_;
+  StandbyCluster cluster_{StandbyClusterOptions{.dir = dir_.path().string()}};
   std::unique_ptr<Client> client_;
 };
 
@@ -188,7 +76,7 @@ TEST_F(FailoverTest, KilledLeaderIsReplacedWithinThreeSecondsAndNothingAcknowled
   std::map<std::string, std::string> acknowledged;  // block id -> content
   std::vector<std::string> failures;
   std::thread writer([&] {
-    Client client(cluster_.ClientOptionsForMasters());
+    Client client(cluster_.ClientOptionsFor());
     for (int i = 0; !stop.load(); ++i) {
       const BlockId id = BlockId::Rdd(7, static_cast<uint32_t>(i));
       const std::string content = "partition " + std::to_string(i) + std::string(1000, 'x');
@@ -220,7 +108,7 @@ TEST_F(FailoverTest, KilledLeaderIsReplacedWithinThreeSecondsAndNothingAcknowled
   const Clock::time_point killed = Clock::now();
   cluster_.master("a").Signal(SIGKILL);
   // The first lookup that succeeds through the new leader.
-  Client prober(cluster_.ClientOptionsForMasters());
+  Client prober(cluster_.ClientOptionsFor());
   std::string probe_block;
   {
     std::lock_guard<std::mutex> lock(mutex);
@@ -279,7 +167,7 @@ TEST_F(FailoverTest, LeaderPausedPastItsSessionIsFencedAndRejoinsAsStandby) {
   // The old leader wakes, sees its lease gone, and starts over as a standby of b.
   ASSERT_TRUE(WaitFor(
       [&] {
-        std::map<std::string, MasterInfo> masters = cluster_.Masters(*client_);
+        std::map<std::string, MasterInfo> masters = cluster_.MasterInfos(*client_);
         const MasterInfo& a = masters[cluster_.MasterAddress("a")];
         return a.error.empty() && !a.leader && a.in_sync;
       },
@@ -349,7 +237,7 @@ TEST_F(FailoverTest, ZooKeeperAwayLongerThanASessionStopsTheLeaderUntilItReturns
   ASSERT_TRUE(client_->Put(BlockId::Rdd(4, 0), Bytes("kept"), StorageLevel::kMemoryAndDisk).ok());
   cluster_.zookeeper().Kill();
   ASSERT_TRUE(WaitFor([&] { return cluster_.Leader(*client_).empty(); }, 10s));
-  ClientOptions impatient = cluster_.ClientOptionsForMasters();
+  ClientOptions impatient = cluster_.ClientOptionsFor();
   impatient.leader_wait = 1000ms;
   Client waiting(impatient);
   Result<std::vector<BlockLocations>> refused = waiting.Locations({BlockId::Rdd(4, 0)});
@@ -366,7 +254,7 @@ TEST_F(FailoverTest, ZooKeeperAwayLongerThanASessionStopsTheLeaderUntilItReturns
 
 TEST_F(FailoverTest, WorkersClientsAndBmctlGivenOnlyZooKeeperFollowTheLeader) {
   cluster_.StartWorker("w4", /*through_zookeeper=*/true);
-  Client client(cluster_.ClientOptionsForZooKeeper());
+  Client client(cluster_.ClientOptionsFor(/*through_zookeeper=*/true));
   ASSERT_TRUE(WaitFor(
       [&] {
         Result<std::vector<WorkerInfo>> workers = client.Workers();
@@ -405,9 +293,9 @@ TEST_F(FailoverTest, WorkersClientsAndBmctlGivenOnlyZooKeeperFollowTheLeader) {
       10s))
       << cluster_.LogOf("w4");
 
-  CommandResult located = RunCommand(BinaryPath("bmctl"),
-                                     {"--zookeeper", cluster_.zookeeper().connect_string(),
-                                      "locations", "rdd_8_1"});
+  CommandResult located =
+      RunCommand(BinaryPath("bmctl"),
+                 {"--zookeeper", cluster_.zookeeper().connect_string(), "locations", "rdd_8_1"});
   EXPECT_EQ(located.exit_code, 0) << located.err;
   EXPECT_NE(located.out.find("w4"), std::string::npos) << located.out;
   CommandResult usage = RunCommand(BinaryPath("bmctl"), {"locations", "rdd_8_1"});
@@ -422,7 +310,7 @@ TEST_F(FailoverTest, TwoGetOrComputeCallersStraddlingAFailoverComputeTheBlockOnc
   std::atomic<bool> may_finish{false};
   Result<std::vector<std::byte>> first = UnavailableError("not run");
   std::thread first_caller([&] {
-    Client client(cluster_.ClientOptionsForMasters());
+    Client client(cluster_.ClientOptionsFor());
     first = client.GetOrCompute(block, StorageLevel::kMemoryAndDisk2,
                                 [&]() -> Result<std::vector<std::byte>> {
                                   ++computes;
@@ -448,7 +336,7 @@ TEST_F(FailoverTest, TwoGetOrComputeCallersStraddlingAFailoverComputeTheBlockOnc
   // The second caller, through the new leader, finds the lease held and waits for it.
   Result<std::vector<std::byte>> second = UnavailableError("not run");
   std::thread second_caller([&] {
-    Client client(cluster_.ClientOptionsForMasters());
+    Client client(cluster_.ClientOptionsFor());
     second = client.GetOrCompute(block, StorageLevel::kMemoryAndDisk2,
                                  [&]() -> Result<std::vector<std::byte>> {
                                    ++computes;
