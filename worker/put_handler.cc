@@ -350,7 +350,11 @@ void PutHandler::ReleaseDeferredPuts(TimePoint now, bool all) {
     const bool acked = link_.acked_seq() >= put.needs_seq;
     if (!acked && !all && now < put.deadline) return;
     if (!acked) {
-      spdlog::debug("answering put {} before the master acknowledged its report", put.request_id);
+      // The master is slow or away (failing over): the put is answered, and its location
+      // reaches the master with the next report or registration. Until then `locations` may
+      // miss this copy, which is worth knowing.
+      spdlog::warn("answering the put of {} before the master acknowledged its report",
+                   put.block.ToString());
     }
     auto refused = std::find(refused_.begin(), refused_.end(),
                              std::pair<BlockId, uint64_t>{put.block, put.version});

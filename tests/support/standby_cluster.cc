@@ -55,6 +55,7 @@ void StandbyCluster::StartWorker(const std::string& id, bool through_zookeeper) 
   } else {
     args.insert(args.end(), {"--master", Masters()});
   }
+  args.insert(args.end(), options_.server_args.begin(), options_.server_args.end());
   workers_[id] =
       std::make_unique<Process>(Process::Start(BinaryPath("bm-worker"), args, Path(id + ".log")));
 }

@@ -27,6 +27,8 @@ struct StandbyClusterOptions {
   std::string worker_memory = "64MiB";
   // Where its logs, journals and disk directories go (created if missing).
   std::string dir;
+  // Added to every master's and worker's arguments (e.g. {"--log-level", "debug"}).
+  std::vector<std::string> server_args{};
 };
 
 // Owns its processes (killed on destruction). Not thread-safe.
