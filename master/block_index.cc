@@ -162,6 +162,7 @@ void BlockIndex::EraseEntry(const BlockId& id) {
 ApplyResult BlockIndex::Apply(std::string_view worker_id, const BlockChange& change) {
   ApplyResult result;
   if (change.removed) {
+    result.removal_ignored = true;  // until it removes a location
     std::optional<Slot> slot = SlotOf(worker_id);
     if (!slot) return result;
     Entry* entry = FindEntry(change.id);
@@ -171,6 +172,7 @@ ApplyResult BlockIndex::Apply(std::string_view worker_id, const BlockChange& cha
       return result;
     }
     if (!entry->Remove(*slot)) return result;
+    result.removal_ignored = false;
     ReleaseLocation(*slot);
     if (entry->count() == 0) {
       history_.Lost(change.id, entry->version());

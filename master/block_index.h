@@ -84,6 +84,10 @@ struct ApplyResult {
   // dropped. The copy is not stale: the worker is to verify it, not to remove it.
   bool digest_mismatch = false;
   uint64_t expected_digest = 0;  // with digest_mismatch: the version's digest
+  // A removal that removed nothing: the worker held no listed copy of that version (another
+  // version is current there, or none is listed). Nothing changed, so nothing is journaled: a
+  // journaled removal deletes the worker's location whatever its version.
+  bool removal_ignored = false;
 };
 
 // The cached partitions of one RDD, summed over its blocks' locations.

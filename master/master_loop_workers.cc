@@ -177,6 +177,9 @@ MasterServer::Loop::Applied MasterServer::Loop::ApplyChanges(
   recorded.reserve(changes.size());
   std::vector<RetiredCopy> stale;
   std::vector<RetiredCopy>& replaced = applied_changes.replaced;
+  // What changed the index: a removal of a copy the index no longer lists (a version replaced
+  // since) is not journaled, as its journal record would delete the newer copy's location.
+  std::vector<BlockChange> journaled;
   for (const BlockChange& change : changes) {
     if (change.fresh && !change.removed && change.lease != 0 &&
         !leases_.Holds(change.id, change.lease) && index_.VersionOf(change.id) != change.version) {
@@ -200,9 +203,10 @@ MasterServer::Loop::Applied MasterServer::Loop::ApplyChanges(
       continue;
     }
     recorded.push_back(change);
+    if (!applied.removal_ignored) journaled.push_back(change);
     replaced.insert(replaced.end(), applied.replaced.begin(), applied.replaced.end());
   }
-  if (journal_) Journaled(journal_->RecordChanges(worker_id, recorded));
+  if (journal_ && !journaled.empty()) Journaled(journal_->RecordChanges(worker_id, journaled));
   JournalRemovals(replaced);
   RemoveCopies(stale);
   return applied_changes;
@@ -336,10 +340,14 @@ void MasterServer::Loop::HandleWorkerReply(const std::string& worker_id, Incomin
   if (!removed && failure.ok()) failure = InvalidArgumentError("unexpected reply to removeBlocks");
   RemovalCoordinator::Answered answered =
       removals_.WorkerAnswered(worker_id, id, removed ? Status::Ok() : failure);
-  if (!answered.removed.empty()) {
-    for (const BlockChange& removal : answered.removed) index_.Apply(worker_id, removal);
-    if (journal_) Journaled(journal_->RecordChanges(worker_id, answered.removed));
+  // A removal of a replaced version can be answered after the worker reported the new
+  // version it stores now (the answer and the report travel on different sockets): the index
+  // ignores it, and so must the journal, whose record would delete the new copy's location.
+  std::vector<BlockChange> journaled;
+  for (const BlockChange& removal : answered.removed) {
+    if (!index_.Apply(worker_id, removal).removal_ignored) journaled.push_back(removal);
   }
+  if (journal_ && !journaled.empty()) Journaled(journal_->RecordChanges(worker_id, journaled));
   if (answered.reply) AnswerRemoval(*answered.reply);
 }
 

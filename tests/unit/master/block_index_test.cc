@@ -105,8 +105,8 @@ TEST(BlockIndexTest, LastRemovedLocationErasesTheBlock) {
 TEST(BlockIndexTest, RemovalOfUnheldBlockIsIgnored) {
   BlockIndex index;
   index.Apply("w1", Stored("rdd_1_0", Tier::kMemory, 5));
-  index.Apply("w2", Removed("rdd_1_0"));
-  index.Apply("w1", Removed("rdd_9_9"));
+  EXPECT_TRUE(index.Apply("w2", Removed("rdd_1_0")).removal_ignored);
+  EXPECT_TRUE(index.Apply("w1", Removed("rdd_9_9")).removal_ignored);
   EXPECT_EQ(index.block_count(), 1u);
   EXPECT_EQ(index.Find(Id("rdd_1_0"))->locations.size(), 1u);
 }
@@ -359,8 +359,13 @@ TEST(BlockIndexVersionsTest, RemovalOfAnOlderVersionKeepsTheCurrentCopy) {
   index.Apply("w1", Version("rdd_1_0", 8, true));
   BlockChange old = Removed("rdd_1_0");
   old.version = 7;
-  index.Apply("w1", old);
+  // Said, so the master journals nothing for it (a journaled removal deletes the location).
+  EXPECT_TRUE(index.Apply("w1", old).removal_ignored);
   EXPECT_THAT(Holders(index, "rdd_1_0"), ElementsAre("w1"));
+  BlockChange current = Removed("rdd_1_0");
+  current.version = 8;
+  EXPECT_FALSE(index.Apply("w1", current).removal_ignored);
+  EXPECT_THAT(Holders(index, "rdd_1_0"), ElementsAre());
 }
 
 TEST(VersionHistoryTest, ForgetsTheLongestRememberedIdsPastItsCapacity) {
