@@ -53,8 +53,10 @@ void FillStatus(const BlockSpec& block, proto::BlockStatus::Builder out) {
 // thread, which owns the socket after construction.
 class FakeWorker {
  public:
-  FakeWorker(zmq::context_t& context, bool answers)
-      : socket_(context, zmq::socket_type::router), answers_(answers) {
+  FakeWorker(zmq::context_t& context, bool answers, bool holds_answers = false)
+      : socket_(context, zmq::socket_type::router),
+        answers_(answers),
+        holds_answers_(holds_answers) {
     ConfigureSocket(socket_);
     socket_.bind("tcp://127.0.0.1:*");
     address_ = socket_.get(zmq::sockopt::last_endpoint);
@@ -66,6 +68,8 @@ class FakeWorker {
   }
 
   const std::string& address() const { return address_; }
+  // With holds_answers: the answers kept so far go out now, and later ones at once.
+  void ReleaseAnswers() { release_ = true; }
   std::multiset<std::string> removed() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return removed_;
@@ -85,6 +89,7 @@ class FakeWorker {
     while (!stop_) {
       zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
       zmq::poll(&item, 1, 10ms);
+      SendHeldAnswers();
       if (!(item.revents & ZMQ_POLLIN)) continue;
       Result<IncomingMessage> received = ReceiveMessage(socket_, /*has_routing_id=*/true);
       if (!received.ok()) continue;
@@ -107,16 +112,36 @@ class FakeWorker {
         }
       }
       if (!answers_) continue;
+      held_.push_back({std::string(static_cast<const char*>(received->routing_id()->data()),
+                                   received->routing_id()->size()),
+                       request.getId(), count});
+      SendHeldAnswers();
+    }
+  }
+
+  struct HeldAnswer {
+    std::string routing_id;
+    uint64_t request_id;
+    uint64_t removed;
+  };
+  void SendHeldAnswers() {
+    if (holds_answers_ && !release_) return;
+    for (const HeldAnswer& answer : held_) {
       capnp::MallocMessageBuilder reply;
       proto::Reply::Builder root = reply.initRoot<proto::Reply>();
-      root.setId(request.getId());
-      root.setRemoved(count);
-      (void)SendMessage(socket_, &*received->routing_id(), reply);
+      root.setId(answer.request_id);
+      root.setRemoved(answer.removed);
+      zmq::message_t routing_id(answer.routing_id.data(), answer.routing_id.size());
+      (void)SendMessage(socket_, &routing_id, reply);
     }
+    held_.clear();
   }
 
   zmq::socket_t socket_;
   const bool answers_;
+  const bool holds_answers_;
+  std::atomic<bool> release_{false};
+  std::vector<HeldAnswer> held_;  // owned by the serving thread
   std::string address_;
   std::atomic<bool> stop_{false};
   mutable std::mutex mutex_;
@@ -807,6 +832,47 @@ TEST_F(MasterServerTest, AJournaledMasterRestartsWithUnconfirmedWorkersAndTheirL
   ASSERT_TRUE(Register("w1", w1.address(), {{"rdd_1_0", Tier::kDisk, 10}}).ok());
   EXPECT_THAT(ListWorkerStates(), ElementsAre("w1 active /", "w2 unconfirmed /"));
   EXPECT_THAT(ListBlocks(), ElementsAre("rdd_1_0 w1:disk:10", "broadcast_3 w2:disk:40"));
+}
+
+// A new version replaces the old: the master asks w1 to remove the old, and w1 answers only
+// after it reported storing the new version itself (the answer and the report travel on
+// different sockets). The index ignores that late removal, and so must the journal: a master
+// restarted from it lists both copies of the new version.
+TEST_F(MasterServerTest, ALateRemovalOfAReplacedVersionLeavesTheNewCopyInTheJournal) {
+  testing::TempDir state;
+  FakeWorker w1(context_, /*answers=*/true, /*holds_answers=*/true);
+  FakeWorker w2(context_, /*answers=*/true);
+  StartMaster(10s, 5s, state.Sub("journal"));
+  ASSERT_TRUE(Register("w1", w1.address(), {{"rdd_1_0", Tier::kMemory, 10, {}, 7}}).ok());
+  ASSERT_TRUE(Register("w2", w2.address()).ok());
+  auto fresh_report = [](RpcChannel& channel, const std::string& worker) {
+    capnp::MallocMessageBuilder message;
+    auto request = message.initRoot<proto::Request>().initReportBlocks();
+    request.setWorkerId(worker);
+    auto update = request.initUpdates(1)[0];
+    FillStatus({"rdd_1_0", Tier::kMemory, 10, StorageLevel::kMemoryAndDisk, 8},
+               update.initStatus());
+    update.setFresh(true);
+    return channel.Call(message).status();
+  };
+  // w2's put of version 8 is acknowledged once w1 removed version 7: it waits.
+  Status w2_report = UnavailableError("not sent");
+  std::thread w2_put([&] {
+    RpcChannel channel(context_, server_->endpoint(), 20000ms);
+    w2_report = fresh_report(channel, "w2");
+  });
+  ASSERT_TRUE(testing::WaitFor([&] { return w1.remove_requests() == 1; }, 5000ms));
+  // w1 stores version 8 too (the same put's second copy) before its removal answer goes out.
+  ASSERT_TRUE(fresh_report(*channel_, "w1").ok());
+  w1.ReleaseAnswers();
+  w2_put.join();
+  ASSERT_TRUE(w2_report.ok()) << w2_report.ToString();
+  const std::vector<std::string> before = ListBlocks();
+  ASSERT_THAT(before, ElementsAre("rdd_1_0 w1:memory:10 w2:memory:10"));
+
+  StopMaster();
+  StartMaster(10s, 5s, state.Sub("journal"));
+  EXPECT_EQ(ListBlocks(), before);
 }
 
 TEST_F(MasterServerTest, RddListIsPagedByIdFromAnyStart) {
