@@ -15,6 +15,7 @@
 #include "common/protocol.h"
 #include "common/transport.h"
 #include "tests/multihost/host_network.h"
+#include "tests/support/cluster_keys.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
@@ -45,11 +46,11 @@ class MultiHostTest : public ::testing::Test {
     // Hosts reached over a network run with keys, as the servers require off loopback: one
     // keypair per node and one for the client (admin, for removals), all in one allow-list.
     ASSERT_TRUE(CurveAvailable()) << "libzmq was built without CURVE";
-    ASSERT_TRUE(GenerateCertificate(keys_, "master", KeyRole::kMaster).ok());
-    ASSERT_TRUE(GenerateCertificate(keys_, "client", KeyRole::kAdmin).ok());
+    std::vector<std::string> workers;
     for (int host = kFirstWorkerHost; host < kFirstWorkerHost + kWorkers; ++host) {
-      ASSERT_TRUE(GenerateCertificate(keys_, WorkerId(host), KeyRole::kWorker).ok());
+      workers.push_back(WorkerId(host));
     }
+    ASSERT_TRUE(GenerateClusterKeys(keys_, workers).ok());
     master_address_ = "tcp://" + net_->address(kMasterHost) + ":7077";
     auto [ip, args] = net_->InHost(kMasterHost, BinaryPath("bm-master"),
                                    {"--listen", master_address_, "--heartbeat-timeout", "2",
@@ -83,7 +84,7 @@ class MultiHostTest : public ::testing::Test {
 
   ClientOptions Options() const {
     ClientOptions options{.master_address = master_address_, .request_timeout = milliseconds(2000)};
-    options.key_file = keys_ + "/client.key_secret";
+    options.key_file = keys_ + "/admin.key_secret";
     options.master_key_file = keys_ + "/master.key";
     return options;
   }
@@ -136,7 +137,7 @@ class MultiHostTest : public ::testing::Test {
     for (const auto& [worker_id, info] : Workers()) {
       if (info.address == address) worker_key = info.public_key;
     }
-    Result<CurveKeys> own = LoadKeyPair(keys_ + "/client.key_secret");
+    Result<CurveKeys> own = LoadKeyPair(keys_ + "/admin.key_secret");
     EXPECT_TRUE(own.ok() && !worker_key.empty()) << "no key for the worker at " << address;
     if (!own.ok() || worker_key.empty()) return false;
     bool present = false;

@@ -17,6 +17,7 @@
 #include "client/client.h"
 #include "common/curve_keys.h"
 #include "tests/multihost/host_network.h"
+#include "tests/support/cluster_keys.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
@@ -48,11 +49,7 @@ class MultiHostStandbyTest : public ::testing::Test {
     // Off loopback the servers need keys: both masters share one keypair (workers and clients
     // trust one master key; the standby follows the leader with it).
     ASSERT_TRUE(CurveAvailable()) << "libzmq was built without CURVE";
-    ASSERT_TRUE(GenerateCertificate(keys_, "master", KeyRole::kMaster).ok());
-    ASSERT_TRUE(GenerateCertificate(keys_, "client", KeyRole::kAdmin).ok());
-    for (const char* worker : {"worker-a", "worker-b", "worker-c"}) {
-      ASSERT_TRUE(GenerateCertificate(keys_, worker, KeyRole::kWorker).ok());
-    }
+    ASSERT_TRUE(GenerateClusterKeys(keys_, {"worker-a", "worker-b", "worker-c"}).ok());
     // Started from a thread in host 0's namespace, ZooKeeper lives there.
     Status zookeeper = Status::Ok();
     net_->RunIn(kZooKeeperHost, [&] {
@@ -122,7 +119,7 @@ class MultiHostStandbyTest : public ::testing::Test {
     options.master_address = MasterAddress(kHostA) + "," + MasterAddress(kHostB);
     options.request_timeout = seconds(2);
     options.leader_wait = leader_wait;
-    options.key_file = keys_ + "/client.key_secret";
+    options.key_file = keys_ + "/admin.key_secret";
     options.master_key_file = keys_ + "/master.key";
     return options;
   }

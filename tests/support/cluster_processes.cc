@@ -10,6 +10,7 @@
 
 #include "common/protocol.h"
 #include "common/transport.h"
+#include "tests/support/cluster_keys.h"
 
 namespace bm::testing {
 namespace {
@@ -51,13 +52,7 @@ ClusterProcesses::~ClusterProcesses() {
 Status ClusterProcesses::MakeKeys(const std::vector<std::string>& worker_ids) {
   keys_dir_ = FilePath("keys");
   std::filesystem::remove_all(keys_dir_);
-  BM_RETURN_IF_ERROR(GenerateCertificate(keys_dir_, "master", KeyRole::kMaster));
-  BM_RETURN_IF_ERROR(GenerateCertificate(keys_dir_, "admin", KeyRole::kAdmin));
-  BM_RETURN_IF_ERROR(GenerateCertificate(keys_dir_, "client", KeyRole::kClient));
-  for (const std::string& id : worker_ids) {
-    BM_RETURN_IF_ERROR(GenerateCertificate(keys_dir_, id, KeyRole::kWorker));
-  }
-  return Status::Ok();
+  return GenerateClusterKeys(keys_dir_, worker_ids);
 }
 
 std::string ClusterProcesses::SecretKeyFile(const std::string& name) const {
