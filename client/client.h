@@ -80,6 +80,12 @@ struct ClientOptions {
   // --insecure. Workers' keys come from the master, which vouches for them.
   std::string key_file{};
   std::string master_key_file{};
+
+  // Same-host reads (README "Same-host reads"): a block held by a worker on this host is
+  // mapped from shared memory instead of copied through TCP. The first read from each worker
+  // asks it once for its host identity and local socket; workers elsewhere (or with local
+  // reads off) are read over TCP as before, and so is any block the local path cannot serve.
+  bool local_reads = true;
 };
 
 // Computes a block's bytes when no worker has it (see Client::GetOrCompute).
@@ -207,6 +213,18 @@ class Client {
   // received a prefix of the block, which the caller must discard.
   Result<uint64_t> GetTo(const BlockId& id, const ByteSink& sink);
   Result<uint64_t> GetTo(const BlockId& id, std::ostream& out);
+  // As Get, without copying the bytes where it can: from a worker on this host (README
+  // "Same-host reads"), one chunk that maps the worker's sealed shared region of the block,
+  // read-only, no byte copied (Get and GetTo copy once from it); from elsewhere, one chunk
+  // holding the bytes received. The block stays pinned on its worker (never evicted, counted
+  // in its memory) until the last reference to the chunk is dropped; its bytes never change,
+  // even if the block is removed or replaced meanwhile. The chunk may outlive this Client and be
+  // dropped on any thread.
+  Result<BlockData> GetChunks(const BlockId& id);
+  // Only the first half of GetChunks: the block mapped from a worker on this host, or nullopt
+  // when no copy is on this host or the local path cannot serve it (then read it with Get,
+  // GetTo or GetChunks). For callers with their own way of receiving remote blocks.
+  std::optional<BlockData> GetMapped(const BlockId& id);
   // Several whole blocks at once, one result per id in the same order: getBlocks requests (a
   // multi-get of up to 1 MiB of small blocks each) to each block's worker (this host's copy
   // first, else the first the master lists), all in flight together; the ids whose locations

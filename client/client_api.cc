@@ -67,6 +67,10 @@ Result<uint64_t> Client::GetTo(const BlockId& id, std::ostream& out) {
   return impl_->GetTo(id, out);
 }
 
+Result<BlockData> Client::GetChunks(const BlockId& id) { return impl_->GetChunks(id); }
+
+std::optional<BlockData> Client::GetMapped(const BlockId& id) { return impl_->GetMapped(id); }
+
 std::vector<Result<std::vector<std::byte>>> Client::GetMany(const std::vector<BlockId>& ids) {
   return impl_->GetMany(ids);
 }

@@ -17,6 +17,7 @@
 
 #include "client/client.h"
 #include "client/client_keys.h"
+#include "client/local_reads.h"
 #include "client/location_cache.h"
 #include "client/master_client.h"
 #include "client/multi_get.h"
@@ -76,6 +77,8 @@ class Client::Impl : private MultiGet::Reads {
   Result<std::vector<std::byte>> Get(const BlockId& id) override;
   Result<uint64_t> GetTo(const BlockId& id, const ByteSink& sink);
   Result<uint64_t> GetTo(const BlockId& id, std::ostream& out);
+  Result<BlockData> GetChunks(const BlockId& id);
+  std::optional<BlockData> GetMapped(const BlockId& id);
   std::vector<Result<std::vector<std::byte>>> GetMany(const std::vector<BlockId>& ids);
   std::vector<Result<BlockData>> GetManyChunks(const std::vector<BlockId>& ids);
   Result<std::vector<BlockLocations>> Locations(const std::vector<BlockId>& ids) override;
@@ -132,7 +135,12 @@ class Client::Impl : private MultiGet::Reads {
                              const std::function<void(uint64_t)>& expect_size = {},
                              std::optional<std::vector<BlockLocation>> known = std::nullopt,
                              ReadReport* report = nullptr);
-  // Reads the whole block from one location into `sink`, checked against its digests.
+  // The whole block from a worker on this host through shared memory; nullopt when `location`
+  // is not such a worker or the local path failed (then the caller reads over TCP).
+  std::optional<Result<LocalBlockRead>> ReadLocally(const BlockLocation& location,
+                                                    const BlockId& id);
+  // Reads the whole block from one location into `sink`, checked against its digests: through
+  // shared memory from a worker on this host, else over TCP.
   RangeReader::Outcome ReadFrom(const BlockLocation& location, const BlockId& id,
                                 const ByteSink& sink);
   // What ReadCopy made of one location.
@@ -179,6 +187,7 @@ class Client::Impl : private MultiGet::Reads {
 
   MasterClient master_;
   WorkerChannels workers_;
+  LocalReads local_reads_;
   uint64_t put_counter_ = 0;  // rotates placement ties
   std::mt19937_64 upload_ids_;
   CacheCounters counters_;

@@ -10,8 +10,10 @@
 
 #include "client/client_impl.h"
 #include "client/copy_verification.h"
+#include "client/peer_calls.h"
 #include "client/range_reader.h"
 #include "common/allocator.h"
+#include "common/digest.h"
 
 namespace bm {
 namespace {
@@ -44,6 +46,36 @@ Result<std::vector<std::byte>> Client::Impl::Get(const BlockId& id) {
   BM_ASSIGN_OR_RETURN(uint64_t size, ReadBlock(
                                          id, sink, [&data]() { data.clear(); }, reserve));
   BM_CHECK(size == data.size());
+  return data;
+}
+
+std::optional<BlockData> Client::Impl::GetMapped(const BlockId& id) {
+  if (!local_reads_.enabled()) return std::nullopt;
+  std::vector<BlockLocation> locations;
+  if (const std::vector<BlockLocation>* cached = location_cache_.Find(id)) {
+    locations = *cached;
+  } else {
+    Result<std::vector<BlockLocations>> found = Locations({id});
+    if (!found.ok() || found->size() != 1) return std::nullopt;
+    locations = std::move((*found)[0].locations);
+    if (!locations.empty()) location_cache_.Remember(id, locations);
+  }
+  for (const BlockLocation& location : locations) {
+    std::optional<Result<LocalBlockRead>> local = ReadLocally(location, id);
+    if (local.has_value() && local->ok()) {
+      counters_.bytes_fetched += (*local)->data.size;
+      return std::move((*local)->data);
+    }
+  }
+  return std::nullopt;
+}
+
+Result<BlockData> Client::Impl::GetChunks(const BlockId& id) {
+  // This host's copies first, mapped as they are; else (or if they fail) one copy received.
+  if (std::optional<BlockData> mapped = GetMapped(id)) return std::move(*mapped);
+  BM_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, Get(id));
+  BlockData data;
+  data.Append(std::make_shared<VectorChunk>(std::move(bytes)));
   return data;
 }
 
@@ -224,8 +256,52 @@ Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink
   }
 }
 
+std::optional<Result<LocalBlockRead>> Client::Impl::ReadLocally(const BlockLocation& location,
+                                                                const BlockId& id) {
+  std::shared_ptr<LocalReadConnection> connection = local_reads_.For(location.address);
+  if (connection == nullptr) return std::nullopt;
+  Result<LocalBlockRead> read = connection->Get(id);
+  if (read.ok()) {
+    if (location.block_digest != 0 && !read->unit_digests.empty() &&
+        BlockDigestOf(read->unit_digests) != location.block_digest) {
+      // Another version than the one the caller located (replaced meanwhile, or a stale
+      // cached location): as a TCP read would, let the caller ask again.
+      return Result<LocalBlockRead>(
+          AbortedError("block " + id.ToString() + " was replaced while it was read"));
+    }
+    return read;
+  }
+  // The worker's own answers stand (not stored there, or not allowed); anything else means the
+  // local path failed, and TCP is tried instead.
+  const StatusCode code = read.status().code();
+  if (code == StatusCode::kNotFound || code == StatusCode::kPermissionDenied ||
+      code == StatusCode::kDataLoss) {
+    return read;
+  }
+  if (connection->broken()) local_reads_.Failed(location.address);
+  spdlog::debug("local read of {} from {} failed ({}); reading over TCP", id.ToString(),
+                location.worker_id, read.status().ToString());
+  return std::nullopt;
+}
+
 RangeReader::Outcome Client::Impl::ReadFrom(const BlockLocation& location, const BlockId& id,
                                             const ByteSink& sink) {
+  using Fault = RangeReader::Outcome::Fault;
+  if (std::optional<Result<LocalBlockRead>> local = ReadLocally(location, id)) {
+    if (!local->ok()) {
+      const Status status = WithPeer(local->status(), "worker " + location.worker_id);
+      return {status, Fault::kPeer, false};
+    }
+    bool emitted = false;
+    for (const ChunkPtr& chunk : (*local)->data.chunks) {
+      if (chunk->size() == 0) continue;
+      emitted = true;
+      if (Status written = sink(chunk->bytes()); !written.ok()) {
+        return {written, Fault::kSink, emitted};
+      }
+    }
+    return {(*local)->data.size, Fault::kNone, emitted};
+  }
   Result<RpcChannel*> channel = workers_.Channel(location.address);
   if (!channel.ok()) return {channel.status(), RangeReader::Outcome::Fault::kPeer, false};
   RangeReader reader(**channel, "worker " + location.worker_id, id);

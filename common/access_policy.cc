@@ -33,6 +33,8 @@ const char* RequestName(Which which) {
       return "putBlock";
     case Which::GET_BLOCK:
       return "getBlock";
+    case Which::OPEN_LOCAL_READS:
+      return "openLocalReads";
     case Which::CONTAINS_BLOCK:
       return "containsBlock";
     case Which::PING:
@@ -139,6 +141,7 @@ Status AuthorizeWorkerRequest(bool secure, const std::optional<PeerIdentity>& ma
     case Which::ABORT_PUT:  // only the sender's own uploads: matched by sender and uploadId
     case Which::GET_BLOCK:
     case Which::GET_BLOCKS:
+    case Which::OPEN_LOCAL_READS:  // reads through shared memory: who may read over TCP
     case Which::CONTAINS_BLOCK:
       // Workers put and read blocks on each other when they replicate.
       if (IsClientOrAdmin(peer->role) || peer->role == KeyRole::kWorker) return Status::Ok();

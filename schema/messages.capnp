@@ -520,11 +520,23 @@ struct Request {
     # at this client address": the worker registers with it at once instead of waiting to
     # find its old master silent. Answered ok (or refused by the fence when stale).
     leaderElected @30 :Text;
+    # Client -> worker: "may I read your blocks through shared memory?" (README "Same-host
+    # reads", schema/local_reads.capnp). Authorized as getBlock is; answered with localReads.
+    openLocalReads @31 :Void;
   }
   # Master -> worker commands (and compute leases): the epoch of the master that sent them.
   # A worker refuses a command from an epoch older than the highest it has seen (fencing a
   # deposed leader). 0 = a master without an election.
   epoch @29 :UInt64;
+}
+
+# A worker's answer to openLocalReads: where its local-read socket is and a ticket that lets
+# the connection on it act as the key that asked (schema/local_reads.capnp, Hello). A client
+# uses the socket only when hostId is its own host's identity (common/host_identity.h).
+struct LocalReadsOffer {
+  hostId @0 :Text;
+  socketPath @1 :Text;   # empty: local reads are off on this worker
+  ticket @2 :Data;       # single use, valid for a few seconds
 }
 
 struct Reply {
@@ -554,5 +566,6 @@ struct Reply {
     notLeader @19 :NotLeader;   # a standby master's answer to a request meant for the leader
     journal @20 :JournalBatches;  # answers fetchJournal (+ payload: the batches)
     master @21 :MasterInfo;     # answers masterInfo
+    localReads @22 :LocalReadsOffer;   # answers openLocalReads
   }
 }

@@ -1,8 +1,34 @@
 #include "worker/address.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <cctype>
+#include <cstring>
 
 namespace bm {
+
+bool ConnectionFromThisHost(int fd) {
+  if (fd < 0) return false;
+  sockaddr_storage peer{};
+  sockaddr_storage own{};
+  socklen_t peer_length = sizeof peer;
+  socklen_t own_length = sizeof own;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_length) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&own), &own_length) != 0 ||
+      peer.ss_family != own.ss_family) {
+    return false;
+  }
+  if (peer.ss_family == AF_INET) {
+    return reinterpret_cast<sockaddr_in&>(peer).sin_addr.s_addr ==
+           reinterpret_cast<sockaddr_in&>(own).sin_addr.s_addr;
+  }
+  if (peer.ss_family == AF_INET6) {
+    return std::memcmp(&reinterpret_cast<sockaddr_in6&>(peer).sin6_addr,
+                       &reinterpret_cast<sockaddr_in6&>(own).sin6_addr, sizeof(in6_addr)) == 0;
+  }
+  return peer.ss_family == AF_UNIX;  // ipc://
+}
 
 Result<TcpAddress> ParseTcpAddress(std::string_view address, bool allow_any_port) {
   constexpr std::string_view kScheme = "tcp://";

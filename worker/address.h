@@ -26,4 +26,9 @@ bool IsWildcardHost(std::string_view host);
 // replaced by '_' (so IPv6 hosts give usable ids).
 std::string DefaultWorkerId(const TcpAddress& address);
 
+// True when the TCP connection `fd` comes from this host: its peer's address is the address it
+// reached (a connection within one host leaves from the address it goes to, loopback or not;
+// across hosts, or network namespaces, the two differ). False when unknown (fd < 0).
+bool ConnectionFromThisHost(int fd);
+
 }  // namespace bm

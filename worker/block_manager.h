@@ -11,6 +11,7 @@
 
 #include "common/block_id.h"
 #include "common/chunk.h"
+#include "common/sealed_region.h"
 #include "common/status.h"
 #include "common/storage_level.h"
 #include "common/tier.h"
@@ -24,6 +25,22 @@
 #include "worker/storage_thread.h"
 
 namespace bm {
+
+// A whole block in a sealed shared region, for a reader on this host (README "Same-host
+// reads"), and what keeps it counted against the memory budget until the reader lets go.
+struct SharedBlock {
+  std::shared_ptr<const SealedRegion> region;
+  BlockStatus status;
+  uint64_t generation = 0;
+  std::vector<uint64_t> unit_digests;
+  // What ReleaseShared must give back: the pin of a memory block's version, or the bytes held
+  // for a disk block read into a region of its own.
+  struct Pin {
+    Tier tier = Tier::kMemory;
+    uint64_t generation = 0;  // memory: the pinned version
+    uint64_t held_bytes = 0;  // disk: MemoryStore::Hold-ed bytes
+  } pin;
+};
 
 // What re-reading a stored copy found.
 struct BlockCheck {
@@ -148,6 +165,20 @@ class BlockManager {
   // when `only_version` is not 0 and the block held is another version.
   Status Remove(const BlockId& id, uint64_t only_version = 0);
 
+  // --- Same-host reads (README "Same-host reads"; worker/local_read_server.h).
+  // The whole block as a sealed region, pinned for one reader until ReleaseShared. A memory
+  // block is moved into a region on its first such read (copied on the storage thread, its
+  // digests checked); the region then replaces its chunks, so its bytes are held once and TCP
+  // reads send the same pages. kAborted when the block changed during that copy. A disk block is
+  // read into a new region on the storage thread (checked against its digests), counted in the
+  // memory budget while the reader holds it; kOutOfSpace when the budget has no room for it as it
+  // is (the reader reads over TCP instead). kNotFound when the block is not here; kUnavailable
+  // while it waits for its spill to disk. Answers through `done`, at once for memory blocks.
+  void ShareWhole(const BlockId& id, Callback<Result<SharedBlock>> done);
+  void ReleaseShared(const SharedBlock::Pin& pin);
+  // Bytes readers keep mapped (MemoryStore::pinned_bytes).
+  uint64_t pinned_bytes() const { return memory_->pinned_bytes(); }
+
   // Test-only fault injection (the worker's corruptBlock): flips the byte at `offset` of the
   // copy held on `tier`, leaving its digests, so readers and verifyBlock find it corrupt as
   // they would a copy that rotted. In memory the chunk holding the byte is replaced by a
@@ -232,6 +263,12 @@ class BlockManager {
   static Result<BlockRead> SliceMemoryBlock(const MemoryBlock& block, uint64_t offset,
                                             uint64_t max_length);
   uint64_t NewMemoryGeneration();
+  // ShareWhole of a block in the memory index.
+  void ShareInMemory(const BlockId& id, Callback<Result<SharedBlock>> done);
+  // Pins the memory block `id`, whose bytes are `region`, for one reader.
+  Result<SharedBlock> PinShared(const BlockId& id, std::shared_ptr<const SealedRegion> region);
+  // ShareWhole of a disk block.
+  void ShareFromDisk(const BlockStatus& status, Callback<Result<SharedBlock>> done);
   // A range of a disk block, read on the storage thread for a reader that checks it against
   // the unit digests (a client, or the replicator's OwnBlockReader).
   static Result<BlockRead> ReadFromDisk(BlockStore& store, const BlockId& id, uint64_t offset,

@@ -61,6 +61,9 @@ struct Flags {
   int io_threads = 1;
   bool enable_fault_injection = false;
   std::string read_ahead_text = "0";
+  bool no_local_reads = false;
+  std::string local_socket;
+  int pin_lifetime_seconds = 600;
 };
 
 void AddFlags(CLI::App& app, Flags& f) {
@@ -137,6 +140,16 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "Bytes of disk block ranges read ahead of the client's request for them, at "
                  "most (a client reading a large block range by range finds the next one read; "
                  "0: off, the default; try 64MiB where cores are to spare)")
+      ->capture_default_str();
+  app.add_flag("--no-local-reads", f.no_local_reads,
+               "Serve every read over TCP: no Unix socket through which clients on this host "
+               "map blocks (README \"Same-host reads\")");
+  app.add_option("--local-socket", f.local_socket,
+                 "The Unix socket of same-host reads (default: local.sock in --disk-dir)");
+  app.add_option("--pin-lifetime", f.pin_lifetime_seconds,
+                 "Seconds a block mapped by a reader on this host stays pinned (never evicted, "
+                 "counted in --memory) when the reader does not release it")
+      ->check(CLI::Range(1, 86400 * 7))
       ->capture_default_str();
   app.add_option("--log-level", f.log_level, "trace, debug, info, warn or error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
@@ -329,6 +342,12 @@ int Run(const Flags& f, const Sizes& sizes) {
   options.advertise_address = f.advertise;
   options.worker_id = f.id;
   options.epoch_file = (std::filesystem::path(f.disk_dir) / "LEADER_EPOCH").string();
+  if (!f.no_local_reads) {
+    options.local_socket_path = f.local_socket.empty()
+                                    ? (std::filesystem::path(f.disk_dir) / "local.sock").string()
+                                    : f.local_socket;
+  }
+  options.local_pin_lifetime = std::chrono::seconds(f.pin_lifetime_seconds);
   options.master.master_address = masters;
   if (directory) {
     options.master.zookeeper_leader = [directory]() -> std::optional<std::string> {

@@ -8,7 +8,9 @@ namespace bm {
 
 MemoryStore::MemoryStore(uint64_t capacity_bytes) : capacity_(capacity_bytes) {}
 
-bool MemoryStore::Evictable(const MemoryBlock& block, const BlockId& for_block) {
+bool MemoryStore::Evictable(const MemoryBlock& block, const BlockId& for_block) const {
+  // Not a block a reader has mapped: its pages stay in use whatever the index says.
+  if (pins_.contains(block.generation)) return false;
   // Not the block's own RDD (Spark's rule against cyclic replacement), nor an older version of
   // the block itself, which stays readable until its replacement commits.
   if (block.id == for_block) return false;
@@ -21,9 +23,8 @@ Status MemoryStore::CanMakeRoom(const BlockId& for_block, uint64_t size) const {
     return OutOfSpaceError("block " + for_block.ToString() + " of " + FormatBytes(size) +
                            " is bigger than the whole memory budget of " + FormatBytes(capacity_));
   }
-  const uint64_t free_bytes = capacity_ - used();
-  if (size <= free_bytes) return Status::Ok();
-  const uint64_t needed = size - free_bytes;
+  if (size <= free_bytes()) return Status::Ok();
+  const uint64_t needed = size - free_bytes();
   uint64_t evictable = 0;
   for (auto it = lru_.begin(); it != lru_.end() && evictable < needed; ++it) {
     if (Evictable(*it, for_block)) evictable += it->data.size;
@@ -34,14 +35,14 @@ Status MemoryStore::CanMakeRoom(const BlockId& for_block, uint64_t size) const {
       ": memory budget " + FormatBytes(capacity_) + ", " + FormatBytes(stored_bytes_) +
       " stored, " + FormatBytes(reserved_bytes_) + " reserved, only " + FormatBytes(evictable) +
       " evictable" +
+      (pinned_bytes() > 0 ? ", " + FormatBytes(pinned_bytes()) + " mapped by readers" : "") +
       (for_block.rdd_id().has_value() ? " (blocks of the same RDD are not evicted)" : ""));
 }
 
 Result<std::vector<MemoryBlock>> MemoryStore::Reserve(const BlockId& for_block, uint64_t size) {
   // Evict only once it is known that the victims suffice: a failed claim evicts nothing.
   if (Status room = CanMakeRoom(for_block, size); !room.ok()) return room;
-  const uint64_t free_bytes = capacity_ - used();
-  const uint64_t needed = size > free_bytes ? size - free_bytes : 0;
+  const uint64_t needed = size > free_bytes() ? size - free_bytes() : 0;
   std::vector<MemoryBlock> evicted;
   uint64_t freed = 0;
   for (auto it = lru_.begin(); it != lru_.end() && freed < needed;) {
@@ -102,9 +103,46 @@ std::optional<MemoryBlock> MemoryStore::Remove(const BlockId& id) {
   LruList::iterator it = found->second;
   index_.erase(found);
   stored_bytes_ -= it->data.size;
+  if (auto pinned = pins_.find(it->generation); pinned != pins_.end()) {
+    pinned->second.removed = true;
+    pinned_stored_bytes_ -= pinned->second.bytes;
+    detached_bytes_ += pinned->second.bytes;
+  }
   MemoryBlock block = std::move(*it);
   lru_.erase(it);
   return block;
+}
+
+Result<uint64_t> MemoryStore::Pin(const BlockId& id) {
+  auto found = index_.find(id);
+  if (found == index_.end()) return NotFoundError("block " + id.ToString() + " is not in memory");
+  const MemoryBlock& block = *found->second;
+  PinnedVersion& pinned = pins_[block.generation];
+  if (pinned.readers++ == 0) {
+    pinned.bytes = block.data.size;
+    pinned_stored_bytes_ += pinned.bytes;
+  }
+  return block.generation;
+}
+
+void MemoryStore::Unpin(uint64_t generation) {
+  auto found = pins_.find(generation);
+  if (found == pins_.end()) return;
+  PinnedVersion& pinned = found->second;
+  if (--pinned.readers > 0) return;
+  (pinned.removed ? detached_bytes_ : pinned_stored_bytes_) -= pinned.bytes;
+  pins_.erase(found);
+}
+
+bool MemoryStore::Hold(uint64_t bytes) {
+  if (bytes > free_bytes()) return false;
+  held_bytes_ += bytes;
+  return true;
+}
+
+void MemoryStore::ReleaseHeld(uint64_t bytes) {
+  BM_CHECK(bytes <= held_bytes_);
+  held_bytes_ -= bytes;
 }
 
 Status MemoryStore::ReplaceBytes(const BlockId& id, BlockData data) {

@@ -68,14 +68,32 @@ class MemoryStore {
   // Removes and returns the block.
   std::optional<MemoryBlock> Remove(const BlockId& id);
   // Swaps the block's bytes for `data` of the same size, leaving its recency, generation and
-  // digests as they were: for fault injection (a copy with a byte flipped). kNotFound when
-  // absent; kInvalidArgument when the size differs.
+  // digests as they were: the same bytes moved into a shared region for same-host readers, or
+  // (fault injection) a copy with a byte flipped. kNotFound when absent; kInvalidArgument when
+  // the size differs.
   Status ReplaceBytes(const BlockId& id, BlockData data);
+
+  // --- Pins: blocks a reader on this host has mapped (README "Same-host reads").
+  // Pins the stored version of `id` for one more reader and returns its generation: eviction
+  // skips it while pinned. Removing it (a removal, an overwrite) takes it out of the index at
+  // once, but its bytes stay counted in used() until its last pin is released, because the
+  // readers' mappings keep its pages. kNotFound when absent.
+  Result<uint64_t> Pin(const BlockId& id);
+  // Releases one pin of the version `generation` (unknown generations are ignored).
+  void Unpin(uint64_t generation);
+  // Counts `bytes` that readers hold outside the index (a disk block read into a region for
+  // one) in used() until ReleaseHeld; false, counting nothing, when they do not fit in the
+  // budget as it is (nothing is evicted for them: the reader reads over TCP instead).
+  bool Hold(uint64_t bytes);
+  void ReleaseHeld(uint64_t bytes);
+  // Bytes readers keep mapped: pinned blocks (stored or already removed) plus held bytes.
+  uint64_t pinned_bytes() const { return pinned_stored_bytes_ + detached_bytes_ + held_bytes_; }
 
   std::vector<BlockStatus> List() const;
   uint64_t capacity() const { return capacity_; }
-  // Bytes held by stored blocks plus outstanding reservations.
-  uint64_t used() const { return stored_bytes_ + reserved_bytes_; }
+  // Bytes held by stored blocks, outstanding reservations, and what readers keep mapped beyond
+  // the stored blocks (pinned blocks already removed, held bytes).
+  uint64_t used() const { return stored_bytes_ + reserved_bytes_ + detached_bytes_ + held_bytes_; }
   uint64_t stored_bytes() const { return stored_bytes_; }
   size_t block_count() const { return index_.size(); }
 
@@ -84,7 +102,14 @@ class MemoryStore {
 
   // Whether `block` may be evicted to make room for `for_block` (the rule Reserve and
   // CanMakeRoom share).
-  static bool Evictable(const MemoryBlock& block, const BlockId& for_block);
+  bool Evictable(const MemoryBlock& block, const BlockId& for_block) const;
+  uint64_t free_bytes() const { return used() >= capacity_ ? 0 : capacity_ - used(); }
+
+  struct PinnedVersion {
+    uint64_t bytes = 0;
+    uint64_t readers = 0;
+    bool removed = false;  // out of the index; its bytes are in detached_bytes_
+  };
 
   const uint64_t capacity_;
   uint64_t stored_bytes_ = 0;
@@ -92,6 +117,11 @@ class MemoryStore {
   // Every stored block once, ordered by last use; index_ maps each id to its list node.
   LruList lru_;
   std::unordered_map<BlockId, LruList::iterator> index_;
+  // Pinned versions by generation.
+  std::unordered_map<uint64_t, PinnedVersion> pins_;
+  uint64_t pinned_stored_bytes_ = 0;  // pinned versions still in the index
+  uint64_t detached_bytes_ = 0;       // pinned versions removed from the index
+  uint64_t held_bytes_ = 0;
 };
 
 }  // namespace bm

@@ -11,6 +11,7 @@
 
 #include "common/access_policy.h"
 #include "common/digest.h"
+#include "common/host_identity.h"
 #include "common/master_addresses.h"
 #include "common/protocol.h"
 #include "common/socket_drain.h"
@@ -160,6 +161,19 @@ Status WorkerServer::Bind() {
                         .max_uploads_per_key = options_.max_uploads_per_key},
       *blocks_, *link_, *replies_, counters_, clock_,
       [this] { AbortUploadsOfClosedConnections(); });
+  host_id_ = HostIdentity();
+  if (!options_.local_socket_path.empty()) {
+    Result<std::unique_ptr<LocalReadServer>> local =
+        LocalReadServer::Create({.socket_path = options_.local_socket_path,
+                                 .secure = keys_.enabled(),
+                                 .pin_lifetime = options_.local_pin_lifetime},
+                                *blocks_, counters_, clock_);
+    if (local.ok()) {
+      local_read_server_ = std::move(local).value();
+    } else {
+      spdlog::warn("same-host reads are off: {}", local.status().ToString());
+    }
+  }
   return Status::Ok();
 }
 
@@ -202,10 +216,11 @@ void WorkerServer::Run() {
         // poll ignores a negative fd: no hook, no status queries.
         {options_.status_hook ? options_.status_hook->wake_fd() : -1, POLLIN, 0},
         {blocks_->completion_fd(), POLLIN, 0},
+        {local_read_server_ ? local_read_server_->poll_fd() : -1, POLLIN, 0},
     };
     const bool unsettled = replies_->unsettled() || link_->unsettled() || peer_monitor_unsettled_;
     const int timeout = unsettled ? 0 : static_cast<int>(PollTimeout(clock_.Now()).count());
-    if (::poll(fds, 6, timeout) < 0) {
+    if (::poll(fds, 7, timeout) < 0) {
       if (errno == EINTR) continue;
       spdlog::error("poll failed: {}; stopping", std::strerror(errno));
       break;
@@ -225,6 +240,10 @@ void WorkerServer::Run() {
       link_->CollectChanges();
     }
     if (fds[0].revents != 0 || replies_->unsettled()) HandleClientMessages();
+    if (local_read_server_) {
+      if (fds[6].revents != 0) local_read_server_->Serve();
+      local_read_server_->Expire();
+    }
     // Checks the current socket's readiness itself (the one polled may have been replaced).
     if (fds[1].revents != 0 || link_->unsettled()) {
       link_->OnReadable();
@@ -247,6 +266,9 @@ void WorkerServer::Run() {
           .worst_heartbeat_delay = link_->worst_heartbeat_delay(),
           .decommissioning = puts_->decommissioning(),
           .uploads_in_progress = puts_->uploads_in_progress(),
+          .local_readers = local_read_server_ ? local_read_server_->readers() : 0,
+          .local_pins = local_read_server_ ? local_read_server_->pins() : 0,
+          .local_pins_expired = local_read_server_ ? local_read_server_->pins_expired() : 0,
       });
     }
   }
@@ -265,6 +287,11 @@ milliseconds WorkerServer::PollTimeout(TimePoint now) const {
   TimePoint next = link_->NextDeadline();
   if (std::optional<TimePoint> puts = puts_->NextDeadline()) next = std::min(next, *puts);
   next = std::min(next, next_storage_maintenance_);
+  if (local_read_server_) {
+    if (std::optional<TimePoint> local = local_read_server_->NextDeadline()) {
+      next = std::min(next, *local);
+    }
+  }
   if (next <= now) return milliseconds(0);
   if (next - now >= kMaxPollTimeout) return kMaxPollTimeout;
   // Round up so the loop does not spin through the last fraction of a millisecond.
@@ -384,6 +411,8 @@ Result<WorkerServer::Served> WorkerServer::Dispatch(IncomingMessage& message,
       return done(HandleGetMany(message, id));
     case proto::Request::CONTAINS_BLOCK:
       return done(HandleContains(message, id));
+    case proto::Request::OPEN_LOCAL_READS:
+      return done(HandleOpenLocalReads(message, id));
     case proto::Request::VERIFY_BLOCK:
       return done(HandleVerify(message, id));
     case proto::Request::CORRUPT_BLOCK:
@@ -447,6 +476,7 @@ Status WorkerServer::HandleGet(IncomingMessage& message, uint64_t id) {
                                 " bytes)");
   }
   const uint64_t limit = std::min(max_length, kMaxPieceBytes);
+  if (offset == 0) CountBlockReads(message, 1);
   // Memory blocks answer at once; disk blocks when the storage thread has read the range.
   blocks_->Read(*block, offset, limit,
                 [this, peer = SharePeer(*message.routing_id()), id, limit](Result<BlockRead> read) {
@@ -479,6 +509,7 @@ Status WorkerServer::HandleGetMany(IncomingMessage& message, uint64_t id) {
     return Status::Ok();
   }));
 
+  CountBlockReads(message, blocks.size());
   // Every block that may fit the reply is read (memory blocks at once, with one index probe
   // each; disk blocks on the storage thread); the reply is built when the last read is in.
   auto batch = std::make_shared<GetManyBatch>();
@@ -516,6 +547,27 @@ Status WorkerServer::HandleGetMany(IncomingMessage& message, uint64_t id) {
                   });
   }
   if (--batch->pending == 0) SendGetManyReply(*batch);
+  return Status::Ok();
+}
+
+void WorkerServer::CountBlockReads(const IncomingMessage& message, uint64_t blocks) {
+  (ConnectionFromThisHost(message.source_fd()) ? counters_.block_reads_local
+                                               : counters_.block_reads_remote) += blocks;
+}
+
+Status WorkerServer::HandleOpenLocalReads(IncomingMessage& message, uint64_t id) {
+  capnp::MallocMessageBuilder reply;
+  proto::Reply::Builder root = reply.initRoot<proto::Reply>();
+  root.setId(id);
+  proto::LocalReadsOffer::Builder offer = root.initLocalReads();
+  offer.setHostId(host_id_);
+  if (local_read_server_) {
+    offer.setSocketPath(local_read_server_->socket_path());
+    const std::string ticket = local_read_server_->IssueTicket(message.peer());
+    offer.setTicket(
+        capnp::Data::Reader(reinterpret_cast<const kj::byte*>(ticket.data()), ticket.size()));
+  }
+  replies_->Send(*message.routing_id(), reply);
   return Status::Ok();
 }
 

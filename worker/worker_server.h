@@ -18,6 +18,7 @@
 #include "worker/block_manager.h"
 #include "worker/client_replies.h"
 #include "worker/epoch_fence.h"
+#include "worker/local_read_server.h"
 #include "worker/local_reads.h"
 #include "worker/master_link.h"
 #include "worker/put_handler.h"
@@ -62,6 +63,11 @@ struct WorkerServerOptions {
   // How often the disk store checks for storage errors, recovers and reclaims space
   // (BlockManager::Maintain).
   Duration storage_maintenance_interval = std::chrono::seconds(1);
+  // Same-host reads (README "Same-host reads"): the Unix socket readers on this host map
+  // blocks through; empty: off. If it cannot be made, the worker serves over TCP only.
+  std::string local_socket_path{};
+  // How long a reader's pin lasts at most (LocalReadServerOptions::pin_lifetime).
+  Duration local_pin_lifetime = std::chrono::minutes(10);
   // Test-only: serve corruptBlock, which flips a stored byte on purpose (PROTOCOL.md, "Fault
   // injection"). Off: the request is refused.
   bool enable_fault_injection = false;
@@ -158,6 +164,10 @@ class WorkerServer {
   };
   void SendGetManyReply(const GetManyBatch& batch);
   Status HandleContains(IncomingMessage& message, uint64_t id);
+  // Offers this host's readers the local-read socket, with a ticket for the asking key.
+  Status HandleOpenLocalReads(IncomingMessage& message, uint64_t id);
+  // Counts `blocks` whole-block reads by where their reader is (WorkerCounters).
+  void CountBlockReads(const IncomingMessage& message, uint64_t blocks);
   Status HandleVerify(IncomingMessage& message, uint64_t id);
   // Test-only fault injection (options_.enable_fault_injection).
   Status HandleCorruptBlock(IncomingMessage& message, uint64_t id);
@@ -203,6 +213,10 @@ class WorkerServer {
   // The replicator's reads of this worker's blocks; before replicator_, which borrows it.
   std::unique_ptr<LocalReads> local_reads_;
   std::unique_ptr<Replicator> replicator_;  // started by Run()
+  // Same-host reads; null when off. Before nothing it borrows is destroyed (declared after
+  // blocks_ and counters_).
+  std::unique_ptr<LocalReadServer> local_read_server_;
+  std::string host_id_;  // HostIdentity(), offered to readers
   struct PendingReplication {
     zmq::message_t peer;
     uint64_t request_id;

@@ -84,6 +84,10 @@ WorkerSnapshot BuildWorkerSnapshot(const WorkerView& view) {
   snapshot.corrupt_disk_blocks = view.blocks.corrupt_disk_blocks();
   snapshot.scrubbed_bytes = view.blocks.scrubbed_bytes();
   snapshot.uploads_in_progress = view.uploads_in_progress;
+  snapshot.pinned_bytes = view.blocks.pinned_bytes();
+  snapshot.local_readers = view.local_readers;
+  snapshot.local_pins = view.local_pins;
+  snapshot.local_pins_expired = view.local_pins_expired;
   snapshot.counters = view.counters;
   return snapshot;
 }
@@ -147,6 +151,31 @@ std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
   out.Single("blockmgr_worker_scrubbed_bytes_total", Type::kCounter,
              "Disk block bytes the scrubber re-read and verified (--scrub-rate).",
              number(snapshot.scrubbed_bytes));
+
+  out.Family("blockmgr_worker_block_reads_total", Type::kCounter,
+             "Whole-block reads, by origin: local (a reader on this host: over the local-read "
+             "socket, or over TCP from one of this host's addresses) or remote.");
+  out.Sample("blockmgr_worker_block_reads_total", {{"origin", "local"}},
+             number(snapshot.counters.block_reads_local));
+  out.Sample("blockmgr_worker_block_reads_total", {{"origin", "remote"}},
+             number(snapshot.counters.block_reads_remote));
+  out.Single("blockmgr_worker_local_read_bytes_total", Type::kCounter,
+             "Block bytes handed to readers on this host through shared memory (or inline).",
+             number(snapshot.counters.local_read_bytes));
+  out.Single("blockmgr_worker_local_reads_refused_total", Type::kCounter,
+             "Local-read connections and requests refused (another uid, no valid ticket, a key "
+             "that may not read, a malformed request).",
+             number(snapshot.counters.local_reads_refused));
+  out.Single("blockmgr_worker_pinned_bytes", Type::kGauge,
+             "Bytes readers on this host keep mapped (counted in the memory used).",
+             number(snapshot.pinned_bytes));
+  out.Single("blockmgr_worker_local_readers", Type::kGauge,
+             "Readers connected to the local-read socket.", number(snapshot.local_readers));
+  out.Single("blockmgr_worker_pins", Type::kGauge, "Regions readers on this host hold pinned.",
+             number(snapshot.local_pins));
+  out.Single("blockmgr_worker_pins_expired_total", Type::kCounter,
+             "Pins dropped because their reader kept them past the pin lifetime.",
+             number(snapshot.local_pins_expired));
 
   out.Family("blockmgr_worker_requests_total", Type::kCounter,
              "Requests the worker handled, by operation and result (gets and puts included).");

@@ -55,6 +55,15 @@ struct WorkerCounters {
   // were intact here (the bytes went bad between this worker and the reader).
   uint64_t checksum_failures_memory = 0;
   uint64_t checksum_failures_read_transit = 0;
+  // Whole-block reads by origin (README "Same-host reads"): by readers on this host (over the
+  // local-read socket, or over TCP from one of this host's own addresses), and by others.
+  uint64_t block_reads_local = 0;
+  uint64_t block_reads_remote = 0;
+  // Bytes handed to readers over the local-read socket (mapped or inline).
+  uint64_t local_read_bytes = 0;
+  // Local-read connections and requests refused (another uid, no valid ticket, a role that
+  // may not read, a malformed request).
+  uint64_t local_reads_refused = 0;
 
   void RecordRequest(WorkerOp op, const Status& status, Duration elapsed);
 };
@@ -70,6 +79,10 @@ struct WorkerView {
   Duration worst_heartbeat_delay;
   bool decommissioning;
   size_t uploads_in_progress;
+  // Same-host reads: connected readers, regions they hold pinned, pins dropped by age.
+  size_t local_readers = 0;
+  size_t local_pins = 0;
+  uint64_t local_pins_expired = 0;
 };
 
 // The worker's state at one moment, for /metrics and /readyz. Small and immutable.
@@ -94,6 +107,10 @@ struct WorkerSnapshot {
   uint64_t corrupt_disk_blocks = 0;  // BlockStore::corrupt_count
   uint64_t scrubbed_bytes = 0;       // disk block bytes the scrubber re-read and verified
   uint64_t uploads_in_progress = 0;
+  uint64_t pinned_bytes = 0;  // BlockManager::pinned_bytes
+  uint64_t local_readers = 0;
+  uint64_t local_pins = 0;
+  uint64_t local_pins_expired = 0;
   WorkerCounters counters;
 };
 

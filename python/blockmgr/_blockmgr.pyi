@@ -103,6 +103,7 @@ class Client:
         local_hosts: Sequence[str] = (),
         zookeeper: str = "",
         leader_wait: float = 10.0,
+        local_reads: bool = True,
     ) -> None: ...
     def put(
         self,

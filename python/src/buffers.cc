@@ -118,6 +118,10 @@ py::object MakeBlockBuffer(std::vector<std::byte> bytes) {
   return py::cast(std::make_unique<BlockBuffer>(std::move(bytes)));
 }
 
+py::object MakeBlockBuffer(ChunkPtr mapped) {
+  return py::cast(std::make_unique<BlockBuffer>(std::move(mapped)));
+}
+
 py::object MakeBlockBuffer(std::unique_ptr<ByteRegion> region, std::shared_ptr<RegionPool> pool) {
   // Below this a block is not worth holding a mapping (at least a page, often a pooled
   // region of megabytes) for as long as Python keeps it.

@@ -24,6 +24,8 @@ class BlockBuffer {
   explicit BlockBuffer(std::vector<std::byte> bytes) : vector_(std::move(bytes)) {}
   BlockBuffer(std::unique_ptr<ByteRegion> region, std::shared_ptr<RegionPool> pool)
       : region_(std::move(region)), pool_(std::move(pool)) {}
+  // A block mapped from a worker on this host (Client::GetMapped): the buffer is the mapping.
+  explicit BlockBuffer(ChunkPtr mapped) : mapped_(std::move(mapped)) {}
   ~BlockBuffer() {
     if (region_) pool_->Give(std::move(region_));
   }
@@ -31,6 +33,7 @@ class BlockBuffer {
   BlockBuffer& operator=(const BlockBuffer&) = delete;
 
   std::span<const std::byte> bytes() const {
+    if (mapped_) return mapped_->bytes();
     return region_ ? region_->bytes() : std::span<const std::byte>(vector_);
   }
   size_t size() const { return bytes().size(); }
@@ -39,6 +42,7 @@ class BlockBuffer {
   std::vector<std::byte> vector_;
   std::unique_ptr<ByteRegion> region_;  // null: the bytes are in vector_
   std::shared_ptr<RegionPool> pool_;
+  ChunkPtr mapped_;  // null unless mapped
 };
 
 // Defines blockmgr.Buffer in `module`.
@@ -46,6 +50,9 @@ void RegisterBlockBuffer(pybind11::module_& module);
 
 // Wraps received bytes in a blockmgr.Buffer (no copy). Needs the GIL.
 pybind11::object MakeBlockBuffer(std::vector<std::byte> bytes);
+// The same for a block mapped from shared memory (one chunk): no copy; the mapping (and the
+// worker's pin) lasts as long as the Buffer and every view of it.
+pybind11::object MakeBlockBuffer(ChunkPtr mapped);
 // The same for bytes received into a region of `pool`. Small blocks are copied into a vector
 // of their size and the region goes straight back to the pool.
 pybind11::object MakeBlockBuffer(std::unique_ptr<ByteRegion> region,

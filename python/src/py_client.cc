@@ -118,10 +118,16 @@ class PyClient {
     return py::cast(*put);
   }
 
-  // Receives the block into a pooled region (byte_region.h): one copy out of the received
-  // frames, into memory that is usually faulted in already.
+  // From a worker on this host: the worker's shared region of the block, mapped read-only (no
+  // copy at all). Otherwise received into a pooled region (byte_region.h): one copy out of the
+  // received frames, into memory that is usually faulted in already.
   py::object Get(const py::handle& id) {
     const BlockId block = ToBlockId(id);
+    std::optional<BlockData> mapped = Run([&](Client& client) { return client.GetMapped(block); });
+    if (mapped.has_value() && mapped->chunks.size() == 1) {
+      return MakeBlockBuffer(std::move(mapped->chunks.front()));
+    }
+    if (mapped.has_value()) return MakeBlockBuffer(mapped->Flatten());
     std::unique_ptr<ByteRegion> region = regions_->Take();
     Result<uint64_t> size = Run([&](Client& client) {
       ByteSink sink = [&region](std::span<const std::byte> bytes) {
@@ -300,7 +306,7 @@ void RegisterResultTypes(py::module_& m) {
 std::unique_ptr<PyClient> NewClient(std::string master, double timeout, double compute_lease,
                                     double compute_wait, std::string holder_name,
                                     std::vector<std::string> local_hosts, std::string zookeeper,
-                                    double leader_wait) {
+                                    double leader_wait, bool local_reads) {
   auto from_env = [](std::string& value, const char* name) {
     if (const char* set = std::getenv(name); value.empty() && set != nullptr) value = set;
   };
@@ -320,6 +326,7 @@ std::unique_ptr<PyClient> NewClient(std::string master, double timeout, double c
   options.compute_wait = ToMillis(compute_wait, "compute_wait");
   options.holder_name = std::move(holder_name);
   options.local_hosts = std::move(local_hosts);
+  options.local_reads = local_reads;
   return std::make_unique<PyClient>(std::move(options));
 }
 
@@ -340,7 +347,7 @@ should overlap its calls a Client of its own. A Client is not shared across ``fo
       .def(py::init(&NewClient), py::arg("master") = "", py::kw_only(), py::arg("timeout") = 5.0,
            py::arg("compute_lease") = 5.0, py::arg("compute_wait") = 2.0,
            py::arg("holder_name") = "", py::arg("local_hosts") = std::vector<std::string>{},
-           py::arg("zookeeper") = "", py::arg("leader_wait") = 10.0,
+           py::arg("zookeeper") = "", py::arg("leader_wait") = 10.0, py::arg("local_reads") = true,
            R"doc(
 Connects (lazily, on the first call) to the master at ``master`` ("tcp://HOST:PORT"), or to
 the leader among several ("tcp://a:7700,tcp://b:7700", standby masters), following it when it
@@ -357,6 +364,8 @@ compute_lease: seconds a get_or_compute lease lasts without renewal (it is renew
     function runs), bounding how long a client that died while computing blocks the others.
 compute_wait: seconds the master holds a waiter before it asks again.
 holder_name: names this client in leases; default "<hostname>:<pid>".
+local_reads: map blocks held by a worker on this host from shared memory (``get`` then
+    returns a read-only view of the worker's pages, no copy); False reads everything over TCP.
 local_hosts: host names that count as this machine's; default detected.
 )doc")
       .def("put", &PyClient::Put, py::arg("id"), py::arg("data"),

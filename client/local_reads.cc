@@ -1,0 +1,250 @@
+#include "client/local_reads.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "client/peer_calls.h"
+#include "client/worker_channels.h"
+#include "common/digest.h"
+#include "common/host_identity.h"
+#include "common/protocol.h"
+#include "common/sealed_region.h"
+#include "common/transport.h"
+#include "schema/local_reads.capnp.h"
+
+namespace bm {
+namespace {
+
+// A worker whose local socket failed is tried again after this long (over TCP meanwhile).
+constexpr auto kRetryAfterFailure = std::chrono::seconds(5);
+// Gets one GetMany keeps in flight on a connection.
+constexpr size_t kPipelineDepth = 16;
+
+std::vector<std::byte> Serialize(capnp::MessageBuilder& message) {
+  const kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+  const kj::ArrayPtr<const kj::byte> bytes = words.asBytes();
+  const auto* begin = reinterpret_cast<const std::byte*>(bytes.begin());
+  return std::vector<std::byte>(begin, begin + bytes.size());
+}
+
+// The packet's bytes as words (they need not be aligned in the packet).
+Result<kj::Array<capnp::word>> WordsOf(const std::vector<std::byte>& packet) {
+  if (packet.size() % sizeof(capnp::word) != 0) {
+    return UnavailableError("the worker sent a malformed local-read reply");
+  }
+  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(packet.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), packet.data(), packet.size());
+  return words;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<LocalReadConnection>> LocalReadConnection::Open(
+    const std::string& path, const std::string& ticket, std::chrono::milliseconds timeout) {
+  BM_ASSIGN_OR_RETURN(OwnedFd socket, ConnectLocal(path));
+  std::shared_ptr<LocalReadConnection> connection(
+      new LocalReadConnection(std::move(socket), timeout));
+  capnp::MallocMessageBuilder hello;
+  proto::LocalRequest::Builder request = hello.initRoot<proto::LocalRequest>();
+  request.setId(0);
+  request.setHello(
+      capnp::Data::Reader(reinterpret_cast<const kj::byte*>(ticket.data()), ticket.size()));
+  BM_RETURN_IF_ERROR(connection->SendRequest(Serialize(hello)));
+  Result<LocalPacket> packet = ReceivePacket(connection->socket_.get(), timeout);
+  if (!packet.ok())
+    return UnavailableError("local reads: no answer to hello: " + packet.status().message());
+  BM_ASSIGN_OR_RETURN(kj::Array<capnp::word> words, WordsOf(packet->bytes));
+  try {
+    capnp::FlatArrayMessageReader message(words);
+    proto::LocalReply::Reader reply = message.getRoot<proto::LocalReply>();
+    if (reply.isError()) return StatusFromError(reply.getError());
+    if (!reply.isOk()) return UnavailableError("local reads: unexpected answer to hello");
+  } catch (const kj::Exception& e) {
+    return UnavailableError(std::string("local reads: malformed answer: ") +
+                            e.getDescription().cStr());
+  }
+  return connection;
+}
+
+Status LocalReadConnection::SendRequest(const std::vector<std::byte>& packet) {
+  MutexLock lock(send_mutex_);
+  return SendPacket(socket_.get(), packet, -1, /*wait=*/true);
+}
+
+void LocalReadConnection::Release(uint64_t pin) {
+  capnp::MallocMessageBuilder release;
+  proto::LocalRequest::Builder request = release.initRoot<proto::LocalRequest>();
+  request.setRelease(pin);
+  // A failure needs no answer: a connection that broke has had its pins released already.
+  (void)SendRequest(Serialize(release));
+}
+
+Result<LocalBlockRead> LocalReadConnection::Get(const BlockId& id) {
+  std::vector<Result<LocalBlockRead>> reads = GetMany({id});
+  return std::move(reads.front());
+}
+
+std::vector<Result<LocalBlockRead>> LocalReadConnection::GetMany(const std::vector<BlockId>& ids) {
+  std::vector<Result<LocalBlockRead>> results;
+  results.reserve(ids.size());
+  const uint64_t first_id = next_id_;
+  size_t sent = 0;
+  auto send_next = [&]() -> Status {
+    capnp::MallocMessageBuilder get;
+    proto::LocalRequest::Builder request = get.initRoot<proto::LocalRequest>();
+    request.setId(next_id_++);
+    request.setGet(ids[sent].ToString());
+    ++sent;
+    return SendRequest(Serialize(get));
+  };
+  for (size_t received = 0; received < ids.size(); ++received) {
+    while (!broken_ && sent < ids.size() && sent - received < kPipelineDepth) {
+      if (Status status = send_next(); !status.ok()) broken_ = true;
+    }
+    if (broken_) {
+      results.emplace_back(UnavailableError("the local-read connection failed"));
+      continue;
+    }
+    results.push_back(ReceiveBlock(first_id + received, ids[received]));
+  }
+  return results;
+}
+
+Result<LocalBlockRead> LocalReadConnection::ReceiveBlock(uint64_t id, const BlockId& block) {
+  Result<LocalPacket> packet = ReceivePacket(socket_.get(), timeout_);
+  if (!packet.ok()) {
+    broken_ = true;  // a reply missing or out of order: the stream can no longer be trusted
+    return UnavailableError("local read of " + block.ToString() + ": " + packet.status().message());
+  }
+  Result<kj::Array<capnp::word>> words = WordsOf(packet->bytes);
+  if (!words.ok()) {
+    broken_ = true;
+    return words.status();
+  }
+  LocalBlockRead read;
+  uint64_t pin = 0;
+  Status parsed = [&]() -> Status {
+    try {
+      capnp::FlatArrayMessageReader message(*words);
+      proto::LocalReply::Reader reply = message.getRoot<proto::LocalReply>();
+      if (reply.getId() != id) {
+        broken_ = true;
+        return UnavailableError("local reads: a reply out of order");
+      }
+      if (reply.isError()) return StatusFromError(reply.getError());
+      if (!reply.isBlock()) {
+        broken_ = true;
+        return UnavailableError("local reads: unexpected reply");
+      }
+      proto::LocalBlock::Reader found = reply.getBlock();
+      read.tier = FromProto(found.getTier());
+      read.level = FromProto(found.getLevel());
+      read.version = found.getVersion();
+      read.generation = found.getGeneration();
+      for (uint64_t digest : found.getUnitDigests()) read.unit_digests.push_back(digest);
+      pin = found.getPin();
+      if (pin == 0) {
+        capnp::Data::Reader bytes = found.getInline();
+        if (bytes.size() != found.getSize()) return UnavailableError("local reads: a short reply");
+        read.data.Append(MakeChunk(std::as_bytes(std::span(bytes.begin(), bytes.size()))));
+        return Status::Ok();
+      }
+      if (!packet->fd.valid()) {
+        broken_ = true;
+        return UnavailableError("local reads: a region without its descriptor");
+      }
+      // Unmapping tells the worker; the region keeps this connection (and so the pin) alive.
+      BM_ASSIGN_OR_RETURN(
+          std::shared_ptr<const MappedRegion> region,
+          MappedRegion::Map(packet->fd.Release(), found.getSize(),
+                            [connection = shared_from_this(), pin] { connection->Release(pin); }));
+      read.data.Append(std::move(region));
+      read.mapped = true;
+      return Status::Ok();
+    } catch (const kj::Exception& e) {
+      broken_ = true;
+      return UnavailableError(std::string("local reads: malformed reply: ") +
+                              e.getDescription().cStr());
+    }
+  }();
+  if (!parsed.ok()) {
+    if (pin != 0 && !read.mapped) Release(pin);  // refused to map: the worker need not keep it
+    return parsed;
+  }
+  if (!read.mapped) {
+    // Inline bytes crossed a socket: checked as TCP reads are. A mapped region was checked by
+    // the worker when it was sealed and cannot have changed since.
+    const std::span<const std::byte> bytes = read.data.chunks.front()->bytes();
+    if (FirstBadUnit({bytes}, 0, bytes.size(), bytes.size(), read.unit_digests).has_value()) {
+      return DataLossError("local read of " + block.ToString() +
+                           ": bytes do not match their digest");
+    }
+  }
+  return read;
+}
+
+LocalReads::LocalReads(bool enabled, WorkerChannels& workers, std::chrono::milliseconds timeout)
+    : enabled_(enabled), workers_(workers), timeout_(timeout), host_id_(HostIdentity()) {}
+
+std::shared_ptr<LocalReadConnection> LocalReads::For(const std::string& address) {
+  if (!enabled_) return nullptr;
+  Worker& worker = by_address_[address];
+  if (worker.elsewhere) return nullptr;
+  if (worker.connection && !worker.connection->broken()) return worker.connection;
+  worker.connection.reset();
+  const TimePoint now = std::chrono::steady_clock::now();
+  if (now < worker.retry_after) return nullptr;
+  Result<std::shared_ptr<LocalReadConnection>> connected = Connect(address, worker);
+  if (!connected.ok()) {
+    spdlog::debug("local reads from {} are off for now: {}", address,
+                  connected.status().ToString());
+    worker.retry_after = now + kRetryAfterFailure;
+    return nullptr;
+  }
+  worker.connection = *connected;
+  return worker.connection;
+}
+
+void LocalReads::Failed(const std::string& address) {
+  auto found = by_address_.find(address);
+  if (found == by_address_.end()) return;
+  found->second.connection.reset();
+  found->second.retry_after = std::chrono::steady_clock::now() + kRetryAfterFailure;
+}
+
+Result<std::shared_ptr<LocalReadConnection>> LocalReads::Connect(const std::string& address,
+                                                                 Worker& worker) {
+  BM_ASSIGN_OR_RETURN(RpcChannel * channel, workers_.Channel(address));
+  capnp::MallocMessageBuilder request;
+  request.initRoot<proto::Request>().setOpenLocalReads();
+  const std::string peer = "worker at " + address;
+  Result<IncomingMessage> reply = CallPeer(*channel, timeout_, peer, request);
+  if (!reply.ok()) {
+    // A worker from before local reads does not know the request: it never will.
+    if (reply.status().code() == StatusCode::kInvalidArgument) worker.elsewhere = true;
+    return reply.status();
+  }
+  std::string host_id;
+  std::string path;
+  std::string ticket;
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::Reply::Reader r = reply->reply();
+    if (!r.isLocalReads()) return UnexpectedReply(peer, "localReads");
+    proto::LocalReadsOffer::Reader offer = r.getLocalReads();
+    host_id = offer.getHostId();
+    path = offer.getSocketPath();
+    capnp::Data::Reader bytes = offer.getTicket();
+    ticket.assign(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+    return Status::Ok();
+  }));
+  if (host_id != host_id_ || path.empty()) {
+    worker.elsewhere = true;
+    return NotFoundError(path.empty() ? "local reads are off there" : "on another host");
+  }
+  return LocalReadConnection::Open(path, ticket, timeout_);
+}
+
+}  // namespace bm

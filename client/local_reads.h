@@ -1,0 +1,108 @@
+#pragma once
+
+// The client's side of same-host reads (README "Same-host reads"; schema/local_reads.capnp):
+// a block held by a worker on this host is received as a sealed shared region and mapped,
+// instead of being copied through TCP. Internal to the client library.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/block_id.h"
+#include "common/chunk.h"
+#include "common/clock.h"
+#include "common/local_socket.h"
+#include "common/mutex.h"
+#include "common/status.h"
+#include "common/storage_level.h"
+#include "common/tier.h"
+
+namespace bm {
+
+class WorkerChannels;
+
+// A whole block read through the local socket: one chunk viewing the mapped region (or a
+// small block's bytes, which travel inline), and what the worker said of it.
+struct LocalBlockRead {
+  BlockData data;
+  Tier tier = Tier::kMemory;
+  StorageLevel level = StorageLevel::kMemoryOnly;
+  uint64_t version = 0;
+  uint64_t generation = 0;
+  std::vector<uint64_t> unit_digests;
+  bool mapped = false;  // false: the bytes came inline
+};
+
+// One connection to one worker's local-read socket. Get() is for the client's thread; the
+// regions it returns may be dropped on any thread, and each tells the worker (release) when
+// it is unmapped. Every region keeps the connection open (shared ownership), because the
+// worker releases a closed connection's pins: the pages stay counted for as long as they are
+// mapped, even by a region that outlives its Client.
+class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnection> {
+ public:
+  // Connects and presents `ticket` (from openLocalReads). kPermissionDenied when the worker
+  // refuses this process (its uid) or the ticket; kUnavailable when the socket is not there.
+  static Result<std::shared_ptr<LocalReadConnection>> Open(const std::string& path,
+                                                           const std::string& ticket,
+                                                           std::chrono::milliseconds timeout);
+
+  // The whole block. The worker's errors come back as they are (kNotFound: not stored there).
+  // kUnavailable when the connection failed (broken() from then on).
+  Result<LocalBlockRead> Get(const BlockId& id);
+  // Several whole blocks, their requests all sent before the first reply is read (pipelined):
+  // one result per id, in order.
+  std::vector<Result<LocalBlockRead>> GetMany(const std::vector<BlockId>& ids);
+  bool broken() const { return broken_; }
+
+ private:
+  LocalReadConnection(OwnedFd socket, std::chrono::milliseconds timeout)
+      : socket_(std::move(socket)), timeout_(timeout) {}
+  Status SendRequest(const std::vector<std::byte>& packet);
+  // Receives the reply to request `id`.
+  Result<LocalBlockRead> ReceiveBlock(uint64_t id, const BlockId& block);
+  void Release(uint64_t pin);
+
+  const OwnedFd socket_;
+  const std::chrono::milliseconds timeout_;
+  // Sends come from the client's thread (requests) and from any thread (releases).
+  Mutex send_mutex_;
+  uint64_t next_id_ = 1;  // the client's thread's
+  bool broken_ = false;   // the client's thread's
+};
+
+// The connections of one Client to the workers on its host, found by asking each worker it
+// reads from once (openLocalReads: the worker's host identity, socket and a ticket) and
+// comparing the host identity with its own (common/host_identity.h). Not thread-safe: the
+// Client's.
+class LocalReads {
+ public:
+  LocalReads(bool enabled, WorkerChannels& workers, std::chrono::milliseconds timeout);
+
+  // The connection to the worker at `address` when it is on this host and serves local reads;
+  // null otherwise (remembered: a remote worker is asked once, a failed connection is tried
+  // again after a while).
+  std::shared_ptr<LocalReadConnection> For(const std::string& address);
+  // Forgets a connection that failed, so the next For() makes a new one.
+  void Failed(const std::string& address);
+  bool enabled() const { return enabled_; }
+
+ private:
+  struct Worker {
+    std::shared_ptr<LocalReadConnection> connection;
+    bool elsewhere = false;   // on another host, or local reads are off there
+    TimePoint retry_after{};  // after a failure
+  };
+  // Asks the worker at `address` for its offer and connects.
+  Result<std::shared_ptr<LocalReadConnection>> Connect(const std::string& address, Worker& worker);
+
+  const bool enabled_;
+  WorkerChannels& workers_;
+  const std::chrono::milliseconds timeout_;
+  const std::string host_id_;
+  std::unordered_map<std::string, Worker> by_address_;
+};
+
+}  // namespace bm

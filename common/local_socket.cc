@@ -1,0 +1,152 @@
+#include "common/local_socket.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace bm {
+namespace {
+
+std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+Result<sockaddr_un> AddressOf(const std::string& path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(address.sun_path)) {
+    return InvalidArgumentError("socket path '" + path + "' is empty or longer than " +
+                                std::to_string(sizeof(address.sun_path) - 1) + " bytes");
+  }
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  return address;
+}
+
+}  // namespace
+
+void OwnedFd::Reset() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+Result<OwnedFd> ListenLocal(const std::string& path) {
+  BM_ASSIGN_OR_RETURN(sockaddr_un address, AddressOf(path));
+  OwnedFd socket(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!socket.valid()) return UnavailableError(Errno("socket"));
+  // A socket file left by a killed worker: the disk store's lock already makes sure no live
+  // worker uses this directory.
+  struct stat existing {};
+  if (lstat(path.c_str(), &existing) == 0 && S_ISSOCK(existing.st_mode)) unlink(path.c_str());
+  // Created with no access for others from the start, not chmod-ed after a window.
+  const mode_t old_mask = umask(0077);
+  const int bound = bind(socket.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address);
+  umask(old_mask);
+  if (bound != 0) return UnavailableError(Errno("binding " + path));
+  if (listen(socket.get(), 128) != 0) return UnavailableError(Errno("listening on " + path));
+  return socket;
+}
+
+Result<OwnedFd> ConnectLocal(const std::string& path) {
+  BM_ASSIGN_OR_RETURN(sockaddr_un address, AddressOf(path));
+  OwnedFd socket(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!socket.valid()) return UnavailableError(Errno("socket"));
+  if (connect(socket.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    return UnavailableError(Errno("connecting to " + path));
+  }
+  return socket;
+}
+
+Status SendPacket(int socket, std::span<const std::byte> bytes, int fd, bool wait) {
+  iovec io{const_cast<std::byte*>(bytes.data()), bytes.size()};
+  msghdr message{};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (fd >= 0) {
+    message.msg_control = control;
+    message.msg_controllen = sizeof control;
+    cmsghdr* header = CMSG_FIRSTHDR(&message);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(header), &fd, sizeof fd);
+  }
+  const int flags = MSG_NOSIGNAL | (wait ? 0 : MSG_DONTWAIT);
+  while (true) {
+    const ssize_t sent = sendmsg(socket, &message, flags);
+    if (sent >= 0) return Status::Ok();
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return OutOfSpaceError("the peer's socket queue is full");
+    }
+    return UnavailableError(Errno("sending on the local socket"));
+  }
+}
+
+Result<LocalPacket> ReceivePacket(int socket, std::chrono::milliseconds timeout) {
+  pollfd ready{socket, POLLIN, 0};
+  while (true) {
+    const int polled = poll(&ready, 1, static_cast<int>(timeout.count()));
+    if (polled > 0) break;
+    if (polled == 0) return NotFoundError("no packet within the timeout");
+    if (errno != EINTR) return UnavailableError(Errno("poll"));
+  }
+  // Received into a buffer kept by the thread, then copied out at its size: a get of a small
+  // block must not pay for zeroing the largest packet.
+  thread_local std::vector<std::byte> scratch(kMaxLocalPacketBytes + 1);
+  LocalPacket packet;
+  iovec io{scratch.data(), scratch.size()};
+  msghdr message{};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  // Room for more than one descriptor, so extra ones arrive (and are closed) rather than leak
+  // into MSG_CTRUNC.
+  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  ssize_t got;
+  do {
+    got = recvmsg(socket, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  } while (got < 0 && errno == EINTR);
+  if (got < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return NotFoundError("no packet queued");
+    return UnavailableError(Errno("receiving on the local socket"));
+  }
+  if (got == 0) return UnavailableError("the local socket's peer closed the connection");
+  std::vector<OwnedFd> fds;
+  for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
+       header = CMSG_NXTHDR(&message, header)) {
+    if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(header) + i * sizeof(int), sizeof fd);
+      fds.emplace_back(fd);
+    }
+  }
+  if (static_cast<size_t>(got) > kMaxLocalPacketBytes || (message.msg_flags & MSG_TRUNC) != 0) {
+    return InvalidArgumentError("a local-read packet over " + std::to_string(kMaxLocalPacketBytes) +
+                                " bytes");
+  }
+  if (fds.size() > 1 || (message.msg_flags & MSG_CTRUNC) != 0) {
+    return InvalidArgumentError("a local-read packet carried more than one descriptor");
+  }
+  packet.bytes.assign(scratch.begin(), scratch.begin() + got);
+  if (!fds.empty()) packet.fd = std::move(fds.front());
+  return packet;
+}
+
+Result<uid_t> PeerUid(int socket) {
+  ucred credentials{};
+  socklen_t length = sizeof credentials;
+  if (getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
+    return UnavailableError(Errno("SO_PEERCRED"));
+  }
+  return credentials.uid;
+}
+
+}  // namespace bm

@@ -1,0 +1,76 @@
+#pragma once
+
+// The transport of same-host reads (schema/local_reads.capnp): a Unix domain socket of type
+// SOCK_SEQPACKET, so each message is one packet and message boundaries need no framing, and a
+// packet may carry one descriptor (SCM_RIGHTS).
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace bm {
+
+// Largest packet either side sends or accepts: a reply with a block carried inline (at most
+// kMaxInlineBlockBytes) and its digests fits.
+inline constexpr size_t kMaxLocalPacketBytes = 96 * 1024;
+
+// A descriptor that closes itself.
+class OwnedFd {
+ public:
+  OwnedFd() = default;
+  explicit OwnedFd(int fd) : fd_(fd) {}
+  ~OwnedFd() { Reset(); }
+  OwnedFd(OwnedFd&& other) noexcept : fd_(other.Release()) {}
+  OwnedFd& operator=(OwnedFd&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      fd_ = other.Release();
+    }
+    return *this;
+  }
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int Release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void Reset();
+
+ private:
+  int fd_ = -1;
+};
+
+// Listens on `path` (replacing a stale socket file a killed process left), non-blocking, with
+// mode 0600: only the owner (and root) may connect. kUnavailable when it cannot.
+Result<OwnedFd> ListenLocal(const std::string& path);
+// Connects to `path`; kUnavailable when nothing listens there.
+Result<OwnedFd> ConnectLocal(const std::string& path);
+
+// One received packet and the descriptor it carried, if any.
+struct LocalPacket {
+  std::vector<std::byte> bytes;
+  OwnedFd fd;
+};
+
+// Sends one packet, with `fd` attached when it is >= 0. `wait`: block until there is room
+// (a client); otherwise kOutOfSpace when the peer's queue is full (the worker's loop never
+// waits on a reader). kUnavailable when the peer is gone.
+Status SendPacket(int socket, std::span<const std::byte> bytes, int fd, bool wait);
+// Receives one packet, waiting up to `timeout` (zero: only what is queued). kNotFound when
+// nothing arrived in time, kUnavailable when the peer closed or the socket failed,
+// kInvalidArgument for a packet over kMaxLocalPacketBytes or with more than one descriptor (the
+// extra ones are closed).
+Result<LocalPacket> ReceivePacket(int socket, std::chrono::milliseconds timeout);
+
+// The uid of the process at the other end (SO_PEERCRED).
+Result<uid_t> PeerUid(int socket);
+
+}  // namespace bm

@@ -1,0 +1,50 @@
+@0xb409b99390f9f2fb;
+# Same-host reads (README "Same-host reads", PROTOCOL.md "Local reads"): the messages a client
+# and a worker on one host exchange over the worker's Unix domain socket (SOCK_SEQPACKET: one
+# message per packet, each a Cap'n Proto message in flat-array form). A block's bytes do not
+# travel here: the worker answers a get with a sealed, read-only memfd passed as SCM_RIGHTS
+# ancillary data of the reply packet, which the client maps; only blocks of a few KiB are
+# carried inline.
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("bm::proto");
+
+using Messages = import "messages.capnp";
+
+struct LocalRequest {
+  id @0 :UInt64;   # echoed in the reply
+  union {
+    # First message of a connection: the ticket openLocalReads handed out over TCP, which
+    # gives this connection the key and role that asked for it. Answered ok or an error (then
+    # the worker closes the connection).
+    hello @1 :Data;
+    # A whole block: answered with `block`.
+    get @2 :Text;
+    # The reader unmapped the region of this pin: the worker stops counting it. Not answered.
+    release @3 :UInt64;
+  }
+}
+
+struct LocalBlock {
+  size @0 :UInt64;
+  generation @1 :UInt64;
+  tier @2 :Messages.Tier;
+  level @3 :Messages.StorageLevel;
+  version @4 :UInt64;
+  # The stored digests of the block's units (as GetReply.unitDigests, from unit 0) and their
+  # block digest; empty / 0 for a block stored without digests.
+  unitDigests @5 :List(UInt64);
+  # Non-zero: the block came as a region (the packet's one descriptor) pinned under this id
+  # until the reader sends release (or closes the connection). Zero: the bytes are `inline`.
+  pin @6 :UInt64;
+  inline @7 :Data;
+}
+
+struct LocalReply {
+  id @0 :UInt64;
+  union {
+    error @1 :Messages.Error;
+    ok @2 :Void;
+    block @3 :LocalBlock;
+  }
+}

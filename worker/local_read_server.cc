@@ -1,0 +1,436 @@
+#include "worker/local_read_server.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/access_policy.h"
+#include "common/protocol.h"
+#include "schema/local_reads.capnp.h"
+
+namespace bm {
+namespace {
+
+// Blocks up to this size travel inside the reply: mapping a region costs more than copying a
+// few KiB (two system calls and a page table update on each side).
+constexpr uint64_t kMaxInlineBlockBytes = 64 * 1024;
+// Requests served from one connection per wake-up, so one busy reader cannot starve the rest.
+constexpr int kPacketsPerWakeup = 64;
+constexpr size_t kTicketBytes = 16;
+// Replies one reader may leave unread in its outbox before it is disconnected.
+constexpr size_t kMaxQueuedReplies = 256;
+
+std::string RandomTicket() {
+  std::string ticket(kTicketBytes, '\0');
+  size_t got = 0;
+  while (got < ticket.size()) {
+    const ssize_t n = getrandom(ticket.data() + got, ticket.size() - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+    BM_CHECK(n > 0 || errno == EINTR);
+  }
+  return ticket;
+}
+
+std::span<const std::byte> BytesOf(const kj::Array<capnp::word>& words) {
+  const kj::ArrayPtr<const kj::byte> bytes = words.asBytes();
+  return std::as_bytes(std::span(bytes.begin(), bytes.size()));
+}
+
+// What a reply says of a block besides its bytes.
+struct BlockFacts {
+  uint64_t size;
+  Tier tier;
+  StorageLevel level;
+  uint64_t version;
+  uint64_t generation;
+};
+
+void FillBlock(proto::LocalBlock::Builder out, const BlockFacts& block,
+               const std::vector<uint64_t>& unit_digests) {
+  out.setSize(block.size);
+  out.setGeneration(block.generation);
+  out.setTier(ToProto(block.tier));
+  out.setLevel(ToProto(block.level));
+  out.setVersion(block.version);
+  auto digests = out.initUnitDigests(static_cast<unsigned>(unit_digests.size()));
+  for (unsigned i = 0; i < unit_digests.size(); ++i) digests.set(i, unit_digests[i]);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LocalReadServer>> LocalReadServer::Create(LocalReadServerOptions options,
+                                                                 BlockManager& blocks,
+                                                                 WorkerCounters& counters,
+                                                                 const Clock& clock) {
+  BM_ASSIGN_OR_RETURN(OwnedFd listener, ListenLocal(options.socket_path));
+  OwnedFd epoll(epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll.valid()) return InternalError(std::string("epoll_create1: ") + std::strerror(errno));
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.u64 = 0;
+  if (epoll_ctl(epoll.get(), EPOLL_CTL_ADD, listener.get(), &event) != 0) {
+    return InternalError(std::string("epoll_ctl: ") + std::strerror(errno));
+  }
+  return std::unique_ptr<LocalReadServer>(new LocalReadServer(
+      std::move(options), blocks, counters, clock, std::move(listener), std::move(epoll)));
+}
+
+LocalReadServer::LocalReadServer(LocalReadServerOptions options, BlockManager& blocks,
+                                 WorkerCounters& counters, const Clock& clock, OwnedFd listener,
+                                 OwnedFd epoll)
+    : options_(std::move(options)),
+      blocks_(blocks),
+      counters_(counters),
+      clock_(clock),
+      listener_(std::move(listener)),
+      epoll_(std::move(epoll)),
+      own_uid_(geteuid()) {}
+
+LocalReadServer::~LocalReadServer() {
+  while (!sessions_.empty()) Close(sessions_.begin()->first);
+  unlink(options_.socket_path.c_str());
+}
+
+std::string LocalReadServer::IssueTicket(const std::optional<PeerIdentity>& peer) {
+  std::string ticket = RandomTicket();
+  tickets_[ticket] = Ticket{peer, clock_.Now() + options_.ticket_lifetime};
+  return ticket;
+}
+
+void LocalReadServer::Serve() {
+  epoll_event events[64];
+  const int ready = epoll_wait(epoll_.get(), events, 64, 0);
+  for (int i = 0; i < ready; ++i) {
+    const uint64_t id = events[i].data.u64;
+    if (id == 0) {
+      Accept();
+      continue;
+    }
+    auto session = sessions_.find(id);
+    if (session == sessions_.end()) continue;
+    if ((events[i].events & EPOLLOUT) != 0) {
+      if (!Flush(session->second)) {
+        Close(id);
+        continue;
+      }
+      if (session->second.outbox.empty()) WatchWritable(id, session->second, false);
+    }
+    if ((events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0 &&
+        !ServeSession(id)) {
+      Close(id);
+    }
+  }
+}
+
+void LocalReadServer::Accept() {
+  while (true) {
+    OwnedFd socket(accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!socket.valid()) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        spdlog::warn("local reads: accept failed: {}", std::strerror(errno));
+      }
+      return;
+    }
+    Result<uid_t> uid = PeerUid(socket.get());
+    if (!uid.ok() || (*uid != own_uid_ && *uid != 0)) {
+      ++counters_.local_reads_refused;
+      const Status refused = PermissionDeniedError("local reads: uid " +
+                                                   (uid.ok() ? std::to_string(*uid) : "unknown") +
+                                                   " may not read this worker's blocks (only uid " +
+                                                   std::to_string(own_uid_) + " and root may)");
+      spdlog::warn("{}", refused.message());
+      capnp::MallocMessageBuilder reply;
+      SetError(reply.initRoot<proto::LocalReply>().initError(), refused);
+      (void)SendPacket(socket.get(), BytesOf(capnp::messageToFlatArray(reply)), -1,
+                       /*wait=*/false);
+      continue;  // closed here
+    }
+    const uint64_t id = next_session_id_++;
+    epoll_event event{};
+    event.events = EPOLLIN | EPOLLRDHUP;
+    event.data.u64 = id;
+    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, socket.get(), &event) != 0) {
+      spdlog::warn("local reads: epoll_ctl failed: {}", std::strerror(errno));
+      continue;
+    }
+    sessions_[id].socket = std::move(socket);
+  }
+}
+
+bool LocalReadServer::ServeSession(uint64_t session_id) {
+  for (int served = 0; served < kPacketsPerWakeup; ++served) {
+    auto found = sessions_.find(session_id);
+    if (found == sessions_.end()) return true;  // closed while serving (a failed send)
+    Result<LocalPacket> packet =
+        ReceivePacket(found->second.socket.get(), std::chrono::milliseconds(0));
+    if (!packet.ok()) {
+      // Nothing more queued, or the reader went away (its pins go with it).
+      return packet.status().code() == StatusCode::kNotFound;
+    }
+    if (packet->fd.valid()) {
+      spdlog::warn("local reads: a reader sent a descriptor; disconnected");
+      return false;
+    }
+    Status served_packet = ServePacket(session_id, found->second, packet->bytes);
+    if (!served_packet.ok()) {
+      ++counters_.local_reads_refused;
+      spdlog::warn("local reads: {}; disconnected", served_packet.ToString());
+      return false;
+    }
+  }
+  return true;
+}
+
+Status LocalReadServer::ServePacket(uint64_t session_id, Session& session,
+                                    std::span<const std::byte> packet) {
+  if (packet.size() % sizeof(capnp::word) != 0) {
+    return InvalidArgumentError("a malformed local-read request");
+  }
+  // Copied into words: the packet's bytes need not be word-aligned.
+  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(packet.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), packet.data(), packet.size());
+  try {
+    capnp::FlatArrayMessageReader message(words);
+    proto::LocalRequest::Reader request = message.getRoot<proto::LocalRequest>();
+    const uint64_t request_id = request.getId();
+    switch (request.which()) {
+      case proto::LocalRequest::HELLO: {
+        auto ticket = request.getHello();
+        return Hello(session_id, session, request_id,
+                     std::as_bytes(std::span(ticket.begin(), ticket.size())));
+      }
+      case proto::LocalRequest::GET: {
+        if (!session.greeted) return PermissionDeniedError("a get before a valid ticket");
+        Result<BlockId> id = ParseWireBlockId(request.getGet());
+        if (!id.ok()) {
+          SendError(session_id, request_id, id.status());
+          return Status::Ok();
+        }
+        return Get(session_id, session, request_id, *id);
+      }
+      case proto::LocalRequest::RELEASE: {
+        auto pin = session.pins.find(request.getRelease());
+        if (pin != session.pins.end()) {
+          ReleasePin(pin->second);
+          session.pins.erase(pin);
+        }
+        return Status::Ok();
+      }
+      default:
+        return InvalidArgumentError("an unknown local-read request");
+    }
+  } catch (const kj::Exception& e) {
+    return InvalidArgumentError(std::string("a malformed local-read request: ") +
+                                e.getDescription().cStr());
+  }
+}
+
+Status LocalReadServer::Hello(uint64_t session_id, Session& session, uint64_t request_id,
+                              std::span<const std::byte> ticket) {
+  const std::string key(reinterpret_cast<const char*>(ticket.data()), ticket.size());
+  auto found = tickets_.find(key);
+  if (session.greeted || found == tickets_.end() || found->second.expires < clock_.Now()) {
+    return PermissionDeniedError("a local-read connection presented no valid ticket");
+  }
+  session.peer = found->second.peer;
+  session.greeted = true;
+  tickets_.erase(found);
+  capnp::MallocMessageBuilder reply;
+  proto::LocalReply::Builder root = reply.initRoot<proto::LocalReply>();
+  root.setId(request_id);
+  root.setOk();
+  Send(session_id, reply);
+  return Status::Ok();
+}
+
+Status LocalReadServer::Get(uint64_t session_id, Session& session, uint64_t request_id,
+                            const BlockId& id) {
+  if (Status allowed =
+          AuthorizeWorkerRequest(options_.secure, session.peer, proto::Request::GET_BLOCK);
+      !allowed.ok()) {
+    ++counters_.local_reads_refused;
+    SendError(session_id, request_id, allowed);
+    return Status::Ok();
+  }
+  const std::optional<BlockStatus> status = blocks_.Find(id);
+  if (!status) {
+    SendError(session_id, request_id,
+              NotFoundError("block " + id.ToString() + " is not stored here"));
+    return Status::Ok();
+  }
+  if (status->size <= kMaxInlineBlockBytes) {
+    if (std::optional<BlockRead> read = blocks_.ReadInMemory(id)) {
+      SendInline(session_id, request_id, std::move(*read));
+    } else {
+      blocks_.Read(id, 0, status->size, [this, session_id, request_id](Result<BlockRead> read) {
+        SendInline(session_id, request_id, std::move(read));
+      });
+    }
+    return Status::Ok();
+  }
+  if (session.pins.size() >= options_.max_pins_per_reader) {
+    SendError(session_id, request_id,
+              OutOfSpaceError("this reader holds " + std::to_string(session.pins.size()) +
+                              " mapped blocks, the most one may; release some"));
+    return Status::Ok();
+  }
+  blocks_.ShareWhole(id, [this, session_id, request_id](Result<SharedBlock> shared) {
+    SendShared(session_id, request_id, std::move(shared));
+  });
+  return Status::Ok();
+}
+
+void LocalReadServer::SendInline(uint64_t session_id, uint64_t request_id, Result<BlockRead> read) {
+  if (!read.ok()) {
+    SendError(session_id, request_id, read.status());
+    return;
+  }
+  capnp::MallocMessageBuilder reply;
+  proto::LocalReply::Builder root = reply.initRoot<proto::LocalReply>();
+  root.setId(request_id);
+  proto::LocalBlock::Builder block = root.initBlock();
+  FillBlock(block, {read->total_size, read->tier, read->level, read->version, read->generation},
+            read->unit_digests);
+  capnp::Data::Builder bytes = block.initInline(static_cast<unsigned>(read->total_size));
+  size_t at = 0;
+  for (const ChunkPtr& chunk : read->chunks) {
+    std::memcpy(bytes.begin() + at, chunk->bytes().data(), chunk->size());
+    at += chunk->size();
+  }
+  if (Send(session_id, reply)) {
+    ++counters_.block_reads_local;
+    counters_.local_read_bytes += read->total_size;
+  }
+}
+
+void LocalReadServer::SendShared(uint64_t session_id, uint64_t request_id,
+                                 Result<SharedBlock> shared) {
+  if (!shared.ok()) {
+    SendError(session_id, request_id, shared.status());
+    return;
+  }
+  auto session = sessions_.find(session_id);
+  if (session == sessions_.end()) {
+    blocks_.ReleaseShared(shared->pin);  // the reader went away meanwhile
+    return;
+  }
+  const uint64_t pin_id = next_pin_id_++;
+  capnp::MallocMessageBuilder reply;
+  proto::LocalReply::Builder root = reply.initRoot<proto::LocalReply>();
+  root.setId(request_id);
+  proto::LocalBlock::Builder block = root.initBlock();
+  FillBlock(block,
+            {shared->status.size, shared->status.tier, shared->status.level, shared->status.version,
+             shared->generation},
+            shared->unit_digests);
+  block.setPin(pin_id);
+  // Recorded first: a failed send closes the session, which releases it.
+  session->second.pins[pin_id] = Pin{shared->pin, clock_.Now()};
+  ++pin_count_;
+  if (Send(session_id, reply, shared->region->read_only_fd())) {
+    ++counters_.block_reads_local;
+    counters_.local_read_bytes += shared->status.size;
+  }
+}
+
+void LocalReadServer::SendError(uint64_t session_id, uint64_t request_id, const Status& status) {
+  capnp::MallocMessageBuilder reply;
+  proto::LocalReply::Builder root = reply.initRoot<proto::LocalReply>();
+  root.setId(request_id);
+  SetError(root.initError(), status);
+  Send(session_id, reply);
+}
+
+bool LocalReadServer::Send(uint64_t session_id, capnp::MessageBuilder& reply, int fd) {
+  auto session = sessions_.find(session_id);
+  if (session == sessions_.end()) return false;
+  const kj::Array<capnp::word> words = capnp::messageToFlatArray(reply);
+  Session& reader = session->second;
+  if (reader.outbox.empty()) {
+    Status sent = SendPacket(reader.socket.get(), BytesOf(words), fd, /*wait=*/false);
+    if (sent.ok()) return true;
+    if (sent.code() != StatusCode::kOutOfSpace) {
+      Close(session_id);
+      return false;
+    }
+  }
+  if (reader.outbox.size() >= kMaxQueuedReplies) {
+    spdlog::warn("local reads: a reader left {} replies unread; disconnected", kMaxQueuedReplies);
+    Close(session_id);
+    return false;
+  }
+  const std::span<const std::byte> bytes = BytesOf(words);
+  reader.outbox.push_back(
+      {std::vector<std::byte>(bytes.begin(), bytes.end()), OwnedFd(fd >= 0 ? dup(fd) : -1)});
+  if (reader.outbox.size() == 1) WatchWritable(session_id, reader, true);
+  return true;
+}
+
+bool LocalReadServer::Flush(Session& session) {
+  while (!session.outbox.empty()) {
+    const Queued& next = session.outbox.front();
+    Status sent = SendPacket(session.socket.get(), next.bytes, next.fd.get(), /*wait=*/false);
+    if (!sent.ok()) return sent.code() == StatusCode::kOutOfSpace;
+    session.outbox.pop_front();
+  }
+  return true;
+}
+
+void LocalReadServer::WatchWritable(uint64_t session_id, Session& session, bool writable) {
+  epoll_event event{};
+  event.events = EPOLLIN | EPOLLRDHUP | (writable ? EPOLLOUT : 0);
+  event.data.u64 = session_id;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, session.socket.get(), &event);
+}
+
+void LocalReadServer::Close(uint64_t session_id) {
+  auto session = sessions_.find(session_id);
+  if (session == sessions_.end()) return;
+  for (const auto& [pin_id, pin] : session->second.pins) ReleasePin(pin);
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, session->second.socket.get(), nullptr);
+  sessions_.erase(session);
+}
+
+void LocalReadServer::ReleasePin(const Pin& pin) {
+  blocks_.ReleaseShared(pin.held);
+  --pin_count_;
+}
+
+void LocalReadServer::Expire() {
+  const TimePoint now = clock_.Now();
+  std::erase_if(tickets_, [now](const auto& ticket) { return ticket.second.expires < now; });
+  for (auto& [id, session] : sessions_) {
+    for (auto pin = session.pins.begin(); pin != session.pins.end();) {
+      if (now - pin->second.granted < options_.pin_lifetime) {
+        ++pin;
+        continue;
+      }
+      ReleasePin(pin->second);
+      ++pins_expired_;
+      pin = session.pins.erase(pin);
+    }
+  }
+}
+
+std::optional<TimePoint> LocalReadServer::NextDeadline() const {
+  std::optional<TimePoint> next;
+  auto consider = [&next](TimePoint at) {
+    if (!next || at < *next) next = at;
+  };
+  for (const auto& [ticket, issued] : tickets_) consider(issued.expires);
+  for (const auto& [id, session] : sessions_) {
+    // Pins are granted in id order, so the first is the oldest.
+    if (!session.pins.empty())
+      consider(session.pins.begin()->second.granted + options_.pin_lifetime);
+  }
+  return next;
+}
+
+}  // namespace bm

@@ -1,0 +1,152 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "common/clock.h"
+#include "common/curve_keys.h"
+#include "common/local_socket.h"
+#include "common/status.h"
+#include "worker/block_manager.h"
+#include "worker/worker_status.h"
+
+namespace capnp {
+class MessageBuilder;
+}
+
+namespace bm {
+
+struct LocalReadServerOptions {
+  // Where the socket is made (the worker's disk directory; README "Same-host reads").
+  std::string socket_path;
+  // Keys on: a connection acts only as the key whose ticket it presented, authorized as that
+  // key's getBlock would be over TCP.
+  bool secure = false;
+  // A ticket from openLocalReads must be presented within this long, once.
+  Duration ticket_lifetime = std::chrono::seconds(30);
+  // How long the worker keeps counting a region a reader has not released: after it the pin is
+  // dropped (the block may then be evicted or removed, and its bytes leave the budget). The
+  // reader's mapping stays valid, its bytes unchanged: the memfd is sealed; the pages are then
+  // the reader's to free.
+  Duration pin_lifetime = std::chrono::minutes(10);
+  // Regions one connection may hold pinned at once; a get past it is refused (kOutOfSpace),
+  // which the client answers by reading over TCP.
+  size_t max_pins_per_reader = 4096;
+};
+
+// Serves same-host reads on a Unix domain socket (schema/local_reads.capnp): readers on the
+// worker's host receive whole blocks as sealed read-only shared regions (BlockManager::
+// ShareWhole) that they map, instead of copies through TCP.
+//
+// Who may connect: the socket file is 0600, and a connection whose peer uid (SO_PEERCRED) is
+// neither the worker's nor root is refused at once. A connection then presents a ticket the
+// worker issued over its TCP port (openLocalReads), so it acts as the key (and role) that asked
+// there, and each get is authorized as a getBlock over TCP would be: nothing can be read here
+// that could not be read there, and nothing can be written (the regions are sealed).
+//
+// Pins: every region handed out stays pinned (never evicted, counted in the memory budget even
+// once removed) until the reader sends release, its connection closes (a reader that dies
+// releases everything), or pin_lifetime passes.
+//
+// Threads: owned by the worker's loop, which polls poll_fd() and calls Serve(); disk blocks
+// are read on the storage thread, their replies sent when the completions run on the loop.
+// Replies never wait: a reply the reader's socket has no room for waits in the
+// session's outbox until it does, and a reader that stops reading is disconnected.
+class LocalReadServer {
+ public:
+  static Result<std::unique_ptr<LocalReadServer>> Create(LocalReadServerOptions options,
+                                                         BlockManager& blocks,
+                                                         WorkerCounters& counters,
+                                                         const Clock& clock);
+  // Releases every pin and removes the socket file.
+  ~LocalReadServer();
+  LocalReadServer(const LocalReadServer&) = delete;
+  LocalReadServer& operator=(const LocalReadServer&) = delete;
+
+  // Readable (an epoll descriptor) while connections or requests wait.
+  int poll_fd() const { return epoll_.get(); }
+  const std::string& socket_path() const { return options_.socket_path; }
+
+  // A single-use ticket that lets one connection on the socket act as `peer` (nullopt: keys
+  // off).
+  std::string IssueTicket(const std::optional<PeerIdentity>& peer);
+  // Accepts connections and serves the requests that arrived; drops closed connections.
+  void Serve();
+  // Drops pins older than pin_lifetime and tickets past theirs.
+  void Expire();
+  // When Expire() has work next; nullopt when nothing is pinned or issued.
+  std::optional<TimePoint> NextDeadline() const;
+
+  size_t readers() const { return sessions_.size(); }
+  size_t pins() const { return pin_count_; }
+  uint64_t pins_expired() const { return pins_expired_; }
+
+ private:
+  struct Pin {
+    SharedBlock::Pin held;
+    TimePoint granted;
+  };
+  // A reply the reader's socket had no room for yet, sent when it turns writable.
+  struct Queued {
+    std::vector<std::byte> bytes;
+    OwnedFd fd;  // a duplicate of the region's descriptor, or none
+  };
+  struct Session {
+    OwnedFd socket;
+    std::deque<Queued> outbox;
+    std::optional<PeerIdentity> peer;
+    bool greeted = false;  // presented a valid ticket
+    std::map<uint64_t, Pin> pins;
+  };
+  struct Ticket {
+    std::optional<PeerIdentity> peer;
+    TimePoint expires;
+  };
+
+  LocalReadServer(LocalReadServerOptions options, BlockManager& blocks, WorkerCounters& counters,
+                  const Clock& clock, OwnedFd listener, OwnedFd epoll);
+  void Accept();
+  // Serves the packets queued on one connection; false when it must be closed.
+  bool ServeSession(uint64_t session_id);
+  Status ServePacket(uint64_t session_id, Session& session, std::span<const std::byte> packet);
+  Status Hello(uint64_t session_id, Session& session, uint64_t request_id,
+               std::span<const std::byte> ticket);
+  Status Get(uint64_t session_id, Session& session, uint64_t request_id, const BlockId& id);
+  // Sends a small block's bytes inline.
+  void SendInline(uint64_t session_id, uint64_t request_id, Result<BlockRead> read);
+  // Sends a shared block (pinning it) to the session, or releases it when the session is gone.
+  void SendShared(uint64_t session_id, uint64_t request_id, Result<SharedBlock> shared);
+  void SendError(uint64_t session_id, uint64_t request_id, const Status& status);
+  // Sends `reply` (with `fd` attached, if >= 0), or queues it while the reader's socket is full
+  // (a reader pipelining gets); closes the session when it holds more than kMaxQueuedReplies
+  // unread or the socket failed. False when the session is gone.
+  bool Send(uint64_t session_id, capnp::MessageBuilder& reply, int fd = -1);
+  // Sends what waits in the session's outbox; false when the socket failed.
+  bool Flush(Session& session);
+  void WatchWritable(uint64_t session_id, Session& session, bool writable);
+  void Close(uint64_t session_id);
+  void ReleasePin(const Pin& pin);
+
+  const LocalReadServerOptions options_;
+  BlockManager& blocks_;
+  WorkerCounters& counters_;
+  const Clock& clock_;
+  const OwnedFd listener_;
+  const OwnedFd epoll_;
+  const uid_t own_uid_;
+
+  std::unordered_map<uint64_t, Session> sessions_;  // by session id (epoll's data)
+  uint64_t next_session_id_ = 1;                    // 0 is the listener
+  std::unordered_map<std::string, Ticket> tickets_;
+  uint64_t next_pin_id_ = 1;
+  size_t pin_count_ = 0;
+  uint64_t pins_expired_ = 0;
+};
+
+}  // namespace bm
