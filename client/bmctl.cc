@@ -55,6 +55,10 @@ class GlobalOptions {
         ->envname("BLOCKMGR_MASTER_KEY");
     app.add_flag("--json", json_, "print JSON for scripts instead of tables");
     app.add_option("--timeout", timeout_, "seconds to wait for each reply (default 5)");
+    app.add_flag("--no-local-reads", no_local_reads_,
+                 "read every block over TCP, even from a worker on this host (default: map it "
+                 "from shared memory; README \"Same-host reads\")")
+        ->envname("BLOCKMGR_NO_LOCAL_READS");
   }
 
   // How to reach the master, or why the options do not say.
@@ -77,6 +81,7 @@ class GlobalOptions {
     options.zookeeper = zookeeper_;
     options.key_file = key_file_;
     options.master_key_file = master_key_file_;
+    options.local_reads = !no_local_reads_;
     return options;
   }
 
@@ -99,6 +104,7 @@ class GlobalOptions {
   bool json_ = false;
   bool progress_on_ = false;
   bool progress_off_ = false;
+  bool no_local_reads_ = false;
 };
 
 int Main(int argc, char** argv) {

@@ -258,27 +258,24 @@ Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink
 
 std::optional<Result<LocalBlockRead>> Client::Impl::ReadLocally(const BlockLocation& location,
                                                                 const BlockId& id) {
-  std::shared_ptr<LocalReadConnection> connection = local_reads_.For(location.address);
-  if (connection == nullptr) return std::nullopt;
-  Result<LocalBlockRead> read = connection->Get(id);
-  if (read.ok()) {
-    if (location.block_digest != 0 && !read->unit_digests.empty() &&
-        BlockDigestOf(read->unit_digests) != location.block_digest) {
-      // Another version than the one the caller located (replaced meanwhile, or a stale
-      // cached location): as a TCP read would, let the caller ask again.
-      return Result<LocalBlockRead>(
-          AbortedError("block " + id.ToString() + " was replaced while it was read"));
-    }
-    return read;
+  Result<std::shared_ptr<LocalReadConnection>> connection = local_reads_.For(location.address);
+  // The worker did not answer at all: reading it over TCP would wait as long again.
+  if (!connection.ok()) return Result<LocalBlockRead>(connection.status());
+  if (*connection == nullptr) return std::nullopt;
+  Result<LocalBlockRead> read = (*connection)->Get(id);
+  if (read.ok()) return read;
+  if ((*connection)->broken()) {
+    local_reads_.Failed(location.address);
+    // No answer on the socket within the timeout: the worker is stopped or stuck.
+    if (read.status().code() == StatusCode::kUnavailable) return read;
   }
-  // The worker's own answers stand (not stored there, or not allowed); anything else means the
-  // local path failed, and TCP is tried instead.
+  // The worker's own answers stand (not stored there, not allowed, corrupt); anything else
+  // (no room to map a disk block, the block changing as it was shared) is read over TCP.
   const StatusCode code = read.status().code();
   if (code == StatusCode::kNotFound || code == StatusCode::kPermissionDenied ||
       code == StatusCode::kDataLoss) {
     return read;
   }
-  if (connection->broken()) local_reads_.Failed(location.address);
   spdlog::debug("local read of {} from {} failed ({}); reading over TCP", id.ToString(),
                 location.worker_id, read.status().ToString());
   return std::nullopt;
@@ -290,7 +287,19 @@ RangeReader::Outcome Client::Impl::ReadFrom(const BlockLocation& location, const
   if (std::optional<Result<LocalBlockRead>> local = ReadLocally(location, id)) {
     if (!local->ok()) {
       const Status status = WithPeer(local->status(), "worker " + location.worker_id);
-      return {status, Fault::kPeer, false};
+      // The worker found its copy corrupt as it shared it: handled as bytes failing their
+      // digests over TCP are (ReadCopy has the worker verify, and so drop, the copy).
+      const bool corrupt = local->status().code() == StatusCode::kDataLoss;
+      return {status, corrupt ? Fault::kCorruptCopy : Fault::kPeer, false};
+    }
+    const std::vector<uint64_t>& units = (*local)->unit_digests;
+    if (location.block_digest != 0 && !units.empty() &&
+        BlockDigestOf(units) != location.block_digest) {
+      // Another version than the one located (a stale remembered location, or replaced since
+      // the master answered): as for a TCP read, the caller asks the master again.
+      return {DataLossError("block " + id.ToString() + " on worker " + location.worker_id +
+                            " is not the version located"),
+              Fault::kWrongBlockDigest, false};
     }
     bool emitted = false;
     for (const ChunkPtr& chunk : (*local)->data.chunks) {

@@ -4,6 +4,7 @@
 #include <capnp/serialize.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "client/peer_calls.h"
@@ -45,8 +46,10 @@ Result<kj::Array<capnp::word>> WordsOf(const std::vector<std::byte>& packet) {
 Result<std::shared_ptr<LocalReadConnection>> LocalReadConnection::Open(
     const std::string& path, const std::string& ticket, std::chrono::milliseconds timeout) {
   BM_ASSIGN_OR_RETURN(OwnedFd socket, ConnectLocal(path));
+  const Result<pid_t> peer = PeerPid(socket.get());
+  const pid_t worker_pid = peer.ok() ? *peer : 0;
   std::shared_ptr<LocalReadConnection> connection(
-      new LocalReadConnection(std::move(socket), timeout));
+      new LocalReadConnection(std::move(socket), timeout, worker_pid));
   capnp::MallocMessageBuilder hello;
   proto::LocalRequest::Builder request = hello.initRoot<proto::LocalRequest>();
   request.setId(0);
@@ -113,8 +116,27 @@ std::vector<Result<LocalBlockRead>> LocalReadConnection::GetMany(const std::vect
   return results;
 }
 
+Result<LocalPacket> LocalReadConnection::Receive() {
+  // A worker's answer may take long (a disk block read into a region), but a halted worker's
+  // never comes: look at it between slices of the wait.
+  constexpr std::chrono::milliseconds kSlice{200};
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  int halted_checks = 0;
+  while (true) {
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    Result<LocalPacket> packet = ReceivePacket(socket_.get(), std::clamp(left, {}, kSlice));
+    if (packet.ok() || packet.status().code() != StatusCode::kNotFound || left <= kSlice) {
+      return packet;
+    }
+    // Twice in a row, so a worker caught between a stop and a continue is not given up on.
+    halted_checks = ProcessHalted(worker_pid_) ? halted_checks + 1 : 0;
+    if (halted_checks == 2) return UnavailableError("the worker process is stopped or gone");
+  }
+}
+
 Result<LocalBlockRead> LocalReadConnection::ReceiveBlock(uint64_t id, const BlockId& block) {
-  Result<LocalPacket> packet = ReceivePacket(socket_.get(), timeout_);
+  Result<LocalPacket> packet = Receive();
   if (!packet.ok()) {
     broken_ = true;  // a reply missing or out of order: the stream can no longer be trusted
     return UnavailableError("local read of " + block.ToString() + ": " + packet.status().message());
@@ -189,20 +211,25 @@ Result<LocalBlockRead> LocalReadConnection::ReceiveBlock(uint64_t id, const Bloc
 LocalReads::LocalReads(bool enabled, WorkerChannels& workers, std::chrono::milliseconds timeout)
     : enabled_(enabled), workers_(workers), timeout_(timeout), host_id_(HostIdentity()) {}
 
-std::shared_ptr<LocalReadConnection> LocalReads::For(const std::string& address) {
-  if (!enabled_) return nullptr;
+Result<std::shared_ptr<LocalReadConnection>> LocalReads::For(const std::string& address) {
+  using Connection = std::shared_ptr<LocalReadConnection>;
+  // inproc:// peers live in this process (tests' fake workers): they serve no socket.
+  if (!enabled_ || address.starts_with("inproc://")) return Connection();
   Worker& worker = by_address_[address];
-  if (worker.elsewhere) return nullptr;
+  if (worker.elsewhere) return Connection();
   if (worker.connection && !worker.connection->broken()) return worker.connection;
   worker.connection.reset();
   const TimePoint now = std::chrono::steady_clock::now();
-  if (now < worker.retry_after) return nullptr;
+  if (now < worker.retry_after) return Connection();
   Result<std::shared_ptr<LocalReadConnection>> connected = Connect(address, worker);
   if (!connected.ok()) {
     spdlog::debug("local reads from {} are off for now: {}", address,
                   connected.status().ToString());
     worker.retry_after = now + kRetryAfterFailure;
-    return nullptr;
+    if (connected.status().code() == StatusCode::kUnavailable && !worker.offered) {
+      return connected.status();  // the worker itself did not answer over TCP
+    }
+    return Connection();
   }
   worker.connection = *connected;
   return worker.connection;
@@ -221,6 +248,7 @@ Result<std::shared_ptr<LocalReadConnection>> LocalReads::Connect(const std::stri
   capnp::MallocMessageBuilder request;
   request.initRoot<proto::Request>().setOpenLocalReads();
   const std::string peer = "worker at " + address;
+  worker.offered = false;
   Result<IncomingMessage> reply = CallPeer(*channel, timeout_, peer, request);
   if (!reply.ok()) {
     // A worker from before local reads does not know the request: it never will.
@@ -240,6 +268,7 @@ Result<std::shared_ptr<LocalReadConnection>> LocalReads::Connect(const std::stri
     ticket.assign(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
     return Status::Ok();
   }));
+  worker.offered = true;  // failures from here on are the socket's, not the worker's
   if (host_id != host_id_ || path.empty()) {
     worker.elsewhere = true;
     return NotFoundError(path.empty() ? "local reads are off there" : "on another host");

@@ -58,8 +58,11 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
   bool broken() const { return broken_; }
 
  private:
-  LocalReadConnection(OwnedFd socket, std::chrono::milliseconds timeout)
-      : socket_(std::move(socket)), timeout_(timeout) {}
+  LocalReadConnection(OwnedFd socket, std::chrono::milliseconds timeout, pid_t worker_pid)
+      : socket_(std::move(socket)), timeout_(timeout), worker_pid_(worker_pid) {}
+  // The next packet, within the timeout; kUnavailable sooner when the worker process is seen
+  // halted (stopped or gone), as a TCP heartbeat would tell.
+  Result<LocalPacket> Receive();
   Status SendRequest(const std::vector<std::byte>& packet);
   // Receives the reply to request `id`.
   Result<LocalBlockRead> ReceiveBlock(uint64_t id, const BlockId& block);
@@ -67,6 +70,7 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
 
   const OwnedFd socket_;
   const std::chrono::milliseconds timeout_;
+  const pid_t worker_pid_;  // 0: not visible from here
   // Sends come from the client's thread (requests) and from any thread (releases).
   Mutex send_mutex_;
   uint64_t next_id_ = 1;  // the client's thread's
@@ -83,8 +87,8 @@ class LocalReads {
 
   // The connection to the worker at `address` when it is on this host and serves local reads;
   // null otherwise (remembered: a remote worker is asked once, a failed connection is tried
-  // again after a while).
-  std::shared_ptr<LocalReadConnection> For(const std::string& address);
+  // again after a while). kUnavailable when the worker did not answer the question at all.
+  Result<std::shared_ptr<LocalReadConnection>> For(const std::string& address);
   // Forgets a connection that failed, so the next For() makes a new one.
   void Failed(const std::string& address);
   bool enabled() const { return enabled_; }
@@ -94,6 +98,7 @@ class LocalReads {
     std::shared_ptr<LocalReadConnection> connection;
     bool elsewhere = false;   // on another host, or local reads are off there
     TimePoint retry_after{};  // after a failure
+    bool offered = false;     // the last Connect got the worker's answer over TCP
   };
   // Asks the worker at `address` for its offer and connects.
   Result<std::shared_ptr<LocalReadConnection>> Connect(const std::string& address, Worker& worker);

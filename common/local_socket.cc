@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 namespace bm {
 namespace {
@@ -138,6 +139,27 @@ Result<LocalPacket> ReceivePacket(int socket, std::chrono::milliseconds timeout)
   packet.bytes.assign(scratch.begin(), scratch.begin() + got);
   if (!fds.empty()) packet.fd = std::move(fds.front());
   return packet;
+}
+
+Result<pid_t> PeerPid(int socket) {
+  ucred credentials{};
+  socklen_t length = sizeof credentials;
+  if (getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
+    return UnavailableError(Errno("SO_PEERCRED"));
+  }
+  return credentials.pid;
+}
+
+bool ProcessHalted(pid_t pid) {
+  if (pid <= 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;  // gone
+  // "PID (COMM) STATE ...": COMM may hold spaces and parentheses; the state follows the last ')'.
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return false;
+  const char state = line[close + 2];
+  return state == 'T' || state == 't' || state == 'Z' || state == 'X';
 }
 
 Result<uid_t> PeerUid(int socket) {

@@ -70,7 +70,12 @@ Status SendPacket(int socket, std::span<const std::byte> bytes, int fd, bool wai
 // extra ones are closed).
 Result<LocalPacket> ReceivePacket(int socket, std::chrono::milliseconds timeout);
 
-// The uid of the process at the other end (SO_PEERCRED).
+// The uid and pid of the process at the other end (SO_PEERCRED); the pid is 0 when that
+// process is in a PID namespace this one cannot see.
 Result<uid_t> PeerUid(int socket);
+Result<pid_t> PeerPid(int socket);
+// True when process `pid` is gone, stopped (SIGSTOP, a debugger) or a zombie: a peer that will
+// not answer however long one waits. False when it runs, or cannot be told (pid 0).
+bool ProcessHalted(pid_t pid);
 
 }  // namespace bm

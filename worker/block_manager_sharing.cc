@@ -106,12 +106,8 @@ void BlockManager::ShareInMemory(const BlockId& id, Callback<Result<SharedBlock>
         return;
       }
       if (!moved.ok()) {
-        if (moved.status().code() == StatusCode::kDataLoss) {
-          spdlog::error("{}; dropped, never served", moved.status().message());
-          Status removed = Remove(id);
-          (void)removed;  // it was found just now
-          lost_.push_back(id);
-        }
+        // A copy failing its digests is never handed out; the reader reports it (verifyBlock,
+        // as for a corrupt TCP read), which drops it and has it restored from a good copy.
         done(moved.status());
         return;
       }

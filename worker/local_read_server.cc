@@ -182,6 +182,7 @@ bool LocalReadServer::ServeSession(uint64_t session_id) {
     if (!served_packet.ok()) {
       ++counters_.local_reads_refused;
       spdlog::warn("local reads: {}; disconnected", served_packet.ToString());
+      SendError(session_id, 0, served_packet);  // best effort: the reader hears why
       return false;
     }
   }

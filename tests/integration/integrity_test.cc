@@ -383,7 +383,8 @@ TEST(IntegrityTest, ABitFlippedInTransitOnASingleCopyGetIsReadAgainNotCalledData
   CommandResult put = cluster.Bmctl({"put", "rdd_6_0", "-", "--level", "MEMORY_ONLY"}, bytes);
   ASSERT_EQ(put.exit_code, 0) << put.err;
   proxy.CorruptReplyOnce(marker);
-  CommandResult got = cluster.Bmctl({"get", "rdd_6_0"});
+  // Over TCP, through the proxy: a read through shared memory would not cross it.
+  CommandResult got = cluster.Bmctl({"get", "rdd_6_0", "--no-local-reads"});
   ASSERT_TRUE(proxy.corrupted()) << "the proxy should have flipped a bit of the reply";
   ASSERT_EQ(got.exit_code, 0) << got.err;
   EXPECT_TRUE(got.out == bytes) << "the get returned other bytes than were put";

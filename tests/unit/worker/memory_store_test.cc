@@ -238,5 +238,75 @@ TEST(MemoryStoreTest, ListIsSortedById) {
   EXPECT_EQ(list[1].id, BlockId::Rdd(2, 0));
 }
 
+// Inserts a block with its own generation (pins are per generation).
+void PutVersion(MemoryStore& store, const BlockId& id, uint64_t size, uint64_t generation) {
+  Result<std::vector<MemoryBlock>> evicted = store.Reserve(id, size);
+  ASSERT_TRUE(evicted.ok()) << evicted.status().ToString();
+  store.Insert(MakeBlock(id, size, generation));
+}
+
+TEST(MemoryStoreTest, APinnedBlockIsNotEvictedAndItsUnpinningLetsItGo) {
+  MemoryStore store(1000);
+  PutVersion(store, BlockId::Broadcast(1), 400, 11);
+  PutVersion(store, BlockId::Broadcast(2), 400, 12);
+  Result<uint64_t> pinned = store.Pin(BlockId::Broadcast(1));  // the least recently used
+  ASSERT_TRUE(pinned.ok());
+  EXPECT_EQ(*pinned, 11u);
+  EXPECT_EQ(store.pinned_bytes(), 400u);
+
+  Result<std::vector<MemoryBlock>> evicted = store.Reserve(BlockId::Broadcast(3), 400);
+  ASSERT_TRUE(evicted.ok());
+  EXPECT_THAT(Ids(*evicted), ElementsAre(BlockId::Broadcast(2)));  // not the pinned one
+  store.Insert(MakeBlock(BlockId::Broadcast(3), 400, 13));
+  // 200 bytes free, and only the block just stored (400) may go: not enough for 700.
+  Status room = store.CanMakeRoom(BlockId::Broadcast(4), 700);
+  EXPECT_EQ(room.code(), StatusCode::kOutOfSpace);
+  EXPECT_THAT(room.message(), HasSubstr("mapped by readers"));
+
+  store.Unpin(11);
+  EXPECT_EQ(store.pinned_bytes(), 0u);
+  evicted = store.Reserve(BlockId::Broadcast(4), 400);
+  ASSERT_TRUE(evicted.ok());
+  EXPECT_THAT(Ids(*evicted), ElementsAre(BlockId::Broadcast(1)));
+}
+
+TEST(MemoryStoreTest, APinnedBlockRemovedStaysCountedUntilItsLastReaderLetsGo) {
+  MemoryStore store(1000);
+  PutVersion(store, BlockId::Broadcast(1), 600, 21);
+  ASSERT_TRUE(store.Pin(BlockId::Broadcast(1)).ok());
+  ASSERT_TRUE(store.Pin(BlockId::Broadcast(1)).ok());  // two readers
+  ASSERT_TRUE(store.Remove(BlockId::Broadcast(1)).has_value());
+  // Gone from the index at once, its pages still mapped: still counted.
+  EXPECT_FALSE(store.Contains(BlockId::Broadcast(1)));
+  EXPECT_EQ(store.used(), 600u);
+  EXPECT_EQ(store.CanMakeRoom(BlockId::Broadcast(2), 600).code(), StatusCode::kOutOfSpace);
+  store.Unpin(21);
+  EXPECT_EQ(store.used(), 600u);
+  store.Unpin(21);
+  EXPECT_EQ(store.used(), 0u);
+  EXPECT_EQ(store.pinned_bytes(), 0u);
+  EXPECT_TRUE(store.CanMakeRoom(BlockId::Broadcast(2), 600).ok());
+  store.Unpin(21);  // unknown now: ignored
+  EXPECT_EQ(store.used(), 0u);
+}
+
+TEST(MemoryStoreTest, HeldBytesCountOnlyWhenTheyFitAndEvictNothing) {
+  MemoryStore store(1000);
+  PutVersion(store, BlockId::Broadcast(1), 700, 31);
+  EXPECT_FALSE(store.Hold(400));  // would need an eviction: refused
+  EXPECT_EQ(store.used(), 700u);
+  EXPECT_TRUE(store.Hold(300));
+  EXPECT_EQ(store.used(), 1000u);
+  EXPECT_EQ(store.pinned_bytes(), 300u);
+  store.ReleaseHeld(300);
+  EXPECT_EQ(store.used(), 700u);
+  EXPECT_TRUE(store.Contains(BlockId::Broadcast(1)));
+}
+
+TEST(MemoryStoreTest, PinningAnAbsentBlockFails) {
+  MemoryStore store(1000);
+  EXPECT_EQ(store.Pin(BlockId::Broadcast(9)).status().code(), StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace bm

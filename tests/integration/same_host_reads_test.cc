@@ -1,0 +1,355 @@
+// Same-host reads (README "Same-host reads"): a client on a worker's host maps the worker's
+// sealed region of a block instead of receiving it over TCP. What the mapping promises (its
+// bytes never change, the memory comes back when it goes, it cannot be written), what pins it
+// (removal, overwrite and eviction wait for it; a reader's death or the pin lifetime releases
+// it), and who may open the socket at all.
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "client/client.h"
+#include "client/local_reads.h"
+#include "common/local_socket.h"
+#include "common/protocol.h"
+#include "common/transport.h"
+#include "schema/local_reads.capnp.h"
+#include "tests/support/files.h"
+#include "tests/support/local_cluster.h"
+#include "tests/support/process.h"
+
+namespace bm {
+namespace {
+
+using namespace bm::testing;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr uint64_t kMiB = 1 << 20;
+
+// One series of a worker's /metrics ("blockmgr_worker_pins"); -1 when unreadable.
+double Metric(int http_port, const std::string& series) {
+  httplib::Client http("127.0.0.1", http_port);
+  httplib::Result metrics = http.Get("/metrics");
+  if (!metrics || metrics->status != 200) return -1;
+  const std::string line = "\n" + series + " ";
+  const size_t at = metrics->body.find(line);
+  return at == std::string::npos ? -1 : std::atof(metrics->body.c_str() + at + line.size());
+}
+
+bool AwaitMetric(int http_port, const std::string& series, double value) {
+  return WaitFor([&] { return Metric(http_port, series) == value; }, milliseconds(10000));
+}
+
+std::vector<std::byte> Bytes(const BlockData& data) { return data.Flatten(); }
+
+// The offer openLocalReads gets from the worker, as key `key_name` (keys on) would.
+Result<std::pair<std::string, std::string>> AskForTicket(zmq::context_t& context,
+                                                         const std::string& endpoint,
+                                                         const ChannelSecurity& security) {
+  RpcChannel channel(context, endpoint, seconds(3), security);
+  capnp::MallocMessageBuilder message;
+  message.initRoot<proto::Request>().setOpenLocalReads();
+  BM_ASSIGN_OR_RETURN(IncomingMessage reply, channel.Call(message));
+  std::pair<std::string, std::string> offer;
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::Reply::Reader r = reply.reply();
+    if (r.isError()) return StatusFromError(r.getError());
+    offer.first = r.getLocalReads().getSocketPath();
+    capnp::Data::Reader ticket = r.getLocalReads().getTicket();
+    offer.second.assign(reinterpret_cast<const char*>(ticket.begin()), ticket.size());
+    return Status::Ok();
+  }));
+  return offer;
+}
+
+class SameHostReadsTest : public ::testing::Test {
+ protected:
+  // w1 with --http and `extra` arguments.
+  void StartWorker(const std::string& memory, std::vector<std::string> extra = {}) {
+    extra.insert(extra.end(), {"--http", "127.0.0.1:0"});
+    ASSERT_NO_FATAL_FAILURE(cluster_.StartMaster());
+    ASSERT_NO_FATAL_FAILURE(cluster_.StartWorker(
+        WorkerSpec{.id = "w1", .memory = memory, .disk_limit = "", .extra_args = extra}));
+    http_ = cluster_.HttpPort("w1");
+    ASSERT_GT(http_, 0) << cluster_.LogTail("w1");
+  }
+  void Put(Client& client, const std::string& block, const std::vector<std::byte>& bytes,
+           StorageLevel level = StorageLevel::kMemoryOnly) {
+    Result<PutResult> put = client.Put(*BlockId::Parse(block), bytes, level);
+    ASSERT_TRUE(put.ok()) << block << ": " << put.status().ToString();
+  }
+
+  LocalCluster cluster_;
+  int http_ = 0;
+};
+
+TEST_F(SameHostReadsTest, GetMapsTheWorkersSealedRegionAndNoByteCrossesTcp) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker("64MiB"));
+  Client client(cluster_.ClientOptionsFor());
+  const std::vector<std::byte> memory = RandomByteVector(4 * kMiB, 1);
+  const std::vector<std::byte> disk = RandomByteVector(3 * kMiB + 5, 2);
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_1_0", memory));
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_1_1", disk, StorageLevel::kDiskOnly));
+  {
+    Result<BlockData> from_memory = client.GetChunks(BlockId::Rdd(1, 0));
+    Result<BlockData> from_disk = client.GetChunks(BlockId::Rdd(1, 1));
+    ASSERT_TRUE(from_memory.ok()) << from_memory.status().ToString();
+    ASSERT_TRUE(from_disk.ok()) << from_disk.status().ToString();
+    ASSERT_EQ(from_memory->chunks.size(), 1u);
+    EXPECT_TRUE(Bytes(*from_memory) == memory);
+    EXPECT_TRUE(Bytes(*from_disk) == disk);
+    // The bytes are the worker's memfd, mapped here: no copy of them came over a socket.
+    const std::string maps = ReadFile("/proc/self/maps");
+    EXPECT_NE(maps.find("/memfd:bm-block rdd_1_0"), std::string::npos) << maps;
+    EXPECT_NE(maps.find("/memfd:bm-block rdd_1_1"), std::string::npos) << maps;
+    EXPECT_EQ(Metric(http_, "blockmgr_worker_block_reads_total{origin=\"local\"}"), 2);
+    EXPECT_EQ(Metric(http_, "blockmgr_worker_local_read_bytes_total"),
+              static_cast<double>(memory.size() + disk.size()));
+    EXPECT_EQ(Metric(http_, "blockmgr_worker_pinned_bytes"),
+              static_cast<double>(memory.size() + disk.size()));
+    EXPECT_EQ(Metric(http_, "blockmgr_worker_pins"), 2);
+    // Get and GetTo read the same way, copying once.
+    Result<std::vector<std::byte>> copied = client.Get(BlockId::Rdd(1, 0));
+    ASSERT_TRUE(copied.ok());
+    EXPECT_TRUE(*copied == memory);
+  }
+  // Unmapped: the worker hears it and stops counting the pages.
+  EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_pinned_bytes", 0));
+  EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_pins", 0));
+  EXPECT_EQ(Metric(http_, "blockmgr_worker_block_reads_total{origin=\"remote\"}"), 0);
+}
+
+TEST_F(SameHostReadsTest, AMappedBlockNeverChangesUnderItsReaderWhenOverwrittenOrRemoved) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker("64MiB"));
+  Client client(cluster_.ClientOptionsFor());
+  const std::vector<std::byte> first = RandomByteVector(16 * kMiB, 1);
+  const std::vector<std::byte> second = RandomByteVector(16 * kMiB, 2);
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_1_0", first));
+  std::optional<BlockData> old_version = client.GetMapped(BlockId::Rdd(1, 0));
+  ASSERT_TRUE(old_version.has_value());
+
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_1_0", second));
+  Result<BlockData> new_version = client.GetChunks(BlockId::Rdd(1, 0));
+  ASSERT_TRUE(new_version.ok()) << new_version.status().ToString();
+  EXPECT_TRUE(Bytes(*new_version) == second) << "a new reader sees the new version";
+  EXPECT_TRUE(Bytes(*old_version) == first) << "the old reader's bytes changed under it";
+
+  ASSERT_TRUE(client.Remove({BlockId::Rdd(1, 0)}).ok());
+  EXPECT_EQ(client.GetChunks(BlockId::Rdd(1, 0)).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(Bytes(*old_version) == first);
+  EXPECT_TRUE(Bytes(*new_version) == second);
+  // Both versions are gone from the index, their pages still mapped and still counted.
+  EXPECT_EQ(Metric(http_, "blockmgr_worker_used_bytes{tier=\"memory\"}"), 32.0 * kMiB);
+  old_version.reset();
+  EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_used_bytes{tier=\"memory\"}", 16.0 * kMiB));
+  new_version = InternalError("dropped");  // drops the second mapping
+  EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_used_bytes{tier=\"memory\"}", 0));
+  EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_pinned_bytes", 0));
+}
+
+TEST_F(SameHostReadsTest, APinnedBlockIsNotEvictedUntilItsReaderLetsGo) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker("64MiB"));
+  Client client(cluster_.ClientOptionsFor());
+  const std::vector<std::byte> pinned_bytes = RandomByteVector(16 * kMiB, 9);
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_2_0", pinned_bytes));
+  std::optional<BlockData> mapped = client.GetMapped(BlockId::Rdd(2, 0));
+  ASSERT_TRUE(mapped.has_value());
+  // Eight more blocks of other RDDs through a 64 MiB budget: all but the pinned one rotate.
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_NO_FATAL_FAILURE(
+        Put(client, "rdd_" + std::to_string(10 + i) + "_0", RandomByteVector(16 * kMiB, i)));
+  }
+  EXPECT_TRUE(cluster_.WorkerHolds("w1", "rdd_2_0")) << "a pinned block was evicted";
+  EXPECT_TRUE(Bytes(*mapped) == pinned_bytes);
+  mapped.reset();
+  ASSERT_TRUE(AwaitMetric(http_, "blockmgr_worker_pins", 0));
+  for (int i = 8; i < 12; ++i) {
+    ASSERT_NO_FATAL_FAILURE(
+        Put(client, "rdd_" + std::to_string(10 + i) + "_0", RandomByteVector(16 * kMiB, i)));
+  }
+  EXPECT_FALSE(cluster_.WorkerHolds("w1", "rdd_2_0")) << "released, it is evicted as any other";
+}
+
+TEST_F(SameHostReadsTest, AReaderKilledWithItsMappingHeldReleasesItsPins) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker("64MiB"));
+  Client client(cluster_.ClientOptionsFor());
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_1_0", RandomByteVector(8 * kMiB, 3)));
+  const std::string marker = cluster_.dir().Sub("mapped");
+  Process probe = Process::Start(
+      BinaryPath("bm-map-probe"),
+      {"--master", cluster_.master_endpoint(), "--block", "rdd_1_0", "--mapped-marker", marker},
+      cluster_.dir().Sub("probe.log"));
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(marker); }, milliseconds(10000)))
+      << ReadFile(cluster_.dir().Sub("probe.log"));
+  EXPECT_EQ(Metric(http_, "blockmgr_worker_pins"), 1);
+  EXPECT_EQ(Metric(http_, "blockmgr_worker_pinned_bytes"), 8.0 * kMiB);
+  EXPECT_EQ(Metric(http_, "blockmgr_worker_local_readers"), 1);
+  probe.Kill();  // SIGKILL: no release is ever sent
+  EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_pins", 0));
+  EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_pinned_bytes", 0));
+  EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_local_readers", 0));
+}
+
+TEST_F(SameHostReadsTest, PinsExpireAfterThePinLifetimeAndTheMappingStaysIntact) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker("64MiB", {"--pin-lifetime", "1"}));
+  Client client(cluster_.ClientOptionsFor());
+  const std::vector<std::byte> bytes = RandomByteVector(2 * kMiB, 4);
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_1_0", bytes));
+  std::optional<BlockData> mapped = client.GetMapped(BlockId::Rdd(1, 0));
+  ASSERT_TRUE(mapped.has_value());
+  EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_pins_expired_total", 1));
+  EXPECT_EQ(Metric(http_, "blockmgr_worker_pinned_bytes"), 0);
+  ASSERT_TRUE(client.Remove({BlockId::Rdd(1, 0)}).ok());
+  EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_used_bytes{tier=\"memory\"}", 0));
+  EXPECT_TRUE(Bytes(*mapped) == bytes) << "the sealed pages are the reader's now";
+}
+
+TEST_F(SameHostReadsTest, AMappingCannotBeMadeWritable) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker("64MiB"));
+  Client client(cluster_.ClientOptionsFor());
+  const std::vector<std::byte> bytes = RandomByteVector(1 * kMiB, 5);
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_1_0", bytes));
+  std::optional<BlockData> mapped = client.GetMapped(BlockId::Rdd(1, 0));
+  ASSERT_TRUE(mapped.has_value());
+  auto* start = const_cast<std::byte*>(mapped->chunks.front()->bytes().data());
+  const size_t length = mapped->size;
+  EXPECT_NE(mprotect(start, length, PROT_READ | PROT_WRITE), 0) << "the mapping became writable";
+
+  // Reopening the memfd behind the mapping, read-write, through /proc.
+  char range[64];
+  std::snprintf(range, sizeof range, "%lx-%lx", reinterpret_cast<unsigned long>(start),
+                reinterpret_cast<unsigned long>(start) + length);
+  const int reopened = open((std::string("/proc/self/map_files/") + range).c_str(), O_RDWR);
+  if (reopened >= 0) {
+    EXPECT_LT(write(reopened, "x", 1), 0) << "wrote into a sealed region";
+    void* writable = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, reopened, 0);
+    EXPECT_EQ(writable, MAP_FAILED) << "mapped a sealed region writable";
+    if (writable != MAP_FAILED) munmap(writable, length);
+    EXPECT_NE(ftruncate(reopened, 0), 0) << "shrank a sealed region";
+    close(reopened);
+  }
+  EXPECT_TRUE(Bytes(*mapped) == bytes);
+}
+
+TEST_F(SameHostReadsTest, AReaderOfAnotherUidIsRefusedOnTheSocketAndReadsOverTcp) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to run a reader as another uid";
+  ASSERT_NO_FATAL_FAILURE(StartWorker("64MiB"));
+  Client client(cluster_.ClientOptionsFor());
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_1_0", RandomByteVector(1 * kMiB, 6)));
+  // Let uid 65534 reach the socket file, so the worker's own check (SO_PEERCRED) is what
+  // refuses it, not the file's mode.
+  const std::filesystem::path disk = cluster_.worker_disk_dir("w1");
+  for (std::filesystem::path dir = disk; dir != dir.root_path(); dir = dir.parent_path()) {
+    if (dir.string().size() <= 4) break;  // not /tmp itself
+    chmod(dir.c_str(), 0755);
+  }
+  chmod((disk / "local.sock").c_str(), 0777);
+  CommandResult probe =
+      RunCommand(BinaryPath("bm-map-probe"),
+                 {"--master", cluster_.master_endpoint(), "--block", "rdd_1_0", "--uid", "65534"});
+  EXPECT_EQ(probe.exit_code, 3) << probe.out << probe.err;  // not mapped; read over TCP
+  EXPECT_NE(probe.out.find("not mapped"), std::string::npos) << probe.out;
+  EXPECT_GE(Metric(http_, "blockmgr_worker_local_reads_refused_total"), 1);
+  EXPECT_NE(ReadFile(cluster_.dir().Sub("w1.log")).find("uid 65534 may not read"),
+            std::string::npos);
+}
+
+TEST_F(SameHostReadsTest, WithLocalReadsOffEveryReadGoesOverTcpAndCountsAsLocalOrigin) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker("64MiB", {"--no-local-reads"}));
+  Client client(cluster_.ClientOptionsFor());
+  const std::vector<std::byte> bytes = RandomByteVector(2 * kMiB, 7);
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_1_0", bytes));
+  EXPECT_FALSE(client.GetMapped(BlockId::Rdd(1, 0)).has_value());
+  Result<BlockData> read = client.GetChunks(BlockId::Rdd(1, 0));
+  ASSERT_TRUE(read.ok());
+  EXPECT_TRUE(Bytes(*read) == bytes);
+  EXPECT_FALSE(std::filesystem::exists(cluster_.worker_disk_dir("w1") + "/local.sock"));
+  EXPECT_EQ(Metric(http_, "blockmgr_worker_local_read_bytes_total"), 0);
+  // Over loopback TCP, still a reader on this host.
+  EXPECT_EQ(Metric(http_, "blockmgr_worker_block_reads_total{origin=\"local\"}"), 1);
+}
+
+class SameHostReadsWithKeysTest : public SameHostReadsTest {};
+
+TEST_F(SameHostReadsWithKeysTest, OnlyAKeyThatMayReadGetsATicketAndOnlyATicketOpensTheSocket) {
+  ASSERT_NO_FATAL_FAILURE(cluster_.UseKeys({"w1"}));
+  ASSERT_NO_FATAL_FAILURE(StartWorker("64MiB"));
+  Client client(cluster_.ClientOptionsFor("client"));
+  const std::vector<std::byte> bytes = RandomByteVector(1 * kMiB, 8);
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_1_0", bytes));
+  std::optional<BlockData> mapped = client.GetMapped(BlockId::Rdd(1, 0));
+  ASSERT_TRUE(mapped.has_value()) << "a client key maps blocks in a keyed cluster";
+  EXPECT_TRUE(Bytes(*mapped) == bytes);
+
+  zmq::context_t context;
+  const std::string endpoint = cluster_.worker_endpoint("w1");
+  // A key of a role that may not read blocks gets no ticket.
+  Result<std::pair<std::string, std::string>> as_master =
+      AskForTicket(context, endpoint, cluster_.SecurityOf("master", "w1"));
+  EXPECT_EQ(as_master.status().code(), StatusCode::kPermissionDenied)
+      << as_master.status().ToString() << cluster_.LogTail("w1");
+
+  Result<std::pair<std::string, std::string>> offer =
+      AskForTicket(context, endpoint, cluster_.SecurityOf("client", "w1"));
+  ASSERT_TRUE(offer.ok()) << offer.status().ToString();
+  const std::string& path = offer->first;
+  // No ticket, or a made-up one: refused.
+  EXPECT_EQ(
+      LocalReadConnection::Open(path, std::string(16, 'x'), milliseconds(3000)).status().code(),
+      StatusCode::kPermissionDenied);
+  // The real one opens the socket once; a second use is refused.
+  Result<std::shared_ptr<LocalReadConnection>> opened =
+      LocalReadConnection::Open(path, offer->second, milliseconds(3000));
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Result<LocalBlockRead> read = (*opened)->Get(BlockId::Rdd(1, 0));
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(Bytes(read->data) == bytes);
+  EXPECT_EQ(LocalReadConnection::Open(path, offer->second, milliseconds(3000)).status().code(),
+            StatusCode::kPermissionDenied);
+
+  // A get before any ticket: the worker hangs up.
+  Result<OwnedFd> raw = ConnectLocal(path);
+  ASSERT_TRUE(raw.ok());
+  capnp::MallocMessageBuilder get;
+  proto::LocalRequest::Builder request = get.initRoot<proto::LocalRequest>();
+  request.setId(1);
+  request.setGet("rdd_1_0");
+  const kj::Array<capnp::word> words = capnp::messageToFlatArray(get);
+  ASSERT_TRUE(SendPacket(raw->get(),
+                         std::as_bytes(std::span(words.asBytes().begin(), words.asBytes().size())),
+                         -1, true)
+                  .ok());
+  // A get before any ticket: refused, and the worker hangs up.
+  Result<LocalPacket> answer = ReceivePacket(raw->get(), milliseconds(5000));
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  ASSERT_EQ(answer->bytes.size() % sizeof(capnp::word), 0u);
+  kj::Array<capnp::word> reply_words = kj::heapArray<capnp::word>(answer->bytes.size() / 8);
+  std::memcpy(reply_words.begin(), answer->bytes.data(), answer->bytes.size());
+  capnp::FlatArrayMessageReader reply(reply_words);
+  ASSERT_TRUE(reply.getRoot<proto::LocalReply>().isError());
+  EXPECT_EQ(StatusFromError(reply.getRoot<proto::LocalReply>().getError()).code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_FALSE(answer->fd.valid());
+  EXPECT_EQ(ReceivePacket(raw->get(), milliseconds(5000)).status().code(), StatusCode::kUnavailable)
+      << "the connection stayed open";
+  EXPECT_GE(Metric(http_, "blockmgr_worker_local_reads_refused_total"), 3);
+}
+
+}  // namespace
+}  // namespace bm
