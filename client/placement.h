@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,15 @@ namespace bm {
 // (and those after it, wrapping around) comes first, so a caller incrementing `round_robin`
 // for every put spreads consecutive puts over identical workers. Pure; `workers` is usually
 // the master's list, sorted by id.
+//
+// With `is_local` (workers on the caller's own host), those come first within each of the
+// groups above: a local worker with room in free memory takes a memory block before any other
+// worker, but one that could only take it on disk or by evicting does not go ahead of a worker
+// with free memory. So a computation's blocks land where it runs while its host has room, as
+// Spark's executors cache into their own BlockManager, and go elsewhere once it is full.
 std::vector<WorkerInfo> ChooseWorkers(const std::vector<WorkerInfo>& workers, uint64_t size,
-                                      StorageLevel level, uint64_t round_robin);
+                                      StorageLevel level, uint64_t round_robin,
+                                      const std::function<bool(const WorkerInfo&)>& is_local = {});
 
 }  // namespace bm
 
