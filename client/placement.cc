@@ -4,6 +4,8 @@
 #include <tuple>
 #include <utility>
 
+#include "client/local_hosts.h"
+
 namespace bm {
 namespace {
 
@@ -56,6 +58,19 @@ std::vector<WorkerInfo> ChooseWorkers(const std::vector<WorkerInfo>& workers, ui
   ordered.reserve(candidates.size());
   for (const Candidate& c : candidates) ordered.push_back(workers[c.index]);
   return ordered;
+}
+
+std::vector<std::string> PreferredHostsOf(const std::vector<BlockLocation>& copies) {
+  std::vector<std::string> hosts;
+  for (const Tier tier : {Tier::kMemory, Tier::kDisk}) {
+    for (const BlockLocation& copy : copies) {
+      if (copy.tier != tier) continue;
+      std::string host = HostOfAddress(copy.address);
+      if (host.empty() || std::find(hosts.begin(), hosts.end(), host) != hosts.end()) continue;
+      hosts.push_back(std::move(host));
+    }
+  }
+  return hosts;
 }
 
 const std::vector<WorkerInfo>* KeptWorkerList::Find(Clock::time_point now) const {

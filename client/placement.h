@@ -43,6 +43,11 @@ std::vector<WorkerInfo> ChooseWorkers(const std::vector<WorkerInfo>& workers, ui
 
 namespace bm {
 
+// Where a computation over a block should run, as Spark's getPreferredLocations: the host of
+// each copy's worker address (HostOfAddress in client/local_hosts.h, e.g. "10.0.0.5"), memory
+// copies first, each host once. Empty when `copies` is. Pure.
+std::vector<std::string> PreferredHostsOf(const std::vector<BlockLocation>& copies);
+
 // The master's list of live workers as puts last fetched it, kept for `ttl` so that puts in a
 // row place without asking the master each time (ClientOptions::worker_list_ttl). The copies
 // this client stores are counted into it, so the next placements see them.

@@ -6,6 +6,7 @@
 // and the client counts only "localhost" as its host (ClientOptions::local_hosts), so "near" is
 // the one worker on the client's host, though the far one has four times its free memory.
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "client/client.h"
+#include "client/dataset.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/process.h"
 
@@ -87,6 +89,38 @@ TEST_F(LocalPlacementTest, ReplicatedPutKeepsOneCopyLocalAndTheOtherElsewhere) {
   ASSERT_TRUE(put.ok()) << put.status().ToString();
   EXPECT_EQ(put->worker_id, "near");
   EXPECT_EQ(put->replicas, (std::vector<std::string>{"near", "far"}));
+}
+
+TEST_F(LocalPlacementTest, DatasetPreferredHostsAreWhereItsPartitionsAreCached) {
+  auto session = std::make_shared<CacheSession>(NearClientOptions());
+  auto dataset = Dataset::Source(session, 3, "numbers", 3, [](uint32_t i) -> Result<PartitionData> {
+    return PartitionData(1000, std::byte(i));
+  });
+  // Nothing cached yet: no preference.
+  Result<std::vector<std::vector<std::string>>> all = dataset->PreferredHostsOfAll();
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(*all, (std::vector<std::vector<std::string>>(3)));
+  Result<std::vector<std::string>> one = dataset->PreferredHosts(1);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_TRUE(one->empty());
+
+  // Cached by this session's clients: on the worker on their host, "localhost".
+  ASSERT_TRUE(dataset->Persist(StorageLevel::kMemoryOnly).ok());
+  ASSERT_TRUE(dataset->Collect(1).ok());
+  all = dataset->PreferredHostsOfAll();
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(*all, (std::vector<std::vector<std::string>>(3, {"localhost"})));
+
+  // Two copies: both hosts, each once.
+  auto replicated = Dataset::Source(
+      session, 4, "twice", 2,
+      [](uint32_t i) -> Result<PartitionData> { return PartitionData(1000, std::byte(i)); });
+  ASSERT_TRUE(replicated->Persist(StorageLevel::kMemoryOnly2).ok());
+  ASSERT_TRUE(replicated->Collect(1).ok());
+  one = replicated->PreferredHosts(1);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_THAT(*one, ::testing::UnorderedElementsAre("localhost", "127.0.0.1"));
+  EXPECT_FALSE(replicated->PreferredHosts(2).ok());  // no such partition
 }
 
 }  // namespace

@@ -165,5 +165,17 @@ TEST(ChooseWorkersTest, LocalWorkerComesFirstAmongDiskFallbacks) {
             (Ids_{"w2"}));
 }
 
+TEST(PreferredHostsOfTest, HostsOfMemoryCopiesComeFirstEachOnce) {
+  const std::vector<BlockLocation> copies = {
+      {"w1", "tcp://10.0.0.1:7701", Tier::kDisk, 10},
+      {"w2", "tcp://10.0.0.2:7701", Tier::kMemory, 10},
+      {"w3", "tcp://10.0.0.2:7702", Tier::kMemory, 10},  // same host as w2
+      {"w4", "tcp://[fd00::3]:7701", Tier::kMemory, 10},
+      {"w5", "tcp://10.0.0.2:7703", Tier::kDisk, 10}};
+  EXPECT_EQ(PreferredHostsOf(copies),
+            (std::vector<std::string>{"10.0.0.2", "fd00::3", "10.0.0.1"}));
+  EXPECT_TRUE(PreferredHostsOf({}).empty());
+}
+
 }  // namespace
 }  // namespace bm
