@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <istream>
 #include <zmq.hpp>
 
@@ -206,7 +207,14 @@ Result<PutResult> Client::Impl::PutOnce(const BlockId& id, PieceSource& source, 
   std::erase_if(workers,
                 [](const WorkerInfo& w) { return w.state == WorkerState::kDecommissioning; });
   if (workers.empty()) return UnavailableError("no live workers are registered with the master");
-  std::vector<WorkerInfo> candidates = ChooseWorkers(workers, source.size(), level, put_counter_++);
+  // Workers on this host first while they have room (PutOptions::prefer_local); a named
+  // worker overrides that below.
+  std::function<bool(const WorkerInfo&)> is_local;
+  if (options.prefer_local && !options.worker_id) {
+    is_local = [this](const WorkerInfo& w) { return IsLocalAddress(w.address); };
+  }
+  std::vector<WorkerInfo> candidates =
+      ChooseWorkers(workers, source.size(), level, put_counter_++, is_local);
   if (options.worker_id) {
     // The named worker takes the first copy, whether or not placement would have chosen it.
     auto named = std::find_if(workers.begin(), workers.end(),
@@ -214,16 +222,15 @@ Result<PutResult> Client::Impl::PutOnce(const BlockId& id, PieceSource& source, 
     if (named == workers.end()) return NotFoundError("no live worker named " + *options.worker_id);
     std::erase_if(candidates, [&](const WorkerInfo& w) { return w.id == named->id; });
     candidates.insert(candidates.begin(), *named);
-  } else if (options.prefer_local) {
-    std::stable_partition(candidates.begin(), candidates.end(),
-                          [this](const WorkerInfo& w) { return IsLocalAddress(w.address); });
   }
   if (candidates.empty()) {
     return OutOfSpaceError("no live worker has room for " + id.ToString() + " (" +
                            FormatBytes(source.size()) + ", " +
                            std::string(StorageLevelName(level)) + ")");
   }
-  // Copies on distinct racks, then hosts, then workers; the named worker (if any) first.
+  // Copies on distinct racks, then hosts, then workers; the named worker (if any) first. The
+  // first pick is the first candidate, so with prefer_local the first copy stays on this host
+  // and the other copies of a replicated level go to other hosts, as before.
   std::vector<ReplicaSite> sites;
   for (const WorkerInfo& w : candidates) {
     sites.push_back({w.id, w.host.empty() ? HostOfAddress(w.address) : w.host, w.rack});

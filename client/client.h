@@ -128,10 +128,14 @@ class Client {
   //
   // Placement: with `options.worker_id`, on that worker (kNotFound "no live worker named X" if
   // the master does not list it). Otherwise the client asks the master for the live workers and
-  // tries them in the order ChooseWorkers() (client/placement.h) gives: memory levels on the
-  // worker with the most free memory that fits the block; DISK_ONLY, or when no worker has the
-  // free memory, on the worker with the least disk used that has room; ties rotate from put to
-  // put. A candidate that is unavailable or out of space is skipped for the next one.
+  // tries them in the order ChooseWorkers() (client/placement.h) gives: a worker on this host
+  // (IsLocalAddress) first when it has room for the block (free memory for memory levels, disk
+  // for DISK_ONLY), as Spark caches into the executor's own BlockManager; then memory levels
+  // on the worker with the most free memory that fits the block; DISK_ONLY, or when no worker
+  // has the free memory, on the worker with the least disk used that has room; ties rotate
+  // from put to put. `options.prefer_local = false` drops the first rule, for the old
+  // spread-by-free-memory order (a loader filling the whole cluster from one machine). A
+  // candidate that is unavailable or out of space is skipped for the next one.
   // kUnavailable when no worker is registered; kOutOfSpace when no worker can hold the block.
   //
   // Replication: the _2 levels (or `options.replication`) store that many copies on distinct

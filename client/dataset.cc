@@ -6,6 +6,7 @@
 #include <utility>
 #include <zmq.hpp>
 
+#include "client/placement.h"
 #include "common/block_id.h"
 #include "common/mutex.h"
 
@@ -141,6 +142,35 @@ Result<std::vector<PartitionData>> Dataset::Collect(size_t parallelism) {
       },
       parallelism));
   return partitions;
+}
+
+Result<std::vector<std::string>> Dataset::PreferredHosts(size_t partition) {
+  if (partition >= num_partitions_) {
+    return InvalidArgumentError("partition " + std::to_string(partition) + " of " + name_ +
+                                " (RDD " + std::to_string(rdd_id_) + ") does not exist: it has " +
+                                std::to_string(num_partitions_));
+  }
+  BM_ASSIGN_OR_RETURN(std::vector<BlockLocations> blocks, session_->WithClient([&](Client& client) {
+    return client.Locations({BlockId::Rdd(rdd_id_, partition)});
+  }));
+  if (blocks.empty()) return std::vector<std::string>{};
+  return PreferredHostsOf(blocks.front().locations);
+}
+
+Result<std::vector<std::vector<std::string>>> Dataset::PreferredHostsOfAll() {
+  std::vector<BlockId> ids;
+  ids.reserve(num_partitions_);
+  for (uint32_t i = 0; i < num_partitions_; ++i) ids.push_back(BlockId::Rdd(rdd_id_, i));
+  BM_ASSIGN_OR_RETURN(std::vector<BlockLocations> blocks,
+                      session_->WithClient([&](Client& client) { return client.Locations(ids); }));
+  if (blocks.size() != ids.size()) {
+    return InternalError("the master answered for " + std::to_string(blocks.size()) + " of " +
+                         std::to_string(ids.size()) + " blocks");
+  }
+  std::vector<std::vector<std::string>> hosts;
+  hosts.reserve(blocks.size());
+  for (const BlockLocations& block : blocks) hosts.push_back(PreferredHostsOf(block.locations));
+  return hosts;
 }
 
 Status Dataset::ForEachIndex(const std::function<Status(uint32_t)>& task, size_t parallelism) {

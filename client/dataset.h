@@ -111,6 +111,16 @@ class Dataset : public std::enable_shared_from_this<Dataset> {
   // particular order. Stops at the first error (of a partition or of `fn`) and returns it.
   Status ForEachPartition(const PartitionFn& fn, size_t parallelism = 0);
 
+  // Where partition `partition` is cached, so a scheduler can run its task there (Spark's
+  // getPreferredLocations): the host part of the address of each worker holding its block
+  // (e.g. "10.0.0.5"), memory copies first, each host once (PreferredHostsOf in
+  // client/placement.h). Empty when no worker holds it, whether or not the dataset is
+  // persisted (another run may have cached it). Asks the master.
+  Result<std::vector<std::string>> PreferredHosts(size_t partition);
+  // PreferredHosts of every partition, in partition order, from one master call (one per
+  // 10,000 partitions).
+  Result<std::vector<std::vector<std::string>>> PreferredHostsOfAll();
+
  private:
   Dataset(std::shared_ptr<CacheSession> session, uint64_t rdd_id, std::string name,
           uint32_t num_partitions, SourceFn source, std::shared_ptr<Dataset> parent, MapFn map);

@@ -154,7 +154,6 @@ Result<std::vector<std::byte>> Client::Impl::ComputeAndStore(const BlockId& id, 
   }
   // The renewer keeps running through the put: a big block's upload can outlast the lease.
   PutOptions put_options;
-  put_options.prefer_local = true;
   put_options.compute_lease = lease;
   Result<PutResult> stored = Put(id, *computed, level, put_options);
   renewer.Stop();

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,12 +29,24 @@ namespace bm {
 // (and those after it, wrapping around) comes first, so a caller incrementing `round_robin`
 // for every put spreads consecutive puts over identical workers. Pure; `workers` is usually
 // the master's list, sorted by id.
+//
+// With `is_local` (workers on the caller's own host), those come first within each of the
+// groups above: a local worker with room in free memory takes a memory block before any other
+// worker, but one that could only take it on disk or by evicting does not go ahead of a worker
+// with free memory. So a computation's blocks land where it runs while its host has room, as
+// Spark's executors cache into their own BlockManager, and go elsewhere once it is full.
 std::vector<WorkerInfo> ChooseWorkers(const std::vector<WorkerInfo>& workers, uint64_t size,
-                                      StorageLevel level, uint64_t round_robin);
+                                      StorageLevel level, uint64_t round_robin,
+                                      const std::function<bool(const WorkerInfo&)>& is_local = {});
 
 }  // namespace bm
 
 namespace bm {
+
+// Where a computation over a block should run, as Spark's getPreferredLocations: the host of
+// each copy's worker address (HostOfAddress in client/local_hosts.h, e.g. "10.0.0.5"), memory
+// copies first, each host once. Empty when `copies` is. Pure.
+std::vector<std::string> PreferredHostsOf(const std::vector<BlockLocation>& copies);
 
 // The master's list of live workers as puts last fetched it, kept for `ttl` so that puts in a
 // row place without asking the master each time (ClientOptions::worker_list_ttl). The copies

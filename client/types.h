@@ -109,9 +109,13 @@ struct PutOptions {
   std::optional<std::string> worker_id;
   // Copies to store on distinct workers; 0 = as the level says (2 for the _2 levels, else 1).
   uint32_t replication = 0;
-  // Try workers on this client's own host first (see ClientOptions::local_hosts), in placement
-  // order, then the others. Get-or-compute stores what it computed this way, as Spark does.
-  bool prefer_local = false;
+  // Try workers on this client's own host first while they have room (see
+  // ClientOptions::local_hosts and ChooseWorkers in client/placement.h), then the others, as
+  // Spark caches into the executor's own BlockManager: a computation then reads its blocks
+  // where it runs. false: the cluster-wide order alone (most free memory first), which spreads
+  // the puts of one client over every worker, e.g. for a loader filling the cache from one
+  // machine. Replicated levels keep only the first copy local; the others spread over hosts.
+  bool prefer_local = true;
   // Get-or-compute sets this to the compute lease its result is stored under (0 = none): the
   // master refuses the block, and the put fails (kAborted), when that lease is no longer held.
   uint64_t compute_lease = 0;

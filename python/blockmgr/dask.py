@@ -17,6 +17,22 @@ Partitions are stored with pickle protocol 5 and its out-of-band buffers laid ou
 pickle in one block, so NumPy and pandas data is copied once into the block when stored, and
 read back as views of the received block (read-only arrays) without another copy.
 
+Each partition's task is placed where its partition lives, as Spark schedules a task on the
+executor holding its cached block: ``persist`` asks the master once where the RDD's blocks are
+and gives each task a Dask worker restriction to the host(s) of the blockmgr workers holding
+its partition (memory copies first), with ``allow_other_workers=True``, so a busy or missing
+host delays nothing: the task then runs elsewhere and reads the partition over the network. A
+partition not cached yet is pre-assigned a host of the active ``distributed`` client's workers,
+round-robin (no restriction without a distributed client): its first computation runs there and
+stores it on that host's blockmgr worker (puts prefer a worker on the client's own host), so a
+later computation of the same collection runs there again and reads it locally. The hosts are
+the host parts of the addresses (``10.0.0.5``), which Dask matches against its workers' hosts:
+run each Dask worker on the host of its blockmgr worker, on the same interface. The
+restrictions are layer annotations of the returned collection, and a graph optimisation
+(installed in ``dask.config`` "optimizations" by the first ``persist``) puts them back on the
+partition tasks after Dask's low-level optimisation (fusion) has dropped the layers.
+``placement=False`` leaves tasks where Dask puts them.
+
 Upstream tasks that several partitions share (an aggregation feeding every partition) run once
 per partition that is computed; persist such a collection with ``dask.persist`` first, or cache
 the collection after the shared step.
@@ -31,7 +47,10 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import STORAGE_LEVELS, _blockmgr
 
-__all__ = ["persist", "unpersist", "partition_block_ids", "dumps", "loads"]
+__all__ = [
+    "persist", "unpersist", "partition_block_ids", "cached_hosts", "place_partitions",
+    "restore_placement", "dumps", "loads",
+]
 
 DEFAULT_LEVEL = "MEMORY_AND_DISK"
 
@@ -130,6 +149,7 @@ class CachedPartition:
         graph: Dict[Any, Any],
         key: Any,
         client_options: Dict[str, Any],
+        hosts: Optional[List[str]] = None,
     ) -> None:
         self.master = master
         self.rdd_id = rdd_id
@@ -138,6 +158,8 @@ class CachedPartition:
         self.graph = graph
         self.key = key
         self.client_options = client_options
+        # The hosts this task should run on (None: anywhere); see place_partitions.
+        self.hosts = hosts
 
     @property
     def block_id(self) -> str:
@@ -162,6 +184,120 @@ class CachedPartition:
         return "CachedPartition(%s)" % self.block_id
 
 
+# ---- placement: the hosts each partition's task should run on ----
+
+
+def _host_of(address: str) -> str:
+    """The host part of a blockmgr or Dask address: "10.0.0.5" for "tcp://10.0.0.5:7701",
+    "fd00::1" for "tcp://[fd00::1]:7701"."""
+    rest = address.split("://", 1)[-1]
+    if rest.startswith("["):
+        return rest[1 : rest.find("]")]
+    return rest.rsplit(":", 1)[0]
+
+
+def cached_hosts(master: str, rdd_id: int, partitions: int,
+                 **client_options: Any) -> List[List[str]]:
+    """For each partition of RDD ``rdd_id``, the hosts of the blockmgr workers holding it:
+    memory copies first, each host once; empty when it is not cached. One call to the master
+    (Dask's counterpart of Spark's ``getPreferredLocations``)."""
+    ids = ["rdd_%d_%d" % (rdd_id, i) for i in range(partitions)]
+    with _blockmgr.Client(master, **client_options) as client:
+        blocks = client.locations(ids)
+    hosts: List[List[str]] = []
+    for block in blocks:
+        ordered = [l for l in block.locations if l.tier == "memory"]
+        ordered += [l for l in block.locations if l.tier != "memory"]
+        partition_hosts: List[str] = []
+        for location in ordered:
+            host = _host_of(location.address)
+            if host and host not in partition_hosts:
+                partition_hosts.append(host)
+        hosts.append(partition_hosts)
+    return hosts
+
+
+def _dask_worker_hosts() -> List[str]:
+    """The hosts of the active distributed client's workers, sorted; empty without one."""
+    try:
+        from distributed import get_client
+        client = get_client()
+    except (ImportError, ValueError):
+        return []
+    workers = client.scheduler_info().get("workers", {})
+    return sorted({_host_of(address) for address in workers})
+
+
+def place_partitions(cached: List[List[str]], dask_hosts: List[str]) -> List[Optional[List[str]]]:
+    """Where each partition's task should run: the hosts holding it when cached; otherwise one
+    of ``dask_hosts``, the least used so far (counting the cached partitions on it), earliest
+    first, which is round-robin when nothing is cached; None (anywhere) without ``dask_hosts``."""
+    load = {host: 0 for host in dask_hosts}
+    for hosts in cached:
+        if hosts and hosts[0] in load:
+            load[hosts[0]] += 1
+    placed: List[Optional[List[str]]] = []
+    for hosts in cached:
+        if hosts:
+            placed.append(list(hosts))
+        elif dask_hosts:
+            host = min(dask_hosts, key=lambda h: load[h])  # min keeps the first of equals
+            load[host] += 1
+            placed.append([host])
+        else:
+            placed.append(None)
+    return placed
+
+
+def _cached_partitions_in(task: Any, found: List["CachedPartition"], depth: int = 0) -> None:
+    """The CachedPartition objects inside a (possibly fused) task."""
+    if depth > 32:
+        return
+    if isinstance(task, CachedPartition):
+        found.append(task)
+    elif isinstance(task, (tuple, list)):
+        for part in task:
+            _cached_partitions_in(part, found, depth + 1)
+    else:
+        inner = getattr(task, "dsk", None)  # SubgraphCallable: Blockwise fusion
+        if isinstance(inner, dict):
+            for part in inner.values():
+                _cached_partitions_in(part, found, depth + 1)
+
+
+def restore_placement(dsk: Any, keys: Any, **kwargs: Any) -> Any:
+    """A Dask graph optimisation: when low-level optimisation turned the graph into a plain
+    dict (which drops layer annotations), puts the worker restrictions of the CachedPartition
+    tasks back as annotations of a one-layer graph. Other graphs are returned as they are."""
+    from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+
+    if isinstance(dsk, HighLevelGraph):
+        return dsk  # the layers and their annotations survived
+    hosts: Dict[Any, List[str]] = {}
+    for key, task in dsk.items():
+        found: List[CachedPartition] = []
+        _cached_partitions_in(task, found)
+        placed = [c.hosts for c in found if c.hosts]
+        if placed:
+            hosts[key] = placed[0]
+    if not hosts:
+        return dsk
+    layer = MaterializedLayer(dict(dsk), annotations={
+        "workers": hosts.get,
+        "allow_other_workers": lambda key: True if key in hosts else None,
+    })
+    return HighLevelGraph({"blockmgr-placed-%d" % id(layer): layer},
+                          {"blockmgr-placed-%d" % id(layer): set()})
+
+
+def _install_restore_placement() -> None:
+    import dask
+
+    optimizations = list(dask.config.get("optimizations", ()))
+    if restore_placement not in optimizations:
+        dask.config.set(optimizations=optimizations + [restore_placement])
+
+
 def partition_block_ids(collection: Any, rdd_id: int) -> List[str]:
     """The block ids ``persist(collection, rdd_id=rdd_id)`` caches the partitions as."""
     import dask.core
@@ -180,6 +316,7 @@ def persist(
     level: str = DEFAULT_LEVEL,
     name: Optional[str] = None,
     register: bool = True,
+    placement: bool = True,
     **client_options: Any,
 ) -> Any:
     """A collection like ``collection`` whose partitions are cached in blockmgr as RDD
@@ -188,7 +325,13 @@ def persist(
     collection is. The RDD is registered with the master (``name``, default the collection's
     name, and its partition count) so ``bmctl rdds`` shows it; ``register=False`` skips that.
     ``client_options`` go to each :class:`blockmgr.Client` (``timeout``, ``compute_lease``...).
+
+    With ``placement`` (the default) each partition's task carries a loose worker restriction
+    (``workers=[host...]``, ``allow_other_workers=True``): the hosts holding the partition when
+    cached, else a host of the active ``distributed`` client's workers, round-robin (module
+    docstring). The hosts are decided here, once: persist again to follow blocks that moved.
     """
+    import dask
     import dask.base
     import dask.core
     from dask.optimization import cull
@@ -212,18 +355,35 @@ def persist(
         if old not in rename:
             rename[old] = "blockmgr-rdd%d-%s" % (rdd_id, tokenize(old, master, rdd_id, level))
 
+    placed: List[Optional[List[str]]] = [None] * len(keys)
+    if placement:
+        placed = place_partitions(cached_hosts(master, rdd_id, len(keys), **client_options),
+                                  _dask_worker_hosts())
+
     tasks: Dict[Any, Tuple[Callable[[], Any]]] = {}
+    hosts_by_key: Dict[Any, List[str]] = {}
     for index, key in enumerate(keys):
         subgraph, _ = cull(graph, [key])
-        task = CachedPartition(master, rdd_id, index, level, subgraph, key, dict(client_options))
-        tasks[replace_name_in_key(key, rename)] = (task,)
+        task = CachedPartition(master, rdd_id, index, level, subgraph, key, dict(client_options),
+                               placed[index])
+        new_key = replace_name_in_key(key, rename)
+        tasks[new_key] = (task,)
+        if placed[index]:
+            hosts_by_key[new_key] = placed[index]
 
     if register:
         with _blockmgr.Client(master, **client_options) as client:
             client.register_rdd(rdd_id, name or _key_name(keys[0]), level, len(keys))
 
     rebuild, args = collection.__dask_postpersist__()
-    return rebuild(tasks, *args, rename=rename)
+    if not hosts_by_key:
+        return rebuild(tasks, *args, rename=rename)
+    _install_restore_placement()
+    # The layer the collection is rebuilt with takes the annotations in effect (dask.annotate);
+    # callables are expanded per key when the graph is sent to the scheduler.
+    with dask.annotate(workers=hosts_by_key.get,
+                       allow_other_workers=lambda key: True if key in hosts_by_key else None):
+        return rebuild(tasks, *args, rename=rename)
 
 
 def unpersist(master: str, rdd_id: int, **client_options: Any) -> int:

@@ -134,3 +134,51 @@ def test_two_clients_started_together_compute_each_partition_once(cluster, dask_
             results.append(int(out))
     assert results == [expected, expected]
     assert sorted(dask_tasks.computed(path)) == ["bag-%d" % (10 * i) for i in range(6)]
+
+
+def test_partitions_are_placed_on_their_cached_hosts_else_round_robin():
+    cached = [["10.0.0.2", "10.0.0.3"], [], [], ["10.0.0.1"], [], []]
+    # Uncached partitions go to the least used Dask host, counting the cached partitions.
+    assert blockmgr.dask.place_partitions(cached, ["10.0.0.1", "10.0.0.2", "10.0.0.3"]) == [
+        ["10.0.0.2", "10.0.0.3"], ["10.0.0.3"], ["10.0.0.1"], ["10.0.0.1"], ["10.0.0.2"],
+        ["10.0.0.3"]]
+    assert blockmgr.dask.place_partitions([[], [], []], ["a", "b"]) == [["a"], ["b"], ["a"]]
+    # Without a Dask cluster to spread over, uncached partitions run anywhere.
+    assert blockmgr.dask.place_partitions([["h"], []], []) == [["h"], None]
+
+
+def restrictions_on_scheduler(dask_scheduler):
+    return {str(key): (sorted(ts.host_restrictions or ()), ts.loose_restrictions)
+            for key, ts in dask_scheduler.tasks.items() if ts.host_restrictions}
+
+
+def test_persisted_tasks_carry_their_hosts_to_the_scheduler(cluster, dask_client, tmp_path):
+    path = str(tmp_path / "computed")
+    bag = dask_tasks.bag_of_squares(path, n=40, partitions=4)
+    ids = blockmgr.dask.partition_block_ids(bag, 25)
+    assert blockmgr.dask.cached_hosts(cluster.master, 25, 4) == [[], [], [], []]
+
+    # Not cached yet: a host of the Dask cluster's workers each, as layer annotations.
+    cached = blockmgr.dask.persist(bag, master=cluster.master, rdd_id=25)
+    (layer,) = cached.__dask_graph__().layers.values()
+    keys = sorted(layer.keys())
+    assert [layer.annotations["workers"](k) for k in keys] == [["127.0.0.1"]] * 4
+    assert all(layer.annotations["allow_other_workers"](k) is True for k in keys)
+    assert all(t[0].hosts == ["127.0.0.1"] for t in layer.values())
+
+    # The scheduler gets them as loose host restrictions, also after low-level optimisation
+    # fused the partition tasks into the tasks reading them (the layers are gone then).
+    lengths = cached.map_partitions(len)
+    held = dask_client.persist(lengths)
+    distributed.wait(held)
+    restricted = dask_client.run_on_scheduler(restrictions_on_scheduler)
+    assert len(restricted) == 4, restricted
+    assert all(r == (["127.0.0.1"], True) for r in restricted.values()), restricted
+    del held
+
+    # Cached: the hosts of the blockmgr workers holding each partition.
+    assert blockmgr.dask.cached_hosts(cluster.master, 25, 4) == [["127.0.0.1"]] * 4
+    again = blockmgr.dask.persist(bag, master=cluster.master, rdd_id=25, placement=False)
+    (layer,) = again.__dask_graph__().layers.values()
+    assert not layer.annotations
+    assert len(ids) == 4

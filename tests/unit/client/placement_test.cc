@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -121,6 +123,58 @@ TEST(ChooseWorkersTest, EmptyBlockFitsEverywhereAndNoWorkersGiveNoCandidates) {
 TEST(ChooseWorkersTest, MemoryUsedOverCapacityCountsAsNoFreeMemory) {
   std::vector<WorkerInfo> workers = {Worker("w1", kGiB, 2 * kGiB, 0), Worker("w2", kGiB, 0, 0)};
   EXPECT_EQ(Ids(ChooseWorkers(workers, kMiB, StorageLevel::kMemoryAndDisk, 0)), (Ids_{"w2", "w1"}));
+}
+
+// Workers whose id is in `ids` count as on the caller's host.
+std::function<bool(const WorkerInfo&)> LocalAre(std::vector<std::string> ids) {
+  return [ids = std::move(ids)](const WorkerInfo& w) {
+    return std::find(ids.begin(), ids.end(), w.id) != ids.end();
+  };
+}
+
+TEST(ChooseWorkersTest, LocalWorkerWithFreeMemoryComesFirstThoughOthersHaveMore) {
+  std::vector<WorkerInfo> workers = {Worker("w1", 8 * kGiB, 0), Worker("w2", kGiB, 0),
+                                     Worker("w3", 4 * kGiB, 0)};
+  EXPECT_EQ(Ids(ChooseWorkers(workers, kMiB, StorageLevel::kMemoryOnly, 0, LocalAre({"w2"}))),
+            (Ids_{"w2", "w1", "w3"}));
+  EXPECT_EQ(Ids(ChooseWorkers(workers, kMiB, StorageLevel::kMemoryAndDisk, 0, LocalAre({"w2"}))),
+            (Ids_{"w2", "w1", "w3"}));
+  // Several local workers keep the usual order among themselves.
+  EXPECT_EQ(Ids(ChooseWorkers(workers, kMiB, StorageLevel::kMemoryOnly, 0, LocalAre({"w2", "w3"}))),
+            (Ids_{"w3", "w2", "w1"}));
+}
+
+TEST(ChooseWorkersTest, FullLocalWorkerDoesNotGoAheadOfOneWithRoom) {
+  // w1 is local but its free memory cannot hold the block: a worker with room takes it, and
+  // w1 stays a fall-back (on disk, or evicting for MEMORY_ONLY).
+  std::vector<WorkerInfo> workers = {Worker("w1", kGiB, kGiB - kMiB), Worker("w2", kGiB, 0)};
+  EXPECT_EQ(
+      Ids(ChooseWorkers(workers, 2 * kMiB, StorageLevel::kMemoryAndDisk, 0, LocalAre({"w1"}))),
+      (Ids_{"w2", "w1"}));
+  EXPECT_EQ(Ids(ChooseWorkers(workers, 2 * kMiB, StorageLevel::kMemoryOnly, 0, LocalAre({"w1"}))),
+            (Ids_{"w2", "w1"}));
+}
+
+TEST(ChooseWorkersTest, LocalWorkerComesFirstAmongDiskFallbacks) {
+  std::vector<WorkerInfo> workers = {Worker("w1", 0, 0, 5 * kGiB), Worker("w2", 0, 0, 0)};
+  EXPECT_EQ(Ids(ChooseWorkers(workers, kMiB, StorageLevel::kDiskOnly, 0, LocalAre({"w1"}))),
+            (Ids_{"w1", "w2"}));
+  // A local worker whose disk is full is still left out.
+  workers[0].disk_capacity = 5 * kGiB;
+  EXPECT_EQ(Ids(ChooseWorkers(workers, kMiB, StorageLevel::kDiskOnly, 0, LocalAre({"w1"}))),
+            (Ids_{"w2"}));
+}
+
+TEST(PreferredHostsOfTest, HostsOfMemoryCopiesComeFirstEachOnce) {
+  const std::vector<BlockLocation> copies = {
+      {"w1", "tcp://10.0.0.1:7701", Tier::kDisk, 10},
+      {"w2", "tcp://10.0.0.2:7701", Tier::kMemory, 10},
+      {"w3", "tcp://10.0.0.2:7702", Tier::kMemory, 10},  // same host as w2
+      {"w4", "tcp://[fd00::3]:7701", Tier::kMemory, 10},
+      {"w5", "tcp://10.0.0.2:7703", Tier::kDisk, 10}};
+  EXPECT_EQ(PreferredHostsOf(copies),
+            (std::vector<std::string>{"10.0.0.2", "fd00::3", "10.0.0.1"}));
+  EXPECT_TRUE(PreferredHostsOf({}).empty());
 }
 
 }  // namespace
