@@ -43,7 +43,10 @@ def main():
     level = task.get("level", "MEMORY_ONLY")
     seconds = float(task.get("seconds", 1.0))
     min_ops = int(task.get("min_ops", 3))
-    client = blockmgr.Client(task["master"], timeout=task.get("timeout_ms", 30000) / 1000.0)
+    client = blockmgr.Client(task["master"], timeout=task.get("timeout_ms", 30000) / 1000.0,
+                             local_reads=bool(task.get("local_reads", False)))
+    # "touch": read every cache line of each block got, as the C++ "chunks" gets do.
+    touch = bool(task.get("touch", False))
     # The same repeatable pattern as bench/tasks.cc PatternBytes, every page touched.
     data = ((np.arange(size, dtype=np.uint64) * 131 + 7) >> 3).astype(np.uint8)
 
@@ -65,6 +68,8 @@ def main():
         read[0] += 1
         if len(block) != size:
             raise RuntimeError("get returned a wrong size")
+        if touch:
+            np.frombuffer(block, dtype=np.uint64, count=size // 8)[::8].sum()
 
     get_ops, get_seconds = run_timed(seconds, min_ops, get)
     print(json.dumps({"put_bytes_per_s": put_ops / put_seconds * size,

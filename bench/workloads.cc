@@ -1127,6 +1127,90 @@ void Failover(Runner& runner) {
                  (worst ? FormatNumber(worst) + " s" : std::string("-")));
 }
 
+// ---- workload 13: same-host reads ----
+
+// README "Same-host reads": gets from a worker on the client's host through its shared memory
+// (the blocks mapped, every cache line then read), side by side with the same gets over TCP
+// (local reads off), memcpy of the same bytes, Redis over loopback, and the Python client.
+void SameHostReads(Runner& runner, BlockmgrCluster& cluster) {
+  const BenchEnv& env = runner.config().env;
+  Progress("13: same-host reads (shared memory, TCP, memcpy, Redis, Python)");
+  Result<PeerServer> redis_server = StartRedis(env);
+  const Json transfer{{"task", "bm_transfer"},
+                      {"master", cluster.master_endpoint()},
+                      {"level", "MEMORY_ONLY"},
+                      {"get_api", "chunks"}};
+  const Json big = With(With(With(transfer, "size", 64u << 20), "ids", 4), "rdd", 131);
+  const Json medium =
+      With(With(With(With(transfer, "size", 1u << 20), "ids", 64), "rdd", 132), "min_ops", 20);
+  const Json small{{"task", "bm_small_gets"},
+                   {"master", cluster.master_endpoint()},
+                   {"size", 4096},
+                   {"ids", 1000},
+                   {"rdd", 133},
+                   {"min_ops", 100},
+                   {"local_reads", true}};
+  const Json redis_task{{"task", "redis_small_gets"},
+                        {"port", redis_server.ok() ? redis_server->port : 0},
+                        {"size", 4096},
+                        {"ids", 1000},
+                        {"min_ops", 100}};
+  const Json python{{"master", cluster.master_endpoint()},
+                    {"size", 64u << 20},
+                    {"ids", 4},
+                    {"rdd", 134},
+                    {"level", "MEMORY_ONLY"},
+                    {"local_reads", true},
+                    {"touch", true}};
+  std::vector<Result<Json>> results = Interleaved(
+      runner.config(),
+      {[&] { return runner.Client(With(big, "local_reads", true)); },
+       [&] { return runner.Client(With(With(big, "local_reads", false), "rdd", 135)); },
+       [&] {
+         return runner.Client({{"task", "memcpy"}, {"size", 64u << 20}});
+       },
+       [&] { return runner.Client(With(medium, "local_reads", true)); },
+       [&] { return runner.Client(With(With(medium, "local_reads", false), "rdd", 136)); },
+       [&] {
+         return runner.Client({{"task", "memcpy"}, {"size", 1u << 20}});
+       },
+       [&] { return runner.Client(With(small, "threads", 1)); },
+       [&] { return runner.Client(With(With(small, "threads", 16), "mode", "get_many")); },
+       !redis_server.ok() ? Failed(redis_server.status())
+                          : [&] { return runner.Client(With(redis_task, "pipeline", 1)); },
+       !redis_server.ok() ? Failed(redis_server.status())
+                          : [&] { return runner.Client(With(redis_task, "pipeline", 16)); },
+       [&] { return runner.PythonClient(python); }});
+  auto figure = [&](size_t i, const std::string& key, double unit, const std::string& what) {
+    return runner.Figure(results[i], key, unit, what);
+  };
+  const std::optional<double> big_local = figure(0, "get_bytes_per_s", kGB, "64 MiB local get");
+  const std::optional<double> medium_local = figure(3, "get_bytes_per_s", kGB, "1 MiB local get");
+  const std::string read = "the block mapped (Client::GetChunks), every cache line read";
+  runner.Add("13a. same-host 64 MiB get, memory", "GB/s", big_local, "memcpy of the same bytes",
+             figure(2, "bytes_per_s", kGB, "memcpy 64 MiB"), 0.8, Better::kHigher, read);
+  runner.Add("13a. same-host 64 MiB get, memory", "GB/s", big_local, "TCP get (local reads off)",
+             figure(1, "get_bytes_per_s", kGB, "64 MiB TCP get"), std::nullopt, Better::kHigher,
+             "informative: today's path, the block received into a vector, then read");
+  runner.Add("13b. same-host 1 MiB get, memory", "GB/s", medium_local, "TCP get (local reads off)",
+             figure(4, "get_bytes_per_s", kGB, "1 MiB TCP get"), 3.0, Better::kHigher, read);
+  runner.Add("13b. same-host 1 MiB get, memory", "GB/s", medium_local, "memcpy of the same bytes",
+             figure(5, "bytes_per_s", kGB, "memcpy 1 MiB"), std::nullopt);
+  runner.Add("13c. same-host 4 KiB get, one at a time", "ops/s",
+             figure(6, "ops_per_s", 1, "4 KiB local gets"), "redis GET",
+             figure(8, "ops_per_s", 1, "redis 4 KiB GET"), 1.0, Better::kHigher,
+             "blocks up to 64 KiB come inline in the local socket's reply (no mapping)");
+  runner.Add("13d. same-host 4 KiB get, 16 in flight", "ops/s",
+             figure(7, "ops_per_s", 1, "4 KiB local GetManyChunks x16"), "redis GET -P 16",
+             figure(9, "ops_per_s", 1, "redis 4 KiB GET -P 16"), 1.0, Better::kHigher,
+             "Client::GetManyChunks of 16 ids: their requests pipelined on the local socket");
+  runner.Add("13e. same-host 64 MiB get from Python, memory", "GB/s",
+             figure(10, "get_bytes_per_s", kGB, "Python 64 MiB local get"), "C++ same-host get",
+             big_local, 0.9, Better::kHigher,
+             "blockmgr.Client.get returns a read-only buffer over the mapping; NumPy reads every "
+             "cache line of it in place");
+}
+
 Report RunBenchmark(const BenchConfig& config) {
   Report report;
   Runner runner(config, report);
@@ -1138,7 +1222,7 @@ Report RunBenchmark(const BenchConfig& config) {
   if (selected(0)) runner.Add("0. machine", "memcpy GB/s", memcpy, "none", std::nullopt);
 
   if (selected(1) || selected(2) || selected(3) || selected(4) || selected(7) || selected(8) ||
-      selected(9)) {
+      selected(9) || selected(13)) {
     Result<std::unique_ptr<BlockmgrCluster>> cluster =
         BlockmgrCluster::Start(config.env, {.name = "main", .workers = 1, .worker_memory = "1GiB"});
     if (!cluster.ok()) {
@@ -1152,6 +1236,7 @@ Report RunBenchmark(const BenchConfig& config) {
       if (selected(7)) ShuffleFetch(runner, **cluster);
       if (selected(8)) PythonClient(runner, **cluster);
       if (selected(9)) CurveBlocks(runner, **cluster);
+      if (selected(13)) SameHostReads(runner, **cluster);
     }
   }
   if (selected(5)) MasterLoad(runner);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <istream>
+#include <map>
 #include <ostream>
 
 #include "client/client_impl.h"
@@ -110,7 +111,48 @@ std::vector<Result<std::vector<std::byte>>> Client::Impl::GetMany(const std::vec
 }
 
 std::vector<Result<BlockData>> Client::Impl::GetManyChunks(const std::vector<BlockId>& ids) {
-  return multi_get_.Read(ids, *this);
+  if (!local_reads_.enabled()) return multi_get_.Read(ids, *this);
+  // Blocks remembered on a worker of this host: its socket, their requests pipelined. The rest
+  // (and any the local path could not serve) through the multi-get.
+  std::vector<std::optional<Result<BlockData>>> results(ids.size());
+  std::map<std::string, std::vector<size_t>> local_by_worker;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::vector<BlockLocation>* cached = location_cache_.Find(ids[i]);
+    if (cached == nullptr) continue;
+    for (const BlockLocation& location : *cached) {
+      Result<std::shared_ptr<LocalReadConnection>> connection = local_reads_.For(location.address);
+      if (connection.ok() && *connection != nullptr) {
+        local_by_worker[location.address].push_back(i);
+        break;
+      }
+    }
+  }
+  for (const auto& [address, indexes] : local_by_worker) {
+    Result<std::shared_ptr<LocalReadConnection>> connection = local_reads_.For(address);
+    if (!connection.ok() || *connection == nullptr) continue;
+    std::vector<BlockId> batch;
+    for (size_t i : indexes) batch.push_back(ids[i]);
+    std::vector<Result<LocalBlockRead>> reads = (*connection)->GetMany(batch);
+    if ((*connection)->broken()) local_reads_.Failed(address);
+    for (size_t k = 0; k < indexes.size(); ++k) {
+      if (!reads[k].ok()) continue;  // read again below, as any other
+      counters_.bytes_fetched += reads[k]->data.size;
+      results[indexes[k]] = std::move(reads[k]->data);
+    }
+  }
+  std::vector<BlockId> rest;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!results[i].has_value()) rest.push_back(ids[i]);
+  }
+  std::vector<Result<BlockData>> rest_read;
+  if (!rest.empty()) rest_read = multi_get_.Read(rest, *this);
+  std::vector<Result<BlockData>> out;
+  out.reserve(ids.size());
+  size_t next_rest = 0;
+  for (std::optional<Result<BlockData>>& result : results) {
+    out.push_back(result.has_value() ? std::move(*result) : std::move(rest_read[next_rest++]));
+  }
+  return out;
 }
 
 Result<std::vector<std::byte>> Client::Impl::ReadWhole(const BlockId& id,
