@@ -67,6 +67,7 @@ json WorkersToJson(const std::vector<WorkerInfo>& workers) {
                    {"address", worker.address},
                    {"memory_capacity", worker.memory_capacity},
                    {"memory_used", worker.memory_used},
+                   {"memory_pinned", worker.memory_pinned},
                    {"disk_used", worker.disk_used},
                    {"disk_capacity", worker.disk_capacity},
                    {"disk_read_only", worker.disk_read_only},
@@ -211,7 +212,8 @@ std::string WorkersTable(const std::vector<WorkerInfo>& workers) {
     rows.push_back({worker.id, worker.address, WorkerStateName(worker.state),
                     worker.host.empty() ? "-" : worker.host,
                     worker.rack.empty() ? "-" : worker.rack, FormatBytes(worker.memory_used),
-                    FormatBytes(worker.memory_capacity), FormatBytes(worker.disk_used),
+                    FormatBytes(worker.memory_capacity), FormatBytes(worker.memory_pinned),
+                    FormatBytes(worker.disk_used),
                     worker.disk_read_only       ? "read-only"
                     : worker.disk_capacity == 0 ? "unlimited"
                                                 : FormatBytes(worker.disk_capacity),
@@ -225,6 +227,7 @@ std::string WorkersTable(const std::vector<WorkerInfo>& workers) {
                       {"RACK"},
                       {"MEM USED", true},
                       {"MEM CAPACITY", true},
+                      {"MEM PINNED", true},
                       {"DISK USED", true},
                       {"DISK LIMIT", true},
                       {"BLOCKS", true},

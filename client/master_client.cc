@@ -32,6 +32,7 @@ WorkerInfo ToWorkerInfo(proto::WorkerInfo::Reader reader) {
   info.address = ToStdString(reader.getAddress());
   info.memory_capacity = stats.memory_capacity;
   info.memory_used = stats.memory_used;
+  info.memory_pinned = stats.memory_pinned;
   info.disk_used = stats.disk_used;
   info.disk_capacity = stats.disk_capacity;
   info.disk_read_only = stats.disk_read_only;

@@ -42,6 +42,8 @@ struct WorkerInfo {
   std::string rack;  // placement label; empty when the worker declared none
   WorkerState state = WorkerState::kActive;
   std::string public_key{};  // CURVE key (Z85) the master vouches for; empty with keys off
+  // Of memory_used: bytes readers on the worker's host keep mapped (README "Same-host reads").
+  uint64_t memory_pinned = 0;
 
   uint64_t memory_free() const {
     return memory_capacity > memory_used ? memory_capacity - memory_used : 0;

@@ -57,6 +57,7 @@ void ToProto(const WorkerStats& stats, proto::WorkerStats::Builder out) {
   out.setDiskCapacity(stats.disk_capacity);
   out.setBlockCount(stats.block_count);
   out.setDiskReadOnly(stats.disk_read_only);
+  out.setMemoryPinned(stats.memory_pinned);
 }
 
 WorkerStats FromProto(proto::WorkerStats::Reader stats) {
@@ -65,7 +66,8 @@ WorkerStats FromProto(proto::WorkerStats::Reader stats) {
                      .disk_used = stats.getDiskUsed(),
                      .disk_capacity = stats.getDiskCapacity(),
                      .block_count = stats.getBlockCount(),
-                     .disk_read_only = stats.getDiskReadOnly()};
+                     .disk_read_only = stats.getDiskReadOnly(),
+                     .memory_pinned = stats.getMemoryPinned()};
 }
 
 void SetError(proto::Error::Builder error, const Status& status) {

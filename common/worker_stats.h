@@ -13,6 +13,8 @@ struct WorkerStats {
   uint64_t block_count = 0;
   // The disk store is read-only after a storage error (a full disk): no disk block fits.
   bool disk_read_only = false;
+  // Of memory_used: bytes readers on the worker's host keep mapped (README "Same-host reads").
+  uint64_t memory_pinned = 0;
 
   bool operator==(const WorkerStats&) const = default;
 };

@@ -77,6 +77,8 @@ struct WorkerStats {
   # The worker's disk store took a storage error (a full disk) and stores nothing until it
   # recovers; reads and removals still work. Placement skips it for disk blocks.
   diskReadOnly @5 :Bool;
+  # Of memoryUsed: bytes readers on the worker's host keep mapped (same-host reads, pinned).
+  memoryPinned @6 :UInt64;
 }
 
 # ---- worker -> master ----

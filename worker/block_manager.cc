@@ -672,7 +672,8 @@ WorkerStats BlockManager::Stats() const {
                      disk.used,
                      disk.capacity,
                      memory_block_count() + disk_index_.size(),
-                     disk.read_only};
+                     disk.read_only,
+                     memory_->pinned_bytes()};
 }
 
 size_t BlockManager::memory_block_count() const {

@@ -140,6 +140,25 @@ def test_a_256_mib_get_holds_the_block_once(client, cluster):
         client.remove(["rdd_3_0"])
 
 
+def test_a_same_host_get_is_the_workers_shared_memory_read_only(client, cluster):
+    data = np.arange(2 * MiB, dtype=np.uint8)
+    client.put("rdd_4_0", data, "MEMORY_ONLY")
+    try:
+        block = client.get("rdd_4_0")
+        with open("/proc/self/maps") as maps:
+            assert "memfd:bm-block rdd_4_0" in maps.read(), "the get copied instead of mapping"
+        array = np.frombuffer(block, dtype=np.uint8)
+        assert np.array_equal(array, data)
+        assert memoryview(block).readonly
+        with pytest.raises(ValueError):
+            array[0] = 1
+        with blockmgr.Client(cluster.master, local_reads=False) as over_tcp:
+            assert np.array_equal(np.frombuffer(over_tcp.get("rdd_4_0"), dtype=np.uint8), data)
+        del array, block
+    finally:
+        client.remove(["rdd_4_0"])
+
+
 def test_unknown_block_raises_not_found_with_bmctls_message(client):
     with pytest.raises(blockmgr.NotFound) as raised:
         client.get("rdd_404_0")

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 #include <zmq.hpp>
 
@@ -129,6 +130,11 @@ TEST_F(SameHostReadsTest, GetMapsTheWorkersSealedRegionAndNoByteCrossesTcp) {
     ASSERT_TRUE(copied.ok());
     EXPECT_TRUE(*copied == memory);
   }
+  // A mapping dropped on another thread than its client's (a Python buffer freed by the
+  // garbage collector, say) tells the worker all the same.
+  Result<BlockData> elsewhere = client.GetChunks(BlockId::Rdd(1, 0));
+  ASSERT_TRUE(elsewhere.ok());
+  std::thread([held = std::move(elsewhere).value()]() mutable { held = BlockData(); }).join();
   // Unmapped: the worker hears it and stops counting the pages.
   EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_pinned_bytes", 0));
   EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_pins", 0));
@@ -200,6 +206,13 @@ TEST_F(SameHostReadsTest, AReaderKilledWithItsMappingHeldReleasesItsPins) {
   EXPECT_EQ(Metric(http_, "blockmgr_worker_pins"), 1);
   EXPECT_EQ(Metric(http_, "blockmgr_worker_pinned_bytes"), 8.0 * kMiB);
   EXPECT_EQ(Metric(http_, "blockmgr_worker_local_readers"), 1);
+  // The master hears it with the next heartbeat: bmctl workers shows it.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        nlohmann::json workers = cluster_.BmctlJson({"workers"});
+        return workers.size() == 1 && workers[0].value("memory_pinned", 0) == 8 * kMiB;
+      },
+      milliseconds(10000)));
   probe.Kill();  // SIGKILL: no release is ever sent
   EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_pins", 0));
   EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_pinned_bytes", 0));
