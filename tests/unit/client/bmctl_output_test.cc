@@ -50,6 +50,7 @@ TEST(BmctlOutputTest, WorkersJsonShape) {
   w.address = "tcp://10.0.0.1:7701";
   w.memory_capacity = 4096;
   w.memory_used = 1024;
+  w.memory_pinned = 512;
   w.disk_used = 77;
   w.disk_capacity = 1 << 20;
   w.block_count = 3;
@@ -58,7 +59,7 @@ TEST(BmctlOutputTest, WorkersJsonShape) {
   w.rack = "r1";
   w.state = WorkerState::kUnconfirmed;
   json expected = json::parse(R"([{"id": "w1", "address": "tcp://10.0.0.1:7701",
-    "memory_capacity": 4096, "memory_used": 1024, "disk_used": 77,
+    "memory_capacity": 4096, "memory_used": 1024, "memory_pinned": 512, "disk_used": 77,
     "disk_capacity": 1048576, "disk_read_only": false, "blocks": 3,
     "host": "h1", "rack": "r1", "state": "unconfirmed"}])");
   EXPECT_EQ(WorkersToJson({w}), expected);
@@ -137,8 +138,8 @@ TEST(BmctlOutputTest, WorkersTableFormatsSizesAndUnlimitedDisk) {
   EXPECT_NE(table.find("4.0 GiB"), std::string::npos) << table;
   EXPECT_NE(table.find("unlimited"), std::string::npos) << table;
   EXPECT_EQ(table.substr(0, table.find('\n')),
-            "WORKER  ADDRESS    STATE   HOST  RACK  MEM USED  MEM CAPACITY  DISK USED  DISK LIMIT  "
-            "BLOCKS  HEARTBEAT");
+            "WORKER  ADDRESS    STATE   HOST  RACK  MEM USED  MEM CAPACITY  MEM PINNED  DISK USED  "
+            "DISK LIMIT  BLOCKS  HEARTBEAT");
   // No labels: a dash, as for other empty cells.
   EXPECT_NE(table.find("active  -     -"), std::string::npos) << table;
 }
