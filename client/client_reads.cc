@@ -130,15 +130,37 @@ std::vector<Result<BlockData>> Client::Impl::GetManyChunks(const std::vector<Blo
   for (const auto& [address, indexes] : local_by_worker) {
     Result<std::shared_ptr<LocalReadConnection>> connection = local_reads_.For(address);
     if (!connection.ok() || *connection == nullptr) continue;
-    std::vector<BlockId> batch;
-    for (size_t i : indexes) batch.push_back(ids[i]);
-    std::vector<Result<LocalBlockRead>> reads = (*connection)->GetMany(batch);
-    if ((*connection)->broken()) local_reads_.Failed(address);
-    for (size_t k = 0; k < indexes.size(); ++k) {
-      if (!reads[k].ok()) continue;  // read again below, as any other
-      counters_.bytes_fetched += reads[k]->data.size;
-      results[indexes[k]] = std::move(reads[k]->data);
+    // Small memory blocks 16 to a request (one round trip each); the others (big ones are
+    // mapped, disk ones read) one request each, pipelined.
+    constexpr size_t kPerRequest = 16;
+    std::vector<size_t> alone;
+    auto take = [&](size_t index, Result<LocalBlockRead>& read) {
+      if (!read.ok()) return;  // read again below, as any other
+      counters_.bytes_fetched += read->data.size;
+      results[index] = std::move(read->data);
+    };
+    for (size_t first = 0; first < indexes.size(); first += kPerRequest) {
+      const size_t end = std::min(indexes.size(), first + kPerRequest);
+      std::vector<BlockId> batch;
+      for (size_t k = first; k < end; ++k) batch.push_back(ids[indexes[k]]);
+      std::vector<Result<LocalBlockRead>> reads = (*connection)->GetSmall(batch);
+      for (size_t k = first; k < end; ++k) {
+        Result<LocalBlockRead>& read = reads[k - first];
+        if (!read.ok() && read.status().code() == StatusCode::kUnavailable &&
+            !(*connection)->broken()) {
+          alone.push_back(indexes[k]);
+        } else {
+          take(indexes[k], read);
+        }
+      }
     }
+    if (!alone.empty() && !(*connection)->broken()) {
+      std::vector<BlockId> batch;
+      for (size_t i : alone) batch.push_back(ids[i]);
+      std::vector<Result<LocalBlockRead>> reads = (*connection)->GetMany(batch);
+      for (size_t k = 0; k < alone.size(); ++k) take(alone[k], reads[k]);
+    }
+    if ((*connection)->broken()) local_reads_.Failed(address);
   }
   std::vector<BlockId> rest;
   for (size_t i = 0; i < ids.size(); ++i) {

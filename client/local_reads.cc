@@ -21,6 +21,8 @@ namespace {
 
 // A worker whose local socket failed is tried again after this long (over TCP meanwhile).
 constexpr auto kRetryAfterFailure = std::chrono::seconds(5);
+// How long a wait for the worker goes between looks at whether its process still runs.
+constexpr std::chrono::milliseconds kLivenessSlice{200};
 // Gets one GetMany keeps in flight on a connection.
 constexpr size_t kPipelineDepth = 16;
 
@@ -46,6 +48,8 @@ Result<kj::Array<capnp::word>> WordsOf(const std::vector<std::byte>& packet) {
 Result<std::shared_ptr<LocalReadConnection>> LocalReadConnection::Open(
     const std::string& path, const std::string& ticket, std::chrono::milliseconds timeout) {
   BM_ASSIGN_OR_RETURN(OwnedFd socket, ConnectLocal(path));
+  // Waits are cut into slices, between which the worker's liveness is looked at (Receive).
+  BM_RETURN_IF_ERROR(SetReceiveTimeout(socket.get(), kLivenessSlice));
   const Result<pid_t> peer = PeerPid(socket.get());
   const pid_t worker_pid = peer.ok() ? *peer : 0;
   std::shared_ptr<LocalReadConnection> connection(
@@ -118,21 +122,92 @@ std::vector<Result<LocalBlockRead>> LocalReadConnection::GetMany(const std::vect
 
 Result<LocalPacket> LocalReadConnection::Receive() {
   // A worker's answer may take long (a disk block read into a region), but a halted worker's
-  // never comes: look at it between slices of the wait.
-  constexpr std::chrono::milliseconds kSlice{200};
+  // never comes: look at it between slices of the wait (the socket's receive timeout, so a
+  // reply that comes in time costs one system call).
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   int halted_checks = 0;
   while (true) {
-    const auto left =
-        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    Result<LocalPacket> packet = ReceivePacket(socket_.get(), std::clamp(left, {}, kSlice));
-    if (packet.ok() || packet.status().code() != StatusCode::kNotFound || left <= kSlice) {
-      return packet;
+    Result<LocalPacket> packet = ReceivePacketWaiting(socket_.get());
+    if (packet.ok() || packet.status().code() != StatusCode::kNotFound) return packet;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return NotFoundError("no answer within " + std::to_string(timeout_.count()) + " ms");
     }
     // Twice in a row, so a worker caught between a stop and a continue is not given up on.
     halted_checks = ProcessHalted(worker_pid_) ? halted_checks + 1 : 0;
     if (halted_checks == 2) return UnavailableError("the worker process is stopped or gone");
   }
+}
+
+namespace {
+
+// A block whose bytes came inline, checked against its digests as a TCP read's are (they
+// crossed a socket).
+Result<LocalBlockRead> InlineBlock(proto::LocalBlock::Reader found, const BlockId& block) {
+  LocalBlockRead read;
+  read.tier = FromProto(found.getTier());
+  read.level = FromProto(found.getLevel());
+  read.version = found.getVersion();
+  read.generation = found.getGeneration();
+  for (uint64_t digest : found.getUnitDigests()) read.unit_digests.push_back(digest);
+  capnp::Data::Reader bytes = found.getInline();
+  if (bytes.size() != found.getSize()) return UnavailableError("local reads: a short reply");
+  const auto span = std::as_bytes(std::span(bytes.begin(), bytes.size()));
+  if (FirstBadUnit({span}, 0, span.size(), span.size(), read.unit_digests).has_value()) {
+    return DataLossError("local read of " + block.ToString() + ": bytes do not match their digest");
+  }
+  read.data.Append(MakeChunk(span));
+  return read;
+}
+
+}  // namespace
+
+std::vector<Result<LocalBlockRead>> LocalReadConnection::GetSmall(const std::vector<BlockId>& ids) {
+  std::vector<Result<LocalBlockRead>> results;
+  auto fail_all = [&](const Status& status) {
+    results.assign(ids.size(), Result<LocalBlockRead>(status));
+    return results;
+  };
+  if (broken_) return fail_all(UnavailableError("the local-read connection failed"));
+  const uint64_t id = next_id_++;
+  capnp::MallocMessageBuilder get;
+  proto::LocalRequest::Builder request = get.initRoot<proto::LocalRequest>();
+  request.setId(id);
+  auto names = request.initGetMany(static_cast<unsigned>(ids.size()));
+  for (unsigned i = 0; i < ids.size(); ++i) names.set(i, ids[i].ToString());
+  if (Status sent = SendRequest(Serialize(get)); !sent.ok()) {
+    broken_ = true;
+    return fail_all(sent);
+  }
+  Result<LocalPacket> packet = Receive();
+  Result<kj::Array<capnp::word>> words =
+      packet.ok() ? WordsOf(packet->bytes) : Result<kj::Array<capnp::word>>(packet.status());
+  if (!words.ok()) {
+    broken_ = true;
+    return fail_all(UnavailableError("local getMany: " + words.status().message()));
+  }
+  try {
+    capnp::FlatArrayMessageReader message(*words);
+    proto::LocalReply::Reader reply = message.getRoot<proto::LocalReply>();
+    if (reply.getId() != id || !(reply.isBlocks() || reply.isError()) ||
+        (reply.isBlocks() && reply.getBlocks().size() != ids.size())) {
+      broken_ = true;
+      return fail_all(UnavailableError("local reads: unexpected reply to getMany"));
+    }
+    if (reply.isError()) return fail_all(StatusFromError(reply.getError()));
+    auto entries = reply.getBlocks();
+    for (unsigned i = 0; i < entries.size(); ++i) {
+      if (entries[i].isError()) {
+        results.emplace_back(StatusFromError(entries[i].getError()));
+      } else {
+        results.push_back(InlineBlock(entries[i].getBlock(), ids[i]));
+      }
+    }
+  } catch (const kj::Exception& e) {
+    broken_ = true;
+    return fail_all(UnavailableError(std::string("local reads: malformed reply: ") +
+                                     e.getDescription().cStr()));
+  }
+  return results;
 }
 
 Result<LocalBlockRead> LocalReadConnection::ReceiveBlock(uint64_t id, const BlockId& block) {

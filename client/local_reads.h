@@ -55,6 +55,9 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
   // Several whole blocks, their requests all sent before the first reply is read (pipelined):
   // one result per id, in order.
   std::vector<Result<LocalBlockRead>> GetMany(const std::vector<BlockId>& ids);
+  // Small blocks, in one request and one reply (getMany): each id's block with its bytes
+  // inline, or why it was not served this way (kNotFound; kUnavailable: read it alone).
+  std::vector<Result<LocalBlockRead>> GetSmall(const std::vector<BlockId>& ids);
   bool broken() const { return broken_; }
 
  private:

@@ -69,6 +69,11 @@ Status SendPacket(int socket, std::span<const std::byte> bytes, int fd, bool wai
 // kInvalidArgument for a packet over kMaxLocalPacketBytes or with more than one descriptor (the
 // extra ones are closed).
 Result<LocalPacket> ReceivePacket(int socket, std::chrono::milliseconds timeout);
+// As ReceivePacket, waiting in the receive itself (one system call) for as long as the socket's
+// SO_RCVTIMEO allows; kNotFound when that passed.
+Result<LocalPacket> ReceivePacketWaiting(int socket);
+// Sets SO_RCVTIMEO.
+Status SetReceiveTimeout(int socket, std::chrono::milliseconds timeout);
 
 // The uid and pid of the process at the other end (SO_PEERCRED); the pid is 0 when that
 // process is in a PID namespace this one cannot see.

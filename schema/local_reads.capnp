@@ -22,6 +22,17 @@ struct LocalRequest {
     get @2 :Text;
     # The reader unmapped the region of this pin: the worker stops counting it. Not answered.
     release @3 :UInt64;
+    # Several small blocks in one round trip: answered with `blocks`, one entry per id in order,
+    # each block's bytes inline. An id not served this way (not stored here: notFound; bigger
+    # than 64 KiB, on disk, or past the reply's room: unavailable) is read alone.
+    getMany @4 :List(Text);
+  }
+}
+
+struct LocalEntry {
+  union {
+    block @0 :LocalBlock;
+    error @1 :Messages.Error;
   }
 }
 
@@ -46,5 +57,6 @@ struct LocalReply {
     error @1 :Messages.Error;
     ok @2 :Void;
     block @3 :LocalBlock;
+    blocks @4 :List(LocalEntry);   # answers getMany
   }
 }

@@ -216,6 +216,10 @@ Status LocalReadServer::ServePacket(uint64_t session_id, Session& session,
         }
         return Get(session_id, session, request_id, *id);
       }
+      case proto::LocalRequest::GET_MANY:
+        if (!session.greeted) return PermissionDeniedError("a get before a valid ticket");
+        GetMany(session_id, session, request_id, request.getGetMany());
+        return Status::Ok();
       case proto::LocalRequest::RELEASE: {
         auto pin = session.pins.find(request.getRelease());
         if (pin != session.pins.end()) {
@@ -286,6 +290,62 @@ Status LocalReadServer::Get(uint64_t session_id, Session& session, uint64_t requ
     SendShared(session_id, request_id, std::move(shared));
   });
   return Status::Ok();
+}
+
+void LocalReadServer::GetMany(uint64_t session_id, const Session& session, uint64_t request_id,
+                              capnp::List<capnp::Text>::Reader ids) {
+  // Room for the blocks' bytes in one packet, with their headers and digests.
+  constexpr uint64_t kBatchBytes = kMaxLocalPacketBytes - 16 * 1024;
+  capnp::MallocMessageBuilder reply;
+  proto::LocalReply::Builder root = reply.initRoot<proto::LocalReply>();
+  root.setId(request_id);
+  if (Status allowed =
+          AuthorizeWorkerRequest(options_.secure, session.peer, proto::Request::GET_BLOCK);
+      !allowed.ok()) {
+    ++counters_.local_reads_refused;
+    SetError(root.initError(), allowed);
+    Send(session_id, reply);
+    return;
+  }
+  auto entries = root.initBlocks(ids.size());
+  uint64_t bytes = 0;
+  uint64_t served = 0;
+  for (unsigned i = 0; i < ids.size(); ++i) {
+    Result<BlockId> id = ParseWireBlockId(ids[i]);
+    if (!id.ok()) {
+      SetError(entries[i].initError(), id.status());
+      continue;
+    }
+    std::optional<BlockRead> read;
+    if (std::optional<BlockStatus> status = blocks_.Find(*id);
+        status && status->tier == Tier::kMemory && status->size <= kMaxInlineBlockBytes &&
+        status->size <= kBatchBytes - bytes) {
+      read = blocks_.ReadInMemory(*id);
+    } else if (!status) {
+      SetError(entries[i].initError(),
+               NotFoundError("block " + id->ToString() + " is not stored here"));
+      continue;
+    }
+    if (!read) {
+      SetError(entries[i].initError(), UnavailableError("read " + id->ToString() + " alone"));
+      continue;
+    }
+    proto::LocalBlock::Builder block = entries[i].initBlock();
+    FillBlock(block, {read->total_size, read->tier, read->level, read->version, read->generation},
+              read->unit_digests);
+    capnp::Data::Builder inline_bytes = block.initInline(static_cast<unsigned>(read->total_size));
+    size_t at = 0;
+    for (const ChunkPtr& chunk : read->chunks) {
+      std::memcpy(inline_bytes.begin() + at, chunk->bytes().data(), chunk->size());
+      at += chunk->size();
+    }
+    bytes += read->total_size;
+    ++served;
+  }
+  if (Send(session_id, reply)) {
+    counters_.block_reads_local += served;
+    counters_.local_read_bytes += bytes;
+  }
 }
 
 void LocalReadServer::SendInline(uint64_t session_id, uint64_t request_id, Result<BlockRead> read) {

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <capnp/list.h>
+
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -118,6 +120,9 @@ class LocalReadServer {
   Status Hello(uint64_t session_id, Session& session, uint64_t request_id,
                std::span<const std::byte> ticket);
   Status Get(uint64_t session_id, Session& session, uint64_t request_id, const BlockId& id);
+  // Small memory blocks inline, one reply for all (schema: getMany).
+  void GetMany(uint64_t session_id, const Session& session, uint64_t request_id,
+               capnp::List<capnp::Text>::Reader ids);
   // Sends a small block's bytes inline.
   void SendInline(uint64_t session_id, uint64_t request_id, Result<BlockRead> read);
   // Sends a shared block (pinning it) to the session, or releases it when the session is gone.
