@@ -326,7 +326,10 @@ std::optional<Result<LocalBlockRead>> Client::Impl::ReadLocally(const BlockLocat
   // The worker did not answer at all: reading it over TCP would wait as long again.
   if (!connection.ok()) return Result<LocalBlockRead>(connection.status());
   if (*connection == nullptr) return std::nullopt;
-  Result<LocalBlockRead> read = (*connection)->Get(id);
+  // A block not yet in shared memory is copied there first (by the worker, at memory speed on a
+  // loaded machine); its reader waits for that on top of the timeout, 1 s per 256 MiB.
+  const auto copy_allowance = std::chrono::milliseconds(location.size / (256 * 1024));
+  Result<LocalBlockRead> read = (*connection)->Get(id, copy_allowance);
   if (read.ok()) return read;
   if ((*connection)->broken()) {
     local_reads_.Failed(location.address);

@@ -89,9 +89,19 @@ void LocalReadConnection::Release(uint64_t pin) {
   (void)SendRequest(Serialize(release));
 }
 
-Result<LocalBlockRead> LocalReadConnection::Get(const BlockId& id) {
-  std::vector<Result<LocalBlockRead>> reads = GetMany({id});
-  return std::move(reads.front());
+Result<LocalBlockRead> LocalReadConnection::Get(const BlockId& id,
+                                                std::chrono::milliseconds extra) {
+  if (broken_) return UnavailableError("the local-read connection failed");
+  const uint64_t request_id = next_id_++;
+  capnp::MallocMessageBuilder get;
+  proto::LocalRequest::Builder request = get.initRoot<proto::LocalRequest>();
+  request.setId(request_id);
+  request.setGet(id.ToString());
+  if (Status sent = SendRequest(Serialize(get)); !sent.ok()) {
+    broken_ = true;
+    return sent;
+  }
+  return ReceiveBlock(request_id, id, extra);
 }
 
 std::vector<Result<LocalBlockRead>> LocalReadConnection::GetMany(const std::vector<BlockId>& ids) {
@@ -120,11 +130,11 @@ std::vector<Result<LocalBlockRead>> LocalReadConnection::GetMany(const std::vect
   return results;
 }
 
-Result<LocalPacket> LocalReadConnection::Receive() {
+Result<LocalPacket> LocalReadConnection::Receive(std::chrono::milliseconds extra) {
   // A worker's answer may take long (a disk block read into a region), but a halted worker's
   // never comes: look at it between slices of the wait (the socket's receive timeout, so a
   // reply that comes in time costs one system call).
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  const auto deadline = std::chrono::steady_clock::now() + timeout_ + extra;
   int halted_checks = 0;
   while (true) {
     Result<LocalPacket> packet = ReceivePacketWaiting(socket_.get());
@@ -210,8 +220,9 @@ std::vector<Result<LocalBlockRead>> LocalReadConnection::GetSmall(const std::vec
   return results;
 }
 
-Result<LocalBlockRead> LocalReadConnection::ReceiveBlock(uint64_t id, const BlockId& block) {
-  Result<LocalPacket> packet = Receive();
+Result<LocalBlockRead> LocalReadConnection::ReceiveBlock(uint64_t id, const BlockId& block,
+                                                         std::chrono::milliseconds extra) {
+  Result<LocalPacket> packet = Receive(extra);
   if (!packet.ok()) {
     broken_ = true;  // a reply missing or out of order: the stream can no longer be trusted
     return UnavailableError("local read of " + block.ToString() + ": " + packet.status().message());

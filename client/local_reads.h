@@ -50,8 +50,9 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
                                                            std::chrono::milliseconds timeout);
 
   // The whole block. The worker's errors come back as they are (kNotFound: not stored there).
-  // kUnavailable when the connection failed (broken() from then on).
-  Result<LocalBlockRead> Get(const BlockId& id);
+  // kUnavailable when the connection failed (broken() from then on). `extra`: how much longer
+  // than the timeout to wait (a big block the worker first copies into a region).
+  Result<LocalBlockRead> Get(const BlockId& id, std::chrono::milliseconds extra = {});
   // Several whole blocks, their requests all sent before the first reply is read (pipelined):
   // one result per id, in order.
   std::vector<Result<LocalBlockRead>> GetMany(const std::vector<BlockId>& ids);
@@ -65,10 +66,11 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
       : socket_(std::move(socket)), timeout_(timeout), worker_pid_(worker_pid) {}
   // The next packet, within the timeout; kUnavailable sooner when the worker process is seen
   // halted (stopped or gone), as a TCP heartbeat would tell.
-  Result<LocalPacket> Receive();
+  Result<LocalPacket> Receive(std::chrono::milliseconds extra = {});
   Status SendRequest(const std::vector<std::byte>& packet);
   // Receives the reply to request `id`.
-  Result<LocalBlockRead> ReceiveBlock(uint64_t id, const BlockId& block);
+  Result<LocalBlockRead> ReceiveBlock(uint64_t id, const BlockId& block,
+                                      std::chrono::milliseconds extra = {});
   void Release(uint64_t pin);
 
   const OwnedFd socket_;

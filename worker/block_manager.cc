@@ -94,7 +94,9 @@ BlockManager::~BlockManager() {
   storage_.reset();
 }
 
-size_t BlockManager::RunCompletions() { return storage_->RunCompletions(); }
+size_t BlockManager::RunCompletions() {
+  return storage_->RunCompletions() + region_copier_->RunCompletions();
+}
 
 Result<BlockManager::UploadId> BlockManager::BeginPut(const BlockId& id, StorageLevel level,
                                                       uint64_t total_size, PutVersion version) {

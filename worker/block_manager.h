@@ -21,6 +21,7 @@
 #include "worker/block_store.h"
 #include "worker/memory_store.h"
 #include "worker/read_ahead.h"
+#include "worker/region_copier.h"
 #include "worker/scrubber.h"
 #include "worker/storage_thread.h"
 
@@ -109,7 +110,11 @@ class BlockManager {
 
   // --- The loop's side of the storage thread.
   int completion_fd() const { return storage_->wake_fd(); }
-  // Applies finished disk work (and calls its callbacks). Returns how many jobs finished.
+  // Readable while copies into shared regions (ShareWhole) have finished; RunCompletions()
+  // runs them too.
+  int region_completion_fd() const { return region_copier_->wake_fd(); }
+  // Applies finished disk work and region copies (and calls their callbacks). Returns how many
+  // jobs finished. Run when completion_fd() or region_completion_fd() is readable.
   size_t RunCompletions();
   // Disk jobs submitted and not yet completed (spills, reads, writes, maintenance).
   size_t storage_jobs_outstanding() const { return storage_->outstanding(); }
@@ -167,7 +172,7 @@ class BlockManager {
 
   // --- Same-host reads (README "Same-host reads"; worker/local_read_server.h).
   // The whole block as a sealed region, pinned for one reader until ReleaseShared. A memory
-  // block is moved into a region on its first such read (copied on the storage thread, its
+  // block is moved into a region on its first such read (copied on the RegionCopier's thread, its
   // digests checked); the region then replaces its chunks, so its bytes are held once and TCP
   // reads send the same pages. kAborted when the block changed during that copy. A disk block is
   // read into a new region on the storage thread (checked against its digests), counted in the
@@ -303,6 +308,8 @@ class BlockManager {
   // Touched only by storage jobs (it borrows the store); destroyed after the storage thread.
   std::unique_ptr<Scrubber> scrubber_;
 
+  // Destroyed before everything above, so no job outlives what its completion would touch.
+  std::unique_ptr<RegionCopier> region_copier_ = std::make_unique<RegionCopier>();
   // Last: destroyed first, so no job outlives what its completion would touch.
   std::unique_ptr<StorageThread> storage_;
 };

@@ -88,14 +88,14 @@ void BlockManager::ShareInMemory(const BlockId& id, Callback<Result<SharedBlock>
     done(PinShared(id, std::move(region)));
     return;
   }
-  // The copy runs on the storage thread (a 1 GiB block takes the better part of a second,
-  // which the loop must not stall for); the chunks are immutable and shared, so it reads them
-  // there safely. Until it completes the block is held twice: one block at a time, as the
-  // storage thread runs one job at a time.
-  storage_->Submit([id, generation = block->generation, size = block->data.size,
-                    chunks = block->data.chunks, digests = block->unit_digests,
-                    done = std::move(done),
-                    this](BlockStore&) mutable -> StorageThread::Completion {
+  // The copy runs on the region copier's thread (a 1 GiB block takes the better part of a
+  // second, which the loop must not stall for, and behind spills on the storage thread it would
+  // wait seconds); the chunks are immutable and shared, so it reads them there safely. Until
+  // it completes the block is held twice: one block at a time, as the copier runs one job at
+  // a time.
+  region_copier_->Submit([id, generation = block->generation, size = block->data.size,
+                          chunks = block->data.chunks, digests = block->unit_digests,
+                          done = std::move(done), this]() mutable -> RegionCopier::Completion {
     Result<std::shared_ptr<const SealedRegion>> moved = RegionOf(id, size, chunks, digests);
     chunks.clear();
     return [this, id, generation, moved = std::move(moved), done = std::move(done)]() mutable {

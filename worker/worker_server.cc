@@ -217,10 +217,11 @@ void WorkerServer::Run() {
         {options_.status_hook ? options_.status_hook->wake_fd() : -1, POLLIN, 0},
         {blocks_->completion_fd(), POLLIN, 0},
         {local_read_server_ ? local_read_server_->poll_fd() : -1, POLLIN, 0},
+        {blocks_->region_completion_fd(), POLLIN, 0},
     };
     const bool unsettled = replies_->unsettled() || link_->unsettled() || peer_monitor_unsettled_;
     const int timeout = unsettled ? 0 : static_cast<int>(PollTimeout(clock_.Now()).count());
-    if (::poll(fds, 7, timeout) < 0) {
+    if (::poll(fds, 8, timeout) < 0) {
       if (errno == EINTR) continue;
       spdlog::error("poll failed: {}; stopping", std::strerror(errno));
       break;
@@ -233,7 +234,7 @@ void WorkerServer::Run() {
       local_reads_->ServeQueued(*blocks_);
     }
     if (fds[3].revents != 0 || peer_monitor_unsettled_) AbortUploadsOfClosedConnections();
-    if (fds[5].revents != 0 && blocks_->RunCompletions() > 0) {
+    if ((fds[5].revents != 0 || fds[7].revents != 0) && blocks_->RunCompletions() > 0) {
       // Finished disk work: replies were sent by its callbacks; spills may have made room for
       // the pieces held back, and the changes go to the master.
       ServeWaitingPieces();
