@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <optional>
 
 #include "client/peer_calls.h"
 #include "client/worker_channels.h"
@@ -101,33 +103,49 @@ Result<LocalBlockRead> LocalReadConnection::Get(const BlockId& id,
     broken_ = true;
     return sent;
   }
-  return ReceiveBlock(request_id, id, extra);
+  uint64_t answered = 0;
+  return ReceiveBlock({{request_id, id}}, &answered, extra);
 }
 
 std::vector<Result<LocalBlockRead>> LocalReadConnection::GetMany(const std::vector<BlockId>& ids) {
-  std::vector<Result<LocalBlockRead>> results;
-  results.reserve(ids.size());
-  const uint64_t first_id = next_id_;
+  std::vector<std::optional<Result<LocalBlockRead>>> results(ids.size());
+  // Replies come as their blocks are ready (a disk read or a copy into a region takes longer
+  // than a block already shared), matched to their requests by id.
+  std::map<uint64_t, BlockId> pending;
+  std::map<uint64_t, size_t> index_of;
   size_t sent = 0;
-  auto send_next = [&]() -> Status {
-    capnp::MallocMessageBuilder get;
-    proto::LocalRequest::Builder request = get.initRoot<proto::LocalRequest>();
-    request.setId(next_id_++);
-    request.setGet(ids[sent].ToString());
-    ++sent;
-    return SendRequest(Serialize(get));
-  };
-  for (size_t received = 0; received < ids.size(); ++received) {
-    while (!broken_ && sent < ids.size() && sent - received < kPipelineDepth) {
-      if (Status status = send_next(); !status.ok()) broken_ = true;
+  size_t received = 0;
+  while (received < ids.size() && !broken_) {
+    while (sent < ids.size() && pending.size() < kPipelineDepth) {
+      capnp::MallocMessageBuilder get;
+      proto::LocalRequest::Builder request = get.initRoot<proto::LocalRequest>();
+      const uint64_t id = next_id_++;
+      request.setId(id);
+      request.setGet(ids[sent].ToString());
+      if (Status status = SendRequest(Serialize(get)); !status.ok()) {
+        broken_ = true;
+        break;
+      }
+      pending.emplace(id, ids[sent]);
+      index_of.emplace(id, sent);
+      ++sent;
     }
-    if (broken_) {
-      results.emplace_back(UnavailableError("the local-read connection failed"));
-      continue;
-    }
-    results.push_back(ReceiveBlock(first_id + received, ids[received]));
+    if (broken_) break;
+    uint64_t answered = 0;
+    Result<LocalBlockRead> read = ReceiveBlock(pending, &answered);
+    if (broken_ && !index_of.contains(answered)) break;
+    results[index_of.at(answered)] = std::move(read);
+    pending.erase(answered);
+    ++received;
   }
-  return results;
+  std::vector<Result<LocalBlockRead>> out;
+  out.reserve(ids.size());
+  for (std::optional<Result<LocalBlockRead>>& result : results) {
+    out.push_back(result.has_value() ? std::move(*result)
+                                     : Result<LocalBlockRead>(
+                                           UnavailableError("the local-read connection failed")));
+  }
+  return out;
 }
 
 Result<LocalPacket> LocalReadConnection::Receive(std::chrono::milliseconds extra) {
@@ -220,12 +238,15 @@ std::vector<Result<LocalBlockRead>> LocalReadConnection::GetSmall(const std::vec
   return results;
 }
 
-Result<LocalBlockRead> LocalReadConnection::ReceiveBlock(uint64_t id, const BlockId& block,
+Result<LocalBlockRead> LocalReadConnection::ReceiveBlock(const std::map<uint64_t, BlockId>& pending,
+                                                         uint64_t* answered,
                                                          std::chrono::milliseconds extra) {
+  *answered = 0;
   Result<LocalPacket> packet = Receive(extra);
   if (!packet.ok()) {
-    broken_ = true;  // a reply missing or out of order: the stream can no longer be trusted
-    return UnavailableError("local read of " + block.ToString() + ": " + packet.status().message());
+    broken_ = true;  // a reply missing: the stream can no longer be trusted
+    return UnavailableError("local read of " + pending.begin()->second.ToString() + ": " +
+                            packet.status().message());
   }
   Result<kj::Array<capnp::word>> words = WordsOf(packet->bytes);
   if (!words.ok()) {
@@ -234,14 +255,18 @@ Result<LocalBlockRead> LocalReadConnection::ReceiveBlock(uint64_t id, const Bloc
   }
   LocalBlockRead read;
   uint64_t pin = 0;
+  BlockId block = pending.begin()->second;
   Status parsed = [&]() -> Status {
     try {
       capnp::FlatArrayMessageReader message(*words);
       proto::LocalReply::Reader reply = message.getRoot<proto::LocalReply>();
-      if (reply.getId() != id) {
+      auto asked = pending.find(reply.getId());
+      if (asked == pending.end()) {
         broken_ = true;
-        return UnavailableError("local reads: a reply out of order");
+        return UnavailableError("local reads: a reply to no request");
       }
+      *answered = asked->first;
+      block = asked->second;
       if (reply.isError()) return StatusFromError(reply.getError());
       if (!reply.isBlock()) {
         broken_ = true;

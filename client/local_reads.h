@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -68,9 +69,10 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
   // halted (stopped or gone), as a TCP heartbeat would tell.
   Result<LocalPacket> Receive(std::chrono::milliseconds extra = {});
   Status SendRequest(const std::vector<std::byte>& packet);
-  // Receives the reply to request `id`.
-  Result<LocalBlockRead> ReceiveBlock(uint64_t id, const BlockId& block,
-                                      std::chrono::milliseconds extra = {});
+  // Receives the reply to one of the `pending` requests (by id; replies may come in any
+  // order) and sets `answered` to its id; 0 when none came (then broken()).
+  Result<LocalBlockRead> ReceiveBlock(const std::map<uint64_t, BlockId>& pending,
+                                      uint64_t* answered, std::chrono::milliseconds extra = {});
   void Release(uint64_t pin);
 
   const OwnedFd socket_;
