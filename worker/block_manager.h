@@ -174,7 +174,9 @@ class BlockManager {
   // The whole block as a sealed region, pinned for one reader until ReleaseShared. A memory
   // block is moved into a region on its first such read (copied on the RegionCopier's thread, its
   // digests checked); the region then replaces its chunks, so its bytes are held once and TCP
-  // reads send the same pages. kAborted when the block changed during that copy. A disk block is
+  // reads send the same pages. kAborted when the block changed during that copy. A block over
+  // 64 MiB is copied in the background instead, while this reader hears kUnavailable (and reads
+  // over TCP this once). A disk block is
   // read into a new region on the storage thread (checked against its digests), counted in the
   // memory budget while the reader holds it; kOutOfSpace when the budget has no room for it as it
   // is (the reader reads over TCP instead). kNotFound when the block is not here; kUnavailable
@@ -305,6 +307,8 @@ class BlockManager {
   bool maintenance_queued_ = false;
   uint64_t scrubbed_bytes_ = 0;
 
+  // Generations of memory blocks being copied into shared regions (ShareInMemory).
+  std::unordered_set<uint64_t> sharing_;
   // Touched only by storage jobs (it borrows the store); destroyed after the storage thread.
   std::unique_ptr<Scrubber> scrubber_;
 

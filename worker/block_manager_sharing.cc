@@ -12,6 +12,10 @@
 namespace bm {
 namespace {
 
+// A block up to this size is copied into its region while its first local reader waits; a
+// bigger one is copied in the background while that reader reads over TCP.
+constexpr uint64_t kWaitForCopyBytes = 64 << 20;
+
 // Copies `chunks` into `out` (exactly their size).
 void CopyChunks(const std::vector<ChunkPtr>& chunks, std::span<std::byte> out) {
   size_t at = 0;
@@ -88,17 +92,31 @@ void BlockManager::ShareInMemory(const BlockId& id, Callback<Result<SharedBlock>
     done(PinShared(id, std::move(region)));
     return;
   }
+  // A big block's reader does not wait for its copy (a second or more for a GiB, far more on a
+  // loaded or instrumented build): it reads over TCP this once while the copy runs, and maps the
+  // block from its next read on.
+  const bool reader_waits = block->data.size <= kWaitForCopyBytes;
+  const Status not_yet = UnavailableError("block " + id.ToString() +
+                                          " is being moved into shared memory; read it over TCP");
+  const bool already_copying = !sharing_.insert(block->generation).second;
+  if (!reader_waits) {
+    done(not_yet);
+    if (already_copying) return;
+    done = [](Result<SharedBlock>) {};  // nobody waits for this copy
+  }
   // The copy runs on the region copier's thread (a 1 GiB block takes the better part of a
   // second, which the loop must not stall for, and behind spills on the storage thread it would
   // wait seconds); the chunks are immutable and shared, so it reads them there safely. Until
   // it completes the block is held twice: one block at a time, as the copier runs one job at
   // a time.
   region_copier_->Submit([id, generation = block->generation, size = block->data.size,
-                          chunks = block->data.chunks, digests = block->unit_digests,
+                          chunks = block->data.chunks, digests = block->unit_digests, reader_waits,
                           done = std::move(done), this]() mutable -> RegionCopier::Completion {
     Result<std::shared_ptr<const SealedRegion>> moved = RegionOf(id, size, chunks, digests);
     chunks.clear();
-    return [this, id, generation, moved = std::move(moved), done = std::move(done)]() mutable {
+    return [this, id, generation, reader_waits, moved = std::move(moved),
+            done = std::move(done)]() mutable {
+      sharing_.erase(generation);
       const MemoryBlock* now = memory_->Peek(id);
       if (now == nullptr || now->generation != generation) {
         // Evicted, removed or replaced meanwhile: the reader reads over TCP.
@@ -120,6 +138,7 @@ void BlockManager::ShareInMemory(const BlockId& id, Callback<Result<SharedBlock>
         const Status replaced = memory_->ReplaceBytes(id, std::move(shared));
         BM_CHECK(replaced.ok());
       }
+      if (!reader_waits) return;  // moved for the next reader; nobody to pin it for now
       done(PinShared(id, std::move(region)));
     };
   });

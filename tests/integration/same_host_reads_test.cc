@@ -171,6 +171,26 @@ TEST_F(SameHostReadsTest, GetManyChunksReadsSmallBigDiskAndMissingBlocksThroughT
   EXPECT_EQ(Metric(http_, "blockmgr_worker_block_reads_total{origin=\"remote\"}"), 0);
 }
 
+TEST_F(SameHostReadsTest, ABigBlocksFirstReaderReadsOverTcpWhileTheBlockIsMovedForTheNext) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker("256MiB"));
+  Client client(cluster_.ClientOptionsFor());
+  const std::vector<std::byte> bytes = RandomByteVector(80 * kMiB, 12);  // over 64 MiB
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_1_0", bytes));
+  // Not waited for: the first read goes over TCP while the worker copies the block.
+  Result<std::vector<std::byte>> first = client.Get(BlockId::Rdd(1, 0));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_TRUE(*first == bytes);
+  std::optional<BlockData> mapped;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        mapped = client.GetMapped(BlockId::Rdd(1, 0));
+        return mapped.has_value();
+      },
+      milliseconds(20000)));
+  EXPECT_TRUE(Bytes(*mapped) == bytes);
+  EXPECT_EQ(Metric(http_, "blockmgr_worker_pinned_bytes"), 80.0 * kMiB);
+}
+
 TEST_F(SameHostReadsTest, AMappedBlockNeverChangesUnderItsReaderWhenOverwrittenOrRemoved) {
   ASSERT_NO_FATAL_FAILURE(StartWorker("64MiB"));
   Client client(cluster_.ClientOptionsFor());
