@@ -35,16 +35,6 @@ std::vector<std::byte> Serialize(capnp::MessageBuilder& message) {
   return std::vector<std::byte>(begin, begin + bytes.size());
 }
 
-// The packet's bytes as words (they need not be aligned in the packet).
-Result<kj::Array<capnp::word>> WordsOf(const std::vector<std::byte>& packet) {
-  if (packet.size() % sizeof(capnp::word) != 0) {
-    return UnavailableError("the worker sent a malformed local-read reply");
-  }
-  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(packet.size() / sizeof(capnp::word));
-  std::memcpy(words.begin(), packet.data(), packet.size());
-  return words;
-}
-
 }  // namespace
 
 Result<std::shared_ptr<LocalReadConnection>> LocalReadConnection::Open(
@@ -65,9 +55,8 @@ Result<std::shared_ptr<LocalReadConnection>> LocalReadConnection::Open(
   Result<LocalPacket> packet = ReceivePacket(connection->socket_.get(), timeout);
   if (!packet.ok())
     return UnavailableError("local reads: no answer to hello: " + packet.status().message());
-  BM_ASSIGN_OR_RETURN(kj::Array<capnp::word> words, WordsOf(packet->bytes));
   try {
-    capnp::FlatArrayMessageReader message(words);
+    capnp::FlatArrayMessageReader message(packet->words);
     proto::LocalReply::Reader reply = message.getRoot<proto::LocalReply>();
     if (reply.isError()) return StatusFromError(reply.getError());
     if (!reply.isOk()) return UnavailableError("local reads: unexpected answer to hello");
@@ -168,15 +157,21 @@ Result<LocalPacket> LocalReadConnection::Receive(std::chrono::milliseconds extra
 
 namespace {
 
-// A block whose bytes came inline, checked against its digests as a TCP read's are (they
-// crossed a socket).
-Result<LocalBlockRead> InlineBlock(proto::LocalBlock::Reader found, const BlockId& block) {
+// What a reply says of a block, without its bytes.
+LocalBlockRead FactsOf(proto::LocalBlock::Reader found) {
   LocalBlockRead read;
   read.tier = FromProto(found.getTier());
   read.level = FromProto(found.getLevel());
   read.version = found.getVersion();
   read.generation = found.getGeneration();
   for (uint64_t digest : found.getUnitDigests()) read.unit_digests.push_back(digest);
+  return read;
+}
+
+// A block whose bytes came inline, checked against its digests as a TCP read's are (they
+// crossed a socket).
+Result<LocalBlockRead> InlineBlock(proto::LocalBlock::Reader found, const BlockId& block) {
+  LocalBlockRead read = FactsOf(found);
   capnp::Data::Reader bytes = found.getInline();
   if (bytes.size() != found.getSize()) return UnavailableError("local reads: a short reply");
   const auto span = std::as_bytes(std::span(bytes.begin(), bytes.size()));
@@ -207,14 +202,12 @@ std::vector<Result<LocalBlockRead>> LocalReadConnection::GetSmall(const std::vec
     return fail_all(sent);
   }
   Result<LocalPacket> packet = Receive();
-  Result<kj::Array<capnp::word>> words =
-      packet.ok() ? WordsOf(packet->bytes) : Result<kj::Array<capnp::word>>(packet.status());
-  if (!words.ok()) {
+  if (!packet.ok()) {
     broken_ = true;
-    return fail_all(UnavailableError("local getMany: " + words.status().message()));
+    return fail_all(UnavailableError("local getMany: " + packet.status().message()));
   }
   try {
-    capnp::FlatArrayMessageReader message(*words);
+    capnp::FlatArrayMessageReader message(packet->words);
     proto::LocalReply::Reader reply = message.getRoot<proto::LocalReply>();
     if (reply.getId() != id || !(reply.isBlocks() || reply.isError()) ||
         (reply.isBlocks() && reply.getBlocks().size() != ids.size())) {
@@ -248,17 +241,12 @@ Result<LocalBlockRead> LocalReadConnection::ReceiveBlock(const std::map<uint64_t
     return UnavailableError("local read of " + pending.begin()->second.ToString() + ": " +
                             packet.status().message());
   }
-  Result<kj::Array<capnp::word>> words = WordsOf(packet->bytes);
-  if (!words.ok()) {
-    broken_ = true;
-    return words.status();
-  }
   LocalBlockRead read;
   uint64_t pin = 0;
   BlockId block = pending.begin()->second;
   Status parsed = [&]() -> Status {
     try {
-      capnp::FlatArrayMessageReader message(*words);
+      capnp::FlatArrayMessageReader message(packet->words);
       proto::LocalReply::Reader reply = message.getRoot<proto::LocalReply>();
       auto asked = pending.find(reply.getId());
       if (asked == pending.end()) {
@@ -273,18 +261,13 @@ Result<LocalBlockRead> LocalReadConnection::ReceiveBlock(const std::map<uint64_t
         return UnavailableError("local reads: unexpected reply");
       }
       proto::LocalBlock::Reader found = reply.getBlock();
-      read.tier = FromProto(found.getTier());
-      read.level = FromProto(found.getLevel());
-      read.version = found.getVersion();
-      read.generation = found.getGeneration();
-      for (uint64_t digest : found.getUnitDigests()) read.unit_digests.push_back(digest);
       pin = found.getPin();
       if (pin == 0) {
-        capnp::Data::Reader bytes = found.getInline();
-        if (bytes.size() != found.getSize()) return UnavailableError("local reads: a short reply");
-        read.data.Append(MakeChunk(std::as_bytes(std::span(bytes.begin(), bytes.size()))));
+        BM_ASSIGN_OR_RETURN(read, InlineBlock(found, block));
         return Status::Ok();
       }
+      // A mapped region was checked by the worker when it was sealed and cannot have changed.
+      read = FactsOf(found);
       if (!packet->fd.valid()) {
         broken_ = true;
         return UnavailableError("local reads: a region without its descriptor");
@@ -306,15 +289,6 @@ Result<LocalBlockRead> LocalReadConnection::ReceiveBlock(const std::map<uint64_t
   if (!parsed.ok()) {
     if (pin != 0 && !read.mapped) Release(pin);  // refused to map: the worker need not keep it
     return parsed;
-  }
-  if (!read.mapped) {
-    // Inline bytes crossed a socket: checked as TCP reads are. A mapped region was checked by
-    // the worker when it was sealed and cannot have changed since.
-    const std::span<const std::byte> bytes = read.data.chunks.front()->bytes();
-    if (FirstBadUnit({bytes}, 0, bytes.size(), bytes.size(), read.unit_digests).has_value()) {
-      return DataLossError("local read of " + block.ToString() +
-                           ": bytes do not match their digest");
-    }
   }
   return read;
 }

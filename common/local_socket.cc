@@ -114,8 +114,8 @@ Result<LocalPacket> ReceivePacket(int socket, std::chrono::milliseconds timeout)
 namespace {
 
 Result<LocalPacket> ReceiveOne(int socket, int flags) {
-  // Received into a buffer kept by the thread, then copied out at its size: a get of a small
-  // block must not pay for zeroing the largest packet.
+  // Received into a buffer kept by the thread, then copied out at its size into words the
+  // message is read from in place: a get of a small block must not pay for the largest packet.
   thread_local std::vector<std::byte> scratch(kMaxLocalPacketBytes + 1);
   LocalPacket packet;
   iovec io{scratch.data(), scratch.size()};
@@ -154,9 +154,27 @@ Result<LocalPacket> ReceiveOne(int socket, int flags) {
   if (fds.size() > 1 || (message.msg_flags & MSG_CTRUNC) != 0) {
     return InvalidArgumentError("a local-read packet carried more than one descriptor");
   }
-  packet.bytes.assign(scratch.begin(), scratch.begin() + got);
+  if (got % sizeof(capnp::word) != 0) {
+    return InvalidArgumentError("a local-read packet that is not a Cap'n Proto message");
+  }
+  packet.words = kj::heapArray<capnp::word>(static_cast<size_t>(got) / sizeof(capnp::word));
+  std::memcpy(packet.words.begin(), scratch.data(), static_cast<size_t>(got));
   if (!fds.empty()) packet.fd = std::move(fds.front());
   return packet;
+}
+
+}  // namespace
+
+namespace {
+
+// The peer's uid and pid (SO_PEERCRED).
+Result<ucred> PeerCredentials(int socket) {
+  ucred credentials{};
+  socklen_t length = sizeof credentials;
+  if (getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
+    return UnavailableError(Errno("SO_PEERCRED"));
+  }
+  return credentials;
 }
 
 }  // namespace
@@ -172,11 +190,7 @@ Status SetReceiveTimeout(int socket, std::chrono::milliseconds timeout) {
 }
 
 Result<pid_t> PeerPid(int socket) {
-  ucred credentials{};
-  socklen_t length = sizeof credentials;
-  if (getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
-    return UnavailableError(Errno("SO_PEERCRED"));
-  }
+  BM_ASSIGN_OR_RETURN(const ucred credentials, PeerCredentials(socket));
   return credentials.pid;
 }
 
@@ -193,11 +207,7 @@ bool ProcessHalted(pid_t pid) {
 }
 
 Result<uid_t> PeerUid(int socket) {
-  ucred credentials{};
-  socklen_t length = sizeof credentials;
-  if (getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
-    return UnavailableError(Errno("SO_PEERCRED"));
-  }
+  BM_ASSIGN_OR_RETURN(const ucred credentials, PeerCredentials(socket));
   return credentials.uid;
 }
 

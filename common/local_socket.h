@@ -4,6 +4,8 @@
 // SOCK_SEQPACKET, so each message is one packet and message boundaries need no framing, and a
 // packet may carry one descriptor (SCM_RIGHTS).
 
+#include <capnp/common.h>
+#include <kj/array.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -54,9 +56,10 @@ Result<OwnedFd> ListenLocal(const std::string& path);
 // Connects to `path`; kUnavailable when nothing listens there.
 Result<OwnedFd> ConnectLocal(const std::string& path);
 
-// One received packet and the descriptor it carried, if any.
+// One received packet, as the word-aligned Cap'n Proto message it holds (read in place), and
+// the descriptor it carried, if any.
 struct LocalPacket {
-  std::vector<std::byte> bytes;
+  kj::Array<capnp::word> words;
   OwnedFd fd;
 };
 
@@ -66,8 +69,8 @@ struct LocalPacket {
 Status SendPacket(int socket, std::span<const std::byte> bytes, int fd, bool wait);
 // Receives one packet, waiting up to `timeout` (zero: only what is queued). kNotFound when
 // nothing arrived in time, kUnavailable when the peer closed or the socket failed,
-// kInvalidArgument for a packet over kMaxLocalPacketBytes or with more than one descriptor (the
-// extra ones are closed).
+// kInvalidArgument for a packet over kMaxLocalPacketBytes, not a whole number of words, or with
+// more than one descriptor (the extra ones are closed).
 Result<LocalPacket> ReceivePacket(int socket, std::chrono::milliseconds timeout);
 // As ReceivePacket, waiting in the receive itself (one system call) for as long as the socket's
 // SO_RCVTIMEO allows; kNotFound when that passed.

@@ -63,6 +63,18 @@ void FillBlock(proto::LocalBlock::Builder out, const BlockFacts& block,
   for (unsigned i = 0; i < unit_digests.size(); ++i) digests.set(i, unit_digests[i]);
 }
 
+// A whole block read from the store, its bytes inline.
+void FillInlineBlock(proto::LocalBlock::Builder out, const BlockRead& read) {
+  FillBlock(out, {read.total_size, read.tier, read.level, read.version, read.generation},
+            read.unit_digests);
+  capnp::Data::Builder bytes = out.initInline(static_cast<unsigned>(read.total_size));
+  size_t at = 0;
+  for (const ChunkPtr& chunk : read.chunks) {
+    std::memcpy(bytes.begin() + at, chunk->bytes().data(), chunk->size());
+    at += chunk->size();
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<LocalReadServer>> LocalReadServer::Create(LocalReadServerOptions options,
@@ -178,7 +190,7 @@ bool LocalReadServer::ServeSession(uint64_t session_id) {
       spdlog::warn("local reads: a reader sent a descriptor; disconnected");
       return false;
     }
-    Status served_packet = ServePacket(session_id, found->second, packet->bytes);
+    Status served_packet = ServePacket(session_id, found->second, packet->words);
     if (!served_packet.ok()) {
       ++counters_.local_reads_refused;
       spdlog::warn("local reads: {}; disconnected", served_packet.ToString());
@@ -190,15 +202,9 @@ bool LocalReadServer::ServeSession(uint64_t session_id) {
 }
 
 Status LocalReadServer::ServePacket(uint64_t session_id, Session& session,
-                                    std::span<const std::byte> packet) {
-  if (packet.size() % sizeof(capnp::word) != 0) {
-    return InvalidArgumentError("a malformed local-read request");
-  }
-  // Copied into words: the packet's bytes need not be word-aligned.
-  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(packet.size() / sizeof(capnp::word));
-  std::memcpy(words.begin(), packet.data(), packet.size());
+                                    kj::ArrayPtr<const capnp::word> packet) {
   try {
-    capnp::FlatArrayMessageReader message(words);
+    capnp::FlatArrayMessageReader message(packet);
     proto::LocalRequest::Reader request = message.getRoot<proto::LocalRequest>();
     const uint64_t request_id = request.getId();
     switch (request.which()) {
@@ -330,15 +336,7 @@ void LocalReadServer::GetMany(uint64_t session_id, const Session& session, uint6
       SetError(entries[i].initError(), UnavailableError("read " + id->ToString() + " alone"));
       continue;
     }
-    proto::LocalBlock::Builder block = entries[i].initBlock();
-    FillBlock(block, {read->total_size, read->tier, read->level, read->version, read->generation},
-              read->unit_digests);
-    capnp::Data::Builder inline_bytes = block.initInline(static_cast<unsigned>(read->total_size));
-    size_t at = 0;
-    for (const ChunkPtr& chunk : read->chunks) {
-      std::memcpy(inline_bytes.begin() + at, chunk->bytes().data(), chunk->size());
-      at += chunk->size();
-    }
+    FillInlineBlock(entries[i].initBlock(), *read);
     bytes += read->total_size;
     ++served;
   }
@@ -356,15 +354,7 @@ void LocalReadServer::SendInline(uint64_t session_id, uint64_t request_id, Resul
   capnp::MallocMessageBuilder reply;
   proto::LocalReply::Builder root = reply.initRoot<proto::LocalReply>();
   root.setId(request_id);
-  proto::LocalBlock::Builder block = root.initBlock();
-  FillBlock(block, {read->total_size, read->tier, read->level, read->version, read->generation},
-            read->unit_digests);
-  capnp::Data::Builder bytes = block.initInline(static_cast<unsigned>(read->total_size));
-  size_t at = 0;
-  for (const ChunkPtr& chunk : read->chunks) {
-    std::memcpy(bytes.begin() + at, chunk->bytes().data(), chunk->size());
-    at += chunk->size();
-  }
+  FillInlineBlock(root.initBlock(), *read);
   if (Send(session_id, reply)) {
     ++counters_.block_reads_local;
     counters_.local_read_bytes += read->total_size;

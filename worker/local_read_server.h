@@ -116,7 +116,7 @@ class LocalReadServer {
   void Accept();
   // Serves the packets queued on one connection; false when it must be closed.
   bool ServeSession(uint64_t session_id);
-  Status ServePacket(uint64_t session_id, Session& session, std::span<const std::byte> packet);
+  Status ServePacket(uint64_t session_id, Session& session, kj::ArrayPtr<const capnp::word> packet);
   Status Hello(uint64_t session_id, Session& session, uint64_t request_id,
                std::span<const std::byte> ticket);
   Status Get(uint64_t session_id, Session& session, uint64_t request_id, const BlockId& id);
