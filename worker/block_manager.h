@@ -19,9 +19,9 @@
 #include "worker/block_read.h"
 #include "worker/block_status.h"
 #include "worker/block_store.h"
+#include "worker/job_thread.h"
 #include "worker/memory_store.h"
 #include "worker/read_ahead.h"
-#include "worker/region_copier.h"
 #include "worker/scrubber.h"
 #include "worker/storage_thread.h"
 
@@ -172,7 +172,7 @@ class BlockManager {
 
   // --- Same-host reads (README "Same-host reads"; worker/local_read_server.h).
   // The whole block as a sealed region, pinned for one reader until ReleaseShared. A memory
-  // block is moved into a region on its first such read (copied on the RegionCopier's thread, its
+  // block is moved into a region on its first such read (copied on a JobThread of its own, its
   // digests checked); the region then replaces its chunks, so its bytes are held once and TCP
   // reads send the same pages. kAborted when the block changed during that copy. A block over
   // 64 MiB is copied in the background instead, while this reader hears kUnavailable (and reads
@@ -313,7 +313,7 @@ class BlockManager {
   std::unique_ptr<Scrubber> scrubber_;
 
   // Destroyed before everything above, so no job outlives what its completion would touch.
-  std::unique_ptr<RegionCopier> region_copier_ = std::make_unique<RegionCopier>();
+  std::unique_ptr<JobThread> region_copier_ = std::make_unique<JobThread>();
   // Last: destroyed first, so no job outlives what its completion would touch.
   std::unique_ptr<StorageThread> storage_;
 };

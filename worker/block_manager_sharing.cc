@@ -111,7 +111,7 @@ void BlockManager::ShareInMemory(const BlockId& id, Callback<Result<SharedBlock>
   // a time.
   region_copier_->Submit([id, generation = block->generation, size = block->data.size,
                           chunks = block->data.chunks, digests = block->unit_digests, reader_waits,
-                          done = std::move(done), this]() mutable -> RegionCopier::Completion {
+                          done = std::move(done), this]() mutable -> JobThread::Completion {
     Result<std::shared_ptr<const SealedRegion>> moved = RegionOf(id, size, chunks, digests);
     chunks.clear();
     return [this, id, generation, reader_waits, moved = std::move(moved),

@@ -1,14 +1,11 @@
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <thread>
 
-#include "common/mutex.h"
 #include "worker/block_store.h"
+#include "worker/job_thread.h"
 
 namespace bm {
 
@@ -36,7 +33,8 @@ struct DiskTierStats {
 // Ownership and threads: owns the store, which only the storage thread touches once the
 // StorageThread exists. A job must touch nothing but the store and what it captured by value
 // (or shared ownership); a completion may touch the loop's state. Submit(), RunCompletions() and
-// the accessors are for the one loop thread.
+// the accessors are for the one loop thread. The thread is a JobThread; this adds the store and
+// what the loop knows of it.
 class StorageThread {
  public:
   using Completion = std::function<void()>;
@@ -44,42 +42,29 @@ class StorageThread {
 
   explicit StorageThread(std::unique_ptr<BlockStore> store);
   // Runs the jobs still queued (their completions are dropped, not run), then joins.
-  ~StorageThread();
+  ~StorageThread() = default;
   StorageThread(const StorageThread&) = delete;
   StorageThread& operator=(const StorageThread&) = delete;
 
   void Submit(Job job);
   // Runs the completions of the jobs finished so far, in order; returns how many ran.
-  size_t RunCompletions();
+  size_t RunCompletions() { return thread_->RunCompletions(); }
   // Readable (eventfd) while completions wait to run.
-  int wake_fd() const { return wake_fd_; }
+  int wake_fd() const { return thread_->wake_fd(); }
   // Jobs submitted whose completions have not run yet.
   size_t outstanding() const { return outstanding_; }
   // As of the last completion run.
   const DiskTierStats& stats() const { return stats_; }
 
  private:
-  struct Finished {
-    Completion completion;
-    DiskTierStats stats;
-  };
-
-  void Loop();
-
   const std::unique_ptr<BlockStore> store_;
-  const int wake_fd_;
-
-  Mutex mutex_;
-  std::condition_variable work_ready_;  // with mutex_
-  std::deque<Job> jobs_ BM_GUARDED_BY(mutex_);
-  std::deque<Finished> finished_ BM_GUARDED_BY(mutex_);
-  bool stopping_ BM_GUARDED_BY(mutex_) = false;
 
   // The loop's.
   size_t outstanding_ = 0;
   DiskTierStats stats_;
 
-  std::thread thread_;  // last: starts once everything above exists
+  // Last: joined first, so no job outlives the store it uses.
+  const std::unique_ptr<JobThread> thread_;
 };
 
 }  // namespace bm

@@ -57,7 +57,8 @@ class FailoverTest : public ::testing::Test {
     cluster_.StartMaster("b");
     for (const char* id : {"w1", "w2", "w3"}) cluster_.StartWorker(id);
     ASSERT_TRUE(cluster_.WaitForWorkers(*client_, 3, 20s))
-        << cluster_.LogOf("w1") << cluster_.LogOf("master-a");
+        << cluster_.LogOf("w1") << cluster_.LogOf("w2") << cluster_.LogOf("w3")
+        << cluster_.LogOf("master-a");
     // From here on, b holds whatever a acknowledges.
     ASSERT_TRUE(StandbyInSync()) << cluster_.LogOf("master-b");
   }

@@ -1,4 +1,4 @@
-#include "worker/region_copier.h"
+#include "worker/job_thread.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -7,12 +7,12 @@
 
 namespace bm {
 
-RegionCopier::RegionCopier() : wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+JobThread::JobThread() : wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
   BM_CHECK(wake_fd_ >= 0);
   thread_ = std::thread([this] { Loop(); });
 }
 
-RegionCopier::~RegionCopier() {
+JobThread::~JobThread() {
   {
     MutexLock lock(mutex_);
     stopping_ = true;
@@ -23,7 +23,7 @@ RegionCopier::~RegionCopier() {
   close(wake_fd_);
 }
 
-void RegionCopier::Submit(Job job) {
+void JobThread::Submit(Job job) {
   {
     MutexLock lock(mutex_);
     jobs_.push_back(std::move(job));
@@ -31,7 +31,7 @@ void RegionCopier::Submit(Job job) {
   work_ready_.notify_one();
 }
 
-size_t RegionCopier::RunCompletions() {
+size_t JobThread::RunCompletions() {
   uint64_t count;
   ssize_t got = read(wake_fd_, &count, sizeof(count));
   (void)got;  // EAGAIN: nothing signalled; the queue is checked anyway
@@ -46,7 +46,7 @@ size_t RegionCopier::RunCompletions() {
   return finished.size();
 }
 
-void RegionCopier::Loop() {
+void JobThread::Loop() {
   MutexLock lock(mutex_);
   while (true) {
     while (!stopping_ && jobs_.empty()) lock.Wait(work_ready_);
