@@ -33,6 +33,9 @@ ClientOptions OptionsFor(const Json& task) {
   // unless asked: the workloads that compare blockmgr with network peers measure its TCP path,
   // and workload 13 measures both side by side.
   options.local_reads = task.value("local_reads", false);
+  // "idle_mapping_bytes": 0 unmaps a mapped block as soon as it is let go, so every get maps it
+  // anew (the client otherwise keeps it mapped for the next get of the same version).
+  options.idle_mapping_bytes = task.value("idle_mapping_bytes", options.idle_mapping_bytes);
   return options;
 }
 

@@ -85,7 +85,8 @@ Client::Impl::Impl(ClientOptions options, zmq::context_t& context)
       // The master's worker list trusts the key of every worker it lists.
       workers_(context, OwnKeys(keys_), options_.request_timeout,
                [this] { return Workers().status(); }),
-      local_reads_(options_.local_reads, workers_, options_.request_timeout),
+      local_reads_(options_.local_reads, workers_, options_.request_timeout,
+                   {options_.idle_mapping_bytes, options_.idle_mapping_lifetime}),
       upload_ids_(std::random_device{}()),
       location_cache_(options_.location_cache_entries),
       placement_workers_(options_.worker_list_ttl),

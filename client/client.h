@@ -86,6 +86,12 @@ struct ClientOptions {
   // asks it once for its host identity and local socket; workers elsewhere (or with local
   // reads off) are read over TCP as before, and so is any block the local path cannot serve.
   bool local_reads = true;
+  // A region mapped for a same-host read stays mapped (and pinned on the worker) for this long
+  // after the last caller lets go, within this many bytes per worker, so that reading the block
+  // again costs one round trip instead of a new mapping (HDFS short-circuit readers keep their
+  // mappings the same way). 0 bytes: unmapped as soon as the last caller lets go.
+  uint64_t idle_mapping_bytes = 256ull << 20;
+  std::chrono::milliseconds idle_mapping_lifetime{10'000};
 };
 
 // Computes a block's bytes when no worker has it (see Client::GetOrCompute).

@@ -38,14 +38,16 @@ std::vector<std::byte> Serialize(capnp::MessageBuilder& message) {
 }  // namespace
 
 Result<std::shared_ptr<LocalReadConnection>> LocalReadConnection::Open(
-    const std::string& path, const std::string& ticket, std::chrono::milliseconds timeout) {
+    const std::string& path, const std::string& ticket, std::chrono::milliseconds timeout,
+    IdleMappingLimits idle, std::weak_ptr<IdleMappingReaper> reaper) {
   BM_ASSIGN_OR_RETURN(OwnedFd socket, ConnectLocal(path));
   // Waits are cut into slices, between which the worker's liveness is looked at (Receive).
   BM_RETURN_IF_ERROR(SetReceiveTimeout(socket.get(), kLivenessSlice));
   const Result<pid_t> peer = PeerPid(socket.get());
   const pid_t worker_pid = peer.ok() ? *peer : 0;
   std::shared_ptr<LocalReadConnection> connection(
-      new LocalReadConnection(std::move(socket), timeout, worker_pid));
+      new LocalReadConnection(std::move(socket), timeout, worker_pid,
+                              std::make_shared<MappedBlocks>(idle, std::move(reaper))));
   capnp::MallocMessageBuilder hello;
   proto::LocalRequest::Builder request = hello.initRoot<proto::LocalRequest>();
   request.setId(0);
@@ -80,43 +82,45 @@ void LocalReadConnection::Release(uint64_t pin) {
   (void)SendRequest(Serialize(release));
 }
 
-Result<LocalBlockRead> LocalReadConnection::Get(const BlockId& id,
-                                                std::chrono::milliseconds extra) {
-  if (broken_) return UnavailableError("the local-read connection failed");
+Result<uint64_t> LocalReadConnection::SendGet(const BlockId& id,
+                                              std::map<uint64_t, Pending>& pending) {
+  MappingOffer offer(mapped_, mapped_->Reserve(id));
   const uint64_t request_id = next_id_++;
   capnp::MallocMessageBuilder get;
   proto::LocalRequest::Builder request = get.initRoot<proto::LocalRequest>();
   request.setId(request_id);
   request.setGet(id.ToString());
+  request.setMapped(offer.pin());
   if (Status sent = SendRequest(Serialize(get)); !sent.ok()) {
     broken_ = true;
     return sent;
   }
+  pending.emplace(request_id, Pending{id, std::move(offer)});
+  return request_id;
+}
+
+Result<LocalBlockRead> LocalReadConnection::Get(const BlockId& id,
+                                                std::chrono::milliseconds extra) {
+  if (broken_) return UnavailableError("the local-read connection failed");
+  std::map<uint64_t, Pending> pending;
+  BM_RETURN_IF_ERROR(SendGet(id, pending).status());
   uint64_t answered = 0;
-  return ReceiveBlock({{request_id, id}}, &answered, extra);
+  return ReceiveBlock(pending, &answered, extra);
 }
 
 std::vector<Result<LocalBlockRead>> LocalReadConnection::GetMany(const std::vector<BlockId>& ids) {
   std::vector<std::optional<Result<LocalBlockRead>>> results(ids.size());
   // Replies come as their blocks are ready (a disk read or a copy into a region takes longer
   // than a block already shared), matched to their requests by id.
-  std::map<uint64_t, BlockId> pending;
+  std::map<uint64_t, Pending> pending;
   std::map<uint64_t, size_t> index_of;
   size_t sent = 0;
   size_t received = 0;
   while (received < ids.size() && !broken_) {
     while (sent < ids.size() && pending.size() < kPipelineDepth) {
-      capnp::MallocMessageBuilder get;
-      proto::LocalRequest::Builder request = get.initRoot<proto::LocalRequest>();
-      const uint64_t id = next_id_++;
-      request.setId(id);
-      request.setGet(ids[sent].ToString());
-      if (Status status = SendRequest(Serialize(get)); !status.ok()) {
-        broken_ = true;
-        break;
-      }
-      pending.emplace(id, ids[sent]);
-      index_of.emplace(id, sent);
+      Result<uint64_t> id = SendGet(ids[sent], pending);
+      if (!id.ok()) break;
+      index_of.emplace(*id, sent);
       ++sent;
     }
     if (broken_) break;
@@ -231,19 +235,19 @@ std::vector<Result<LocalBlockRead>> LocalReadConnection::GetSmall(const std::vec
   return results;
 }
 
-Result<LocalBlockRead> LocalReadConnection::ReceiveBlock(const std::map<uint64_t, BlockId>& pending,
+Result<LocalBlockRead> LocalReadConnection::ReceiveBlock(std::map<uint64_t, Pending>& pending,
                                                          uint64_t* answered,
                                                          std::chrono::milliseconds extra) {
   *answered = 0;
   Result<LocalPacket> packet = Receive(extra);
   if (!packet.ok()) {
     broken_ = true;  // a reply missing: the stream can no longer be trusted
-    return UnavailableError("local read of " + pending.begin()->second.ToString() + ": " +
+    return UnavailableError("local read of " + pending.begin()->second.id.ToString() + ": " +
                             packet.status().message());
   }
   LocalBlockRead read;
   uint64_t pin = 0;
-  BlockId block = pending.begin()->second;
+  BlockId block = pending.begin()->second.id;
   Status parsed = [&]() -> Status {
     try {
       capnp::FlatArrayMessageReader message(packet->words);
@@ -254,13 +258,35 @@ Result<LocalBlockRead> LocalReadConnection::ReceiveBlock(const std::map<uint64_t
         return UnavailableError("local reads: a reply to no request");
       }
       *answered = asked->first;
-      block = asked->second;
+      block = asked->second.id;
+      // Taken from the pending request: unless confirmed below, the offer ends with this scope.
+      MappingOffer offer = std::move(asked->second.offer);
+      const bool reused = reply.isBlock() && reply.getBlock().getReused();
+      if (!reused) offer.Forget();  // the worker no longer serves that mapping's version
       if (reply.isError()) return StatusFromError(reply.getError());
       if (!reply.isBlock()) {
         broken_ = true;
         return UnavailableError("local reads: unexpected reply");
       }
       proto::LocalBlock::Reader found = reply.getBlock();
+      if (reused) {
+        // The worker confirmed that the region this connection keeps mapped is the block's
+        // current version.
+        const MappedBlock* kept = offer.get();
+        if (kept == nullptr || found.getPin() != kept->pin ||
+            found.getGeneration() != kept->generation || found.getSize() != kept->region->size()) {
+          broken_ = true;
+          return UnavailableError("local reads: a reuse of a mapping that was not offered");
+        }
+        read.tier = kept->tier;
+        read.level = kept->level;
+        read.version = kept->version;
+        read.generation = kept->generation;
+        read.unit_digests = kept->unit_digests;
+        read.data.Append(offer.Take());
+        read.mapped = true;
+        return Status::Ok();
+      }
       pin = found.getPin();
       if (pin == 0) {
         BM_ASSIGN_OR_RETURN(read, InlineBlock(found, block));
@@ -273,11 +299,20 @@ Result<LocalBlockRead> LocalReadConnection::ReceiveBlock(const std::map<uint64_t
         return UnavailableError("local reads: a region without its descriptor");
       }
       // Unmapping tells the worker; the region keeps this connection (and so the pin) alive.
-      BM_ASSIGN_OR_RETURN(
-          std::shared_ptr<const MappedRegion> region,
-          MappedRegion::Map(packet->fd.Release(), found.getSize(),
-                            [connection = shared_from_this(), pin] { connection->Release(pin); }));
-      read.data.Append(std::move(region));
+      auto mapped = std::make_shared<MappedBlock>(block);
+      BM_ASSIGN_OR_RETURN(mapped->region, MappedRegion::Map(packet->fd.Release(), found.getSize(),
+                                                            [connection = shared_from_this(), pin] {
+                                                              connection->Release(pin);
+                                                            }));
+      mapped->pin = pin;
+      mapped->generation = read.generation;
+      mapped->tier = read.tier;
+      mapped->level = read.level;
+      mapped->version = read.version;
+      mapped->unit_digests = read.unit_digests;
+      // Kept for the next get of this block, while it stays the worker's current version.
+      mapped_->Add(mapped);
+      read.data.Append(mapped_->View(std::move(mapped)));
       read.mapped = true;
       return Status::Ok();
     } catch (const kj::Exception& e) {
@@ -293,8 +328,13 @@ Result<LocalBlockRead> LocalReadConnection::ReceiveBlock(const std::map<uint64_t
   return read;
 }
 
-LocalReads::LocalReads(bool enabled, WorkerChannels& workers, std::chrono::milliseconds timeout)
-    : enabled_(enabled), workers_(workers), timeout_(timeout), host_id_(HostIdentity()) {}
+LocalReads::LocalReads(bool enabled, WorkerChannels& workers, std::chrono::milliseconds timeout,
+                       IdleMappingLimits idle_limits)
+    : enabled_(enabled),
+      workers_(workers),
+      timeout_(timeout),
+      idle_limits_(idle_limits),
+      host_id_(HostIdentity()) {}
 
 Result<std::shared_ptr<LocalReadConnection>> LocalReads::For(const std::string& address) {
   using Connection = std::shared_ptr<LocalReadConnection>;
@@ -303,7 +343,7 @@ Result<std::shared_ptr<LocalReadConnection>> LocalReads::For(const std::string& 
   Worker& worker = by_address_[address];
   if (worker.elsewhere) return Connection();
   if (worker.connection && !worker.connection->broken()) return worker.connection;
-  worker.connection.reset();
+  Drop(worker.connection);
   const TimePoint now = std::chrono::steady_clock::now();
   if (now < worker.retry_after) return Connection();
   Result<std::shared_ptr<LocalReadConnection>> connected = Connect(address, worker);
@@ -317,13 +357,24 @@ Result<std::shared_ptr<LocalReadConnection>> LocalReads::For(const std::string& 
     return Connection();
   }
   worker.connection = *connected;
+  reaper_->Watch(worker.connection->mapped());
   return worker.connection;
+}
+
+void LocalReads::Drop(std::shared_ptr<LocalReadConnection>& connection) {
+  // Its idle mappings hold it open (each region releases its pin through it): drop them.
+  if (connection) connection->mapped()->Close();
+  connection.reset();
+}
+
+LocalReads::~LocalReads() {
+  for (auto& [address, worker] : by_address_) Drop(worker.connection);
 }
 
 void LocalReads::Failed(const std::string& address) {
   auto found = by_address_.find(address);
   if (found == by_address_.end()) return;
-  found->second.connection.reset();
+  Drop(found->second.connection);
   found->second.retry_after = std::chrono::steady_clock::now() + kRetryAfterFailure;
 }
 
@@ -358,7 +409,8 @@ Result<std::shared_ptr<LocalReadConnection>> LocalReads::Connect(const std::stri
     worker.elsewhere = true;
     return NotFoundError(path.empty() ? "local reads are off there" : "on another host");
   }
-  return LocalReadConnection::Open(path, ticket, timeout_);
+  if (!reaper_) reaper_ = std::make_shared<IdleMappingReaper>();
+  return LocalReadConnection::Open(path, ticket, timeout_, idle_limits_, reaper_);
 }
 
 }  // namespace bm

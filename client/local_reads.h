@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "client/mapped_blocks.h"
 #include "common/block_id.h"
 #include "common/chunk.h"
 #include "common/clock.h"
@@ -46,9 +47,10 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
  public:
   // Connects and presents `ticket` (from openLocalReads). kPermissionDenied when the worker
   // refuses this process (its uid) or the ticket; kUnavailable when the socket is not there.
-  static Result<std::shared_ptr<LocalReadConnection>> Open(const std::string& path,
-                                                           const std::string& ticket,
-                                                           std::chrono::milliseconds timeout);
+  // Idle mappings are kept within `idle` and dropped by `reaper` (mapped_blocks.h).
+  static Result<std::shared_ptr<LocalReadConnection>> Open(
+      const std::string& path, const std::string& ticket, std::chrono::milliseconds timeout,
+      IdleMappingLimits idle = {}, std::weak_ptr<IdleMappingReaper> reaper = {});
 
   // The whole block. The worker's errors come back as they are (kNotFound: not stored there).
   // kUnavailable when the connection failed (broken() from then on). `extra`: how much longer
@@ -61,23 +63,38 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
   // inline, or why it was not served this way (kNotFound; kUnavailable: read it alone).
   std::vector<Result<LocalBlockRead>> GetSmall(const std::vector<BlockId>& ids);
   bool broken() const { return broken_; }
+  // The regions this connection keeps mapped (for the reaper, and to close them).
+  const std::shared_ptr<MappedBlocks>& mapped() const { return mapped_; }
 
  private:
-  LocalReadConnection(OwnedFd socket, std::chrono::milliseconds timeout, pid_t worker_pid)
-      : socket_(std::move(socket)), timeout_(timeout), worker_pid_(worker_pid) {}
+  // A get waiting for its reply: the block, and the mapping of it offered for reuse.
+  struct Pending {
+    BlockId id;
+    MappingOffer offer;
+  };
+  LocalReadConnection(OwnedFd socket, std::chrono::milliseconds timeout, pid_t worker_pid,
+                      std::shared_ptr<MappedBlocks> mapped)
+      : socket_(std::move(socket)),
+        timeout_(timeout),
+        worker_pid_(worker_pid),
+        mapped_(std::move(mapped)) {}
+  // Sends a get of `id` (offering the mapping of it this connection holds, if any) under a
+  // new request id, which it returns.
+  Result<uint64_t> SendGet(const BlockId& id, std::map<uint64_t, Pending>& pending);
   // The next packet, within the timeout; kUnavailable sooner when the worker process is seen
   // halted (stopped or gone), as a TCP heartbeat would tell.
   Result<LocalPacket> Receive(std::chrono::milliseconds extra = {});
   Status SendRequest(const std::vector<std::byte>& packet);
   // Receives the reply to one of the `pending` requests (by id; replies may come in any
   // order) and sets `answered` to its id; 0 when none came (then broken()).
-  Result<LocalBlockRead> ReceiveBlock(const std::map<uint64_t, BlockId>& pending,
-                                      uint64_t* answered, std::chrono::milliseconds extra = {});
+  Result<LocalBlockRead> ReceiveBlock(std::map<uint64_t, Pending>& pending, uint64_t* answered,
+                                      std::chrono::milliseconds extra = {});
   void Release(uint64_t pin);
 
   const OwnedFd socket_;
   const std::chrono::milliseconds timeout_;
   const pid_t worker_pid_;  // 0: not visible from here
+  const std::shared_ptr<MappedBlocks> mapped_;
   // Sends come from the client's thread (requests) and from any thread (releases).
   Mutex send_mutex_;
   uint64_t next_id_ = 1;  // the client's thread's
@@ -90,7 +107,12 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
 // Client's.
 class LocalReads {
  public:
-  LocalReads(bool enabled, WorkerChannels& workers, std::chrono::milliseconds timeout);
+  LocalReads(bool enabled, WorkerChannels& workers, std::chrono::milliseconds timeout,
+             IdleMappingLimits idle_limits = {});
+  // Drops the idle mappings (regions callers still hold stay mapped until they let go).
+  ~LocalReads();
+  LocalReads(const LocalReads&) = delete;
+  LocalReads& operator=(const LocalReads&) = delete;
 
   // The connection to the worker at `address` when it is on this host and serves local reads;
   // null otherwise (remembered: a remote worker is asked once, a failed connection is tried
@@ -109,11 +131,15 @@ class LocalReads {
   };
   // Asks the worker at `address` for its offer and connects.
   Result<std::shared_ptr<LocalReadConnection>> Connect(const std::string& address, Worker& worker);
+  // Lets go of a connection and its idle mappings.
+  static void Drop(std::shared_ptr<LocalReadConnection>& connection);
 
   const bool enabled_;
   WorkerChannels& workers_;
   const std::chrono::milliseconds timeout_;
+  const IdleMappingLimits idle_limits_;
   const std::string host_id_;
+  std::shared_ptr<IdleMappingReaper> reaper_;  // made with the first connection
   std::unordered_map<std::string, Worker> by_address_;
 };
 

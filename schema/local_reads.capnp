@@ -13,6 +13,10 @@ using Messages = import "messages.capnp";
 
 struct LocalRequest {
   id @0 :UInt64;   # echoed in the reply
+  # With get: a pin this connection holds for the block (a region the reader keeps mapped).
+  # When it still holds the block's current version the reply names it again (LocalBlock.reused)
+  # and no new region is made: reading a block again costs one round trip, not a new mapping.
+  mapped @5 :UInt64;
   union {
     # First message of a connection: the ticket openLocalReads handed out over TCP, which
     # gives this connection the key and role that asked for it. Answered ok or an error (then
@@ -49,6 +53,9 @@ struct LocalBlock {
   # until the reader sends release (or closes the connection). Zero: the bytes are `inline`.
   pin @6 :UInt64;
   inline @7 :Data;
+  # The reply names the pin the request offered (LocalRequest.mapped): the reader's region of it
+  # is the block's current version. No descriptor comes with it.
+  reused @8 :Bool;
 }
 
 struct LocalReply {

@@ -183,6 +183,9 @@ class BlockManager {
   // while it waits for its spill to disk. Answers through `done`, at once for memory blocks.
   void ShareWhole(const BlockId& id, Callback<Result<SharedBlock>> done);
   void ReleaseShared(const SharedBlock::Pin& pin);
+  // Whether `pin` still holds `id`'s current version in memory, so the reader's region of it
+  // can be read again without a new one; counts as a read of the block (its recency).
+  bool ReadAgainShared(const BlockId& id, const SharedBlock::Pin& pin);
   // Bytes readers keep mapped (MemoryStore::pinned_bytes).
   uint64_t pinned_bytes() const { return memory_->pinned_bytes(); }
 

@@ -206,4 +206,12 @@ void BlockManager::ReleaseShared(const SharedBlock::Pin& pin) {
   }
 }
 
+bool BlockManager::ReadAgainShared(const BlockId& id, const SharedBlock::Pin& pin) {
+  if (pin.tier != Tier::kMemory) return false;  // a disk block's region is one reader's copy
+  const MemoryBlock* block = memory_->Peek(id);
+  if (block == nullptr || block->generation != pin.generation) return false;
+  memory_->Get(id);  // a read: most recently used now
+  return true;
+}
+
 }  // namespace bm

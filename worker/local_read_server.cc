@@ -220,7 +220,7 @@ Status LocalReadServer::ServePacket(uint64_t session_id, Session& session,
           SendError(session_id, request_id, id.status());
           return Status::Ok();
         }
-        return Get(session_id, session, request_id, *id);
+        return Get(session_id, session, request_id, *id, request.getMapped());
       }
       case proto::LocalRequest::GET_MANY:
         if (!session.greeted) return PermissionDeniedError("a get before a valid ticket");
@@ -262,12 +262,32 @@ Status LocalReadServer::Hello(uint64_t session_id, Session& session, uint64_t re
 }
 
 Status LocalReadServer::Get(uint64_t session_id, Session& session, uint64_t request_id,
-                            const BlockId& id) {
+                            const BlockId& id, uint64_t mapped) {
   if (Status allowed =
           AuthorizeWorkerRequest(options_.secure, session.peer, proto::Request::GET_BLOCK);
       !allowed.ok()) {
     ++counters_.local_reads_refused;
     SendError(session_id, request_id, allowed);
+    return Status::Ok();
+  }
+  if (auto pin = session.pins.find(mapped);
+      pin != session.pins.end() && blocks_.ReadAgainShared(id, pin->second.held)) {
+    // The reader still has this version mapped: it reads its region again, and nothing new is
+    // made or pinned. (The pin keeps the lifetime of its first grant.)
+    const std::optional<BlockStatus> status = blocks_.Find(id);
+    BM_CHECK(status.has_value());
+    capnp::MallocMessageBuilder reply;
+    proto::LocalReply::Builder root = reply.initRoot<proto::LocalReply>();
+    root.setId(request_id);
+    proto::LocalBlock::Builder block = root.initBlock();
+    block.setSize(status->size);
+    block.setGeneration(pin->second.held.generation);
+    block.setPin(mapped);
+    block.setReused(true);
+    if (Send(session_id, reply)) {
+      ++counters_.block_reads_local;
+      counters_.local_read_bytes += status->size;
+    }
     return Status::Ok();
   }
   const std::optional<BlockStatus> status = blocks_.Find(id);

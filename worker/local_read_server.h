@@ -119,7 +119,9 @@ class LocalReadServer {
   Status ServePacket(uint64_t session_id, Session& session, kj::ArrayPtr<const capnp::word> packet);
   Status Hello(uint64_t session_id, Session& session, uint64_t request_id,
                std::span<const std::byte> ticket);
-  Status Get(uint64_t session_id, Session& session, uint64_t request_id, const BlockId& id);
+  // `mapped`: a pin the reader offers to read again (LocalRequest.mapped), 0 for none.
+  Status Get(uint64_t session_id, Session& session, uint64_t request_id, const BlockId& id,
+             uint64_t mapped);
   // Small memory blocks inline, one reply for all (schema: getMany).
   void GetMany(uint64_t session_id, const Session& session, uint64_t request_id,
                capnp::List<capnp::Text>::Reader ids);

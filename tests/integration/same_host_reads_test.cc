@@ -96,13 +96,21 @@ class SameHostReadsTest : public ::testing::Test {
     ASSERT_TRUE(put.ok()) << block << ": " << put.status().ToString();
   }
 
+  // A client that unmaps a region as soon as its last caller lets go (no idle mappings kept),
+  // for the tests of what pins a block and when it is let go.
+  ClientOptions UnmappingAtOnce() {
+    ClientOptions options = cluster_.ClientOptionsFor();
+    options.idle_mapping_bytes = 0;
+    return options;
+  }
+
   LocalCluster cluster_;
   int http_ = 0;
 };
 
 TEST_F(SameHostReadsTest, GetMapsTheWorkersSealedRegionAndNoByteCrossesTcp) {
   ASSERT_NO_FATAL_FAILURE(StartWorker("64MiB"));
-  Client client(cluster_.ClientOptionsFor());
+  Client client(UnmappingAtOnce());
   const std::vector<std::byte> memory = RandomByteVector(4 * kMiB, 1);
   const std::vector<std::byte> disk = RandomByteVector(3 * kMiB + 5, 2);
   ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_1_0", memory));
@@ -219,9 +227,50 @@ TEST_F(SameHostReadsTest, AMappedBlockNeverChangesUnderItsReaderWhenOverwrittenO
   EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_pinned_bytes", 0));
 }
 
+TEST_F(SameHostReadsTest, AReadAgainReusesTheMappingUntilTheBlockChangesOrItsIdleLifetimeEnds) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker("64MiB"));
+  ClientOptions options = cluster_.ClientOptionsFor();
+  options.idle_mapping_lifetime = milliseconds(1500);
+  Client client(options);
+  const std::vector<std::byte> first = RandomByteVector(8 * kMiB, 1);
+  const std::vector<std::byte> second = RandomByteVector(8 * kMiB, 2);
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_1_0", first));
+  const std::byte* mapped_at = nullptr;
+  {
+    Result<BlockData> read = client.GetChunks(BlockId::Rdd(1, 0));
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    mapped_at = read->chunks.at(0)->bytes().data();
+  }
+  // Let go of, but kept mapped and pinned (counted by the worker) for the next read.
+  EXPECT_EQ(Metric(http_, "blockmgr_worker_pins"), 1);
+  EXPECT_EQ(Metric(http_, "blockmgr_worker_pinned_bytes"), 8.0 * kMiB);
+  for (int i = 0; i < 3; ++i) {
+    Result<BlockData> again = client.GetChunks(BlockId::Rdd(1, 0));
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->chunks.at(0)->bytes().data(), mapped_at) << "mapped anew";
+    EXPECT_TRUE(Bytes(*again) == first);
+  }
+  EXPECT_EQ(Metric(http_, "blockmgr_worker_pins"), 1);
+  EXPECT_EQ(Metric(http_, "blockmgr_worker_block_reads_total{origin=\"local\"}"), 4);
+
+  // Overwritten: the next read maps the new version and the old mapping goes.
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_1_0", second));
+  {
+    Result<BlockData> fresh = client.GetChunks(BlockId::Rdd(1, 0));
+    ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+    EXPECT_TRUE(Bytes(*fresh) == second);
+  }
+  // Only the new version stays mapped (and pinned) for the next read.
+  EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_pinned_bytes", 8.0 * kMiB));
+  EXPECT_EQ(Metric(http_, "blockmgr_worker_pins"), 1);
+  // Idle past its lifetime: unmapped, and the worker stops counting it.
+  EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_pins", 0));
+  EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_pinned_bytes", 0));
+}
+
 TEST_F(SameHostReadsTest, APinnedBlockIsNotEvictedUntilItsReaderLetsGo) {
   ASSERT_NO_FATAL_FAILURE(StartWorker("64MiB"));
-  Client client(cluster_.ClientOptionsFor());
+  Client client(UnmappingAtOnce());
   const std::vector<std::byte> pinned_bytes = RandomByteVector(16 * kMiB, 9);
   ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_2_0", pinned_bytes));
   std::optional<BlockData> mapped = client.GetMapped(BlockId::Rdd(2, 0));
