@@ -28,13 +28,6 @@ constexpr std::chrono::milliseconds kLivenessSlice{200};
 // Gets one GetMany keeps in flight on a connection.
 constexpr size_t kPipelineDepth = 16;
 
-std::vector<std::byte> Serialize(capnp::MessageBuilder& message) {
-  const kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
-  const kj::ArrayPtr<const kj::byte> bytes = words.asBytes();
-  const auto* begin = reinterpret_cast<const std::byte*>(bytes.begin());
-  return std::vector<std::byte>(begin, begin + bytes.size());
-}
-
 }  // namespace
 
 Result<std::shared_ptr<LocalReadConnection>> LocalReadConnection::Open(
@@ -53,7 +46,7 @@ Result<std::shared_ptr<LocalReadConnection>> LocalReadConnection::Open(
   request.setId(0);
   request.setHello(
       capnp::Data::Reader(reinterpret_cast<const kj::byte*>(ticket.data()), ticket.size()));
-  BM_RETURN_IF_ERROR(connection->SendRequest(Serialize(hello)));
+  BM_RETURN_IF_ERROR(connection->SendRequest(hello));
   Result<LocalPacket> packet = ReceivePacket(connection->socket_.get(), timeout);
   if (!packet.ok())
     return UnavailableError("local reads: no answer to hello: " + packet.status().message());
@@ -69,9 +62,12 @@ Result<std::shared_ptr<LocalReadConnection>> LocalReadConnection::Open(
   return connection;
 }
 
-Status LocalReadConnection::SendRequest(const std::vector<std::byte>& packet) {
+Status LocalReadConnection::SendRequest(capnp::MessageBuilder& message) {
+  std::vector<uint32_t> table;
+  std::vector<std::span<const std::byte>> parts;
+  MessageParts(message, table, parts);
   MutexLock lock(send_mutex_);
-  return SendPacket(socket_.get(), packet, -1, /*wait=*/true);
+  return SendPacket(socket_.get(), parts, -1, /*wait=*/true);
 }
 
 void LocalReadConnection::Release(uint64_t pin) {
@@ -79,7 +75,7 @@ void LocalReadConnection::Release(uint64_t pin) {
   proto::LocalRequest::Builder request = release.initRoot<proto::LocalRequest>();
   request.setRelease(pin);
   // A failure needs no answer: a connection that broke has had its pins released already.
-  (void)SendRequest(Serialize(release));
+  (void)SendRequest(release);
 }
 
 Result<uint64_t> LocalReadConnection::SendGet(const BlockId& id,
@@ -91,7 +87,8 @@ Result<uint64_t> LocalReadConnection::SendGet(const BlockId& id,
   request.setId(request_id);
   request.setGet(id.ToString());
   request.setMapped(offer.pin());
-  if (Status sent = SendRequest(Serialize(get)); !sent.ok()) {
+  request.setTrailer(true);
+  if (Status sent = SendRequest(get); !sent.ok()) {
     broken_ = true;
     return sent;
   }
@@ -172,17 +169,31 @@ LocalBlockRead FactsOf(proto::LocalBlock::Reader found) {
   return read;
 }
 
-// A block whose bytes came inline, checked against its digests as a TCP read's are (they
-// crossed a socket).
-Result<LocalBlockRead> InlineBlock(proto::LocalBlock::Reader found, const BlockId& block) {
+// A block whose bytes came inline (in the packet's trailer, or inside the message from a worker
+// that does not send trailers), checked against its digests as a TCP read's are (they crossed
+// a socket).
+Result<LocalBlockRead> InlineBlock(proto::LocalBlock::Reader found, const BlockId& block,
+                                   const ChunkPtr& trailer) {
   LocalBlockRead read = FactsOf(found);
-  capnp::Data::Reader bytes = found.getInline();
-  if (bytes.size() != found.getSize()) return UnavailableError("local reads: a short reply");
-  const auto span = std::as_bytes(std::span(bytes.begin(), bytes.size()));
+  ChunkPtr bytes;
+  if (found.getInTrailer()) {
+    const uint64_t offset = found.getTrailerOffset();
+    if (trailer == nullptr || offset > trailer->size() ||
+        found.getSize() > trailer->size() - offset) {
+      return UnavailableError("local reads: a block past the end of its reply");
+    }
+    bytes = SliceChunk(trailer, offset, found.getSize());  // no copy
+  } else {
+    capnp::Data::Reader inline_bytes = found.getInline();
+    if (inline_bytes.size() != found.getSize())
+      return UnavailableError("local reads: a short reply");
+    bytes = MakeChunk(std::as_bytes(std::span(inline_bytes.begin(), inline_bytes.size())));
+  }
+  const std::span<const std::byte> span = bytes->bytes();
   if (FirstBadUnit({span}, 0, span.size(), span.size(), read.unit_digests).has_value()) {
     return DataLossError("local read of " + block.ToString() + ": bytes do not match their digest");
   }
-  read.data.Append(MakeChunk(span));
+  read.data.Append(std::move(bytes));
   return read;
 }
 
@@ -199,9 +210,10 @@ std::vector<Result<LocalBlockRead>> LocalReadConnection::GetSmall(const std::vec
   capnp::MallocMessageBuilder get;
   proto::LocalRequest::Builder request = get.initRoot<proto::LocalRequest>();
   request.setId(id);
+  request.setTrailer(true);
   auto names = request.initGetMany(static_cast<unsigned>(ids.size()));
   for (unsigned i = 0; i < ids.size(); ++i) names.set(i, ids[i].ToString());
-  if (Status sent = SendRequest(Serialize(get)); !sent.ok()) {
+  if (Status sent = SendRequest(get); !sent.ok()) {
     broken_ = true;
     return fail_all(sent);
   }
@@ -224,7 +236,7 @@ std::vector<Result<LocalBlockRead>> LocalReadConnection::GetSmall(const std::vec
       if (entries[i].isError()) {
         results.emplace_back(StatusFromError(entries[i].getError()));
       } else {
-        results.push_back(InlineBlock(entries[i].getBlock(), ids[i]));
+        results.push_back(InlineBlock(entries[i].getBlock(), ids[i], packet->trailer));
       }
     }
   } catch (const kj::Exception& e) {
@@ -289,7 +301,7 @@ Result<LocalBlockRead> LocalReadConnection::ReceiveBlock(std::map<uint64_t, Pend
       }
       pin = found.getPin();
       if (pin == 0) {
-        BM_ASSIGN_OR_RETURN(read, InlineBlock(found, block));
+        BM_ASSIGN_OR_RETURN(read, InlineBlock(found, block, packet->trailer));
         return Status::Ok();
       }
       // A mapped region was checked by the worker when it was sealed and cannot have changed.

@@ -22,6 +22,10 @@
 #include "common/storage_level.h"
 #include "common/tier.h"
 
+namespace capnp {
+class MessageBuilder;
+}  // namespace capnp
+
 namespace bm {
 
 class WorkerChannels;
@@ -84,7 +88,7 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
   // The next packet, within the timeout; kUnavailable sooner when the worker process is seen
   // halted (stopped or gone), as a TCP heartbeat would tell.
   Result<LocalPacket> Receive(std::chrono::milliseconds extra = {});
-  Status SendRequest(const std::vector<std::byte>& packet);
+  Status SendRequest(capnp::MessageBuilder& message);
   // Receives the reply to one of the `pending` requests (by id; replies may come in any
   // order) and sets `answered` to its id; 0 when none came (then broken()).
   Result<LocalBlockRead> ReceiveBlock(std::map<uint64_t, Pending>& pending, uint64_t* answered,

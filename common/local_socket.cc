@@ -1,5 +1,7 @@
 #include "common/local_socket.h"
 
+#include <capnp/message.h>
+#include <capnp/serialize.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -62,10 +64,46 @@ Result<OwnedFd> ConnectLocal(const std::string& path) {
 }
 
 Status SendPacket(int socket, std::span<const std::byte> bytes, int fd, bool wait) {
-  iovec io{const_cast<std::byte*>(bytes.data()), bytes.size()};
+  const std::span<const std::byte> parts[] = {bytes};
+  return SendPacket(socket, parts, fd, wait);
+}
+
+void MessageParts(capnp::MessageBuilder& message, std::vector<uint32_t>& table,
+                  std::vector<std::span<const std::byte>>& parts) {
+  // The flat-array form (capnp/serialize.h): the segment count less one, each segment's size
+  // in words, padded to a whole word; then the segments.
+  const kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments =
+      message.getSegmentsForOutput();
+  table.assign((segments.size() + 2) & ~size_t{1}, 0);
+  table[0] = static_cast<uint32_t>(segments.size() - 1);
+  for (size_t i = 0; i < segments.size(); ++i) {
+    table[i + 1] = static_cast<uint32_t>(segments[i].size());
+  }
+  parts.push_back(std::as_bytes(std::span(table)));
+  for (const kj::ArrayPtr<const capnp::word>& segment : segments) {
+    const kj::ArrayPtr<const kj::byte> bytes = segment.asBytes();
+    parts.push_back(std::as_bytes(std::span(bytes.begin(), bytes.size())));
+  }
+}
+
+Status SendPacket(int socket, std::span<const std::span<const std::byte>> parts, int fd,
+                  bool wait) {
+  constexpr size_t kMaxParts = 64;
+  if (parts.size() > kMaxParts) {
+    // Gathered into one buffer (never on the hot path: replies have a handful of parts).
+    std::vector<std::byte> joined;
+    for (std::span<const std::byte> part : parts)
+      joined.insert(joined.end(), part.begin(), part.end());
+    const std::span<const std::byte> one[] = {joined};
+    return SendPacket(socket, one, fd, wait);
+  }
+  iovec io[kMaxParts];
+  for (size_t i = 0; i < parts.size(); ++i) {
+    io[i] = iovec{const_cast<std::byte*>(parts[i].data()), parts[i].size()};
+  }
   msghdr message{};
-  message.msg_iov = &io;
-  message.msg_iovlen = 1;
+  message.msg_iov = io;
+  message.msg_iovlen = parts.size();
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   if (fd >= 0) {
     message.msg_control = control;
@@ -154,11 +192,24 @@ Result<LocalPacket> ReceiveOne(int socket, int flags) {
   if (fds.size() > 1 || (message.msg_flags & MSG_CTRUNC) != 0) {
     return InvalidArgumentError("a local-read packet carried more than one descriptor");
   }
-  if (got % sizeof(capnp::word) != 0) {
+  // The message, then its trailer (the bytes after it): the message's size is in its segment
+  // table. A table claiming more than arrived leaves the whole packet to the message, whose
+  // reading then fails.
+  size_t message_bytes = static_cast<size_t>(got);
+  if (message_bytes >= sizeof(capnp::word)) {
+    const kj::ArrayPtr<const capnp::word> prefix(
+        reinterpret_cast<const capnp::word*>(scratch.data()), message_bytes / sizeof(capnp::word));
+    const size_t expected = capnp::expectedSizeInWordsFromPrefix(prefix) * sizeof(capnp::word);
+    if (expected <= message_bytes) message_bytes = expected;
+  }
+  if (message_bytes % sizeof(capnp::word) != 0) {
     return InvalidArgumentError("a local-read packet that is not a Cap'n Proto message");
   }
-  packet.words = kj::heapArray<capnp::word>(static_cast<size_t>(got) / sizeof(capnp::word));
-  std::memcpy(packet.words.begin(), scratch.data(), static_cast<size_t>(got));
+  packet.words = kj::heapArray<capnp::word>(message_bytes / sizeof(capnp::word));
+  std::memcpy(packet.words.begin(), scratch.data(), message_bytes);
+  if (static_cast<size_t>(got) > message_bytes) {
+    packet.trailer = MakeChunk(std::span(scratch).subspan(message_bytes, got - message_bytes));
+  }
   if (!fds.empty()) packet.fd = std::move(fds.front());
   return packet;
 }

@@ -10,12 +10,18 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "common/chunk.h"
 #include "common/status.h"
+
+namespace capnp {
+class MessageBuilder;
+}  // namespace capnp
 
 namespace bm {
 
@@ -56,10 +62,12 @@ Result<OwnedFd> ListenLocal(const std::string& path);
 // Connects to `path`; kUnavailable when nothing listens there.
 Result<OwnedFd> ConnectLocal(const std::string& path);
 
-// One received packet, as the word-aligned Cap'n Proto message it holds (read in place), and
-// the descriptor it carried, if any.
+// One received packet: the word-aligned Cap'n Proto message it starts with (read in place),
+// the bytes that follow the message (its trailer: small blocks' bytes, see
+// LocalBlock.inTrailer), and the descriptor it carried, if any.
 struct LocalPacket {
   kj::Array<capnp::word> words;
+  ChunkPtr trailer;  // null when nothing follows the message
   OwnedFd fd;
 };
 
@@ -67,6 +75,12 @@ struct LocalPacket {
 // (a client); otherwise kOutOfSpace when the peer's queue is full (the worker's loop never
 // waits on a reader). kUnavailable when the peer is gone.
 Status SendPacket(int socket, std::span<const std::byte> bytes, int fd, bool wait);
+// As SendPacket, the packet gathered from `parts` in order (no copy into one buffer first).
+Status SendPacket(int socket, std::span<const std::span<const std::byte>> parts, int fd, bool wait);
+// The parts of `message` in flat-array form (segment table, then segments), into `table`
+// (which must outlive the parts) and `parts`, for a gathered SendPacket with no copy.
+void MessageParts(capnp::MessageBuilder& message, std::vector<uint32_t>& table,
+                  std::vector<std::span<const std::byte>>& parts);
 // Receives one packet, waiting up to `timeout` (zero: only what is queued). kNotFound when
 // nothing arrived in time, kUnavailable when the peer closed or the socket failed,
 // kInvalidArgument for a packet over kMaxLocalPacketBytes, not a whole number of words, or with

@@ -17,6 +17,10 @@ struct LocalRequest {
   # When it still holds the block's current version the reply names it again (LocalBlock.reused)
   # and no new region is made: reading a block again costs one round trip, not a new mapping.
   mapped @5 :UInt64;
+  # With get and getMany: the reader takes small blocks' bytes after the reply's message, in the
+  # packet's trailer (LocalBlock.inTrailer), rather than inside it: the worker then sends them
+  # from where they are stored, copied by the kernel alone.
+  trailer @6 :Bool;
   union {
     # First message of a connection: the ticket openLocalReads handed out over TCP, which
     # gives this connection the key and role that asked for it. Answered ok or an error (then
@@ -56,6 +60,10 @@ struct LocalBlock {
   # The reply names the pin the request offered (LocalRequest.mapped): the reader's region of it
   # is the block's current version. No descriptor comes with it.
   reused @8 :Bool;
+  # The bytes (`size` of them) are in the packet's trailer, the bytes after the reply's message,
+  # from `trailerOffset` on (LocalRequest.trailer); `inline` is then empty.
+  inTrailer @9 :Bool;
+  trailerOffset @10 :UInt64;
 }
 
 struct LocalReply {

@@ -63,10 +63,19 @@ void FillBlock(proto::LocalBlock::Builder out, const BlockFacts& block,
   for (unsigned i = 0; i < unit_digests.size(); ++i) digests.set(i, unit_digests[i]);
 }
 
-// A whole block read from the store, its bytes inline.
-void FillInlineBlock(proto::LocalBlock::Builder out, const BlockRead& read) {
+// A whole block read from the store, its bytes inline: in `trailer` when given (sent from the
+// store's chunks after the message), else inside the message.
+template <typename Trailer>
+void FillInlineBlock(proto::LocalBlock::Builder out, const BlockRead& read, Trailer* trailer) {
   FillBlock(out, {read.total_size, read.tier, read.level, read.version, read.generation},
             read.unit_digests);
+  if (trailer != nullptr) {
+    out.setInTrailer(true);
+    out.setTrailerOffset(trailer->bytes);
+    trailer->chunks.insert(trailer->chunks.end(), read.chunks.begin(), read.chunks.end());
+    trailer->bytes += read.total_size;
+    return;
+  }
   capnp::Data::Builder bytes = out.initInline(static_cast<unsigned>(read.total_size));
   size_t at = 0;
   for (const ChunkPtr& chunk : read.chunks) {
@@ -186,11 +195,13 @@ bool LocalReadServer::ServeSession(uint64_t session_id) {
       // Nothing more queued, or the reader went away (its pins go with it).
       return packet.status().code() == StatusCode::kNotFound;
     }
-    if (packet->fd.valid()) {
-      spdlog::warn("local reads: a reader sent a descriptor; disconnected");
+    if (packet->fd.valid() || packet->trailer != nullptr) {
+      spdlog::warn(
+          "local reads: a reader sent a descriptor or bytes after its request; "
+          "disconnected");
       return false;
     }
-    Status served_packet = ServePacket(session_id, found->second, packet->words);
+    Status served_packet = ServePacket(session_id, found->second, *packet);
     if (!served_packet.ok()) {
       ++counters_.local_reads_refused;
       spdlog::warn("local reads: {}; disconnected", served_packet.ToString());
@@ -202,9 +213,9 @@ bool LocalReadServer::ServeSession(uint64_t session_id) {
 }
 
 Status LocalReadServer::ServePacket(uint64_t session_id, Session& session,
-                                    kj::ArrayPtr<const capnp::word> packet) {
+                                    const LocalPacket& packet) {
   try {
-    capnp::FlatArrayMessageReader message(packet);
+    capnp::FlatArrayMessageReader message(packet.words);
     proto::LocalRequest::Reader request = message.getRoot<proto::LocalRequest>();
     const uint64_t request_id = request.getId();
     switch (request.which()) {
@@ -220,11 +231,11 @@ Status LocalReadServer::ServePacket(uint64_t session_id, Session& session,
           SendError(session_id, request_id, id.status());
           return Status::Ok();
         }
-        return Get(session_id, session, request_id, *id, request.getMapped());
+        return Get(session_id, session, request_id, *id, request.getMapped(), request.getTrailer());
       }
       case proto::LocalRequest::GET_MANY:
         if (!session.greeted) return PermissionDeniedError("a get before a valid ticket");
-        GetMany(session_id, session, request_id, request.getGetMany());
+        GetMany(session_id, session, request_id, request.getGetMany(), request.getTrailer());
         return Status::Ok();
       case proto::LocalRequest::RELEASE: {
         auto pin = session.pins.find(request.getRelease());
@@ -262,7 +273,7 @@ Status LocalReadServer::Hello(uint64_t session_id, Session& session, uint64_t re
 }
 
 Status LocalReadServer::Get(uint64_t session_id, Session& session, uint64_t request_id,
-                            const BlockId& id, uint64_t mapped) {
+                            const BlockId& id, uint64_t mapped, bool trailer) {
   if (Status allowed =
           AuthorizeWorkerRequest(options_.secure, session.peer, proto::Request::GET_BLOCK);
       !allowed.ok()) {
@@ -298,11 +309,12 @@ Status LocalReadServer::Get(uint64_t session_id, Session& session, uint64_t requ
   }
   if (status->size <= kMaxInlineBlockBytes) {
     if (std::optional<BlockRead> read = blocks_.ReadInMemory(id)) {
-      SendInline(session_id, request_id, std::move(*read));
+      SendInline(session_id, request_id, std::move(*read), trailer);
     } else {
-      blocks_.Read(id, 0, status->size, [this, session_id, request_id](Result<BlockRead> read) {
-        SendInline(session_id, request_id, std::move(read));
-      });
+      blocks_.Read(id, 0, status->size,
+                   [this, session_id, request_id, trailer](Result<BlockRead> read) {
+                     SendInline(session_id, request_id, std::move(read), trailer);
+                   });
     }
     return Status::Ok();
   }
@@ -319,7 +331,7 @@ Status LocalReadServer::Get(uint64_t session_id, Session& session, uint64_t requ
 }
 
 void LocalReadServer::GetMany(uint64_t session_id, const Session& session, uint64_t request_id,
-                              capnp::List<capnp::Text>::Reader ids) {
+                              capnp::List<capnp::Text>::Reader ids, bool trailer) {
   // Room for the blocks' bytes in one packet, with their headers and digests.
   constexpr uint64_t kBatchBytes = kMaxLocalPacketBytes - 16 * 1024;
   capnp::MallocMessageBuilder reply;
@@ -334,6 +346,7 @@ void LocalReadServer::GetMany(uint64_t session_id, const Session& session, uint6
     return;
   }
   auto entries = root.initBlocks(ids.size());
+  Trailer bytes_after;
   uint64_t bytes = 0;
   uint64_t served = 0;
   for (unsigned i = 0; i < ids.size(); ++i) {
@@ -356,17 +369,18 @@ void LocalReadServer::GetMany(uint64_t session_id, const Session& session, uint6
       SetError(entries[i].initError(), UnavailableError("read " + id->ToString() + " alone"));
       continue;
     }
-    FillInlineBlock(entries[i].initBlock(), *read);
+    FillInlineBlock(entries[i].initBlock(), *read, trailer ? &bytes_after : nullptr);
     bytes += read->total_size;
     ++served;
   }
-  if (Send(session_id, reply)) {
+  if (Send(session_id, reply, -1, &bytes_after)) {
     counters_.block_reads_local += served;
     counters_.local_read_bytes += bytes;
   }
 }
 
-void LocalReadServer::SendInline(uint64_t session_id, uint64_t request_id, Result<BlockRead> read) {
+void LocalReadServer::SendInline(uint64_t session_id, uint64_t request_id, Result<BlockRead> read,
+                                 bool trailer) {
   if (!read.ok()) {
     SendError(session_id, request_id, read.status());
     return;
@@ -374,8 +388,9 @@ void LocalReadServer::SendInline(uint64_t session_id, uint64_t request_id, Resul
   capnp::MallocMessageBuilder reply;
   proto::LocalReply::Builder root = reply.initRoot<proto::LocalReply>();
   root.setId(request_id);
-  FillInlineBlock(root.initBlock(), *read);
-  if (Send(session_id, reply)) {
+  Trailer bytes_after;
+  FillInlineBlock(root.initBlock(), *read, trailer ? &bytes_after : nullptr);
+  if (Send(session_id, reply, -1, &bytes_after)) {
     ++counters_.block_reads_local;
     counters_.local_read_bytes += read->total_size;
   }
@@ -419,13 +434,20 @@ void LocalReadServer::SendError(uint64_t session_id, uint64_t request_id, const 
   Send(session_id, reply);
 }
 
-bool LocalReadServer::Send(uint64_t session_id, capnp::MessageBuilder& reply, int fd) {
+bool LocalReadServer::Send(uint64_t session_id, capnp::MessageBuilder& reply, int fd,
+                           const Trailer* trailer) {
   auto session = sessions_.find(session_id);
   if (session == sessions_.end()) return false;
-  const kj::Array<capnp::word> words = capnp::messageToFlatArray(reply);
+  // Gathered by the kernel from the message's segments and the blocks' chunks: no copy here.
+  std::vector<uint32_t> table;
+  std::vector<std::span<const std::byte>> parts;
+  MessageParts(reply, table, parts);
+  if (trailer != nullptr) {
+    for (const ChunkPtr& chunk : trailer->chunks) parts.push_back(chunk->bytes());
+  }
   Session& reader = session->second;
   if (reader.outbox.empty()) {
-    Status sent = SendPacket(reader.socket.get(), BytesOf(words), fd, /*wait=*/false);
+    Status sent = SendPacket(reader.socket.get(), parts, fd, /*wait=*/false);
     if (sent.ok()) return true;
     if (sent.code() != StatusCode::kOutOfSpace) {
       Close(session_id);
@@ -437,9 +459,9 @@ bool LocalReadServer::Send(uint64_t session_id, capnp::MessageBuilder& reply, in
     Close(session_id);
     return false;
   }
-  const std::span<const std::byte> bytes = BytesOf(words);
-  reader.outbox.push_back(
-      {std::vector<std::byte>(bytes.begin(), bytes.end()), OwnedFd(fd >= 0 ? dup(fd) : -1)});
+  std::vector<std::byte> bytes;
+  for (std::span<const std::byte> part : parts) bytes.insert(bytes.end(), part.begin(), part.end());
+  reader.outbox.push_back({std::move(bytes), OwnedFd(fd >= 0 ? dup(fd) : -1)});
   if (reader.outbox.size() == 1) WatchWritable(session_id, reader, true);
   return true;
 }

@@ -110,30 +110,38 @@ class LocalReadServer {
     std::optional<PeerIdentity> peer;
     TimePoint expires;
   };
+  // Small blocks' bytes sent after a reply's message (LocalBlock.inTrailer), straight from the
+  // chunks they are stored in, which it keeps alive until sent.
+  struct Trailer {
+    std::vector<ChunkPtr> chunks;
+    uint64_t bytes = 0;
+  };
 
   LocalReadServer(LocalReadServerOptions options, BlockManager& blocks, WorkerCounters& counters,
                   const Clock& clock, OwnedFd listener, OwnedFd epoll);
   void Accept();
   // Serves the packets queued on one connection; false when it must be closed.
   bool ServeSession(uint64_t session_id);
-  Status ServePacket(uint64_t session_id, Session& session, kj::ArrayPtr<const capnp::word> packet);
+  Status ServePacket(uint64_t session_id, Session& session, const LocalPacket& packet);
   Status Hello(uint64_t session_id, Session& session, uint64_t request_id,
                std::span<const std::byte> ticket);
   // `mapped`: a pin the reader offers to read again (LocalRequest.mapped), 0 for none.
+  // `trailer`: small blocks' bytes go in the reply's trailer (LocalRequest.trailer).
   Status Get(uint64_t session_id, Session& session, uint64_t request_id, const BlockId& id,
-             uint64_t mapped);
+             uint64_t mapped, bool trailer);
   // Small memory blocks inline, one reply for all (schema: getMany).
   void GetMany(uint64_t session_id, const Session& session, uint64_t request_id,
-               capnp::List<capnp::Text>::Reader ids);
-  // Sends a small block's bytes inline.
-  void SendInline(uint64_t session_id, uint64_t request_id, Result<BlockRead> read);
+               capnp::List<capnp::Text>::Reader ids, bool trailer);
+  // Sends a small block's bytes inline (in the trailer when `trailer`).
+  void SendInline(uint64_t session_id, uint64_t request_id, Result<BlockRead> read, bool trailer);
   // Sends a shared block (pinning it) to the session, or releases it when the session is gone.
   void SendShared(uint64_t session_id, uint64_t request_id, Result<SharedBlock> shared);
   void SendError(uint64_t session_id, uint64_t request_id, const Status& status);
   // Sends `reply` (with `fd` attached, if >= 0), or queues it while the reader's socket is full
   // (a reader pipelining gets); closes the session when it holds more than kMaxQueuedReplies
   // unread or the socket failed. False when the session is gone.
-  bool Send(uint64_t session_id, capnp::MessageBuilder& reply, int fd = -1);
+  bool Send(uint64_t session_id, capnp::MessageBuilder& reply, int fd = -1,
+            const Trailer* trailer = nullptr);
   // Sends what waits in the session's outbox; false when the socket failed.
   bool Flush(Session& session);
   void WatchWritable(uint64_t session_id, Session& session, bool writable);

@@ -397,6 +397,73 @@ TEST_F(SameHostReadsTest, WithLocalReadsOffEveryReadGoesOverTcpAndCountsAsLocalO
   EXPECT_EQ(Metric(http_, "blockmgr_worker_block_reads_total{origin=\"local\"}"), 1);
 }
 
+// Sends `message` on a raw local-read connection, with `extra` bytes after it.
+void SendRaw(int socket, capnp::MessageBuilder& message, std::span<const std::byte> extra = {}) {
+  std::vector<uint32_t> table;
+  std::vector<std::span<const std::byte>> parts;
+  MessageParts(message, table, parts);
+  if (!extra.empty()) parts.push_back(extra);
+  ASSERT_TRUE(SendPacket(socket, parts, -1, true).ok());
+}
+
+TEST_F(SameHostReadsTest, SmallBlocksComeAfterTheReplyOrInsideItAsTheReaderAsks) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker("64MiB"));
+  Client client(cluster_.ClientOptionsFor());
+  const std::vector<std::byte> bytes = RandomByteVector(3000, 4);
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_1_0", bytes));
+  zmq::context_t context;
+  Result<std::pair<std::string, std::string>> offer =
+      AskForTicket(context, cluster_.worker_endpoint("w1"), ChannelSecurity{});
+  ASSERT_TRUE(offer.ok()) << offer.status().ToString();
+  Result<OwnedFd> raw = ConnectLocal(offer->first);
+  ASSERT_TRUE(raw.ok()) << raw.status().ToString();
+  capnp::MallocMessageBuilder hello;
+  hello.initRoot<proto::LocalRequest>().setHello(capnp::Data::Reader(
+      reinterpret_cast<const kj::byte*>(offer->second.data()), offer->second.size()));
+  ASSERT_NO_FATAL_FAILURE(SendRaw(raw->get(), hello));
+  ASSERT_TRUE(ReceivePacket(raw->get(), milliseconds(5000)).ok());
+
+  for (const bool trailer : {false, true}) {
+    SCOPED_TRACE(trailer ? "trailer" : "inside the message");
+    capnp::MallocMessageBuilder get;
+    proto::LocalRequest::Builder request = get.initRoot<proto::LocalRequest>();
+    request.setId(7);
+    request.setGet("rdd_1_0");
+    request.setTrailer(trailer);
+    ASSERT_NO_FATAL_FAILURE(SendRaw(raw->get(), get));
+    Result<LocalPacket> answer = ReceivePacket(raw->get(), milliseconds(5000));
+    ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+    capnp::FlatArrayMessageReader message(answer->words);
+    proto::LocalReply::Reader reply = message.getRoot<proto::LocalReply>();
+    ASSERT_TRUE(reply.isBlock());
+    proto::LocalBlock::Reader block = reply.getBlock();
+    EXPECT_EQ(block.getSize(), bytes.size());
+    EXPECT_EQ(block.getInTrailer(), trailer);
+    if (trailer) {
+      EXPECT_EQ(block.getInline().size(), 0u);
+      ASSERT_NE(answer->trailer, nullptr);
+      ASSERT_EQ(answer->trailer->size(), bytes.size());
+      EXPECT_EQ(block.getTrailerOffset(), 0u);
+      EXPECT_EQ(std::memcmp(answer->trailer->bytes().data(), bytes.data(), bytes.size()), 0);
+    } else {
+      EXPECT_EQ(answer->trailer, nullptr);
+      ASSERT_EQ(block.getInline().size(), bytes.size());
+      EXPECT_EQ(std::memcmp(block.getInline().begin(), bytes.data(), bytes.size()), 0);
+    }
+  }
+  // A request with bytes after it: the worker hangs up.
+  capnp::MallocMessageBuilder get;
+  get.initRoot<proto::LocalRequest>().setGet("rdd_1_0");
+  const std::byte junk[5] = {};
+  ASSERT_NO_FATAL_FAILURE(SendRaw(raw->get(), get, junk));
+  EXPECT_EQ(ReceivePacket(raw->get(), milliseconds(5000)).status().code(), StatusCode::kUnavailable)
+      << "the connection stayed open";
+  // The worker serves on.
+  Result<std::vector<std::byte>> again = client.Get(BlockId::Rdd(1, 0));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(*again == bytes);
+}
+
 class SameHostReadsWithKeysTest : public SameHostReadsTest {};
 
 TEST_F(SameHostReadsWithKeysTest, OnlyAKeyThatMayReadGetsATicketAndOnlyATicketOpensTheSocket) {
