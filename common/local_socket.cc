@@ -151,29 +151,14 @@ Result<LocalPacket> ReceivePacket(int socket, std::chrono::milliseconds timeout)
 
 namespace {
 
-Result<LocalPacket> ReceiveOne(int socket, int flags) {
-  // Received into a buffer kept by the thread, then copied out at its size into words the
-  // message is read from in place: a get of a small block must not pay for the largest packet.
-  thread_local std::vector<std::byte> scratch(kMaxLocalPacketBytes + 1);
+// Room for more than one descriptor, so extra ones arrive (and are closed) rather than leak
+// into MSG_CTRUNC.
+constexpr size_t kControlBytes = CMSG_SPACE(4 * sizeof(int));
+
+// The packet that arrived as `got` bytes of `data` with `message`'s control data: its
+// descriptors are taken (closed unless handed on) whatever the verdict.
+Result<LocalPacket> PacketFrom(std::span<const std::byte> data, size_t got, msghdr& message) {
   LocalPacket packet;
-  iovec io{scratch.data(), scratch.size()};
-  msghdr message{};
-  message.msg_iov = &io;
-  message.msg_iovlen = 1;
-  // Room for more than one descriptor, so extra ones arrive (and are closed) rather than leak
-  // into MSG_CTRUNC.
-  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
-  ssize_t got;
-  do {
-    got = recvmsg(socket, &message, flags | MSG_CMSG_CLOEXEC);
-  } while (got < 0 && errno == EINTR);
-  if (got < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return NotFoundError("no packet queued");
-    return UnavailableError(Errno("receiving on the local socket"));
-  }
-  if (got == 0) return UnavailableError("the local socket's peer closed the connection");
   std::vector<OwnedFd> fds;
   for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
        header = CMSG_NXTHDR(&message, header)) {
@@ -185,7 +170,7 @@ Result<LocalPacket> ReceiveOne(int socket, int flags) {
       fds.emplace_back(fd);
     }
   }
-  if (static_cast<size_t>(got) > kMaxLocalPacketBytes || (message.msg_flags & MSG_TRUNC) != 0) {
+  if (got > kMaxLocalPacketBytes || (message.msg_flags & MSG_TRUNC) != 0) {
     return InvalidArgumentError("a local-read packet over " + std::to_string(kMaxLocalPacketBytes) +
                                 " bytes");
   }
@@ -195,26 +180,85 @@ Result<LocalPacket> ReceiveOne(int socket, int flags) {
   // The message, then its trailer (the bytes after it): the message's size is in its segment
   // table. A table claiming more than arrived leaves the whole packet to the message, whose
   // reading then fails.
-  size_t message_bytes = static_cast<size_t>(got);
+  size_t message_bytes = got;
   if (message_bytes >= sizeof(capnp::word)) {
-    const kj::ArrayPtr<const capnp::word> prefix(
-        reinterpret_cast<const capnp::word*>(scratch.data()), message_bytes / sizeof(capnp::word));
+    const kj::ArrayPtr<const capnp::word> prefix(reinterpret_cast<const capnp::word*>(data.data()),
+                                                 message_bytes / sizeof(capnp::word));
     const size_t expected = capnp::expectedSizeInWordsFromPrefix(prefix) * sizeof(capnp::word);
     if (expected <= message_bytes) message_bytes = expected;
   }
   if (message_bytes % sizeof(capnp::word) != 0) {
     return InvalidArgumentError("a local-read packet that is not a Cap'n Proto message");
   }
+  // Copied out at its size into words the message is read from in place: a get of a small
+  // block must not pay for the largest packet.
   packet.words = kj::heapArray<capnp::word>(message_bytes / sizeof(capnp::word));
-  std::memcpy(packet.words.begin(), scratch.data(), message_bytes);
-  if (static_cast<size_t>(got) > message_bytes) {
-    packet.trailer = MakeChunk(std::span(scratch).subspan(message_bytes, got - message_bytes));
-  }
+  std::memcpy(packet.words.begin(), data.data(), message_bytes);
+  if (got > message_bytes)
+    packet.trailer = MakeChunk(data.subspan(message_bytes, got - message_bytes));
   if (!fds.empty()) packet.fd = std::move(fds.front());
   return packet;
 }
 
+Result<LocalPacket> ReceiveOne(int socket, int flags) {
+  // Received into a buffer kept by the thread.
+  thread_local std::vector<std::byte> scratch(kMaxLocalPacketBytes + 1);
+  iovec io{scratch.data(), scratch.size()};
+  msghdr message{};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  alignas(cmsghdr) char control[kControlBytes] = {};
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  ssize_t got;
+  do {
+    got = recvmsg(socket, &message, flags | MSG_CMSG_CLOEXEC);
+  } while (got < 0 && errno == EINTR);
+  if (got < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return NotFoundError("no packet queued");
+    return UnavailableError(Errno("receiving on the local socket"));
+  }
+  if (got == 0) return UnavailableError("the local socket's peer closed the connection");
+  return PacketFrom(scratch, static_cast<size_t>(got), message);
+}
+
 }  // namespace
+
+Result<std::vector<Result<LocalPacket>>> ReceiveQueuedPackets(int socket) {
+  struct Slot {
+    std::vector<std::byte> bytes = std::vector<std::byte>(kMaxLocalPacketBytes + 1);
+    alignas(cmsghdr) char control[kControlBytes];
+  };
+  thread_local std::vector<Slot> slots(kMaxQueuedPacketsPerReceive);
+  iovec io[kMaxQueuedPacketsPerReceive];
+  mmsghdr messages[kMaxQueuedPacketsPerReceive] = {};
+  for (size_t i = 0; i < kMaxQueuedPacketsPerReceive; ++i) {
+    io[i] = iovec{slots[i].bytes.data(), slots[i].bytes.size()};
+    messages[i].msg_hdr.msg_iov = &io[i];
+    messages[i].msg_hdr.msg_iovlen = 1;
+    messages[i].msg_hdr.msg_control = slots[i].control;
+    messages[i].msg_hdr.msg_controllen = kControlBytes;
+  }
+  int got;
+  do {
+    got = recvmmsg(socket, messages, kMaxQueuedPacketsPerReceive, MSG_DONTWAIT | MSG_CMSG_CLOEXEC,
+                   nullptr);
+  } while (got < 0 && errno == EINTR);
+  if (got < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return NotFoundError("no packet queued");
+    return UnavailableError(Errno("receiving on the local socket"));
+  }
+  std::vector<Result<LocalPacket>> packets;
+  for (int i = 0; i < got; ++i) {
+    // An empty packet is the peer's end (it never sends one).
+    if (messages[i].msg_len == 0) {
+      packets.emplace_back(UnavailableError("the local socket's peer closed the connection"));
+      continue;
+    }
+    packets.push_back(PacketFrom(slots[i].bytes, messages[i].msg_len, messages[i].msg_hdr));
+  }
+  return packets;
+}
 
 namespace {
 

@@ -86,6 +86,12 @@ void MessageParts(capnp::MessageBuilder& message, std::vector<uint32_t>& table,
 // kInvalidArgument for a packet over kMaxLocalPacketBytes, not a whole number of words, or with
 // more than one descriptor (the extra ones are closed).
 Result<LocalPacket> ReceivePacket(int socket, std::chrono::milliseconds timeout);
+// Up to kMaxQueuedPacketsPerReceive packets already queued, in one system call (recvmmsg): a
+// server reading one request per wake-up learns that no second one is queued without a second
+// call. kNotFound when none is queued, kUnavailable when the socket failed. Each packet's
+// verdict as ReceivePacket's; the peer's end shows as kUnavailable in its place.
+inline constexpr size_t kMaxQueuedPacketsPerReceive = 16;
+Result<std::vector<Result<LocalPacket>>> ReceiveQueuedPackets(int socket);
 // As ReceivePacket, waiting in the receive itself (one system call) for as long as the socket's
 // SO_RCVTIMEO allows; kNotFound when that passed.
 Result<LocalPacket> ReceivePacketWaiting(int socket);

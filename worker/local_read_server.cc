@@ -186,28 +186,36 @@ void LocalReadServer::Accept() {
 }
 
 bool LocalReadServer::ServeSession(uint64_t session_id) {
-  for (int served = 0; served < kPacketsPerWakeup; ++served) {
+  for (int served = 0; served < kPacketsPerWakeup;) {
     auto found = sessions_.find(session_id);
     if (found == sessions_.end()) return true;  // closed while serving (a failed send)
-    Result<LocalPacket> packet =
-        ReceivePacket(found->second.socket.get(), std::chrono::milliseconds(0));
-    if (!packet.ok()) {
+    Result<std::vector<Result<LocalPacket>>> packets =
+        ReceiveQueuedPackets(found->second.socket.get());
+    if (!packets.ok()) {
       // Nothing more queued, or the reader went away (its pins go with it).
-      return packet.status().code() == StatusCode::kNotFound;
+      return packets.status().code() == StatusCode::kNotFound;
     }
-    if (packet->fd.valid() || packet->trailer != nullptr) {
-      spdlog::warn(
-          "local reads: a reader sent a descriptor or bytes after its request; "
-          "disconnected");
-      return false;
+    for (Result<LocalPacket>& packet : *packets) {
+      if (!packet.ok()) return false;  // the reader went away, or sent a malformed packet
+      found = sessions_.find(session_id);
+      if (found == sessions_.end()) return true;
+      if (packet->fd.valid() || packet->trailer != nullptr) {
+        spdlog::warn(
+            "local reads: a reader sent a descriptor or bytes after its request; "
+            "disconnected");
+        return false;
+      }
+      Status served_packet = ServePacket(session_id, found->second, *packet);
+      if (!served_packet.ok()) {
+        ++counters_.local_reads_refused;
+        spdlog::warn("local reads: {}; disconnected", served_packet.ToString());
+        SendError(session_id, 0, served_packet);  // best effort: the reader hears why
+        return false;
+      }
+      ++served;
     }
-    Status served_packet = ServePacket(session_id, found->second, *packet);
-    if (!served_packet.ok()) {
-      ++counters_.local_reads_refused;
-      spdlog::warn("local reads: {}; disconnected", served_packet.ToString());
-      SendError(session_id, 0, served_packet);  // best effort: the reader hears why
-      return false;
-    }
+    // Fewer than a full receive: the queue was drained.
+    if (packets->size() < kMaxQueuedPacketsPerReceive) return true;
   }
   return true;
 }
