@@ -67,35 +67,73 @@ struct BlockManager::Upload {
   BlockData data;                    // tier == kMemory
   BlockDigester digester;            // tier == kMemory (the disk writer digests its own)
   std::shared_ptr<DiskUpload> disk;  // tier == kDisk
+  DiskSet::DiskNo disk_no = 0;       // tier == kDisk: the disk it is written to
 };
+
+namespace {
+
+std::vector<DiskSlot> OneDisk(std::unique_ptr<BlockStore> disk) {
+  std::vector<DiskSlot> disks;
+  disks.push_back(DiskSlot{"", std::move(disk), 0});
+  return disks;
+}
+
+}  // namespace
 
 BlockManager::BlockManager(std::unique_ptr<MemoryStore> memory, std::unique_ptr<BlockStore> disk,
                            BlockManagerOptions options)
+    : BlockManager(std::move(memory), OneDisk(std::move(disk)), options) {}
+
+BlockManager::BlockManager(std::unique_ptr<MemoryStore> memory, std::vector<DiskSlot> disks,
+                           BlockManagerOptions options)
     : options_(options), memory_(std::move(memory)), read_ahead_(options.read_ahead_bytes) {
-  BM_CHECK(memory_ != nullptr && disk != nullptr);
+  BM_CHECK(memory_ != nullptr && !disks.empty());
   // Past every generation the last run of this worker handed out (a client may still hold one
   // from before a restart), with no disk write to remember it: microseconds since the epoch.
   next_memory_generation_ =
       static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count());
-  // Still this thread's: the index starts as what the store holds.
-  for (const BlockStatus& status : disk->List()) disk_index_.emplace(status.id, status);
-  // Lost before this run: the master learns of them with the registration, whose full block
-  // report already leaves them out.
-  CollectLost(disk->TakeLost(), /*report_removed=*/false);
-  scrubber_ = std::make_unique<Scrubber>(*disk, options_.scrub_bytes_per_second);
-  storage_ = std::make_unique<StorageThread>(std::move(disk));
+  // Still this thread's: the index starts as what the stores hold.
+  std::vector<std::pair<BlockId, DiskNo>> duplicates;
+  for (DiskNo i = 0; i < disks.size(); ++i) {
+    BM_CHECK(disks[i].store != nullptr);
+    for (const BlockStatus& status : disks[i].store->List()) {
+      // A block lives on one disk; a second copy is an older version whose deletion a crash
+      // cut short (the newer one is kept: the higher version token, else the first disk).
+      auto [it, inserted] = disk_index_.emplace(status.id, DiskBlock{status, i});
+      if (inserted) continue;
+      if (status.version > it->second.status.version) {
+        duplicates.emplace_back(status.id, it->second.disk);
+        it->second = DiskBlock{status, i};
+      } else {
+        duplicates.emplace_back(status.id, i);
+      }
+    }
+    // Lost before this run: the master learns of them with the registration, whose full block
+    // report already leaves them out.
+    CollectLost(disks[i].store->TakeLost(), /*report_removed=*/false);
+  }
+  disks_ = std::make_unique<DiskSet>(
+      std::move(disks), DiskSetOptions{options_.disk_check_interval, options_.disk_check_timeout,
+                                       options_.scrub_bytes_per_second});
+  for (const auto& [id, disk] : duplicates) {
+    spdlog::warn("block {} is on two disks; deleting the older copy on {}", id.ToString(),
+                 disks_->path(disk));
+    RemoveFromDisk(id, disk);
+  }
 }
 
 BlockManager::~BlockManager() {
   // Writers belong to the storage thread: their uploads are dropped there, before it stops.
   while (!uploads_.empty()) AbortPut(uploads_.begin()->first);
-  storage_.reset();
+  disks_.reset();
 }
 
 size_t BlockManager::RunCompletions() {
-  return storage_->RunCompletions() + region_copier_->RunCompletions();
+  const size_t ran = disks_->RunCompletions() + region_copier_->RunCompletions();
+  HandleFailedDisks();  // a disk check that just finished may have failed its disk
+  return ran;
 }
 
 Result<BlockManager::UploadId> BlockManager::BeginPut(const BlockId& id, StorageLevel level,
@@ -116,8 +154,8 @@ Result<BlockManager::UploadId> BlockManager::BeginPut(const BlockId& id, Storage
     }
   }
   if (!UsesMemory(level) || !memory_failure.empty()) {
-    BM_RETURN_IF_ERROR(CheckDiskRoom(id, total_size, memory_failure));
-    StartDiskWrite(*upload, memory_failure);
+    BM_ASSIGN_OR_RETURN(DiskNo disk, ChooseDisk(id, total_size, memory_failure));
+    StartDiskWrite(*upload, disk, memory_failure);
   }
 
   const UploadId upload_id = next_upload_id_++;
@@ -125,46 +163,45 @@ Result<BlockManager::UploadId> BlockManager::BeginPut(const BlockId& id, Storage
   return upload_id;
 }
 
-Status BlockManager::CheckDiskRoom(const BlockId& id, uint64_t total_size,
-                                   const std::string& memory_failure) const {
-  // What the loop last heard of the disk's room refuses a block that cannot fit at once; the
+Result<BlockManager::DiskNo> BlockManager::ChooseDisk(const BlockId& id, uint64_t total_size,
+                                                      const std::string& memory_failure) const {
+  // What the loop last heard of the disks' room refuses a block that cannot fit at once; the
   // store's own check, on the storage thread, has the last word.
-  const DiskTierStats& disk = storage_->stats();
-  std::string disk_failure;
-  if (disk.read_only) {
-    disk_failure = "disk store is read-only after a storage error";
-  } else if (total_size > disk.capacity - std::min(disk.used, disk.capacity)) {
-    disk_failure = "block " + id.ToString() + " of " + FormatBytes(total_size) +
-                   " does not fit on disk: " + FormatBytes(disk.used) + " of the " +
-                   FormatBytes(disk.capacity) + " it can hold in use";
+  std::optional<DiskNo> holder;
+  if (auto on_disk = disk_index_.find(id); on_disk != disk_index_.end()) {
+    holder = on_disk->second.disk;
   }
-  if (disk_failure.empty()) return Status::Ok();
-  return memory_failure.empty()
-             ? OutOfSpaceError(disk_failure)
-             : OutOfSpaceError("memory: " + memory_failure + "; disk: " + disk_failure);
+  Result<DiskNo> chosen = disks_->Choose(id, total_size, holder);
+  if (chosen.ok() || memory_failure.empty()) return chosen;
+  return Status(chosen.status().code(),
+                "memory: " + memory_failure + "; disk: " + chosen.status().message());
 }
 
-void BlockManager::StartDiskWrite(Upload& upload, const std::string& memory_failure) {
+void BlockManager::StartDiskWrite(Upload& upload, DiskNo disk_no,
+                                  const std::string& memory_failure) {
   upload.tier = Tier::kDisk;
   upload.disk = std::make_shared<DiskUpload>();
-  storage_->Submit([disk = upload.disk, id = upload.id, level = upload.level,
-                    total_size = upload.total_size, token = upload.version.token,
-                    memory_failure](BlockStore& store) -> StorageThread::Completion {
-    Result<std::unique_ptr<DiskWriter>> writer = store.BeginWrite(id, level, total_size, token);
-    if (writer.ok()) {
-      disk->writer = std::move(writer).value();
-    } else if (memory_failure.empty()) {
-      disk->failed = writer.status();
-    } else {
-      disk->failed = Status(writer.status().code(),
-                            "memory: " + memory_failure + "; disk: " + writer.status().message());
-    }
-    return nullptr;
-  });
+  upload.disk_no = disk_no;
+  disks_->Submit(
+      disk_no,
+      [disk = upload.disk, id = upload.id, level = upload.level, total_size = upload.total_size,
+       token = upload.version.token,
+       memory_failure](BlockStore& store) -> StorageThread::Completion {
+        Result<std::unique_ptr<DiskWriter>> writer = store.BeginWrite(id, level, total_size, token);
+        if (writer.ok()) {
+          disk->writer = std::move(writer).value();
+        } else if (memory_failure.empty()) {
+          disk->failed = writer.status();
+        } else {
+          disk->failed = Status(writer.status().code(), "memory: " + memory_failure +
+                                                            "; disk: " + writer.status().message());
+        }
+        return nullptr;
+      });
 }
 
 Status BlockManager::MoveUploadToDisk(Upload& upload, const std::string& memory_failure) {
-  BM_RETURN_IF_ERROR(CheckDiskRoom(upload.id, upload.total_size, memory_failure));
+  BM_ASSIGN_OR_RETURN(DiskNo disk, ChooseDisk(upload.id, upload.total_size, memory_failure));
   spdlog::debug("upload of {} moves to disk after {}: {}", upload.id.ToString(),
                 FormatBytes(upload.received), memory_failure);
   memory_->Release(upload.claimed);
@@ -173,15 +210,17 @@ Status BlockManager::MoveUploadToDisk(Upload& upload, const std::string& memory_
   std::vector<ChunkPtr> received = std::move(upload.data.chunks);
   upload.data = {};
   upload.digester = {};
-  StartDiskWrite(upload, memory_failure);
+  StartDiskWrite(upload, disk, memory_failure);
   // The bytes that came so far go first, behind the writer's start (the writer digests them; a
   // piece with checked digests starts on a unit boundary, so theirs follow as they are).
-  storage_->Submit([disk = upload.disk,
-                    received = std::move(received)](BlockStore&) -> StorageThread::Completion {
-    // A failure stays in disk->failed: the append queued next (this piece's) reports it.
-    static_cast<void>(AppendToDisk(*disk, received, {}));
-    return nullptr;
-  });
+  disks_->Submit(disk,
+                 [disk = upload.disk,
+                  received = std::move(received)](BlockStore&) -> StorageThread::Completion {
+                   // A failure stays in disk->failed: the append queued next (this piece's) reports
+                   // it.
+                   static_cast<void>(AppendToDisk(*disk, received, {}));
+                   return nullptr;
+                 });
   return Status::Ok();
 }
 
@@ -262,15 +301,25 @@ void BlockManager::AppendPut(UploadId upload_id, std::vector<ChunkPtr> chunks,
     done(Status::Ok());
     return;
   }
-  storage_->Submit([this, upload_id, disk = upload.disk, chunks = std::move(chunks),
-                    digests = std::move(checked_unit_digests),
-                    done = std::move(done)](BlockStore&) mutable -> StorageThread::Completion {
-    Status appended = AppendToDisk(*disk, chunks, digests);
-    return [this, upload_id, appended, done = std::move(done)] {
-      if (!appended.ok()) AbortPut(upload_id);
-      done(appended);
-    };
-  });
+  const DiskNo disk_no = upload.disk_no;
+  disks_->Submit(disk_no,
+                 [this, upload_id, disk_no, disk = upload.disk, chunks = std::move(chunks),
+                  digests = std::move(checked_unit_digests),
+                  done = std::move(done)](BlockStore&) mutable -> StorageThread::Completion {
+                   Status appended = AppendToDisk(*disk, chunks, digests);
+                   return [this, upload_id, disk_no, appended, done = std::move(done)] {
+                     disks_->NoteError(disk_no, appended);
+                     if (disks_->failed(disk_no)) {
+                       AbortPut(upload_id);  // gone already when the failure was handled
+                       done(UnavailableError(
+                           "the disk " + disks_->path(disk_no) +
+                           " this upload was written to has failed: " + disks_->failure(disk_no)));
+                       return;
+                     }
+                     if (!appended.ok()) AbortPut(upload_id);
+                     done(appended);
+                   };
+                 });
 }
 
 void BlockManager::CommitPut(UploadId upload_id, Callback<Result<Tier>> done) {
@@ -302,54 +351,74 @@ void BlockManager::CommitPut(UploadId upload_id, Callback<Result<Tier>> done) {
     // before the memory copy goes in; until then readers see the old version.
     committing_.insert(id);
     std::shared_ptr<Upload> shared(std::move(upload));
-    storage_->Submit([this, shared, done = std::move(done)](
-                         BlockStore& store) mutable -> StorageThread::Completion {
-      const BlockId& id = shared->id;
-      Status removed = store.Remove(id);
-      if (!removed.ok() && removed.code() != StatusCode::kNotFound) {
-        spdlog::warn("could not delete the disk copy of {} replaced by a memory copy: {}",
-                     id.ToString(), removed.ToString());
+    std::optional<DiskNo> holder;
+    auto spill = spilling_.find(id);
+    auto on_disk = disk_index_.find(id);
+    if (spill != spilling_.end()) holder = spill->second.disk;
+    if (on_disk != disk_index_.end()) {
+      if (holder.has_value() && *holder != on_disk->second.disk) {
+        RemoveFromDisk(id, on_disk->second.disk);
+      } else {
+        holder = on_disk->second.disk;
       }
-      return [this, shared, done = std::move(done)]() mutable {
-        const BlockId id = shared->id;
-        committing_.erase(committing_.find(id));
-        if (auto spill = spilling_.find(id); spill != spilling_.end()) {
-          const MemoryBlock& block = spill->second.block;
-          RecordRemoved({id, block.level, Tier::kMemory, block.data.size, block.version});
-          CancelSpill(id);
-        }
-        if (auto on_disk = disk_index_.find(id); on_disk != disk_index_.end()) {
-          RecordRemoved(on_disk->second);
-          disk_index_.erase(on_disk);
-        }
-        FinishMemoryCommit(*shared, std::move(done));
-      };
-    });
+    }
+    auto finish = [this, shared, done = std::move(done)]() mutable {
+      const BlockId id = shared->id;
+      committing_.erase(committing_.find(id));
+      if (auto spill = spilling_.find(id); spill != spilling_.end()) {
+        const MemoryBlock& block = spill->second.block;
+        RecordRemoved({id, block.level, Tier::kMemory, block.data.size, block.version});
+        CancelSpill(id);
+      }
+      if (auto on_disk = disk_index_.find(id); on_disk != disk_index_.end()) {
+        RecordRemoved(on_disk->second.status);
+        disk_index_.erase(on_disk);
+      }
+      FinishMemoryCommit(*shared, std::move(done));
+    };
+    if (!holder.has_value() || disks_->failed(*holder)) {
+      finish();  // the disk copy went with its disk
+      return;
+    }
+    disks_->Submit(
+        *holder,
+        [id, finish = std::move(finish)](BlockStore& store) mutable -> StorageThread::Completion {
+          Status removed = store.Remove(id);
+          if (!removed.ok() && removed.code() != StatusCode::kNotFound) {
+            spdlog::warn("could not delete the disk copy of {} replaced by a memory copy: {}",
+                         id.ToString(), removed.ToString());
+          }
+          return std::move(finish);
+        });
     return;
   }
 
   committing_.insert(id);
   std::shared_ptr<Upload> shared(std::move(upload));
-  storage_->Submit([this, shared, done = std::move(done)](
-                       BlockStore& store) mutable -> StorageThread::Completion {
-    DiskUpload& disk = *shared->disk;
-    Status committed = disk.failed;
-    if (committed.ok()) {
-      committed =
-          disk.writer != nullptr ? disk.writer->Commit() : AbortedError("the upload was abandoned");
-    }
-    disk.writer.reset();  // committed, or its chunks deleted
-    // The block's digest, from the unit digests the commit stored (once, for every report).
-    std::optional<BlockStatus> stored = committed.ok() ? store.Find(shared->id) : std::nullopt;
-    const uint64_t digest = stored ? stored->digest : 0;
-    return [this, shared, committed, digest, done = std::move(done)]() mutable {
-      FinishDiskCommit(*shared, committed, digest, std::move(done));
-    };
-  });
+  disks_->Submit(shared->disk_no,
+                 [this, shared,
+                  done = std::move(done)](BlockStore& store) mutable -> StorageThread::Completion {
+                   DiskUpload& disk = *shared->disk;
+                   Status committed = disk.failed;
+                   if (committed.ok()) {
+                     committed = disk.writer != nullptr ? disk.writer->Commit()
+                                                        : AbortedError("the upload was abandoned");
+                   }
+                   disk.writer.reset();  // committed, or its chunks deleted
+                   // The block's digest, from the unit digests the commit stored (once, for every
+                   // report).
+                   std::optional<BlockStatus> stored =
+                       committed.ok() ? store.Find(shared->id) : std::nullopt;
+                   const uint64_t digest = stored ? stored->digest : 0;
+                   return [this, shared, committed, digest, done = std::move(done)]() mutable {
+                     FinishDiskCommit(*shared, committed, digest, std::move(done));
+                   };
+                 });
 }
 
 void BlockManager::FinishMemoryCommit(Upload& upload, Callback<Result<Tier>> done) {
   const BlockId id = upload.id;
+  on_failed_disk_.erase(id);
   // The old version's bytes stay alive for in-flight sends holding its chunks; on the same tier,
   // the stored change below supersedes it for the master.
   memory_->Remove(id);
@@ -365,6 +434,14 @@ void BlockManager::FinishMemoryCommit(Upload& upload, Callback<Result<Tier>> don
 void BlockManager::FinishDiskCommit(const Upload& upload, const Status& committed, uint64_t digest,
                                     Callback<Result<Tier>> done) {
   committing_.erase(committing_.find(upload.id));
+  disks_->NoteError(upload.disk_no, committed);
+  if (committed.ok() && disks_->failed(upload.disk_no)) {
+    // Committed to a store that is closed now: its blocks were reported lost, this one too.
+    done(UnavailableError(
+        "the disk " + disks_->path(upload.disk_no) +
+        " this block was written to has failed: " + disks_->failure(upload.disk_no)));
+    return;
+  }
   if (!committed.ok()) {
     done(committed);
     return;
@@ -378,7 +455,7 @@ void BlockManager::FinishDiskCommit(const Upload& upload, const Status& committe
   }
   const BlockStatus status{
       id, upload.level, Tier::kDisk, upload.total_size, upload.version.token, digest};
-  disk_index_.insert_or_assign(id, status);
+  IndexOnDisk(status, upload.disk_no);
   RecordStored(status, upload.version.fresh, upload.version.lease);
   done(Tier::kDisk);
 }
@@ -393,7 +470,7 @@ void BlockManager::AbortPut(UploadId upload_id) {
   } else {
     // Destroying an uncommitted writer deletes its chunks and releases its disk claim, on the
     // thread that owns the store.
-    storage_->Submit([disk = upload.disk](BlockStore&) -> StorageThread::Completion {
+    disks_->Submit(upload.disk_no, [disk = upload.disk](BlockStore&) -> StorageThread::Completion {
       disk->writer.reset();
       return nullptr;
     });
@@ -441,17 +518,27 @@ void BlockManager::Read(const BlockId& id, uint64_t offset, uint64_t max_length,
     done(SliceMemoryBlock(spill->second.block, offset, max_length));
     return;
   }
-  if (!disk_index_.contains(id)) {
+  auto on_disk = disk_index_.find(id);
+  if (on_disk == disk_index_.end()) {
+    if (auto failed = on_failed_disk_.find(id); failed != on_failed_disk_.end()) {
+      done(disks_->FailedError(failed->second, id));
+      return;
+    }
     done(NotFoundError("block " + id.ToString() + " is not stored here"));
     return;
   }
-  const uint64_t size = disk_index_.at(id).size;
+  const uint64_t size = on_disk->second.status.size;
+  const DiskNo disk = on_disk->second.disk;
   if (!read_ahead_.Take(id, offset, max_length, done)) {
-    storage_->Submit([id, offset, max_length, done = std::move(done)](
-                         BlockStore& store) mutable -> StorageThread::Completion {
-      return [result = ReadFromDisk(store, id, offset, max_length),
-              done = std::move(done)]() mutable { done(std::move(result)); };
-    });
+    disks_->Submit(disk,
+                   [this, disk, id, offset, max_length, done = std::move(done)](
+                       BlockStore& store) mutable -> StorageThread::Completion {
+                     return [this, disk, result = ReadFromDisk(store, id, offset, max_length),
+                             done = std::move(done)]() mutable {
+                       if (!result.ok()) disks_->NoteError(disk, result.status());
+                       done(std::move(result));
+                     };
+                   });
   }
   // The next range, read while this one is sent. Queued right behind this read, so it reads the
   // same version; a change to the block after this makes the table forget it.
@@ -460,12 +547,14 @@ void BlockManager::Read(const BlockId& id, uint64_t offset, uint64_t max_length,
   const std::optional<uint64_t> ticket =
       read_ahead_.Start(id, next, max_length, std::min(max_length, size - next));
   if (!ticket) return;
-  storage_->Submit([this, id, next, max_length,
-                    ticket = *ticket](BlockStore& store) -> StorageThread::Completion {
-    return [this, ticket, result = ReadFromDisk(store, id, next, max_length)]() mutable {
-      read_ahead_.Complete(ticket, std::move(result));
-    };
-  });
+  disks_->Submit(disk,
+                 [this, id, next, max_length,
+                  ticket = *ticket](BlockStore& store) -> StorageThread::Completion {
+                   return [this, ticket,
+                           result = ReadFromDisk(store, id, next, max_length)]() mutable {
+                     read_ahead_.Complete(ticket, std::move(result));
+                   };
+                 });
 }
 
 Result<BlockRead> BlockManager::ReadFromDisk(BlockStore& store, const BlockId& id, uint64_t offset,
@@ -511,45 +600,48 @@ void BlockManager::Verify(const BlockId& id, Callback<Result<BlockCheck>> done) 
     done(NotFoundError("block " + id.ToString() + " is not stored here"));
     return;
   }
-  storage_->Submit([this, id, size = on_disk->second.size, done = std::move(done)](
-                       BlockStore& store) mutable -> StorageThread::Completion {
-    Result<BlockCheck> result = BlockCheck{Tier::kDisk, false, Status::Ok()};
-    std::optional<uint64_t> generation;
-    for (uint64_t offset = 0; offset < size || !generation.has_value();) {
-      Result<DiskRead> read = generation.has_value()
-                                  ? store.ReadGeneration(id, *generation, offset, kDigestUnitBytes)
-                                  : store.Read(id, offset, kDigestUnitBytes);
-      if (!read.ok()) {
-        if (read.status().code() != StatusCode::kDataLoss) {
-          result = read.status();
-        } else {
-          result->corrupt = read.status();  // the store dropped it
+  disks_->Submit(
+      on_disk->second.disk,
+      [this, id, size = on_disk->second.status.size,
+       done = std::move(done)](BlockStore& store) mutable -> StorageThread::Completion {
+        Result<BlockCheck> result = BlockCheck{Tier::kDisk, false, Status::Ok()};
+        std::optional<uint64_t> generation;
+        for (uint64_t offset = 0; offset < size || !generation.has_value();) {
+          Result<DiskRead> read =
+              generation.has_value()
+                  ? store.ReadGeneration(id, *generation, offset, kDigestUnitBytes)
+                  : store.Read(id, offset, kDigestUnitBytes);
+          if (!read.ok()) {
+            if (read.status().code() != StatusCode::kDataLoss) {
+              result = read.status();
+            } else {
+              result->corrupt = read.status();  // the store dropped it
+            }
+            break;
+          }
+          generation = read->generation;
+          result->digested = !read->unit_digests.empty();
+          std::vector<std::span<const std::byte>> pieces;
+          uint64_t bytes = 0;
+          for (const ChunkPtr& chunk : read->chunks) {
+            pieces.push_back(chunk->bytes());
+            bytes += chunk->size();
+          }
+          if (std::optional<uint64_t> bad =
+                  FirstBadUnit(pieces, offset, bytes, read->total_size, read->unit_digests)) {
+            result->corrupt = store.ReportCorrupt(
+                id, *generation, "chunk " + std::to_string(*bad) + " does not match its digest");
+            break;
+          }
+          if (bytes == 0) break;
+          offset += bytes;
         }
-        break;
-      }
-      generation = read->generation;
-      result->digested = !read->unit_digests.empty();
-      std::vector<std::span<const std::byte>> pieces;
-      uint64_t bytes = 0;
-      for (const ChunkPtr& chunk : read->chunks) {
-        pieces.push_back(chunk->bytes());
-        bytes += chunk->size();
-      }
-      if (std::optional<uint64_t> bad =
-              FirstBadUnit(pieces, offset, bytes, read->total_size, read->unit_digests)) {
-        result->corrupt = store.ReportCorrupt(
-            id, *generation, "chunk " + std::to_string(*bad) + " does not match its digest");
-        break;
-      }
-      if (bytes == 0) break;
-      offset += bytes;
-    }
-    return [this, result = std::move(result), lost = store.TakeLost(),
-            done = std::move(done)]() mutable {
-      CollectLost(std::move(lost), /*report_removed=*/true);
-      done(std::move(result));
-    };
-  });
+        return [this, result = std::move(result), lost = store.TakeLost(),
+                done = std::move(done)]() mutable {
+          CollectLost(std::move(lost), /*report_removed=*/true);
+          done(std::move(result));
+        };
+      });
 }
 
 std::optional<BlockRead> BlockManager::ReadInMemory(const BlockId& id) {
@@ -573,7 +665,9 @@ std::optional<BlockStatus> BlockManager::Find(const BlockId& id) const {
     return BlockStatus{
         id, block.level, Tier::kMemory, block.data.size, block.version, block.block_digest};
   }
-  if (auto on_disk = disk_index_.find(id); on_disk != disk_index_.end()) return on_disk->second;
+  if (auto on_disk = disk_index_.find(id); on_disk != disk_index_.end()) {
+    return on_disk->second.status;
+  }
   return std::nullopt;
 }
 
@@ -592,16 +686,19 @@ Status BlockManager::Remove(const BlockId& id, uint64_t only_version) {
   if (auto spill = spilling_.find(id); spill != spilling_.end()) {
     const MemoryBlock& block = spill->second.block;
     RecordRemoved({id, block.level, Tier::kMemory, block.data.size, block.version});
+    const DiskNo disk = spill->second.disk;
     CancelSpill(id);
-    RemoveFromDisk(id);  // after the spill, which may already be writing
+    RemoveFromDisk(id, disk);  // after the spill, which may already be writing
     removed = true;
   }
   if (auto on_disk = disk_index_.find(id); on_disk != disk_index_.end()) {
-    RecordRemoved(on_disk->second);
+    RecordRemoved(on_disk->second.status);
+    const DiskNo disk = on_disk->second.disk;
     disk_index_.erase(on_disk);
-    RemoveFromDisk(id);
+    RemoveFromDisk(id, disk);
     removed = true;
   }
+  if (on_failed_disk_.erase(id) > 0 && !removed) return Status::Ok();
   if (!removed) return NotFoundError("block " + id.ToString() + " is not stored here");
   return Status::Ok();
 }
@@ -630,19 +727,22 @@ void BlockManager::CorruptStoredByte(const BlockId& id, Tier tier, uint64_t offs
     done(memory_->ReplaceBytes(id, std::move(flipped).value()));
     return;
   }
-  if (!disk_index_.contains(id)) {
+  auto on_disk = disk_index_.find(id);
+  if (on_disk == disk_index_.end()) {
     done(NotFoundError("block " + id.ToString() + " is not on disk here"));
     return;
   }
-  storage_->Submit(
+  disks_->Submit(
+      on_disk->second.disk,
       [id, offset, done = std::move(done)](BlockStore& store) mutable -> StorageThread::Completion {
         Status corrupted = store.CorruptStoredByte(id, offset);
         return [corrupted, done = std::move(done)] { done(corrupted); };
       });
 }
 
-void BlockManager::RemoveFromDisk(const BlockId& id) {
-  storage_->Submit([id](BlockStore& store) -> StorageThread::Completion {
+void BlockManager::RemoveFromDisk(const BlockId& id, DiskNo disk) {
+  if (disks_->failed(disk)) return;  // the copy went with its disk
+  disks_->Submit(disk, [id](BlockStore& store) -> StorageThread::Completion {
     Status removed = store.Remove(id);
     if (!removed.ok() && removed.code() != StatusCode::kNotFound) {
       // The store turns read-only on a storage error; its maintenance pass recovers it. The
@@ -661,21 +761,19 @@ std::vector<BlockStatus> BlockManager::List() const {
     blocks.push_back(
         {id, block.level, Tier::kMemory, block.data.size, block.version, block.block_digest});
   }
-  for (const auto& [id, status] : disk_index_) blocks.push_back(status);
+  for (const auto& [id, on_disk] : disk_index_) blocks.push_back(on_disk.status);
   std::sort(blocks.begin(), blocks.end(),
             [](const BlockStatus& a, const BlockStatus& b) { return a.id < b.id; });
   return blocks;
 }
 
 WorkerStats BlockManager::Stats() const {
-  const DiskTierStats& disk = storage_->stats();
-  return WorkerStats{memory_->capacity(),
-                     memory_->used(),
-                     disk.used,
-                     disk.capacity,
-                     memory_block_count() + disk_index_.size(),
-                     disk.read_only,
-                     memory_->pinned_bytes()};
+  WorkerStats stats{.memory_capacity = memory_->capacity(),
+                    .memory_used = memory_->used(),
+                    .block_count = memory_block_count() + disk_index_.size(),
+                    .memory_pinned = memory_->pinned_bytes()};
+  disks_->FillStats(stats);
+  return stats;
 }
 
 size_t BlockManager::memory_block_count() const {
@@ -684,19 +782,41 @@ size_t BlockManager::memory_block_count() const {
 
 void BlockManager::Maintain() {
   read_ahead_.Age();
-  if (maintenance_queued_) return;
-  maintenance_queued_ = true;
-  storage_->Submit([this,
-                    scrubber = scrubber_.get()](BlockStore& store) -> StorageThread::Completion {
-    store.Maintain();
-    // What the scrubber finds bad the store drops and reports lost, with the rest.
-    scrubber->Step(std::chrono::steady_clock::now());
-    return [this, lost = store.TakeLost(), scrubbed = scrubber->stats().bytes_verified]() mutable {
-      maintenance_queued_ = false;
-      scrubbed_bytes_ = scrubbed;
-      CollectLost(std::move(lost), /*report_removed=*/true);
-    };
+  disks_->Tick([this](DiskNo, std::vector<LostBlock> lost) {
+    CollectLost(std::move(lost), /*report_removed=*/true);
   });
+  HandleFailedDisks();
+}
+
+void BlockManager::HandleFailedDisks() {
+  for (const DiskNo disk : disks_->TakeNewlyFailed()) {
+    const std::string reason = "disk failed: " + disks_->path(disk) + ": " + disks_->failure(disk);
+    // Uploads going to it end here; their writers are dropped on its thread before its store
+    // closes (the client hears the failure with its next piece and puts the block elsewhere).
+    std::vector<UploadId> doomed;
+    for (const auto& [upload_id, upload] : uploads_) {
+      if (upload->tier == Tier::kDisk && upload->disk_no == disk) doomed.push_back(upload_id);
+    }
+    for (const UploadId upload_id : doomed) AbortPut(upload_id);
+    std::vector<LostBlock> lost;
+    for (const auto& [id, on_disk] : disk_index_) {
+      if (on_disk.disk == disk) lost.push_back(LostBlock{id, reason});
+    }
+    for (const LostBlock& block : lost) on_failed_disk_.insert_or_assign(block.id, disk);
+    spdlog::error("{} blocks on the failed disk {} are reported lost{}", lost.size(),
+                  disks_->path(disk), doomed.empty() ? "" : "; uploads to it aborted");
+    CollectLost(std::move(lost), /*report_removed=*/true);
+    disks_->Close(disk);
+  }
+}
+
+void BlockManager::IndexOnDisk(const BlockStatus& status, DiskNo disk) {
+  auto [it, inserted] = disk_index_.try_emplace(status.id, DiskBlock{status, disk});
+  if (!inserted) {
+    if (it->second.disk != disk) RemoveFromDisk(status.id, it->second.disk);
+    it->second = DiskBlock{status, disk};
+  }
+  on_failed_disk_.erase(status.id);
 }
 
 std::vector<BlockId> BlockManager::TakeLost() { return std::exchange(lost_, {}); }
@@ -706,7 +826,7 @@ void BlockManager::CollectLost(std::vector<LostBlock> blocks, bool report_remove
     auto on_disk = disk_index_.find(block.id);
     if (on_disk != disk_index_.end()) {
       // The master knows only that this worker no longer has the block on disk.
-      if (report_removed) RecordRemoved(on_disk->second);
+      if (report_removed) RecordRemoved(on_disk->second.status);
       disk_index_.erase(on_disk);
     }
     lost_.push_back(block.id);
@@ -733,19 +853,28 @@ void BlockManager::HandleEvicted(std::vector<MemoryBlock> evicted) {
       RecordRemoved({block.id, block.level, Tier::kMemory, block.data.size, block.version});
       continue;
     }
+    Result<DiskNo> disk = ChooseDisk(block.id, block.data.size, "");
+    if (!disk.ok()) {
+      // No disk takes it now: dropped, as a spill the disk refused would be.
+      spdlog::warn("could not spill evicted block {} to disk, dropping it: {}", block.id.ToString(),
+                   disk.status().ToString());
+      RecordRemoved({block.id, block.level, Tier::kMemory, block.data.size, block.version});
+      continue;
+    }
     // Stays readable from memory (Read, Find) until the spill commits.
     const uint64_t ticket = next_spill_ticket_++;
     const BlockId id = block.id;
     spill_backlog_bytes_ += block.data.size;
     // The bytes are checked against their digests on the way to disk (memory rot is caught
     // before it is made permanent).
-    storage_->Submit(
+    disks_->Submit(
+        *disk,
         [this, ticket, id, level = block.level, data = block.data, version = block.version,
          digests = block.unit_digests](BlockStore& store) -> StorageThread::Completion {
           Status written = store.Write(id, level, data, version, digests);
           return [this, id, ticket, written] { SpillFinished(id, ticket, written); };
         });
-    spilling_.insert_or_assign(id, Spill{ticket, std::move(block)});
+    spilling_.insert_or_assign(id, Spill{ticket, std::move(block), *disk});
   }
 }
 
@@ -753,12 +882,19 @@ void BlockManager::SpillFinished(const BlockId& id, uint64_t ticket, const Statu
   auto spill = spilling_.find(id);
   if (spill == spilling_.end() || spill->second.ticket != ticket) return;  // cancelled
   const MemoryBlock& block = spill->second.block;
+  const DiskNo disk = spill->second.disk;
   RecordRemoved({id, block.level, Tier::kMemory, block.data.size, block.version});
-  if (written.ok()) {
+  disks_->NoteError(disk, written);
+  if (written.ok() && disks_->failed(disk)) {
+    // Written to a disk that failed since: gone with it.
+    spdlog::warn("evicted block {} was spilled to the failed disk {}; it is lost here",
+                 id.ToString(), disks_->path(disk));
+    lost_.push_back(id);
+  } else if (written.ok()) {
     ++spills_;
     const BlockStatus status{
         id, block.level, Tier::kDisk, block.data.size, block.version, block.block_digest};
-    disk_index_.insert_or_assign(id, status);
+    IndexOnDisk(status, disk);
     RecordStored(status, /*fresh=*/false);
   } else {
     spdlog::warn("could not spill evicted block {} to disk, dropping it: {}", id.ToString(),
@@ -768,6 +904,8 @@ void BlockManager::SpillFinished(const BlockId& id, uint64_t ticket, const Statu
     if (written.code() == StatusCode::kDataLoss) {
       ++corrupt_spills_;
       lost_.push_back(id);
+    } else if (disks_->failed(disk)) {
+      lost_.push_back(id);  // its disk failed under the spill
     }
   }
   spill_backlog_bytes_ -= block.data.size;

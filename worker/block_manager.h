@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "worker/block_read.h"
 #include "worker/block_status.h"
 #include "worker/block_store.h"
+#include "worker/disk_set.h"
 #include "worker/job_thread.h"
 #include "worker/memory_store.h"
 #include "worker/read_ahead.h"
@@ -72,6 +74,9 @@ struct BlockManagerOptions {
   uint64_t scrub_bytes_per_second = 0;
   // Bytes of disk block ranges read ahead of their request (ReadAheadTable) at most; 0: none.
   uint64_t read_ahead_bytes = 4 * (uint64_t{16} << 20);
+  // How each disk is checked (DiskSet): interval and timeout.
+  std::chrono::milliseconds disk_check_interval{5000};
+  std::chrono::milliseconds disk_check_timeout{10000};
 };
 
 // The worker's storage policy over its memory store (the LRU) and its disk store (a BlockStore:
@@ -87,8 +92,17 @@ struct BlockManagerOptions {
 // A put of an existing id replaces the old version once the new one is committed; until then
 // readers see the old one.
 //
+// Several disks: each is a BlockStore of its own run by a StorageThread of its own (DiskSet,
+// which also picks the disk for a new block and finds failed disks). A block lives on one disk;
+// the index below says which, and routes every read, removal and check of it there. A new
+// version of a block goes to the disk holding the old one when it has room (the replacement is
+// then one commit in one store), else to the disk DiskSet chooses, and the old copy is deleted
+// once the new one has committed. When a disk fails, every block on it is dropped from the
+// index and reported lost (TakeLost, TakeChanges); a read of one then fails with kUnavailable
+// naming the disk, and work still queued for the disk answers with the same error.
+//
 // Threads: the memory tier and the policy belong to the worker's event loop, which calls every
-// method here. The disk store belongs to a StorageThread: every disk read, write, removal,
+// method here. Each disk store belongs to a StorageThread: every disk read, write, removal,
 // spill and maintenance pass runs there, and what the loop needs back arrives as a completion
 // (RunCompletions(), when completion_fd() is readable). So the operations that may touch the
 // disk (AppendPut, CommitPut, Read) answer through a callback, which runs at once for memory
@@ -103,13 +117,17 @@ class BlockManager {
   template <typename T>
   using Callback = std::function<void(T)>;
 
+  // One disk, with no directory of its own to check (tests).
   BlockManager(std::unique_ptr<MemoryStore> memory, std::unique_ptr<BlockStore> disk,
+               BlockManagerOptions options = {});
+  // Several disks (at least one), in the order of the worker's --disk-dir flags.
+  BlockManager(std::unique_ptr<MemoryStore> memory, std::vector<DiskSlot> disks,
                BlockManagerOptions options = {});
   // Aborts uploads in progress, lets the storage thread finish its queue, and joins it.
   ~BlockManager();
 
   // --- The loop's side of the storage thread.
-  int completion_fd() const { return storage_->wake_fd(); }
+  int completion_fd() const { return disks_->wake_fd(); }
   // Readable while copies into shared regions (ShareWhole) have finished; RunCompletions()
   // runs them too.
   int region_completion_fd() const { return region_copier_->wake_fd(); }
@@ -117,7 +135,11 @@ class BlockManager {
   // jobs finished. Run when completion_fd() or region_completion_fd() is readable.
   size_t RunCompletions();
   // Disk jobs submitted and not yet completed (spills, reads, writes, maintenance).
-  size_t storage_jobs_outstanding() const { return storage_->outstanding(); }
+  size_t storage_jobs_outstanding() const { return disks_->outstanding(); }
+
+  // --- Disks.
+  size_t disk_count() const { return disks_->size(); }
+  size_t failed_disk_count() const { return disks_->failed_count(); }
 
   // --- Uploads.
   // Starts an upload of `total_size` bytes: memory is claimed as its bytes arrive (AppendPut
@@ -210,16 +232,17 @@ class BlockManager {
   size_t spills_pending() const { return spilling_.size(); }
   uint64_t spill_backlog_bytes() const { return spill_backlog_bytes_; }
   // Disk blocks found corrupt (and dropped) since the store opened, as of the last job.
-  uint64_t corrupt_disk_blocks() const { return storage_->stats().corrupt_blocks; }
+  uint64_t corrupt_disk_blocks() const { return disks_->corrupt_blocks(); }
   // Disk bytes the scrubber has re-read and verified, as of the last maintenance pass.
-  uint64_t scrubbed_bytes() const { return scrubbed_bytes_; }
+  uint64_t scrubbed_bytes() const { return disks_->scrubbed_bytes(); }
   // Reads answered from a range read ahead, and the bytes read ahead held or coming.
   uint64_t read_ahead_hits() const { return read_ahead_.hits(); }
   uint64_t read_ahead_bytes() const { return read_ahead_.bytes(); }
 
-  // Off the hot path (every second or so): queues a pass in which the disk store recovers from
+  // Off the hot path (every second or so): queues a pass in which each disk store recovers from
   // a storage error and gives back removed blocks' space; blocks it finds lost become removals
-  // in TakeChanges() and ids in TakeLost() when the pass completes.
+  // in TakeChanges() and ids in TakeLost() when the pass completes. Also checks the disks
+  // (DiskSet::Tick) and drops the blocks of a disk found failed.
   void Maintain();
   // Blocks committed to disk that did not survive (a restart or a storage error), since the
   // last call, for the master: it re-replicates them from other copies.
@@ -234,11 +257,29 @@ class BlockManager {
  private:
   struct Upload;
   struct DiskUpload;
+  using DiskNo = DiskSet::DiskNo;
   // An evicted MEMORY_AND_DISK block between its eviction and its spill's completion.
   struct Spill {
     uint64_t ticket;
     MemoryBlock block;
+    DiskNo disk;
   };
+  // A block on disk, and which disk.
+  struct DiskBlock {
+    BlockStatus status;
+    DiskNo disk;
+  };
+
+  // Indexes the block as stored on `disk`; a copy left on another disk (an older version) is
+  // deleted there.
+  void IndexOnDisk(const BlockStatus& status, DiskNo disk);
+  // Drops the blocks of the disks found failed since the last call (reported lost), aborts the
+  // uploads going to them and closes their stores.
+  void HandleFailedDisks();
+  // The disk a new block goes to (see DiskSet::Choose); kOutOfSpace naming `memory_failure`
+  // too, if any.
+  Result<DiskNo> ChooseDisk(const BlockId& id, uint64_t total_size,
+                            const std::string& memory_failure) const;
 
   void RecordStored(const BlockStatus& status, bool fresh, uint64_t lease = 0);
   void RecordRemoved(const BlockStatus& status);
@@ -249,14 +290,10 @@ class BlockManager {
   void SpillFinished(const BlockId& id, uint64_t ticket, const Status& written);
   // Forgets a queued spill (the block was removed or replaced): its completion changes nothing.
   void CancelSpill(const BlockId& id);
-  // Queues the deletion of `id`'s disk copy (behind every job already queued for it).
-  void RemoveFromDisk(const BlockId& id);
-  // kOutOfSpace (naming `memory_failure` too, if any) when what the loop last heard of the
-  // disk says a block of `total_size` cannot fit there.
-  Status CheckDiskRoom(const BlockId& id, uint64_t total_size,
-                       const std::string& memory_failure) const;
-  // Makes `upload` a disk upload and queues the start of its writer.
-  void StartDiskWrite(Upload& upload, const std::string& memory_failure);
+  // Queues the deletion of `id`'s copy on `disk` (behind every job already queued for it).
+  void RemoveFromDisk(const BlockId& id, DiskNo disk);
+  // Makes `upload` a disk upload on `disk` and queues the start of its writer.
+  void StartDiskWrite(Upload& upload, DiskNo disk, const std::string& memory_failure);
   // A MEMORY_AND_DISK upload that found no memory for its next bytes goes on on disk: its
   // memory claim is given back and the bytes it holds are written first. kOutOfSpace (nothing
   // changed) when the disk has no room either.
@@ -278,7 +315,7 @@ class BlockManager {
   // Pins the memory block `id`, whose bytes are `region`, for one reader.
   Result<SharedBlock> PinShared(const BlockId& id, std::shared_ptr<const SealedRegion> region);
   // ShareWhole of a disk block.
-  void ShareFromDisk(const BlockStatus& status, Callback<Result<SharedBlock>> done);
+  void ShareFromDisk(const BlockStatus& status, DiskNo disk, Callback<Result<SharedBlock>> done);
   // A range of a disk block, read on the storage thread for a reader that checks it against
   // the unit digests (a client, or the replicator's OwnBlockReader).
   static Result<BlockRead> ReadFromDisk(BlockStore& store, const BlockId& id, uint64_t offset,
@@ -297,7 +334,10 @@ class BlockManager {
 
   // The loop's index of the disk tier: every block whose disk write has completed and whose
   // removal has not been queued.
-  std::unordered_map<BlockId, BlockStatus> disk_index_;
+  std::unordered_map<BlockId, DiskBlock> disk_index_;
+  // Blocks that were on a disk that failed, and which disk: a read of one names the failure.
+  // Forgotten when a new version is stored.
+  std::unordered_map<BlockId, DiskNo> on_failed_disk_;
   std::unordered_map<BlockId, Spill> spilling_;
   uint64_t spill_backlog_bytes_ = 0;
   uint64_t next_spill_ticket_ = 1;
@@ -307,18 +347,14 @@ class BlockManager {
   // not spilled, so its spill cannot land on top of the newer version.
   std::unordered_multiset<BlockId> committing_;
   ReadAheadTable read_ahead_;
-  bool maintenance_queued_ = false;
-  uint64_t scrubbed_bytes_ = 0;
 
   // Generations of memory blocks being copied into shared regions (ShareInMemory).
   std::unordered_set<uint64_t> sharing_;
-  // Touched only by storage jobs (it borrows the store); destroyed after the storage thread.
-  std::unique_ptr<Scrubber> scrubber_;
 
   // Destroyed before everything above, so no job outlives what its completion would touch.
   std::unique_ptr<JobThread> region_copier_ = std::make_unique<JobThread>();
   // Last: destroyed first, so no job outlives what its completion would touch.
-  std::unique_ptr<StorageThread> storage_;
+  std::unique_ptr<DiskSet> disks_;
 };
 
 }  // namespace bm

@@ -64,10 +64,14 @@ void BlockManager::ShareWhole(const BlockId& id, Callback<Result<SharedBlock>> d
   }
   auto on_disk = disk_index_.find(id);
   if (on_disk == disk_index_.end()) {
+    if (auto failed = on_failed_disk_.find(id); failed != on_failed_disk_.end()) {
+      done(disks_->FailedError(failed->second, id));
+      return;
+    }
     done(NotFoundError("block " + id.ToString() + " is not stored here"));
     return;
   }
-  ShareFromDisk(on_disk->second, std::move(done));
+  ShareFromDisk(on_disk->second.status, on_disk->second.disk, std::move(done));
 }
 
 Result<SharedBlock> BlockManager::PinShared(const BlockId& id,
@@ -144,58 +148,62 @@ void BlockManager::ShareInMemory(const BlockId& id, Callback<Result<SharedBlock>
   });
 }
 
-void BlockManager::ShareFromDisk(const BlockStatus& status, Callback<Result<SharedBlock>> done) {
+void BlockManager::ShareFromDisk(const BlockStatus& status, DiskNo disk,
+                                 Callback<Result<SharedBlock>> done) {
   if (!memory_->Hold(status.size)) {
     done(OutOfSpaceError("no memory to map disk block " + status.id.ToString() + " for a reader"));
     return;
   }
   const BlockId id = status.id;
   const uint64_t size = status.size;
-  storage_->Submit([id, size, status, done = std::move(done),
-                    this](BlockStore& store) mutable -> StorageThread::Completion {
-    Result<SharedBlock> shared = [&]() -> Result<SharedBlock> {
-      SharedBlock block{nullptr, status, 0, {}, {}};
-      // Range by range straight into the region, so a big block is never held twice.
-      BM_ASSIGN_OR_RETURN(
-          block.region,
-          SealedRegion::Create(
-              "bm-block " + id.ToString(), size, [&](std::span<std::byte> out) -> Status {
-                for (uint64_t offset = 0; offset < size; offset += kMaxPieceBytes) {
-                  BM_ASSIGN_OR_RETURN(BlockRead read,
-                                      ReadFromDisk(store, id, offset, kMaxPieceBytes));
-                  if (read.total_size != size ||
-                      (offset > 0 && read.generation != block.generation)) {
-                    return AbortedError("block " + id.ToString() + " changed while it was read");
-                  }
-                  block.generation = read.generation;
-                  block.status.version = read.version;
-                  block.unit_digests.insert(block.unit_digests.end(), read.unit_digests.begin(),
-                                            read.unit_digests.end());
-                  uint64_t at = offset;
-                  for (const ChunkPtr& chunk : read.chunks) {
-                    std::memcpy(out.data() + at, chunk->bytes().data(), chunk->size());
-                    at += chunk->size();
-                  }
-                }
-                const std::optional<uint64_t> bad = FirstBadUnit({std::span<const std::byte>(out)},
-                                                                 0, size, size, block.unit_digests);
-                if (bad.has_value()) {
-                  return DataLossError("block " + id.ToString() + " is corrupt on disk: unit " +
-                                       std::to_string(*bad) + " does not match its digest");
-                }
-                return Status::Ok();
-              }));
-      return block;
-    }();
-    return [this, size, shared = std::move(shared), done = std::move(done)]() mutable {
-      if (!shared.ok()) {
-        memory_->ReleaseHeld(size);
-      } else {
-        shared->pin = {Tier::kDisk, 0, size};
-      }
-      done(std::move(shared));
-    };
-  });
+  disks_->Submit(
+      disk,
+      [id, size, status, done = std::move(done),
+       this](BlockStore& store) mutable -> StorageThread::Completion {
+        Result<SharedBlock> shared = [&]() -> Result<SharedBlock> {
+          SharedBlock block{nullptr, status, 0, {}, {}};
+          // Range by range straight into the region, so a big block is never held twice.
+          BM_ASSIGN_OR_RETURN(
+              block.region,
+              SealedRegion::Create(
+                  "bm-block " + id.ToString(), size, [&](std::span<std::byte> out) -> Status {
+                    for (uint64_t offset = 0; offset < size; offset += kMaxPieceBytes) {
+                      BM_ASSIGN_OR_RETURN(BlockRead read,
+                                          ReadFromDisk(store, id, offset, kMaxPieceBytes));
+                      if (read.total_size != size ||
+                          (offset > 0 && read.generation != block.generation)) {
+                        return AbortedError("block " + id.ToString() +
+                                            " changed while it was read");
+                      }
+                      block.generation = read.generation;
+                      block.status.version = read.version;
+                      block.unit_digests.insert(block.unit_digests.end(), read.unit_digests.begin(),
+                                                read.unit_digests.end());
+                      uint64_t at = offset;
+                      for (const ChunkPtr& chunk : read.chunks) {
+                        std::memcpy(out.data() + at, chunk->bytes().data(), chunk->size());
+                        at += chunk->size();
+                      }
+                    }
+                    const std::optional<uint64_t> bad = FirstBadUnit(
+                        {std::span<const std::byte>(out)}, 0, size, size, block.unit_digests);
+                    if (bad.has_value()) {
+                      return DataLossError("block " + id.ToString() + " is corrupt on disk: unit " +
+                                           std::to_string(*bad) + " does not match its digest");
+                    }
+                    return Status::Ok();
+                  }));
+          return block;
+        }();
+        return [this, size, shared = std::move(shared), done = std::move(done)]() mutable {
+          if (!shared.ok()) {
+            memory_->ReleaseHeld(size);
+          } else {
+            shared->pin = {Tier::kDisk, 0, size};
+          }
+          done(std::move(shared));
+        };
+      });
 }
 
 void BlockManager::ReleaseShared(const SharedBlock::Pin& pin) {

@@ -7,7 +7,8 @@
 
 namespace bm {
 
-JobThread::JobThread() : wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+JobThread::JobThread(int notify_fd)
+    : wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)), notify_fd_(notify_fd) {
   BM_CHECK(wake_fd_ >= 0);
   thread_ = std::thread([this] { Loop(); });
 }
@@ -62,6 +63,10 @@ void JobThread::Loop() {
       const uint64_t one = 1;
       ssize_t written = write(wake_fd_, &one, sizeof(one));
       (void)written;
+      if (notify_fd_ >= 0) {
+        written = write(notify_fd_, &one, sizeof(one));
+        (void)written;
+      }
     }
   }
 }

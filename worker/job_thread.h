@@ -21,7 +21,9 @@ class JobThread {
   using Completion = std::function<void()>;
   using Job = std::function<Completion()>;
 
-  JobThread();
+  // `notify_fd`: an eventfd the thread also signals with each finished job (-1: none), so one
+  // owner of several threads can poll one fd; borrowed, it must outlive the thread.
+  explicit JobThread(int notify_fd = -1);
   // Runs the jobs still queued (their completions are dropped, on this thread), then joins.
   ~JobThread();
   JobThread(const JobThread&) = delete;
@@ -37,6 +39,7 @@ class JobThread {
   void Loop();
 
   const int wake_fd_;
+  const int notify_fd_;
   Mutex mutex_;
   std::condition_variable work_ready_;  // with mutex_
   std::deque<Job> jobs_ BM_GUARDED_BY(mutex_);

@@ -22,6 +22,7 @@
 #include "common/zookeeper_session.h"
 #include "worker/address.h"
 #include "worker/block_manager.h"
+#include "worker/disk_set.h"
 #include "worker/disk_store.h"
 #include "worker/memory_store.h"
 #include "worker/worker_server.h"
@@ -42,7 +43,10 @@ struct Flags {
   std::string zookeeper;
   std::string listen;
   std::string memory_text;
-  std::string disk_dir;
+  std::vector<std::string> disk_dirs;
+  double disk_check_interval_seconds = 5;
+  double disk_check_timeout_seconds = 10;
+  int failed_disks_tolerated = -1;
   std::string disk_limit_text = "0";
   std::string spill_backlog_text = "0";
   std::string id;
@@ -76,10 +80,30 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "through: the worker registers with the leader it names, and follows it");
   app.add_option("--listen", f.listen, "Address to serve on, e.g. tcp://0.0.0.0:7078")->required();
   app.add_option("--memory", f.memory_text, "Memory for blocks, e.g. 512MiB or 4GiB")->required();
-  app.add_option("--disk-dir", f.disk_dir, "Directory of the disk store (RocksDB)")->required();
+  app.add_option("--disk-dir", f.disk_dirs,
+                 "Directory of a disk store (RocksDB), as DIR or DIR:LIMIT (e.g. /data1:200GiB); "
+                 "give it once per disk. New blocks go to the disk with the most free space "
+                 "relative to its limit. The worker's own files (LEADER_EPOCH, local.sock) live "
+                 "in the first")
+      ->required();
   app.add_option("--disk-limit", f.disk_limit_text,
-                 "Disk space for blocks; 0 = as much as the filesystem has free (less a headroom "
-                 "for RocksDB's own files)")
+                 "Disk space for blocks on each --disk-dir that gives no LIMIT of its own; 0 = as "
+                 "much as the filesystem has free (less a headroom for RocksDB's own files)")
+      ->capture_default_str();
+  app.add_option("--disk-check-interval", f.disk_check_interval_seconds,
+                 "Seconds between checks of each disk (a small file written, fsynced and read "
+                 "back in its directory); a disk whose check fails with an I/O error is failed")
+      ->check(CLI::Range(0.01, 3600.0))
+      ->capture_default_str();
+  app.add_option("--disk-check-timeout", f.disk_check_timeout_seconds,
+                 "Seconds a disk check, or any read or write on a disk, may take before the disk "
+                 "counts as hung and is failed")
+      ->check(CLI::Range(0.01, 3600.0))
+      ->capture_default_str();
+  app.add_option("--failed-disks-tolerated", f.failed_disks_tolerated,
+                 "Failed disks the worker keeps serving with (their blocks reported lost); it "
+                 "stops (exit 3) when more fail. -1 = keep serving while one disk works")
+      ->check(CLI::Range(-1, 1 << 20))
       ->capture_default_str();
   app.add_option("--spill-backlog", f.spill_backlog_text,
                  "How far evicted blocks waiting to be spilled may run the RAM held past "
@@ -161,6 +185,7 @@ void AddFlags(CLI::App& app, Flags& f) {
 struct Sizes {
   uint64_t memory = 0;
   uint64_t disk_limit = 0;
+  std::vector<bm::DiskDirSpec> disks;  // each with its limit (--disk-limit when it gives none)
   uint64_t spill_backlog = 0;
   uint64_t read_ahead = 0;
 };
@@ -218,7 +243,23 @@ bm::Result<Sizes> CheckFlags(const Flags& f) {
                                     " binds every interface; say which address clients "
                                     "should use with --advertise tcp://HOST:PORT");
   }
-  if (f.disk_dir.empty()) return bm::InvalidArgumentError("--disk-dir must not be empty");
+  std::vector<bm::DiskDirSpec> disks;
+  for (const std::string& text : f.disk_dirs) {
+    bm::Result<bm::DiskDirSpec> disk = bm::ParseDiskDir(text);
+    if (!disk.ok()) return disk.status();
+    if (disk->limit == 0) disk->limit = *disk_limit;
+    for (const bm::DiskDirSpec& other : disks) {
+      if (std::filesystem::path(other.path).lexically_normal() ==
+          std::filesystem::path(disk->path).lexically_normal()) {
+        return bm::InvalidArgumentError("--disk-dir " + disk->path + " is given twice");
+      }
+    }
+    disks.push_back(std::move(disk).value());
+  }
+  if (disks.empty()) return bm::InvalidArgumentError("--disk-dir must not be empty");
+  if (f.disk_check_timeout_seconds < f.disk_check_interval_seconds / 100) {
+    return bm::InvalidArgumentError("--disk-check-timeout is too short for the interval");
+  }
   if (bm::Status s = bm::CheckListenSecurity(f.listen, !f.key_file.empty(), f.insecure); !s.ok()) {
     return bm::InvalidArgumentError(s.message());
   }
@@ -226,7 +267,7 @@ bm::Result<Sizes> CheckFlags(const Flags& f) {
     return bm::InvalidArgumentError("--key and --master-key go together");
   }
 
-  return Sizes{*memory, *disk_limit, *spill_backlog, *read_ahead};
+  return Sizes{*memory, *disk_limit, std::move(disks), *spill_backlog, *read_ahead};
 }
 
 // How long the worker's ZooKeeper session outlives a silence: a reader's session, so its
@@ -274,22 +315,37 @@ int Run(const Flags& f, const Sizes& sizes) {
     if (masters.empty()) return 0;  // stopped while waiting
   }
 
-  bm::Result<std::unique_ptr<bm::DiskStore>> disk =
-      bm::DiskStore::Open(f.disk_dir, sizes.disk_limit);
-  if (!disk.ok()) {
-    std::fprintf(stderr, "bm-worker: cannot open disk store in %s: %s\n", f.disk_dir.c_str(),
-                 disk.status().message().c_str());
-    return kStartError;
+  // Every disk must open: a disk found bad at start stops the worker with its name, so the
+  // operator replaces it (an empty directory will do) before the worker serves again.
+  // TODO(feature): start without it when --failed-disks-tolerated allows, as HDFS does.
+  std::vector<bm::DiskSlot> disks;
+  std::string disk_summary;
+  for (const bm::DiskDirSpec& spec : sizes.disks) {
+    bm::Result<std::unique_ptr<bm::DiskStore>> disk = bm::DiskStore::Open(spec.path, spec.limit);
+    if (!disk.ok()) {
+      std::fprintf(stderr, "bm-worker: cannot open disk store in %s: %s\n", spec.path.c_str(),
+                   disk.status().message().c_str());
+      return kStartError;
+    }
+    // Without a limit the filesystem's free space is the limit, less the headroom.
+    disk_summary += (disk_summary.empty() ? "" : ", ") + spec.path + " (limit " +
+                    (spec.limit == 0 ? std::string("the filesystem's free space")
+                                     : bm::FormatBytes(spec.limit)) +
+                    ", " + bm::FormatBytes((*disk)->headroom()) +
+                    " of the filesystem kept free for the store's own files)";
+    disks.push_back(bm::DiskSlot{spec.path, std::move(disk).value(), spec.limit});
   }
-  // Without --disk-limit the filesystem's free space is the limit, less this headroom.
-  const uint64_t disk_headroom = (*disk)->headroom();
-  // Starts the storage thread, which owns the disk store from here on.
+  // Starts the storage threads, one per disk, which own the disk stores from here on.
   auto blocks = std::make_unique<bm::BlockManager>(
-      std::make_unique<bm::MemoryStore>(sizes.memory), std::move(disk).value(),
+      std::make_unique<bm::MemoryStore>(sizes.memory), std::move(disks),
       bm::BlockManagerOptions{
           .spill_backlog_bytes = sizes.spill_backlog,
           .scrub_bytes_per_second = static_cast<uint64_t>(f.scrub_rate_mb * 1e6),
-          .read_ahead_bytes = sizes.read_ahead});
+          .read_ahead_bytes = sizes.read_ahead,
+          .disk_check_interval =
+              std::chrono::milliseconds(static_cast<int64_t>(f.disk_check_interval_seconds * 1000)),
+          .disk_check_timeout = std::chrono::milliseconds(
+              static_cast<int64_t>(f.disk_check_timeout_seconds * 1000))});
 
   // With keys, each connection's frames are sealed and opened on the I/O thread serving it
   // (bench/NOTES.md, "Workload 9: what bounds CURVE"): one thread caps all clients together at one
@@ -341,12 +397,21 @@ int Run(const Flags& f, const Sizes& sizes) {
   options.listen_address = f.listen;
   options.advertise_address = f.advertise;
   options.worker_id = f.id;
-  options.epoch_file = (std::filesystem::path(f.disk_dir) / "LEADER_EPOCH").string();
+  // The worker's own files live in the first disk's directory, as they did with one disk.
+  const std::string& first_disk = sizes.disks.front().path;
+  options.epoch_file = (std::filesystem::path(first_disk) / "LEADER_EPOCH").string();
   if (!f.no_local_reads) {
     options.local_socket_path = f.local_socket.empty()
-                                    ? (std::filesystem::path(f.disk_dir) / "local.sock").string()
+                                    ? (std::filesystem::path(first_disk) / "local.sock").string()
                                     : f.local_socket;
   }
+  // Maintenance runs the disk checks: at least as often as they are due.
+  options.storage_maintenance_interval = std::min<bm::Duration>(
+      options.storage_maintenance_interval,
+      std::chrono::milliseconds(static_cast<int64_t>(f.disk_check_interval_seconds * 1000)));
+  options.failed_disks_tolerated = f.failed_disks_tolerated < 0
+                                       ? sizes.disks.size() - 1
+                                       : static_cast<size_t>(f.failed_disks_tolerated);
   options.local_pin_lifetime = std::chrono::seconds(f.pin_lifetime_seconds);
   options.master.master_address = masters;
   if (directory) {
@@ -365,14 +430,9 @@ int Run(const Flags& f, const Sizes& sizes) {
     return kStartError;
   }
   std::unique_ptr<bm::WorkerServer> server = std::move(created).value();
-  spdlog::info(
-      "worker {} listening on {}, memory {}, disk {} (limit {}, {} of the filesystem kept free "
-      "for the store's own files), {}",
-      server->worker_id(), server->endpoint(), bm::FormatBytes(sizes.memory), f.disk_dir,
-      sizes.disk_limit == 0 ? std::string("the filesystem's free space")
-                            : bm::FormatBytes(sizes.disk_limit),
-      bm::FormatBytes(disk_headroom),
-      secure.keys.enabled() ? "CURVE keys on" : "no keys: plaintext");
+  spdlog::info("worker {} listening on {}, memory {}, disk {}, {}", server->worker_id(),
+               server->endpoint(), bm::FormatBytes(sizes.memory), disk_summary,
+               secure.keys.enabled() ? "CURVE keys on" : "no keys: plaintext");
 
   if (f.enable_fault_injection) {
     spdlog::warn(
@@ -385,10 +445,11 @@ int Run(const Flags& f, const Sizes& sizes) {
   shutdown_signals.StopWaiting();
   running = nullptr;
   http_server.Stop();  // before the loop's state goes: handlers may be waiting on it
-  server.reset();      // closes the sockets and the disk store (RocksDB) before the context goes
+  const int exit_code = server->exit_code();
+  server.reset();  // closes the sockets and the disk store (RocksDB) before the context goes
   secure.zap.reset();
   spdlog::info("stopped");
-  return 0;
+  return exit_code;
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "worker/block_store.h"
 #include "worker/job_thread.h"
@@ -40,7 +43,8 @@ class StorageThread {
   using Completion = std::function<void()>;
   using Job = std::function<Completion(BlockStore&)>;
 
-  explicit StorageThread(std::unique_ptr<BlockStore> store);
+  // `notify_fd`: see JobThread (DiskSet polls one fd for all its disks).
+  explicit StorageThread(std::unique_ptr<BlockStore> store, int notify_fd = -1);
   // Runs the jobs still queued (their completions are dropped, not run), then joins.
   ~StorageThread() = default;
   StorageThread(const StorageThread&) = delete;
@@ -56,8 +60,19 @@ class StorageThread {
   // As of the last completion run.
   const DiskTierStats& stats() const { return stats_; }
 
+  // Since when the job running now has run (nullopt while the thread is idle): the loop's
+  // watchdog on a disk that hangs (DiskSet).
+  std::optional<std::chrono::steady_clock::time_point> busy_since() const;
+  // Queues the closing of the store, behind every job queued so far (DiskSet, when the disk has
+  // failed). No job may be submitted after it.
+  void Close();
+
  private:
-  const std::unique_ptr<BlockStore> store_;
+  // Reset by Close(), on the storage thread.
+  std::unique_ptr<BlockStore> store_;
+  // Written by the storage thread, read by the loop: steady-clock ticks when the running job
+  // started, 0 while idle.
+  std::atomic<int64_t> busy_since_{0};
 
   // The loop's.
   size_t outstanding_ = 0;

@@ -203,6 +203,8 @@ void WorkerServer::Run() {
     if (now >= next_storage_maintenance_) {
       next_storage_maintenance_ = now + options_.storage_maintenance_interval;
       blocks_->Maintain();  // its findings arrive as a completion, reported at once
+      // A disk found hung just now: its blocks are reported lost at once.
+      link_->CollectChanges();
     }
 
     // The loop sleeps in ::poll on the sockets' ZMQ_FDs (see DrainSocket: measured ~12 poll
@@ -240,6 +242,7 @@ void WorkerServer::Run() {
       ServeWaitingPieces();
       link_->CollectChanges();
     }
+    if (TooManyFailedDisks()) break;
     if (fds[0].revents != 0 || replies_->unsettled()) HandleClientMessages();
     if (local_read_server_) {
       if (fds[6].revents != 0) local_read_server_->Serve();
@@ -282,6 +285,19 @@ void WorkerServer::Run() {
   // The blocks are stored; their reports go out with the next registration.
   puts_->ReleaseDeferredPuts(clock_.Now(), /*all=*/true);
   spdlog::info("worker {} stopped", worker_id_);
+}
+
+bool WorkerServer::TooManyFailedDisks() {
+  const size_t failed = blocks_->failed_disk_count();
+  if (failed == 0) return false;
+  const size_t tolerated = options_.failed_disks_tolerated.value_or(blocks_->disk_count() - 1);
+  if (failed <= tolerated) return false;
+  spdlog::error(
+      "worker {}: {} of its {} disks have failed, more than the {} tolerated "
+      "(--failed-disks-tolerated); stopping",
+      worker_id_, failed, blocks_->disk_count(), tolerated);
+  exit_code_ = kTooManyFailedDisks;
+  return true;
 }
 
 milliseconds WorkerServer::PollTimeout(TimePoint now) const {

@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <zmq.hpp>
 
@@ -63,6 +64,9 @@ struct WorkerServerOptions {
   // How often the disk store checks for storage errors, recovers and reclaims space
   // (BlockManager::Maintain).
   Duration storage_maintenance_interval = std::chrono::seconds(1);
+  // Failed disks the worker serves on with; when more have failed it stops, and exit_code()
+  // says so. nullopt: serve while one disk works.
+  std::optional<size_t> failed_disks_tolerated;
   // Same-host reads (README "Same-host reads"): the Unix socket readers on this host map
   // blocks through; empty: off. If it cannot be made, the worker serves over TCP only.
   std::string local_socket_path{};
@@ -120,6 +124,9 @@ class WorkerServer {
   void Run();
   // Makes Run() return soon. Thread-safe and async-signal-safe.
   void Stop();
+  // After Run(): 0, or kTooManyFailedDisks when it stopped because too many disks failed.
+  int exit_code() const { return exit_code_; }
+  static constexpr int kTooManyFailedDisks = 3;
 
  private:
   // What serving a request came to.
@@ -140,6 +147,8 @@ class WorkerServer {
                std::unique_ptr<BlockManager> blocks, const Clock& clock);
   Status Bind();
 
+  // More disks have failed than tolerated: logs it, sets exit_code_; true to stop.
+  bool TooManyFailedDisks();
   std::chrono::milliseconds PollTimeout(TimePoint now) const;
   void HandleClientMessages();
   void HandleClientMessage();
@@ -193,6 +202,7 @@ class WorkerServer {
   int wake_fd_ = -1;  // eventfd written by Stop()
 
   std::atomic<bool> stop_{false};
+  int exit_code_ = 0;
 
   // Owned by the thread in Run().
   std::unique_ptr<BlockManager> blocks_;

@@ -1,0 +1,249 @@
+#include "worker/disk_set.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+
+#include <chrono>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "common/byte_size.h"
+#include "tests/support/files.h"
+#include "tests/support/temp_dir.h"
+#include "tests/unit/worker/block_manager_sync.h"
+#include "tests/unit/worker/fault_injecting_store.h"
+#include "tests/unit/worker/in_memory_store.h"
+#include "worker/block_manager.h"
+
+namespace bm {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+TEST(ParseDiskDirTest, ReadsAPathAlone) {
+  Result<DiskDirSpec> spec = ParseDiskDir("/data1");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->path, "/data1");
+  EXPECT_EQ(spec->limit, 0u);
+}
+
+TEST(ParseDiskDirTest, ReadsAPathWithALimit) {
+  Result<DiskDirSpec> spec = ParseDiskDir("/data1:200GiB");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->path, "/data1");
+  EXPECT_EQ(spec->limit, 200 * kGiB);
+}
+
+TEST(ParseDiskDirTest, BadLimitsGiveAClearError) {
+  for (const char* text : {"/data1:", "/data1:lots", "/data1:-5GiB", "/data1:12XB"}) {
+    Result<DiskDirSpec> spec = ParseDiskDir(text);
+    ASSERT_FALSE(spec.ok()) << text;
+    EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArgument) << text;
+    EXPECT_THAT(spec.status().message(), HasSubstr(text));
+    EXPECT_THAT(spec.status().message(), HasSubstr("limit"));
+  }
+}
+
+TEST(ParseDiskDirTest, AnEmptyPathIsRefused) {
+  for (const char* text : {"", ":10GiB"}) {
+    Result<DiskDirSpec> spec = ParseDiskDir(text);
+    ASSERT_FALSE(spec.ok()) << text;
+    EXPECT_THAT(spec.status().message(), HasSubstr("directory is empty"));
+  }
+}
+
+TEST(ChooseDiskTest, PicksTheDiskWithTheMostFreeSpaceRelativeToItsCapacity) {
+  // 50% free of 100, 60% free of 1000, 90% free of 10: the fraction decides, not the bytes.
+  std::vector<DiskRoom> disks = {{true, 50, 100}, {true, 400, 1000}, {true, 1, 10}};
+  EXPECT_EQ(ChooseDiskByAvailableSpace(disks, 1), 2u);
+  // Too big for the emptiest: the next by fraction that fits.
+  EXPECT_EQ(ChooseDiskByAvailableSpace(disks, 20), 1u);
+  EXPECT_EQ(ChooseDiskByAvailableSpace(disks, 600), 1u);
+  EXPECT_EQ(ChooseDiskByAvailableSpace(disks, 601), std::nullopt);
+}
+
+TEST(ChooseDiskTest, SkipsFailedAndReadOnlyDisksAndBreaksTiesByOrder) {
+  std::vector<DiskRoom> disks = {{false, 0, 100}, {true, 10, 100}, {true, 10, 100}};
+  EXPECT_EQ(ChooseDiskByAvailableSpace(disks, 1), 1u);
+  disks[1].usable = false;
+  EXPECT_EQ(ChooseDiskByAvailableSpace(disks, 1), 2u);
+  disks[2].usable = false;
+  EXPECT_EQ(ChooseDiskByAvailableSpace(disks, 1), std::nullopt);
+}
+
+TEST(CheckDiskDirectoryTest, PassesOnAWritableDirectoryAndLeavesNothingBehind) {
+  testing::TempDir dir;
+  EXPECT_TRUE(CheckDiskDirectory(dir.path()).ok());
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+TEST(CheckDiskDirectoryTest, FailsOnAMissingDirectory) {
+  testing::TempDir dir;
+  Status checked = CheckDiskDirectory(dir.Sub("gone"));
+  EXPECT_EQ(checked.code(), StatusCode::kInternal) << checked.ToString();
+  EXPECT_THAT(checked.message(), HasSubstr("gone"));
+}
+
+std::vector<std::byte> Bytes(size_t size, uint8_t seed) {
+  std::vector<std::byte> bytes(size);
+  for (size_t i = 0; i < size; ++i) bytes[i] = std::byte(static_cast<uint8_t>(i * 7 + seed));
+  return bytes;
+}
+
+// A block manager over three in-memory disks, the second behind a fault-injecting store.
+class SeveralDisksTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::vector<DiskSlot> disks;
+    for (int i = 0; i < 3; ++i) {
+      std::unique_ptr<BlockStore> store = std::make_unique<testing::InMemoryStore>(kDiskBytes);
+      if (i == 1) {
+        auto faulty = std::make_unique<testing::FaultInjectingStore>(std::move(store));
+        faulty_ = faulty.get();
+        store = std::move(faulty);
+      }
+      disks.push_back(DiskSlot{"", std::move(store), kDiskBytes});
+    }
+    BlockManagerOptions options;
+    options.disk_check_interval = 50ms;
+    options.disk_check_timeout = 300ms;
+    manager_ = std::make_unique<BlockManager>(std::make_unique<MemoryStore>(kKiB), std::move(disks),
+                                              options);
+  }
+
+  void TearDown() override {
+    if (faulty_ != nullptr) faulty_->ClearFaults();  // lets an abandoned thread finish
+  }
+
+  Status Put(const BlockId& id, const std::vector<std::byte>& bytes) {
+    BM_ASSIGN_OR_RETURN(BlockManager::UploadId upload,
+                        manager_->BeginPut(id, StorageLevel::kDiskOnly, bytes.size()));
+    BM_RETURN_IF_ERROR(testing::AppendPut(*manager_, upload, {MakeChunk(std::span(bytes))}));
+    return testing::CommitPut(*manager_, upload).status();
+  }
+
+  // Which disk each block went to, from the stats' per-disk use.
+  std::vector<uint64_t> DiskUse() const {
+    std::vector<uint64_t> used;
+    for (const DiskStats& disk : manager_->Stats().disks) used.push_back(disk.used);
+    return used;
+  }
+
+  static constexpr uint64_t kDiskBytes = 64 * kKiB;
+  testing::FaultInjectingStore* faulty_ = nullptr;
+  std::unique_ptr<BlockManager> manager_;
+};
+
+TEST_F(SeveralDisksTest, NewBlocksSpreadOverTheDisksByFreeSpace) {
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(Put(BlockId::Rdd(1, i), Bytes(4 * kKiB, i)).ok());
+  }
+  // Each put went to the emptiest disk: two blocks on each.
+  EXPECT_EQ(DiskUse(), (std::vector<uint64_t>{8 * kKiB, 8 * kKiB, 8 * kKiB}));
+  for (int i = 0; i < 6; ++i) {
+    Result<BlockRead> read = testing::Read(*manager_, BlockId::Rdd(1, i), 0, UINT64_MAX);
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    EXPECT_EQ(testing::Concat(read->chunks), Bytes(4 * kKiB, i));
+  }
+  const WorkerStats stats = manager_->Stats();
+  EXPECT_EQ(stats.disk_used, 24 * kKiB);
+  EXPECT_EQ(stats.disk_capacity, 3 * kDiskBytes);
+}
+
+TEST_F(SeveralDisksTest, AReplacementStaysOnItsDiskAndTheOldCopyGoes) {
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), Bytes(4 * kKiB, 1)).ok());
+  ASSERT_TRUE(Put(BlockId::Rdd(1, 0), Bytes(2 * kKiB, 2)).ok());
+  EXPECT_EQ(DiskUse(), (std::vector<uint64_t>{2 * kKiB, 0, 0}));
+}
+
+TEST_F(SeveralDisksTest, AHangingDiskFailsByTimeoutAndDoesNotStallTheOthers) {
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Put(BlockId::Rdd(1, i), Bytes(4 * kKiB, i)).ok());
+  ASSERT_EQ(DiskUse(), (std::vector<uint64_t>{4 * kKiB, 4 * kKiB, 4 * kKiB}));
+  manager_->TakeChanges();
+
+  // Disk 1 (holding rdd_1_1) hangs on reads: a read of its block waits in its thread.
+  faulty_->HoldReads();
+  bool hung_read_answered = false;
+  Status hung_read;
+  manager_->Read(BlockId::Rdd(1, 1), 0, UINT64_MAX, [&](Result<BlockRead> read) {
+    hung_read_answered = true;
+    hung_read = read.status();
+  });
+  while (faulty_->reads_waiting() == 0) std::this_thread::sleep_for(1ms);
+
+  // Gets from the other disks are not held up behind it: each is answered while the hung
+  // read still waits (well within the timeout, before anything is failed).
+  for (int i : {0, 2}) {
+    std::optional<Result<BlockRead>> read;
+    manager_->Read(BlockId::Rdd(1, i), 0, UINT64_MAX,
+                   [&](Result<BlockRead> result) { read = std::move(result); });
+    const auto by = std::chrono::steady_clock::now() + 200ms;
+    while (!read.has_value() && std::chrono::steady_clock::now() < by) {
+      pollfd fd{manager_->completion_fd(), POLLIN, 0};
+      ::poll(&fd, 1, 10);
+      manager_->RunCompletions();
+    }
+    ASSERT_TRUE(read.has_value()) << "a get from disk " << i << " waited for the hung disk";
+    ASSERT_TRUE(read->ok()) << read->status().ToString();
+    EXPECT_EQ(testing::Concat((*read)->chunks), Bytes(4 * kKiB, i));
+  }
+  EXPECT_FALSE(hung_read_answered);
+  EXPECT_EQ(manager_->failed_disk_count(), 0u);
+
+  // Past the timeout, maintenance finds it hung and fails it.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (manager_->failed_disk_count() == 0 && std::chrono::steady_clock::now() < deadline) {
+    manager_->Maintain();
+    manager_->RunCompletions();
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(manager_->failed_disk_count(), 1u);
+  const WorkerStats stats = manager_->Stats();
+  ASSERT_EQ(stats.disks.size(), 3u);
+  EXPECT_EQ(stats.disks[1].state, DiskState::kFailed);
+  EXPECT_THAT(stats.disks[1].reason, HasSubstr("timeout"));
+  EXPECT_EQ(stats.disks[0].state, DiskState::kOk);
+
+  // Its block is reported lost and removed; a read of it now fails at once, naming the disk.
+  std::vector<BlockId> lost = manager_->TakeLost();
+  EXPECT_EQ(lost, std::vector<BlockId>{BlockId::Rdd(1, 1)});
+  EXPECT_FALSE(manager_->Find(BlockId::Rdd(1, 1)).has_value());
+  Result<BlockRead> read = testing::Read(*manager_, BlockId::Rdd(1, 1), 0, UINT64_MAX);
+  EXPECT_EQ(read.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(read.status().message(), HasSubstr("has failed"));
+
+  // New blocks go to the disks that work, and the others keep serving.
+  for (int i = 10; i < 14; ++i) ASSERT_TRUE(Put(BlockId::Rdd(1, i), Bytes(4 * kKiB, i)).ok());
+  for (int i : {0, 2, 10, 11, 12, 13}) {
+    Result<BlockRead> again = testing::Read(*manager_, BlockId::Rdd(1, i), 0, UINT64_MAX);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+  }
+  EXPECT_EQ(manager_->Stats().disks[1].used, 0u);
+
+  // The hung read is answered if the disk ever returns (the test lets it go).
+  faulty_->ClearFaults();
+  const auto answered_by = std::chrono::steady_clock::now() + 10s;
+  while (!hung_read_answered && std::chrono::steady_clock::now() < answered_by) {
+    manager_->RunCompletions();
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_TRUE(hung_read_answered);
+}
+
+TEST_F(SeveralDisksTest, AnErrorFromADiskWithoutADirectoryDoesNotFailIt) {
+  // An I/O error triggers a check; with no directory to check (in-memory stores) only the store's
+  // own state says anything, and a refused write alone fails nothing.
+  faulty_->FailWrites(InternalError("injected I/O error"));
+  for (int i = 0; i < 6; ++i) {
+    static_cast<void>(Put(BlockId::Rdd(2, i), Bytes(kKiB, i)));
+  }
+  manager_->Maintain();
+  manager_->RunCompletions();
+  EXPECT_EQ(manager_->failed_disk_count(), 0u);
+}
+
+}  // namespace
+}  // namespace bm
