@@ -60,6 +60,19 @@ json BlocksToJson(const std::vector<BlockLocations>& blocks) {
   return out;
 }
 
+static json DisksToJson(const std::vector<WorkerDiskInfo>& disks) {
+  json out = json::array();
+  for (const WorkerDiskInfo& disk : disks) {
+    out.push_back({{"path", disk.path},
+                   {"used", disk.used},
+                   {"capacity", disk.capacity},
+                   {"limit", disk.limit},
+                   {"state", disk.state},
+                   {"reason", disk.reason}});
+  }
+  return out;
+}
+
 json WorkersToJson(const std::vector<WorkerInfo>& workers) {
   json out = json::array();
   for (const WorkerInfo& worker : workers) {
@@ -74,7 +87,8 @@ json WorkersToJson(const std::vector<WorkerInfo>& workers) {
                    {"blocks", worker.block_count},
                    {"host", worker.host},
                    {"rack", worker.rack},
-                   {"state", WorkerStateName(worker.state)}});
+                   {"state", WorkerStateName(worker.state)},
+                   {"disks", DisksToJson(worker.disks)}});
   }
   return out;
 }
@@ -206,6 +220,34 @@ std::string BlocksTable(const std::vector<BlockLocations>& blocks) {
   return table;
 }
 
+// Each worker's disks, under the workers' table: only when some worker has several or one is
+// not ok (one healthy disk per worker says nothing the table does not).
+static std::string DisksTable(const std::vector<WorkerInfo>& workers) {
+  bool worth_showing = false;
+  for (const WorkerInfo& worker : workers) {
+    for (const WorkerDiskInfo& disk : worker.disks) {
+      worth_showing = worth_showing || worker.disks.size() > 1 || disk.state != "ok";
+    }
+  }
+  if (!worth_showing) return "";
+  std::vector<std::vector<std::string>> rows;
+  for (const WorkerInfo& worker : workers) {
+    for (const WorkerDiskInfo& disk : worker.disks) {
+      rows.push_back({worker.id, disk.path, disk.state, FormatBytes(disk.used),
+                      disk.limit == 0 ? "-" : FormatBytes(disk.limit), FormatBytes(disk.capacity),
+                      disk.reason.empty() ? "-" : disk.reason});
+    }
+  }
+  return "\n" + FormatTable({{"WORKER"},
+                             {"DISK"},
+                             {"STATE"},
+                             {"USED", true},
+                             {"LIMIT", true},
+                             {"CAPACITY", true},
+                             {"REASON"}},
+                            rows);
+}
+
 std::string WorkersTable(const std::vector<WorkerInfo>& workers) {
   std::vector<std::vector<std::string>> rows;
   for (const WorkerInfo& worker : workers) {
@@ -232,7 +274,8 @@ std::string WorkersTable(const std::vector<WorkerInfo>& workers) {
                       {"DISK LIMIT", true},
                       {"BLOCKS", true},
                       {"HEARTBEAT", true}},
-                     rows);
+                     rows) +
+         DisksTable(workers);
 }
 
 std::string RddsTable(const std::vector<RddInfo>& rdds) {

@@ -37,6 +37,10 @@ WorkerInfo ToWorkerInfo(proto::WorkerInfo::Reader reader) {
   info.disk_capacity = stats.disk_capacity;
   info.disk_read_only = stats.disk_read_only;
   info.block_count = stats.block_count;
+  for (const DiskStats& disk : stats.disks) {
+    info.disks.push_back(WorkerDiskInfo{disk.path, disk.used, disk.capacity, disk.limit,
+                                        DiskStateName(disk.state), disk.reason});
+  }
   info.last_heartbeat_age_ms = reader.getLastHeartbeatAgeMs();
   info.host = ToStdString(reader.getHost());
   info.rack = ToStdString(reader.getRack());

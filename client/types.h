@@ -27,6 +27,16 @@ struct MasterInfo {
   bool in_sync = false;           // standby: holds every record the leader acknowledged
 };
 
+// One disk (--disk-dir) of a worker.
+struct WorkerDiskInfo {
+  std::string path;
+  uint64_t used = 0;
+  uint64_t capacity = 0;  // what used could reach now; 0 once failed
+  uint64_t limit = 0;     // as configured; 0 = as much as the filesystem has
+  std::string state;      // "ok", "read-only" (full after a storage error) or "failed"
+  std::string reason;     // why it failed
+};
+
 // One live worker as the master last heard of it.
 struct WorkerInfo {
   std::string id;
@@ -44,6 +54,8 @@ struct WorkerInfo {
   std::string public_key{};  // CURVE key (Z85) the master vouches for; empty with keys off
   // Of memory_used: bytes readers on the worker's host keep mapped (README "Same-host reads").
   uint64_t memory_pinned = 0;
+  // Each of its disks, in the order of its --disk-dir flags (empty from an older worker).
+  std::vector<WorkerDiskInfo> disks{};
 
   uint64_t memory_free() const {
     return memory_capacity > memory_used ? memory_capacity - memory_used : 0;

@@ -1,5 +1,6 @@
 #include "common/protocol.h"
 
+#include <algorithm>
 #include <string_view>
 
 namespace bm {
@@ -58,16 +59,45 @@ void ToProto(const WorkerStats& stats, proto::WorkerStats::Builder out) {
   out.setBlockCount(stats.block_count);
   out.setDiskReadOnly(stats.disk_read_only);
   out.setMemoryPinned(stats.memory_pinned);
+  if (!stats.disks.empty()) {
+    auto disks = out.initDisks(static_cast<unsigned>(stats.disks.size()));
+    for (unsigned i = 0; i < stats.disks.size(); ++i) {
+      const DiskStats& disk = stats.disks[i];
+      auto d = disks[i];
+      d.setPath(disk.path);
+      d.setUsed(disk.used);
+      d.setCapacity(disk.capacity);
+      d.setLimit(disk.limit);
+      d.setState(disk.state == DiskState::kFailed     ? proto::DiskState::FAILED
+                 : disk.state == DiskState::kReadOnly ? proto::DiskState::READ_ONLY
+                                                      : proto::DiskState::OK);
+      d.setReason(disk.reason);
+    }
+  }
 }
 
 WorkerStats FromProto(proto::WorkerStats::Reader stats) {
-  return WorkerStats{.memory_capacity = stats.getMemoryCapacity(),
-                     .memory_used = stats.getMemoryUsed(),
-                     .disk_used = stats.getDiskUsed(),
-                     .disk_capacity = stats.getDiskCapacity(),
-                     .block_count = stats.getBlockCount(),
-                     .disk_read_only = stats.getDiskReadOnly(),
-                     .memory_pinned = stats.getMemoryPinned()};
+  WorkerStats out{.memory_capacity = stats.getMemoryCapacity(),
+                  .memory_used = stats.getMemoryUsed(),
+                  .disk_used = stats.getDiskUsed(),
+                  .disk_capacity = stats.getDiskCapacity(),
+                  .block_count = stats.getBlockCount(),
+                  .disk_read_only = stats.getDiskReadOnly(),
+                  .memory_pinned = stats.getMemoryPinned()};
+  // A hostile or broken sender's list is cut short, and so is its text.
+  static constexpr size_t kMaxText = 1024;
+  auto text = [](capnp::Text::Reader t) {
+    return std::string(t.cStr(), std::min<size_t>(t.size(), kMaxText));
+  };
+  for (auto d : stats.getDisks()) {
+    if (out.disks.size() >= kMaxDisksShown) break;
+    DiskState state = DiskState::kOk;
+    if (d.getState() == proto::DiskState::FAILED) state = DiskState::kFailed;
+    if (d.getState() == proto::DiskState::READ_ONLY) state = DiskState::kReadOnly;
+    out.disks.push_back({text(d.getPath()), d.getUsed(), d.getCapacity(), d.getLimit(), state,
+                         text(d.getReason())});
+  }
+  return out;
 }
 
 void SetError(proto::Error::Builder error, const Status& status) {

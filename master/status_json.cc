@@ -79,6 +79,23 @@ json RddDetailToJson(const RddStatus& rdd,
   return out;
 }
 
+namespace {
+
+json DisksToJson(const std::vector<DiskStats>& disks) {
+  json out = json::array();
+  for (const DiskStats& disk : disks) {
+    out.push_back({{"path", disk.path},
+                   {"used", disk.used},
+                   {"capacity", disk.capacity},
+                   {"limit", disk.limit},
+                   {"state", DiskStateName(disk.state)},
+                   {"reason", disk.reason}});
+  }
+  return out;
+}
+
+}  // namespace
+
 json WorkersToJson(const ClusterSnapshot& snapshot) {
   json out = json::array();
   for (const WorkerStatus& worker : snapshot.workers) {
@@ -93,7 +110,8 @@ json WorkersToJson(const ClusterSnapshot& snapshot) {
                    {"diskCapacity", worker.stats.disk_capacity},
                    {"blocks", worker.stats.block_count},
                    {"locations", worker.locations},
-                   {"lastHeartbeatAgeMs", worker.last_heartbeat_age_ms}});
+                   {"lastHeartbeatAgeMs", worker.last_heartbeat_age_ms},
+                   {"disks", DisksToJson(worker.stats.disks)}});
   }
   return out;
 }

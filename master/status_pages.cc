@@ -141,6 +141,35 @@ std::string HtmlEscape(std::string_view text) {
   return out;
 }
 
+namespace {
+
+// Every worker's disks (--disk-dir): used against capacity, state, and why a failed one failed.
+std::string DisksTable(const ClusterSnapshot& snapshot) {
+  std::string out =
+      "<h2>Disks</h2><table><tr><th>Worker</th><th>Disk</th><th>State</th><th>Used</th>"
+      "<th>Limit</th><th>Reason</th></tr>";
+  size_t rows = 0;
+  for (const WorkerStatus& worker : snapshot.workers) {
+    for (const DiskStats& disk : worker.stats.disks) {
+      ++rows;
+      const bool bad = disk.state != DiskState::kOk;
+      out += "<tr><td>" + HtmlEscape(worker.id) + "</td><td>" + HtmlEscape(disk.path) + "</td><td" +
+             (bad ? " class=\"warn\"" : "") + ">" + DiskStateName(disk.state) + "</td><td>" +
+             Bar(disk.used, disk.capacity,
+                 FormatBytes(disk.used) + " / " + FormatBytes(disk.capacity)) +
+             "</td><td class=\"num\">" +
+             (disk.limit == 0 ? std::string("-") : FormatBytes(disk.limit)) + "</td><td>" +
+             HtmlEscape(disk.reason.empty() ? std::string("-") : disk.reason) + "</td></tr>";
+    }
+  }
+  if (rows == 0) {
+    out += "<tr><td colspan=\"6\" class=\"muted\">No worker reports its disks.</td></tr>";
+  }
+  return out + "</table>";
+}
+
+}  // namespace
+
 std::string StatusPages::Storage(const ClusterSnapshot& snapshot, size_t page) {
   std::string out = Head("Storage", "Storage");
   uint64_t memory = 0, disk = 0;
@@ -176,6 +205,7 @@ std::string StatusPages::Storage(const ClusterSnapshot& snapshot, size_t page) {
     out += "<a href=\"/storage?page=" + std::to_string(page + 1) + "\">Next &rarr;</a>";
   }
   out += "</p>";
+  out += DisksTable(snapshot);
   return out + Tail(snapshot.taken_unix_ms);
 }
 
@@ -265,6 +295,7 @@ std::string StatusPages::Workers(const ClusterSnapshot& snapshot) {
     out += "<tr><td colspan=\"8\" class=\"muted\">No workers are registered.</td></tr>";
   }
   out += "</table>";
+  out += DisksTable(snapshot);
   return out + Tail(snapshot.taken_unix_ms);
 }
 

@@ -79,6 +79,25 @@ struct WorkerStats {
   diskReadOnly @5 :Bool;
   # Of memoryUsed: bytes readers on the worker's host keep mapped (same-host reads, pinned).
   memoryPinned @6 :UInt64;
+  # Each of the worker's disks (--disk-dir), in flag order; diskUsed and diskCapacity sum the
+  # disks that have not failed. Empty from a worker that predates several disks. Readers keep
+  # at most kMaxDisksShown of them.
+  disks @7 :List(DiskStats);
+}
+
+enum DiskState {
+  ok @0;
+  readOnly @1;   # took a storage error (full): stores nothing until space is freed
+  failed @2;     # an I/O error or a hang; its blocks were reported lost, it is used no more
+}
+
+struct DiskStats {
+  path @0 :Text;
+  used @1 :UInt64;
+  capacity @2 :UInt64;  # what used could reach now; 0 once failed
+  limit @3 :UInt64;     # as configured; 0 = as much as the filesystem has
+  state @4 :DiskState;
+  reason @5 :Text;      # why it failed
 }
 
 # ---- worker -> master ----

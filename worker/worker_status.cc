@@ -74,6 +74,7 @@ WorkerSnapshot BuildWorkerSnapshot(const WorkerView& view) {
   snapshot.memory_used = stats.memory_used;
   snapshot.disk_capacity = stats.disk_capacity;
   snapshot.disk_used = stats.disk_used;
+  snapshot.disks = stats.disks;
   snapshot.memory_blocks = view.blocks.memory_block_count();
   snapshot.disk_blocks = view.blocks.disk_block_count();
   snapshot.evictions = view.blocks.evictions();
@@ -105,6 +106,33 @@ std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
              "Storage this worker uses (blocks and uploads in progress), by tier.");
   out.Sample("blockmgr_worker_used_bytes", {{"tier", "memory"}}, number(snapshot.memory_used));
   out.Sample("blockmgr_worker_used_bytes", {{"tier", "disk"}}, number(snapshot.disk_used));
+  out.Family("blockmgr_worker_disk_capacity_bytes", Type::kGauge,
+             "Space each disk (--disk-dir) may hold now: its limit, or less when its "
+             "filesystem has less; 0 once failed.");
+  for (const DiskStats& disk : snapshot.disks) {
+    out.Sample("blockmgr_worker_disk_capacity_bytes", {{"disk", disk.path}}, number(disk.capacity));
+  }
+  out.Family("blockmgr_worker_disk_used_bytes", Type::kGauge, "Space each disk's blocks use.");
+  for (const DiskStats& disk : snapshot.disks) {
+    out.Sample("blockmgr_worker_disk_used_bytes", {{"disk", disk.path}}, number(disk.used));
+  }
+  out.Family("blockmgr_worker_disk_failed", Type::kGauge,
+             "1 once the disk has failed (an I/O error or a hang; its blocks were reported "
+             "lost), else 0.");
+  uint64_t failed_disks = 0;
+  for (const DiskStats& disk : snapshot.disks) {
+    const bool failed = disk.state == DiskState::kFailed;
+    failed_disks += failed ? 1 : 0;
+    out.Sample("blockmgr_worker_disk_failed", {{"disk", disk.path}}, failed ? 1 : 0);
+  }
+  out.Family("blockmgr_worker_disk_read_only", Type::kGauge,
+             "1 while the disk takes no new blocks after a storage error (full), else 0.");
+  for (const DiskStats& disk : snapshot.disks) {
+    out.Sample("blockmgr_worker_disk_read_only", {{"disk", disk.path}},
+               disk.state == DiskState::kReadOnly ? 1 : 0);
+  }
+  out.Single("blockmgr_worker_disks_failed_total", Type::kCounter,
+             "Disks of this worker that have failed since it started.", number(failed_disks));
   out.Family("blockmgr_worker_blocks", Type::kGauge, "Blocks this worker holds, by tier.");
   out.Sample("blockmgr_worker_blocks", {{"tier", "memory"}}, number(snapshot.memory_blocks));
   out.Sample("blockmgr_worker_blocks", {{"tier", "disk"}}, number(snapshot.disk_blocks));

@@ -8,6 +8,7 @@
 #include "common/loop_queries.h"
 #include "common/metrics.h"
 #include "common/status.h"
+#include "common/worker_stats.h"
 
 namespace bm {
 
@@ -97,6 +98,7 @@ struct WorkerSnapshot {
   uint64_t memory_used = 0;
   uint64_t disk_capacity = 0;  // 0 = unlimited
   uint64_t disk_used = 0;
+  std::vector<DiskStats> disks;  // each --disk-dir (WorkerStats::disks)
   uint64_t memory_blocks = 0;
   uint64_t disk_blocks = 0;
   uint64_t evictions = 0;
