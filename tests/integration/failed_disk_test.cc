@@ -1,0 +1,342 @@
+// A worker with several disks: a disk that fails costs only its blocks (re-replicated where
+// another copy exists, reported lost otherwise) and the worker keeps serving from the others; a
+// full disk is not a failed one; a restarted worker uses a replaced (empty) disk again.
+//
+// Each disk is a small tmpfs of its own, so the test needs root (or CAP_SYS_ADMIN) and skips
+// without it. A disk "goes read-only" by a read-only tmpfs mounted over its directory: a plain
+// `mount -o remount,ro` of the disk's own tmpfs is refused (EBUSY) while RocksDB holds files
+// open for writing, and the overmount gives what a filesystem remounted read-only after an error
+// gives every new file: EROFS (files already open keep writing to the hidden tmpfs).
+
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/support/files.h"
+#include "tests/support/local_cluster.h"
+
+namespace bm::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr size_t kBlockBytes = 256 << 10;
+
+// A tmpfs of `size` mounted on `dir` until destroyed (lazily unmounted, even while a process
+// still has files open on it). `read_only`: mounted read-only.
+class Mount {
+ public:
+  Mount(const std::string& dir, const std::string& size, bool read_only = false) : dir_(dir) {
+    std::filesystem::create_directories(dir);
+    const std::string options = "size=" + size;
+    if (::mount("tmpfs", dir.c_str(), "tmpfs", read_only ? MS_RDONLY : 0, options.c_str()) == 0) {
+      mounted_ = true;
+    } else {
+      error_ = std::strerror(errno);
+    }
+  }
+  ~Mount() { Unmount(); }
+  void Unmount() {
+    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
+    mounted_ = false;
+  }
+  bool mounted() const { return mounted_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string dir_;
+  bool mounted_ = false;
+  std::string error_;
+};
+
+// Fills the filesystem holding `path`'s directory with that file until a write fails.
+void FillUp(const std::string& path) {
+  std::ofstream out(path, std::ios::binary);
+  const std::string kibibyte(1 << 10, 'f');
+  while (out.write(kibibyte.data(), kibibyte.size()).flush()) {
+  }
+}
+
+class FailedDiskTest : public ::testing::Test {
+ protected:
+  // w1 on three tmpfs disks, checked every 200 ms; w2 on a plain directory, so _2 blocks have
+  // somewhere to be copied back to.
+  void StartCluster() {
+    cluster_.StartMaster();
+    disks_ = {cluster_.worker_disk_dir("w1"), cluster_.dir().Sub("w1-disk2"),
+              cluster_.dir().Sub("w1-disk3")};
+    for (const std::string& disk : disks_) {
+      mounts_.push_back(std::make_unique<Mount>(disk, "48m"));
+      if (!mounts_.back()->mounted()) {
+        GTEST_SKIP() << "cannot mount a tmpfs (needs root or CAP_SYS_ADMIN): "
+                     << mounts_.back()->error();
+      }
+    }
+    ASSERT_NO_FATAL_FAILURE(StartW1());
+    ASSERT_NO_FATAL_FAILURE(cluster_.StartWorker({"w2", "64MiB", ""}));
+  }
+
+  void StartW1() {
+    cluster_.StartWorker({"w1",
+                          "8MiB",
+                          "",
+                          {"--disk-dir", disks_[1], "--disk-dir", disks_[2],
+                           "--disk-check-interval", "0.2", "--disk-check-timeout", "3"}});
+  }
+
+  // w1's disks as `bmctl --json workers` shows them, by path.
+  std::map<std::string, nlohmann::json> W1Disks() {
+    std::map<std::string, nlohmann::json> disks;
+    for (const nlohmann::json& worker : cluster_.BmctlJson({"workers"})) {
+      if (worker.value("id", "") != "w1") continue;
+      for (const nlohmann::json& disk : worker.value("disks", nlohmann::json::array())) {
+        disks[disk.value("path", "")] = disk;
+      }
+    }
+    return disks;
+  }
+
+  std::string DiskState(const std::string& path) {
+    std::map<std::string, nlohmann::json> disks = W1Disks();
+    return disks.contains(path) ? disks[path].value("state", "") : "";
+  }
+
+  // Copies the master lists for the block.
+  size_t Copies(const std::string& id) {
+    auto locations = cluster_.Locations({id});
+    return locations[id].size();
+  }
+
+  LocalCluster cluster_;
+  std::vector<std::string> disks_;
+  std::vector<std::unique_ptr<Mount>> mounts_;  // after cluster_: unmounted before its files go
+  std::unique_ptr<Mount> over_;                 // the read-only overmount, if any
+};
+
+// Puts and gets in a loop on a thread of its own, keeping what each put stored and counting
+// wrong bytes and unclear errors.
+class Load {
+ public:
+  explicit Load(LocalCluster& cluster) : cluster_(cluster) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~Load() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  int wrong_bytes() const { return wrong_bytes_; }
+  int operations() const { return operations_; }
+  std::vector<std::string> unclear_errors() {
+    std::lock_guard lock(mutex_);
+    return unclear_errors_;
+  }
+
+ private:
+  void Run() {
+    for (int i = 0; !stop_; ++i) {
+      const std::string id = "rdd_7_" + std::to_string(i);
+      const std::string bytes = RandomBytes(kBlockBytes, 7000 + i);
+      const char* level = i % 2 == 0 ? "DISK_ONLY_2" : "DISK_ONLY";
+      CommandResult put = cluster_.Bmctl({"put", id, "-", "--level", level}, bytes);
+      Check(put);
+      if (put.exit_code == 0) stored_[id] = bytes;
+      // Reads back an earlier block: it is right, or gone with a clear error.
+      if (!stored_.empty()) {
+        auto it = stored_.begin();
+        std::advance(it, i % stored_.size());
+        CommandResult got = cluster_.Bmctl({"get", it->first});
+        Check(got);
+        if (got.exit_code == 0 && got.out != it->second) ++wrong_bytes_;
+      }
+      ++operations_;
+    }
+  }
+
+  void Check(const CommandResult& result) {
+    if (result.exit_code == 0) return;
+    // A clear error names what happened; an internal error or a crash of bmctl does not.
+    const bool clear = result.exit_code == 1 && !result.err.empty() &&
+                       result.err.find("internal") == std::string::npos;
+    if (!clear) {
+      std::lock_guard lock(mutex_);
+      unclear_errors_.push_back("exit " + std::to_string(result.exit_code) + ": " + result.err);
+    }
+  }
+
+  LocalCluster& cluster_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> wrong_bytes_{0};
+  std::atomic<int> operations_{0};
+  std::map<std::string, std::string> stored_;  // the load thread's
+  std::mutex mutex_;
+  std::vector<std::string> unclear_errors_;
+};
+
+TEST_F(FailedDiskTest, ADiskGoneReadOnlyFailsAndCostsOnlyItsBlocks) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster());
+  if (IsSkipped()) return;
+  // Blocks on every disk of w1: DISK_ONLY ones on w1 alone, DISK_ONLY_2 on w1 and w2.
+  std::map<std::string, std::string> single, doubled;
+  for (int i = 0; i < 24; ++i) {
+    const std::string id = "rdd_1_" + std::to_string(i);
+    const std::string bytes = RandomBytes(kBlockBytes, i);
+    const bool two = i % 2 == 0;
+    CommandResult put =
+        two ? cluster_.Bmctl({"put", id, "-", "--level", "DISK_ONLY_2"}, bytes)
+            : cluster_.Bmctl({"put", id, "-", "--level", "DISK_ONLY", "--worker", "w1"}, bytes);
+    ASSERT_EQ(put.exit_code, 0) << put.err;
+    (two ? doubled : single)[id] = bytes;
+  }
+  std::map<std::string, nlohmann::json> before = W1Disks();
+  ASSERT_EQ(before.size(), 3u) << cluster_.BmctlJson({"workers"}).dump();
+  for (const std::string& disk : disks_) {
+    EXPECT_GT(before[disk].value("used", uint64_t{0}), 0u) << disk << " took no block";
+    EXPECT_EQ(before[disk].value("state", ""), "ok");
+  }
+
+  Load load(cluster_);
+  ASSERT_TRUE(WaitFor([&] { return load.operations() >= 2; }, 30s));
+  over_ = std::make_unique<Mount>(disks_[1], "1m", /*read_only=*/true);
+  ASSERT_TRUE(over_->mounted()) << over_->error();
+  const auto gone_read_only = std::chrono::steady_clock::now();
+
+  // Failed within a few check intervals (200 ms each; the master hears it with a heartbeat).
+  ASSERT_TRUE(WaitFor([&] { return DiskState(disks_[1]) == "failed"; }, 10s))
+      << cluster_.LogTail("w1");
+  const auto failed_after = std::chrono::steady_clock::now() - gone_read_only;
+  EXPECT_LT(failed_after, 5s);
+  EXPECT_NE(W1Disks()[disks_[1]].value("reason", "").find("Read-only file system"),
+            std::string::npos)
+      << W1Disks()[disks_[1]].dump();
+  EXPECT_NE(ReadFile(cluster_.dir().Sub("w1.log")).find("disk " + disks_[1] + " has failed"),
+            std::string::npos);
+
+  // The _2 blocks are back at two copies within seconds; each reads back right.
+  for (const auto& [id, bytes] : doubled) {
+    EXPECT_TRUE(WaitFor([&] { return Copies(id) == 2; }, 15s)) << id;
+    CommandResult got = cluster_.Bmctl({"get", id});
+    ASSERT_EQ(got.exit_code, 0) << id << ": " << got.err;
+    EXPECT_TRUE(got.out == bytes) << id;
+  }
+  // The single copies on the failed disk are gone from the master's locations (lost); the
+  // others still read back right.
+  int lost = 0;
+  for (const auto& [id, bytes] : single) {
+    CommandResult got = cluster_.Bmctl({"get", id});
+    if (got.exit_code == 0) {
+      EXPECT_TRUE(got.out == bytes) << id;
+      continue;
+    }
+    ++lost;
+    EXPECT_EQ(Copies(id), 0u) << id;
+    EXPECT_EQ(got.exit_code, 1) << got.err;
+  }
+  EXPECT_GT(lost, 0) << "no DISK_ONLY block was on the failed disk";
+  EXPECT_LT(lost, static_cast<int>(single.size())) << "every block was on the failed disk";
+
+  const int operations_at_failure = load.operations();
+  ASSERT_TRUE(WaitFor([&] { return load.operations() >= operations_at_failure + 4; }, 30s));
+  load.Stop();
+  EXPECT_EQ(load.wrong_bytes(), 0);
+  EXPECT_TRUE(load.unclear_errors().empty()) << load.unclear_errors().front();
+  EXPECT_TRUE(cluster_.worker_process("w1").Running()) << cluster_.LogTail("w1");
+  EXPECT_TRUE(cluster_.WaitForWorkers({"w1", "w2"}, 5s));
+  // New blocks go to the disks that work.
+  const std::map<std::string, nlohmann::json> after = W1Disks();
+  EXPECT_EQ(after.at(disks_[0]).value("state", ""), "ok");
+  EXPECT_EQ(after.at(disks_[2]).value("state", ""), "ok");
+}
+
+TEST_F(FailedDiskTest, AFullDiskIsNotFailedAndNewBlocksGoToTheOthers) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster());
+  if (IsSkipped()) return;
+  FillUp(disks_[2] + "/filler");
+  // Several check intervals pass: the full disk stays ok (or read-only), never failed.
+  const auto until = std::chrono::steady_clock::now() + 2s;
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_NE(DiskState(disks_[2]), "failed") << W1Disks()[disks_[2]].dump();
+    std::this_thread::sleep_for(200ms);
+  }
+  const uint64_t full_used = W1Disks()[disks_[2]].value("used", uint64_t{0});
+  std::map<std::string, std::string> stored;
+  for (int i = 0; i < 12; ++i) {
+    const std::string id = "rdd_2_" + std::to_string(i);
+    const std::string bytes = RandomBytes(kBlockBytes, 100 + i);
+    CommandResult put =
+        cluster_.Bmctl({"put", id, "-", "--level", "DISK_ONLY", "--worker", "w1"}, bytes);
+    ASSERT_EQ(put.exit_code, 0) << put.err << cluster_.LogTail("w1");
+    stored[id] = bytes;
+  }
+  std::map<std::string, nlohmann::json> disks = W1Disks();
+  EXPECT_NE(disks[disks_[2]].value("state", ""), "failed");
+  EXPECT_EQ(disks[disks_[2]].value("used", uint64_t{0}), full_used)
+      << "a block went to the full disk";
+  EXPECT_GT(
+      disks[disks_[0]].value("used", uint64_t{0}) + disks[disks_[1]].value("used", uint64_t{0}),
+      12 * kBlockBytes - 1);
+  for (const auto& [id, bytes] : stored) {
+    CommandResult got = cluster_.Bmctl({"get", id});
+    ASSERT_EQ(got.exit_code, 0) << got.err;
+    EXPECT_TRUE(got.out == bytes) << id;
+  }
+}
+
+TEST_F(FailedDiskTest, ARestartedWorkerUsesAFailedDiskReplacedByAnEmptyOne) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster());
+  if (IsSkipped()) return;
+  std::map<std::string, std::string> stored;
+  for (int i = 0; i < 6; ++i) {
+    const std::string id = "rdd_3_" + std::to_string(i);
+    const std::string bytes = RandomBytes(kBlockBytes, 300 + i);
+    ASSERT_EQ(cluster_.Bmctl({"put", id, "-", "--level", "DISK_ONLY_2"}, bytes).exit_code, 0);
+    stored[id] = bytes;
+  }
+  over_ = std::make_unique<Mount>(disks_[1], "1m", /*read_only=*/true);
+  ASSERT_TRUE(over_->mounted()) << over_->error();
+  ASSERT_TRUE(WaitFor([&] { return DiskState(disks_[1]) == "failed"; }, 10s))
+      << cluster_.LogTail("w1");
+
+  // The disk is swapped for an empty one, and the worker restarted.
+  cluster_.KillWorker("w1");
+  over_->Unmount();
+  mounts_[1]->Unmount();
+  mounts_[1] = std::make_unique<Mount>(disks_[1], "48m");
+  ASSERT_TRUE(mounts_[1]->mounted());
+  ASSERT_NO_FATAL_FAILURE(StartW1());
+  for (const std::string& disk : disks_) {
+    EXPECT_TRUE(WaitFor([&] { return DiskState(disk) == "ok"; }, 10s)) << disk;
+  }
+  // New blocks land on the replaced disk too (it is the emptiest), and every block reads back.
+  for (int i = 0; i < 3; ++i) {
+    const std::string id = "rdd_4_" + std::to_string(i);
+    const std::string bytes = RandomBytes(kBlockBytes, 400 + i);
+    ASSERT_EQ(
+        cluster_.Bmctl({"put", id, "-", "--level", "DISK_ONLY", "--worker", "w1"}, bytes).exit_code,
+        0);
+    stored[id] = bytes;
+  }
+  EXPECT_TRUE(WaitFor([&] { return W1Disks()[disks_[1]].value("used", uint64_t{0}) > 0; }, 10s));
+  for (const auto& [id, bytes] : stored) {
+    CommandResult got = cluster_.Bmctl({"get", id});
+    ASSERT_EQ(got.exit_code, 0) << id << ": " << got.err;
+    EXPECT_TRUE(got.out == bytes) << id;
+  }
+}
+
+}  // namespace
+}  // namespace bm::testing
