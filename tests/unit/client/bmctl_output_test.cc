@@ -58,10 +58,13 @@ TEST(BmctlOutputTest, WorkersJsonShape) {
   w.host = "h1";
   w.rack = "r1";
   w.state = WorkerState::kUnconfirmed;
+  w.disks = {{"/data1", 77, 1 << 20, 1 << 20, "ok", ""}};
   json expected = json::parse(R"([{"id": "w1", "address": "tcp://10.0.0.1:7701",
     "memory_capacity": 4096, "memory_used": 1024, "memory_pinned": 512, "disk_used": 77,
     "disk_capacity": 1048576, "disk_read_only": false, "blocks": 3,
-    "host": "h1", "rack": "r1", "state": "unconfirmed"}])");
+    "host": "h1", "rack": "r1", "state": "unconfirmed",
+    "disks": [{"path": "/data1", "used": 77, "capacity": 1048576, "limit": 1048576,
+               "state": "ok", "reason": ""}]}])");
   EXPECT_EQ(WorkersToJson({w}), expected);
 }
 
@@ -72,6 +75,24 @@ TEST(BmctlOutputTest, WorkersTableShowsAReadOnlyDisk) {
   w.disk_capacity = 5 << 20;
   w.disk_read_only = true;
   EXPECT_NE(WorkersTable({w}).find("read-only"), std::string::npos) << WorkersTable({w});
+}
+
+TEST(BmctlOutputTest, WorkersTableListsEachDiskAndWhyOneFailed) {
+  WorkerInfo w;
+  w.id = "w1";
+  w.disks = {{"/data1", 5 << 20, 100 << 20, 0, "ok", ""},
+             {"/data2", 0, 0, 200 << 20, "failed", "writing /data2/.bm-disk-check: I/O error"}};
+  const std::string table = WorkersTable({w});
+  EXPECT_NE(table.find("/data1"), std::string::npos) << table;
+  EXPECT_NE(table.find("failed"), std::string::npos) << table;
+  EXPECT_NE(table.find("I/O error"), std::string::npos) << table;
+}
+
+TEST(BmctlOutputTest, WorkersTableOmitsTheDiskListForOneHealthyDisk) {
+  WorkerInfo w;
+  w.id = "w1";
+  w.disks = {{"/data1", 5 << 20, 100 << 20, 0, "ok", ""}};
+  EXPECT_EQ(WorkersTable({w}).find("/data1"), std::string::npos) << WorkersTable({w});
 }
 
 TEST(BmctlOutputTest, RddsJsonShape) {
