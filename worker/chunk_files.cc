@@ -76,10 +76,19 @@ ChunkFileWriter::~ChunkFileWriter() {
 
 Status ChunkFileWriter::Append(std::span<const std::byte> bytes) {
   if (file_ == nullptr) return InternalError("chunk file " + path_ + " is closed");
-  return FromRocks(
+  BM_RETURN_IF_ERROR(FromRocks(
       file_->Append(rocksdb::Slice(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
                     rocksdb::IOOptions(), nullptr),
-      "writing chunk file " + path_);
+      "writing chunk file " + path_));
+  written_ += bytes.size();
+  if (written_ - synced_to_ >= kRangeSyncBytes) {
+    // Starts writeback only; the durability promised (a process kill) needs none.
+    BM_RETURN_IF_ERROR(FromRocks(
+        file_->RangeSync(synced_to_, written_ - synced_to_, rocksdb::IOOptions(), nullptr),
+        "writing chunk file " + path_));
+    synced_to_ = written_;
+  }
+  return Status::Ok();
 }
 
 Status ChunkFileWriter::Close() {

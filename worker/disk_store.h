@@ -65,8 +65,9 @@ struct DiskStoreOptions {
   // out of RocksDB's write-ahead log (see DiskStore); smaller ones in RocksDB records.
   // UINT64_MAX: every block in RocksDB, as stores were written before chunk files.
   uint64_t chunk_file_min_bytes = kDefaultChunkFileMinBytes;
-  // Measured in-process (bench/README.md, "4s"): a file per block wrote 64 KiB and 1 MiB blocks
-  // 1.5-2.5x faster than RocksDB's log, 4 KiB blocks 2x slower.
+  // Measured in-process (bench/README.md, "Disk write path"): a file per block wrote 64 KiB and
+  // 1 MiB blocks 1.5-2.5x faster than RocksDB's log when the disk kept up, 4 KiB blocks 2x
+  // slower; bound by this machine's disk, 1 MiB puts ran at 0.9x, and gets at 1.3-1.7x.
   static constexpr uint64_t kDefaultChunkFileMinBytes = 64 * 1024;
 };
 
