@@ -1,7 +1,14 @@
-// The disk store by itself, in this process: plain RocksDB values against blob files for the
-// same 1 MiB chunks (issue 5: "measure chunked plain values against blob files and keep the
-// faster"). No network, so the figures are the store's own.
+// The disk store by itself, in this process: chunk files against plain RocksDB values against
+// blob files for the same 1 MiB blocks (issue 5: "measure chunked plain values against blob
+// files and keep the faster"; issue 30: keep large blocks out of the write-ahead log). No
+// network, so the figures are the store's own. And the filesystem's own pace for a block:
+// write(2) + fdatasync(2) of its bytes to a new file.
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "bench/tasks.h"
@@ -10,10 +17,13 @@
 namespace bm::bench {
 namespace {
 
-Result<Json> MeasureFormat(const std::string& dir, DiskValueFormat format, uint64_t size,
-                           int blocks, const Duration& duration) {
+Result<Json> MeasureFormat(const std::string& dir, DiskValueFormat format, bool chunk_files,
+                           uint64_t size, int blocks, const Duration& duration) {
   std::filesystem::remove_all(dir);
-  BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskStore> store, DiskStore::Open(dir, 0, format));
+  DiskStoreOptions options;
+  options.format = format;
+  if (!chunk_files) options.chunk_file_min_bytes = UINT64_MAX;
+  BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskStore> store, DiskStore::Open(dir, std::move(options)));
   const std::vector<std::byte> data = PatternBytes(size);
   auto put = [&](int key) -> Status {
     BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer,
@@ -41,14 +51,50 @@ Result<Json> DiskStoreFormatsTask(const Json& task) {
   // Enough keys that every timed put writes a new block.
   const int blocks = task.value("ids", 100000);
   const Duration duration = DurationOf(task);
-  BM_ASSIGN_OR_RETURN(
-      Json plain, MeasureFormat(dir + "/plain", DiskValueFormat::kPlain, size, blocks, duration));
-  BM_ASSIGN_OR_RETURN(
-      Json blob, MeasureFormat(dir + "/blob", DiskValueFormat::kBlobFiles, size, blocks, duration));
-  return Json{{"plain_put_bytes_per_s", plain["put_bytes_per_s"]},
+  BM_ASSIGN_OR_RETURN(Json files, MeasureFormat(dir + "/files", DiskValueFormat::kPlain, true, size,
+                                                blocks, duration));
+  BM_ASSIGN_OR_RETURN(Json plain, MeasureFormat(dir + "/plain", DiskValueFormat::kPlain, false,
+                                                size, blocks, duration));
+  BM_ASSIGN_OR_RETURN(Json blob, MeasureFormat(dir + "/blob", DiskValueFormat::kBlobFiles, false,
+                                               size, blocks, duration));
+  return Json{{"files_put_bytes_per_s", files["put_bytes_per_s"]},
+              {"files_get_bytes_per_s", files["get_bytes_per_s"]},
+              {"plain_put_bytes_per_s", plain["put_bytes_per_s"]},
               {"plain_get_bytes_per_s", plain["get_bytes_per_s"]},
               {"blob_put_bytes_per_s", blob["put_bytes_per_s"]},
               {"blob_get_bytes_per_s", blob["get_bytes_per_s"]}};
+}
+
+// write(2) of `size` bytes to a new file and fdatasync(2), then the file deleted: the
+// filesystem's pace for one block made durable, the ceiling of any store on it.
+Result<Json> FileWriteSyncTask(const Json& task) {
+  const std::string dir = task.at("dir").get<std::string>();
+  const uint64_t size = task.value("size", uint64_t{64} << 20);
+  std::filesystem::create_directories(dir);
+  const std::vector<std::byte> data = PatternBytes(size);
+  int next = 0;
+  BM_ASSIGN_OR_RETURN(Timed writes, RunTimed(DurationOf(task), [&]() -> Status {
+                        const std::string path = dir + "/block-" + std::to_string(next++ % 4);
+                        const int fd =
+                            ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+                        if (fd < 0) return InternalError(path + ": " + std::strerror(errno));
+                        size_t done = 0;
+                        while (done < data.size()) {
+                          const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+                          if (n <= 0) {
+                            ::close(fd);
+                            return InternalError("write " + path + ": " + std::strerror(errno));
+                          }
+                          done += static_cast<size_t>(n);
+                        }
+                        const bool synced = ::fdatasync(fd) == 0;
+                        ::close(fd);
+                        if (!synced) return InternalError("fdatasync " + path);
+                        return Status::Ok();
+                      }));
+  std::filesystem::remove_all(dir);
+  return Json{{"write_bytes_per_s", writes.per_second() * static_cast<double>(size)},
+              {"write_ops", writes.ops}};
 }
 
 }  // namespace bm::bench

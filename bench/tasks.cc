@@ -15,6 +15,7 @@ Result<Json> RunClientTask(const Json& task) {
       {"bm_small_gets", &BlockmgrSmallGetsTask},
       {"bm_big_block", &BlockmgrBigBlockTask},
       {"disk_store_formats", &DiskStoreFormatsTask},
+      {"file_write_sync", &FileWriteSyncTask},
       {"master_load", &MasterLoadTask},
       {"worker_gets", &WorkerGetsTask},
       {"bm_put_many", &BlockmgrPutManyTask},

@@ -46,6 +46,7 @@ Result<Json> BlockmgrLookupsTask(const Json& task);
 Result<Json> BlockmgrBigBlockTask(const Json& task);
 // The worker's disk store in this process ("dir", "size"): plain values against blob files.
 Result<Json> DiskStoreFormatsTask(const Json& task);
+Result<Json> FileWriteSyncTask(const Json& task);
 // bm-master ("master", "master_pid", "counts", "batch"): a fake worker reports blocks.
 Result<Json> MasterLoadTask(const Json& task);
 // Redis ("port", "size", "ids"): SET then GET.

@@ -15,6 +15,11 @@ namespace {
 constexpr uint8_t kVersionMetaFormatNoToken = 2;
 constexpr uint8_t kVersionMetaFormatNoDigests = 3;
 constexpr uint8_t kVersionMetaFormat = 4;
+// Format 5 adds a flags byte after the token (kInFileFlag: the bytes are in a chunk file).
+// Written only for versions in chunk files, so a store whose blocks are all in RocksDB keeps
+// format 4 records, readable by workers from before chunk files.
+constexpr uint8_t kVersionMetaFormatFlags = 5;
+constexpr uint8_t kInFileFlag = 1;
 static_assert(kChunkBytes == kDigestUnitBytes, "a stored chunk is one digest unit");
 constexpr uint8_t kMetaFormat = 1;
 
@@ -114,9 +119,10 @@ uint64_t ChunkCount(uint64_t size, uint64_t chunk_bytes) {
 // first), the block id.
 std::string EncodeVersionMeta(const BlockId& id, const Meta& meta) {
   std::string out;
-  out.push_back(static_cast<char>(kVersionMetaFormat));
+  out.push_back(static_cast<char>(meta.in_file ? kVersionMetaFormatFlags : kVersionMetaFormat));
   PutMetaFields(out, meta);
   PutBigEndian(out, meta.version);
+  if (meta.in_file) out.push_back(static_cast<char>(kInFileFlag));
   BM_CHECK(meta.unit_digests.size() == meta.chunk_count);
   for (uint64_t digest : meta.unit_digests) PutBigEndian(out, digest);
   const std::string_view level = StorageLevelName(meta.level);
@@ -129,19 +135,20 @@ std::string EncodeVersionMeta(const BlockId& id, const Meta& meta) {
 std::optional<std::pair<BlockId, Meta>> DecodeVersionMeta(std::string_view in) {
   if (in.empty()) return std::nullopt;
   const uint8_t format = static_cast<uint8_t>(in[0]);
-  if (format != kVersionMetaFormat && format != kVersionMetaFormatNoDigests &&
-      format != kVersionMetaFormatNoToken) {
+  if (format != kVersionMetaFormatFlags && format != kVersionMetaFormat &&
+      format != kVersionMetaFormatNoDigests && format != kVersionMetaFormatNoToken) {
     return std::nullopt;
   }
-  if (in.size() < kMetaFixedBytes) return std::nullopt;
   const size_t token_bytes = format == kVersionMetaFormatNoToken ? 0 : 8;
+  const size_t flags_bytes = format == kVersionMetaFormatFlags ? 1 : 0;
+  const size_t digests_at = kMetaFixedBytes + token_bytes + flags_bytes;
+  if (in.size() < digests_at) return std::nullopt;
+  const bool digested = format == kVersionMetaFormat || format == kVersionMetaFormatFlags;
   // The chunk count comes before any digest, so the digests' size is known from it.
   const uint64_t chunk_count = GetBigEndian(in.substr(17));
-  if (format == kVersionMetaFormat && chunk_count > (in.size() - kMetaFixedBytes) / 8) {
-    return std::nullopt;
-  }
-  const size_t digest_bytes = format == kVersionMetaFormat ? chunk_count * 8 : 0;
-  const size_t level_at = kMetaFixedBytes + token_bytes + digest_bytes;
+  if (digested && chunk_count > (in.size() - digests_at) / 8) return std::nullopt;
+  const size_t digest_bytes = digested ? chunk_count * 8 : 0;
+  const size_t level_at = digests_at + digest_bytes;
   if (in.size() < level_at + 1) return std::nullopt;
   const size_t level_size = static_cast<uint8_t>(in[level_at]);
   if (in.size() < level_at + 1 + level_size) return std::nullopt;
@@ -149,10 +156,15 @@ std::optional<std::pair<BlockId, Meta>> DecodeVersionMeta(std::string_view in) {
   Result<BlockId> id = BlockId::Parse(in.substr(level_at + 1 + level_size));
   if (!meta.has_value() || !id.ok()) return std::nullopt;
   if (token_bytes > 0) meta->version = GetBigEndian(in.substr(kMetaFixedBytes));
+  if (flags_bytes > 0) {
+    const uint8_t flags = static_cast<uint8_t>(in[kMetaFixedBytes + token_bytes]);
+    if ((flags & ~kInFileFlag) != 0) return std::nullopt;  // a flag this worker does not know
+    meta->in_file = (flags & kInFileFlag) != 0;
+  }
   if (digest_bytes > 0) {
     meta->unit_digests.reserve(chunk_count);
     for (uint64_t i = 0; i < chunk_count; ++i) {
-      meta->unit_digests.push_back(GetBigEndian(in.substr(kMetaFixedBytes + 8 + 8 * i)));
+      meta->unit_digests.push_back(GetBigEndian(in.substr(digests_at + 8 * i)));
     }
   }
   return std::pair{*id, *meta};

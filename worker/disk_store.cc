@@ -3,6 +3,8 @@
 #include <rocksdb/cache.h>
 #include <rocksdb/convenience.h>
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
+#include <rocksdb/file_system.h>
 #include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
@@ -16,11 +18,13 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "common/byte_size.h"
 #include "common/digest.h"
 #include "common/mutex.h"
 #include "common/protocol.h"
+#include "worker/chunk_files.h"
 #include "worker/commit_journal.h"
 #include "worker/disk_format.h"
 #include "worker/disk_index.h"
@@ -162,12 +166,18 @@ struct DiskStore::Impl {
   // Generations [first, second) whose records the last start-up scan could not read (a table
   // block failed RocksDB's checksum): versions committed there are lost to corruption.
   std::vector<std::pair<uint64_t, uint64_t>> unreadable_generations;
+  // The chunk files beside the database (set by Open()).
+  std::unique_ptr<disk::ChunkFiles> files;
+  // Versions the last open dropped because their chunk file was missing or short: generation
+  // -> why (the journal check names them lost with it).
+  std::map<uint64_t, std::string> damaged_files;
 };
 
 DiskStore::DiskStore(std::string dir, DiskStoreOptions options)
     : dir_(std::move(dir)),
       limit_(options.limit_bytes),
       format_(options.format),
+      chunk_file_min_bytes_(options.chunk_file_min_bytes),
       probe_(options.space_probe != nullptr ? std::move(options.space_probe)
                                             : MakeStatvfsProbe(dir_)),
       env_(options.env),
@@ -198,6 +208,11 @@ Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir,
   BM_ASSIGN_OR_RETURN(FilesystemSpace space, store->MeasureSpace());
   store->write_buffer_bytes_ = WriteBufferBytesFor(space.total_bytes);
   store->headroom_ = HeadroomFor(space.total_bytes);
+  rocksdb::FileSystem* fs = store->env_ != nullptr ? store->env_->GetFileSystem().get()
+                                                   : rocksdb::FileSystem::Default().get();
+  store->impl_->files =
+      std::make_unique<disk::ChunkFiles>((std::filesystem::path(dir) / "chunks").string(), fs);
+  BM_RETURN_IF_ERROR(store->impl_->files->CreateDirectory());
   BM_RETURN_IF_ERROR(store->OpenDatabase());
   // Outside RocksDB's directory listing: RocksDB ignores files it did not name.
   BM_ASSIGN_OR_RETURN(
@@ -315,7 +330,51 @@ Status DiskStore::LoadIndex() {
         Written(db_->Write(impl_->write_options, &scan.garbage), "deleting disk store garbage"));
   }
   impl_->next_generation = std::max(impl_->next_generation, scan.max_generation + 1);
+  CheckChunkFiles();
   return Status::Ok();
+}
+
+void DiskStore::CheckChunkFiles() {
+  impl_->damaged_files.clear();
+  Result<std::map<uint64_t, uint64_t>> files = impl_->files->List();
+  if (!files.ok()) {
+    // Every version in a file would fail its reads one by one; say why once.
+    spdlog::error("disk store {}: {}", dir_, files.status().ToString());
+    files = std::map<uint64_t, uint64_t>{};
+  }
+  std::vector<BlockId> damaged;
+  std::set<uint64_t> owned;
+  for (const auto& [id, meta] : impl_->index.versions()) {
+    if (!meta.in_file) continue;
+    owned.insert(meta.generation);
+    auto file = files->find(meta.generation);
+    std::string why;
+    if (file == files->end()) {
+      why = "its chunk file " + impl_->files->PathOf(meta.generation) + " is missing";
+    } else if (file->second < meta.size) {
+      why = "its chunk file " + impl_->files->PathOf(meta.generation) + " holds " +
+            std::to_string(file->second) + " of its " + std::to_string(meta.size) + " bytes";
+    } else {
+      continue;
+    }
+    spdlog::error("disk store {}: block {} generation {} is lost: {}", dir_, id.ToString(),
+                  meta.generation, why);
+    impl_->damaged_files[meta.generation] =
+        "generation " + std::to_string(meta.generation) + " is damaged on disk: " + why;
+    damaged.push_back(id);
+  }
+  // Dropped before the journal check, which names them lost (with the reason above).
+  for (const BlockId& id : damaged) DropUnserved(id);
+  for (const auto& [generation, size] : *files) {
+    impl_->next_generation = std::max(impl_->next_generation, generation + 1);
+    if (owned.contains(generation) || !impl_->read_only_reason.empty()) continue;
+    // A write cut short (by a crash, or by this reopen), or a version whose meta is gone.
+    spdlog::info("disk store {}: deleting chunk file {} ({} bytes), which no block owns", dir_,
+                 impl_->files->PathOf(generation), size);
+    if (Status s = impl_->files->Delete(generation); !s.ok()) {
+      spdlog::warn("disk store {}: {}", dir_, s.ToString());
+    }
+  }
 }
 
 Result<std::unique_ptr<DiskWriter>> DiskStore::BeginWrite(const BlockId& id, StorageLevel level,
@@ -351,10 +410,47 @@ Result<std::unique_ptr<DiskWriter>> DiskStore::BeginWrite(const BlockId& id, Sto
     fits = fits_filesystem();
   }
   BM_RETURN_IF_ERROR(fits);
-  impl_->claimed_bytes += total_size;  // no wrap: total_size fits in what is free
   const uint64_t generation = impl_->next_generation++;
+  std::unique_ptr<disk::ChunkFileWriter> file;
+  if (total_size > 0 && total_size >= chunk_file_min_bytes_) {
+    Result<std::unique_ptr<disk::ChunkFileWriter>> created = impl_->files->Create(generation);
+    BM_RETURN_IF_ERROR(
+        FileWritten(created.status(), "creating the chunk file of block " + id.ToString()));
+    file = std::move(created).value();
+  }
+  impl_->claimed_bytes += total_size;  // no wrap: total_size fits in what is free
   return std::unique_ptr<DiskWriter>(std::make_unique<DiskStoreWriter>(
-      *this, id, level, total_size, generation, version, impl_->opening));
+      *this, id, level, total_size, generation, version, impl_->opening, std::move(file)));
+}
+
+Status DiskStore::FileWritten(Status s, const std::string& what) {
+  if (s.ok()) return s;
+  EnterReadOnly(what + " failed: " + s.message());
+  return s;
+}
+
+Status DiskStore::AppendToFile(disk::ChunkFileWriter& file, std::span<const std::byte> bytes,
+                               uint64_t opening, const std::string& what) {
+  BM_RETURN_IF_ERROR(WritableSince(opening, what));
+  return FileWritten(file.Append(bytes), "writing " + what);
+}
+
+Status DiskStore::FinishFile(disk::ChunkFileWriter& file, uint64_t opening,
+                             const std::string& what) {
+  BM_RETURN_IF_ERROR(WritableSince(opening, what));
+  return FileWritten(file.Close(), "writing " + what);
+}
+
+void DiskStore::ForgetVersionBytes(const BlockId& id, const Meta& meta) {
+  if (meta.in_file) {
+    // Its meta is gone: a crash before this leaves the file to the next open's sweep.
+    if (Status s = impl_->files->Delete(meta.generation); !s.ok()) {
+      spdlog::warn("disk store {}: {} (the next open deletes it)", dir_, s.ToString());
+    }
+    return;
+  }
+  impl_->removed_ranges.push_back(disk::VersionRange(id, meta));
+  impl_->reclaimable_bytes = SaturatingAdd(impl_->reclaimable_bytes, meta.size);
 }
 
 Status DiskStore::WritableSince(uint64_t opening, const std::string& what) {
@@ -387,18 +483,22 @@ Status DiskStore::CommitVersion(const BlockId& id, const disk::Meta& meta,
   const Meta* old = impl_->index.Find(id);
   if (old != nullptr) disk::DeleteVersion(batch, id, *old);
   BM_RETURN_IF_ERROR(Written(db_->Write(impl_->write_options, &batch), "committing " + what));
-  if (std::optional<Meta> replaced = impl_->index.Put(id, meta)) {
-    impl_->removed_ranges.push_back(disk::VersionRange(id, *replaced));
-    impl_->reclaimable_bytes = SaturatingAdd(impl_->reclaimable_bytes, replaced->size);
-  }
+  if (std::optional<Meta> replaced = impl_->index.Put(id, meta)) ForgetVersionBytes(id, *replaced);
   journal_->RecordCommitted(id, meta.generation);
   impl_->claimed_bytes -= meta.size;
   return Status::Ok();
 }
 
 void DiskStore::AbandonWrite(uint64_t generation, uint64_t claimed, uint64_t chunks_written,
-                             const std::string& what) {
+                             bool in_file, const std::string& what) {
   impl_->claimed_bytes -= claimed;
+  if (in_file) {
+    // No meta names it: deleted now, or by the next open's sweep if this fails (or crashes).
+    if (Status s = impl_->files->Delete(generation); !s.ok()) {
+      spdlog::warn("disk store {}: abandoned {}: {}", dir_, what, s.ToString());
+    }
+    return;
+  }
   // A read-only store leaves them: the chunks have no meta, so the next open deletes them.
   if (chunks_written == 0 || !Writable().ok()) return;
   Status s = Written(db_->DeleteRange(impl_->write_options, db_->DefaultColumnFamily(),
@@ -471,6 +571,7 @@ Result<DiskRead> DiskStore::ReadVersion(const BlockId& id, uint64_t generation, 
   DiskRead read{meta.size, meta.generation, meta.level, {}, {}};
   const uint64_t length = std::min(max_length, meta.size - offset);
   if (length == 0) return read;
+  if (meta.in_file) return ReadFileVersion(id, meta, offset, length, check);
 
   const uint64_t end = offset + length;
   const uint64_t first = offset / meta.chunk_bytes;
@@ -528,6 +629,46 @@ Result<DiskRead> DiskStore::ReadVersion(const BlockId& id, uint64_t generation, 
   return read;
 }
 
+Result<DiskRead> DiskStore::ReadFileVersion(const BlockId& id, const Meta& meta, uint64_t offset,
+                                            uint64_t length, ChunkCheck check) {
+  DiskRead read{meta.size, meta.generation, meta.level, {}, {}};
+  const uint64_t first = offset / meta.chunk_bytes;
+  const uint64_t last = (offset + length - 1) / meta.chunk_bytes;
+  // Without a reader that checks, this read checks: whole units are read and hashed against
+  // their digests (as RocksDB's checksum covered table blocks), then cut to the range.
+  const bool checked_here = check == ChunkCheck::kAlways;
+  const uint64_t from = checked_here ? first * meta.chunk_bytes : offset;
+  const uint64_t to =
+      checked_here ? std::min<uint64_t>((last + 1) * meta.chunk_bytes, meta.size) : offset + length;
+  Result<std::vector<ChunkPtr>> chunks = impl_->files->Read(meta.generation, from, to - from);
+  if (!chunks.ok()) {
+    if (chunks.status().code() == StatusCode::kDataLoss) {
+      return DropCorrupt(id, chunks.status().message());
+    }
+    return chunks.status();
+  }
+  if (checked_here) {
+    for (uint64_t i = first; i <= last; ++i) {
+      const ChunkPtr& chunk = (*chunks)[i - first];
+      if (DigestOf(chunk->bytes()) != meta.unit_digests[i]) {
+        return DropCorrupt(id, "unit " + std::to_string(i) + " of its chunk file " +
+                                   impl_->files->PathOf(meta.generation) +
+                                   " does not match its digest");
+      }
+      const uint64_t unit_start = i * meta.chunk_bytes;
+      const uint64_t begin = std::max(offset, unit_start) - unit_start;
+      const uint64_t end = std::min(offset + length, unit_start + chunk->size()) - unit_start;
+      read.chunks.push_back(
+          begin == 0 && end == chunk->size() ? chunk : SliceChunk(chunk, begin, end - begin));
+    }
+  } else {
+    read.chunks = std::move(chunks).value();
+  }
+  read.unit_digests.assign(meta.unit_digests.begin() + static_cast<ptrdiff_t>(first),
+                           meta.unit_digests.begin() + static_cast<ptrdiff_t>(last) + 1);
+  return read;
+}
+
 std::optional<BlockStatus> DiskStore::Find(const BlockId& id) const {
   return impl_->index.StatusOf(id);
 }
@@ -544,8 +685,7 @@ Status DiskStore::Remove(const BlockId& id) {
         Written(db_->Write(impl_->write_options, &batch), "removing block " + id.ToString()).ok();
   }
   if (deleted) {
-    impl_->removed_ranges.push_back(disk::VersionRange(id, meta));
-    impl_->reclaimable_bytes = SaturatingAdd(impl_->reclaimable_bytes, meta.size);
+    ForgetVersionBytes(id, meta);
   } else {
     // Nothing may be written (or the write just failed, making the store read-only): hide it
     // now, delete it once writable (TryRecover). The journal line below keeps the removal
@@ -639,8 +779,7 @@ void DiskStore::DropUnserved(const BlockId& id) {
   rocksdb::WriteBatch batch;
   disk::DeleteVersion(batch, id, meta);
   if (Written(db_->Write(impl_->write_options, &batch), "removing block " + id.ToString()).ok()) {
-    impl_->removed_ranges.push_back(disk::VersionRange(id, meta));
-    impl_->reclaimable_bytes = SaturatingAdd(impl_->reclaimable_bytes, meta.size);
+    ForgetVersionBytes(id, meta);
   } else {
     impl_->hidden_removals.emplace_back(id, meta);
   }
@@ -680,6 +819,8 @@ Status DiskStore::CorruptStoredByte(const BlockId& id, uint64_t offset) {
                                 id.ToString() + " (" + std::to_string(meta.size) + " bytes)");
   }
   BM_RETURN_IF_ERROR(Writable());
+  // In place, under the reads' feet: chunks already read out are copies and stay as they were.
+  if (meta.in_file) return impl_->files->FlipByte(meta.generation, offset);
   const std::string key = disk::ChunkKeyOf(id, meta, offset / meta.chunk_bytes);
   std::string value;
   BM_RETURN_IF_ERROR(FromRocks(db_->Get(impl_->read_options, key, &value),
@@ -701,6 +842,16 @@ void DiskStore::CheckAgainstJournal(const std::map<BlockId, uint64_t>& committed
                                     const std::map<BlockId, uint64_t>& removed, const char* when) {
   disk::JournalVerdict verdict =
       disk::CheckJournal(committed, removed, impl_->index, impl_->unreadable_generations);
+  // Versions dropped for a damaged chunk file (CheckChunkFiles): lost to that, not to the log.
+  for (LostBlock& block : verdict.lost) {
+    auto committed_at = committed.find(block.id);
+    if (committed_at == committed.end()) continue;
+    auto damaged = impl_->damaged_files.find(committed_at->second);
+    if (damaged == impl_->damaged_files.end()) continue;
+    block.reason = damaged->second;
+    ++verdict.corrupt;
+  }
+  impl_->damaged_files.clear();
   // Removed while the store was read-only, then a restart before it could delete them.
   for (const BlockId& id : verdict.removed_earlier) {
     spdlog::info("disk store: block {} was removed before the restart; deleting it", id.ToString());

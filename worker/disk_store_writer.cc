@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "worker/chunk_files.h"
 #include "worker/disk_format.h"
 #include "worker/disk_store.h"
 
@@ -9,14 +10,16 @@ namespace bm {
 
 DiskStoreWriter::DiskStoreWriter(DiskStore& store, const BlockId& id, StorageLevel level,
                                  uint64_t total_size, uint64_t generation, uint64_t version,
-                                 uint64_t opening)
+                                 uint64_t opening, std::unique_ptr<disk::ChunkFileWriter> file)
     : store_(store),
       id_(id),
       level_(level),
       total_size_(total_size),
       generation_(generation),
       version_(version),
-      opening_(opening) {}
+      opening_(opening),
+      file_(std::move(file)),
+      in_file_(file_ != nullptr) {}
 
 DiskStoreWriter::~DiskStoreWriter() { Abandon(); }
 
@@ -30,6 +33,11 @@ Status DiskStoreWriter::Append(std::span<const std::byte> bytes) {
   }
   appended_ += bytes.size();
   digester_.Update(bytes);
+  if (in_file_) {
+    Status s = store_.AppendToFile(*file_, bytes, opening_, Describe());
+    if (!s.ok()) Abandon();
+    return s;
+  }
   while (!bytes.empty()) {
     // A whole chunk that is not the block's last goes straight from the caller's bytes.
     if (buffer_.empty() && bytes.size() >= kChunkBytes && !IsLastChunk()) {
@@ -62,6 +70,14 @@ Status DiskStoreWriter::Commit() {
     return InvalidArgumentError(Describe() + ": only " + std::to_string(appended_) + " of " +
                                 std::to_string(total_size_) + " bytes were written");
   }
+  if (in_file_) {
+    // Every byte is in the file before the meta that names it is committed.
+    if (Status s = store_.FinishFile(*file_, opening_, Describe()); !s.ok()) {
+      Abandon();
+      return s;
+    }
+    next_chunk_ = disk::ChunkCount(total_size_, kChunkBytes);
+  }
   disk::Meta meta{level_,
                   total_size_,
                   generation_,
@@ -69,7 +85,8 @@ Status DiskStoreWriter::Commit() {
                   static_cast<uint32_t>(kChunkBytes),
                   /*legacy=*/false,
                   version_,
-                  digester_.Finish().units};
+                  digester_.Finish().units,
+                  in_file_};
   BM_CHECK(meta.chunk_count == disk::ChunkCount(total_size_, kChunkBytes));
   Status s = store_.CommitVersion(id_, meta, buffer_, opening_, Describe());
   if (!s.ok()) {
@@ -95,7 +112,8 @@ void DiskStoreWriter::Abandon() {
   if (state_ != State::kWriting) return;
   state_ = State::kAbandoned;
   std::vector<std::byte>().swap(buffer_);
-  store_.AbandonWrite(generation_, total_size_, next_chunk_, Describe());
+  file_.reset();  // closed before it is deleted
+  store_.AbandonWrite(generation_, total_size_, next_chunk_, in_file_, Describe());
 }
 
 std::string DiskStoreWriter::Describe() const {

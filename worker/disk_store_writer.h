@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -16,11 +17,16 @@
 namespace bm {
 
 class DiskStore;
+namespace disk {
+class ChunkFileWriter;
+}  // namespace disk
 
 // A DiskStore's DiskWriter: cuts the appended bytes into chunks of kChunkBytes, digests them,
 // and hands them to the store, which writes them under the write's generation
 // (DiskStore::PutChunk, CommitVersion). The last chunk waits for Commit(), which writes it in
-// one batch with the version's meta.
+// one batch with the version's meta. A write given a chunk file (a block of
+// DiskStoreOptions::chunk_file_min_bytes or more) appends every byte to that file instead, and
+// Commit() closes it before committing the meta alone.
 //
 // States: writing -> committed, or writing -> abandoned (failed append, failed commit or
 // destroyed uncommitted). Only a writing writer holds claimed space and may own chunks on disk.
@@ -30,7 +36,8 @@ class DiskStore;
 class DiskStoreWriter final : public DiskWriter {
  public:
   DiskStoreWriter(DiskStore& store, const BlockId& id, StorageLevel level, uint64_t total_size,
-                  uint64_t generation, uint64_t version, uint64_t opening);
+                  uint64_t generation, uint64_t version, uint64_t opening,
+                  std::unique_ptr<disk::ChunkFileWriter> file = nullptr);
   ~DiskStoreWriter() override;
 
   Status Append(std::span<const std::byte> bytes) override;
@@ -59,6 +66,9 @@ class DiskStoreWriter final : public DiskWriter {
   uint64_t next_chunk_ = 0;        // chunks [0, next_chunk_) are in the database
   std::vector<std::byte> buffer_;  // bytes of chunk next_chunk_, at most kChunkBytes
   BlockDigester digester_;         // of every byte appended
+  // The version's chunk file, or null when its bytes go to RocksDB records.
+  std::unique_ptr<disk::ChunkFileWriter> file_;
+  const bool in_file_;
 };
 
 }  // namespace bm

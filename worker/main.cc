@@ -1,6 +1,7 @@
 // bm-worker: wires the worker's stores and server to the command line, logging and signals.
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -49,6 +50,7 @@ struct Flags {
   int failed_disks_tolerated = -1;
   std::string disk_limit_text = "0";
   std::string spill_backlog_text = "0";
+  std::string chunk_file_min_text = "64KiB";
   std::string id;
   std::string advertise;
   std::string host_label;
@@ -104,6 +106,10 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "Failed disks the worker keeps serving with (their blocks reported lost); it "
                  "stops (exit 3) when more fail. -1 = keep serving while one disk works")
       ->check(CLI::Range(-1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--disk-chunk-file-min", f.chunk_file_min_text,
+                 "Disk blocks of at least this size keep their bytes in a file of their own "
+                 "beside RocksDB, out of its write-ahead log; \"off\": every block in RocksDB")
       ->capture_default_str();
   app.add_option("--spill-backlog", f.spill_backlog_text,
                  "How far evicted blocks waiting to be spilled may run the RAM held past "
@@ -188,6 +194,7 @@ struct Sizes {
   std::vector<bm::DiskDirSpec> disks;  // each with its limit (--disk-limit when it gives none)
   uint64_t spill_backlog = 0;
   uint64_t read_ahead = 0;
+  uint64_t chunk_file_min = 0;
 };
 
 // kInvalidArgument (the usage error to print) when a flag is wrong.
@@ -205,6 +212,15 @@ bm::Result<Sizes> CheckFlags(const Flags& f) {
   bm::Result<uint64_t> read_ahead = bm::ParseByteSize(f.read_ahead_text);
   if (!read_ahead.ok()) {
     return bm::InvalidArgumentError("--read-ahead: " + read_ahead.status().message());
+  }
+  uint64_t chunk_file_min = UINT64_MAX;
+  if (f.chunk_file_min_text != "off") {
+    bm::Result<uint64_t> parsed = bm::ParseByteSize(f.chunk_file_min_text);
+    if (!parsed.ok()) {
+      return bm::InvalidArgumentError("--disk-chunk-file-min: " + parsed.status().message() +
+                                      " (or \"off\")");
+    }
+    chunk_file_min = std::max<uint64_t>(*parsed, 1);
   }
   // One master, or several (standby masters) separated by commas, or ZooKeeper, or both.
   if (f.master.empty() && f.zookeeper.empty()) {
@@ -267,7 +283,8 @@ bm::Result<Sizes> CheckFlags(const Flags& f) {
     return bm::InvalidArgumentError("--key and --master-key go together");
   }
 
-  return Sizes{*memory, *disk_limit, std::move(disks), *spill_backlog, *read_ahead};
+  return Sizes{*memory, *disk_limit, std::move(disks), *spill_backlog, *read_ahead,
+               chunk_file_min};
 }
 
 // How long the worker's ZooKeeper session outlives a silence: a reader's session, so its
@@ -321,7 +338,11 @@ int Run(const Flags& f, const Sizes& sizes) {
   std::vector<bm::DiskSlot> disks;
   std::string disk_summary;
   for (const bm::DiskDirSpec& spec : sizes.disks) {
-    bm::Result<std::unique_ptr<bm::DiskStore>> disk = bm::DiskStore::Open(spec.path, spec.limit);
+    bm::DiskStoreOptions disk_options;
+    disk_options.limit_bytes = spec.limit;
+    disk_options.chunk_file_min_bytes = sizes.chunk_file_min;
+    bm::Result<std::unique_ptr<bm::DiskStore>> disk =
+        bm::DiskStore::Open(spec.path, std::move(disk_options));
     if (!disk.ok()) {
       std::fprintf(stderr, "bm-worker: cannot open disk store in %s: %s\n", spec.path.c_str(),
                    disk.status().message().c_str());

@@ -64,7 +64,8 @@ std::string FlushedTableFile(const std::string& disk_dir) {
 }
 
 // Flips one byte of chunk 0 of `block` in a stopped worker's database, through RocksDB (so its
-// own checksums still pass: only the block's digests can tell).
+// own checksums still pass: only the block's digests can tell), or in its chunk file when its
+// meta (format 5) says the bytes are there.
 void CorruptFirstChunk(const std::string& disk_dir, const std::string& block) {
   rocksdb::DB* raw = nullptr;
   rocksdb::Status opened = rocksdb::DB::Open(rocksdb::Options(), disk_dir, &raw);
@@ -79,6 +80,23 @@ void CorruptFirstChunk(const std::string& disk_dir, const std::string& block) {
     }
   }
   ASSERT_FALSE(meta_key.empty()) << block;
+  std::string meta;
+  ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), meta_key, &meta).ok());
+  if (meta[0] == 5) {
+    char name[17];
+    uint64_t generation = 0;
+    for (size_t i = 1; i < 9; ++i) generation = (generation << 8) | uint8_t(meta_key[i]);
+    std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(generation));
+    const std::string path = disk_dir + "/chunks/" + name;
+    std::string bytes = ReadFile(path);
+    ASSERT_FALSE(bytes.empty()) << path;
+    const size_t at = std::min<size_t>(bytes.size(), 1 << 20) / 2;
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(at));
+    file.put(static_cast<char>(bytes[at] ^ 0x20));
+    ASSERT_TRUE(file.good());
+    return;
+  }
   const std::string chunk_key = meta_key + std::string(8, '\0');
   std::string value;
   ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), chunk_key, &value).ok());
@@ -229,7 +247,10 @@ TEST(IntegrityTest, AWorkerWithoutFaultInjectionRefusesToCorruptABlock) {
 TEST(IntegrityTest, ACorruptTableFileOfAStoppedWorkerCostsOnlyItsBlocksWhichAreRepaired) {
   LocalCluster cluster(/*heartbeat_timeout_seconds=*/30);
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(2));
+  // Every block's bytes in RocksDB's table files (not chunk files), where the damage goes.
+  const std::vector<std::string> in_tables = {"--disk-chunk-file-min", "off"};
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "", in_tables}));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w2", "64MiB", "", in_tables}));
   std::map<std::string, std::string> stored;
   for (int i = 0; i < 12; ++i) {
     const std::string id = "rdd_1_" + std::to_string(i);
@@ -265,8 +286,11 @@ TEST(IntegrityTest, ACorruptTableFileOfAStoppedWorkerCostsOnlyItsBlocksWhichAreR
 
   const std::string log_path = cluster.dir().Sub("w1.log");
   const size_t log_before = ReadFile(log_path).size();
-  ASSERT_NO_FATAL_FAILURE(
-      cluster.StartWorker({"w1", "64MiB", "", {"--scrub-rate", "100", "--http", "127.0.0.1:0"}}));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(
+      {"w1",
+       "64MiB",
+       "",
+       {"--scrub-rate", "100", "--http", "127.0.0.1:0", "--disk-chunk-file-min", "off"}}));
   std::string log;
   ASSERT_TRUE(WaitFor(
       [&] {

@@ -40,8 +40,14 @@ std::vector<std::byte> Concat(const std::vector<ChunkPtr>& chunks) {
   return data.Flatten();
 }
 
+// With every block's bytes in RocksDB records (chunk files off): these tests look at the
+// RocksDB layout, which small blocks and stores written before chunk files keep. Chunk files
+// are tested in disk_store_chunk_files_test.cc; the space tests below run with them on.
 std::unique_ptr<DiskStore> OpenStore(const std::string& dir, uint64_t limit = 0) {
-  Result<std::unique_ptr<DiskStore>> store = DiskStore::Open(dir, limit);
+  DiskStoreOptions options;
+  options.limit_bytes = limit;
+  options.chunk_file_min_bytes = UINT64_MAX;
+  Result<std::unique_ptr<DiskStore>> store = DiskStore::Open(dir, std::move(options));
   EXPECT_TRUE(store.ok()) << store.status().ToString();
   return store.ok() ? std::move(store).value() : nullptr;
 }

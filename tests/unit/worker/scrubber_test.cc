@@ -21,8 +21,11 @@ using namespace std::chrono_literals;
 
 class ScrubberTest : public ::testing::Test {
  protected:
-  void Open() {
-    Result<std::unique_ptr<DiskStore>> store = DiskStore::Open(dir_.Sub("db"), 0);
+  // `chunk_file_min_bytes` UINT64_MAX: every block's bytes in RocksDB records.
+  void Open(uint64_t chunk_file_min_bytes = DiskStoreOptions::kDefaultChunkFileMinBytes) {
+    DiskStoreOptions options;
+    options.chunk_file_min_bytes = chunk_file_min_bytes;
+    Result<std::unique_ptr<DiskStore>> store = DiskStore::Open(dir_.Sub("db"), std::move(options));
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(store).value();
   }
@@ -77,7 +80,7 @@ TEST_F(ScrubberTest, RateZeroIsOff) {
 // is found by the scrubber, dropped and reported lost; the others verify.
 TEST_F(ScrubberTest, FindsAndReportsABlockThatRottedOnDisk) {
   constexpr int kBlocks = 12;
-  ASSERT_NO_FATAL_FAILURE(Open());
+  ASSERT_NO_FATAL_FAILURE(Open(/*chunk_file_min_bytes=*/UINT64_MAX));
   ASSERT_NO_FATAL_FAILURE(WriteBlocks(kBlocks, kChunkBytes + 100));
   store_.reset();
   {  // Flush the write-ahead log into a table file, then damage the file's middle.
@@ -124,7 +127,7 @@ TEST_F(ScrubberTest, FindsAndReportsABlockThatRottedOnDisk) {
 // Bytes that went bad where RocksDB's checksums cannot see it (here a chunk rewritten through
 // RocksDB with one byte flipped) fail the block's own digests: found, dropped and reported.
 TEST_F(ScrubberTest, FindsAChunkThatNoLongerMatchesItsDigest) {
-  ASSERT_NO_FATAL_FAILURE(Open());
+  ASSERT_NO_FATAL_FAILURE(Open(/*chunk_file_min_bytes=*/UINT64_MAX));
   ASSERT_NO_FATAL_FAILURE(WriteBlocks(3, kChunkBytes + 100));
   const uint64_t generation = store_->Read(BlockId::Rdd(1, 1), 0, 1)->generation;
   store_.reset();
@@ -156,6 +159,39 @@ TEST_F(ScrubberTest, FindsAChunkThatNoLongerMatchesItsDigest) {
   EXPECT_FALSE(store_->Find(BlockId::Rdd(1, 1)).has_value());
   EXPECT_EQ(store_->block_count(), 2u);
   EXPECT_EQ(store_->corrupt_count(), 1u);
+}
+
+// A chunk file (blocks of 64 KiB or more) has no checksum of its own: a byte flipped in it on
+// disk fails the block's digests when the scrubber reads it.
+TEST_F(ScrubberTest, FindsAByteThatRottedInAChunkFile) {
+  ASSERT_NO_FATAL_FAILURE(Open());
+  ASSERT_NO_FATAL_FAILURE(WriteBlocks(3, 2 * kChunkBytes + 100));
+  const uint64_t generation = store_->Read(BlockId::Rdd(1, 2), 0, 1)->generation;
+  store_.reset();
+  char name[17];
+  std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(generation));
+  const std::string path = dir_.Sub("db") + "/chunks/" + name;
+  ASSERT_TRUE(std::filesystem::exists(path));
+  {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(static_cast<std::streamoff>(kChunkBytes + 7));
+    const char byte = static_cast<char>(file.get());
+    file.seekp(static_cast<std::streamoff>(kChunkBytes + 7));
+    file.put(static_cast<char>(byte ^ 0x01));
+    ASSERT_TRUE(file.good());
+  }
+  ASSERT_NO_FATAL_FAILURE(Open());
+  ASSERT_TRUE(store_->TakeLost().empty()) << "the file is whole: only its bytes are wrong";
+  Scrubber scrubber(*store_, 100 * kMiB);
+  scrubber.Step(now_);
+  now_ += 1s;
+  scrubber.Step(now_);
+  EXPECT_EQ(scrubber.stats().corrupt_found, 1u);
+  std::vector<LostBlock> lost = store_->TakeLost();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].id, BlockId::Rdd(1, 2));
+  EXPECT_FALSE(store_->Find(BlockId::Rdd(1, 2)).has_value());
+  EXPECT_EQ(store_->block_count(), 2u);
 }
 
 }  // namespace
