@@ -139,7 +139,7 @@ Status AuthorizeMasterRequest(bool secure, const std::optional<PeerIdentity>& ma
       // client key without one may not, as before tenants existed.
       if (peer->role == KeyRole::kAdmin) return Status::Ok();
       if (peer->role == KeyRole::kClient && !peer->tenant.empty()) return Status::Ok();
-      return Denied(*peer, which, "admin (or tenant client)");
+      return Denied(*peer, which, "admin");
     case Which::SET_QUOTA:
     case Which::DECOMMISSION_WORKER:
       if (peer->role == KeyRole::kAdmin) return Status::Ok();

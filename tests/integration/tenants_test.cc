@@ -176,13 +176,14 @@ TEST_F(TenantTest, TenantKeyCannotTouchAnotherTenantsRddUntilShared) {
   // Unshared: refused again, also by the worker that had let bob read.
   ASSERT_EQ(cluster_.BmctlAs("alice", {"unshare", "7", "bob"}).exit_code, 0);
   ExpectRefused(cluster_.BmctlAs("bob", {"get", "rdd_7_0"}), "bob", "rdd_7");
-  // The worker hears of it from the master: wait for that, bounded.
+  // The worker hears of it from the master (datasetAccess): wait for that, bounded.
   Status raw;
-  for (int i = 0; i < 100; ++i) {
-    raw = RawGet("bob", "w1", "rdd_7_0");
-    if (!raw.ok()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        raw = RawGet("bob", "w1", "rdd_7_0");
+        return !raw.ok();
+      },
+      seconds(5)));
   ExpectDenied(raw, "bob", "rdd_7");
 
   // The owner removes its own RDD.
@@ -211,7 +212,9 @@ TEST_F(TenantTest, AdminSeesAllAndKeysWithoutTenantWorkAsBefore) {
   CommandResult tenants = cluster_.Bmctl({"--json", "tenants"});
   ASSERT_EQ(tenants.exit_code, 0) << tenants.err;
   std::set<std::string> names;
-  for (const auto& entry : nlohmann::json::parse(tenants.out)) names.insert(entry["tenant"]);
+  for (const auto& entry : nlohmann::json::parse(tenants.out)) {
+    names.insert(entry["tenant"].get<std::string>());
+  }
   EXPECT_EQ(names, (std::set<std::string>{"alice", "bob", "default"}));
   CommandResult own_only = cluster_.BmctlAs("alice", {"--json", "tenants"});
   ASSERT_EQ(own_only.exit_code, 0) << own_only.err;
