@@ -2,6 +2,8 @@
 
 #include <iostream>
 
+#include "common/tenant.h"
+
 namespace bm {
 
 int BmctlCommand::RunLocally() {
@@ -11,7 +13,7 @@ int BmctlCommand::RunLocally() {
 
 int Fail(const Status& status) {
   std::cerr << "bmctl: " << status.ToString() << "\n";
-  return kExitFailure;
+  return IsQuotaExceeded(status) ? kExitQuotaExceeded : kExitFailure;
 }
 
 int FlushStdout() {

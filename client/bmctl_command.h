@@ -14,10 +14,12 @@
 
 namespace bm {
 
-// bmctl's exit codes: 0 success; 1 operational failure (one line on stderr); 2 usage error.
+// bmctl's exit codes: 0 success; 1 operational failure (one line on stderr); 2 usage error;
+// 3 a put refused because its tenant's quota is exceeded (README "Tenants, shares and quotas").
 constexpr int kExitSuccess = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
+constexpr int kExitQuotaExceeded = 3;
 
 // How a command prints, from the global options.
 struct OutputOptions {
@@ -50,7 +52,8 @@ class BmctlCommand {
   virtual int RunLocally();
 };
 
-// Prints "bmctl: <status>" on stderr; returns kExitFailure.
+// Prints "bmctl: <status>" on stderr; returns kExitFailure (kExitQuotaExceeded for a quota
+// refusal).
 int Fail(const Status& status);
 
 // Flushes stdout; kExitSuccess, or kExitFailure (with the message) if writing failed.

@@ -15,6 +15,10 @@ std::vector<std::unique_ptr<BmctlCommand>> MakeBmctlCommands() {
   commands.push_back(MakeRmCommand());
   commands.push_back(MakeRmRddCommand());
   commands.push_back(MakeDecommissionCommand());
+  commands.push_back(MakeTenantsCommand());
+  commands.push_back(MakeShareCommand(false));
+  commands.push_back(MakeShareCommand(true));
+  commands.push_back(MakeQuotaCommand());
   commands.push_back(MakeKeygenCommand());
   return commands;
 }

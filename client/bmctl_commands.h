@@ -27,6 +27,10 @@ std::unique_ptr<BmctlCommand> MakeVerifyCommand();
 std::unique_ptr<BmctlCommand> MakeBlocksCommand();
 std::unique_ptr<BmctlCommand> MakeRmCommand();
 std::unique_ptr<BmctlCommand> MakeRmRddCommand();
+// bmctl_tenant_commands.cc
+std::unique_ptr<BmctlCommand> MakeShareCommand(bool unshare);
+std::unique_ptr<BmctlCommand> MakeQuotaCommand();
+std::unique_ptr<BmctlCommand> MakeTenantsCommand();
 // bmctl_keygen_command.cc
 std::unique_ptr<BmctlCommand> MakeKeygenCommand();
 

@@ -300,6 +300,39 @@ std::string RddsTable(const std::vector<RddInfo>& rdds) {
                      rows);
 }
 
+json TenantsToJson(const std::vector<TenantInfo>& tenants) {
+  json out = json::array();
+  for (const TenantInfo& tenant : tenants) {
+    out.push_back({{"tenant", tenant.tenant},
+                   {"memory_bytes", tenant.memory_bytes},
+                   {"disk_bytes", tenant.disk_bytes},
+                   {"memory_quota", tenant.memory_quota},
+                   {"disk_quota", tenant.disk_quota},
+                   {"reserved_bytes", tenant.reserved_bytes},
+                   {"datasets", tenant.datasets}});
+  }
+  return out;
+}
+
+std::string TenantsTable(const std::vector<TenantInfo>& tenants) {
+  std::vector<std::vector<std::string>> rows;
+  auto quota = [](uint64_t bytes) { return bytes == 0 ? std::string("-") : FormatBytes(bytes); };
+  for (const TenantInfo& tenant : tenants) {
+    rows.push_back({tenant.tenant, std::to_string(tenant.datasets),
+                    FormatBytes(tenant.memory_bytes), quota(tenant.memory_quota),
+                    FormatBytes(tenant.disk_bytes), quota(tenant.disk_quota),
+                    FormatBytes(tenant.reserved_bytes)});
+  }
+  return FormatTable({{"TENANT"},
+                      {"DATASETS", true},
+                      {"MEMORY", true},
+                      {"MEM QUOTA", true},
+                      {"DISK", true},
+                      {"DISK QUOTA", true},
+                      {"RESERVED", true}},
+                     rows);
+}
+
 std::string VerifyText(const std::vector<CopyCheck>& checks) {
   std::string text;
   for (const CopyCheck& check : checks) {

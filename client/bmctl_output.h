@@ -8,6 +8,8 @@
 //   workers    [{"id", "address", "memory_capacity", "memory_used", "disk_used", "blocks"}]
 //   rdds       [{"rdd", "cached_partitions", "memory_bytes", "disk_bytes", "workers": [ids]}]
 //   rm, rm-rdd {"removed"}
+//   tenants    [{"tenant", "memory_bytes", "disk_bytes", "memory_quota", "disk_quota",
+//                "reserved_bytes", "datasets"}]   (a quota of 0: none)
 //   put        {"block", "worker", "tier", "size"}
 // Sizes are numbers of bytes; tiers are "memory" / "disk"; levels are names like "MEMORY_ONLY".
 // Keys keep the order above (ordered_json) so the output reads like this list.
@@ -27,6 +29,7 @@ nlohmann::ordered_json BlocksToJson(const std::vector<BlockLocations>& blocks);
 nlohmann::ordered_json WorkersToJson(const std::vector<WorkerInfo>& workers);
 nlohmann::ordered_json RddsToJson(const std::vector<RddInfo>& rdds);
 nlohmann::ordered_json RemovedToJson(uint64_t removed);
+nlohmann::ordered_json TenantsToJson(const std::vector<TenantInfo>& tenants);
 nlohmann::ordered_json VerifyToJson(const std::vector<CopyCheck>& checks);
 nlohmann::ordered_json PutToJson(const BlockId& id, const PutResult& put);
 
@@ -36,6 +39,7 @@ std::string LocationsTable(const std::vector<BlockLocations>& blocks);
 std::string BlocksTable(const std::vector<BlockLocations>& blocks);
 std::string WorkersTable(const std::vector<WorkerInfo>& workers);
 std::string RddsTable(const std::vector<RddInfo>& rdds);
+std::string TenantsTable(const std::vector<TenantInfo>& tenants);
 // One line: "removed 3 blocks".
 std::string RemovedText(uint64_t removed);
 // One line per copy: block, worker, what its worker found.

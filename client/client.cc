@@ -24,6 +24,7 @@
 #include "common/leader_directory.h"
 #include "common/protocol.h"
 #include "common/replica_spread.h"
+#include "common/tenant.h"
 #include "common/transport.h"
 
 namespace bm {
@@ -182,8 +183,9 @@ Result<PutResult> Client::Impl::PutFrom(const BlockId& id, PieceSource& source, 
   // Placed from a kept worker list that no longer matched the cluster (a worker gone, full,
   // draining, or one named that joined since): place again from the master's list.
   const StatusCode code = put.status().code();
-  const bool placement_failed = code == StatusCode::kUnavailable ||
-                                code == StatusCode::kOutOfSpace || code == StatusCode::kNotFound;
+  // A tenant's quota is the same on every worker: placing again cannot help.
+  const bool placement_failed = code == StatusCode::kUnavailable || code == StatusCode::kNotFound ||
+                                (code == StatusCode::kOutOfSpace && !IsQuotaExceeded(put.status()));
   if (!placement_failed || !source.Restart()) return put;
   BM_ASSIGN_OR_RETURN(placement, PlacementWorkers(true));
   return PutOnce(id, source, level, options, std::move(placement.workers));
@@ -268,8 +270,10 @@ Result<PutResult> Client::Impl::PutOnce(const BlockId& id, PieceSource& source, 
         continue;
       }
       last = put.status();
+      // A tenant's quota refuses the put on every worker alike (common/tenant.h).
       const bool worker_refused =
-          last.code() == StatusCode::kUnavailable || last.code() == StatusCode::kOutOfSpace;
+          last.code() == StatusCode::kUnavailable ||
+          (last.code() == StatusCode::kOutOfSpace && !IsQuotaExceeded(last));
       // The kept worker list was wrong about this worker: the next put asks the master.
       if (worker_refused) placement_workers_.Clear();
       if (source.failed() || !worker_refused) return last;

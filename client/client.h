@@ -281,6 +281,15 @@ class Client {
   // new blocks, its blocks are copied elsewhere, then it exits and the master stops listing
   // it. kNotFound for an unknown worker.
   Status Decommission(const std::string& worker_id);
+  // Tenants (README "Tenants, shares and quotas"). Shares a dataset ("42", "rdd_42", or a
+  // non-RDD block id) read-only with another tenant, or stops: its owner's key or an admin's.
+  Status Share(const std::string& dataset, const std::string& tenant, bool unshare = false);
+  // A tenant's byte quotas across the cluster, every copy counted (0: no limit on that tier),
+  // or none at all: admin keys only.
+  Status SetQuota(const std::string& tenant, uint64_t memory_bytes, uint64_t disk_bytes);
+  Status RemoveQuota(const std::string& tenant);
+  // Every tenant with datasets or a quota (a client key: its own only), by name.
+  Result<std::vector<TenantInfo>> Tenants();
   // OK when the master answers within the timeout (for waiting until a master is up).
   Status PingMaster();
   // Every master this client knows of (its master addresses, and the leader they name), each

@@ -103,6 +103,20 @@ Result<std::vector<RddInfo>> Client::Rdds() { return impl_->Rdds(); }
 
 Status Client::Decommission(const std::string& worker_id) { return impl_->Decommission(worker_id); }
 
+Status Client::Share(const std::string& dataset, const std::string& tenant, bool unshare) {
+  return impl_->master().Share(dataset, tenant, unshare);
+}
+
+Status Client::SetQuota(const std::string& tenant, uint64_t memory_bytes, uint64_t disk_bytes) {
+  return impl_->master().SetQuota(tenant, memory_bytes, disk_bytes, false);
+}
+
+Status Client::RemoveQuota(const std::string& tenant) {
+  return impl_->master().SetQuota(tenant, 0, 0, true);
+}
+
+Result<std::vector<TenantInfo>> Client::Tenants() { return impl_->master().Tenants(); }
+
 Status Client::PingMaster() { return impl_->PingMaster(); }
 std::vector<MasterInfo> Client::Masters() { return impl_->Masters(); }
 

@@ -92,6 +92,8 @@ class Client::Impl : private MultiGet::Reads {
   Status Decommission(const std::string& worker_id);
   Status PingMaster();
   std::vector<MasterInfo> Masters();
+  // The master's requests that need nothing else of the client (tenants, shares, quotas).
+  MasterClient& master() { return master_; }
 
   // MultiGet::Reads: Get and Locations above, and:
   bool IsLocalAddress(const std::string& address) const override;

@@ -331,6 +331,48 @@ Status MasterClient::Decommission(const std::string& worker_id) {
   return CallForOk(message);
 }
 
+Status MasterClient::Share(const std::string& dataset, const std::string& tenant, bool unshare) {
+  capnp::MallocMessageBuilder message;
+  proto::ShareDataset::Builder share = message.initRoot<proto::Request>().initShareDataset();
+  share.setDataset(dataset);
+  share.setTenant(tenant);
+  share.setUnshare(unshare);
+  return CallForOk(message);
+}
+
+Status MasterClient::SetQuota(const std::string& tenant, uint64_t memory_bytes, uint64_t disk_bytes,
+                              bool remove) {
+  capnp::MallocMessageBuilder message;
+  proto::SetQuota::Builder quota = message.initRoot<proto::Request>().initSetQuota();
+  quota.setTenant(tenant);
+  quota.setMemoryBytes(memory_bytes);
+  quota.setDiskBytes(disk_bytes);
+  quota.setRemove(remove);
+  return CallForOk(message);
+}
+
+Result<std::vector<TenantInfo>> MasterClient::Tenants() {
+  capnp::MallocMessageBuilder message;
+  message.initRoot<proto::Request>().setListTenants();
+  BM_ASSIGN_OR_RETURN(IncomingMessage reply, Call(message));
+  std::vector<TenantInfo> out;
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::Reply::Reader r = reply.reply();
+    if (!r.isTenants()) return UnexpectedReply("master", "tenants");
+    for (proto::TenantInfo::Reader tenant : r.getTenants()) {
+      out.push_back(TenantInfo{.tenant = ToStdString(tenant.getTenant()),
+                               .memory_bytes = tenant.getMemoryBytes(),
+                               .disk_bytes = tenant.getDiskBytes(),
+                               .memory_quota = tenant.getMemoryQuota(),
+                               .disk_quota = tenant.getDiskQuota(),
+                               .reserved_bytes = tenant.getReservedBytes(),
+                               .datasets = tenant.getDatasets()});
+    }
+    return Status::Ok();
+  }));
+  return out;
+}
+
 Status MasterClient::Ping() {
   capnp::MallocMessageBuilder message;
   message.initRoot<proto::Request>().setPing();

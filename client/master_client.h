@@ -75,6 +75,10 @@ class MasterClient {
   Status RegisterRdd(uint64_t rdd_id, const std::string& name, StorageLevel level,
                      uint64_t total_partitions);
   Status Decommission(const std::string& worker_id);
+  Status Share(const std::string& dataset, const std::string& tenant, bool unshare);
+  Status SetQuota(const std::string& tenant, uint64_t memory_bytes, uint64_t disk_bytes,
+                  bool remove);
+  Result<std::vector<TenantInfo>> Tenants();
   Status Ping();
   // Asks each master known (the addresses given, and leaders they named) for masterInfo.
   std::vector<MasterInfo> Masters();

@@ -107,6 +107,17 @@ struct RddInfo {
   std::vector<std::string> workers;  // ids of the workers holding at least one of its blocks
 };
 
+// A tenant's bytes and quotas (README "Tenants, shares and quotas"): every copy counted.
+struct TenantInfo {
+  std::string tenant;
+  uint64_t memory_bytes = 0;
+  uint64_t disk_bytes = 0;
+  uint64_t memory_quota = 0;    // 0 = none
+  uint64_t disk_quota = 0;      // 0 = none
+  uint64_t reserved_bytes = 0;  // admitted puts not stored yet
+  uint64_t datasets = 0;        // owned
+};
+
 // Where a Put stored the block. The first copy's worker, address and tier, and every copy's
 // worker.
 struct PutResult {

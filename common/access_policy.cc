@@ -69,6 +69,16 @@ const char* RequestName(Which which) {
       return "masterInfo";
     case Which::LEADER_ELECTED:
       return "leaderElected";
+    case Which::CHECK_ACCESS:
+      return "checkAccess";
+    case Which::DATASET_ACCESS:
+      return "datasetAccess";
+    case Which::SHARE_DATASET:
+      return "shareDataset";
+    case Which::SET_QUOTA:
+      return "setQuota";
+    case Which::LIST_TENANTS:
+      return "listTenants";
   }
   return "this request";
 }
@@ -107,6 +117,7 @@ Status AuthorizeMasterRequest(bool secure, const std::optional<PeerIdentity>& ma
     case Which::REGISTER_WORKER:
     case Which::HEARTBEAT:
     case Which::REPORT_BLOCKS:
+    case Which::CHECK_ACCESS:
       if (peer->role == KeyRole::kWorker) return Status::Ok();
       return Denied(*peer, which, "worker");
     case Which::GET_LOCATIONS:
@@ -118,10 +129,18 @@ Status AuthorizeMasterRequest(bool secure, const std::optional<PeerIdentity>& ma
     case Which::ACQUIRE_COMPUTE:
     case Which::RENEW_COMPUTE:
     case Which::RELEASE_COMPUTE:
+    case Which::SHARE_DATASET:  // its owner only: the master checks the dataset's owner
+    case Which::LIST_TENANTS:   // a client key sees its own tenant only
       if (IsClientOrAdmin(peer->role)) return Status::Ok();
       return Denied(*peer, which, "client or admin");
     case Which::REMOVE_BLOCKS:
     case Which::REMOVE_RDD:
+      // A key with a tenant removes its tenant's datasets (the master checks the owner); a
+      // client key without one may not, as before tenants existed.
+      if (peer->role == KeyRole::kAdmin) return Status::Ok();
+      if (peer->role == KeyRole::kClient && !peer->tenant.empty()) return Status::Ok();
+      return Denied(*peer, which, "admin");
+    case Which::SET_QUOTA:
     case Which::DECOMMISSION_WORKER:
       if (peer->role == KeyRole::kAdmin) return Status::Ok();
       return Denied(*peer, which, "admin");
@@ -162,6 +181,7 @@ Status AuthorizeWorkerRequest(bool secure, const std::optional<PeerIdentity>& ma
     case Which::DECOMMISSION:
     case Which::SHUTDOWN:
     case Which::LEADER_ELECTED:
+    case Which::DATASET_ACCESS:
       if (peer->role == KeyRole::kMaster) return Status::Ok();
       return Denied(*peer, which, "the master's");
     default:

@@ -6,10 +6,13 @@
 //
 //   worker  register, heartbeat and report, only as the worker id its certificate names;
 //           serve replication (put and read blocks on other workers)
-//   client  put, get, locations, get-or-compute, register an RDD, lists
-//   admin   what a client may, plus remove blocks, remove an RDD, decommission a worker
+//   client  put, get, locations, get-or-compute, register an RDD, lists, share a dataset; with
+//           a tenant (common/tenant.h) also remove blocks and RDDs, its own only
+//   admin   what a client may, plus remove blocks, remove an RDD, decommission a worker, quotas
 //   master  (workers only take these from the master's key) removeBlocks, replicateBlock,
-//           decommission, shutdown
+//           decommission, shutdown, datasetAccess
+// Which datasets a client key may touch is the tenant rule's (common/tenant.h), checked by the
+// master and the workers once a request is allowed here.
 
 #include <optional>
 #include <string_view>

@@ -162,17 +162,26 @@ std::string Certificate::name() const {
 }
 
 std::string EncodeUserId(const PeerIdentity& peer) {
-  return std::string(KeyRoleName(peer.role)) + " " + peer.name + " " + peer.public_key;
+  std::string role = KeyRoleName(peer.role);
+  if (!peer.tenant.empty()) role += ":" + peer.tenant;
+  return role + " " + peer.name + " " + peer.public_key;
 }
 
 std::optional<PeerIdentity> DecodeUserId(std::string_view user_id) {
   const size_t first = user_id.find(' ');
   const size_t last = user_id.rfind(' ');
   if (first == std::string_view::npos || first == last) return std::nullopt;
-  Result<KeyRole> role = ParseKeyRole(std::string(user_id.substr(0, first)));
+  std::string_view role_part = user_id.substr(0, first);
+  std::string tenant;
+  if (const size_t colon = role_part.find(':'); colon != std::string_view::npos) {
+    tenant = std::string(role_part.substr(colon + 1));
+    role_part = role_part.substr(0, colon);
+    if (tenant.empty()) return std::nullopt;
+  }
+  Result<KeyRole> role = ParseKeyRole(std::string(role_part));
   if (!role.ok()) return std::nullopt;
   return PeerIdentity{*role, std::string(user_id.substr(first + 1, last - first - 1)),
-                      std::string(user_id.substr(last + 1))};
+                      std::string(user_id.substr(last + 1)), std::move(tenant)};
 }
 
 bool CurveAvailable() { return zmq_has("curve") != 0; }
@@ -272,6 +281,7 @@ Result<std::vector<Certificate>> LoadCertificateDir(const std::string& dir,
       continue;
     }
     cert->secret_key.clear();  // an allow-list needs public keys only
+    cert->path = entry.path().string();
     certs.push_back(std::move(cert).value());
   }
   return certs;

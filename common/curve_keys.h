@@ -40,6 +40,7 @@ struct ChannelSecurity {
 
 // One certificate as read from a file. `secret_key` is empty for a public certificate.
 struct Certificate {
+  std::string path;        // the file it was read from
   std::string public_key;  // Z85
   std::string secret_key;  // Z85; empty unless read from a _secret file
   std::map<std::string, std::string> metadata;
@@ -72,11 +73,13 @@ Result<std::vector<Certificate>> LoadCertificateDir(const std::string& dir,
 
 // Who sent a message, as the server's ZAP handler authenticated it. It travels from the ZAP
 // handler to the server as the connection's ZAP user id, "ROLE NAME PUBLIC-KEY" (Z85 has no
-// spaces), which libzmq attaches to every message received on that connection.
+// spaces), or "ROLE:TENANT NAME PUBLIC-KEY" for a key the allow-list gives a tenant
+// (common/tenant.h), which libzmq attaches to every message received on that connection.
 struct PeerIdentity {
   KeyRole role = KeyRole::kClient;
   std::string name;
   std::string public_key;
+  std::string tenant{};  // empty: the key names none (the default tenant)
 };
 std::string EncodeUserId(const PeerIdentity& peer);
 // nullopt for an empty or foreign user id.

@@ -6,6 +6,8 @@
 #include <array>
 #include <vector>
 
+#include "common/tenant.h"
+
 namespace bm {
 namespace {
 
@@ -57,7 +59,14 @@ Status ZapHandler::Reload() {
       continue;
     }
     if (*role == KeyRole::kMaster && cert.public_key != options_.master_public_key) continue;
-    allowed[cert.public_key] = PeerIdentity{*role, cert.name(), cert.public_key};
+    // A tenant file that does not parse leaves the key out: letting it in as the default
+    // tenant would hand it the default tenant's datasets.
+    Result<std::string> tenant = ReadTenantFile(cert.path);
+    if (!tenant.ok()) {
+      spdlog::warn("allow-list: skipped key {}: {}", cert.public_key, tenant.status().message());
+      continue;
+    }
+    allowed[cert.public_key] = PeerIdentity{*role, cert.name(), cert.public_key, *tenant};
   }
   if (!options_.master_public_key.empty()) {
     allowed[options_.master_public_key] =

@@ -24,7 +24,8 @@
 namespace bm {
 
 struct AllowListOptions {
-  // Folder of public certificates (*.key) allowed in, each with its role.
+  // Folder of public certificates (*.key) allowed in, each with its role, and the tenant a
+  // NAME.tenant file beside NAME.key names (common/tenant.h).
   std::string allow_dir;
   // The master's public key: the only key let in with the master role (a worker's handler
   // trusts it; the master's handler leaves it empty). A certificate in allow_dir claiming the

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <string>
 
+#include "common/tenant.h"
 #include "master/request_decoding.h"
 
 namespace bm {
@@ -100,8 +101,13 @@ void ClientQueries::ListWorkers(proto::Reply::Builder reply) const {
   }
 }
 
-Status ClientQueries::ListBlocks(proto::ListBlocks::Reader request,
-                                 proto::Reply::Builder reply) const {
+Status ClientQueries::ListBlocks(proto::ListBlocks::Reader request, proto::Reply::Builder reply,
+                                 const Visible& visible) const {
+  auto hide = [&](std::vector<BlockInfo>& blocks) {
+    if (visible) {
+      std::erase_if(blocks, [&](const BlockInfo& block) { return !visible(DatasetOf(block.id)); });
+    }
+  };
   std::vector<BlockInfo> blocks;
   if (request.getLimit() > 0) {
     std::optional<uint64_t> rdd_id;
@@ -116,9 +122,19 @@ Status ClientQueries::ListBlocks(proto::ListBlocks::Reader request,
       after = parsed;
     }
     const size_t limit = std::min<size_t>(request.getLimit(), kMaxBlockPage);
-    blocks = index_.ListPage(rdd_id, after, limit);
+    bool more = false;
+    // Another tenant's blocks are skipped: pages are read on until `limit` visible ones are
+    // found or the index ends, so `more` and the last id stay right for the lister.
+    while (true) {
+      std::vector<BlockInfo> read = index_.ListPage(rdd_id, after, limit - blocks.size());
+      more = read.size() == limit - blocks.size();
+      if (!read.empty()) after = read.back().id;
+      hide(read);
+      std::move(read.begin(), read.end(), std::back_inserter(blocks));
+      if (!more || blocks.size() == limit) break;
+    }
     proto::BlockPage::Builder page = reply.initBlockPage();
-    page.setMore(blocks.size() == limit);
+    page.setMore(more);
     auto out = page.initBlocks(blocks.size());
     for (size_t i = 0; i < blocks.size(); ++i) FillBlockLocations(blocks[i].id, blocks[i], out[i]);
     return Status::Ok();
@@ -133,13 +149,14 @@ Status ClientQueries::ListBlocks(proto::ListBlocks::Reader request,
     default:
       return InvalidArgumentError("unsupported listBlocks filter");
   }
+  hide(blocks);
   // TODO(scale): one reply holds every block; past ~100k blocks it nears the header limit.
   auto out = reply.initBlocks(blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i) FillBlockLocations(blocks[i].id, blocks[i], out[i]);
   return Status::Ok();
 }
 
-std::map<uint64_t, RddSummary> ClientQueries::CollectRdds() const {
+std::map<uint64_t, RddSummary> ClientQueries::CollectRdds(const Visible& visible) const {
   std::map<uint64_t, RddSummary> rdds;
   for (RddSummary& summary : index_.RddSummaries())
     rdds.emplace(summary.rdd_id, std::move(summary));
@@ -147,6 +164,10 @@ std::map<uint64_t, RddSummary> ClientQueries::CollectRdds() const {
     RddSummary empty;
     empty.rdd_id = rdd_id;
     rdds.try_emplace(rdd_id, std::move(empty));
+  }
+  if (visible) {
+    std::erase_if(
+        rdds, [&](const auto& entry) { return !visible(DatasetOf(BlockId::Rdd(entry.first, 0))); });
   }
   return rdds;
 }
@@ -167,18 +188,18 @@ void ClientQueries::FillRddInfo(uint64_t rdd_id, const RddSummary& summary,
   }
 }
 
-void ClientQueries::ListRdds(proto::Reply::Builder reply) const {
-  const std::map<uint64_t, RddSummary> rdds = CollectRdds();
+void ClientQueries::ListRdds(proto::Reply::Builder reply, const Visible& visible) const {
+  const std::map<uint64_t, RddSummary> rdds = CollectRdds(visible);
   auto out = reply.initRdds(rdds.size());
   size_t i = 0;
   for (const auto& [rdd_id, summary] : rdds) FillRddInfo(rdd_id, summary, out[i++]);
 }
 
-void ClientQueries::ListRddPage(proto::ListRdds::Reader request,
-                                proto::Reply::Builder reply) const {
+void ClientQueries::ListRddPage(proto::ListRdds::Reader request, proto::Reply::Builder reply,
+                                const Visible& visible) const {
   const uint32_t limit =
       request.getLimit() == 0 ? kRddsPerPage : std::min(request.getLimit(), kRddsPerPage);
-  const std::map<uint64_t, RddSummary> rdds = CollectRdds();
+  const std::map<uint64_t, RddSummary> rdds = CollectRdds(visible);
   auto from = rdds.lower_bound(request.getStartAt());
   const size_t left = static_cast<size_t>(std::distance(from, rdds.end()));
   const size_t count = std::min<size_t>(left, limit);

@@ -1,8 +1,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/block_id.h"
@@ -34,11 +36,16 @@ class ClientQueries {
         links_(links),
         rdd_descriptions_(rdd_descriptions) {}
 
+  // Which datasets (common/tenant.h) a list shows to the asker; null: all of them.
+  using Visible = std::function<bool(const std::string& dataset)>;
+
   Status GetLocations(proto::GetLocations::Reader request, proto::Reply::Builder reply);
   void ListWorkers(proto::Reply::Builder reply) const;
-  Status ListBlocks(proto::ListBlocks::Reader request, proto::Reply::Builder reply) const;
-  void ListRdds(proto::Reply::Builder reply) const;
-  void ListRddPage(proto::ListRdds::Reader request, proto::Reply::Builder reply) const;
+  Status ListBlocks(proto::ListBlocks::Reader request, proto::Reply::Builder reply,
+                    const Visible& visible = nullptr) const;
+  void ListRdds(proto::Reply::Builder reply, const Visible& visible = nullptr) const;
+  void ListRddPage(proto::ListRdds::Reader request, proto::Reply::Builder reply,
+                   const Visible& visible = nullptr) const;
 
   // Where the block is (no locations when `info` is empty), with each worker's address and key.
   void FillBlockLocations(const BlockId& id, const std::optional<BlockInfo>& info,
@@ -46,7 +53,7 @@ class ClientQueries {
 
  private:
   // RDDs with cached blocks, and registered ones with none cached (yet, or any more), by id.
-  std::map<uint64_t, RddSummary> CollectRdds() const;
+  std::map<uint64_t, RddSummary> CollectRdds(const Visible& visible) const;
   void FillRddInfo(uint64_t rdd_id, const RddSummary& summary, proto::RddInfo::Builder out) const;
 
   const Clock& clock_;

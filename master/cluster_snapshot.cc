@@ -54,6 +54,7 @@ ClusterSnapshot BuildClusterSnapshot(const MasterView& view) {
   }
   snapshot.rdds.reserve(rdds.size());
   for (auto& [id, rdd] : rdds) snapshot.rdds.push_back(std::move(rdd));
+  if (view.tenants) snapshot.tenants = view.tenants();
 
   for (const WorkerRecord& record : view.registry.List()) {
     snapshot.workers.push_back(WorkerStatus{

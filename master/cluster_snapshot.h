@@ -51,6 +51,7 @@ struct ClusterSnapshot {
   bool journaled = false;
   MasterRole role;
   MasterCounters counters;
+  std::vector<TenantUsage> tenants;  // by name
 };
 
 // Builds the snapshot on the loop thread. Scans the RDD blocks once (RddSummaries), so callers

@@ -44,12 +44,16 @@ constexpr std::string_view kWorkerPrefix = "w";
 constexpr std::string_view kLocationPrefix = "l";
 constexpr std::string_view kRddPrefix = "r";
 constexpr std::string_view kRetiredPrefix = "v";
+// "o" + dataset name -> JournalDataset: its owner and shares.
+constexpr std::string_view kDatasetPrefix = "o";
+// "q" + tenant name -> JournalQuota.
+constexpr std::string_view kQuotaPrefix = "q";
 // "p" + block id text -> be64(token) + be64(length ms) + holder: a compute lease held.
 constexpr std::string_view kLeasePrefix = "p";
 // A standby's position in its leader's records: be64(epoch) + be64(next sequence).
 constexpr std::string_view kFollowKey = "s";
 // Every record a snapshot carries (and a snapshot's receiver deletes first): the prefixes
-// above, which sort between these two keys ("l" < "r" < "v" < "w").
+// above, which sort between these two keys ("l" < "o" < "p" < "q" < "r" < "v" < "w").
 constexpr std::string_view kRecordsBegin = "l";
 constexpr std::string_view kRecordsEnd = "x";
 constexpr int kLevelCount = 6;
@@ -321,6 +325,36 @@ Result<JournalSnapshot> MasterJournal::Load(const LocationSink& on_location) {
   }
   BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading leases from the master journal " + dir_));
 
+  for (it->Seek(kDatasetPrefix); it->Valid() && it->key().starts_with(kDatasetPrefix); it->Next()) {
+    const std::string_view key = it->key().ToStringView();
+    DatasetAccess access;
+    const bool ok = ReadValue<journal::JournalDataset>(
+        it->value().ToStringView(), [&](journal::JournalDataset::Reader reader) {
+          access.owner = reader.getOwner();
+          for (capnp::Text::Reader name : reader.getReaders()) {
+            access.readers.emplace_back(name.cStr(), name.size());
+          }
+          access.generation = reader.getGeneration();
+        });
+    if (!ok || !IsValidTenantName(access.owner)) return corrupt(key, "a bad dataset record");
+    snapshot.datasets.emplace_back(std::string(key.substr(kDatasetPrefix.size())),
+                                   std::move(access));
+  }
+  BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading datasets from the master journal " + dir_));
+
+  for (it->Seek(kQuotaPrefix); it->Valid() && it->key().starts_with(kQuotaPrefix); it->Next()) {
+    const std::string_view key = it->key().ToStringView();
+    TenantQuota quota;
+    const bool ok = ReadValue<journal::JournalQuota>(it->value().ToStringView(),
+                                                     [&](journal::JournalQuota::Reader reader) {
+                                                       quota.memory = reader.getMemoryBytes();
+                                                       quota.disk = reader.getDiskBytes();
+                                                     });
+    if (!ok) return corrupt(key, "a bad quota record");
+    snapshot.quotas.emplace_back(std::string(key.substr(kQuotaPrefix.size())), quota);
+  }
+  BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading quotas from the master journal " + dir_));
+
   std::unordered_set<std::string_view> known_workers;
   for (const JournaledWorker& worker : snapshot.workers) known_workers.insert(worker.id);
   std::optional<std::string> worker_id;  // of the previous location: they come grouped
@@ -442,6 +476,34 @@ Status MasterJournal::RecordRddForgotten(uint64_t rdd_id) {
   rocksdb::WriteBatch batch;
   batch.Delete(RddKey(rdd_id));
   return Write(batch, "journaling the removal of RDD " + std::to_string(rdd_id));
+}
+
+Status MasterJournal::RecordDataset(const std::string& dataset, const DatasetAccess& access) {
+  capnp::MallocMessageBuilder message;
+  journal::JournalDataset::Builder record = message.initRoot<journal::JournalDataset>();
+  record.setOwner(access.owner);
+  auto readers = record.initReaders(static_cast<unsigned>(access.readers.size()));
+  for (size_t i = 0; i < access.readers.size(); ++i) readers.set(i, access.readers[i]);
+  record.setGeneration(access.generation);
+  rocksdb::WriteBatch batch;
+  batch.Put(std::string(kDatasetPrefix) + dataset, Flatten(message));
+  return Write(batch, "journaling the owner of " + dataset);
+}
+
+Status MasterJournal::RecordQuota(const std::string& tenant,
+                                  const std::optional<TenantQuota>& quota) {
+  rocksdb::WriteBatch batch;
+  const std::string key = std::string(kQuotaPrefix) + tenant;
+  if (quota) {
+    capnp::MallocMessageBuilder message;
+    journal::JournalQuota::Builder record = message.initRoot<journal::JournalQuota>();
+    record.setMemoryBytes(quota->memory);
+    record.setDiskBytes(quota->disk);
+    batch.Put(key, Flatten(message));
+  } else {
+    batch.Delete(key);
+  }
+  return Write(batch, "journaling the quota of tenant " + tenant);
 }
 
 Status MasterJournal::RecordLeases(std::span<const JournaledLease> held,

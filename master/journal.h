@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -10,7 +11,9 @@
 
 #include "common/status.h"
 #include "common/storage_level.h"
+#include "common/tenant.h"
 #include "master/block_index.h"
+#include "master/tenant_registry.h"
 
 namespace rocksdb {
 class DB;
@@ -62,6 +65,9 @@ struct JournalSnapshot {
   std::vector<std::pair<BlockId, uint64_t>> retired;
   // Compute leases held when the journal was last written.
   std::vector<JournaledLease> leases;
+  // Dataset owners and shares, and tenant quotas (master/tenant_registry.h), by name.
+  std::vector<std::pair<std::string, DatasetAccess>> datasets;
+  std::vector<std::pair<std::string, TenantQuota>> quotas;
 };
 
 // The master's metadata on disk (bm-master --state-dir): the registered workers, every block
@@ -110,6 +116,11 @@ class MasterJournal {
   // Compute leases granted (or handed over) and ended, in one write: a standby that takes over
   // knows who computes what, so get-or-compute stays exactly-once across a failover.
   Status RecordLeases(std::span<const JournaledLease> held, std::span<const BlockId> ended);
+
+  // A dataset's owner and shares (TenantRegistry), replacing its record.
+  Status RecordDataset(const std::string& dataset, const DatasetAccess& access);
+  // A tenant's quotas set, or (nullopt) removed.
+  Status RecordQuota(const std::string& tenant, const std::optional<TenantQuota>& quota);
 
   const std::string& dir() const { return dir_; }
 

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "common/access_policy.h"
+#include "common/tenant.h"
 #include "common/zap_handler.h"
 #include "master/request_decoding.h"
 
@@ -55,6 +56,7 @@ Status MasterServer::Loop::RestoreFromJournal() {
                         index_.Apply(worker_id, change);
                       }));
   for (const auto& [id, version] : snapshot.retired) index_.RetireVersion(id, version);
+  RestoreTenants(snapshot);
   for (const JournaledLease& lease : snapshot.leases) {
     leases_.Restore(
         {lease.block, lease.token, lease.holder, std::chrono::milliseconds(lease.length_ms)});
@@ -187,6 +189,7 @@ void MasterServer::Loop::ServeStatus() {
       .journaled = journal_ != nullptr,
       .now = clock_.Now(),
       .role = StatusRole(),
+      .tenants = [this] { return TenantUsages(std::nullopt); },
   });
 }
 
@@ -276,28 +279,40 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
           AuthorizeWorkerId(secure, peer, request.getReportBlocks().getWorkerId().cStr()));
       return HandleReportBlocks(request.getReportBlocks(), client, request.getId(), reply);
     case proto::Request::GET_LOCATIONS:
+      if (IsTenantRestricted(peer)) {
+        BM_ASSIGN_OR_RETURN(std::vector<BlockId> ids,
+                            DecodeBlockIds(request.getGetLocations().getBlockIds()));
+        BM_RETURN_IF_ERROR(CheckTenantBlocks(peer, ids, DatasetOp::kRead));
+      }
       BM_RETURN_IF_ERROR(queries_.GetLocations(request.getGetLocations(), reply));
       return Answer::kNow;
     case proto::Request::LIST_WORKERS:
       queries_.ListWorkers(reply);
       return Answer::kNow;
     case proto::Request::LIST_BLOCKS:
-      BM_RETURN_IF_ERROR(queries_.ListBlocks(request.getListBlocks(), reply));
+      if (request.getListBlocks().isRddId()) {
+        BM_RETURN_IF_ERROR(
+            CheckTenant(peer, DatasetOf(BlockId::Rdd(request.getListBlocks().getRddId(), 0)),
+                        DatasetOp::kRead));
+      }
+      BM_RETURN_IF_ERROR(queries_.ListBlocks(request.getListBlocks(), reply, VisibleTo(peer)));
       return Answer::kNow;
     case proto::Request::LIST_RDDS:
-      queries_.ListRdds(reply);
+      queries_.ListRdds(reply, VisibleTo(peer));
       return Answer::kNow;
     case proto::Request::LIST_RDD_PAGE:
-      queries_.ListRddPage(request.getListRddPage(), reply);
+      queries_.ListRddPage(request.getListRddPage(), reply, VisibleTo(peer));
       return Answer::kNow;
     case proto::Request::REMOVE_BLOCKS: {
       BM_ASSIGN_OR_RETURN(std::vector<BlockId> ids,
                           DecodeBlockIds(request.getRemoveBlocks().getBlockIds()));
+      BM_RETURN_IF_ERROR(CheckTenantBlocks(peer, ids, DatasetOp::kRemove));
       StartRemove(client, request.getId(), std::move(ids));
       return Answer::kLater;
     }
     case proto::Request::REMOVE_RDD: {
       const uint64_t rdd_id = request.getRemoveRdd().getRddId();
+      BM_RETURN_IF_ERROR(CheckTenant(peer, DatasetOf(BlockId::Rdd(rdd_id, 0)), DatasetOp::kRemove));
       if (rdd_descriptions_.erase(rdd_id) > 0 && journal_) {
         Journaled(journal_->RecordRddForgotten(rdd_id));
       }
@@ -305,10 +320,31 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
       return Answer::kLater;
     }
     case proto::Request::REGISTER_RDD:
+      BM_RETURN_IF_ERROR(
+          CheckTenant(peer, DatasetOf(BlockId::Rdd(request.getRegisterRdd().getRddId(), 0)),
+                      DatasetOp::kWrite));
       BM_RETURN_IF_ERROR(HandleRegisterRdd(request.getRegisterRdd(), reply));
       return Answer::kNow;
     case proto::Request::ACQUIRE_COMPUTE:
+      if (IsTenantRestricted(peer)) {
+        // A cached block is read; a missing one is computed and put: the caller's to write.
+        BM_ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(request.getAcquireCompute().getBlockId()));
+        BM_RETURN_IF_ERROR(CheckTenant(peer, DatasetOf(id),
+                                       index_.Find(id) ? DatasetOp::kRead : DatasetOp::kWrite));
+      }
       return HandleAcquireCompute(request.getAcquireCompute(), client, request.getId(), reply);
+    case proto::Request::CHECK_ACCESS:
+      BM_RETURN_IF_ERROR(HandleCheckAccess(request.getCheckAccess(), reply));
+      return Answer::kNow;
+    case proto::Request::SHARE_DATASET:
+      BM_RETURN_IF_ERROR(HandleShareDataset(request.getShareDataset(), peer, reply));
+      return Answer::kNow;
+    case proto::Request::SET_QUOTA:
+      BM_RETURN_IF_ERROR(HandleSetQuota(request.getSetQuota(), reply));
+      return Answer::kNow;
+    case proto::Request::LIST_TENANTS:
+      HandleListTenants(peer, reply);
+      return Answer::kNow;
     case proto::Request::RENEW_COMPUTE:
       BM_RETURN_IF_ERROR(HandleRenewCompute(request.getRenewCompute(), reply));
       return Answer::kNow;

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -44,6 +45,7 @@
 #include "master/removal_coordinator.h"
 #include "master/replication_driver.h"
 #include "master/request_socket.h"
+#include "master/tenant_registry.h"
 #include "master/worker_links.h"
 #include "master/worker_registry.h"
 #include "master/worker_request_ids.h"
@@ -52,6 +54,9 @@ namespace bm {
 
 // Messages read from one socket before the loop looks at the others again.
 inline constexpr int kMaxMessagesPerWake = 256;
+// How long a put admitted against its tenant's quota may take to be reported before its
+// reservation lapses (a put abandoned midway).
+inline constexpr Duration kQuotaReservationLifetime = std::chrono::seconds(60);
 
 // The event loop: the master's sockets and all its state, each piece owned by the component
 // named for it. The loop decodes requests, routes them to the components, and sends what they
@@ -169,6 +174,34 @@ class MasterServer::Loop {
   // grant is acknowledged only once the standbys know of it).
   void JournalLeases();
 
+  // ---- tenants and quotas (master_loop_tenants.cc) ----
+  // Whether the index holds blocks of the dataset (common/tenant.h).
+  bool DatasetHasBlocks(const std::string& dataset) const;
+  // Ok for a peer the tenant rules do not restrict; else whether its tenant may do `op` on the
+  // dataset, kPermissionDenied naming both if not. kWrite claims a dataset nobody owns.
+  Status CheckTenant(const std::optional<PeerIdentity>& peer, const std::string& dataset,
+                     DatasetOp op);
+  Status CheckTenantBlocks(const std::optional<PeerIdentity>& peer, std::span<const BlockId> ids,
+                           DatasetOp op);
+  // Which datasets lists show the peer (null: all).
+  ClientQueries::Visible VisibleTo(const std::optional<PeerIdentity>& peer) const;
+  // Sends a dataset's record (with its owner's memory quota) to every worker.
+  void TellWorkers(const std::string& dataset, DatasetAccess access);
+  // A claim recorded a new owner: journaled.
+  void DatasetRecorded(const std::string& dataset, const DatasetAccess& access);
+  // A worker asks on behalf of a put or a read (checkAccess): claims, admits against quotas.
+  Status HandleCheckAccess(proto::CheckAccess::Reader request, proto::Reply::Builder reply);
+  Status HandleShareDataset(proto::ShareDataset::Reader request,
+                            const std::optional<PeerIdentity>& peer, proto::Reply::Builder reply);
+  Status HandleSetQuota(proto::SetQuota::Reader request, proto::Reply::Builder reply);
+  void HandleListTenants(const std::optional<PeerIdentity>& peer, proto::Reply::Builder reply);
+  // Every tenant with datasets or a quota (or only `only`), by name.
+  std::vector<TenantUsage> TenantUsages(const std::optional<std::string>& only);
+  // Bytes of every copy of the tenant's datasets' blocks, by tier.
+  TierBytes StoredBytes(const std::string& tenant) const;
+  // Loads the tenant records of the journal.
+  void RestoreTenants(const JournalSnapshot& snapshot);
+
   // ---- standby masters (master_loop_ha.cc) ----
   enum class Role { kLeader, kStandby };
   // Follows the election: a standby that was elected leads; a leader that lost the lead
@@ -234,7 +267,8 @@ class MasterServer::Loop {
                                                          IncomingMessage& reply) {
     HandleWorkerReply(worker_id, reply);
   };
-  std::unordered_map<BlockId, uint64_t> journaled_leases_;  // block -> token, as journaled
+  std::unordered_map<BlockId, uint64_t> journaled_leases_;     // block -> token, as journaled
+  TenantRegistry tenants_{clock_, kQuotaReservationLifetime};  // owners, shares, quotas
 
   ReplicationDriver replication_;  // re-replication and drains
   // verifyBlock requests sent after a digest mismatch, by request id: their answers are logged.

@@ -132,6 +132,8 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::HandleReportBlocks(
         DecodeBlockStatus(update.getStatus(), update.getRemoved(), update.getFresh()));
     change.lease = update.getLeaseToken();
     changes.push_back(change);
+    // The block's bytes count from this report on (as stored, or not at all if refused).
+    if (update.getReservation() != 0) tenants_.EndReservation(update.getReservation());
   }
   BM_RETURN_IF_ERROR(registry_.Touch(id, FromProto(request.getStats())));
   auto [recorded, replaced, refused] = ApplyChanges(id, changes);
@@ -327,6 +329,8 @@ void MasterServer::Loop::HandleWorkerReply(const std::string& worker_id, Incomin
     spdlog::warn("bad reply from worker {}: {}", worker_id, read.ToString());
     return;
   }
+  // Commands sent without an id (decommission, datasetAccess) are answered ok: nothing waits.
+  if (id == 0 && failure.ok() && !removed && !verified) return;
   if (auto verify = verify_requests_.find(id); verify != verify_requests_.end()) {
     if (verify->second.worker_id == worker_id) {
       spdlog::warn("worker {} verified its copy of {} (reported with a mismatching digest): {}",

@@ -50,6 +50,34 @@ std::string MasterMetricsText(const ClusterSnapshot& snapshot) {
   out.Single("blockmgr_rdds", Type::kGauge, "RDDs registered or with cached blocks.",
              static_cast<double>(snapshot.rdds.size()));
 
+  out.Family("blockmgr_tenant_bytes", Type::kGauge,
+             "Bytes of a tenant's datasets by tier, every copy counted (README \"Tenants, shares "
+             "and quotas\").");
+  for (const TenantUsage& tenant : snapshot.tenants) {
+    out.Sample("blockmgr_tenant_bytes", {{"tenant", tenant.tenant}, {"tier", "memory"}},
+               static_cast<double>(tenant.memory_bytes));
+    out.Sample("blockmgr_tenant_bytes", {{"tenant", tenant.tenant}, {"tier", "disk"}},
+               static_cast<double>(tenant.disk_bytes));
+  }
+  out.Family("blockmgr_tenant_quota_bytes", Type::kGauge,
+             "A tenant's byte quota by tier (tiers without a quota are left out).");
+  for (const TenantUsage& tenant : snapshot.tenants) {
+    if (tenant.memory_quota > 0) {
+      out.Sample("blockmgr_tenant_quota_bytes", {{"tenant", tenant.tenant}, {"tier", "memory"}},
+                 static_cast<double>(tenant.memory_quota));
+    }
+    if (tenant.disk_quota > 0) {
+      out.Sample("blockmgr_tenant_quota_bytes", {{"tenant", tenant.tenant}, {"tier", "disk"}},
+                 static_cast<double>(tenant.disk_quota));
+    }
+  }
+  out.Family("blockmgr_tenant_reserved_bytes", Type::kGauge,
+             "Bytes of a tenant's puts admitted against its quota and not stored yet.");
+  for (const TenantUsage& tenant : snapshot.tenants) {
+    out.Sample("blockmgr_tenant_reserved_bytes", {{"tenant", tenant.tenant}},
+               static_cast<double>(tenant.reserved_bytes));
+  }
+
   out.Single("blockmgr_under_replicated_blocks", Type::kGauge,
              "Blocks with fewer copies than their storage level asks for.",
              static_cast<double>(snapshot.under_replicated));

@@ -3,9 +3,11 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/metrics.h"
@@ -101,6 +103,17 @@ struct MasterRole {
   bool operator==(const MasterRole&) const = default;
 };
 
+// A tenant's bytes and quotas (TenantRegistry; 0 quota: none), for status pages and metrics.
+struct TenantUsage {
+  std::string tenant;
+  uint64_t memory_bytes = 0;
+  uint64_t disk_bytes = 0;
+  uint64_t memory_quota = 0;
+  uint64_t disk_quota = 0;
+  uint64_t reserved_bytes = 0;
+  uint64_t datasets = 0;
+};
+
 struct MasterView {
   const BlockIndex& index;
   const WorkerRegistry& registry;
@@ -112,6 +125,8 @@ struct MasterView {
   bool journaled;
   TimePoint now;
   MasterRole role{};
+  // Every tenant's usage, computed when called (a pass over the tenants' blocks).
+  std::function<std::vector<TenantUsage>()> tenants{};
 };
 
 // How the master's event loop lets an observer (the HTTP status service) read its state

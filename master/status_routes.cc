@@ -164,6 +164,22 @@ void AddRestRoutes(HttpServer& server, MasterStatusService& service) {
     if (!detail.ok()) return JsonError(503, detail.status().message());
     return JsonReply(RddDetailToJson(*rdd, detail->distribution, detail->partitions));
   });
+  // Tenants by name: bytes per tier (every copy), quotas (0: none), bytes being put, datasets.
+  server.AddRoute("/api/v1/tenants", [&service](const HttpRequest&) {
+    std::shared_ptr<const ClusterSnapshot> snapshot = service.Snapshot();
+    if (!snapshot) return JsonError(503, kNoSnapshot);
+    json out = json::array();
+    for (const TenantUsage& tenant : snapshot->tenants) {
+      out.push_back({{"tenant", tenant.tenant},
+                     {"memory_bytes", tenant.memory_bytes},
+                     {"disk_bytes", tenant.disk_bytes},
+                     {"memory_quota", tenant.memory_quota},
+                     {"disk_quota", tenant.disk_quota},
+                     {"reserved_bytes", tenant.reserved_bytes},
+                     {"datasets", tenant.datasets}});
+    }
+    return JsonReply(out);
+  });
   server.AddRoute("/api/v1/workers", [&service](const HttpRequest&) {
     std::shared_ptr<const ClusterSnapshot> snapshot = service.Snapshot();
     if (!snapshot) return JsonError(503, kNoSnapshot);

@@ -24,3 +24,17 @@ struct JournalRdd {
   level @1 :Messages.StorageLevel;
   totalPartitions @2 :UInt64;
 }
+
+# Key "o" + dataset name ("rdd_7", "broadcast_3"): who owns a dataset and with whom it is
+# shared (master/tenant_registry.h).
+struct JournalDataset {
+  owner @0 :Text;
+  readers @1 :List(Text);
+  generation @2 :UInt64;
+}
+
+# Key "q" + tenant name: the tenant's byte quotas (0 = no limit on that tier).
+struct JournalQuota {
+  memoryBytes @0 :UInt64;
+  diskBytes @1 :UInt64;
+}

@@ -66,6 +66,9 @@ struct BlockUpdate {
   fresh @2 :Bool;
   # The compute lease the put of a fresh block stored it under (PutBlock.leaseToken); 0 = none.
   leaseToken @3 :UInt64;
+  # The quota reservation the master granted the put of this fresh block (AccessReply
+  # .reservation); 0 = none. Reporting the block ends it: the block's bytes count instead.
+  reservation @4 :UInt64;
 }
 
 struct WorkerStats {
@@ -306,6 +309,62 @@ struct RegisterRdd {
   totalPartitions @3 :UInt64;
 }
 
+# ---- tenants and quotas (PROTOCOL.md, "Tenants") ----
+
+# Who may use a dataset ("rdd_N", or a non-RDD block's id), as the master records it.
+struct DatasetAccessRecord {
+  dataset @0 :Text;
+  owner @1 :Text;             # empty: nobody owns it yet
+  readers @2 :List(Text);     # tenants it is shared with, read-only
+  generation @3 :UInt64;      # grows with every change: keep the highest heard of
+  ownerMemoryQuota @4 :UInt64;  # the owner's memory quota (0 = none): its guaranteed share
+}
+
+# Worker -> master: may `tenant` use `dataset`? With `claim` (a put), a dataset nobody owns
+# becomes the tenant's. With `reserveBytes` > 0 (a put of that many bytes at `level`), the
+# master also admits the bytes against the owner's quota and answers with a reservation, or
+# refuses with outOfSpace "quota exceeded".
+struct CheckAccess {
+  dataset @0 :Text;
+  tenant @1 :Text;
+  claim @2 :Bool;
+  reserveBytes @3 :UInt64;
+  level @4 :StorageLevel;
+  blockId @5 :Text;           # the block being put, for the reservation
+}
+
+struct AccessReply {
+  access @0 :DatasetAccessRecord;
+  reservation @1 :UInt64;     # 0: none was asked for or needed (no quota)
+}
+
+# Client -> master: share a dataset read-only with a tenant (or with `unshare`, stop).
+# Only its owner or an admin key may.
+struct ShareDataset {
+  dataset @0 :Text;
+  tenant @1 :Text;
+  unshare @2 :Bool;
+}
+
+# Admin -> master: a tenant's byte quotas across the cluster (0 = no limit on that tier), or
+# with `remove` none at all.
+struct SetQuota {
+  tenant @0 :Text;
+  memoryBytes @1 :UInt64;
+  diskBytes @2 :UInt64;
+  remove @3 :Bool;
+}
+
+struct TenantInfo {
+  tenant @0 :Text;
+  memoryBytes @1 :UInt64;       # stored, every copy counted
+  diskBytes @2 :UInt64;
+  memoryQuota @3 :UInt64;       # 0 = none
+  diskQuota @4 :UInt64;
+  reservedBytes @5 :UInt64;     # admitted puts not reported yet
+  datasets @6 :UInt64;          # owned
+}
+
 # ---- compute leases (get-or-compute, see PROTOCOL.md) ----
 
 # Client -> master: "I need this block; if nobody has it, may I compute it?"
@@ -544,6 +603,11 @@ struct Request {
     # Client -> worker: "may I read your blocks through shared memory?" (README "Same-host
     # reads", schema/local_reads.capnp). Authorized as getBlock is; answered with localReads.
     openLocalReads @31 :Void;
+    checkAccess @32 :CheckAccess;              # worker -> master, answered `access`
+    datasetAccess @33 :DatasetAccessRecord;    # master -> worker: a record changed; ok
+    shareDataset @34 :ShareDataset;            # client -> master; ok
+    setQuota @35 :SetQuota;                    # admin -> master; ok
+    listTenants @36 :Void;                     # client -> master, answered `tenants`
   }
   # Master -> worker commands (and compute leases): the epoch of the master that sent them.
   # A worker refuses a command from an epoch older than the highest it has seen (fencing a
@@ -588,5 +652,7 @@ struct Reply {
     journal @20 :JournalBatches;  # answers fetchJournal (+ payload: the batches)
     master @21 :MasterInfo;     # answers masterInfo
     localReads @22 :LocalReadsOffer;   # answers openLocalReads
+    access @23 :AccessReply;           # answers checkAccess
+    tenants @24 :List(TenantInfo);     # answers listTenants
   }
 }

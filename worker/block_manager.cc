@@ -427,7 +427,7 @@ void BlockManager::FinishMemoryCommit(Upload& upload, Callback<Result<Tier>> don
                               upload.version.token, std::move(digests.units), digests.block});
   RecordStored(BlockStatus{id, upload.level, Tier::kMemory, upload.total_size, upload.version.token,
                            digests.block},
-               upload.version.fresh, upload.version.lease);
+               upload.version.fresh, upload.version.lease, upload.version.reservation);
   done(Tier::kMemory);
 }
 
@@ -456,7 +456,7 @@ void BlockManager::FinishDiskCommit(const Upload& upload, const Status& committe
   const BlockStatus status{
       id, upload.level, Tier::kDisk, upload.total_size, upload.version.token, digest};
   IndexOnDisk(status, upload.disk_no);
-  RecordStored(status, upload.version.fresh, upload.version.lease);
+  RecordStored(status, upload.version.fresh, upload.version.lease, upload.version.reservation);
   done(Tier::kDisk);
 }
 
@@ -836,9 +836,10 @@ void BlockManager::CollectLost(std::vector<LostBlock> blocks, bool report_remove
 std::vector<BlockStatusChange> BlockManager::TakeChanges() { return std::exchange(changes_, {}); }
 
 // Every change to a block passes here: the ranges read ahead of its old version are forgotten.
-void BlockManager::RecordStored(const BlockStatus& status, bool fresh, uint64_t lease) {
+void BlockManager::RecordStored(const BlockStatus& status, bool fresh, uint64_t lease,
+                                uint64_t reservation) {
   read_ahead_.Forget(status.id);
-  changes_.push_back({status, /*removed=*/false, fresh, lease});
+  changes_.push_back({status, /*removed=*/false, fresh, lease, reservation});
 }
 
 void BlockManager::RecordRemoved(const BlockStatus& status) {

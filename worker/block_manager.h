@@ -61,6 +61,9 @@ struct PutVersion {
   // The compute lease a get-or-compute put stores under (0 = none), passed on to the master
   // with the block's report so it can refuse a block stored under a lost lease.
   uint64_t lease = 0;
+  // The quota reservation the master admitted the put under (0 = none), passed on with the
+  // block's report so the master counts its bytes as stored instead of reserved.
+  uint64_t reservation = 0;
 };
 
 struct BlockManagerOptions {
@@ -182,6 +185,8 @@ class BlockManager {
   std::optional<BlockRead> ReadInMemory(const BlockId& id);
   // MemoryStore::Prefetch, before ReadInMemory of many blocks.
   void PrefetchInMemory(std::span<const BlockId> ids) const { memory_->Prefetch(ids); }
+  // See MemoryStore::set_eviction_guard.
+  void set_eviction_guard(const EvictionGuard* guard) { memory_->set_eviction_guard(guard); }
   // Re-reads the stored copy and checks it against its digests (and, on disk, RocksDB's
   // checksums): a memory copy at once, a disk copy on the storage thread. A corrupt copy is
   // dropped and reported like a lost block (TakeChanges, TakeLost). kNotFound when the block
@@ -281,7 +286,8 @@ class BlockManager {
   Result<DiskNo> ChooseDisk(const BlockId& id, uint64_t total_size,
                             const std::string& memory_failure) const;
 
-  void RecordStored(const BlockStatus& status, bool fresh, uint64_t lease = 0);
+  void RecordStored(const BlockStatus& status, bool fresh, uint64_t lease = 0,
+                    uint64_t reservation = 0);
   void RecordRemoved(const BlockStatus& status);
   // Takes blocks the disk store lost into lost_ (and the changes, when `report_removed`).
   void CollectLost(std::vector<LostBlock> blocks, bool report_removed);

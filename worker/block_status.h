@@ -29,6 +29,8 @@ struct BlockStatusChange {
   bool fresh = false;
   // The compute lease the put stored it under (PutVersion::lease); 0 = none.
   uint64_t lease = 0;
+  // The quota reservation of the put (PutVersion::reservation); 0 = none.
+  uint64_t reservation = 0;
 };
 
 }  // namespace bm

@@ -13,7 +13,9 @@
 
 #include "common/access_policy.h"
 #include "common/protocol.h"
+#include "common/tenant.h"
 #include "schema/local_reads.capnp.h"
+#include "worker/tenant_gate.h"
 
 namespace bm {
 namespace {
@@ -289,6 +291,10 @@ Status LocalReadServer::Get(uint64_t session_id, Session& session, uint64_t requ
     SendError(session_id, request_id, allowed);
     return Status::Ok();
   }
+  if (Status allowed = CheckTenant(session, id); !allowed.ok()) {
+    SendError(session_id, request_id, allowed);
+    return Status::Ok();
+  }
   if (auto pin = session.pins.find(mapped);
       pin != session.pins.end() && blocks_.ReadAgainShared(id, pin->second.held)) {
     // The reader still has this version mapped: it reads its region again, and nothing new is
@@ -338,6 +344,13 @@ Status LocalReadServer::Get(uint64_t session_id, Session& session, uint64_t requ
   return Status::Ok();
 }
 
+Status LocalReadServer::CheckTenant(const Session& session, const BlockId& id) const {
+  if (options_.tenants == nullptr || !IsTenantRestricted(session.peer)) return Status::Ok();
+  Status allowed = options_.tenants->CheckKnown(*session.peer, DatasetOf(id), DatasetOp::kRead);
+  if (allowed.code() == StatusCode::kPermissionDenied) ++counters_.local_reads_refused;
+  return allowed;
+}
+
 void LocalReadServer::GetMany(uint64_t session_id, const Session& session, uint64_t request_id,
                               capnp::List<capnp::Text>::Reader ids, bool trailer) {
   // Room for the blocks' bytes in one packet, with their headers and digests.
@@ -361,6 +374,10 @@ void LocalReadServer::GetMany(uint64_t session_id, const Session& session, uint6
     Result<BlockId> id = ParseWireBlockId(ids[i]);
     if (!id.ok()) {
       SetError(entries[i].initError(), id.status());
+      continue;
+    }
+    if (Status allowed = CheckTenant(session, *id); !allowed.ok()) {
+      SetError(entries[i].initError(), allowed);
       continue;
     }
     std::optional<BlockRead> read;

@@ -24,6 +24,8 @@ class MessageBuilder;
 
 namespace bm {
 
+class TenantGate;
+
 struct LocalReadServerOptions {
   // Where the socket is made (the worker's disk directory; README "Same-host reads").
   std::string socket_path;
@@ -40,6 +42,10 @@ struct LocalReadServerOptions {
   // Regions one connection may hold pinned at once; a get past it is refused (kOutOfSpace),
   // which the client answers by reading over TCP.
   size_t max_pins_per_reader = 4096;
+  // Borrowed, may be null: the tenant rules of the worker's TCP port (worker/tenant_gate.h).
+  // A client key's get of a dataset the gate holds no record of yet is answered kAborted, which
+  // the reader answers by reading over TCP (where the worker asks the master).
+  const TenantGate* tenants = nullptr;
 };
 
 // Serves same-host reads on a Unix domain socket (schema/local_reads.capnp): readers on the
@@ -129,6 +135,8 @@ class LocalReadServer {
   // `trailer`: small blocks' bytes go in the reply's trailer (LocalRequest.trailer).
   Status Get(uint64_t session_id, Session& session, uint64_t request_id, const BlockId& id,
              uint64_t mapped, bool trailer);
+  // The tenant rules (options_.tenants) for a read of `id` by the session's key.
+  Status CheckTenant(const Session& session, const BlockId& id) const;
   // Small memory blocks inline, one reply for all (schema: getMany).
   void GetMany(uint64_t session_id, const Session& session, uint64_t request_id,
                capnp::List<capnp::Text>::Reader ids, bool trailer);

@@ -52,8 +52,42 @@ const char* MasterLink::KindName(RequestKind kind) {
       return "heartbeat";
     case RequestKind::kReport:
       return "reportBlocks";
+    case RequestKind::kAccess:
+      return "checkAccess";
   }
   return "request";
+}
+
+Status MasterLink::AskAccess(uint64_t ask, const AccessQuestion& question) {
+  if (state_ != State::kRegistered) {
+    return UnavailableError("worker " + options_.worker_id +
+                            " is not registered with a master, which decides who may use " +
+                            question.dataset + "; retry shortly");
+  }
+  const bool sent = SendRequest(RequestKind::kAccess, 0, [&](proto::Request::Builder request) {
+    proto::CheckAccess::Builder check = request.initCheckAccess();
+    check.setDataset(question.dataset);
+    check.setTenant(question.tenant);
+    check.setClaim(question.claim);
+    check.setReserveBytes(question.reserve_bytes);
+    check.setLevel(ToProto(question.level));
+    check.setBlockId(question.block);
+  });
+  if (!sent) {
+    return UnavailableError("lost master " + masters_.current() + " asking about " +
+                            question.dataset + "; retry shortly");
+  }
+  outstanding_.rbegin()->second.ask = ask;  // the request SendRequest just recorded
+  return Status::Ok();
+}
+
+void MasterLink::FailAccessAsks(const std::string& why) {
+  for (const auto& [id, request] : outstanding_) {
+    if (request.kind != RequestKind::kAccess) continue;
+    access_answers_.push_back(
+        {request.ask,
+         UnavailableError("no answer from the master about access: " + why + "; retry shortly")});
+  }
 }
 
 void MasterLink::ResetSocket() {
@@ -196,6 +230,7 @@ void MasterLink::MaybeSendReport() {
       updates[i].setRemoved(queue_[i].change.removed);
       updates[i].setFresh(queue_[i].change.fresh);
       updates[i].setLeaseToken(queue_[i].change.lease);
+      updates[i].setReservation(queue_[i].change.reservation);
     }
     ToProto(stats, report.initStats());
     FillLost([&](unsigned count) { return report.initLostBlocks(count); });
@@ -234,6 +269,7 @@ void MasterLink::HandleReply(IncomingMessage& message) {
   uint32_t heartbeat_interval_ms = 0;
   uint64_t epoch = 0;
   std::string leader_hint;
+  std::optional<AccessGrant> access_grant;
   Status read = ReadGuarded([&]() -> Status {
     proto::Reply::Reader reply = message.reply();
     id = reply.getId();
@@ -244,6 +280,19 @@ void MasterLink::HandleReply(IncomingMessage& message) {
       epoch = reply.getRegistered().getEpoch();
     }
     if (reply.isNotLeader()) leader_hint = reply.getNotLeader().getLeaderAddress();
+    if (reply.isAccess()) {
+      proto::DatasetAccessRecord::Reader record = reply.getAccess().getAccess();
+      AccessGrant grant;
+      grant.access.owner = record.getOwner();
+      for (capnp::Text::Reader reader : record.getReaders()) {
+        grant.access.readers.emplace_back(reader.cStr(), reader.size());
+      }
+      std::sort(grant.access.readers.begin(), grant.access.readers.end());
+      grant.access.generation = record.getGeneration();
+      grant.access.owner_memory_quota = record.getOwnerMemoryQuota();
+      grant.reservation = reply.getAccess().getReservation();
+      access_grant = std::move(grant);
+    }
     if (reply.isReportRefused()) {
       for (proto::BlockStatus::Reader block : reply.getReportRefused()) {
         BM_ASSIGN_OR_RETURN(BlockId refused, ParseWireBlockId(block.getBlockId()));
@@ -263,6 +312,19 @@ void MasterLink::HandleReply(IncomingMessage& message) {
   }
   const Outstanding request = it->second;
   outstanding_.erase(it);
+  if (request.kind == RequestKind::kAccess) {
+    if (access_grant) {
+      access_answers_.push_back({request.ask, std::move(*access_grant)});
+    } else if (which == proto::Reply::ERROR) {
+      access_answers_.push_back({request.ask, error});
+    } else {
+      access_answers_.push_back(
+          {request.ask, UnavailableError("master " + masters_.current() +
+                                         " did not answer checkAccess; retry shortly")});
+    }
+    if (which == proto::Reply::NOT_LEADER) FollowLeader(leader_hint);
+    return;
+  }
   if (which == proto::Reply::NOT_LEADER) {
     FollowLeader(leader_hint);
     return;
@@ -287,6 +349,7 @@ void MasterLink::HandleReply(IncomingMessage& message) {
       if (unknown_worker) {
         spdlog::info("master {} does not know worker {}: registering again", masters_.current(),
                      options_.worker_id);
+        FailAccessAsks("the master does not know this worker");
         outstanding_.clear();
         report_in_flight_ = false;
         SendRegister();
@@ -317,6 +380,7 @@ void MasterLink::OnRegistered(const Outstanding& request, uint32_t heartbeat_int
   heartbeat_interval_ = std::clamp<Duration>(milliseconds(heartbeat_interval_ms),
                                              kMinHeartbeatInterval, kMaxHeartbeatInterval);
   state_ = State::kRegistered;
+  ++registrations_;
   LostAcknowledged();
   backoff_ = options_.backoff_initial;
   next_heartbeat_ = clock_.Now() + heartbeat_interval_;
@@ -387,6 +451,7 @@ void MasterLink::NextMaster() {
 
 void MasterLink::RetryRegistrationLater() {
   lost_in_flight_ = 0;  // not acknowledged: they go again with the registration
+  FailAccessAsks("the master was lost");
   outstanding_.clear();
   report_in_flight_ = false;
   state_ = State::kUnregistered;

@@ -16,6 +16,7 @@
 #include "common/metrics.h"
 #include "common/peer_monitor.h"
 #include "common/status.h"
+#include "common/tenant.h"
 #include "common/transport.h"
 #include "worker/block_manager.h"
 #include "worker/block_status.h"
@@ -105,6 +106,33 @@ class MasterLink {
   // no longer held: reportRefused), as (id, version). Their reports are acknowledged.
   std::vector<std::pair<BlockId, uint64_t>> TakeRefused() { return std::exchange(refused_, {}); }
 
+  // ---- tenant checks (worker/tenant_gate.h; PROTOCOL.md "Tenants") ----
+  // What a worker asks the master about a dataset (checkAccess).
+  struct AccessQuestion {
+    std::string dataset;
+    std::string tenant;
+    bool claim = false;
+    uint64_t reserve_bytes = 0;
+    StorageLevel level = StorageLevel::kMemoryOnly;
+    std::string block{};
+  };
+  struct AccessGrant {
+    DatasetAccess access;
+    uint64_t reservation = 0;
+  };
+  struct AccessAnswer {
+    uint64_t ask = 0;  // the caller's number for the question
+    Result<AccessGrant> grant;
+  };
+  // Sends checkAccess; kUnavailable (nothing sent) while the worker is not registered. Its
+  // answer comes out of TakeAccessAnswers(): the master's, or kUnavailable when the master
+  // was lost first.
+  Status AskAccess(uint64_t ask, const AccessQuestion& question);
+  std::vector<AccessAnswer> TakeAccessAnswers() { return std::exchange(access_answers_, {}); }
+  // How many registrations succeeded: one more means this worker may have missed the master's
+  // datasetAccess updates while it was away.
+  uint64_t registrations() const { return registrations_; }
+
   // Handles every reply ready on the socket.
   void OnReadable();
   // Sends a heartbeat if one is due: cheap, so the worker's loop calls it between the messages
@@ -120,12 +148,15 @@ class MasterLink {
 
  private:
   enum class State { kUnregistered, kRegistering, kRegistered };
-  enum class RequestKind { kRegister, kHeartbeat, kReport };
+  enum class RequestKind { kRegister, kHeartbeat, kReport, kAccess };
   struct Outstanding {
     RequestKind kind;
     TimePoint sent_at;
     uint64_t covers_seq;  // register / report: every change up to this one is in it
+    uint64_t ask = 0;     // kAccess: the caller's number
   };
+  // Answers every access question in flight with `why` (their requests are dropped).
+  void FailAccessAsks(const std::string& why);
   struct QueuedChange {
     uint64_t seq;
     BlockStatusChange change;
@@ -170,6 +201,8 @@ class MasterLink {
   Duration worst_heartbeat_delay_{};
   bool unsettled_ = true;
   std::vector<std::pair<BlockId, uint64_t>> refused_;  // see TakeRefused()
+  std::vector<AccessAnswer> access_answers_;           // see TakeAccessAnswers()
+  uint64_t registrations_ = 0;
   State state_ = State::kUnregistered;
   TimePoint next_attempt_;  // kUnregistered: when to send registerWorker
   Duration backoff_;        // the delay after the next failure

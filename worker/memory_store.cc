@@ -15,7 +15,9 @@ bool MemoryStore::Evictable(const MemoryBlock& block, const BlockId& for_block) 
   // the block itself, which stays readable until its replacement commits.
   if (block.id == for_block) return false;
   const std::optional<uint64_t> rdd = for_block.rdd_id();
-  return !rdd.has_value() || block.id.rdd_id() != rdd;
+  if (rdd.has_value() && block.id.rdd_id() == rdd) return false;
+  // Nor a block of another tenant's guaranteed share.
+  return guard_ == nullptr || guard_->MayEvict(block.id, for_block);
 }
 
 Status MemoryStore::CanMakeRoom(const BlockId& for_block, uint64_t size) const {
@@ -36,7 +38,8 @@ Status MemoryStore::CanMakeRoom(const BlockId& for_block, uint64_t size) const {
       " stored, " + FormatBytes(reserved_bytes_) + " reserved, only " + FormatBytes(evictable) +
       " evictable" +
       (pinned_bytes() > 0 ? ", " + FormatBytes(pinned_bytes()) + " mapped by readers" : "") +
-      (for_block.rdd_id().has_value() ? " (blocks of the same RDD are not evicted)" : ""));
+      (for_block.rdd_id().has_value() ? " (blocks of the same RDD are not evicted)" : "") +
+      (guard_ != nullptr ? " (nor other tenants' guaranteed shares)" : ""));
 }
 
 Result<std::vector<MemoryBlock>> MemoryStore::Reserve(const BlockId& for_block, uint64_t size) {

@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "common/storage_level.h"
 #include "worker/block_status.h"
+#include "worker/guaranteed_shares.h"
 
 namespace bm {
 
@@ -41,6 +42,10 @@ struct MemoryBlock {
 class MemoryStore {
  public:
   explicit MemoryStore(uint64_t capacity_bytes);
+
+  // Asks `guard` (borrowed, may be null: none) about every victim too: tenants' guaranteed
+  // shares (worker/guaranteed_shares.h). It must outlive the store or be unset first.
+  void set_eviction_guard(const EvictionGuard* guard) { guard_ = guard; }
 
   // Claims `size` bytes for a block with id `for_block`, evicting as needed. Returns the evicted
   // blocks in eviction order. kOutOfSpace when the block is bigger than the whole budget or when
@@ -112,6 +117,7 @@ class MemoryStore {
   };
 
   const uint64_t capacity_;
+  const EvictionGuard* guard_ = nullptr;
   uint64_t stored_bytes_ = 0;
   uint64_t reserved_bytes_ = 0;
   // Every stored block once, ordered by last use; index_ maps each id to its list node.

@@ -162,8 +162,10 @@ PutHandler::PutHandler(PutHandlerOptions options, BlockManager& blocks, MasterLi
       clock_(clock),
       forget_closed_connections_(std::move(forget_closed_connections)) {}
 
-Result<PutHandler::Piece> PutHandler::HandlePut(IncomingMessage& message, uint64_t id) {
+Result<PutHandler::Piece> PutHandler::HandlePut(IncomingMessage& message, uint64_t id,
+                                                uint64_t reservation) {
   BM_ASSIGN_OR_RETURN(PutPiece piece, ParsePiece(message));
+  piece.version.reservation = reservation;
   const zmq::message_t& peer = *message.routing_id();
   const UploadTable::Key key{PeerKey(peer), piece.upload_id};
   const uint64_t bytes = message.payload_bytes();

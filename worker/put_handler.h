@@ -71,7 +71,8 @@ class PutHandler {
   PutHandler& operator=(const PutHandler&) = delete;
 
   // A putBlock piece. On failure nothing was answered: the caller sends the error reply.
-  Result<Piece> HandlePut(IncomingMessage& message, uint64_t id);
+  // `reservation`: the quota reservation the master admitted a first piece's put under.
+  Result<Piece> HandlePut(IncomingMessage& message, uint64_t id, uint64_t reservation = 0);
   // abortPut: answered here.
   Status HandleAbortPut(IncomingMessage& message, uint64_t id);
 

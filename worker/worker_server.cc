@@ -15,6 +15,7 @@
 #include "common/master_addresses.h"
 #include "common/protocol.h"
 #include "common/socket_drain.h"
+#include "common/tenant.h"
 #include "worker/address.h"
 #include "worker/read_replies.h"
 #include "worker/wire.h"
@@ -161,12 +162,15 @@ Status WorkerServer::Bind() {
                         .max_uploads_per_key = options_.max_uploads_per_key},
       *blocks_, *link_, *replies_, counters_, clock_,
       [this] { AbortUploadsOfClosedConnections(); });
+  tenants_ = std::make_unique<TenantGate>(*link_, shares_, clock_);
+  blocks_->set_eviction_guard(&shares_);
   host_id_ = HostIdentity();
   if (!options_.local_socket_path.empty()) {
     Result<std::unique_ptr<LocalReadServer>> local =
         LocalReadServer::Create({.socket_path = options_.local_socket_path,
                                  .secure = keys_.enabled(),
-                                 .pin_lifetime = options_.local_pin_lifetime},
+                                 .pin_lifetime = options_.local_pin_lifetime,
+                                 .tenants = tenants_.get()},
                                 *blocks_, counters_, clock_);
     if (local.ok()) {
       local_read_server_ = std::move(local).value();
@@ -256,6 +260,7 @@ void WorkerServer::Run() {
         spdlog::warn("{}", raised.ToString());
       }
     }
+    ResumeParked();
     AnswerFinishedReplications();
     puts_->ReleaseDeferredPuts(clock_.Now());
     if (fds[4].revents != 0) {
@@ -404,6 +409,7 @@ Result<WorkerServer::Served> WorkerServer::Dispatch(IncomingMessage& message,
     case proto::Request::DECOMMISSION:
     case proto::Request::SHUTDOWN:
     case proto::Request::LEADER_ELECTED:
+    case proto::Request::DATASET_ACCESS:
       // The master's commands: never from a deposed leader.
       BM_RETURN_IF_ERROR(fence_.Admit(header.epoch, "a command"));
       break;
@@ -415,13 +421,26 @@ Result<WorkerServer::Served> WorkerServer::Dispatch(IncomingMessage& message,
     BM_RETURN_IF_ERROR(handled);
     return Served::kDone;
   };
+  uint64_t reservation = 0;
+  if (IsTenantRestricted(message.peer())) {
+    // Pieces keep their order behind one that waits for room (before the gate looks at them).
+    if (which == proto::Request::PUT_BLOCK && !waiting_pieces_.empty() &&
+        arrival == Arrival::kFromSocket) {
+      return Served::kMustWait;
+    }
+    BM_ASSIGN_OR_RETURN(TenantGate::Admission admitted, AdmitTenant(message, which));
+    if (admitted.parked) return Served::kDone;  // served again when the master answers
+    reservation = admitted.reservation;
+  }
   switch (which) {
     case proto::Request::PUT_BLOCK: {
       // Pieces keep their order behind one that waits for room.
       if (!waiting_pieces_.empty() && arrival == Arrival::kFromSocket) return Served::kMustWait;
-      BM_ASSIGN_OR_RETURN(PutHandler::Piece piece, puts_->HandlePut(message, id));
+      BM_ASSIGN_OR_RETURN(PutHandler::Piece piece, puts_->HandlePut(message, id, reservation));
       return piece == PutHandler::Piece::kMustWait ? Served::kMustWait : Served::kDone;
     }
+    case proto::Request::DATASET_ACCESS:
+      return done(HandleDatasetAccess(message, id));
     case proto::Request::GET_BLOCK:
       return done(HandleGet(message, id));
     case proto::Request::GET_BLOCKS:
@@ -471,6 +490,102 @@ Result<WorkerServer::Served> WorkerServer::Dispatch(IncomingMessage& message,
   }
   return InvalidArgumentError("request kind " + std::to_string(static_cast<int>(which)) +
                               " is not served by a worker");
+}
+
+Result<TenantGate::Admission> WorkerServer::AdmitTenant(IncomingMessage& message,
+                                                        proto::Request::Which which) {
+  const PeerIdentity& peer = *message.peer();
+  std::vector<std::string> datasets;
+  std::optional<TenantGate::PutInfo> put;
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::Request::Reader request = message.request();
+    switch (which) {
+      case proto::Request::PUT_BLOCK: {
+        proto::PutBlock::Reader piece = request.getPutBlock();
+        BM_ASSIGN_OR_RETURN(BlockId block, ParseWireBlockId(piece.getBlockId()));
+        if (!IsKnownLevel(piece.getLevel())) return InvalidArgumentError("unknown storage level");
+        const zmq::message_t& sender = *message.routing_id();
+        put = TenantGate::PutInfo{
+            .upload = std::string(static_cast<const char*>(sender.data()), sender.size()) + "/" +
+                      std::to_string(piece.getUploadId()),
+            .block = block,
+            .offset = piece.getOffset(),
+            .total_size = piece.getTotalSize(),
+            .level = FromProto(piece.getLevel())};
+        return Status::Ok();
+      }
+      case proto::Request::GET_BLOCK: {
+        BM_ASSIGN_OR_RETURN(BlockId block, ParseWireBlockId(request.getGetBlock().getBlockId()));
+        datasets.push_back(DatasetOf(block));
+        return Status::Ok();
+      }
+      case proto::Request::CONTAINS_BLOCK: {
+        BM_ASSIGN_OR_RETURN(BlockId block,
+                            ParseWireBlockId(request.getContainsBlock().getBlockId()));
+        datasets.push_back(DatasetOf(block));
+        return Status::Ok();
+      }
+      case proto::Request::GET_BLOCKS: {
+        capnp::List<capnp::Text>::Reader ids = request.getGetBlocks().getBlockIds();
+        if (ids.size() > kMaxGetBlocksIds) return Status::Ok();  // refused by HandleGetMany
+        for (capnp::Text::Reader text : ids) {
+          BM_ASSIGN_OR_RETURN(BlockId block, ParseWireBlockId(text));
+          datasets.push_back(DatasetOf(block));
+        }
+        std::sort(datasets.begin(), datasets.end());
+        datasets.erase(std::unique(datasets.begin(), datasets.end()), datasets.end());
+        return Status::Ok();
+      }
+      default:
+        return Status::Ok();  // touches no dataset (ping, abortPut of its own upload, ...)
+    }
+  }));
+  if (put) return tenants_->AdmitPut(peer, *put, message);
+  if (datasets.empty()) return TenantGate::Admission{};
+  return tenants_->AdmitRead(peer, datasets, message);
+}
+
+void WorkerServer::ResumeParked() {
+  // Records kept from before a registration may have missed the master's updates meanwhile.
+  if (link_->registrations() != registrations_seen_) {
+    registrations_seen_ = link_->registrations();
+    tenants_->ForgetAll();
+  }
+  for (TenantGate::Resumed& resumed : tenants_->TakeResumed()) {
+    if (!resumed.failed.ok()) {
+      uint64_t id = 0;
+      (void)ReadGuarded([&]() -> Status {
+        id = resumed.message.request().getId();
+        return Status::Ok();
+      });
+      replies_->SendError(*resumed.message.routing_id(), id, resumed.failed);
+      continue;
+    }
+    if (Serve(resumed.message, Arrival::kFromSocket) == Served::kMustWait) {
+      waiting_pieces_.push_back(std::move(resumed.message));
+    }
+  }
+}
+
+Status WorkerServer::HandleDatasetAccess(IncomingMessage& message, uint64_t id) {
+  std::string dataset;
+  DatasetAccess access;
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::DatasetAccessRecord::Reader record = message.request().getDatasetAccess();
+    BM_ASSIGN_OR_RETURN(dataset, ParseDataset(std::string_view(record.getDataset().cStr(),
+                                                               record.getDataset().size())));
+    access.owner = record.getOwner();
+    for (capnp::Text::Reader reader : record.getReaders()) {
+      access.readers.emplace_back(reader.cStr(), reader.size());
+    }
+    std::sort(access.readers.begin(), access.readers.end());
+    access.generation = record.getGeneration();
+    access.owner_memory_quota = record.getOwnerMemoryQuota();
+    return Status::Ok();
+  }));
+  tenants_->Update(dataset, access);
+  replies_->SendOk(*message.routing_id(), id);
+  return Status::Ok();
 }
 
 Status WorkerServer::HandleGet(IncomingMessage& message, uint64_t id) {

@@ -24,6 +24,7 @@
 #include "worker/master_link.h"
 #include "worker/put_handler.h"
 #include "worker/replicator.h"
+#include "worker/tenant_gate.h"
 #include "worker/worker_status.h"
 
 namespace bm {
@@ -186,6 +187,13 @@ class WorkerServer {
   Status HandleReplicate(IncomingMessage& message, uint64_t id);
   // Answers the replicateBlock requests whose copies finished.
   void AnswerFinishedReplications();
+  // The tenant rules for a client key's put, get, getBlocks or contains (worker/tenant_gate.h):
+  // parked (the message is taken) while the master is asked, or refused.
+  Result<TenantGate::Admission> AdmitTenant(IncomingMessage& message, proto::Request::Which which);
+  // Serves again the requests the gate parked whose answers came.
+  void ResumeParked();
+  // The master's datasetAccess.
+  Status HandleDatasetAccess(IncomingMessage& message, uint64_t id);
   // Aborts the uploads of client connections that closed (a client killed mid-upload, or one
   // that gave up and reset its socket), releasing their claimed space at once, and drops their
   // held-back pieces.
@@ -205,6 +213,7 @@ class WorkerServer {
   int exit_code_ = 0;
 
   // Owned by the thread in Run().
+  GuaranteedShares shares_;  // before blocks_, whose memory tier asks it
   std::unique_ptr<BlockManager> blocks_;
   std::unique_ptr<zmq::socket_t> router_;
   WorkerCounters counters_;                 // for /metrics
@@ -218,6 +227,8 @@ class WorkerServer {
   EpochFence fence_ = *EpochFence::Open("");
   TimePoint next_storage_maintenance_{};
   std::unique_ptr<PutHandler> puts_;
+  std::unique_ptr<TenantGate> tenants_;  // after link_, which it borrows
+  uint64_t registrations_seen_ = 0;      // link_->registrations() when tenants_ last knew
   // Put pieces held back until spills make room, in arrival order (see Serve).
   std::deque<IncomingMessage> waiting_pieces_;
   // The replicator's reads of this worker's blocks; before replicator_, which borrows it.

@@ -1,0 +1,107 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "common/storage_level.h"
+#include "common/tenant.h"
+#include "common/tier.h"
+
+namespace bm {
+
+// Bytes on each tier.
+struct TierBytes {
+  uint64_t memory = 0;
+  uint64_t disk = 0;
+  uint64_t& on(Tier tier) { return tier == Tier::kMemory ? memory : disk; }
+  uint64_t on(Tier tier) const { return tier == Tier::kMemory ? memory : disk; }
+  bool operator==(const TierBytes&) const = default;
+};
+
+// A tenant's byte quotas across the cluster, every copy counted; 0 on a tier: no limit there.
+using TenantQuota = TierBytes;
+
+// The master's tenant state (README "Tenants, shares and quotas", PROTOCOL.md "Tenants"): who
+// owns each dataset and with whom it is shared, each tenant's quotas, and the bytes admitted
+// against them by puts still on their way (reservations).
+//
+// A dataset nobody recorded is free: the first put (a worker's claim) or description
+// (registerRdd) records its tenant as the owner. A free dataset that has blocks anyway
+// (stored before tenants existed, or by an admin key) belongs to the default tenant. Owners
+// are kept when the dataset's blocks are removed, so a dataset id never changes hands unseen.
+//
+// Admission (Reserve) is exact: a put is admitted when the owner's stored bytes on the tier,
+// plus the bytes of the reservations not reported yet, plus its own bytes fit the quota. A
+// reservation ends when the worker reports the block (Commit), or after reservation_lifetime
+// (a put that never finished).
+//
+// Knows no sockets or journal: the caller journals what the methods say changed. Not
+// thread-safe: owned by the master's loop.
+class TenantRegistry {
+ public:
+  TenantRegistry(const Clock& clock, Duration reservation_lifetime)
+      : clock_(clock), reservation_lifetime_(reservation_lifetime) {}
+
+  // ---- datasets ----
+
+  // Who may use `dataset` now; `has_blocks`: whether the index holds blocks of it.
+  DatasetAccess Lookup(const std::string& dataset, bool has_blocks) const;
+  // Lookup, recording `tenant` as the owner of a free dataset first. `recorded`: the record
+  // changed (journal it).
+  struct Claimed {
+    DatasetAccess access;
+    bool recorded = false;
+  };
+  Claimed Claim(const std::string& dataset, const std::string& tenant, bool has_blocks);
+  // Shares (or stops sharing) an owned dataset with `reader`; returns the changed record, or
+  // kNotFound for a dataset nobody owns, kInvalidArgument for a bad name or the owner itself.
+  Result<DatasetAccess> Share(const std::string& dataset, const std::string& reader, bool unshare);
+  // A record read back from the journal.
+  void Restore(const std::string& dataset, DatasetAccess access);
+  const std::map<std::string, DatasetAccess>& datasets() const { return datasets_; }
+
+  // ---- quotas ----
+
+  void SetQuota(const std::string& tenant, TenantQuota quota) { quotas_[tenant] = quota; }
+  bool RemoveQuota(const std::string& tenant) { return quotas_.erase(tenant) > 0; }
+  std::optional<TenantQuota> QuotaOf(const std::string& tenant) const;
+  const std::map<std::string, TenantQuota>& quotas() const { return quotas_; }
+
+  // Admits a put of `bytes` at `level` into a dataset of `tenant`, whose stored bytes are
+  // `stored`: returns the reservation (0: the tenant has no quota, nothing reserved), or
+  // kOutOfSpace "quota exceeded ..." naming the tenant, the tier, the quota and what is in use.
+  // A level that may spill (MEMORY_AND_DISK) is admitted on disk when memory is full.
+  Result<uint64_t> Reserve(const std::string& tenant, const std::string& block, uint64_t bytes,
+                           StorageLevel level, const TierBytes& stored);
+  // The reserved put was reported (or failed): its bytes stop counting as reserved.
+  void EndReservation(uint64_t reservation) { reservations_.erase(reservation); }
+  // Drops reservations past their lifetime; returns how many.
+  size_t ExpireReservations();
+  // Bytes reserved and not reported yet.
+  TierBytes Reserved(const std::string& tenant) const;
+
+ private:
+  struct Reservation {
+    std::string tenant;
+    std::string block;
+    Tier tier;
+    uint64_t bytes;
+    TimePoint expires;
+  };
+
+  const Clock& clock_;
+  const Duration reservation_lifetime_;
+  std::map<std::string, DatasetAccess> datasets_;  // recorded owners
+  std::map<std::string, TenantQuota> quotas_;
+  std::unordered_map<uint64_t, Reservation> reservations_;
+  uint64_t next_reservation_ = 1;
+  uint64_t next_generation_ = 1;
+};
+
+}  // namespace bm

@@ -1,0 +1,355 @@
+// Tenants, shares and quotas (README "Tenants, shares and quotas") against real bm-master,
+// bm-worker and bmctl processes with CURVE keys: alice and bob are client keys of two tenants,
+// `client` a client key without a tenant (the default tenant), `admin` an admin key.
+
+#include <capnp/message.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "client/client.h"
+#include "common/curve_keys.h"
+#include "common/protocol.h"
+#include "common/tenant.h"
+#include "common/transport.h"
+#include "tests/support/local_cluster.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
+
+namespace bm::testing {
+namespace {
+
+using std::chrono::seconds;
+
+class TenantTest : public ::testing::Test {
+ protected:
+  // A keyed cluster of two workers whose allow-list also holds alice (tenant "alice"), bob
+  // (tenant "bob") and carol (tenant "bob" too).
+  void StartCluster(const std::string& state_dir = "", const std::string& memory = "64MiB") {
+    if (!CurveAvailable()) GTEST_SKIP() << "libzmq was built without CURVE (libsodium)";
+    ASSERT_NO_FATAL_FAILURE(cluster_.UseKeys({"w1", "w2"}));
+    for (auto [name, tenant] : {std::pair{"alice", "alice"}, {"bob", "bob"}, {"carol", "bob"}}) {
+      ASSERT_TRUE(GenerateCertificate(cluster_.keys_dir(), name, KeyRole::kClient).ok());
+      std::ofstream(cluster_.keys_dir() + "/" + name + ".tenant") << tenant << "\n";
+    }
+    if (!state_dir.empty()) cluster_.SetMasterStateDir(state_dir);
+    ASSERT_NO_FATAL_FAILURE(cluster_.StartMaster());
+    ASSERT_NO_FATAL_FAILURE(cluster_.StartWorker({"w1", memory, ""}));
+    ASSERT_NO_FATAL_FAILURE(cluster_.StartWorker({"w2", memory, ""}));
+  }
+
+  CommandResult Put(const std::string& key, const std::string& block, const std::string& bytes,
+                    const std::string& worker = "w1") {
+    return cluster_.BmctlAs(key, {"put", block, "-", "--level", "MEMORY_ONLY", "--worker", worker},
+                            bytes);
+  }
+
+  // One request straight to a worker's data port with key NAME, as a client that skips the
+  // master would send it.
+  Status RawToWorker(const std::string& key, const std::string& worker,
+                     const std::function<void(proto::Request::Builder)>& fill) {
+    RpcChannel channel(context_, cluster_.worker_endpoint(worker), seconds(5),
+                       cluster_.SecurityOf(key, worker));
+    capnp::MallocMessageBuilder message;
+    proto::Request::Builder request = message.initRoot<proto::Request>();
+    request.setId(1);
+    fill(request);
+    Result<IncomingMessage> reply = channel.Call(message);
+    if (!reply.ok()) return reply.status();
+    return ReadGuarded([&]() -> Status {
+      if (reply->reply().isError()) return StatusFromError(reply->reply().getError());
+      return Status::Ok();
+    });
+  }
+
+  Status RawGet(const std::string& key, const std::string& worker, const std::string& block) {
+    return RawToWorker(key, worker, [&](proto::Request::Builder request) {
+      auto get = request.initGetBlock();
+      get.setBlockId(block);
+      get.setMaxLength(1 << 20);
+    });
+  }
+
+  // A one-piece raw put of `bytes`.
+  Status RawPut(const std::string& key, const std::string& worker, const std::string& block,
+                const std::string& bytes) {
+    RpcChannel channel(context_, cluster_.worker_endpoint(worker), seconds(5),
+                       cluster_.SecurityOf(key, worker));
+    capnp::MallocMessageBuilder message;
+    proto::Request::Builder request = message.initRoot<proto::Request>();
+    request.setId(1);
+    auto put = request.initPutBlock();
+    put.setBlockId(block);
+    put.setLevel(proto::StorageLevel::MEMORY_ONLY);
+    put.setTotalSize(bytes.size());
+    put.setLast(true);
+    put.setUploadId(77);
+    put.setVersion(12345);
+    std::vector<zmq::message_t> payload;
+    payload.emplace_back(bytes.data(), bytes.size());
+    Result<IncomingMessage> reply = channel.Call(message, std::move(payload));
+    if (!reply.ok()) return reply.status();
+    return ReadGuarded([&]() -> Status {
+      if (reply->reply().isError()) return StatusFromError(reply->reply().getError());
+      return Status::Ok();
+    });
+  }
+
+  static void ExpectRefused(const CommandResult& result, const std::string& tenant,
+                            const std::string& dataset) {
+    EXPECT_NE(result.exit_code, 0) << result.out;
+    EXPECT_NE(result.err.find("permission denied"), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find("tenant '" + tenant + "'"), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find(dataset), std::string::npos) << result.err;
+  }
+
+  static void ExpectDenied(const Status& status, const std::string& tenant,
+                           const std::string& dataset) {
+    EXPECT_EQ(status.code(), StatusCode::kPermissionDenied) << status.ToString();
+    EXPECT_NE(status.message().find("tenant '" + tenant + "'"), std::string::npos)
+        << status.ToString();
+    EXPECT_NE(status.message().find(dataset), std::string::npos) << status.ToString();
+  }
+
+  bool ListsRdd(const std::string& key, const std::string& rdd) {
+    CommandResult rdds = cluster_.BmctlAs(key, {"--json", "rdds"});
+    EXPECT_EQ(rdds.exit_code, 0) << rdds.err;
+    for (const auto& entry : nlohmann::json::parse(rdds.out)) {
+      if (std::to_string(entry["rdd"].get<uint64_t>()) == rdd) return true;
+    }
+    return false;
+  }
+
+  LocalCluster cluster_;
+  zmq::context_t context_;
+};
+
+TEST_F(TenantTest, TenantKeyCannotTouchAnotherTenantsRddUntilShared) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster());
+  ASSERT_EQ(Put("alice", "rdd_7_0", "alice's partition").exit_code, 0);
+
+  // Through the master (what bmctl and the client library do).
+  ExpectRefused(cluster_.BmctlAs("bob", {"get", "rdd_7_0"}), "bob", "rdd_7");
+  ExpectRefused(cluster_.BmctlAs("bob", {"locations", "rdd_7_0"}), "bob", "rdd_7");
+  ExpectRefused(cluster_.BmctlAs("bob", {"blocks", "--rdd", "7"}), "bob", "rdd_7");
+  ExpectRefused(Put("bob", "rdd_7_1", "bob's bytes"), "bob", "rdd_7");
+  ExpectRefused(cluster_.BmctlAs("bob", {"rm", "rdd_7_0"}), "bob", "rdd_7");
+  ExpectRefused(cluster_.BmctlAs("bob", {"rm-rdd", "7"}), "bob", "rdd_7");
+  EXPECT_FALSE(ListsRdd("bob", "7"));
+  EXPECT_TRUE(ListsRdd("alice", "7"));
+  // Straight to the worker that holds it: refused there too, for reads and overwrites.
+  ExpectDenied(RawGet("bob", "w1", "rdd_7_0"), "bob", "rdd_7");
+  ExpectDenied(RawPut("bob", "w1", "rdd_7_0", "overwrite"), "bob", "rdd_7");
+  ExpectDenied(RawPut("bob", "w2", "rdd_7_5", "sneaked in"), "bob", "rdd_7");
+  // The default tenant (a key without one) is another tenant.
+  ExpectRefused(cluster_.BmctlAs("client", {"get", "rdd_7_0"}), "default", "rdd_7");
+  // Nothing of alice's was lost or changed.
+  CommandResult mine = cluster_.BmctlAs("alice", {"get", "rdd_7_0"});
+  ASSERT_EQ(mine.exit_code, 0) << mine.err;
+  EXPECT_EQ(mine.out, "alice's partition");
+  EXPECT_FALSE(cluster_.WorkerHolds("w2", "rdd_7_5"));
+
+  // Only the owner may share.
+  ExpectRefused(cluster_.BmctlAs("bob", {"share", "7", "bob"}), "bob", "rdd_7");
+  CommandResult shared = cluster_.BmctlAs("alice", {"share", "7", "bob"});
+  ASSERT_EQ(shared.exit_code, 0) << shared.err;
+  // Shared: bob (and carol, of tenant bob) may read, over the master and the worker ...
+  CommandResult read = cluster_.BmctlAs("bob", {"get", "rdd_7_0"});
+  ASSERT_EQ(read.exit_code, 0) << read.err;
+  EXPECT_EQ(read.out, "alice's partition");
+  EXPECT_EQ(cluster_.BmctlAs("carol", {"locations", "rdd_7_0"}).exit_code, 0);
+  EXPECT_TRUE(RawGet("bob", "w1", "rdd_7_0").ok());
+  EXPECT_TRUE(ListsRdd("bob", "7"));
+  // ... read-only: no put, no removal.
+  ExpectRefused(Put("bob", "rdd_7_1", "bob's bytes"), "bob", "rdd_7");
+  ExpectDenied(RawPut("bob", "w1", "rdd_7_0", "overwrite"), "bob", "rdd_7");
+  ExpectRefused(cluster_.BmctlAs("bob", {"rm", "rdd_7_0"}), "bob", "rdd_7");
+  EXPECT_EQ(cluster_.BmctlAs("bob", {"share", "7", "carol-tenant"}).exit_code, 1);
+
+  // Unshared: refused again, also by the worker that had let bob read.
+  ASSERT_EQ(cluster_.BmctlAs("alice", {"unshare", "7", "bob"}).exit_code, 0);
+  ExpectRefused(cluster_.BmctlAs("bob", {"get", "rdd_7_0"}), "bob", "rdd_7");
+  // The worker hears of it from the master (datasetAccess): wait for that, bounded.
+  Status raw;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        raw = RawGet("bob", "w1", "rdd_7_0");
+        return !raw.ok();
+      },
+      seconds(5)));
+  ExpectDenied(raw, "bob", "rdd_7");
+
+  // The owner removes its own RDD.
+  CommandResult removed = cluster_.BmctlAs("alice", {"rm-rdd", "7"});
+  EXPECT_EQ(removed.exit_code, 0) << removed.err;
+}
+
+TEST_F(TenantTest, AdminSeesAllAndKeysWithoutTenantWorkAsBefore) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster());
+  ASSERT_EQ(Put("alice", "rdd_3_0", "a").exit_code, 0);
+  ASSERT_EQ(Put("bob", "rdd_4_0", "b").exit_code, 0);
+  // A key without a tenant: puts, gets and lists its own as before tenants.
+  ASSERT_EQ(Put("client", "rdd_5_0", "c").exit_code, 0);
+  CommandResult own = cluster_.BmctlAs("client", {"get", "rdd_5_0"});
+  ASSERT_EQ(own.exit_code, 0) << own.err;
+  EXPECT_EQ(own.out, "c");
+  EXPECT_TRUE(ListsRdd("client", "5"));
+  EXPECT_FALSE(ListsRdd("client", "3"));
+  EXPECT_FALSE(ListsRdd("alice", "4"));
+  // Removal stays an admin's (or a tenant key's) right, as before.
+  EXPECT_NE(cluster_.BmctlAs("client", {"rm", "rdd_5_0"}).exit_code, 0);
+  // Admin: sees and reads everything, and removes anyone's.
+  for (const std::string rdd : {"3", "4", "5"}) EXPECT_TRUE(ListsRdd("admin", rdd)) << rdd;
+  EXPECT_EQ(cluster_.Bmctl({"get", "rdd_4_0"}).out, "b");
+  EXPECT_TRUE(RawGet("admin", "w1", "rdd_3_0").ok());
+  CommandResult tenants = cluster_.Bmctl({"--json", "tenants"});
+  ASSERT_EQ(tenants.exit_code, 0) << tenants.err;
+  std::set<std::string> names;
+  for (const auto& entry : nlohmann::json::parse(tenants.out)) {
+    names.insert(entry["tenant"].get<std::string>());
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"alice", "bob", "default"}));
+  CommandResult own_only = cluster_.BmctlAs("alice", {"--json", "tenants"});
+  ASSERT_EQ(own_only.exit_code, 0) << own_only.err;
+  ASSERT_EQ(nlohmann::json::parse(own_only.out).size(), 1u);
+  EXPECT_EQ(cluster_.Bmctl({"rm-rdd", "4"}).exit_code, 0);
+}
+
+TEST_F(TenantTest, FirstPutOfTwoTenantsOnTwoWorkersHasOneOwner) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster());
+  // Both race to create RDD 9, each on its own worker.
+  CommandResult a;
+  CommandResult b;
+  std::thread alice([&] { a = Put("alice", "rdd_9_0", "from alice", "w1"); });
+  std::thread bob([&] { b = Put("bob", "rdd_9_1", "from bob", "w2"); });
+  alice.join();
+  bob.join();
+  EXPECT_NE(a.exit_code == 0, b.exit_code == 0) << a.err << " / " << b.err;
+  const std::string winner = a.exit_code == 0 ? "alice" : "bob";
+  const std::string loser = a.exit_code == 0 ? "bob" : "alice";
+  ExpectRefused(a.exit_code == 0 ? b : a, loser, "rdd_9");
+  EXPECT_TRUE(ListsRdd(winner, "9"));
+  EXPECT_FALSE(ListsRdd(loser, "9"));
+  EXPECT_FALSE(cluster_.WorkerHolds(loser == "alice" ? "w1" : "w2",
+                                    loser == "alice" ? "rdd_9_0" : "rdd_9_1"));
+}
+
+// 8 threads put 40 blocks of 64 KiB into alice's RDD against a memory quota of 10 blocks and a
+// bit: exactly 10 are stored, and every refusal is "quota exceeded", made when the next block
+// would pass the quota.
+TEST_F(TenantTest, QuotaRefusalsAreExactUnderEightConcurrentPutters) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster());
+  constexpr uint64_t kBlock = 64 * 1024;
+  constexpr uint64_t kQuota = 10 * kBlock + kBlock / 2;
+  CommandResult set = cluster_.Bmctl(
+      {"quota", "set", "alice", "--memory", std::to_string(kQuota), "--disk", "1MiB"});
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  std::atomic<int> stored{0};
+  std::atomic<int> refused{0};
+  std::atomic<int> other{0};
+  std::vector<std::string> failures(8);
+  std::vector<std::thread> putters;
+  for (int t = 0; t < 8; ++t) {
+    putters.emplace_back([&, t] {
+      Client client(cluster_.ClientOptionsFor("alice"));
+      const std::vector<std::byte> bytes(kBlock, std::byte{static_cast<unsigned char>(t)});
+      for (int i = 0; i < 5; ++i) {
+        Result<PutResult> put = client.Put(BlockId::Rdd(21, static_cast<uint64_t>(t * 5 + i)),
+                                           bytes, StorageLevel::kMemoryOnly);
+        if (put.ok()) {
+          ++stored;
+        } else if (IsQuotaExceeded(put.status())) {
+          ++refused;
+        } else {
+          ++other;
+          failures[t] = put.status().ToString();
+        }
+      }
+    });
+  }
+  for (std::thread& putter : putters) putter.join();
+  for (const std::string& failure : failures) EXPECT_EQ(failure, "");
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(stored.load(), 10);
+  EXPECT_EQ(refused.load(), 30);
+  nlohmann::json tenants = cluster_.BmctlJson({"tenants"});
+  ASSERT_EQ(tenants.size(), 1u) << tenants.dump();
+  EXPECT_EQ(tenants[0]["tenant"], "alice");
+  EXPECT_EQ(tenants[0]["memory_bytes"].get<uint64_t>(), 10 * kBlock);
+  EXPECT_LE(tenants[0]["memory_bytes"].get<uint64_t>(), kQuota);
+  EXPECT_EQ(tenants[0]["memory_quota"].get<uint64_t>(), kQuota);
+  // bmctl says so with its own exit code; another tenant is not limited by alice's quota.
+  CommandResult over = Put("alice", "rdd_21_99", std::string(kBlock, 'x'));
+  EXPECT_EQ(over.exit_code, 3) << over.err;
+  EXPECT_NE(over.err.find("quota exceeded"), std::string::npos) << over.err;
+  EXPECT_EQ(Put("bob", "rdd_22_0", std::string(kBlock, 'x')).exit_code, 0);
+  // Room again once alice removes a block.
+  ASSERT_EQ(cluster_.BmctlAs("alice", {"rm-rdd", "21"}).exit_code, 0);
+  EXPECT_EQ(Put("alice", "rdd_21_99", std::string(kBlock, 'x')).exit_code, 0);
+}
+
+TEST_F(TenantTest, QuotaHoldsAcrossAMasterRestart) {
+  TempDir state;
+  ASSERT_NO_FATAL_FAILURE(StartCluster(state.Sub("master")));
+  constexpr uint64_t kBlock = 32 * 1024;
+  ASSERT_EQ(
+      cluster_.Bmctl({"quota", "set", "alice", "--memory", std::to_string(2 * kBlock)}).exit_code,
+      0);
+  ASSERT_EQ(Put("alice", "rdd_30_0", std::string(kBlock, 'a')).exit_code, 0);
+  ASSERT_EQ(Put("alice", "rdd_30_1", std::string(kBlock, 'b')).exit_code, 0);
+  ASSERT_EQ(Put("alice", "rdd_30_2", std::string(kBlock, 'c')).exit_code, 3);
+  cluster_.KillMaster();
+  ASSERT_NO_FATAL_FAILURE(cluster_.StartMaster());
+  // Both workers registered again (not only restored from the journal): they ask the master.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        CommandResult workers = cluster_.Bmctl({"--json", "workers"});
+        if (workers.exit_code != 0) return false;
+        int active = 0;
+        for (const auto& worker : nlohmann::json::parse(workers.out)) {
+          active += worker["state"] == "active" ? 1 : 0;
+        }
+        return active == 2;
+      },
+      seconds(30)));
+  // The quota, the owner and the bytes are all back.
+  CommandResult again = Put("alice", "rdd_30_2", std::string(kBlock, 'c'));
+  EXPECT_EQ(again.exit_code, 3) << again.err;
+  EXPECT_NE(again.err.find("quota exceeded"), std::string::npos) << again.err;
+  ExpectRefused(cluster_.BmctlAs("bob", {"get", "rdd_30_0"}), "bob", "rdd_30");
+  nlohmann::json tenants = cluster_.BmctlJson({"tenants"});
+  ASSERT_EQ(tenants.size(), 1u) << tenants.dump();
+  EXPECT_EQ(tenants[0]["memory_quota"].get<uint64_t>(), 2 * kBlock);
+  EXPECT_EQ(tenants[0]["memory_bytes"].get<uint64_t>(), 2 * kBlock);
+  ASSERT_EQ(cluster_.Bmctl({"quota", "rm", "alice"}).exit_code, 0);
+  EXPECT_EQ(Put("alice", "rdd_30_2", std::string(kBlock, 'c')).exit_code, 0);
+}
+
+// Bob has a memory quota, so what it admits is his guaranteed share; alice has none. Alice's puts
+// into a full worker evict her own older blocks, never bob's, although his are the least
+// recently used.
+TEST_F(TenantTest, QuotaEvictionForOneTenantLeavesAnothersGuaranteedBytesInPlace) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster("", "4MiB"));
+  ASSERT_EQ(cluster_.Bmctl({"quota", "set", "bob", "--memory", "2MiB"}).exit_code, 0);
+  const std::string block(768 * 1024, 'x');
+  ASSERT_EQ(Put("bob", "rdd_40_0", block).exit_code, 0);
+  ASSERT_EQ(Put("bob", "rdd_40_1", block).exit_code, 0);
+  for (int rdd = 41; rdd <= 46; ++rdd) {
+    CommandResult put = Put("alice", "rdd_" + std::to_string(rdd) + "_0", block);
+    ASSERT_EQ(put.exit_code, 0) << put.err;
+  }
+  EXPECT_TRUE(cluster_.WorkerHolds("w1", "rdd_40_0"));
+  EXPECT_TRUE(cluster_.WorkerHolds("w1", "rdd_40_1"));
+  EXPECT_FALSE(cluster_.WorkerHolds("w1", "rdd_41_0"));  // alice's own went instead
+  EXPECT_TRUE(cluster_.WorkerHolds("w1", "rdd_46_0"));
+}
+
+}  // namespace
+}  // namespace bm::testing
