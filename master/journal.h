@@ -11,6 +11,7 @@
 #include "common/status.h"
 #include "common/storage_level.h"
 #include "master/block_index.h"
+#include "master/lost_blocks.h"
 
 namespace rocksdb {
 class DB;
@@ -62,6 +63,9 @@ struct JournalSnapshot {
   std::vector<std::pair<BlockId, uint64_t>> retired;
   // Compute leases held when the journal was last written.
   std::vector<JournaledLease> leases;
+  // Blocks whose last copy was lost (RecordLost), in no particular order: LostBlocks::Restore
+  // orders them.
+  std::vector<LostRecord> lost;
 };
 
 // The master's metadata on disk (bm-master --state-dir): the registered workers, every block
@@ -110,6 +114,8 @@ class MasterJournal {
   // Compute leases granted (or handed over) and ended, in one write: a standby that takes over
   // knows who computes what, so get-or-compute stays exactly-once across a failover.
   Status RecordLeases(std::span<const JournaledLease> held, std::span<const BlockId> ended);
+  // The records of lost blocks written and forgotten (LostBlocks' changes), in one write.
+  Status RecordLost(const LostBlocks::Changes& changes);
 
   const std::string& dir() const { return dir_; }
 

@@ -35,6 +35,7 @@ MasterServer::Loop::Loop(zmq::context_t& context, MasterOptions options, const C
       control_(std::move(control)),
       registry_(clock),
       journal_(std::move(journal)),
+      lost_blocks_(options_.lost_blocks_kept),
       links_(context, options_.keys, kMaxMessagesPerWake),
       replication_(clock_, request_ids_, kMaxCopiesInFlight, kCopyTimeout),
       role_(options_.leadership != nullptr ? Role::kStandby : Role::kLeader),
@@ -55,6 +56,7 @@ Status MasterServer::Loop::RestoreFromJournal() {
                         index_.Apply(worker_id, change);
                       }));
   for (const auto& [id, version] : snapshot.retired) index_.RetireVersion(id, version);
+  JournalLost(lost_blocks_.Restore(std::move(snapshot.lost)));
   for (const JournaledLease& lease : snapshot.leases) {
     leases_.Restore(
         {lease.block, lease.token, lease.holder, std::chrono::milliseconds(lease.length_ms)});
@@ -82,9 +84,9 @@ Status MasterServer::Loop::RestoreFromJournal() {
   }
   spdlog::info(
       "restored from the master journal {}: {} workers (unconfirmed until they register again), "
-      "{} block locations, {} RDD descriptions in {} ms",
+      "{} block locations, {} RDD descriptions, {} lost blocks in {} ms",
       journal_->dir(), registry_.size(), snapshot.location_count, rdd_descriptions_.size(),
-      ToMillis(clock_.Now() - start));
+      lost_blocks_.size(), ToMillis(clock_.Now() - start));
   return Status::Ok();
 }
 
@@ -187,6 +189,7 @@ void MasterServer::Loop::ServeStatus() {
       .journaled = journal_ != nullptr,
       .now = clock_.Now(),
       .role = StatusRole(),
+      .lost = &lost_blocks_,
   });
 }
 
@@ -293,6 +296,7 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
     case proto::Request::REMOVE_BLOCKS: {
       BM_ASSIGN_OR_RETURN(std::vector<BlockId> ids,
                           DecodeBlockIds(request.getRemoveBlocks().getBlockIds()));
+      ClearLostIds(ids);
       StartRemove(client, request.getId(), std::move(ids));
       return Answer::kLater;
     }
@@ -301,6 +305,7 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
       if (rdd_descriptions_.erase(rdd_id) > 0 && journal_) {
         Journaled(journal_->RecordRddForgotten(rdd_id));
       }
+      ClearLostRdd(rdd_id);
       StartRemove(client, request.getId(), index_.RddBlockIds(rdd_id));
       return Answer::kLater;
     }

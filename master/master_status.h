@@ -14,6 +14,7 @@
 namespace bm {
 
 class BlockIndex;
+class LostBlocks;
 class WorkerRegistry;
 
 // What a dataset registered about an RDD (registerRdd).
@@ -112,6 +113,7 @@ struct MasterView {
   bool journaled;
   TimePoint now;
   MasterRole role{};
+  const LostBlocks* lost = nullptr;  // null: none kept
 };
 
 // How the master's event loop lets an observer (the HTTP status service) read its state

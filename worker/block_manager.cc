@@ -499,9 +499,10 @@ void BlockManager::Verify(const BlockId& id, Callback<Result<BlockCheck>> done) 
       check.corrupt = DataLossError("block " + id.ToString() + " is corrupt in memory: unit " +
                                     std::to_string(*bad) + " does not match its digest");
       spdlog::error("{}; dropped, never served", check.corrupt.message());
+      const uint64_t version = block->version;
       Status removed = Remove(id);
       (void)removed;  // it was found just now
-      lost_.push_back(id);
+      lost_.push_back({id, check.corrupt.message(), LostCause::kCopyCorrupt, version});
     }
     done(std::move(check));
     return;
@@ -699,7 +700,7 @@ void BlockManager::Maintain() {
   });
 }
 
-std::vector<BlockId> BlockManager::TakeLost() { return std::exchange(lost_, {}); }
+std::vector<LostBlock> BlockManager::TakeLost() { return std::exchange(lost_, {}); }
 
 void BlockManager::CollectLost(std::vector<LostBlock> blocks, bool report_removed) {
   for (LostBlock& block : blocks) {
@@ -707,9 +708,10 @@ void BlockManager::CollectLost(std::vector<LostBlock> blocks, bool report_remove
     if (on_disk != disk_index_.end()) {
       // The master knows only that this worker no longer has the block on disk.
       if (report_removed) RecordRemoved(on_disk->second);
+      if (block.version == 0) block.version = on_disk->second.version;
       disk_index_.erase(on_disk);
     }
-    lost_.push_back(block.id);
+    lost_.push_back(std::move(block));
   }
 }
 
@@ -767,7 +769,8 @@ void BlockManager::SpillFinished(const BlockId& id, uint64_t ticket, const Statu
     // restores the level from another copy now rather than at its next scan.
     if (written.code() == StatusCode::kDataLoss) {
       ++corrupt_spills_;
-      lost_.push_back(id);
+      lost_.push_back({id, "corrupt in memory, caught spilling it: " + written.message(),
+                       LostCause::kCopyCorrupt, block.version});
     }
   }
   spill_backlog_bytes_ -= block.data.size;

@@ -657,7 +657,7 @@ Status DiskStore::DropCorrupt(const BlockId& id, const std::string& what) {
   journal_->RecordRemoved(id, generation);
   ++lost_count_;
   ++corrupt_count_;
-  lost_.push_back({id, reason});
+  lost_.push_back({id, reason, LostCause::kCopyCorrupt});
   return DataLossError("block " + id.ToString() + " is corrupt on this worker's disk (" + what +
                        ")");
 }
@@ -707,8 +707,11 @@ void DiskStore::CheckAgainstJournal(const std::map<BlockId, uint64_t>& committed
     DropUnserved(id);
   }
   for (const BlockId& id : verdict.stale) DropUnserved(id);
-  for (const LostBlock& block : verdict.lost) {
+  // At start-up these are losses of the restart; on a reopen, of the storage error before it.
+  const bool at_start = std::string_view(when) != "on reopening";
+  for (LostBlock& block : verdict.lost) {
     spdlog::error("disk store: block {} lost: {}", block.id.ToString(), block.reason);
+    block.cause = at_start ? LostCause::kLostAtStartUp : LostCause::kStorageError;
   }
   if (verdict.lost.empty()) {
     spdlog::info("disk store {}: 0 blocks lost {} ({} committed blocks checked)", dir_, when,
