@@ -5,9 +5,13 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
 
 #include <chrono>
 #include <csignal>
+#include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,6 +46,28 @@ bool GetSaysLost(LocalCluster& cluster, const std::string& id, const std::string
   if (err != nullptr) *err = got.err;
   return got.exit_code == 1 && got.err.find("lost: ") != std::string::npos &&
          got.err.find(reason) != std::string::npos && got.out.empty();
+}
+
+// Flushes a stopped worker's write-ahead log into a new table file and returns its path.
+std::string FlushIntoNewTable(const std::string& disk_dir) {
+  std::set<std::string> before;
+  for (const auto& entry : std::filesystem::directory_iterator(disk_dir)) {
+    if (entry.path().extension() == ".sst") before.insert(entry.path().string());
+  }
+  {
+    rocksdb::DB* raw = nullptr;
+    rocksdb::Status opened = rocksdb::DB::Open(rocksdb::Options(), disk_dir, &raw);
+    EXPECT_TRUE(opened.ok()) << opened.ToString();
+    if (!opened.ok()) return "";
+    std::unique_ptr<rocksdb::DB> db(raw);
+    EXPECT_TRUE(db->Flush(rocksdb::FlushOptions()).ok());
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(disk_dir)) {
+    if (entry.path().extension() == ".sst" && !before.contains(entry.path().string())) {
+      return entry.path().string();
+    }
+  }
+  return "";
 }
 
 std::string Metrics(LocalCluster& cluster) {
@@ -239,6 +265,58 @@ TEST(LostBlocksTest, LostRecordIsKeptAcrossAMasterRestartAndClearedByAPut) {
   got = cluster.Bmctl({"get", "rdd_2_0"});
   ASSERT_EQ(got.exit_code, 0) << got.err;
   EXPECT_EQ(got.out, "second");
+}
+
+// A table file cut in half while its worker was down kept the worker from starting at all. Now
+// the worker starts, serves the blocks of its other table file, and the blocks of the cut one
+// are lost at start-up, the master listing them with the file named.
+TEST(LostBlocksTest, LostTruncatedTableFileCostsOnlyItsBlocksAndTheWorkerStarts) {
+  LocalCluster cluster(/*heartbeat_timeout_seconds=*/30);
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1"}));
+  const std::string disk = cluster.worker_disk_dir("w1");
+  std::map<std::string, std::string> stored;
+  std::string second_table;
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 4; ++i) {
+      const std::string id = "rdd_3_" + std::to_string(round * 4 + i);
+      stored[id] = RandomBytes((256 << 10) + i, round * 4 + i);
+      CommandResult put = cluster.Bmctl({"put", id, "-", "--level", "DISK_ONLY"}, stored[id]);
+      ASSERT_EQ(put.exit_code, 0) << put.err;
+    }
+    cluster.KillWorker("w1");
+    const std::string table = FlushIntoNewTable(disk);
+    ASSERT_FALSE(table.empty());
+    if (round == 1) {
+      second_table = table;
+    } else {
+      ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1"}));
+    }
+  }
+  std::filesystem::resize_file(second_table, std::filesystem::file_size(second_table) / 2);
+  const std::string name = std::filesystem::path(second_table).filename().string();
+
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1"}));
+  ASSERT_TRUE(cluster.WaitForWorkers({"w1"})) << cluster.LogTail("w1");
+  for (int i = 0; i < 4; ++i) {  // the first table's blocks are served
+    const std::string id = "rdd_3_" + std::to_string(i);
+    CommandResult got = cluster.Bmctl({"get", id});
+    ASSERT_EQ(got.exit_code, 0) << id << ": " << got.err << cluster.LogTail("w1");
+    EXPECT_TRUE(got.out == stored[id]) << id;
+  }
+  std::map<std::string, std::string> expected;
+  for (int i = 4; i < 8; ++i) expected["rdd_3_" + std::to_string(i)] = "lost at start-up";
+  EXPECT_TRUE(WaitFor([&] { return LostReasons(cluster) == expected; }, 10s))
+      << cluster.Bmctl({"blocks", "--lost"}).out << cluster.LogTail("master");
+  std::string err;
+  EXPECT_TRUE(GetSaysLost(cluster, "rdd_3_5", "lost at start-up", &err)) << err;
+  EXPECT_NE(err.find(name), std::string::npos) << "names the table file: " << err;
+  EXPECT_TRUE(std::filesystem::exists(disk + "/lost/" + name));
+  // The worker still stores.
+  ASSERT_EQ(cluster.Bmctl({"put", "rdd_3_5", "-", "--level", "DISK_ONLY"}, "again").exit_code, 0);
+  CommandResult again = cluster.Bmctl({"get", "rdd_3_5"});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, "again");
 }
 
 }  // namespace
