@@ -251,7 +251,15 @@ TEST(LostBlocksTest, LostRecordIsKeptAcrossAMasterRestartAndClearedByAPut) {
   EXPECT_EQ(LostReasons(cluster),
             (std::map<std::string, std::string>{{"rdd_2_0", "worker dropped"}}));
 
-  ASSERT_TRUE(cluster.WaitForWorkers({"w2"}));
+  // Placement takes only workers that registered again since the restart (not "unconfirmed").
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        json workers = cluster.BmctlJson({"workers"});
+        return workers.is_array() && workers.size() == 1 && workers[0].at("id") == "w2" &&
+               workers[0].at("state") == "active";
+      },
+      20s))
+      << cluster.LogTail("master");
   CommandResult put = cluster.Bmctl({"put", "rdd_2_0", "-", "--level", "MEMORY_ONLY"}, "second");
   ASSERT_EQ(put.exit_code, 0) << put.err;
   CommandResult got = cluster.Bmctl({"get", "rdd_2_0"});
