@@ -41,12 +41,18 @@ class LocationsCommand : public BmctlCommand {
   std::vector<BlockId> ids_;         // set by Validate
 };
 
-// bmctl blocks [--rdd N]: every block (of one RDD), streamed a page at a time.
+// bmctl blocks [--rdd N | --lost]: every block (of one RDD), streamed a page at a time; or
+// the blocks whose last copy was lost.
 class BlocksCommand : public BmctlCommand {
  public:
   CLI::App* AddTo(CLI::App& app) override {
-    CLI::App* blocks = app.add_subcommand("blocks", "every block (of one RDD)");
+    CLI::App* blocks = app.add_subcommand("blocks", "every block (of one RDD), or the lost ones");
     rdd_option_ = blocks->add_option("--rdd", rdd_, "only the blocks of this RDD");
+    blocks
+        ->add_flag("--lost", lost_,
+                   "the blocks whose last copy was lost, oldest first, with when and why "
+                   "(the master keeps the newest --lost-blocks-kept)")
+        ->excludes(rdd_option_);
     return blocks;
   }
 
@@ -58,6 +64,16 @@ class BlocksCommand : public BmctlCommand {
   }
 
   int Run(Client& client, const OutputOptions& output) override {
+    if (lost_) {
+      Result<std::vector<LostBlockInfo>> lost = client.LostBlocks();
+      if (!lost.ok()) return Fail(lost.status());
+      if (output.json) {
+        std::cout << LostBlocksToJson(*lost).dump(2) << "\n";
+      } else {
+        std::cout << LostBlocksTable(*lost);
+      }
+      return FlushStdout();
+    }
     // Streamed a page at a time, so memory stays bounded however many blocks there are: JSON
     // as an array with one block per line, the table with its header on the first page only.
     const bool json = output.json;
@@ -87,6 +103,7 @@ class BlocksCommand : public BmctlCommand {
   // Parsed by CLI11.
   std::string rdd_;
   CLI::Option* rdd_option_ = nullptr;
+  bool lost_ = false;
   std::optional<uint64_t> rdd_id_;  // set by Validate: all blocks when unset
 };
 

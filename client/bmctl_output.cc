@@ -1,6 +1,7 @@
 #include "client/bmctl_output.h"
 
 #include <algorithm>
+#include <ctime>
 
 #include "common/byte_size.h"
 #include "common/digest.h"
@@ -36,14 +37,55 @@ std::string Join(const std::vector<std::string>& parts, const std::string& separ
   return out;
 }
 
+std::string UtcTime(uint64_t unix_ms) {
+  const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char when[32];
+  std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &utc);
+  return when;
+}
+
 }  // namespace
+
+json LostBlockToJson(const LostBlockInfo& lost) {
+  return {{"block", lost.block.ToString()},
+          {"level", std::string(StorageLevelName(lost.level))},
+          {"size", lost.size},
+          {"version", lost.version},
+          {"lost_at_ms", lost.lost_at_ms},
+          {"reason", lost.reason},
+          {"detail", lost.detail},
+          {"worker", lost.worker_id}};
+}
+
+json LostBlocksToJson(const std::vector<LostBlockInfo>& blocks) {
+  json out = json::array();
+  for (const LostBlockInfo& lost : blocks) out.push_back(LostBlockToJson(lost));
+  return out;
+}
+
+std::string LostBlocksTable(const std::vector<LostBlockInfo>& blocks) {
+  std::vector<std::vector<std::string>> rows;
+  for (const LostBlockInfo& lost : blocks) {
+    rows.push_back({lost.block.ToString(), std::string(StorageLevelName(lost.level)),
+                    FormatBytes(lost.size), UtcTime(lost.lost_at_ms), lost.reason,
+                    lost.worker_id.empty() ? "-" : lost.worker_id, lost.detail});
+  }
+  // The detail last: it holds spaces.
+  return FormatTable(
+      {{"BLOCK"}, {"LEVEL"}, {"SIZE", true}, {"LOST AT"}, {"REASON"}, {"WORKER"}, {"DETAIL"}},
+      rows);
+}
 
 json LocationsToJson(const std::vector<BlockLocations>& blocks) {
   json out = json::array();
   for (const BlockLocations& block : blocks) {
-    out.push_back({{"block", block.block.ToString()},
-                   {"locations", LocationListToJson(block.locations)},
-                   {"digest", DigestJson(block.digest)}});
+    json entry = {{"block", block.block.ToString()},
+                  {"locations", LocationListToJson(block.locations)},
+                  {"digest", DigestJson(block.digest)}};
+    if (block.lost) entry["lost"] = LostBlockToJson(*block.lost);
+    out.push_back(std::move(entry));
   }
   return out;
 }
@@ -180,7 +222,11 @@ std::string FormatTable(const std::vector<TableColumn>& columns,
 std::string LocationsTable(const std::vector<BlockLocations>& blocks) {
   std::vector<std::vector<std::string>> rows;
   for (const BlockLocations& block : blocks) {
-    if (block.locations.empty()) {
+    if (block.lost) {
+      rows.push_back({block.block.ToString(), "-",
+                      "(lost " + UtcTime(block.lost->lost_at_ms) + ": " + block.lost->reason + ")",
+                      "", "", ""});
+    } else if (block.locations.empty()) {
       rows.push_back({block.block.ToString(), "-", "(not stored on any live worker)", "", "", ""});
     }
     for (const BlockLocation& location : block.locations) {

@@ -5,6 +5,8 @@
 // depend on them:
 //   locations  [{"block", "locations": [{"worker", "address", "tier", "size"}]}]
 //   blocks     [{"block", "level", "locations": [...as above...]}]
+//   blocks --lost [{"block", "level", "size", "version", "lost_at_ms", "reason", "detail",
+//                  "worker"}]; a lost block in `locations` has the same object as "lost"
 //   workers    [{"id", "address", "memory_capacity", "memory_used", "disk_used", "blocks"}]
 //   rdds       [{"rdd", "cached_partitions", "memory_bytes", "disk_bytes", "workers": [ids]}]
 //   rm, rm-rdd {"removed"}
@@ -27,6 +29,8 @@ namespace bm {
 nlohmann::ordered_json LocationsToJson(const std::vector<BlockLocations>& blocks);
 nlohmann::ordered_json BlocksToJson(const std::vector<BlockLocations>& blocks);
 nlohmann::ordered_json WorkersToJson(const std::vector<WorkerInfo>& workers);
+nlohmann::ordered_json LostBlockToJson(const LostBlockInfo& lost);
+nlohmann::ordered_json LostBlocksToJson(const std::vector<LostBlockInfo>& blocks);
 nlohmann::ordered_json RddsToJson(const std::vector<RddInfo>& rdds);
 nlohmann::ordered_json RemovedToJson(uint64_t removed);
 nlohmann::ordered_json TenantsToJson(const std::vector<TenantInfo>& tenants);
@@ -38,6 +42,7 @@ nlohmann::ordered_json PutToJson(const BlockId& id, const PutResult& put);
 std::string LocationsTable(const std::vector<BlockLocations>& blocks);
 std::string BlocksTable(const std::vector<BlockLocations>& blocks);
 std::string WorkersTable(const std::vector<WorkerInfo>& workers);
+std::string LostBlocksTable(const std::vector<LostBlockInfo>& blocks);
 std::string RddsTable(const std::vector<RddInfo>& rdds);
 std::string TenantsTable(const std::vector<TenantInfo>& tenants);
 // One line: "removed 3 blocks".

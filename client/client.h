@@ -214,7 +214,9 @@ class Client {
   // remembered one fails, the master is asked, and workers that did not answer are not waited
   // for again. If the block is replaced while it is read, the read starts over, at most 3
   // times, then kAborted. kNotFound "block X is not stored on any live worker" when there is no
-  // location.
+  // location; kDataLoss "lost: <when>, <reason> ..." (LostBlockMessage) instead when the master
+  // recorded that the block's last copy was lost (PROTOCOL.md, "Lost blocks"). GetTo, GetMany
+  // and the other reads fail the same way.
   Result<std::vector<std::byte>> Get(const BlockId& id);
   // As Get, handing the bytes to `sink` range by range so a block of any size is never held
   // whole; returns the block's size. Falling over to another location, or starting over after
@@ -258,6 +260,10 @@ class Client {
   Result<std::vector<BlockLocations>> Locations(const std::vector<BlockId>& ids);
   // Live workers, sorted by id.
   Result<std::vector<WorkerInfo>> Workers();
+  // Blocks whose last copy was lost, as the master keeps them: the newest 10,000 at most, oldest
+  // first (bmctl blocks --lost; PROTOCOL.md, "Lost blocks"). kInvalidArgument from a master
+  // that keeps no such records (older than this client).
+  Result<std::vector<LostBlockInfo>> LostBlocks();
   // Has every worker holding each block re-read its copy now and check it against the block's
   // digests (bmctl verify). A corrupt copy is dropped by its worker, and the master restores
   // the replication level from a good one. One entry per copy, in the order of `blocks` and

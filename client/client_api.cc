@@ -85,6 +85,8 @@ Result<std::vector<BlockLocations>> Client::Locations(const std::vector<BlockId>
 
 Result<std::vector<WorkerInfo>> Client::Workers() { return impl_->Workers(); }
 
+Result<std::vector<LostBlockInfo>> Client::LostBlocks() { return impl_->LostBlocks(); }
+
 Result<std::vector<CopyCheck>> Client::VerifyCopies(const std::vector<BlockLocations>& blocks) {
   return impl_->VerifyCopies(blocks);
 }

@@ -84,6 +84,7 @@ class Client::Impl : private MultiGet::Reads {
   Result<std::vector<BlockLocations>> Locations(const std::vector<BlockId>& ids) override;
   Result<std::vector<CopyCheck>> VerifyCopies(const std::vector<BlockLocations>& blocks);
   Result<std::vector<WorkerInfo>> Workers();
+  Result<std::vector<LostBlockInfo>> LostBlocks() { return master_.LostBlocks(); }
   Result<std::vector<BlockLocations>> Blocks(std::optional<uint64_t> rdd_id);
   Status ForEachBlockPage(std::optional<uint64_t> rdd_id,
                           const std::function<Status(const std::vector<BlockLocations>&)>& visit,

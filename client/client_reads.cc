@@ -224,6 +224,8 @@ Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink
     } else {
       BM_ASSIGN_OR_RETURN(std::vector<BlockLocations> found, Locations({id}));
       if (found.size() != 1) return InternalError("master sent no entry for " + block);
+      // Its last copy was lost: not "not found", which a block never stored is.
+      if (found[0].lost) return DataLossError(LostBlockMessage(*found[0].lost));
       locations = std::move(found[0].locations);
     }
     if (locations.empty()) {

@@ -1,6 +1,7 @@
 #include "client/master_client.h"
 
 #include <algorithm>
+#include <ctime>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -62,6 +63,39 @@ WorkerInfo ToWorkerInfo(proto::WorkerInfo::Reader reader) {
   return info;
 }
 
+std::string Text(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
+
+}  // namespace
+
+Result<LostBlockInfo> ToLostBlockInfo(proto::LostBlockRecord::Reader record) {
+  Result<BlockId> id = ParseWireBlockId(record.getBlockId());
+  if (!id.ok()) return InternalError("master sent a malformed block id: " + id.status().message());
+  return LostBlockInfo{*id,
+                       record.getVersion(),
+                       record.getSize(),
+                       FromProto(record.getLevel()),
+                       record.getLostAtMs(),
+                       std::string(LostCauseName(FromProto(record.getCause()))),
+                       Text(record.getDetail()),
+                       Text(record.getWorkerId())};
+}
+
+std::string LostBlockMessage(const LostBlockInfo& lost) {
+  const std::time_t seconds = static_cast<std::time_t>(lost.lost_at_ms / 1000);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char when[32];
+  std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &utc);
+  std::string out = std::string("lost: ") + when + ", " + lost.reason;
+  if (!lost.detail.empty()) out += " (" + lost.detail + ")";
+  out += "; block " + lost.block.ToString() + " (" + std::to_string(lost.size) + " bytes, " +
+         std::string(StorageLevelName(lost.level)) + ")";
+  if (!lost.worker_id.empty()) out += " had its last copy on worker " + lost.worker_id;
+  return out;
+}
+
+namespace {
+
 Status ToBlockLocations(capnp::List<proto::BlockLocations>::Reader list,
                         std::vector<BlockLocations>* out) {
   out->reserve(list.size());
@@ -70,6 +104,10 @@ Status ToBlockLocations(capnp::List<proto::BlockLocations>::Reader list,
     if (!id.ok())
       return InternalError("master sent a malformed block id: " + id.status().message());
     BlockLocations block{*id, FromProto(entry.getLevel()), {}, entry.getDigest()};
+    if (entry.hasLost()) {
+      BM_ASSIGN_OR_RETURN(LostBlockInfo lost, ToLostBlockInfo(entry.getLost()));
+      block.lost = std::move(lost);
+    }
     block.locations.reserve(entry.getLocations().size());
     for (proto::Location::Reader location : entry.getLocations()) {
       block.locations.push_back(ToBlockLocation(location));
@@ -226,6 +264,23 @@ Result<std::vector<BlockLocations>> MasterClient::Locations(const std::vector<Bl
                            " entries for " + std::to_string(n) + " blocks");
     }
   }
+  return out;
+}
+
+Result<std::vector<LostBlockInfo>> MasterClient::LostBlocks() {
+  capnp::MallocMessageBuilder message;
+  message.initRoot<proto::Request>().initListBlocks().setLost();
+  BM_ASSIGN_OR_RETURN(IncomingMessage reply, Call(message));
+  std::vector<LostBlockInfo> out;
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::Reply::Reader r = reply.reply();
+    if (!r.isLostBlocks()) return UnexpectedReply("master", "lostBlocks");
+    for (proto::LostBlockRecord::Reader record : r.getLostBlocks()) {
+      BM_ASSIGN_OR_RETURN(LostBlockInfo lost, ToLostBlockInfo(record));
+      out.push_back(std::move(lost));
+    }
+    return Status::Ok();
+  }));
   return out;
 }
 

@@ -65,6 +65,8 @@ class MasterClient {
 
   // The calls of the same names in client/client.h.
   Result<std::vector<BlockLocations>> Locations(const std::vector<BlockId>& ids);
+  // The blocks whose last copy was lost, as the master keeps them (oldest first).
+  Result<std::vector<LostBlockInfo>> LostBlocks();
   Result<std::vector<WorkerInfo>> Workers();
   Status ForEachBlockPage(std::optional<uint64_t> rdd_id,
                           const std::function<Status(const std::vector<BlockLocations>&)>& visit,

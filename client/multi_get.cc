@@ -75,7 +75,9 @@ std::vector<Result<BlockData>> MultiGet::Read(const std::vector<BlockId>& ids, R
     by_worker.clear();
     for (size_t k = 0; k < n; ++k) {
       const size_t i = unknown[first + k];
-      if ((*found)[k].locations.empty()) {
+      if ((*found)[k].lost) {
+        out[i] = DataLossError(LostBlockMessage(*(*found)[k].lost));
+      } else if ((*found)[k].locations.empty()) {
         out[i] = NotFoundError("block " + ids[i].ToString() + " is not stored on any live worker");
       } else {
         const BlockLocation& from = preferred((*found)[k].locations);

@@ -84,6 +84,24 @@ struct CopyCheck {
   std::string message{};  // what was wrong (kCorrupt, kUnreachable)
 };
 
+// What the master recorded of a block whose last copy was lost (PROTOCOL.md, "Lost blocks";
+// bmctl blocks --lost).
+struct LostBlockInfo {
+  BlockId block;
+  uint64_t version = 0;  // the lost version's token; 0 = unknown
+  uint64_t size = 0;
+  StorageLevel level = StorageLevel::kMemoryOnly;
+  uint64_t lost_at_ms = 0;  // when the master recorded it, ms since the Unix epoch
+  std::string reason;       // "worker dropped", "copy corrupt", "disk failed", "lost at start-up",
+                            // "worker restarted", "storage error"
+  std::string detail{};     // what the worker (or the master) saw
+  std::string worker_id{};  // held the last copy
+};
+
+// The status a read of a lost block fails with: kDataLoss, its message starting "lost: " with
+// when and why ("lost: 2026-12-04 10:41:07 UTC, copy corrupt (...); block rdd_1_2 ...").
+std::string LostBlockMessage(const LostBlockInfo& lost);
+
 // Where a block is stored. `locations` lists memory copies before disk copies and is empty when
 // no live worker holds the block.
 struct BlockLocations {
@@ -93,6 +111,9 @@ struct BlockLocations {
   // The block's digest (the XXH3-64 of its unit digests, common/digest.h BlockDigestOf) as the
   // master keeps it for the current version; 0 = unknown.
   uint64_t digest = 0;
+  // Set (and `locations` empty) when the block's last copy was lost: what the master recorded.
+  // Unset for a block never stored, or removed.
+  std::optional<LostBlockInfo> lost{};
 };
 
 // A cached or persisted RDD, summed over its blocks (what Spark's Storage tab shows).

@@ -51,6 +51,12 @@ Tier FromProto(proto::Tier tier) {
   return tier == proto::Tier::MEMORY ? Tier::kMemory : Tier::kDisk;
 }
 
+proto::LostCause ToProto(LostCause cause) { return static_cast<proto::LostCause>(cause); }
+
+LostCause FromProto(proto::LostCause cause) {
+  return LostCauseFromNumber(static_cast<uint64_t>(cause)).value_or(LostCause::kStorageError);
+}
+
 void ToProto(const WorkerStats& stats, proto::WorkerStats::Builder out) {
   out.setMemoryCapacity(stats.memory_capacity);
   out.setMemoryUsed(stats.memory_used);

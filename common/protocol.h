@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "common/block_id.h"
+#include "common/lost_cause.h"
 #include "common/status.h"
 #include "common/storage_level.h"
 #include "common/tier.h"
@@ -36,6 +37,9 @@ proto::StorageLevel ToProto(StorageLevel level);
 StorageLevel FromProto(proto::StorageLevel level);
 proto::Tier ToProto(Tier tier);
 Tier FromProto(proto::Tier tier);
+proto::LostCause ToProto(LostCause cause);
+// A cause this build does not know (a newer peer's) reads as kStorageError.
+LostCause FromProto(proto::LostCause cause);
 
 void ToProto(const WorkerStats& stats, proto::WorkerStats::Builder out);
 WorkerStats FromProto(proto::WorkerStats::Reader stats);

@@ -171,10 +171,12 @@ ApplyResult BlockIndex::Apply(std::string_view worker_id, const BlockChange& cha
         (change.version != 0 && entry->version() != 0 && change.version != entry->version())) {
       return result;
     }
+    const uint64_t last_size = entry->count() == 1 ? entry->at(0).size : 0;
     if (!entry->Remove(*slot)) return result;
     result.removal_ignored = false;
     ReleaseLocation(*slot);
     if (entry->count() == 0) {
+      result.last_copy = GoneBlock{change.id, entry->version(), last_size, entry->level()};
       history_.Lost(change.id, entry->version());
       EraseEntry(change.id);
     }
@@ -217,6 +219,7 @@ ApplyResult BlockIndex::Apply(std::string_view worker_id, const BlockChange& cha
     if (own && current->Remove(*own)) {
       ReleaseLocation(*own);
       if (current->count() == 0) {
+        result.last_copy = GoneBlock{change.id, current->version(), change.size, current->level()};
         history_.Lost(change.id, current->version());
         EraseEntry(change.id);
       }
@@ -254,7 +257,7 @@ std::optional<uint64_t> BlockIndex::VersionOf(const BlockId& id) const {
   return entry->version();
 }
 
-size_t BlockIndex::RemoveWorker(std::string_view worker_id) {
+size_t BlockIndex::RemoveWorker(std::string_view worker_id, std::vector<GoneBlock>* last_copies) {
   std::optional<Slot> slot = SlotOf(worker_id);
   if (!slot) return 0;
   const size_t held = slot_locations_[*slot];
@@ -264,9 +267,14 @@ size_t BlockIndex::RemoveWorker(std::string_view worker_id) {
   // Idempotent (U64HashMap may show an entry twice): true when the entry is to go.
   // A block whose last copy goes is remembered with its version (VersionHistory::Lost).
   auto drop = [&](const BlockId& id, Entry& entry) {
+    uint64_t size = 0;
+    if (last_copies != nullptr && entry.count() == 1) size = entry.at(0).size;
     if (!entry.Remove(*slot)) return false;
     ++removed;
     if (entry.count() > 0) return false;
+    if (last_copies != nullptr) {
+      last_copies->push_back(GoneBlock{id, entry.version(), size, entry.level()});
+    }
     history_.Lost(id, entry.version());
     --block_count_;
     return true;

@@ -70,6 +70,14 @@ struct RetiredCopy {
   uint64_t version;
 };
 
+// A block whose last location was just dropped: what the index knew of it.
+struct GoneBlock {
+  BlockId id;
+  uint64_t version = 0;
+  uint64_t size = 0;  // of the last copy
+  StorageLevel level = StorageLevel::kMemoryOnly;
+};
+
 // What Apply() did with a change.
 struct ApplyResult {
   // False when the change was a copy of a version that is no longer current (stale): it was
@@ -88,6 +96,10 @@ struct ApplyResult {
   // version is current there, or none is listed). Nothing changed, so nothing is journaled: a
   // journaled removal deletes the worker's location whatever its version.
   bool removal_ignored = false;
+  // The change dropped the block's last location (a removal, or a digest mismatch): the block
+  // is no longer tracked. Whether that makes it lost is the caller's call (an eviction does
+  // not; a copy its worker lost does).
+  std::optional<GoneBlock> last_copy;
 };
 
 // The cached partitions of one RDD, summed over its blocks' locations.
@@ -146,8 +158,8 @@ class BlockIndex {
   std::optional<uint64_t> VersionOf(const BlockId& id) const;
 
   // Drops every location on the worker (it was dropped or re-registered). Returns how many
-  // locations went.
-  size_t RemoveWorker(std::string_view worker_id);
+  // locations went. With `last_copies`, appends the blocks whose last location that was.
+  size_t RemoveWorker(std::string_view worker_id, std::vector<GoneBlock>* last_copies = nullptr);
 
   std::optional<BlockInfo> Find(const BlockId& id) const;
   // Find() without copies, for the master's lookup path: the block's level, and its locations

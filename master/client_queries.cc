@@ -14,14 +14,28 @@ namespace {
 constexpr uint32_t kRddsPerPage = 10000;
 // Blocks in one listBlocks page at most: ~1 MB of reply, and one pass over the index each.
 constexpr size_t kMaxBlockPage = 10000;
+// Lost blocks in one listBlocks(lost) reply at most, the newest: ~1-5 MB of reply.
+constexpr size_t kMaxLostListed = 10000;
 
 }  // namespace
+
+void FillLostRecord(const LostRecord& record, proto::LostBlockRecord::Builder out) {
+  out.setBlockId(record.id.ToString());
+  out.setVersion(record.version);
+  out.setSize(record.size);
+  out.setLevel(ToProto(record.level));
+  out.setLostAtMs(record.lost_at_ms);
+  out.setCause(ToProto(record.cause));
+  out.setDetail(record.detail);
+  out.setWorkerId(record.worker_id);
+}
 
 void ClientQueries::FillBlockLocations(const BlockId& id, const std::optional<BlockInfo>& info,
                                        proto::BlockLocations::Builder out) const {
   out.setBlockId(id.ToString());
   if (!info) {
     out.initLocations(0);
+    if (const LostRecord* lost = lost_.Find(id)) FillLostRecord(*lost, out.initLost());
     return;
   }
   out.setLevel(ToProto(info->level));
@@ -62,6 +76,7 @@ Status ClientQueries::GetLocations(proto::GetLocations::Reader request,
     std::optional<StorageLevel> level = index_.FindLocations(ids[i], &lookup_scratch_, &digest);
     if (!level) {
       out[i].initLocations(0);
+      if (const LostRecord* lost = lost_.Find(ids[i])) FillLostRecord(*lost, out[i].initLost());
       continue;
     }
     out[i].setLevel(ToProto(*level));
@@ -103,6 +118,16 @@ void ClientQueries::ListWorkers(proto::Reply::Builder reply) const {
 
 Status ClientQueries::ListBlocks(proto::ListBlocks::Reader request, proto::Reply::Builder reply,
                                  const Visible& visible) const {
+  if (request.isLost()) {
+    std::vector<LostRecord> lost = lost_.Newest(kMaxLostListed);
+    // A tenant's key sees only its own datasets' lost blocks.
+    if (visible) {
+      std::erase_if(lost, [&](const LostRecord& record) { return !visible(DatasetOf(record.id)); });
+    }
+    auto out = reply.initLostBlocks(static_cast<unsigned>(lost.size()));
+    for (size_t i = 0; i < lost.size(); ++i) FillLostRecord(lost[i], out[static_cast<unsigned>(i)]);
+    return Status::Ok();
+  }
   auto hide = [&](std::vector<BlockInfo>& blocks) {
     if (visible) {
       std::erase_if(blocks, [&](const BlockInfo& block) { return !visible(DatasetOf(block.id)); });

@@ -12,29 +12,34 @@
 #include "common/protocol.h"
 #include "common/status.h"
 #include "master/block_index.h"
+#include "master/lost_blocks.h"
 #include "master/master_status.h"
 #include "master/worker_links.h"
 #include "master/worker_registry.h"
 
 namespace bm {
 
+// The wire form of a lost block's record.
+void FillLostRecord(const LostRecord& record, proto::LostBlockRecord::Builder out);
+
 // Answers the master's read-only requests (getLocations, listWorkers, listBlocks, listRdds,
 // listRddPage) into the reply being built, from the state of the master's loop, which it
-// borrows: the block index, the worker registry, the workers' keys (from their links) and the
-// RDD descriptions. All of them must outlive it.
+// borrows: the block index, the worker registry, the workers' keys (from their links), the
+// RDD descriptions and the records of lost blocks. All of them must outlive it.
 //
 // Not thread-safe: owned by the master's loop and used on its thread only.
 class ClientQueries {
  public:
   ClientQueries(const Clock& clock, bool keys_enabled, const BlockIndex& index,
                 const WorkerRegistry& registry, const WorkerLinks& links,
-                const std::map<uint64_t, RddDescription>& rdd_descriptions)
+                const std::map<uint64_t, RddDescription>& rdd_descriptions, const LostBlocks& lost)
       : clock_(clock),
         keys_enabled_(keys_enabled),
         index_(index),
         registry_(registry),
         links_(links),
-        rdd_descriptions_(rdd_descriptions) {}
+        rdd_descriptions_(rdd_descriptions),
+        lost_(lost) {}
 
   // Which datasets (common/tenant.h) a list shows to the asker; null: all of them.
   using Visible = std::function<bool(const std::string& dataset)>;
@@ -62,6 +67,7 @@ class ClientQueries {
   const WorkerRegistry& registry_;
   const WorkerLinks& links_;
   const std::map<uint64_t, RddDescription>& rdd_descriptions_;
+  const LostBlocks& lost_;
   // Reused by GetLocations so that a lookup allocates nothing per block.
   std::vector<LocationRef> lookup_scratch_;
 };

@@ -75,7 +75,18 @@ ClusterSnapshot BuildClusterSnapshot(const MasterView& view) {
   snapshot.journaled = view.journaled;
   snapshot.role = view.role;
   snapshot.counters = view.counters;
+  if (view.lost != nullptr) {
+    constexpr size_t kRecentLost = 20;
+    snapshot.lost_count = view.lost->size();
+    snapshot.recent_lost = view.lost->Newest(kRecentLost);
+    snapshot.lost_totals = view.lost->totals();
+  }
   return snapshot;
+}
+
+std::vector<LostRecord> QueryLostBlocks(const MasterView& view, size_t limit) {
+  if (view.lost == nullptr) return {};
+  return view.lost->Newest(limit);
 }
 
 namespace {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -9,6 +10,7 @@
 #include "common/storage_level.h"
 #include "common/tier.h"
 #include "common/worker_stats.h"
+#include "master/lost_blocks.h"
 #include "master/master_status.h"
 #include "master/worker_registry.h"
 
@@ -52,6 +54,11 @@ struct ClusterSnapshot {
   MasterRole role;
   MasterCounters counters;
   std::vector<TenantUsage> tenants;  // by name
+  // Blocks whose last copy was lost: how many are kept, the newest few (newest last), and how
+  // many this master recorded lost since it started, by cause (LostCause's value).
+  uint64_t lost_count = 0;
+  std::vector<LostRecord> recent_lost;
+  std::array<uint64_t, kLostCauseCount> lost_totals{};
 };
 
 // Builds the snapshot on the loop thread. Scans the RDD blocks once (RddSummaries), so callers
@@ -59,6 +66,9 @@ struct ClusterSnapshot {
 ClusterSnapshot BuildClusterSnapshot(const MasterView& view);
 
 // ---- per-block queries, answered on the loop thread a page at a time ----
+
+// The newest `limit` blocks whose last copy was lost, oldest first.
+std::vector<LostRecord> QueryLostBlocks(const MasterView& view, size_t limit);
 
 struct BlockCopy {
   std::string worker_id;

@@ -28,6 +28,7 @@ namespace {
 //   "l" + varint(len(worker id)) + worker id + block id -> location value, below
 //   "r" + be64(rdd id)                       -> JournalRdd
 //   "v" + be64(sequence number)              -> be64(version) + block id: a retired version
+//   "m" + block id                           -> JournalLost: a block whose last copy was lost
 // Locations sort by worker, then block: one worker's are one contiguous range, so dropping or
 // re-registering a worker is one DeleteRange. The length prefix keeps the worker part
 // prefix-free (worker "w1" never captures the locations of worker "w10"). Block ids are their
@@ -50,6 +51,8 @@ constexpr std::string_view kDatasetPrefix = "o";
 constexpr std::string_view kQuotaPrefix = "q";
 // "p" + block id text -> be64(token) + be64(length ms) + holder: a compute lease held.
 constexpr std::string_view kLeasePrefix = "p";
+// "m" + block id text -> JournalLost: a block whose last copy was lost.
+constexpr std::string_view kLostPrefix = "m";
 // A standby's position in its leader's records: be64(epoch) + be64(next sequence).
 constexpr std::string_view kFollowKey = "s";
 // Every record a snapshot carries (and a snapshot's receiver deletes first): the prefixes
@@ -355,6 +358,29 @@ Result<JournalSnapshot> MasterJournal::Load(const LocationSink& on_location) {
   }
   BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading quotas from the master journal " + dir_));
 
+  for (it->Seek(kLostPrefix); it->Valid() && it->key().starts_with(kLostPrefix); it->Next()) {
+    const std::string_view key = it->key().ToStringView();
+    Result<BlockId> id = BlockId::Parse(key.substr(kLostPrefix.size()));
+    if (!id.ok()) return corrupt(key, "a bad block id in a lost block");
+    LostRecord record{.id = *id, .detail = {}, .worker_id = {}};
+    bool level_ok = true;
+    const bool ok = ReadValue<journal::JournalLost>(
+        it->value().ToStringView(), [&](journal::JournalLost::Reader reader) {
+          record.order = reader.getOrder();
+          record.version = reader.getVersion();
+          record.size = reader.getSize();
+          level_ok = static_cast<int>(reader.getLevel()) < kLevelCount;
+          record.level = FromProto(reader.getLevel());
+          record.lost_at_ms = reader.getLostAtMs();
+          record.cause = FromProto(reader.getCause());
+          record.detail = reader.getDetail();
+          record.worker_id = reader.getWorkerId();
+        });
+    if (!ok || !level_ok) return corrupt(key, "a bad lost block");
+    snapshot.lost.push_back(std::move(record));
+  }
+  BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading lost blocks from the journal " + dir_));
+
   std::unordered_set<std::string_view> known_workers;
   for (const JournaledWorker& worker : snapshot.workers) known_workers.insert(worker.id);
   std::optional<std::string> worker_id;  // of the previous location: they come grouped
@@ -519,6 +545,27 @@ Status MasterJournal::RecordLeases(std::span<const JournaledLease> held,
     batch.Put(std::string(kLeasePrefix) + lease.block.ToString(), value);
   }
   return Write(batch, "journaling compute leases");
+}
+
+Status MasterJournal::RecordLost(const LostBlocks::Changes& changes) {
+  if (changes.empty()) return Status::Ok();
+  rocksdb::WriteBatch batch;
+  for (const BlockId& id : changes.forgotten)
+    batch.Delete(std::string(kLostPrefix) + id.ToString());
+  for (const LostRecord& record : changes.recorded) {
+    capnp::MallocMessageBuilder message;
+    journal::JournalLost::Builder value = message.initRoot<journal::JournalLost>();
+    value.setOrder(record.order);
+    value.setVersion(record.version);
+    value.setSize(record.size);
+    value.setLevel(ToProto(record.level));
+    value.setLostAtMs(record.lost_at_ms);
+    value.setCause(ToProto(record.cause));
+    value.setDetail(record.detail);
+    value.setWorkerId(record.worker_id);
+    batch.Put(std::string(kLostPrefix) + record.id.ToString(), Flatten(message));
+  }
+  return Write(batch, "journaling " + std::to_string(changes.recorded.size()) + " lost blocks");
 }
 
 Status MasterJournal::Write(rocksdb::WriteBatch& batch, const std::string& what) {

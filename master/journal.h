@@ -14,6 +14,7 @@
 #include "common/tenant.h"
 #include "master/block_index.h"
 #include "master/tenant_registry.h"
+#include "master/lost_blocks.h"
 
 namespace rocksdb {
 class DB;
@@ -68,6 +69,9 @@ struct JournalSnapshot {
   // Dataset owners and shares, and tenant quotas (master/tenant_registry.h), by name.
   std::vector<std::pair<std::string, DatasetAccess>> datasets;
   std::vector<std::pair<std::string, TenantQuota>> quotas;
+  // Blocks whose last copy was lost (RecordLost), in no particular order: LostBlocks::Restore
+  // orders them.
+  std::vector<LostRecord> lost;
 };
 
 // The master's metadata on disk (bm-master --state-dir): the registered workers, every block
@@ -116,6 +120,8 @@ class MasterJournal {
   // Compute leases granted (or handed over) and ended, in one write: a standby that takes over
   // knows who computes what, so get-or-compute stays exactly-once across a failover.
   Status RecordLeases(std::span<const JournaledLease> held, std::span<const BlockId> ended);
+  // The records of lost blocks written and forgotten (LostBlocks' changes), in one write.
+  Status RecordLost(const LostBlocks::Changes& changes);
 
   // A dataset's owner and shares (TenantRegistry), replacing its record.
   Status RecordDataset(const std::string& dataset, const DatasetAccess& access);

@@ -79,6 +79,7 @@ struct MasterFlags {
   bool insecure = false;
   size_t max_connections_per_key = bm::MasterOptions{}.max_connections_per_key;
   size_t max_registrations_per_key = bm::MasterOptions{}.max_registrations_per_key;
+  size_t lost_blocks_kept = bm::MasterOptions{}.lost_blocks_kept;
   std::string zookeeper;
   std::string advertise;
   std::string master_id;
@@ -168,6 +169,11 @@ void AddFlags(CLI::App& app, MasterFlags& f) {
   app.add_option("--max-registrations-per-key", f.max_registrations_per_key,
                  "With keys: worker registrations one key may make within a minute; beyond it "
                  "they are refused with a time to retry (0: no limit)")
+      ->capture_default_str();
+  app.add_option("--lost-blocks-kept", f.lost_blocks_kept,
+                 "Blocks whose last copy was lost that the master remembers (bmctl get says "
+                 "\"lost\" and why; bmctl blocks --lost lists them), journaled with --state-dir; "
+                 "beyond it the oldest are forgotten first (0: none)")
       ->capture_default_str();
   app.add_option("--http", f.http,
                  "Serve status pages, the REST API (/api/v1), /metrics, /healthz and /readyz on "
@@ -262,6 +268,7 @@ int main(int argc, char** argv) {
   options.zap = secure.zap.get();
   options.max_connections_per_key = f.max_connections_per_key;
   options.max_registrations_per_key = f.max_registrations_per_key;
+  options.lost_blocks_kept = f.lost_blocks_kept;
   options.heartbeat_timeout = std::chrono::duration_cast<bm::Duration>(
       std::chrono::duration<double>(f.heartbeat_timeout_s));
   options.standby_timeout =

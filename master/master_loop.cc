@@ -36,6 +36,7 @@ MasterServer::Loop::Loop(zmq::context_t& context, MasterOptions options, const C
       control_(std::move(control)),
       registry_(clock),
       journal_(std::move(journal)),
+      lost_blocks_(options_.lost_blocks_kept),
       links_(context, options_.keys, kMaxMessagesPerWake),
       replication_(clock_, request_ids_, kMaxCopiesInFlight, kCopyTimeout),
       role_(options_.leadership != nullptr ? Role::kStandby : Role::kLeader),
@@ -57,6 +58,7 @@ Status MasterServer::Loop::RestoreFromJournal() {
                       }));
   for (const auto& [id, version] : snapshot.retired) index_.RetireVersion(id, version);
   RestoreTenants(snapshot);
+  JournalLost(lost_blocks_.Restore(std::move(snapshot.lost)));
   for (const JournaledLease& lease : snapshot.leases) {
     leases_.Restore(
         {lease.block, lease.token, lease.holder, std::chrono::milliseconds(lease.length_ms)});
@@ -84,9 +86,9 @@ Status MasterServer::Loop::RestoreFromJournal() {
   }
   spdlog::info(
       "restored from the master journal {}: {} workers (unconfirmed until they register again), "
-      "{} block locations, {} RDD descriptions in {} ms",
+      "{} block locations, {} RDD descriptions, {} lost blocks in {} ms",
       journal_->dir(), registry_.size(), snapshot.location_count, rdd_descriptions_.size(),
-      ToMillis(clock_.Now() - start));
+      lost_blocks_.size(), ToMillis(clock_.Now() - start));
   return Status::Ok();
 }
 
@@ -190,6 +192,7 @@ void MasterServer::Loop::ServeStatus() {
       .now = clock_.Now(),
       .role = StatusRole(),
       .tenants = [this] { return TenantUsages(std::nullopt); },
+      .lost = &lost_blocks_,
   });
 }
 
@@ -307,6 +310,7 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
       BM_ASSIGN_OR_RETURN(std::vector<BlockId> ids,
                           DecodeBlockIds(request.getRemoveBlocks().getBlockIds()));
       BM_RETURN_IF_ERROR(CheckTenantBlocks(peer, ids, DatasetOp::kRemove));
+      ClearLostIds(ids);
       StartRemove(client, request.getId(), std::move(ids));
       return Answer::kLater;
     }
@@ -316,6 +320,7 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
       if (rdd_descriptions_.erase(rdd_id) > 0 && journal_) {
         Journaled(journal_->RecordRddForgotten(rdd_id));
       }
+      ClearLostRdd(rdd_id);
       StartRemove(client, request.getId(), index_.RddBlockIds(rdd_id));
       return Answer::kLater;
     }

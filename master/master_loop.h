@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -39,6 +40,7 @@
 #include "master/journal_feed.h"
 #include "master/journal_follower.h"
 #include "master/key_limits.h"
+#include "master/lost_blocks.h"
 #include "master/master_server.h"
 #include "master/master_status.h"
 #include "master/parked_requests.h"
@@ -51,6 +53,18 @@
 #include "master/worker_request_ids.h"
 
 namespace bm {
+
+// A copy a worker reported lost (RegisterWorker / ReportBlocks lostCopies, or lostBlocks from a
+// worker that sends no causes), and why.
+struct WorkerLoss {
+  BlockId id;
+  LostCause cause = LostCause::kStorageError;
+  std::string detail;
+  uint64_t version = 0;  // 0 = unknown
+};
+// Reads `copies`, or `names` (cause unknown) when a worker sent no copies.
+Result<std::vector<WorkerLoss>> DecodeLosses(capnp::List<capnp::Text>::Reader names,
+                                             capnp::List<proto::LostCopy>::Reader copies);
 
 // Messages read from one socket before the loop looks at the others again.
 inline constexpr int kMaxMessagesPerWake = 256;
@@ -116,11 +130,38 @@ class MasterServer::Loop {
     std::vector<BlockChange> recorded;
     std::vector<RetiredCopy> replaced;
     std::vector<BlockChange> refused;
+    std::vector<GoneBlock> gone;  // blocks whose last location a removal dropped
   };
   Applied ApplyChanges(const std::string& worker_id, const std::vector<BlockChange>& changes);
-  // A worker's lost blocks (RegisterWorker / ReportBlocks lostBlocks): logged, and copies are
-  // planned at the next turn of the loop.
-  void BlocksLost(const std::string& worker_id, capnp::List<capnp::Text>::Reader lost);
+  // ---- lost blocks (master_loop_lost.cc) ----
+  // A worker's lost copies (RegisterWorker / ReportBlocks): logged, and copies planned at the
+  // next turn of the loop. A loss whose block went with this message's removals (`gone_now`),
+  // or goes now (its removal is still to come), is recorded lost with the worker's cause; one
+  // the master recorded lost already for a cause of its own is refined.
+  void LossesReported(const std::string& worker_id, const std::vector<WorkerLoss>& losses,
+                      const std::vector<GoneBlock>& gone_now);
+  void LogLosses(const std::string& worker_id, const std::vector<WorkerLoss>& losses);
+  // The last copies of these blocks, on `worker_id`, are lost; `why` names the cause of each.
+  void RecordLost(const std::string& worker_id, std::vector<GoneBlock> gone,
+                  const std::function<WorkerLoss(const BlockId&)>& why);
+  void JournalLost(const LostBlocks::Changes& changes);
+  // Blocks stored again (copies recorded; removals skipped) and blocks removed are no longer
+  // lost.
+  void ClearLost(const std::vector<BlockChange>& recorded);
+  void ClearLostIds(const std::vector<BlockId>& ids);
+  void ClearLostRdd(uint64_t rdd_id);
+  // A worker registered, and `gone` are the blocks whose last copy was listed on it and that
+  // its full report does not hold (so far: `follow_ups` more blocks of it come in its next
+  // reports). On its first registration since it started, those are lost: with the cause it
+  // gave (`losses`), else as workerRestarted. Other losses refine records already kept.
+  void BlocksMissingAfterRegistration(const std::string& worker_id, std::vector<GoneBlock> gone,
+                                      const std::vector<BlockId>& recorded,
+                                      const std::vector<WorkerLoss>& losses, bool started_now,
+                                      uint64_t follow_ups);
+  // The follow-up reports of a restarted worker's full report: what they hold was not lost.
+  void FollowUpsReported(const std::string& worker_id, const std::vector<BlockChange>& changes);
+  // Records what a restarted worker's full report did not hold.
+  void JudgeRestart(const std::string& worker_id);
   // Copies beyond their block's level (a worker came back after its blocks were copied
   // elsewhere): removes the extra ones, keeping memory copies and copies on distinct racks and
   // hosts first.
@@ -134,10 +175,11 @@ class MasterServer::Loop {
   // A worker's reply to a command: a verifyBlock's, a replicateBlock's or a removeBlocks'.
   void HandleWorkerReply(const std::string& worker_id, IncomingMessage& message);
   // Forgets the worker: its record, its locations, its link; its outstanding remove requests
-  // count as answered. Returns the number of locations dropped. Does not journal it.
-  size_t ForgetWorker(const std::string& worker_id);
+  // count as answered. Returns the number of locations dropped; with `gone`, appends the
+  // blocks whose last location that was. Does not journal it.
+  size_t ForgetWorker(const std::string& worker_id, std::vector<GoneBlock>* gone = nullptr);
   // ForgetWorker, journaled.
-  size_t DropWorker(const std::string& worker_id);
+  size_t DropWorker(const std::string& worker_id, std::vector<GoneBlock>* gone = nullptr);
   // A journal write's outcome: a failure is logged and counted, and the master goes on from
   // memory (which stays the truth while it runs; workers re-register after a restart anyway).
   void Journaled(const Status& written);
@@ -251,6 +293,14 @@ class MasterServer::Loop {
   BlockIndex index_;
   std::map<uint64_t, RddDescription> rdd_descriptions_;
   std::unique_ptr<MasterJournal> journal_;
+  LostBlocks lost_blocks_;  // blocks whose last copy was lost
+  // Restarted workers whose full report is still arriving: the blocks it has not listed yet.
+  struct PendingRestart {
+    std::unordered_map<BlockId, GoneBlock> missing;
+    std::unordered_map<BlockId, WorkerLoss> losses;  // the causes the worker gave
+    uint64_t follow_ups = 0;                         // updates of the full report still to come
+  };
+  std::unordered_map<std::string, PendingRestart> pending_restarts_;
   MasterCounters counters_;  // for status pages and metrics
 
   std::unique_ptr<KeyLimits> key_limits_;
@@ -258,8 +308,8 @@ class MasterServer::Loop {
   WorkerLinks links_;
   WorkerRequestIds request_ids_;  // of every command sent on links_
   ParkedRequests parked_;         // answered later: removals, waiting acquireCompute requests
-  ClientQueries queries_{clock_, options_.keys.enabled(), index_, registry_,
-                         links_, rdd_descriptions_};
+  ClientQueries queries_{clock_, options_.keys.enabled(), index_,      registry_,
+                         links_, rdd_descriptions_,       lost_blocks_};
   RemovalCoordinator removals_{clock_, request_ids_};
   ComputeLeases leases_{clock_};  // waiters are tickets of parked_
   TimePoint next_heartbeat_check_{};

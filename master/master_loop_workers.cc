@@ -49,11 +49,14 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
     change.fresh = fresh_ids.contains(change.id);
     blocks.push_back(change);
   }
+  BM_ASSIGN_OR_RETURN(std::vector<WorkerLoss> losses,
+                      DecodeLosses(request.getLostBlocks(), request.getLostCopies()));
   const std::string public_key = peer ? peer->public_key : std::string();
   BM_ASSIGN_OR_RETURN(zmq::socket_t link, links_.Connect(address, public_key));
 
   const bool known = registry_.Contains(id);
-  if (known) ForgetWorker(id);
+  std::vector<GoneBlock> gone;  // blocks whose only copy was listed on it
+  if (known) ForgetWorker(id, &gone);
   registry_.Register(id, address, stats, WorkerLabels{host, rack});
   links_.Add(id, std::move(link), public_key);
   // What it holds is taken under the version rules: copies of versions replaced or removed
@@ -95,7 +98,9 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
   recorded_ids.reserve(recorded.size());
   for (const BlockChange& change : recorded) recorded_ids.push_back(change.id);
   TrimExtraCopies(recorded_ids);
-  BlocksLost(id, request.getLostBlocks());
+  ClearLost(recorded);
+  BlocksMissingAfterRegistration(id, std::move(gone), recorded_ids, losses, request.getStartedNow(),
+                                 request.getFollowUpBlocks());
   ++counters_.workers_registered;
   counters_.RecordWorkerEvent(id, known ? "re-registered" : "registered");
   spdlog::info("worker {} {} at {} holding {} blocks ({} workers, {} blocks known)", id,
@@ -135,16 +140,21 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::HandleReportBlocks(
     // The block's bytes count from this report on (as stored, or not at all if refused).
     if (update.getReservation() != 0) tenants_.EndReservation(update.getReservation());
   }
+  BM_ASSIGN_OR_RETURN(std::vector<WorkerLoss> losses,
+                      DecodeLosses(request.getLostBlocks(), request.getLostCopies()));
   BM_RETURN_IF_ERROR(registry_.Touch(id, FromProto(request.getStats())));
-  auto [recorded, replaced, refused] = ApplyChanges(id, changes);
+  auto [recorded, replaced, refused, gone] = ApplyChanges(id, changes);
   BlocksStored(recorded);
+  ClearLost(recorded);
+  FollowUpsReported(id, changes);
   // Copies landing from re-replication may meet a copy that came back meanwhile.
   std::vector<BlockId> copies;
   for (const BlockChange& change : recorded) {
     if (!change.removed && !change.fresh) copies.push_back(change.id);
   }
   TrimExtraCopies(copies);
-  BlocksLost(id, request.getLostBlocks());
+  LogLosses(id, losses);
+  LossesReported(id, losses, gone);
   if (!refused.empty()) {
     // The worker fails the puts of the refused blocks (their removal is under way). A report
     // cannot both refuse and replace: a refused change replaced nothing, and other changes'
@@ -194,6 +204,7 @@ MasterServer::Loop::Applied MasterServer::Loop::ApplyChanges(
       continue;
     }
     ApplyResult applied = index_.Apply(worker_id, change);
+    if (applied.last_copy) applied_changes.gone.push_back(*applied.last_copy);
     if (applied.digest_mismatch) {
       DigestMismatch(worker_id, change, applied.expected_digest);
       continue;
@@ -250,24 +261,8 @@ void MasterServer::Loop::TrimExtraCopies(const std::vector<BlockId>& ids) {
   RemoveCopies(extra);
 }
 
-void MasterServer::Loop::BlocksLost(const std::string& worker_id,
-                                    capnp::List<capnp::Text>::Reader lost) {
-  if (lost.size() == 0) return;
-  constexpr unsigned kNamed = 20;
-  std::string named;
-  for (unsigned i = 0; i < std::min(lost.size(), kNamed); ++i) {
-    if (!named.empty()) named += ", ";
-    named += std::string_view(lost[i].cStr(), std::min<size_t>(lost[i].size(), 256));
-  }
-  if (lost.size() > kNamed) named += ", ...";
-  spdlog::warn("worker {} lost {} blocks from its disk: {}; restoring their copies", worker_id,
-               lost.size(), named);
-  replication_.MarkAllForCheck();
-  next_heartbeat_check_ = clock_.Now();  // plan the copies at the next turn of the loop
-}
-
-size_t MasterServer::Loop::DropWorker(const std::string& worker_id) {
-  const size_t locations = ForgetWorker(worker_id);
+size_t MasterServer::Loop::DropWorker(const std::string& worker_id, std::vector<GoneBlock>* gone) {
+  const size_t locations = ForgetWorker(worker_id, gone);
   if (journal_) Journaled(journal_->RecordWorkerDropped(worker_id));
   return locations;
 }
@@ -280,8 +275,10 @@ void MasterServer::Loop::Journaled(const Status& written) {
                 counters_.journal_failures);
 }
 
-size_t MasterServer::Loop::ForgetWorker(const std::string& worker_id) {
-  const size_t locations = index_.RemoveWorker(worker_id);
+size_t MasterServer::Loop::ForgetWorker(const std::string& worker_id,
+                                        std::vector<GoneBlock>* gone) {
+  const size_t locations = index_.RemoveWorker(worker_id, gone);
+  pending_restarts_.erase(worker_id);
   replication_.WorkerGone(worker_id, locations);
   links_.Remove(worker_id);
   registry_.Remove(worker_id);
@@ -372,12 +369,18 @@ void MasterServer::Loop::CheckHeartbeats() {
   }
   for (const std::string& id : registry_.Expired(options_.heartbeat_timeout)) {
     const size_t blocks_before = index_.block_count();
-    const size_t locations = DropWorker(id);
+    std::vector<GoneBlock> gone;
+    const size_t locations = DropWorker(id, &gone);
     ++counters_.workers_dropped;
     counters_.blocks_lost += blocks_before - index_.block_count();
     counters_.RecordWorkerEvent(id, "dropped (no heartbeat)");
     spdlog::warn("dropped worker {}: no heartbeat for over {} ms; {} block locations lost", id,
                  ToMillis(options_.heartbeat_timeout), locations);
+    const std::string detail =
+        "no heartbeat for over " + std::to_string(ToMillis(options_.heartbeat_timeout)) + " ms";
+    RecordLost(id, std::move(gone), [&](const BlockId& block) {
+      return WorkerLoss{block, LostCause::kWorkerDropped, detail};
+    });
   }
   MaintainReplication();
 }

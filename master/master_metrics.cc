@@ -78,6 +78,18 @@ std::string MasterMetricsText(const ClusterSnapshot& snapshot) {
                static_cast<double>(tenant.reserved_bytes));
   }
 
+  out.Family("blockmgr_blocks_lost_total", Type::kCounter,
+             "Blocks whose last copy this master recorded lost since it started, by reason "
+             "(PROTOCOL.md, \"Lost blocks\").");
+  for (int cause = 0; cause < kLostCauseCount; ++cause) {
+    out.Sample("blockmgr_blocks_lost_total",
+               {{"reason", std::string(LostCauseLabel(static_cast<LostCause>(cause)))}},
+               static_cast<double>(snapshot.lost_totals[static_cast<size_t>(cause)]));
+  }
+  out.Single("blockmgr_lost_blocks", Type::kGauge,
+             "Blocks whose last copy was lost that the master keeps a record of (bmctl blocks "
+             "--lost).",
+             static_cast<double>(snapshot.lost_count));
   out.Single("blockmgr_under_replicated_blocks", Type::kGauge,
              "Blocks with fewer copies than their storage level asks for.",
              static_cast<double>(snapshot.under_replicated));
@@ -91,9 +103,6 @@ std::string MasterMetricsText(const ClusterSnapshot& snapshot) {
              "Block copies workers reported with a digest other than their version's; not listed, "
              "and verified by their workers.",
              static_cast<double>(counters.digest_mismatch_reports));
-  out.Single("blockmgr_blocks_lost_total", Type::kCounter,
-             "Blocks whose last copy went away with a dropped worker.",
-             static_cast<double>(counters.blocks_lost));
   out.Single("blockmgr_worker_registrations_total", Type::kCounter,
              "Worker registrations (first and repeated).",
              static_cast<double>(counters.workers_registered));

@@ -61,6 +61,9 @@ struct MasterOptions {
   // that takes).
   size_t snapshot_page_batches = 16;
   size_t snapshot_batch_bytes = 2 << 20;
+  // How many blocks whose last copy was lost the master remembers (PROTOCOL.md, "Lost
+  // blocks"); beyond it the oldest records are forgotten first. 0 = none.
+  size_t lost_blocks_kept = 100000;
 };
 
 // bm-master: serves the master requests of schema/PROTOCOL.md on a ROUTER socket and keeps the

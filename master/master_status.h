@@ -16,6 +16,7 @@
 namespace bm {
 
 class BlockIndex;
+class LostBlocks;
 class WorkerRegistry;
 
 // What a dataset registered about an RDD (registerRdd).
@@ -127,6 +128,7 @@ struct MasterView {
   MasterRole role{};
   // Every tenant's usage, computed when called (a pass over the tenants' blocks).
   std::function<std::vector<TenantUsage>()> tenants{};
+  const LostBlocks* lost = nullptr;  // null: none kept
 };
 
 // How the master's event loop lets an observer (the HTTP status service) read its state

@@ -130,6 +130,23 @@ json LocationsToJson(const std::vector<BlockRow>& rows) {
   return out;
 }
 
+json LostBlockToJson(const LostRecord& record) {
+  return {{"blockName", record.id.ToString()},
+          {"version", record.version},
+          {"size", record.size},
+          {"storageLevel", std::string(StorageLevelName(record.level))},
+          {"lostAt", record.lost_at_ms},
+          {"reason", std::string(LostCauseName(record.cause))},
+          {"detail", record.detail},
+          {"worker", record.worker_id}};
+}
+
+json LostBlocksToJson(const std::vector<LostRecord>& records, uint64_t kept) {
+  json rows = json::array();
+  for (const LostRecord& record : records) rows.push_back(LostBlockToJson(record));
+  return {{"blocks", std::move(rows)}, {"kept", kept}};
+}
+
 json HealthToJson(const ClusterSnapshot& snapshot) {
   json events = json::array();
   for (const WorkerEvent& event : snapshot.counters.recent_events) {

@@ -21,5 +21,8 @@ nlohmann::ordered_json WorkersToJson(const ClusterSnapshot& snapshot);
 nlohmann::ordered_json BlockPageToJson(const BlockPage& page);
 nlohmann::ordered_json LocationsToJson(const std::vector<BlockRow>& rows);
 nlohmann::ordered_json HealthToJson(const ClusterSnapshot& snapshot);
+// {"blocks": [...lost blocks, oldest first...], "kept": n}: /api/v1/blocks?state=lost.
+nlohmann::ordered_json LostBlockToJson(const LostRecord& record);
+nlohmann::ordered_json LostBlocksToJson(const std::vector<LostRecord>& records, uint64_t kept);
 
 }  // namespace bm

@@ -50,6 +50,15 @@ std::string Head(const std::string& title, const std::string& active) {
   return out;
 }
 
+std::string UtcTime(uint64_t unix_ms) {
+  const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char when[32];
+  std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &utc);
+  return when;
+}
+
 std::string Tail(int64_t taken_unix_ms) {
   std::string out = "<p class=\"muted\">";
   if (taken_unix_ms > 0) {
@@ -168,6 +177,27 @@ std::string DisksTable(const ClusterSnapshot& snapshot) {
   return out + "</table>";
 }
 
+// The newest blocks whose last copy was lost (HDFS's fsck lists missing blocks).
+std::string LostBlocksSection(const ClusterSnapshot& snapshot) {
+  std::string out = "<h2>Lost blocks</h2><p>" + std::to_string(snapshot.lost_count) +
+                    " blocks lost their last copy (the newest " +
+                    std::to_string(snapshot.recent_lost.size()) +
+                    " below; all: <code>bmctl blocks --lost</code>, "
+                    "<a href=\"/api/v1/blocks?state=lost\">/api/v1/blocks?state=lost</a>).</p>";
+  if (snapshot.recent_lost.empty()) return out;
+  out +=
+      "<table><tr><th>Block</th><th>Storage Level</th><th>Size</th><th>Lost at</th>"
+      "<th>Reason</th><th>Worker</th><th>Detail</th></tr>";
+  for (auto it = snapshot.recent_lost.rbegin(); it != snapshot.recent_lost.rend(); ++it) {
+    out += "<tr><td>" + HtmlEscape(it->id.ToString()) + "</td><td>" +
+           HtmlEscape(StorageLevelName(it->level)) + "</td>" + Bytes(it->size) + "<td>" +
+           UtcTime(it->lost_at_ms) + "</td><td class=\"warn\">" +
+           HtmlEscape(LostCauseName(it->cause)) + "</td><td>" + HtmlEscape(it->worker_id) +
+           "</td><td>" + HtmlEscape(it->detail) + "</td></tr>";
+  }
+  return out + "</table>";
+}
+
 }  // namespace
 
 std::string StatusPages::Storage(const ClusterSnapshot& snapshot, size_t page) {
@@ -206,6 +236,7 @@ std::string StatusPages::Storage(const ClusterSnapshot& snapshot, size_t page) {
   }
   out += "</p>";
   out += DisksTable(snapshot);
+  out += LostBlocksSection(snapshot);
   return out + Tail(snapshot.taken_unix_ms);
 }
 
@@ -314,6 +345,8 @@ std::string StatusPages::Health(const ClusterSnapshot& snapshot) {
   out += row("Copies started (re-replication, drains)", std::to_string(counters.copies_started));
   out += row("Blocks lost with dropped workers", std::to_string(counters.blocks_lost),
              counters.blocks_lost > 0);
+  out += row("Lost blocks kept (bmctl blocks --lost)", std::to_string(snapshot.lost_count),
+             snapshot.lost_count > 0);
   out += row("Workers dropped (no heartbeat)", std::to_string(counters.workers_dropped),
              counters.workers_dropped > 0);
   out += row("Journal", snapshot.journaled ? "on" : "off (no --state-dir)");

@@ -193,6 +193,19 @@ void AddRestRoutes(HttpServer& server, MasterStatusService& service) {
   server.AddRoute("/api/v1/blocks", [&service](const HttpRequest& request) {
     Result<PageParams> page = ParsePage(request);
     if (!page.ok()) return JsonError(400, page.status().message());
+    if (const std::string state = request.Param("state"); !state.empty()) {
+      if (state != "lost") return JsonError(400, "state must be 'lost'");
+      // The newest `limit` lost blocks (the master keeps a bounded number).
+      struct Lost {
+        std::vector<LostRecord> records;
+        uint64_t kept = 0;
+      };
+      Result<Lost> lost = service.Ask<Lost>([limit = page->limit](const MasterView& view) {
+        return Lost{QueryLostBlocks(view, limit), view.lost ? view.lost->size() : 0};
+      });
+      if (!lost.ok()) return JsonError(503, lost.status().message());
+      return JsonReply(LostBlocksToJson(lost->records, lost->kept));
+    }
     std::optional<uint64_t> rdd;
     if (const std::string text = request.Param("rdd"); !text.empty()) {
       Result<uint64_t> id = ParseNumber("rdd", text);

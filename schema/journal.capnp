@@ -38,3 +38,15 @@ struct JournalQuota {
   memoryBytes @0 :UInt64;
   diskBytes @1 :UInt64;
 }
+
+# Key "m" + block id: a block whose last copy was lost (master/lost_blocks.h).
+struct JournalLost {
+  order @0 :UInt64;   # LostRecord::order: the oldest is forgotten first
+  version @1 :UInt64;
+  size @2 :UInt64;
+  level @3 :Messages.StorageLevel;
+  lostAtMs @4 :UInt64;
+  cause @5 :Messages.LostCause;
+  detail @6 :Text;
+  workerId @7 :Text;
+}

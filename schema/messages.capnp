@@ -120,6 +120,48 @@ struct RegisterWorker {
   # Blocks the worker had committed to disk that did not survive a restart or a storage error
   # (see PROTOCOL.md, "Lost blocks"); the master re-replicates them from other copies at once.
   lostBlocks @7 :List(Text);
+  # The same lost blocks with why each was lost (PROTOCOL.md, "Lost blocks"). A worker sends
+  # both lists; a master reads this one when it is present, else `lostBlocks` (cause unknown:
+  # storageError).
+  lostCopies @8 :List(LostCopy);
+  # This is the worker process's first registration since it started: blocks the master lists
+  # on it that `blocks` lacks did not survive its restart (a master records the ones that were
+  # their block's last copy as lost, workerRestarted). False on a registration after the
+  # worker lost its master: blocks missing then were removed or evicted meanwhile.
+  startedNow @9 :Bool;
+  # How many blocks of the full report did not fit in `blocks`: they are the updates of the
+  # next reports, first of all (a master judges what the restart lost once they are in).
+  followUpBlocks @10 :UInt64;
+}
+
+# Why the last copy of a block was lost (common/lost_cause.h). Append only.
+enum LostCause {
+  storageError @0;     # the store failed to keep it (I/O or RocksDB error); also "unknown"
+  workerDropped @1;    # its worker stopped heartbeating and was dropped
+  copyCorrupt @2;      # the copy failed its checksum
+  diskFailed @3;       # the disk holding it failed
+  lostAtStartUp @4;    # the worker's start-up check (commit journal, table files) lost it
+  workerRestarted @5;  # its worker restarted without it (a memory block)
+}
+
+# Worker -> master: one copy the worker lost, and why.
+struct LostCopy {
+  blockId @0 :Text;
+  cause @1 :LostCause;
+  detail @2 :Text;     # what the worker saw ("table file 000012.sst is truncated ..."), <= 512 B
+  version @3 :UInt64;  # the lost copy's version (BlockStatus.version); 0 = unknown
+}
+
+# What the master remembers of a block whose last copy was lost (PROTOCOL.md, "Lost blocks").
+struct LostBlockRecord {
+  blockId @0 :Text;
+  version @1 :UInt64;
+  size @2 :UInt64;
+  level @3 :StorageLevel;
+  lostAtMs @4 :UInt64;   # when the master recorded it: milliseconds since the Unix epoch
+  cause @5 :LostCause;
+  detail @6 :Text;
+  workerId @7 :Text;     # the worker that held the last copy
 }
 
 enum WorkerState {
@@ -200,6 +242,7 @@ struct ReportBlocks {
   updates @1 :List(BlockUpdate);
   stats @2 :WorkerStats;
   lostBlocks @3 :List(Text);  # as in RegisterWorker; their removals are among `updates`
+  lostCopies @4 :List(LostCopy);  # as in RegisterWorker
 }
 
 # ---- client -> master ----
@@ -224,6 +267,9 @@ struct BlockLocations {
   # 0 = unknown. A reader of the whole block checks the unit digests the worker sent against
   # it (PROTOCOL.md, "Integrity").
   digest @3 :UInt64;
+  # Set when no copy is left because the last one was lost (and `locations` is then empty):
+  # what the master recorded. Unset for a block that was never stored or was removed.
+  lost @4 :LostBlockRecord;
 }
 
 struct WorkerInfo {
@@ -263,6 +309,9 @@ struct ListBlocks {
   union {
     all @0 :Void;
     rddId @1 :UInt64;
+    # The blocks whose last copy was lost (master's record, newest last): answered with
+    # `lostBlocks`; `after` and `limit` do not apply. An older master answers invalidArgument.
+    lost @4 :Void;
   }
   # Paging (PROTOCOL.md, "Listing many blocks"): with `limit` > 0 the master answers
   # `blockPage` with at most that many blocks (it may cap it), the first ids after `after` in id
@@ -654,5 +703,6 @@ struct Reply {
     localReads @22 :LocalReadsOffer;   # answers openLocalReads
     access @23 :AccessReply;           # answers checkAccess
     tenants @24 :List(TenantInfo);     # answers listTenants
+    lostBlocks @25 :List(LostBlockRecord);   # answers listBlocks with `lost`
   }
 }

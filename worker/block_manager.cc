@@ -588,9 +588,10 @@ void BlockManager::Verify(const BlockId& id, Callback<Result<BlockCheck>> done) 
       check.corrupt = DataLossError("block " + id.ToString() + " is corrupt in memory: unit " +
                                     std::to_string(*bad) + " does not match its digest");
       spdlog::error("{}; dropped, never served", check.corrupt.message());
+      const uint64_t version = block->version;
       Status removed = Remove(id);
       (void)removed;  // it was found just now
-      lost_.push_back(id);
+      lost_.push_back({id, check.corrupt.message(), LostCause::kCopyCorrupt, version});
     }
     done(std::move(check));
     return;
@@ -800,7 +801,9 @@ void BlockManager::HandleFailedDisks() {
     for (const UploadId upload_id : doomed) AbortPut(upload_id);
     std::vector<LostBlock> lost;
     for (const auto& [id, on_disk] : disk_index_) {
-      if (on_disk.disk == disk) lost.push_back(LostBlock{id, reason});
+      if (on_disk.disk == disk) {
+        lost.push_back(LostBlock{id, reason, LostCause::kDiskFailed, on_disk.status.version});
+      }
     }
     for (const LostBlock& block : lost) on_failed_disk_.insert_or_assign(block.id, disk);
     spdlog::error("{} blocks on the failed disk {} are reported lost{}", lost.size(),
@@ -819,7 +822,7 @@ void BlockManager::IndexOnDisk(const BlockStatus& status, DiskNo disk) {
   on_failed_disk_.erase(status.id);
 }
 
-std::vector<BlockId> BlockManager::TakeLost() { return std::exchange(lost_, {}); }
+std::vector<LostBlock> BlockManager::TakeLost() { return std::exchange(lost_, {}); }
 
 void BlockManager::CollectLost(std::vector<LostBlock> blocks, bool report_removed) {
   for (LostBlock& block : blocks) {
@@ -827,9 +830,10 @@ void BlockManager::CollectLost(std::vector<LostBlock> blocks, bool report_remove
     if (on_disk != disk_index_.end()) {
       // The master knows only that this worker no longer has the block on disk.
       if (report_removed) RecordRemoved(on_disk->second.status);
+      if (block.version == 0) block.version = on_disk->second.status.version;
       disk_index_.erase(on_disk);
     }
-    lost_.push_back(block.id);
+    lost_.push_back(std::move(block));
   }
 }
 
@@ -890,7 +894,8 @@ void BlockManager::SpillFinished(const BlockId& id, uint64_t ticket, const Statu
     // Written to a disk that failed since: gone with it.
     spdlog::warn("evicted block {} was spilled to the failed disk {}; it is lost here",
                  id.ToString(), disks_->path(disk));
-    lost_.push_back(id);
+    lost_.push_back({id, "disk failed: " + disks_->path(disk) + ", after a spill to it",
+                     LostCause::kDiskFailed, block.version});
   } else if (written.ok()) {
     ++spills_;
     const BlockStatus status{
@@ -904,9 +909,11 @@ void BlockManager::SpillFinished(const BlockId& id, uint64_t ticket, const Statu
     // restores the level from another copy now rather than at its next scan.
     if (written.code() == StatusCode::kDataLoss) {
       ++corrupt_spills_;
-      lost_.push_back(id);
+      lost_.push_back({id, "corrupt in memory, caught spilling it: " + written.message(),
+                       LostCause::kCopyCorrupt, block.version});
     } else if (disks_->failed(disk)) {
-      lost_.push_back(id);  // its disk failed under the spill
+      lost_.push_back({id, "disk failed: " + disks_->path(disk) + ", under a spill",
+                       LostCause::kDiskFailed, block.version});  // its disk failed under the spill
     }
   }
   spill_backlog_bytes_ -= block.data.size;

@@ -251,7 +251,7 @@ class BlockManager {
   void Maintain();
   // Blocks committed to disk that did not survive (a restart or a storage error), since the
   // last call, for the master: it re-replicates them from other copies.
-  std::vector<BlockId> TakeLost();
+  std::vector<LostBlock> TakeLost();
 
   // Every change since the last call, in the order it happened (stored, moved tier, removed),
   // for the master. A block that changes tier (spilled on eviction, or replaced by a version on
@@ -333,7 +333,7 @@ class BlockManager {
   UploadId next_upload_id_ = 1;
   uint64_t next_memory_generation_ = 1;
   std::vector<BlockStatusChange> changes_;
-  std::vector<BlockId> lost_;
+  std::vector<LostBlock> lost_;
   uint64_t corrupt_spills_ = 0;
   uint64_t evictions_ = 0;
   uint64_t spills_ = 0;

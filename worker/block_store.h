@@ -9,6 +9,7 @@
 
 #include "common/block_id.h"
 #include "common/chunk.h"
+#include "common/lost_cause.h"
 #include "common/status.h"
 #include "common/storage_level.h"
 #include "worker/block_status.h"
@@ -45,10 +46,14 @@ struct DiskRead {
   std::vector<uint64_t> unit_digests;
 };
 
-// A block the store had committed that did not survive (named by the commit journal).
+// A block the store had committed that did not survive (named by the commit journal, a
+// checksum, a failed disk), and why: `cause` is what the master records and shows,
+// `reason` the details.
 struct LostBlock {
   BlockId id;
   std::string reason;
+  LostCause cause = LostCause::kStorageError;
+  uint64_t version = 0;  // BlockStatus::version of the lost copy; 0 = unknown
 };
 
 // The persistent tier under the block manager's level policy: blocks written in a stream or

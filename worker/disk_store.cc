@@ -28,6 +28,7 @@
 #include "worker/commit_journal.h"
 #include "worker/disk_format.h"
 #include "worker/disk_index.h"
+#include "worker/disk_repair.h"
 #include "worker/disk_scan.h"
 #include "worker/disk_store_writer.h"
 #include "worker/journal_check.h"
@@ -171,6 +172,10 @@ struct DiskStore::Impl {
   // Versions the last open dropped because their chunk file was missing or short: generation
   // -> why (the journal check names them lost with it).
   std::map<uint64_t, std::string> damaged_files;
+  // Table files RocksDB could not use at the last open, set aside by a repair (disk_repair.h),
+  // and why: the blocks the commit journal then finds missing had their records there.
+  std::vector<std::string> unreadable_tables;
+  std::string unreadable_tables_error;
 };
 
 DiskStore::DiskStore(std::string dir, DiskStoreOptions options)
@@ -288,6 +293,9 @@ Status DiskStore::OpenDatabase() {
                     " kept for RocksDB's own files";
   } else {
     rocksdb::Status s = rocksdb::DB::Open(options, dir_, &raw);
+    if (!s.ok() && disk::IsUnreadableTableError(s) && SetAsideUnreadableTables(options, s)) {
+      s = rocksdb::DB::Open(options, dir_, &raw);
+    }
     if (!s.ok()) {
       std::string text = s.ToString();
       if (s.IsIOError() && text.find("/LOCK") != std::string::npos) {
@@ -318,6 +326,25 @@ Status DiskStore::OpenDatabase() {
   }
   db_.reset(raw);
   return LoadIndex();
+}
+
+bool DiskStore::SetAsideUnreadableTables(const rocksdb::Options& options,
+                                         const rocksdb::Status& open_error) {
+  // One cut-short or unreadable table file costs the blocks in it, not the store.
+  spdlog::error("disk store {}: {}; rebuilding the database without the unreadable table file",
+                dir_, open_error.ToString());
+  Result<std::vector<std::string>> set_aside = disk::RepairUnreadableTables(dir_, options);
+  if (!set_aside.ok()) {
+    spdlog::error("{}", set_aside.status().ToString());
+    return false;
+  }
+  std::string names;
+  for (const std::string& name : *set_aside) names += (names.empty() ? "" : ", ") + name;
+  spdlog::error("disk store {}: set aside {} unreadable table files in {}/lost: {}", dir_,
+                set_aside->size(), dir_, names);
+  impl_->unreadable_tables = std::move(set_aside).value();
+  impl_->unreadable_tables_error = open_error.ToString();
+  return true;
 }
 
 Status DiskStore::LoadIndex() {
@@ -796,7 +823,7 @@ Status DiskStore::DropCorrupt(const BlockId& id, const std::string& what) {
   journal_->RecordRemoved(id, generation);
   ++lost_count_;
   ++corrupt_count_;
-  lost_.push_back({id, reason});
+  lost_.push_back({id, reason, LostCause::kCopyCorrupt});
   return DataLossError("block " + id.ToString() + " is corrupt on this worker's disk (" + what +
                        ")");
 }
@@ -858,9 +885,22 @@ void DiskStore::CheckAgainstJournal(const std::map<BlockId, uint64_t>& committed
     DropUnserved(id);
   }
   for (const BlockId& id : verdict.stale) DropUnserved(id);
-  for (const LostBlock& block : verdict.lost) {
+  // At start-up these are losses of the restart; on a reopen, of the storage error before it.
+  const bool at_start = std::string_view(when) != "on reopening";
+  std::string tables;  // the table files set aside at this open, if any
+  for (const std::string& name : impl_->unreadable_tables)
+    tables += (tables.empty() ? "" : ", ") + name;
+  for (LostBlock& block : verdict.lost) {
+    const bool stale =
+        std::find(verdict.stale.begin(), verdict.stale.end(), block.id) != verdict.stale.end();
+    if (!tables.empty() && !stale) {
+      block.reason += "; its records were in the unreadable table file " + tables +
+                      " (set aside in lost/: " + impl_->unreadable_tables_error + ")";
+    }
     spdlog::error("disk store: block {} lost: {}", block.id.ToString(), block.reason);
+    block.cause = at_start ? LostCause::kLostAtStartUp : LostCause::kStorageError;
   }
+  impl_->unreadable_tables.clear();
   if (verdict.lost.empty()) {
     spdlog::info("disk store {}: 0 blocks lost {} ({} committed blocks checked)", dir_, when,
                  committed.size());

@@ -19,6 +19,7 @@ namespace rocksdb {
 class DB;
 class Env;
 class Status;
+struct Options;
 }  // namespace rocksdb
 
 namespace bm {
@@ -238,6 +239,9 @@ class DiskStore final : public BlockStore {
   // Opens the database: for writing when the filesystem has the headroom, else (or when that
   // fails for lack of space) read-only.
   Status OpenDatabase();
+  // DB::Open failed on an unreadable table file (`open_error`): repairs the database without it
+  // (disk_repair.h) and remembers which files were set aside. False when the repair failed.
+  bool SetAsideUnreadableTables(const rocksdb::Options& options, const rocksdb::Status& open_error);
   // Loads every committed block's metadata (ScanDiskStore) and, when writable, deletes records
   // that belong to no committed version (writes cut short by a crash).
   Status LoadIndex();

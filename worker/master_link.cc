@@ -112,14 +112,28 @@ void MasterLink::ResetSocket() {
 }
 
 void MasterLink::CollectLost() {
-  for (const BlockId& id : blocks_.TakeLost()) lost_.push_back(id.ToString());
+  for (LostBlock& block : blocks_.TakeLost()) {
+    lost_.push_back(QueuedLoss{std::move(block), last_seq_});
+  }
 }
 
-template <typename ListBuilder>
-void MasterLink::FillLost(ListBuilder&& init_list) {
+template <typename Request>
+void MasterLink::FillLost(Request&& request) {
+  constexpr size_t kMaxDetailBytes = 512;
   lost_in_flight_ = std::min(lost_.size(), options_.max_updates_per_report);
-  auto list = init_list(static_cast<unsigned>(lost_in_flight_));
-  for (size_t i = 0; i < lost_in_flight_; ++i) list.set(i, lost_[i]);
+  // Both lists: a master from before causes were sent reads only the names.
+  auto names = request.initLostBlocks(static_cast<unsigned>(lost_in_flight_));
+  auto copies = request.initLostCopies(static_cast<unsigned>(lost_in_flight_));
+  for (size_t i = 0; i < lost_in_flight_; ++i) {
+    const LostBlock& block = lost_[i].block;
+    const std::string id = block.id.ToString();
+    const unsigned at = static_cast<unsigned>(i);
+    names.set(at, id);
+    copies[at].setBlockId(id);
+    copies[at].setCause(ToProto(block.cause));
+    copies[at].setDetail(block.reason.substr(0, kMaxDetailBytes));
+    copies[at].setVersion(block.version);
+  }
 }
 
 void MasterLink::LostAcknowledged() {
@@ -201,7 +215,9 @@ void MasterLink::SendRegister() {
     for (size_t i = 0; i < in_registration; ++i) {
       if (is_fresh(all[i])) fresh.set(next_fresh++, all[i].id.ToString());
     }
-    FillLost([&](unsigned n) { return reg.initLostBlocks(n); });
+    FillLost(reg);
+    reg.setStartedNow(!registered_before_);
+    reg.setFollowUpBlocks(all.size() - in_registration);
   });
 }
 
@@ -218,7 +234,12 @@ void MasterLink::MaybeSendReport() {
   if (state_ != State::kRegistered || report_in_flight_ || (queue_.empty() && lost_.empty())) {
     return;
   }
-  const size_t n = std::min(queue_.size(), options_.max_updates_per_report);
+  size_t n = std::min(queue_.size(), options_.max_updates_per_report);
+  if (lost_.size() > options_.max_updates_per_report) {
+    // The losses that wait for the next report hold back the changes queued after them.
+    const uint64_t waiting_after = lost_[options_.max_updates_per_report].after_seq;
+    while (n > 0 && queue_[n - 1].seq > waiting_after) --n;
+  }
   const uint64_t covers = n > 0 ? queue_[n - 1].seq : acked_seq_;
   const WorkerStats stats = blocks_.Stats();
   bool sent = SendRequest(RequestKind::kReport, covers, [&](proto::Request::Builder request) {
@@ -233,7 +254,7 @@ void MasterLink::MaybeSendReport() {
       updates[i].setReservation(queue_[i].change.reservation);
     }
     ToProto(stats, report.initStats());
-    FillLost([&](unsigned count) { return report.initLostBlocks(count); });
+    FillLost(report);
   });
   if (sent) report_in_flight_ = true;
 }
@@ -381,6 +402,7 @@ void MasterLink::OnRegistered(const Outstanding& request, uint32_t heartbeat_int
                                              kMinHeartbeatInterval, kMaxHeartbeatInterval);
   state_ = State::kRegistered;
   ++registrations_;
+  registered_before_ = true;
   LostAcknowledged();
   backoff_ = options_.backoff_initial;
   next_heartbeat_ = clock_.Now() + heartbeat_interval_;

@@ -213,13 +213,21 @@ class MasterLink {
   bool report_in_flight_ = false;
 
   // Blocks the worker lost (BlockManager::TakeLost), sent with the next registration or report;
-  // the first lost_in_flight_ of them are in the one in flight.
-  std::vector<std::string> lost_;
+  // the first lost_in_flight_ of them are in the one in flight. A lost block's removal is among
+  // the changes queued after `after_seq`: a report never carries such a change while the loss
+  // waits (the master records the loss when it sees the removal, or sooner; PROTOCOL.md).
+  struct QueuedLoss {
+    LostBlock block;
+    uint64_t after_seq = 0;
+  };
+  std::vector<QueuedLoss> lost_;
   size_t lost_in_flight_ = 0;
+  // Whether a registration was accepted since this process started (RegisterWorker.startedNow).
+  bool registered_before_ = false;
   void CollectLost();
-  // Fills a request's lostBlocks with what fits and marks them in flight.
-  template <typename ListBuilder>
-  void FillLost(ListBuilder&& init_list);
+  // Fills a request's lostBlocks and lostCopies with what fits and marks them in flight.
+  template <typename Request>
+  void FillLost(Request&& request);
   void LostAcknowledged();
 
   std::deque<QueuedChange> queue_;  // in seq order

@@ -104,21 +104,6 @@ void CorruptFirstChunk(const std::string& disk_dir, const std::string& block) {
   ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), chunk_key, value).ok());
 }
 
-// Flips the byte at `offset` of `worker`'s copy of `block` on `tier`, through the worker's
-// test-only corruptBlock request (the worker runs with --enable-fault-injection).
-Status CorruptCopy(LocalCluster& cluster, const std::string& worker, const std::string& block,
-                   proto::Tier tier, uint64_t offset) {
-  zmq::context_t context;
-  RpcChannel channel(context, cluster.worker_endpoint(worker), std::chrono::seconds(5),
-                     cluster.SecurityOf("admin", worker));
-  capnp::MallocMessageBuilder request;
-  proto::CorruptBlock::Builder corrupt = request.initRoot<proto::Request>().initCorruptBlock();
-  corrupt.setBlockId(block);
-  corrupt.setTier(tier);
-  corrupt.setOffset(offset);
-  return channel.Call(request).status();
-}
-
 // The worker's checksum failures counted `where` (transit, disk, memory, client-read), from its
 // /metrics; nullopt when it does not answer or shows no such sample.
 std::optional<uint64_t> ChecksumFailures(LocalCluster& cluster, const std::string& worker,
@@ -169,7 +154,7 @@ void ExpectACorruptCopyIsReadPastDroppedAndRestored(const std::string& level, pr
   const std::string bad = std::get<0>(cluster.Locations({id})[id].front());
   const std::string good = bad == "w1" ? "w2" : "w1";
   ASSERT_EQ(ChecksumFailures(cluster, bad, where), 0u);
-  Status corrupted = CorruptCopy(cluster, bad, id, tier, kChunk + 5);
+  Status corrupted = cluster.CorruptCopy(bad, id, tier, kChunk + 5);
   ASSERT_TRUE(corrupted.ok()) << corrupted.ToString() << cluster.LogTail(bad);
 
   CommandResult got = cluster.Bmctl({"get", id});
@@ -214,7 +199,7 @@ TEST(IntegrityTest, AGetOfABlockWhoseOnlyCopyWasCorruptedInMemoryFailsAndWritesN
   ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "", kFaultInjectingWorker}));
   const std::string bytes = RandomBytes(2 * kChunk, 91);
   ASSERT_EQ(cluster.Bmctl({"put", "rdd_5_0", "-", "--level", "MEMORY_ONLY"}, bytes).exit_code, 0);
-  Status corrupted = CorruptCopy(cluster, "w1", "rdd_5_0", proto::Tier::MEMORY, 2 * kChunk - 1);
+  Status corrupted = cluster.CorruptCopy("w1", "rdd_5_0", proto::Tier::MEMORY, 2 * kChunk - 1);
   ASSERT_TRUE(corrupted.ok()) << corrupted.ToString();
 
   const std::string output = cluster.dir().Sub("rdd_5_0.out");
@@ -235,7 +220,7 @@ TEST(IntegrityTest, AWorkerWithoutFaultInjectionRefusesToCorruptABlock) {
   ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1"}));
   const std::string bytes = RandomBytes(1000, 92);
   ASSERT_EQ(cluster.Bmctl({"put", "rdd_5_1", "-"}, bytes).exit_code, 0);
-  Status refused = CorruptCopy(cluster, "w1", "rdd_5_1", proto::Tier::MEMORY, 0);
+  Status refused = cluster.CorruptCopy("w1", "rdd_5_1", proto::Tier::MEMORY, 0);
   EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(refused.message().find("--enable-fault-injection"), std::string::npos)
       << refused.ToString();

@@ -48,6 +48,19 @@ CommandResult LocalCluster::BmctlAs(const std::string& name, const std::vector<s
   return RunCommand(BinaryPath("bmctl"), full, input);
 }
 
+Status LocalCluster::CorruptCopy(const std::string& worker, const std::string& block,
+                                 proto::Tier tier, uint64_t offset) {
+  zmq::context_t context;
+  RpcChannel channel(context, worker_endpoint(worker), std::chrono::seconds(5),
+                     SecurityOf("admin", worker));
+  capnp::MallocMessageBuilder request;
+  proto::CorruptBlock::Builder corrupt = request.initRoot<proto::Request>().initCorruptBlock();
+  corrupt.setBlockId(block);
+  corrupt.setTier(tier);
+  corrupt.setOffset(offset);
+  return channel.Call(request).status();
+}
+
 void LocalCluster::UseKeys(const std::vector<std::string>& worker_ids) {
   Status made = processes_.MakeKeys(worker_ids);
   ASSERT_TRUE(made.ok()) << made.ToString();

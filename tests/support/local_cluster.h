@@ -7,6 +7,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/protocol.h"
 #include "tests/support/cluster_processes.h"
 #include "tests/support/process.h"
 #include "tests/support/tcp_proxy.h"
@@ -107,6 +108,11 @@ class LocalCluster {
                std::chrono::milliseconds timeout = std::chrono::seconds(10)) const {
     return processes_.HttpPort(name, timeout);
   }
+  // Flips the byte at `offset` of `worker`'s copy of `block` on `tier` through the worker's
+  // test-only corruptBlock request (the worker runs with --enable-fault-injection).
+  Status CorruptCopy(const std::string& worker, const std::string& block, proto::Tier tier,
+                     uint64_t offset);
+
   // The tail of a process's log, for failure messages.
   std::string LogTail(const std::string& name) const { return processes_.LogTail(name); }
 

@@ -7,6 +7,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <utility>
@@ -464,6 +465,62 @@ TEST_F(MasterJournalTest, AMalformedOrForeignBatchIsRefusedWholeAndChangesNothin
   }
   EXPECT_EQ(*standby->ReadFollowPosition(), (MasterJournal::FollowPosition{1, 0}));
   EXPECT_TRUE(LoadAll(*standby).snapshot.workers.empty());
+}
+
+}  // namespace
+}  // namespace bm
+
+namespace bm {
+namespace {
+
+LostRecord LostOf(BlockId id, LostCause cause, uint64_t order) {
+  return LostRecord{.id = id,
+                    .version = 0xabcdef0123456789ull,
+                    .size = 3u << 20,
+                    .level = StorageLevel::kDiskOnly,
+                    .lost_at_ms = 1764842400123ull,
+                    .cause = cause,
+                    .detail = "table file 000012.sst is truncated",
+                    .worker_id = "w3",
+                    .order = order};
+}
+
+TEST_F(MasterJournalTest, LostBlocksSurviveReopeningAndForgottenOnesStayGone) {
+  const LostRecord a = LostOf(BlockId::Rdd(8, 0), LostCause::kCopyCorrupt, 4);
+  const LostRecord b = LostOf(BlockId::Broadcast(3), LostCause::kWorkerDropped, 5);
+  const LostRecord c = LostOf(BlockId::Shuffle(1, 2, 3), LostCause::kLostAtStartUp, 6);
+  {
+    auto journal = OpenOrDie(dir());
+    ASSERT_NE(journal, nullptr);
+    ASSERT_TRUE(journal->RecordLost({{a, b, c}, {}}).ok());
+    ASSERT_TRUE(journal->RecordLost({{}, {BlockId::Broadcast(3)}}).ok());  // put again
+  }
+  auto journal = OpenOrDie(dir());
+  ASSERT_NE(journal, nullptr);
+  std::vector<LostRecord> loaded = LoadAll(*journal).snapshot.lost;
+  std::sort(loaded.begin(), loaded.end(),
+            [](const LostRecord& x, const LostRecord& y) { return x.order < y.order; });
+  EXPECT_EQ(loaded, (std::vector<LostRecord>{a, c}));
+}
+
+// Standbys follow the leader's journal batch by batch: a lost block's record is among them.
+TEST_F(MasterJournalTest, ALostBlockRecordReachesAStandbysJournal) {
+  std::vector<std::string> batches;
+  auto leader = OpenOrDie(dir());
+  ASSERT_NE(leader, nullptr);
+  leader->set_write_observer([&](std::string_view batch) { batches.emplace_back(batch); });
+  const LostRecord lost = LostOf(BlockId::Rdd(9, 1), LostCause::kDiskFailed, 0);
+  ASSERT_TRUE(leader->RecordLost({{lost}, {}}).ok());
+  ASSERT_EQ(batches.size(), 1u);
+
+  auto standby = OpenOrDie(tmp_.Sub("standby"));
+  ASSERT_NE(standby, nullptr);
+  const std::vector<std::string_view> views(batches.begin(), batches.end());
+  ASSERT_TRUE(standby
+                  ->ApplyFollowed(views, MasterJournal::FollowedPart::kRecords,
+                                  MasterJournal::FollowPosition{1, 1})
+                  .ok());
+  EXPECT_EQ(LoadAll(*standby).snapshot.lost, std::vector<LostRecord>{lost});
 }
 
 }  // namespace

@@ -25,6 +25,13 @@ namespace bm {
 namespace {
 
 using ::testing::ElementsAre;
+
+std::vector<BlockId> LostIds(const std::vector<LostBlock>& lost) {
+  std::vector<BlockId> ids;
+  for (const LostBlock& block : lost) ids.push_back(block.id);
+  return ids;
+}
+
 using ::testing::HasSubstr;
 
 std::vector<std::byte> RandomBytes(size_t size, uint64_t seed) {
@@ -153,7 +160,7 @@ TEST_F(BlockManagerTest, AMemoryCopyThatRotsFailsItsDigestsAndVerifyDropsIt) {
   EXPECT_EQ(rotten->tier, Tier::kMemory);
   EXPECT_FALSE(manager_->Find(BlockId::Rdd(6, 0)).has_value());
   EXPECT_EQ(Describe(manager_->TakeChanges()), std::vector<std::string>{"-rdd_6_0@memory"});
-  EXPECT_EQ(manager_->TakeLost(), std::vector<BlockId>{BlockId::Rdd(6, 0)});
+  EXPECT_EQ(LostIds(manager_->TakeLost()), std::vector<BlockId>{BlockId::Rdd(6, 0)});
   EXPECT_EQ(testing::Verify(*manager_, BlockId::Rdd(6, 0)).status().code(), StatusCode::kNotFound);
 }
 
@@ -189,7 +196,9 @@ TEST_F(BlockManagerTest, AByteFlippedInMemoryIsSeenByLaterReadsAndVerifyDropsThe
   EXPECT_EQ(check->corrupt.code(), StatusCode::kDataLoss);
   EXPECT_EQ(check->tier, Tier::kMemory);
   EXPECT_FALSE(manager_->Find(id).has_value());
-  EXPECT_EQ(manager_->TakeLost(), std::vector<BlockId>{id});
+  const std::vector<LostBlock> lost = manager_->TakeLost();
+  ASSERT_EQ(LostIds(lost), std::vector<BlockId>{id});
+  EXPECT_EQ(lost[0].cause, LostCause::kCopyCorrupt);
 }
 
 TEST_F(BlockManagerTest, AByteFlippedOnDiskIsFoundByVerifyWhichDropsTheCopy) {
@@ -209,7 +218,9 @@ TEST_F(BlockManagerTest, AByteFlippedOnDiskIsFoundByVerifyWhichDropsTheCopy) {
   EXPECT_EQ(check->tier, Tier::kDisk);
   EXPECT_FALSE(manager_->Find(id).has_value());
   EXPECT_EQ(Describe(manager_->TakeChanges()), std::vector<std::string>{"-rdd_6_6@disk"});
-  EXPECT_EQ(manager_->TakeLost(), std::vector<BlockId>{id});
+  const std::vector<LostBlock> lost = manager_->TakeLost();
+  ASSERT_EQ(LostIds(lost), std::vector<BlockId>{id});
+  EXPECT_EQ(lost[0].cause, LostCause::kCopyCorrupt) << "the master shows why";
 }
 
 TEST_F(BlockManagerTest, AnEvictedMemoryCopyThatRottedIsNotSpilledToDisk) {
@@ -226,7 +237,7 @@ TEST_F(BlockManagerTest, AnEvictedMemoryCopyThatRottedIsNotSpilledToDisk) {
   EXPECT_FALSE(manager_->Find(BlockId::Rdd(6, 1)).has_value()) << "dropped, not spilled";
   EXPECT_EQ(manager_->spills(), 0u);
   // Reported lost, so the master restores the copy now, and counted as rot found in memory.
-  EXPECT_EQ(manager_->TakeLost(), std::vector<BlockId>{BlockId::Rdd(6, 1)});
+  EXPECT_EQ(LostIds(manager_->TakeLost()), std::vector<BlockId>{BlockId::Rdd(6, 1)});
   EXPECT_EQ(manager_->corrupt_spills(), 1u);
 }
 
@@ -630,7 +641,7 @@ TEST_F(BlockManagerTest, DiskBlocksMissingAfterARestartAreTakenAsLost) {
     }
   }
   ASSERT_NO_FATAL_FAILURE(Make(kMemory, 0));
-  EXPECT_THAT(manager_->TakeLost(), ElementsAre(BlockId::Rdd(1, 0), BlockId::Rdd(1, 1)));
+  EXPECT_THAT(LostIds(manager_->TakeLost()), ElementsAre(BlockId::Rdd(1, 0), BlockId::Rdd(1, 1)));
   EXPECT_TRUE(manager_->TakeLost().empty()) << "taken once";
   EXPECT_TRUE(manager_->List().empty());
   // The registration's full report leaves them out; no removal is queued for a block the

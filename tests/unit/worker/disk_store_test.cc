@@ -1057,5 +1057,68 @@ TEST_F(DiskStoreCorruptionTest, CorruptMetadataInTheStartUpScanCostsOnlyItsTable
   EXPECT_TRUE(store_->TakeLost().empty());
 }
 
+// Flushes the closed store's write-ahead log into a table file of its own and returns its path.
+std::string FlushIntoNewTable(const std::string& dir) {
+  std::set<std::string> before;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() == ".sst") before.insert(entry.path().string());
+  }
+  rocksdb::DB* raw = nullptr;
+  EXPECT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir, &raw).ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  EXPECT_TRUE(db->Flush(rocksdb::FlushOptions()).ok());
+  db.reset();
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() == ".sst" && !before.contains(entry.path().string())) {
+      return entry.path().string();
+    }
+  }
+  return "";
+}
+
+// A table file cut in half (or otherwise unusable to RocksDB when it opens) kept the worker
+// from starting at all ("Sst file size mismatch"): now it costs the blocks whose records were
+// in it, reported lost at start-up naming the file, and the store serves and stores the rest.
+TEST_F(DiskStoreCorruptionTest, ATruncatedTableFileCostsOnlyItsBlocksLostAtStartUp) {
+  const std::string db = dir_.Sub("db");
+  for (int i = 0; i < kBlocks; ++i) {
+    blocks_.push_back(RandomBytes(kChunkBytes / 4 + i, i));
+    ASSERT_TRUE(WriteBlock(*store_, BlockId::Rdd(7, i), blocks_.back()).ok());
+    if (i == kBlocks / 2 - 1) {  // the first half in one table, the second in another
+      store_.reset();
+      ASSERT_FALSE(FlushIntoNewTable(db).empty());
+      Reopen();
+    }
+  }
+  store_.reset();
+  const std::string second = FlushIntoNewTable(db);
+  ASSERT_FALSE(second.empty());
+  std::filesystem::resize_file(second, std::filesystem::file_size(second) / 2);
+
+  Result<std::unique_ptr<DiskStore>> opened = DiskStore::Open(db, 0);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  store_ = std::move(opened).value();
+  const std::string name = std::filesystem::path(second).filename().string();
+  std::set<BlockId> lost_ids;
+  for (const LostBlock& block : store_->TakeLost()) {
+    lost_ids.insert(block.id);
+    EXPECT_EQ(block.cause, LostCause::kLostAtStartUp);
+    EXPECT_THAT(block.reason, HasSubstr(name)) << "names the table file";
+  }
+  std::set<BlockId> expected;
+  for (int i = kBlocks / 2; i < kBlocks; ++i) expected.insert(BlockId::Rdd(7, i));
+  EXPECT_EQ(lost_ids, expected);
+  EXPECT_EQ(ReadEveryBlock(), expected) << "the other table's blocks are served";
+  EXPECT_TRUE(std::filesystem::exists(db + "/lost/" + name)) << "set aside, not deleted";
+  EXPECT_FALSE(store_->read_only()) << store_->read_only_reason();
+  EXPECT_TRUE(WriteBlock(*store_, BlockId::Rdd(8, 0), blocks_[0]).ok());
+  EXPECT_TRUE(ReadAll(*store_, BlockId::Rdd(8, 0)) == blocks_[0]);
+
+  // A restart reports nothing again.
+  Reopen();
+  EXPECT_TRUE(store_->TakeLost().empty());
+  EXPECT_EQ(ReadEveryBlock(), expected);
+}
+
 }  // namespace
 }  // namespace bm

@@ -204,7 +204,8 @@ Status InMemoryStore::ReportCorrupt(const BlockId& id, uint64_t generation,
   }
   committed_bytes_ -= found->second.size;
   blocks_.erase(found);
-  lost_.push_back({id, "generation " + std::to_string(generation) + " is corrupt: " + what});
+  lost_.push_back({id, "generation " + std::to_string(generation) + " is corrupt: " + what,
+                   LostCause::kCopyCorrupt});
   ++corrupt_count_;
   return DataLossError("block " + id.ToString() + " is corrupt in this store (" + what + ")");
 }
