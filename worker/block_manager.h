@@ -74,7 +74,7 @@ struct BlockManagerOptions {
   uint64_t read_ahead_bytes = 4 * (uint64_t{16} << 20);
 };
 
-// The worker's storage policy over its memory store (the LRU) and its disk store (a BlockStore:
+// The worker's storage policy over its memory store (MemoryStore) and its disk store (a BlockStore:
 // RocksDB in production, a fault-injecting wrapper in tests): where a block of each level
 // goes, what eviction spills or drops, and the list of changes the master must hear about.
 //
