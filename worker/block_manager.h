@@ -59,6 +59,9 @@ struct PutVersion {
   // The compute lease a get-or-compute put stores under (0 = none), passed on to the master
   // with the block's report so it can refuse a block stored under a lost lease.
   uint64_t lease = 0;
+  // What the put said the block took to compute, in microseconds (0 = not stated); kept with a
+  // memory copy for the eviction policy.
+  uint64_t compute_cost_us = 0;
 };
 
 struct BlockManagerOptions {
