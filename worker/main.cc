@@ -64,6 +64,9 @@ struct Flags {
   bool no_local_reads = false;
   std::string local_socket;
   int pin_lifetime_seconds = 600;
+  // The default: bench workload 14 (recompute) measured cost-aware eviction's total recompute
+  // time well under LRU's on skewed costs (bench/README.md).
+  std::string eviction = "cost";
 };
 
 void AddFlags(CLI::App& app, Flags& f) {
@@ -151,6 +154,11 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "counted in --memory) when the reader does not release it")
       ->check(CLI::Range(1, 86400 * 7))
       ->capture_default_str();
+  app.add_option("--eviction", f.eviction,
+                 "Which memory blocks go first when room is needed: cost (GreedyDual-Size-"
+                 "Frequency: cheap to recompute per byte, rarely read, and spillable blocks "
+                 "first) or lru (least recently used first). README \"Eviction\"")
+      ->capture_default_str();
   app.add_option("--log-level", f.log_level, "trace, debug, info, warn or error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
@@ -163,6 +171,7 @@ struct Sizes {
   uint64_t disk_limit = 0;
   uint64_t spill_backlog = 0;
   uint64_t read_ahead = 0;
+  bm::EvictionMode eviction = bm::EvictionMode::kCost;
 };
 
 // kInvalidArgument (the usage error to print) when a flag is wrong.
@@ -181,6 +190,8 @@ bm::Result<Sizes> CheckFlags(const Flags& f) {
   if (!read_ahead.ok()) {
     return bm::InvalidArgumentError("--read-ahead: " + read_ahead.status().message());
   }
+  bm::Result<bm::EvictionMode> eviction = bm::ParseEvictionMode(f.eviction);
+  if (!eviction.ok()) return bm::InvalidArgumentError("--eviction: " + eviction.status().message());
   // One master, or several (standby masters) separated by commas, or ZooKeeper, or both.
   if (f.master.empty() && f.zookeeper.empty()) {
     return bm::InvalidArgumentError("--master or --zookeeper is required");
@@ -226,7 +237,7 @@ bm::Result<Sizes> CheckFlags(const Flags& f) {
     return bm::InvalidArgumentError("--key and --master-key go together");
   }
 
-  return Sizes{*memory, *disk_limit, *spill_backlog, *read_ahead};
+  return Sizes{*memory, *disk_limit, *spill_backlog, *read_ahead, *eviction};
 }
 
 // How long the worker's ZooKeeper session outlives a silence: a reader's session, so its
@@ -285,7 +296,8 @@ int Run(const Flags& f, const Sizes& sizes) {
   const uint64_t disk_headroom = (*disk)->headroom();
   // Starts the storage thread, which owns the disk store from here on.
   auto blocks = std::make_unique<bm::BlockManager>(
-      std::make_unique<bm::MemoryStore>(sizes.memory), std::move(disk).value(),
+      std::make_unique<bm::MemoryStore>(sizes.memory, bm::MakeEvictionPolicy(sizes.eviction)),
+      std::move(disk).value(),
       bm::BlockManagerOptions{
           .spill_backlog_bytes = sizes.spill_backlog,
           .scrub_bytes_per_second = static_cast<uint64_t>(f.scrub_rate_mb * 1e6),
@@ -366,9 +378,10 @@ int Run(const Flags& f, const Sizes& sizes) {
   }
   std::unique_ptr<bm::WorkerServer> server = std::move(created).value();
   spdlog::info(
-      "worker {} listening on {}, memory {}, disk {} (limit {}, {} of the filesystem kept free "
-      "for the store's own files), {}",
-      server->worker_id(), server->endpoint(), bm::FormatBytes(sizes.memory), f.disk_dir,
+      "worker {} listening on {}, memory {} (eviction: {}), disk {} (limit {}, {} of the "
+      "filesystem kept free for the store's own files), {}",
+      server->worker_id(), server->endpoint(), bm::FormatBytes(sizes.memory), f.eviction,
+      f.disk_dir,
       sizes.disk_limit == 0 ? std::string("the filesystem's free space")
                             : bm::FormatBytes(sizes.disk_limit),
       bm::FormatBytes(disk_headroom),
