@@ -30,8 +30,9 @@ struct EvictionCost {
 // Evicted); the policy orders them and the store walks that order (VisitInEvictionOrder),
 // skipping blocks it may not evict now (pinned, of the RDD being inserted).
 //
-// Every call is O(log n) or better; a handle is the policy's slot for one block, valid from
-// Add until Remove or Evicted. Not thread-safe: owned by the memory store (the worker's loop).
+// Add, Touch, Remove and Evicted are O(log n) or better, the walk O(1) per block visited; a
+// handle is the policy's slot for one block, valid from Add until Remove or Evicted.
+// Not thread-safe: owned by the memory store (the worker's loop).
 class EvictionPolicy {
  public:
   using Handle = uint32_t;
@@ -96,7 +97,8 @@ struct GdsfOptions {
 //   H = L + frequency * cost / size
 // and the lowest H goes first; L, the clock, becomes the H of each evicted block, so a block
 // not read for a long time falls behind the ones inserted or read since (aging), however
-// expensive it was. frequency counts the block's reads since it was inserted (1 at insert).
+// expensive it was. frequency counts the block's reads since it was inserted (1 at insert;
+// each read request is one, so a block read in several ranges counts once per range).
 // cost is what losing the memory copy costs, in seconds:
 //   - a block spilled on eviction: reading it back from disk (disk_read_seconds + size / rate),
 //     or its compute cost if that is lower;
