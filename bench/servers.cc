@@ -70,6 +70,7 @@ Result<std::unique_ptr<BlockmgrCluster>> BlockmgrCluster::Start(const BenchEnv& 
     BM_RETURN_IF_ERROR(processes.LaunchWorker({.id = id,
                                                .memory = options.worker_memory,
                                                .disk_limit = "",
+                                               .extra_args = options.worker_args,
                                                .binary = options.worker_binary}));
   }
   return cluster;

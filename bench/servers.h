@@ -43,6 +43,8 @@ class BlockmgrCluster {
     bool journal = false;
     // The bm-worker binary; empty: the one in bin_dir.
     std::string worker_binary{};
+    // More arguments for every bm-worker, e.g. {"--eviction", "lru"}.
+    std::vector<std::string> worker_args{};
     // Where bm-master and bm-worker come from; empty: BenchEnv::bin_dir.
     std::string bin_dir{};
   };

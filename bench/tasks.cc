@@ -29,6 +29,7 @@ Result<Json> RunClientTask(const Json& task) {
       {"curve_crypto", &CurveCryptoTask},
       {"bm_shuffle_fetch", &BlockmgrShuffleFetchTask},
       {"bm_lookups", &BlockmgrLookupsTask},
+      {"bm_recompute", &BlockmgrRecomputeTask},
       {"redis_shuffle_fetch", &RedisShuffleFetchTask},
   };
   const std::string name = task.value("task", "");

@@ -42,6 +42,10 @@ Result<Json> BlockmgrShuffleFetchTask(const Json& task);
 // Looks up one of `ids` blocks it put (1 KiB each) per getLocations, one request at a time:
 // the master's round trip as one client sees it. {"lookups_per_s"}.
 Result<Json> BlockmgrLookupsTask(const Json& task);
+// blockmgr ("master", "size", "partitions", "rdd", "cheap_seconds", "accesses", "warmup", ...):
+// workload 14, get-or-compute of partitions with skewed compute costs in a Zipf-like order.
+// {"recompute_seconds", "hit_ratio", "computes", "expensive_computes", "wall_seconds", ...}.
+Result<Json> BlockmgrRecomputeTask(const Json& task);
 // blockmgr ("master", "size"): one huge DISK_ONLY block streamed in and out, checked byte for byte.
 Result<Json> BlockmgrBigBlockTask(const Json& task);
 // The worker's disk store in this process ("dir", "size"): plain values against blob files.

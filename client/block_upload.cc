@@ -138,6 +138,7 @@ Status BlockUpload::SendPiece(Target& target, const Piece& piece) {
   put.setVersion(version_.token);
   put.setReplica(version_.replica);
   put.setLeaseToken(version_.lease);
+  put.setComputeCostUs(version_.compute_cost_us);
   if (piece.piece_digest) {
     put.setPieceDigest(*piece.piece_digest);
     put.setDigested(true);

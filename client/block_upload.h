@@ -26,8 +26,9 @@ class WorkerChannels;
 // The version an upload stores (PutBlock.version / replica in schema/messages.capnp).
 struct UploadVersion {
   uint64_t token = 0;
-  bool replica = false;  // a copy of an existing version, not a new put
-  uint64_t lease = 0;    // PutOptions::compute_lease
+  bool replica = false;          // a copy of an existing version, not a new put
+  uint64_t lease = 0;            // PutOptions::compute_lease
+  uint64_t compute_cost_us = 0;  // PutOptions::compute_cost; 0 = not stated
 };
 
 // One block streamed to one or more workers at once, piece by piece (PROTOCOL.md, "Uploads").

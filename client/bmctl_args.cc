@@ -51,6 +51,32 @@ Result<std::chrono::milliseconds> ParseTimeout(std::string_view seconds) {
   return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(value * 1000)));
 }
 
+Result<std::chrono::microseconds> ParseComputeCost(std::string_view text) {
+  double value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  const std::string_view unit(ptr, static_cast<size_t>(text.data() + text.size() - ptr));
+  double scale = 0;  // microseconds per unit
+  if (unit.empty() || unit == "s") {
+    scale = 1e6;
+  } else if (unit == "ms") {
+    scale = 1e3;
+  } else if (unit == "us") {
+    scale = 1;
+  } else if (unit == "m") {
+    scale = 60e6;
+  } else if (unit == "h") {
+    scale = 3600e6;
+  }
+  constexpr double kMaxMicros = 7 * 24 * 3600e6;
+  if (text.empty() || ec != std::errc() || scale == 0 || !std::isfinite(value) || value < 0 ||
+      value * scale > kMaxMicros) {
+    return InvalidArgumentError("bad compute cost " + Quote(text) +
+                                ": expected a duration such as 2.5s, 150ms, 300us, 2m or 1h, "
+                                "at least 0 and at most a week");
+  }
+  return std::chrono::microseconds(std::llround(value * scale));
+}
+
 Status ValidateOneMasterAddress(std::string_view address);
 
 Status ValidateMasterAddress(std::string_view list) {

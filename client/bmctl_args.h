@@ -24,6 +24,10 @@ Result<uint64_t> ParseUnsigned(std::string_view what, std::string_view text);
 // Seconds, possibly fractional ("5", "0.5"), more than 0 and at most a day.
 Result<std::chrono::milliseconds> ParseTimeout(std::string_view seconds);
 
+// A block's compute cost (`bmctl put --compute-cost`): a number with a unit, "2.5s", "150ms",
+// "300us", "2m", "1h" (a bare number is seconds), at least 0 and at most a week.
+Result<std::chrono::microseconds> ParseComputeCost(std::string_view text);
+
 // A ZeroMQ endpoint bmctl can connect to: tcp://HOST:PORT, ipc://PATH or inproc://NAME.
 Status ValidateMasterAddress(std::string_view address);
 

@@ -177,6 +177,9 @@ class PutCommand : public BmctlCommand {
     put->add_option("--replication", replication_,
                     "copies to store on distinct workers (default: 2 for the _2 levels, else 1)")
         ->check(CLI::Range(1, 16));
+    put->add_option("--compute-cost", compute_cost_text_,
+                    "what the block took to compute, e.g. 2.5s or 150ms: a worker evicting by "
+                    "cost (bm-worker --eviction cost) keeps what is expensive to recompute");
     return put;
   }
 
@@ -185,6 +188,9 @@ class PutCommand : public BmctlCommand {
     BM_ASSIGN_OR_RETURN(level_, ParseStorageLevel(level_name_));
     if (worker_option_->count() > 0 && worker_.empty()) {
       return InvalidArgumentError("--worker needs a worker id");
+    }
+    if (!compute_cost_text_.empty()) {
+      BM_ASSIGN_OR_RETURN(compute_cost_, ParseComputeCost(compute_cost_text_));
     }
     return Status::Ok();
   }
@@ -209,6 +215,7 @@ class PutCommand : public BmctlCommand {
     PutOptions options;
     if (!worker_.empty()) options.worker_id = worker_;
     options.replication = replication_;
+    options.compute_cost = compute_cost_;
     std::vector<std::byte> data;
     if (file_ == "-") {
       BM_ASSIGN_OR_RETURN(data, ReadAll(STDIN_FILENO, "stdin"));
@@ -238,9 +245,11 @@ class PutCommand : public BmctlCommand {
   std::string level_name_ = "MEMORY_AND_DISK";
   std::string worker_;
   uint32_t replication_ = 0;  // 0: as the level says
+  std::string compute_cost_text_;
   CLI::Option* worker_option_ = nullptr;
   // Set by Validate.
   std::optional<BlockId> id_;
+  std::chrono::microseconds compute_cost_{0};
   StorageLevel level_ = StorageLevel::kMemoryAndDisk;
 };
 

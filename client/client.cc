@@ -61,6 +61,11 @@ Result<std::shared_ptr<const LeaderDirectory>> StartLeaderDirectory(const std::s
   return std::shared_ptr<const LeaderDirectory>(std::move(started).value());
 }
 
+// PutBlock.computeCostUs: a negative cost is not a cost (0 = not stated).
+uint64_t ComputeCostMicros(std::chrono::microseconds cost) {
+  return cost.count() > 0 ? static_cast<uint64_t>(cost.count()) : 0;
+}
+
 }  // namespace
 
 CacheCounters& CacheCounters::operator+=(const CacheCounters& other) {
@@ -251,7 +256,8 @@ Result<PutResult> Client::Impl::PutOnce(const BlockId& id, PieceSource& source, 
 
   // Every copy this put stores carries one version token, so the master sees them as one
   // version and lets that version replace any other (PROTOCOL.md, "One version per block id").
-  const UploadVersion version{NewVersionToken(), /*replica=*/false, options.compute_lease};
+  const UploadVersion version{NewVersionToken(), /*replica=*/false, options.compute_lease,
+                              ComputeCostMicros(options.compute_cost)};
   std::vector<Result<PutResult>> stored;
   Status last;
   size_t next = 0;

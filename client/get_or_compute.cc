@@ -137,7 +137,12 @@ Result<std::vector<std::byte>> Client::Impl::ComputeAndStore(const BlockId& id, 
                        id, token, renew_every);
   ++counters_.computes;
   uint64_t lease = token;  // the lease the result is stored under
+  // The wall time of the computation travels with the put: the worker's cost-aware eviction
+  // keeps what is expensive to recompute (README "Eviction").
+  const auto compute_started = std::chrono::steady_clock::now();
   Result<std::vector<std::byte>> computed = compute();
+  const auto compute_cost = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::steady_clock::now() - compute_started);
   if (!computed.ok()) return computed;
   if (renewer.lost()) {
     // The lease expired (this process stalled) and may have been handed to another client, or
@@ -155,6 +160,8 @@ Result<std::vector<std::byte>> Client::Impl::ComputeAndStore(const BlockId& id, 
   // The renewer keeps running through the put: a big block's upload can outlast the lease.
   PutOptions put_options;
   put_options.compute_lease = lease;
+  // At least 1 us: a measured cost is never "not stated".
+  put_options.compute_cost = std::max(compute_cost, std::chrono::microseconds(1));
   Result<PutResult> stored = Put(id, *computed, level, put_options);
   renewer.Stop();
   if (!stored.ok()) {

@@ -3,6 +3,7 @@
 // Plain results of Client calls: value types with no Cap'n Proto or ZeroMQ inside, so they can
 // be kept, copied and printed after the call returns.
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -165,6 +166,11 @@ struct PutOptions {
   // Get-or-compute sets this to the compute lease its result is stored under (0 = none): the
   // master refuses the block, and the put fails (kAborted), when that lease is no longer held.
   uint64_t compute_lease = 0;
+  // What the block took to compute (0 = not stated). The worker keeps it with a memory copy and,
+  // with the cost-aware eviction policy (README "Eviction"), evicts blocks that are cheap to
+  // recompute per byte before expensive ones. GetOrCompute sets it to the wall time its compute
+  // function took.
+  std::chrono::microseconds compute_cost{0};
 };
 
 // What a client's get-or-compute calls did, counted since the client was created (or since

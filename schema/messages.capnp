@@ -502,6 +502,11 @@ struct PutBlock {
   # bytes itself. A piece sent after one refused as corrupted, before the client heard of it,
   # is refused with `aborted` and the upload waits for the resend.
   unitDigests @11 :List(UInt64);
+  # The wall time the block took to compute, in microseconds, as the client measured it
+  # (get-or-compute: its compute function) or stated it (a put's compute cost); 0 = not stated.
+  # Kept with a memory copy, where the cost-aware eviction policy weighs it (README "Eviction").
+  # Only the first piece's value counts.
+  computeCostUs @12 :UInt64;
 }
 
 # Client -> worker: the client gave up on this upload (a piece failed elsewhere, its source

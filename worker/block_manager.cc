@@ -424,7 +424,8 @@ void BlockManager::FinishMemoryCommit(Upload& upload, Callback<Result<Tier>> don
   memory_->Remove(id);
   BlockDigests digests = upload.digester.Finish();
   memory_->Insert(MemoryBlock{id, upload.level, std::move(upload.data), NewMemoryGeneration(),
-                              upload.version.token, std::move(digests.units), digests.block});
+                              upload.version.token, std::move(digests.units), digests.block,
+                              upload.version.compute_cost_us});
   RecordStored(BlockStatus{id, upload.level, Tier::kMemory, upload.total_size, upload.version.token,
                            digests.block},
                upload.version.fresh, upload.version.lease, upload.version.reservation);

@@ -64,6 +64,9 @@ struct PutVersion {
   // The quota reservation the master admitted the put under (0 = none), passed on with the
   // block's report so the master counts its bytes as stored instead of reserved.
   uint64_t reservation = 0;
+  // What the put said the block took to compute, in microseconds (0 = not stated); kept with a
+  // memory copy for the eviction policy.
+  uint64_t compute_cost_us = 0;
 };
 
 struct BlockManagerOptions {
@@ -82,7 +85,7 @@ struct BlockManagerOptions {
   std::chrono::milliseconds disk_check_timeout{10000};
 };
 
-// The worker's storage policy over its memory store (the LRU) and its disk store (a BlockStore:
+// The worker's storage policy over its memory store (MemoryStore) and its disk store (a BlockStore:
 // RocksDB in production, a fault-injecting wrapper in tests): where a block of each level
 // goes, what eviction spills or drops, and the list of changes the master must hear about.
 //

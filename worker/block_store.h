@@ -60,7 +60,7 @@ struct LostBlock {
 // whole, read in ranges, removed, listed, with space accounting and the storage errors a disk
 // has. DiskStore (RocksDB) is the implementation; tests wrap it in a FaultInjectingStore
 // (failed writes, a full disk, slow reads, corrupted chunks) the way LevelDB tests run through
-// an Env. The memory LRU (MemoryStore) keeps an interface of its own: its reads are zero-copy
+// an Env. The memory tier (MemoryStore) keeps an interface of its own: its reads are zero-copy
 // views of the stored chunks and its evictions are the policy's input, which a byte-stream
 // store has no counterpart for.
 //

@@ -5,8 +5,24 @@
 #include "common/byte_size.h"
 
 namespace bm {
+namespace {
 
-MemoryStore::MemoryStore(uint64_t capacity_bytes) : capacity_(capacity_bytes) {}
+// What the eviction policy weighs: a MEMORY_AND_DISK block is spilled when evicted, any other
+// is dropped.
+EvictionCost EvictionCostOf(const MemoryBlock& block) {
+  EvictionCost cost{.size = block.data.size,
+                    .spilled_on_eviction = UsesMemory(block.level) && UsesDisk(block.level)};
+  if (block.compute_cost_us > 0) {
+    cost.compute_seconds = static_cast<double>(block.compute_cost_us) / 1e6;
+  }
+  return cost;
+}
+
+}  // namespace
+
+MemoryStore::MemoryStore(uint64_t capacity_bytes, std::unique_ptr<EvictionPolicy> policy)
+    : capacity_(capacity_bytes),
+      policy_(policy != nullptr ? std::move(policy) : std::make_unique<LruEvictionPolicy>()) {}
 
 bool MemoryStore::Evictable(const MemoryBlock& block, const BlockId& for_block) const {
   // Not a block a reader has mapped: its pages stay in use whatever the index says.
@@ -28,9 +44,11 @@ Status MemoryStore::CanMakeRoom(const BlockId& for_block, uint64_t size) const {
   if (size <= free_bytes()) return Status::Ok();
   const uint64_t needed = size - free_bytes();
   uint64_t evictable = 0;
-  for (auto it = lru_.begin(); it != lru_.end() && evictable < needed; ++it) {
-    if (Evictable(*it, for_block)) evictable += it->data.size;
-  }
+  policy_->VisitInEvictionOrder([&](const BlockId& id) {
+    const MemoryBlock& block = index_.at(id).block;
+    if (Evictable(block, for_block)) evictable += block.data.size;
+    return evictable < needed;
+  });
   if (evictable >= needed) return Status::Ok();
   return OutOfSpaceError(
       "cannot make room for block " + for_block.ToString() + " of " + FormatBytes(size) +
@@ -46,18 +64,28 @@ Result<std::vector<MemoryBlock>> MemoryStore::Reserve(const BlockId& for_block, 
   // Evict only once it is known that the victims suffice: a failed claim evicts nothing.
   if (Status room = CanMakeRoom(for_block, size); !room.ok()) return room;
   const uint64_t needed = size > free_bytes() ? size - free_bytes() : 0;
-  std::vector<MemoryBlock> evicted;
+  // The victims are chosen first and evicted after: the policy's order cannot change under
+  // its own walk.
+  std::vector<BlockId> victims;
   uint64_t freed = 0;
-  for (auto it = lru_.begin(); it != lru_.end() && freed < needed;) {
-    if (!Evictable(*it, for_block)) {
-      ++it;
-      continue;
-    }
-    freed += it->data.size;
-    stored_bytes_ -= it->data.size;
-    index_.erase(it->id);
-    evicted.push_back(std::move(*it));
-    it = lru_.erase(it);
+  if (needed > 0) {
+    policy_->VisitInEvictionOrder([&](const BlockId& id) {
+      const MemoryBlock& block = index_.at(id).block;
+      if (Evictable(block, for_block)) {
+        victims.push_back(id);
+        freed += block.data.size;
+      }
+      return freed < needed;
+    });
+  }
+  std::vector<MemoryBlock> evicted;
+  evicted.reserve(victims.size());
+  for (const BlockId& id : victims) {
+    auto found = index_.find(id);
+    policy_->Evicted(found->second.handle);
+    stored_bytes_ -= found->second.block.data.size;
+    evicted.push_back(std::move(found->second.block));
+    index_.erase(found);
   }
   reserved_bytes_ += size;
   return evicted;
@@ -74,27 +102,27 @@ void MemoryStore::Insert(MemoryBlock block) {
   BM_CHECK(size <= reserved_bytes_);
   reserved_bytes_ -= size;
   stored_bytes_ += size;
+  const EvictionPolicy::Handle handle = policy_->Add(block.id, EvictionCostOf(block));
   BlockId id = block.id;
-  lru_.push_back(std::move(block));
-  index_.emplace(id, std::prev(lru_.end()));
+  index_.emplace(std::move(id), Entry{std::move(block), handle});
 }
 
 const MemoryBlock* MemoryStore::Get(const BlockId& id) {
   auto found = index_.find(id);
   if (found == index_.end()) return nullptr;
-  lru_.splice(lru_.end(), lru_, found->second);
-  return &*found->second;
+  policy_->Touch(found->second.handle);
+  return &found->second.block;
 }
 
 const MemoryBlock* MemoryStore::Peek(const BlockId& id) const {
   auto found = index_.find(id);
-  return found == index_.end() ? nullptr : &*found->second;
+  return found == index_.end() ? nullptr : &found->second.block;
 }
 
 void MemoryStore::Prefetch(std::span<const BlockId> ids) const {
   for (const BlockId& id : ids) {
     auto found = index_.find(id);
-    if (found != index_.end()) __builtin_prefetch(&*found->second);
+    if (found != index_.end()) __builtin_prefetch(&found->second.block);
   }
 }
 
@@ -103,23 +131,22 @@ bool MemoryStore::Contains(const BlockId& id) const { return index_.contains(id)
 std::optional<MemoryBlock> MemoryStore::Remove(const BlockId& id) {
   auto found = index_.find(id);
   if (found == index_.end()) return std::nullopt;
-  LruList::iterator it = found->second;
+  policy_->Remove(found->second.handle);
+  MemoryBlock block = std::move(found->second.block);
   index_.erase(found);
-  stored_bytes_ -= it->data.size;
-  if (auto pinned = pins_.find(it->generation); pinned != pins_.end()) {
+  stored_bytes_ -= block.data.size;
+  if (auto pinned = pins_.find(block.generation); pinned != pins_.end()) {
     pinned->second.removed = true;
     pinned_stored_bytes_ -= pinned->second.bytes;
     detached_bytes_ += pinned->second.bytes;
   }
-  MemoryBlock block = std::move(*it);
-  lru_.erase(it);
   return block;
 }
 
 Result<uint64_t> MemoryStore::Pin(const BlockId& id) {
   auto found = index_.find(id);
   if (found == index_.end()) return NotFoundError("block " + id.ToString() + " is not in memory");
-  const MemoryBlock& block = *found->second;
+  const MemoryBlock& block = found->second.block;
   PinnedVersion& pinned = pins_[block.generation];
   if (pinned.readers++ == 0) {
     pinned.bytes = block.data.size;
@@ -151,7 +178,7 @@ void MemoryStore::ReleaseHeld(uint64_t bytes) {
 Status MemoryStore::ReplaceBytes(const BlockId& id, BlockData data) {
   auto found = index_.find(id);
   if (found == index_.end()) return NotFoundError("block " + id.ToString() + " is not in memory");
-  MemoryBlock& block = *found->second;
+  MemoryBlock& block = found->second.block;
   if (data.size != block.data.size) {
     return InvalidArgumentError("block " + id.ToString() + " holds " +
                                 std::to_string(block.data.size) + " bytes, not " +
@@ -163,8 +190,9 @@ Status MemoryStore::ReplaceBytes(const BlockId& id, BlockData data) {
 
 std::vector<BlockStatus> MemoryStore::List() const {
   std::vector<BlockStatus> blocks;
-  blocks.reserve(lru_.size());
-  for (const MemoryBlock& block : lru_) {
+  blocks.reserve(index_.size());
+  for (const auto& [id, entry] : index_) {
+    const MemoryBlock& block = entry.block;
     blocks.push_back(
         {block.id, block.level, Tier::kMemory, block.data.size, block.version, block.block_digest});
   }

@@ -1,7 +1,7 @@
 #pragma once
 
 #include <cstdint>
-#include <list>
+#include <memory>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "common/storage_level.h"
 #include "worker/block_status.h"
+#include "worker/eviction_policy.h"
 #include "worker/guaranteed_shares.h"
 
 namespace bm {
@@ -28,20 +29,25 @@ struct MemoryBlock {
   std::vector<uint64_t> unit_digests{};
   // BlockDigestOf(unit_digests), kept so reports do not hash them again; 0 = no digests.
   uint64_t block_digest = 0;
+  // The wall time its put said it took to compute, in microseconds (PutBlock.computeCostUs);
+  // 0 = not stated. Weighed by the cost-aware eviction policy.
+  uint64_t compute_cost_us = 0;
 };
 
-// A byte-budgeted LRU of in-memory blocks.
+// A byte-budgeted store of in-memory blocks, evicting in the order of its EvictionPolicy
+// (worker/eviction_policy.h: least recently used, or GreedyDual-Size-Frequency by cost).
 //
 // Room is claimed (Reserve, as an upload's bytes arrive), then the block is inserted (Insert) or
-// the claim released (Release). Making room evicts least recently used blocks, but never blocks of
-// the RDD being inserted (Spark's rule against cyclic replacement within one RDD); if room
+// the claim released (Release). Making room evicts blocks in the policy's order, but never blocks
+// of the RDD being inserted (Spark's rule against cyclic replacement within one RDD); if room
 // cannot be made that way nothing is evicted. Evicted blocks are handed back to the caller,
 // which spills MEMORY_AND_DISK ones to disk and reports every change.
 //
 // Not thread-safe: owned by the worker's event loop.
 class MemoryStore {
  public:
-  explicit MemoryStore(uint64_t capacity_bytes);
+  // `policy`: the order of eviction; nullptr = least recently used first.
+  explicit MemoryStore(uint64_t capacity_bytes, std::unique_ptr<EvictionPolicy> policy = nullptr);
 
   // Asks `guard` (borrowed, may be null: none) about every victim too: tenants' guaranteed
   // shares (worker/guaranteed_shares.h). It must outlive the store or be unset first.
@@ -57,11 +63,11 @@ class MemoryStore {
   // Gives back a claim that will not be used.
   void Release(uint64_t size);
   // Stores a block whose room was claimed with Reserve(data.size). Replaces nothing: the caller
-  // removes an older version first. Becomes the most recently used block.
+  // removes an older version first. Becomes the most recently used block (the policy's Add).
   void Insert(MemoryBlock block);
 
-  // The block, marked most recently used; nullptr when absent. The pointer is valid until the
-  // next non-const call.
+  // The block, marked read (most recently used; the policy's Touch); nullptr when absent. The
+  // pointer is valid until the next non-const call.
   const MemoryBlock* Get(const BlockId& id);
   // The block without touching its recency; nullptr when absent. Valid until the next non-const
   // call.
@@ -101,9 +107,13 @@ class MemoryStore {
   uint64_t used() const { return stored_bytes_ + reserved_bytes_ + detached_bytes_ + held_bytes_; }
   uint64_t stored_bytes() const { return stored_bytes_; }
   size_t block_count() const { return index_.size(); }
+  const EvictionPolicy& policy() const { return *policy_; }
 
  private:
-  using LruList = std::list<MemoryBlock>;  // front = least recently used
+  struct Entry {
+    MemoryBlock block;
+    EvictionPolicy::Handle handle;
+  };
 
   // Whether `block` may be evicted to make room for `for_block` (the rule Reserve and
   // CanMakeRoom share).
@@ -120,9 +130,9 @@ class MemoryStore {
   const EvictionGuard* guard_ = nullptr;
   uint64_t stored_bytes_ = 0;
   uint64_t reserved_bytes_ = 0;
-  // Every stored block once, ordered by last use; index_ maps each id to its list node.
-  LruList lru_;
-  std::unordered_map<BlockId, LruList::iterator> index_;
+  // Every stored block once, with its slot in the policy, which orders them for eviction.
+  std::unordered_map<BlockId, Entry> index_;
+  std::unique_ptr<EvictionPolicy> policy_;
   // Pinned versions by generation.
   std::unordered_map<uint64_t, PinnedVersion> pins_;
   uint64_t pinned_stored_bytes_ = 0;  // pinned versions still in the index

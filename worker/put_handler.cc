@@ -89,7 +89,10 @@ Result<PutPiece> ParsePiece(IncomingMessage& message) {
     piece.offset = put.getOffset();
     piece.last = put.getLast();
     piece.upload_id = put.getUploadId();
-    piece.version = PutVersion{put.getVersion(), /*fresh=*/!put.getReplica(), put.getLeaseToken()};
+    piece.version = PutVersion{.token = put.getVersion(),
+                               .fresh = !put.getReplica(),
+                               .lease = put.getLeaseToken(),
+                               .compute_cost_us = put.getComputeCostUs()};
     if (put.getDigested()) piece.digest = put.getPieceDigest();
     piece.unit_digests.reserve(put.getUnitDigests().size());
     for (uint64_t digest : put.getUnitDigests()) piece.unit_digests.push_back(digest);

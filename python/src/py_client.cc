@@ -101,12 +101,20 @@ class PyClient {
   }
 
   py::object Put(const py::handle& id, const py::handle& data, const std::string& level,
-                 std::optional<std::string> worker, uint32_t replication) {
+                 std::optional<std::string> worker, uint32_t replication,
+                 std::optional<double> compute_cost) {
     const BlockId block = ToBlockId(id);
     const StorageLevel storage_level = ToLevel(level);
     PutOptions options;
     options.worker_id = std::move(worker);
     options.replication = replication;
+    if (compute_cost) {
+      if (!(*compute_cost >= 0 && *compute_cost < 1e9)) {
+        throw py::value_error("compute_cost must be a number of seconds >= 0");
+      }
+      options.compute_cost =
+          std::chrono::microseconds(static_cast<int64_t>(*compute_cost * 1e6 + 0.5));
+    }
     BlockData bytes = BorrowBytes(data);
     Result<PutResult> put = Run([&](Client& client) {
       Result<PutResult> result = client.PutChunks(block, bytes, storage_level, options);
@@ -370,11 +378,12 @@ local_hosts: host names that count as this machine's; default detected.
 )doc")
       .def("put", &PyClient::Put, py::arg("id"), py::arg("data"),
            py::arg("level") = "MEMORY_AND_DISK", py::kw_only(), py::arg("worker") = py::none(),
-           py::arg("replication") = 0, R"doc(
+           py::arg("replication") = 0, py::arg("compute_cost") = py::none(), R"doc(
 Stores ``data`` (bytes, bytearray, memoryview, a NumPy array: any C-contiguous buffer, sent
 without a copy) as block ``id`` at ``level``, replacing an earlier block of that id. Returns a
 PutResult once every copy is stored. ``worker`` places it on that worker; ``replication``
-overrides the level's copy count.
+overrides the level's copy count. ``compute_cost``: seconds the block took to compute, which a
+worker evicting by cost weighs (README "Eviction"; ``get_or_compute`` measures it itself).
 )doc")
       .def("get", &PyClient::Get, py::arg("id"), R"doc(
 Block ``id`` as a read-only :class:`blockmgr.Buffer` (``numpy.frombuffer`` and ``memoryview``

@@ -178,6 +178,32 @@ def test_bad_ids_and_levels_raise_invalid_argument(client):
         client.get(3.5)
 
 
+def test_a_stated_compute_cost_keeps_an_expensive_block_in_memory(bin_dir):
+    from blockmgr.local import LocalCluster
+    # Room for four 1 MiB blocks; the worker evicts by cost (its default).
+    with LocalCluster(workers=1, memory="4MiB", bin_dir=bin_dir) as small:
+        with blockmgr.Client(small.master) as c:
+            block = b"x" * MiB
+            c.put("rdd_1_0", block, "MEMORY_ONLY", compute_cost=5.0)
+            for rdd in (2, 3, 4):
+                c.put("rdd_%d_0" % rdd, block, "MEMORY_ONLY", compute_cost=0.01)
+            c.put("rdd_5_0", block, "MEMORY_ONLY")  # no cost: weighed at the median
+
+            def held(block_id):
+                try:
+                    c.get(block_id)
+                    return True
+                except blockmgr.NotFound:
+                    return False
+
+            # The oldest block stays: it is the expensive one. One cheap block made room.
+            assert held("rdd_1_0")
+            assert held("rdd_5_0")
+            assert sum(held("rdd_%d_0" % rdd) for rdd in (2, 3, 4)) == 2
+            with pytest.raises(ValueError):
+                c.put("rdd_6_0", b"x", "MEMORY_ONLY", compute_cost=-1.0)
+
+
 def test_unreachable_master_raises_unavailable_within_the_timeout():
     client = blockmgr.Client("tcp://127.0.0.1:%d" % free_port(), timeout=0.5)
     start = time.monotonic()

@@ -40,6 +40,19 @@ TEST(BmctlArgsTest, TimeoutIsPositiveSeconds) {
   }
 }
 
+TEST(BmctlArgsTest, ComputeCostTakesAUnit) {
+  using std::chrono::microseconds;
+  EXPECT_EQ(ParseComputeCost("2.5s").value(), microseconds(2'500'000));
+  EXPECT_EQ(ParseComputeCost("2.5").value(), microseconds(2'500'000));
+  EXPECT_EQ(ParseComputeCost("150ms").value(), microseconds(150'000));
+  EXPECT_EQ(ParseComputeCost("300us").value(), microseconds(300));
+  EXPECT_EQ(ParseComputeCost("2m").value(), microseconds(120'000'000));
+  EXPECT_EQ(ParseComputeCost("0").value(), microseconds(0));
+  for (const char* text : {"", "-1s", "abc", "5 s", "5sec", "inf", "nan", "8d", "200h"}) {
+    EXPECT_FALSE(ParseComputeCost(text).ok()) << text;
+  }
+}
+
 TEST(BmctlArgsTest, MasterAddressMustBeConnectable) {
   for (const char* good : {"tcp://127.0.0.1:7700", "tcp://master.example:1", "tcp://[::1]:7700",
                            "ipc:///tmp/bm.sock", "inproc://master"}) {

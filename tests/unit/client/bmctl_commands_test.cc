@@ -63,6 +63,14 @@ TEST(BmctlCommandsTest, PutChecksBlockLevelAndWorker) {
             "--worker needs a worker id");
 }
 
+TEST(BmctlCommandsTest, PutChecksItsComputeCost) {
+  EXPECT_TRUE(
+      ParseAndValidate(MakePutCommand, {"put", "rdd_1_0", "f", "--compute-cost", "2.5s"}).ok());
+  Status bad = ParseAndValidate(MakePutCommand, {"put", "rdd_1_0", "f", "--compute-cost", "2x"});
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("bad compute cost '2x'"), std::string::npos) << bad.message();
+}
+
 TEST(BmctlCommandsTest, GetOutputNeedsAFileName) {
   EXPECT_TRUE(ParseAndValidate(MakeGetCommand, {"get", "rdd_1_0", "-o", "out"}).ok());
   EXPECT_EQ(ParseAndValidate(MakeGetCommand, {"get", "rdd_1_0", "-o", ""}).message(),
