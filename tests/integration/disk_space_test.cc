@@ -211,7 +211,10 @@ TEST_F(DiskSpaceTest, AWorkerStartedOnAFullDiskServesItsBlocksAndRecovers) {
 TEST(LostBlocksTest, BlocksADamagedLogDroppedAreNamedCountedAndReReplicated) {
   LocalCluster cluster(/*heartbeat_timeout_seconds=*/30);
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(2));
+  // Every block's bytes in RocksDB (and so in its log), not in chunk files.
+  const std::vector<std::string> in_rocksdb = {"--disk-chunk-file-min", "off"};
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "", in_rocksdb}));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w2", "64MiB", "", in_rocksdb}));
   std::vector<std::string> ids;
   for (int i = 0; i < 6; ++i) {
     ids.push_back(BlockName(i));
@@ -252,7 +255,7 @@ TEST(LostBlocksTest, BlocksADamagedLogDroppedAreNamedCountedAndReReplicated) {
   }
   const std::string log_path = cluster.dir().Sub("w1.log");
   const size_t log_before = ReadFile(log_path).size();
-  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", ""}));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "64MiB", "", in_rocksdb}));
   std::string log;
   ASSERT_TRUE(WaitFor(
       [&] {

@@ -208,8 +208,11 @@ TEST_F(SeveralDisksTest, AHangingDiskFailsByTimeoutAndDoesNotStallTheOthers) {
   EXPECT_EQ(stats.disks[0].state, DiskState::kOk);
 
   // Its block is reported lost and removed; a read of it now fails at once, naming the disk.
-  std::vector<BlockId> lost = manager_->TakeLost();
-  EXPECT_EQ(lost, std::vector<BlockId>{BlockId::Rdd(1, 1)});
+  std::vector<LostBlock> lost = manager_->TakeLost();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].id, BlockId::Rdd(1, 1));
+  EXPECT_EQ(lost[0].cause, LostCause::kDiskFailed);
+  EXPECT_THAT(lost[0].reason, HasSubstr("disk failed"));
   EXPECT_FALSE(manager_->Find(BlockId::Rdd(1, 1)).has_value());
   Result<BlockRead> read = testing::Read(*manager_, BlockId::Rdd(1, 1), 0, UINT64_MAX);
   EXPECT_EQ(read.status().code(), StatusCode::kUnavailable);
