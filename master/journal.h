@@ -13,8 +13,8 @@
 #include "common/storage_level.h"
 #include "common/tenant.h"
 #include "master/block_index.h"
-#include "master/tenant_registry.h"
 #include "master/lost_blocks.h"
+#include "master/tenant_registry.h"
 
 namespace rocksdb {
 class DB;

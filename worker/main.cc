@@ -294,8 +294,8 @@ bm::Result<Sizes> CheckFlags(const Flags& f) {
     return bm::InvalidArgumentError("--key and --master-key go together");
   }
 
-  return Sizes{*memory,       *disk_limit, std::move(disks), *spill_backlog, *read_ahead,
-               chunk_file_min, *eviction};
+  return Sizes{*memory,     *disk_limit,    std::move(disks), *spill_backlog,
+               *read_ahead, chunk_file_min, *eviction};
 }
 
 // How long the worker's ZooKeeper session outlives a silence: a reader's session, so its
