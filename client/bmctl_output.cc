@@ -5,6 +5,7 @@
 
 #include "common/byte_size.h"
 #include "common/digest.h"
+#include "common/utc_time.h"
 
 namespace bm {
 namespace {
@@ -37,15 +38,6 @@ std::string Join(const std::vector<std::string>& parts, const std::string& separ
   return out;
 }
 
-std::string UtcTime(uint64_t unix_ms) {
-  const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char when[32];
-  std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &utc);
-  return when;
-}
-
 }  // namespace
 
 json LostBlockToJson(const LostBlockInfo& lost) {
@@ -69,7 +61,7 @@ std::string LostBlocksTable(const std::vector<LostBlockInfo>& blocks) {
   std::vector<std::vector<std::string>> rows;
   for (const LostBlockInfo& lost : blocks) {
     rows.push_back({lost.block.ToString(), std::string(StorageLevelName(lost.level)),
-                    FormatBytes(lost.size), UtcTime(lost.lost_at_ms), lost.reason,
+                    FormatBytes(lost.size), FormatUtcTime(lost.lost_at_ms), lost.reason,
                     lost.worker_id.empty() ? "-" : lost.worker_id, lost.detail});
   }
   // The detail last: it holds spaces.
@@ -223,9 +215,10 @@ std::string LocationsTable(const std::vector<BlockLocations>& blocks) {
   std::vector<std::vector<std::string>> rows;
   for (const BlockLocations& block : blocks) {
     if (block.lost) {
-      rows.push_back({block.block.ToString(), "-",
-                      "(lost " + UtcTime(block.lost->lost_at_ms) + ": " + block.lost->reason + ")",
-                      "", "", ""});
+      rows.push_back(
+          {block.block.ToString(), "-",
+           "(lost " + FormatUtcTime(block.lost->lost_at_ms) + ": " + block.lost->reason + ")", "",
+           "", ""});
     } else if (block.locations.empty()) {
       rows.push_back({block.block.ToString(), "-", "(not stored on any live worker)", "", "", ""});
     }

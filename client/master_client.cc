@@ -11,6 +11,7 @@
 #include "common/leader_directory.h"
 #include "common/protocol.h"
 #include "common/transport.h"
+#include "common/utc_time.h"
 
 namespace bm {
 namespace {
@@ -81,12 +82,7 @@ Result<LostBlockInfo> ToLostBlockInfo(proto::LostBlockRecord::Reader record) {
 }
 
 std::string LostBlockMessage(const LostBlockInfo& lost) {
-  const std::time_t seconds = static_cast<std::time_t>(lost.lost_at_ms / 1000);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char when[32];
-  std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &utc);
-  std::string out = std::string("lost: ") + when + ", " + lost.reason;
+  std::string out = "lost: " + FormatUtcTime(lost.lost_at_ms) + ", " + lost.reason;
   if (!lost.detail.empty()) out += " (" + lost.detail + ")";
   out += "; block " + lost.block.ToString() + " (" + std::to_string(lost.size) + " bytes, " +
          std::string(StorageLevelName(lost.level)) + ")";

@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "common/byte_size.h"
+#include "common/utc_time.h"
 
 namespace bm {
 namespace {
@@ -50,24 +51,10 @@ std::string Head(const std::string& title, const std::string& active) {
   return out;
 }
 
-std::string UtcTime(uint64_t unix_ms) {
-  const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char when[32];
-  std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &utc);
-  return when;
-}
-
 std::string Tail(int64_t taken_unix_ms) {
   std::string out = "<p class=\"muted\">";
   if (taken_unix_ms > 0) {
-    const std::time_t seconds = static_cast<std::time_t>(taken_unix_ms / 1000);
-    std::tm utc{};
-    gmtime_r(&seconds, &utc);
-    char when[32];
-    std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &utc);
-    out += std::string("State as of ") + when + "; ";
+    out += "State as of " + FormatUtcTime(static_cast<uint64_t>(taken_unix_ms)) + "; ";
   }
   out += "this page refreshes every " + std::to_string(StatusPages::kRefreshSeconds) +
          " s.</p></main></body></html>";
@@ -191,7 +178,7 @@ std::string LostBlocksSection(const ClusterSnapshot& snapshot) {
   for (auto it = snapshot.recent_lost.rbegin(); it != snapshot.recent_lost.rend(); ++it) {
     out += "<tr><td>" + HtmlEscape(it->id.ToString()) + "</td><td>" +
            HtmlEscape(StorageLevelName(it->level)) + "</td>" + Bytes(it->size) + "<td>" +
-           UtcTime(it->lost_at_ms) + "</td><td class=\"warn\">" +
+           FormatUtcTime(it->lost_at_ms) + "</td><td class=\"warn\">" +
            HtmlEscape(LostCauseName(it->cause)) + "</td><td>" + HtmlEscape(it->worker_id) +
            "</td><td>" + HtmlEscape(it->detail) + "</td></tr>";
   }
