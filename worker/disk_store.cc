@@ -10,7 +10,6 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 #include <spdlog/spdlog.h>
-#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <atomic>
@@ -30,6 +29,7 @@
 #include "worker/disk_index.h"
 #include "worker/disk_repair.h"
 #include "worker/disk_scan.h"
+#include "worker/disk_space.h"
 #include "worker/disk_store_writer.h"
 #include "worker/journal_check.h"
 
@@ -39,32 +39,6 @@ namespace {
 using disk::FromRocks;
 using disk::Meta;
 using disk::SaturatingAdd;
-
-// Memtable size and table file size, scaled to the filesystem: RocksDB's 64 MiB default would
-// leave a small filesystem (a 64 MiB tmpfs) no room for blocks once the headroom below is kept.
-uint64_t WriteBufferBytesFor(uint64_t filesystem_bytes) {
-  return std::clamp<uint64_t>(filesystem_bytes / 32, kMiB, 64 * kMiB);
-}
-
-constexpr int kMaxWriteBuffers = 3;
-constexpr int kLevel0CompactionTrigger = 4;  // RocksDB's default, made explicit
-constexpr int kCompactionFiles = 8;          // max_compaction_bytes, in table files
-
-// Space kept free on the filesystem for RocksDB's own files, so that its writes never meet a
-// full disk (after a failed write this RocksDB asserts on the next one, see EnterReadOnly):
-//   - a block's bytes sit in the write-ahead log until their memtable is flushed, so up to
-//     kMaxWriteBuffers memtables are on disk twice (log and table file) around a flush;
-//   - an L0 compaction reads up to kLevel0CompactionTrigger flushed files and writes its output
-//     before deleting them, and any compaction writes at most max_compaction_bytes before
-//     deleting its inputs;
-//   - MANIFEST, OPTIONS and info LOG files, and slack for the filesystem's own rounding:
-//     1/64 of the filesystem (at least 1 MiB).
-// On a 64 MiB filesystem that is 31 MiB; on 1 TiB, about 17 GiB (1.6%).
-uint64_t HeadroomFor(uint64_t filesystem_bytes) {
-  const uint64_t write_buffer = WriteBufferBytesFor(filesystem_bytes);
-  return write_buffer * (kMaxWriteBuffers + kLevel0CompactionTrigger + kCompactionFiles) +
-         std::max<uint64_t>(kMiB, filesystem_bytes / 64);
-}
 
 // Records RocksDB's background errors (a failed flush or compaction, or a failed write), which
 // RocksDB reports on its own threads: the store's loop reads the flag before every write.
@@ -86,22 +60,6 @@ class ErrorListener final : public rocksdb::EventListener {
   std::atomic<bool> failed_{false};
   mutable Mutex mutex_;
   std::string message_ BM_GUARDED_BY(mutex_);
-};
-
-class StatvfsProbe final : public SpaceProbe {
- public:
-  explicit StatvfsProbe(std::string dir) : dir_(std::move(dir)) {}
-  Result<FilesystemSpace> Measure() const override {
-    struct statvfs st {};
-    if (::statvfs(dir_.c_str(), &st) != 0) {
-      return InternalError("statvfs " + dir_ + ": " + std::strerror(errno));
-    }
-    return FilesystemSpace{static_cast<uint64_t>(st.f_blocks) * st.f_frsize,
-                           static_cast<uint64_t>(st.f_bavail) * st.f_frsize};
-  }
-
- private:
-  const std::string dir_;
 };
 
 // Chunk bytes read from RocksDB, pinned where RocksDB read them (the table block it loaded
@@ -127,10 +85,6 @@ rocksdb::Slice ToSlice(std::span<const std::byte> bytes) {
 }
 
 }  // namespace
-
-std::unique_ptr<SpaceProbe> MakeStatvfsProbe(std::string dir) {
-  return std::make_unique<StatvfsProbe>(std::move(dir));
-}
 
 struct DiskStore::Impl {
   // Committed blocks, loaded at Open() and kept in step with every commit and removal.
@@ -211,8 +165,8 @@ Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir,
   }
   std::unique_ptr<DiskStore> store(new DiskStore(dir, std::move(options)));
   BM_ASSIGN_OR_RETURN(FilesystemSpace space, store->MeasureSpace());
-  store->write_buffer_bytes_ = WriteBufferBytesFor(space.total_bytes);
-  store->headroom_ = HeadroomFor(space.total_bytes);
+  store->write_buffer_bytes_ = disk::WriteBufferBytesFor(space.total_bytes);
+  store->headroom_ = disk::HeadroomFor(space.total_bytes);
   rocksdb::FileSystem* fs = store->env_ != nullptr ? store->env_->GetFileSystem().get()
                                                    : rocksdb::FileSystem::Default().get();
   store->impl_->files =
@@ -258,10 +212,10 @@ Status DiskStore::OpenDatabase() {
   options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table_options));
   // The sizes HeadroomFor() counts on.
   options.write_buffer_size = write_buffer_bytes_;
-  options.max_write_buffer_number = kMaxWriteBuffers;
-  options.level0_file_num_compaction_trigger = kLevel0CompactionTrigger;
+  options.max_write_buffer_number = disk::kMaxWriteBuffers;
+  options.level0_file_num_compaction_trigger = disk::kLevel0CompactionTrigger;
   options.target_file_size_base = write_buffer_bytes_;
-  options.max_compaction_bytes = write_buffer_bytes_ * kCompactionFiles;
+  options.max_compaction_bytes = write_buffer_bytes_ * disk::kCompactionFiles;
   options.level_compaction_dynamic_level_bytes = true;
   options.max_background_jobs = 2;
   options.keep_log_file_num = 3;
