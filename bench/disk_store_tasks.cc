@@ -20,6 +20,9 @@ namespace {
 Result<Json> MeasureFormat(const std::string& dir, DiskValueFormat format, bool chunk_files,
                            uint64_t size, int blocks, const Duration& duration) {
   std::filesystem::remove_all(dir);
+  // Starts once the page cache's dirty pages are written out, so no layout pays for the
+  // writeback of the one measured before it.
+  ::sync();
   DiskStoreOptions options;
   options.format = format;
   if (!chunk_files) options.chunk_file_min_bytes = UINT64_MAX;
@@ -51,8 +54,14 @@ Result<Json> DiskStoreFormatsTask(const Json& task) {
   // Enough keys that every timed put writes a new block.
   const int blocks = task.value("ids", 100000);
   const Duration duration = DurationOf(task);
+  // "only": one layout alone, "files" or "plain" (to profile it).
+  const std::string only = task.value("only", "");
+  if (only == "plain") {
+    return MeasureFormat(dir + "/plain", DiskValueFormat::kPlain, false, size, blocks, duration);
+  }
   BM_ASSIGN_OR_RETURN(Json files, MeasureFormat(dir + "/files", DiskValueFormat::kPlain, true, size,
                                                 blocks, duration));
+  if (only == "files") return files;
   BM_ASSIGN_OR_RETURN(Json plain, MeasureFormat(dir + "/plain", DiskValueFormat::kPlain, false,
                                                 size, blocks, duration));
   BM_ASSIGN_OR_RETURN(Json blob, MeasureFormat(dir + "/blob", DiskValueFormat::kBlobFiles, false,
