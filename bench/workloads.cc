@@ -1,8 +1,8 @@
 #include "bench/workloads.h"
 
 #include <signal.h>
-#include <unistd.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
