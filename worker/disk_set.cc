@@ -113,6 +113,10 @@ DiskSet::DiskSet(std::vector<DiskSlot> disks, DiskSetOptions options)
     disk.scrubber = std::make_unique<Scrubber>(*slot.store, options_.scrub_bytes_per_second);
     disk.thread = std::make_unique<StorageThread>(std::move(slot.store), wake_fd_);
     disk.next_check = now + options_.check_interval;
+    if (!slot.failed_at_start.empty()) {
+      disk.failure = "could not be opened at start: " + slot.failed_at_start;
+      spdlog::error("disk {} has failed: {}", disk.path, disk.failure);
+    }
     disks_.push_back(std::move(disk));
   }
 }

@@ -54,6 +54,9 @@ struct DiskSlot {
   std::string path;
   std::unique_ptr<BlockStore> store;
   uint64_t limit = 0;
+  // Why the disk could not be opened at start ("" when it was): it is then failed from the
+  // start, with an UnopenedDisk as its store.
+  std::string failed_at_start{};
 };
 
 struct DiskSetOptions {
@@ -70,9 +73,10 @@ struct DiskSetOptions {
 // routes work to a disk, and finds failed disks; the BlockManager keeps which block is on which
 // disk and decides what a failure costs (its blocks, reported lost).
 //
-// Disk states: ok -> failed. A disk fails when its periodic check fails with anything but
-// kOutOfSpace, when a check or any storage job runs longer than check_timeout, or when the
-// owner reports an I/O error from it (NoteError; that triggers a check at once, and only the
+// Disk states: ok -> failed, or failed from the start (DiskSlot::failed_at_start: nothing of it
+// is reported, since it holds nothing this run). A disk fails when its periodic check fails with
+// anything but kOutOfSpace, when a check or any storage job runs longer than check_timeout, or when
+// the owner reports an I/O error from it (NoteError; that triggers a check at once, and only the
 // check decides, so a full disk is never failed). A failed disk is never given work again;
 // its store is closed by a last job behind the work already queued. A disk whose thread hangs
 // cannot be joined: at destruction its StorageThread (and its store and scrubber) are

@@ -503,7 +503,7 @@ bool LocalReadServer::Flush(Session& session) {
 
 void LocalReadServer::WatchWritable(uint64_t session_id, Session& session, bool writable) {
   epoll_event event{};
-  event.events = EPOLLIN | EPOLLRDHUP | (writable ? EPOLLOUT : 0);
+  event.events = EPOLLIN | EPOLLRDHUP | (writable ? uint32_t{EPOLLOUT} : uint32_t{0});
   event.data.u64 = session_id;
   epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, session.socket.get(), &event);
 }

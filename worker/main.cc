@@ -26,6 +26,7 @@
 #include "worker/disk_set.h"
 #include "worker/disk_store.h"
 #include "worker/memory_store.h"
+#include "worker/unopened_disk.h"
 #include "worker/worker_server.h"
 
 namespace {
@@ -343,11 +344,13 @@ int Run(const Flags& f, const Sizes& sizes) {
     if (masters.empty()) return 0;  // stopped while waiting
   }
 
-  // Every disk must open: a disk found bad at start stops the worker with its name, so the
-  // operator replaces it (an empty directory will do) before the worker serves again.
-  // TODO(feature): start without it when --failed-disks-tolerated allows, as HDFS does.
+  // A disk that cannot be opened is failed from the start and the worker serves from the
+  // others, as HDFS starts without a bad volume, within --failed-disks-tolerated (by default
+  // while one disk opens); past that it does not start, naming each bad disk, so the operator
+  // replaces them (an empty directory will do).
   std::vector<bm::DiskSlot> disks;
   std::string disk_summary;
+  std::vector<std::string> unopened;
   for (const bm::DiskDirSpec& spec : sizes.disks) {
     bm::DiskStoreOptions disk_options;
     disk_options.limit_bytes = spec.limit;
@@ -355,9 +358,11 @@ int Run(const Flags& f, const Sizes& sizes) {
     bm::Result<std::unique_ptr<bm::DiskStore>> disk =
         bm::DiskStore::Open(spec.path, std::move(disk_options));
     if (!disk.ok()) {
-      std::fprintf(stderr, "bm-worker: cannot open disk store in %s: %s\n", spec.path.c_str(),
-                   disk.status().message().c_str());
-      return kStartError;
+      const std::string why = disk.status().message();
+      unopened.push_back("cannot open disk store in " + spec.path + ": " + why);
+      disks.push_back(
+          bm::DiskSlot{spec.path, std::make_unique<bm::UnopenedDisk>(why), spec.limit, why});
+      continue;
     }
     // Without a limit the filesystem's free space is the limit, less the headroom.
     disk_summary += (disk_summary.empty() ? "" : ", ") + spec.path + " (limit " +
@@ -367,6 +372,18 @@ int Run(const Flags& f, const Sizes& sizes) {
                     " of the filesystem kept free for the store's own files)";
     disks.push_back(bm::DiskSlot{spec.path, std::move(disk).value(), spec.limit});
   }
+  const size_t tolerated = f.failed_disks_tolerated < 0
+                               ? disks.size() - 1
+                               : static_cast<size_t>(f.failed_disks_tolerated);
+  if (unopened.size() > std::min(tolerated, disks.size() - 1)) {
+    for (const std::string& why : unopened) std::fprintf(stderr, "bm-worker: %s\n", why.c_str());
+    std::fprintf(stderr,
+                 "bm-worker: %zu of %zu disks could not be opened, more than the %zu tolerated "
+                 "(--failed-disks-tolerated)\n",
+                 unopened.size(), disks.size(), std::min(tolerated, disks.size() - 1));
+    return kStartError;
+  }
+  for (const std::string& why : unopened) spdlog::error("{}; serving from the other disks", why);
   // Starts the storage threads, one per disk, which own the disk stores from here on.
   auto blocks = std::make_unique<bm::BlockManager>(
       std::make_unique<bm::MemoryStore>(sizes.memory, bm::MakeEvictionPolicy(sizes.eviction)),

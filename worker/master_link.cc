@@ -394,6 +394,8 @@ void MasterLink::HandleReply(IncomingMessage& message) {
                    which == proto::Reply::ERROR ? error.ToString() : "unexpected reply");
       RetryRegistrationLater();
       return;
+    case RequestKind::kAccess:
+      return;  // answered above
   }
 }
 

@@ -338,5 +338,49 @@ TEST_F(FailedDiskTest, ARestartedWorkerUsesAFailedDiskReplacedByAnEmptyOne) {
   }
 }
 
+// A disk that cannot be opened at start (here its path is a file, not a directory) is failed
+// from the start: the worker serves from its other disk and shows the bad one as failed, with
+// the reason. Past --failed-disks-tolerated it does not start, naming the disk.
+TEST(DiskAtStartTest, ADiskThatCannotBeOpenedIsFailedAndTheWorkerServesFromTheOthers) {
+  LocalCluster cluster;
+  cluster.StartMaster();
+  const std::string bad = cluster.dir().Sub("not-a-directory");
+  WriteFile(bad, "a file where a disk directory should be");
+
+  CommandResult refused = RunCommand(
+      BinaryPath("bm-worker"),
+      {"--master", cluster.master_endpoint(), "--listen", LoopbackEndpoint(FreeLoopbackPort()),
+       "--memory", "8MiB", "--disk-dir", cluster.dir().Sub("refused-disk"), "--disk-dir", bad,
+       "--failed-disks-tolerated", "0"},
+      "", 30s);
+  EXPECT_EQ(refused.exit_code, 1) << refused.err;
+  EXPECT_NE(refused.err.find("cannot open disk store in " + bad), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("--failed-disks-tolerated"), std::string::npos) << refused.err;
+
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker({"w1", "8MiB", "", {"--disk-dir", bad}}));
+  nlohmann::json shown;
+  for (const nlohmann::json& worker : cluster.BmctlJson({"workers"})) {
+    for (const nlohmann::json& disk : worker.value("disks", nlohmann::json::array())) {
+      if (disk.value("path", "") == bad) shown = disk;
+    }
+  }
+  EXPECT_EQ(shown.value("state", ""), "failed") << shown.dump();
+  EXPECT_NE(shown.value("reason", "").find("could not be opened at start"), std::string::npos)
+      << shown.dump();
+  EXPECT_NE(cluster.LogTail("w1").find("disk " + bad + " has failed"), std::string::npos);
+
+  // Every DISK_ONLY block goes to the disk that opened, and reads back.
+  for (int i = 0; i < 4; ++i) {
+    const std::string id = "rdd_5_" + std::to_string(i);
+    const std::string bytes = RandomBytes(kBlockBytes, 500 + i);
+    CommandResult put = cluster.Bmctl({"put", id, "-", "--level", "DISK_ONLY"}, bytes);
+    ASSERT_EQ(put.exit_code, 0) << put.err;
+    CommandResult got = cluster.Bmctl({"get", id});
+    ASSERT_EQ(got.exit_code, 0) << got.err;
+    EXPECT_TRUE(got.out == bytes) << id;
+  }
+  EXPECT_TRUE(cluster.worker_process("w1").Running());
+}
+
 }  // namespace
 }  // namespace bm::testing
