@@ -8,6 +8,7 @@
 #include <array>
 #include <functional>
 #include <istream>
+#include <unordered_set>
 #include <zmq.hpp>
 
 #include "client/block_upload.h"
@@ -314,11 +315,15 @@ uint64_t Client::Impl::NewVersionToken() {
 
 Result<uint64_t> Client::Impl::Remove(const std::vector<BlockId>& ids) {
   for (const BlockId& id : ids) location_cache_.Forget(id);
+  // Mappings this client keeps of them would pin their memory on the worker until they idle out.
+  const std::unordered_set<BlockId> removed(ids.begin(), ids.end());
+  local_reads_.ForgetBlocks([&](const BlockId& id) { return removed.contains(id); });
   return master_.Remove(ids);
 }
 
 Result<uint64_t> Client::Impl::RemoveRdd(uint64_t rdd_id) {
   location_cache_.ForgetRdd(rdd_id);
+  local_reads_.ForgetBlocks([rdd_id](const BlockId& id) { return id.rdd_id() == rdd_id; });
   return master_.RemoveRdd(rdd_id);
 }
 

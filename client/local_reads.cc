@@ -383,6 +383,12 @@ LocalReads::~LocalReads() {
   for (auto& [address, worker] : by_address_) Drop(worker.connection);
 }
 
+void LocalReads::ForgetBlocks(const std::function<bool(const BlockId&)>& removed) {
+  for (auto& [address, worker] : by_address_) {
+    if (worker.connection) worker.connection->mapped()->ForgetBlocks(removed);
+  }
+}
+
 void LocalReads::Failed(const std::string& address) {
   auto found = by_address_.find(address);
   if (found == by_address_.end()) return;

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -122,6 +123,8 @@ class LocalReads {
   // null otherwise (remembered: a remote worker is asked once, a failed connection is tried
   // again after a while). kUnavailable when the worker did not answer the question at all.
   Result<std::shared_ptr<LocalReadConnection>> For(const std::string& address);
+  // The client removed blocks: every connection drops its mappings of them (MappedBlocks).
+  void ForgetBlocks(const std::function<bool(const BlockId&)>& removed);
   // Forgets a connection that failed, so the next For() makes a new one.
   void Failed(const std::string& address);
   bool enabled() const { return enabled_; }

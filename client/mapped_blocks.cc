@@ -72,6 +72,21 @@ void MappedBlocks::Forget(const std::shared_ptr<MappedBlock>& block) {
   if (found != by_id_.end() && found->second == block) by_id_.erase(found);
 }
 
+void MappedBlocks::ForgetBlocks(const std::function<bool(const BlockId&)>& removed) {
+  std::vector<std::shared_ptr<MappedBlock>> dropped;  // unmapped outside the lock
+  MutexLock lock(mutex_);
+  for (auto it = by_id_.begin(); it != by_id_.end();) {
+    if (!removed(it->first)) {
+      ++it;
+      continue;
+    }
+    it->second->current = false;
+    Unidle(*it->second);
+    dropped.push_back(std::move(it->second));
+    it = by_id_.erase(it);
+  }
+}
+
 void MappedBlocks::Release(const std::shared_ptr<MappedBlock>& block) {
   std::vector<std::shared_ptr<MappedBlock>> dropped;  // unmapped outside the lock
   std::optional<Clock::time_point> expires;

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <optional>
@@ -86,6 +87,9 @@ class MappedBlocks : public std::enable_shared_from_this<MappedBlocks> {
   // offered it with something else): dropped once no caller holds it, never offered again.
   void Forget(const std::shared_ptr<MappedBlock>& block);
 
+  // The client removed these blocks: their mappings are dropped (unmapped once no caller holds
+  // them), so the worker's pins go at once instead of after the idle lifetime.
+  void ForgetBlocks(const std::function<bool(const BlockId&)>& removed);
   // Drops the idle mappings older than the lifetime; when the next one will be, if any.
   std::optional<Clock::time_point> DropExpired(Clock::time_point now);
   // Drops every idle mapping, and from now on every mapping once unused (the connection is

@@ -270,6 +270,28 @@ TEST_F(SameHostReadsTest, AReadAgainReusesTheMappingUntilTheBlockChangesOrItsIdl
   EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_pinned_bytes", 0));
 }
 
+TEST_F(SameHostReadsTest, ARemovalByTheReaderUnmapsItsKeptMappingsAtOnce) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker("64MiB"));
+  ClientOptions options = cluster_.ClientOptionsFor();
+  options.idle_mapping_lifetime = milliseconds(60'000);  // never the reason here
+  Client client(options);
+  for (int p = 0; p < 2; ++p) {
+    const std::string name = "rdd_1_" + std::to_string(p);
+    ASSERT_NO_FATAL_FAILURE(Put(client, name, RandomByteVector(4 * kMiB, p)));
+    ASSERT_TRUE(client.GetChunks(BlockId::Parse(name).value()).ok());
+  }
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_2_0", RandomByteVector(4 * kMiB, 9)));
+  ASSERT_TRUE(client.GetChunks(BlockId::Rdd(2, 0)).ok());
+  EXPECT_EQ(Metric(http_, "blockmgr_worker_pins"), 3) << "kept mapped for the next read";
+
+  ASSERT_TRUE(client.Remove({BlockId::Rdd(1, 0)}).ok());
+  EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_pins", 2));
+  ASSERT_TRUE(client.RemoveRdd(1).ok());
+  EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_pins", 1));
+  EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_pinned_bytes", 4.0 * kMiB));
+  EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_used_bytes{tier=\"memory\"}", 4.0 * kMiB));
+}
+
 TEST_F(SameHostReadsTest, APinnedBlockIsNotEvictedUntilItsReaderLetsGo) {
   ASSERT_NO_FATAL_FAILURE(StartWorker("64MiB"));
   Client client(UnmappingAtOnce());

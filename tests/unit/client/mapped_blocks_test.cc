@@ -74,6 +74,25 @@ TEST_F(MappedBlocksTest, AMappingOutlivesItsLastCallerAndIsOfferedToTheNextGet) 
   EXPECT_EQ(blocks->Reserve(BlockId::Rdd(2, 0)), nullptr);
 }
 
+TEST_F(MappedBlocksTest, BlocksTheClientRemovedAreUnmappedAtOnceOrWhenTheirLastCallerLetsGo) {
+  auto blocks = std::make_shared<MappedBlocks>(IdleMappingLimits{64 * kMiB, milliseconds(60'000)},
+                                               std::weak_ptr<IdleMappingReaper>());
+  AddAndView(*blocks, Mapped("rdd_1_0", 1, kMiB)).reset();  // idle
+  ChunkPtr held = AddAndView(*blocks, Mapped("rdd_1_1", 2, kMiB));
+  AddAndView(*blocks, Mapped("rdd_2_0", 3, kMiB)).reset();  // idle, another RDD
+  blocks->ForgetBlocks([](const BlockId& id) { return id.rdd_id() == 1u; });
+  EXPECT_TRUE(Unmapped(1)) << "an idle mapping of a removed block is unmapped at once";
+  EXPECT_FALSE(Unmapped(2)) << "a caller still reads it";
+  EXPECT_FALSE(Unmapped(3));
+  EXPECT_EQ(blocks->Reserve(BlockId::Rdd(1, 0)), nullptr);
+  EXPECT_EQ(blocks->Reserve(BlockId::Rdd(1, 1)), nullptr) << "never offered again";
+  EXPECT_EQ(blocks->idle_count(), 1u);
+  EXPECT_EQ(static_cast<int>(held->bytes()[0]), 7) << "the caller's bytes are intact";
+  held.reset();
+  EXPECT_TRUE(Unmapped(2));
+  EXPECT_FALSE(Unmapped(3));
+}
+
 TEST_F(MappedBlocksTest, IdleMappingsPastTheByteBoundAreUnmappedOldestFirst) {
   auto blocks = std::make_shared<MappedBlocks>(IdleMappingLimits{3 * kMiB, milliseconds(60'000)},
                                                std::weak_ptr<IdleMappingReaper>());
