@@ -228,6 +228,9 @@ TEST_F(SeveralDisksTest, AHangingDiskFailsByTimeoutAndDoesNotStallTheOthers) {
 
   // The hung read is answered if the disk ever returns (the test lets it go).
   faulty_->ClearFaults();
+  // Once the read returns, the failed disk's store is closed (destroyed) behind it: not ours to
+  // touch any more, TearDown included.
+  faulty_ = nullptr;
   const auto answered_by = std::chrono::steady_clock::now() + 10s;
   while (!hung_read_answered && std::chrono::steady_clock::now() < answered_by) {
     manager_->RunCompletions();

@@ -54,11 +54,12 @@ void FaultInjectingStore::HoldReads() {
   hold_reads_ = true;
 }
 
+// Held reads and writes are released under the lock (here and below): a released operation may
+// be the failed disk's last, after which its owner destroys this store, condition variables
+// included, while a notify made after the unlock could still be running.
 void FaultInjectingStore::ReleaseReads() {
-  {
-    std::lock_guard lock(mutex_);
-    hold_reads_ = false;
-  }
+  std::lock_guard lock(mutex_);
+  hold_reads_ = false;
   reads_released_.notify_all();
 }
 
@@ -73,15 +74,13 @@ void FaultInjectingStore::CorruptReadsOf(const BlockId& id) {
 }
 
 void FaultInjectingStore::ClearFaults() {
-  {
-    std::lock_guard lock(mutex_);
-    write_failure_ = Status::Ok();
-    bytes_until_full_.reset();
-    read_delay_ = std::chrono::milliseconds{0};
-    hold_reads_ = false;
-    hold_writes_ = false;
-    corrupt_.clear();
-  }
+  std::lock_guard lock(mutex_);
+  write_failure_ = Status::Ok();
+  bytes_until_full_.reset();
+  read_delay_ = std::chrono::milliseconds{0};
+  hold_reads_ = false;
+  hold_writes_ = false;
+  corrupt_.clear();
   reads_released_.notify_all();
   writes_released_.notify_all();
 }
@@ -97,10 +96,8 @@ void FaultInjectingStore::HoldWrites() {
 }
 
 void FaultInjectingStore::ReleaseWrites() {
-  {
-    std::lock_guard lock(mutex_);
-    hold_writes_ = false;
-  }
+  std::lock_guard lock(mutex_);
+  hold_writes_ = false;
   writes_released_.notify_all();
 }
 
