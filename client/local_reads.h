@@ -52,7 +52,9 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
  public:
   // Connects and presents `ticket` (from openLocalReads). kPermissionDenied when the worker
   // refuses this process (its uid) or the ticket; kUnavailable when the socket is not there.
-  // Idle mappings are kept within `idle` and dropped by `reaper` (mapped_blocks.h).
+  // Idle mappings are kept within `idle` and dropped by `reaper` (mapped_blocks.h). Each
+  // mapped region keeps the connection open, so whoever opens one calls mapped()->Close() when
+  // done with it (LocalReads does), or its idle mappings and the connection are never freed.
   static Result<std::shared_ptr<LocalReadConnection>> Open(
       const std::string& path, const std::string& ticket, std::chrono::milliseconds timeout,
       IdleMappingLimits idle = {}, std::weak_ptr<IdleMappingReaper> reaper = {});

@@ -525,6 +525,8 @@ TEST_F(SameHostReadsWithKeysTest, OnlyAKeyThatMayReadGetsATicketAndOnlyATicketOp
   EXPECT_TRUE(Bytes(read->data) == bytes);
   EXPECT_EQ(LocalReadConnection::Open(path, offer->second, milliseconds(3000)).status().code(),
             StatusCode::kPermissionDenied);
+  read->data = {};
+  (*opened)->mapped()->Close();  // its idle mapping keeps it open otherwise
 
   // A get before any ticket: the worker hangs up.
   Result<OwnedFd> raw = ConnectLocal(path);
