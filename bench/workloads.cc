@@ -545,18 +545,25 @@ void DiskBlocks(Runner& runner, BlockmgrCluster& cluster) {
   if (!baseline.empty() && !before.ok()) {
     runner.Note("4. baseline build: " + before.status().message());
   }
-  auto baseline_transfer = [&](uint64_t bytes, int ids, int rdd) -> std::function<Result<Json>()> {
-    if (!before.ok()) return Failed(before.status());
-    return [&runner, &before, &baseline, bytes, ids, rdd, round = 0]() mutable {
+  // DISK_ONLY puts and gets on another cluster than `cluster` (by the client of `bin_dir`; empty:
+  // this build's), a new RDD from `rdd` on each round.
+  auto transfer_on = [&](const Result<std::unique_ptr<BlockmgrCluster>>& other,
+                         const std::string& bin_dir, uint64_t bytes, int ids,
+                         int rdd) -> std::function<Result<Json>()> {
+    if (!other.ok()) return Failed(other.status());
+    return [&runner, on = &other, bin_dir, bytes, ids, rdd, round = 0]() mutable {
       return runner.Client({{"task", "bm_transfer"},
-                            {"master", (*before)->master_endpoint()},
+                            {"master", on->value()->master_endpoint()},
                             {"size", bytes},
                             {"ids", ids},
                             {"rdd", rdd + round++},
                             {"level", "DISK_ONLY"},
                             {"min_ops", 20}},
-                           baseline);
+                           bin_dir);
     };
+  };
+  auto baseline_transfer = [&](uint64_t bytes, int ids, int rdd) {
+    return transfer_on(before, baseline, bytes, ids, rdd);
   };
   // The same worker with three disk directories (issue 30): new blocks go to the disk with the
   // most room, so puts spread over all three. On this machine the three are directories of one
@@ -572,7 +579,6 @@ void DiskBlocks(Runner& runner, BlockmgrCluster& cluster) {
       {.name = "three-disks", .workers = 1, .worker_memory = "1GiB", .worker_args = three_disks});
   if (!spread.ok()) runner.Note("4. three disks: " + spread.status().message());
   int round = 0;
-  int spread_round = 0;
   std::vector<Result<Json>> results = Interleaved(
       runner.config(),
       DiskSettled(
@@ -620,22 +626,15 @@ void DiskBlocks(Runner& runner, BlockmgrCluster& cluster) {
                                    {"size", large},
                                    {"min_ops", 4}});
            },
-           [&]() -> Result<Json> {
-             if (!spread.ok()) return spread.status();
-             return runner.Client({{"task", "bm_transfer"},
-                                   {"master", (*spread)->master_endpoint()},
-                                   {"size", size},
-                                   {"ids", 100000},
-                                   {"rdd", 40 + spread_round++},
-                                   {"level", "DISK_ONLY"},
-                                   {"min_ops", 20}});
-           }}));
+           transfer_on(spread, "", size, 100000, 40)}));
   const Result<Json>& bm = results[0];
   const Result<Json>& formats = results[1];
   const Result<Json>& db = results[2];
   const Result<Json>& zmq = results[3];
   const Result<Json>& bm_large = results[4];
   const Result<Json>& zmq_large = results[5];
+  const Result<Json>& file_sync = results[8];
+  const Result<Json>& three = results[9];
   const std::optional<double> fill = runner.Figure(db, "fillseq", kMB, "db_bench");
   const std::optional<double> read = runner.Figure(db, "readrandom", kMB, "db_bench");
   const std::optional<double> get = runner.Figure(bm, "get_bytes_per_s", kMB, "disk get");
@@ -643,7 +642,7 @@ void DiskBlocks(Runner& runner, BlockmgrCluster& cluster) {
              runner.Figure(bm, "put_bytes_per_s", kMB, "disk put"), "db_bench fillseq", fill, 1.0);
   runner.Add("4. 64 MiB DISK_ONLY put", "MB/s",
              runner.Figure(bm_large, "put_bytes_per_s", kMB, "disk put 64 MiB"),
-             "write+fdatasync 64 MiB", runner.Figure(results[8], "write_bytes_per_s", kMB, "file"),
+             "write+fdatasync 64 MiB", runner.Figure(file_sync, "write_bytes_per_s", kMB, "file"),
              0.7, Better::kHigher,
              "a chunk file is not fsynced (the promise is a process kill, as RocksDB's unsynced "
              "log before it); the peer syncs every block");
@@ -657,7 +656,7 @@ void DiskBlocks(Runner& runner, BlockmgrCluster& cluster) {
              runner.Figure(bm_large, "get_bytes_per_s", kMB, "disk get 64 MiB"),
              "raw ZeroMQ 1 MiB frames",
              runner.Figure(zmq_large, "get_bytes_per_s", kMB, "raw ZeroMQ 64 MiB"));
-  const Result<Json>& three = results[9];
+
   runner.Add("4. 1 MiB DISK_ONLY put, three disks", "MB/s",
              runner.Figure(three, "put_bytes_per_s", kMB, "three disks put"), "one disk",
              runner.Figure(bm, "put_bytes_per_s", kMB, "disk put"), std::nullopt, Better::kHigher,

@@ -76,14 +76,7 @@ void MappedBlocks::ForgetBlocks(const std::function<bool(const BlockId&)>& remov
   std::vector<std::shared_ptr<MappedBlock>> dropped;  // unmapped outside the lock
   MutexLock lock(mutex_);
   for (auto it = by_id_.begin(); it != by_id_.end();) {
-    if (!removed(it->first)) {
-      ++it;
-      continue;
-    }
-    it->second->current = false;
-    Unidle(*it->second);
-    dropped.push_back(std::move(it->second));
-    it = by_id_.erase(it);
+    it = removed(it->first) ? Drop(it, dropped) : std::next(it);
   }
 }
 
@@ -97,10 +90,7 @@ void MappedBlocks::Release(const std::shared_ptr<MappedBlock>& block) {
       if (block->current) {
         block->current = false;
         auto found = by_id_.find(block->id);
-        if (found != by_id_.end() && found->second == block) {
-          dropped.push_back(std::move(found->second));
-          by_id_.erase(found);
-        }
+        if (found != by_id_.end() && found->second == block) Drop(found, dropped);
       }
     } else {
       block->idle_since = Clock::now();
@@ -109,14 +99,7 @@ void MappedBlocks::Release(const std::shared_ptr<MappedBlock>& block) {
       idle_bytes_ += block->region->size();
       expires = block->idle_since + limits_.lifetime;
       // Over the bound: the mappings idle longest go first.
-      while (idle_bytes_ > limits_.bytes && !idle_.empty()) {
-        MappedBlock& oldest = *idle_.front();
-        Unidle(oldest);
-        oldest.current = false;
-        auto found = by_id_.find(oldest.id);
-        dropped.push_back(std::move(found->second));
-        by_id_.erase(found);
-      }
+      while (idle_bytes_ > limits_.bytes && !idle_.empty()) DropOldestIdle(dropped);
     }
   }
   dropped.clear();
@@ -132,6 +115,18 @@ void MappedBlocks::Unidle(MappedBlock& block) {
   block.idle = false;
 }
 
+MappedBlocks::ById::iterator MappedBlocks::Drop(
+    ById::iterator at, std::vector<std::shared_ptr<MappedBlock>>& dropped) {
+  at->second->current = false;
+  Unidle(*at->second);
+  dropped.push_back(std::move(at->second));
+  return by_id_.erase(at);
+}
+
+void MappedBlocks::DropOldestIdle(std::vector<std::shared_ptr<MappedBlock>>& dropped) {
+  Drop(by_id_.find(idle_.front()->id), dropped);
+}
+
 std::optional<MappedBlocks::Clock::time_point> MappedBlocks::DropExpired(Clock::time_point now) {
   std::vector<std::shared_ptr<MappedBlock>> dropped;  // unmapped outside the lock
   std::optional<Clock::time_point> next;
@@ -143,11 +138,7 @@ std::optional<MappedBlocks::Clock::time_point> MappedBlocks::DropExpired(Clock::
         next = oldest.idle_since + limits_.lifetime;
         break;
       }
-      Unidle(oldest);
-      oldest.current = false;
-      auto found = by_id_.find(oldest.id);
-      dropped.push_back(std::move(found->second));
-      by_id_.erase(found);
+      DropOldestIdle(dropped);
     }
   }
   return next;
@@ -157,14 +148,7 @@ void MappedBlocks::Close() {
   std::vector<std::shared_ptr<MappedBlock>> dropped;  // declared first: unmapped after the lock
   MutexLock lock(mutex_);
   closed_ = true;
-  while (!idle_.empty()) {
-    MappedBlock& oldest = *idle_.front();
-    Unidle(oldest);
-    oldest.current = false;
-    auto found = by_id_.find(oldest.id);
-    dropped.push_back(std::move(found->second));
-    by_id_.erase(found);
-  }
+  while (!idle_.empty()) DropOldestIdle(dropped);
   // Mappings in use are dropped when their last caller lets go.
   for (auto& [id, block] : by_id_) block->current = false;
   by_id_.clear();

@@ -104,11 +104,18 @@ class MappedBlocks : public std::enable_shared_from_this<MappedBlocks> {
   void Release(const std::shared_ptr<MappedBlock>& block);
   // Takes `block` out of the idle list (under mutex_).
   void Unidle(MappedBlock& block) BM_REQUIRES(mutex_);
+  using ById = std::unordered_map<BlockId, std::shared_ptr<MappedBlock>>;
+  // Takes the entry at `at` out (no longer current, no longer idle) into `dropped`, unmapped
+  // once the caller lets go of the lock and no caller holds it; returns the next entry.
+  ById::iterator Drop(ById::iterator at, std::vector<std::shared_ptr<MappedBlock>>& dropped)
+      BM_REQUIRES(mutex_);
+  // Drop() of the mapping idle longest.
+  void DropOldestIdle(std::vector<std::shared_ptr<MappedBlock>>& dropped) BM_REQUIRES(mutex_);
 
   const IdleMappingLimits limits_;
   const std::weak_ptr<IdleMappingReaper> reaper_;
   mutable Mutex mutex_;
-  std::unordered_map<BlockId, std::shared_ptr<MappedBlock>> by_id_ BM_GUARDED_BY(mutex_);
+  ById by_id_ BM_GUARDED_BY(mutex_);
   std::list<MappedBlock*> idle_ BM_GUARDED_BY(mutex_);  // front = idle longest
   uint64_t idle_bytes_ BM_GUARDED_BY(mutex_) = 0;
   bool closed_ BM_GUARDED_BY(mutex_) = false;

@@ -59,6 +59,12 @@ struct DiskSlot {
   std::string failed_at_start{};
 };
 
+// How many failed disks a worker with `disks` disks keeps serving with: `flag`
+// (--failed-disks-tolerated) when given, else all but one.
+inline size_t FailedDisksTolerated(std::optional<size_t> flag, size_t disks) {
+  return flag.value_or(disks - 1);
+}
+
 struct DiskSetOptions {
   // How often each disk's directory is checked (CheckDiskDirectory, on the disk's storage
   // thread) and how long a check, or any storage job, may run before the disk counts as hung.

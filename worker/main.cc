@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <zmq.hpp>
 
@@ -75,6 +76,12 @@ struct Flags {
   // time well under LRU's on skewed costs (bench/README.md).
   std::string eviction = "cost";
 };
+
+// --failed-disks-tolerated as given; nullopt for -1 (the default: all disks but one).
+std::optional<size_t> FailedDisksToleratedFlag(const Flags& f) {
+  if (f.failed_disks_tolerated < 0) return std::nullopt;
+  return static_cast<size_t>(f.failed_disks_tolerated);
+}
 
 void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--master", f.master,
@@ -372,18 +379,17 @@ int Run(const Flags& f, const Sizes& sizes) {
                     " of the filesystem kept free for the store's own files)";
     disks.push_back(bm::DiskSlot{spec.path, std::move(disk).value(), spec.limit});
   }
-  const size_t tolerated = f.failed_disks_tolerated < 0
-                               ? disks.size() - 1
-                               : static_cast<size_t>(f.failed_disks_tolerated);
-  if (unopened.size() > std::min(tolerated, disks.size() - 1)) {
+  // At least one disk must open, whatever the flag allows later.
+  const size_t tolerated_at_start = std::min(
+      bm::FailedDisksTolerated(FailedDisksToleratedFlag(f), disks.size()), disks.size() - 1);
+  if (unopened.size() > tolerated_at_start) {
     for (const std::string& why : unopened) std::fprintf(stderr, "bm-worker: %s\n", why.c_str());
     std::fprintf(stderr,
                  "bm-worker: %zu of %zu disks could not be opened, more than the %zu tolerated "
                  "(--failed-disks-tolerated)\n",
-                 unopened.size(), disks.size(), std::min(tolerated, disks.size() - 1));
+                 unopened.size(), disks.size(), tolerated_at_start);
     return kStartError;
   }
-  for (const std::string& why : unopened) spdlog::error("{}; serving from the other disks", why);
   // Starts the storage threads, one per disk, which own the disk stores from here on.
   auto blocks = std::make_unique<bm::BlockManager>(
       std::make_unique<bm::MemoryStore>(sizes.memory, bm::MakeEvictionPolicy(sizes.eviction)),
@@ -459,9 +465,7 @@ int Run(const Flags& f, const Sizes& sizes) {
   options.storage_maintenance_interval = std::min<bm::Duration>(
       options.storage_maintenance_interval,
       std::chrono::milliseconds(static_cast<int64_t>(f.disk_check_interval_seconds * 1000)));
-  options.failed_disks_tolerated = f.failed_disks_tolerated < 0
-                                       ? sizes.disks.size() - 1
-                                       : static_cast<size_t>(f.failed_disks_tolerated);
+  options.failed_disks_tolerated = FailedDisksToleratedFlag(f);
   options.local_pin_lifetime = std::chrono::seconds(f.pin_lifetime_seconds);
   options.master.master_address = masters;
   if (directory) {

@@ -295,7 +295,8 @@ void WorkerServer::Run() {
 bool WorkerServer::TooManyFailedDisks() {
   const size_t failed = blocks_->failed_disk_count();
   if (failed == 0) return false;
-  const size_t tolerated = options_.failed_disks_tolerated.value_or(blocks_->disk_count() - 1);
+  const size_t tolerated =
+      FailedDisksTolerated(options_.failed_disks_tolerated, blocks_->disk_count());
   if (failed <= tolerated) return false;
   spdlog::error(
       "worker {}: {} of its {} disks have failed, more than the {} tolerated "
