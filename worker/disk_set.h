@@ -163,7 +163,6 @@ class DiskSet {
     bool closed = false;
     bool maintenance_queued = false;
     bool check_queued = false;
-    TimePoint check_started{};
     TimePoint next_check{};
     bool check_now = false;
     uint64_t scrubbed_bytes = 0;

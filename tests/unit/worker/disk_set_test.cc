@@ -239,6 +239,46 @@ TEST_F(SeveralDisksTest, AHangingDiskFailsByTimeoutAndDoesNotStallTheOthers) {
   EXPECT_TRUE(hung_read_answered);
 }
 
+// A disk with more work queued than the timeout, each job well within it, is busy, not hung:
+// its directory check waits behind that work and the disk is not failed for it.
+TEST(DiskCheckTest, ADiskCheckQueuedBehindSlowButMovingWorkDoesNotFailTheDisk) {
+  testing::TempDir dir;
+  auto faulty = std::make_unique<testing::FaultInjectingStore>(
+      std::make_unique<testing::InMemoryStore>(64 * kKiB));
+  testing::FaultInjectingStore& store = *faulty;
+  std::vector<DiskSlot> disks;
+  disks.push_back(DiskSlot{dir.path().string(), std::move(faulty), 64 * kKiB});
+  BlockManagerOptions options;
+  options.disk_check_interval = 20ms;
+  options.disk_check_timeout = 300ms;
+  BlockManager manager(std::make_unique<MemoryStore>(kKiB), std::move(disks), options);
+  Result<BlockManager::UploadId> upload =
+      manager.BeginPut(BlockId::Rdd(1, 0), StorageLevel::kDiskOnly, 4 * kKiB);
+  ASSERT_TRUE(upload.ok()) << upload.status().ToString();
+  const std::vector<std::byte> bytes = Bytes(4 * kKiB, 0);
+  ASSERT_TRUE(testing::AppendPut(manager, *upload, {MakeChunk(std::span(bytes))}).ok());
+  ASSERT_TRUE(testing::CommitPut(manager, *upload).ok());
+
+  // Ten reads of 100 ms each: a second of work, queued at once, behind which checks queue.
+  store.SetReadDelay(100ms);
+  int answered = 0;
+  for (int i = 0; i < 10; ++i) {
+    manager.Read(BlockId::Rdd(1, 0), 0, UINT64_MAX, [&](Result<BlockRead> read) {
+      EXPECT_TRUE(read.ok()) << read.status().ToString();
+      ++answered;
+    });
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (answered < 10 && std::chrono::steady_clock::now() < deadline) {
+    manager.Maintain();
+    pollfd fd{manager.completion_fd(), POLLIN, 0};
+    ::poll(&fd, 1, 10);
+    manager.RunCompletions();
+  }
+  EXPECT_EQ(answered, 10);
+  EXPECT_EQ(manager.failed_disk_count(), 0u) << manager.Stats().disks[0].reason;
+}
+
 TEST_F(SeveralDisksTest, AnErrorFromADiskWithoutADirectoryDoesNotFailIt) {
   // An I/O error triggers a check; with no directory to check (in-memory stores) only the store's
   // own state says anything, and a refused write alone fails nothing.
