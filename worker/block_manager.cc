@@ -810,6 +810,7 @@ void BlockManager::HandleFailedDisks() {
     spdlog::error("{} blocks on the failed disk {} are reported lost{}", lost.size(),
                   disks_->path(disk), doomed.empty() ? "" : "; uploads to it aborted");
     CollectLost(std::move(lost), /*report_removed=*/true);
+    RespillFrom(disk);
     disks_->Close(disk);
   }
 }
@@ -859,29 +860,50 @@ void BlockManager::HandleEvicted(std::vector<MemoryBlock> evicted) {
       RecordRemoved({block.id, block.level, Tier::kMemory, block.data.size, block.version});
       continue;
     }
-    Result<DiskNo> disk = ChooseDisk(block.id, block.data.size, "");
-    if (!disk.ok()) {
-      // No disk takes it now: dropped, as a spill the disk refused would be.
-      spdlog::warn("could not spill evicted block {} to disk, dropping it: {}", block.id.ToString(),
-                   disk.status().ToString());
-      RecordRemoved({block.id, block.level, Tier::kMemory, block.data.size, block.version});
+    StartSpill(std::move(block));
+  }
+}
+
+void BlockManager::StartSpill(MemoryBlock block) {
+  Result<DiskNo> disk = ChooseDisk(block.id, block.data.size, "");
+  if (!disk.ok()) {
+    // No disk takes it now: dropped, as a spill the disk refused would be.
+    spdlog::warn("could not spill evicted block {} to disk, dropping it: {}", block.id.ToString(),
+                 disk.status().ToString());
+    RecordRemoved({block.id, block.level, Tier::kMemory, block.data.size, block.version});
+    return;
+  }
+  // Stays readable from memory (Read, Find) until the spill commits.
+  const uint64_t ticket = next_spill_ticket_++;
+  const BlockId id = block.id;
+  spill_backlog_bytes_ += block.data.size;
+  // The bytes are checked against their digests on the way to disk (memory rot is caught
+  // before it is made permanent).
+  disks_->Submit(*disk,
+                 [this, ticket, id, level = block.level, data = block.data, version = block.version,
+                  digests = block.unit_digests](BlockStore& store) -> StorageThread::Completion {
+                   Status written = store.Write(id, level, data, version, digests);
+                   return [this, id, ticket, written] { SpillFinished(id, ticket, written); };
+                 });
+  spilling_.insert_or_assign(id, Spill{ticket, std::move(block), *disk});
+}
+
+void BlockManager::RespillFrom(DiskNo failed) {
+  std::vector<MemoryBlock> stranded;
+  for (auto spill = spilling_.begin(); spill != spilling_.end();) {
+    if (spill->second.disk != failed) {
+      ++spill;
       continue;
     }
-    // Stays readable from memory (Read, Find) until the spill commits.
-    const uint64_t ticket = next_spill_ticket_++;
-    const BlockId id = block.id;
-    spill_backlog_bytes_ += block.data.size;
-    // The bytes are checked against their digests on the way to disk (memory rot is caught
-    // before it is made permanent).
-    disks_->Submit(
-        *disk,
-        [this, ticket, id, level = block.level, data = block.data, version = block.version,
-         digests = block.unit_digests](BlockStore& store) -> StorageThread::Completion {
-          Status written = store.Write(id, level, data, version, digests);
-          return [this, id, ticket, written] { SpillFinished(id, ticket, written); };
-        });
-    spilling_.insert_or_assign(id, Spill{ticket, std::move(block), *disk});
+    // A new ticket on the new disk: the old job's completion, if it ever comes, is ignored.
+    spill_backlog_bytes_ -= spill->second.block.data.size;
+    stranded.push_back(std::move(spill->second.block));
+    spill = spilling_.erase(spill);
   }
+  if (stranded.empty()) return;
+  spdlog::warn("{} spills queued to the failed disk {} go to the other disks", stranded.size(),
+               disks_->path(failed));
+  for (MemoryBlock& block : stranded) StartSpill(std::move(block));
 }
 
 void BlockManager::SpillFinished(const BlockId& id, uint64_t ticket, const Status& written) {
@@ -889,15 +911,12 @@ void BlockManager::SpillFinished(const BlockId& id, uint64_t ticket, const Statu
   if (spill == spilling_.end() || spill->second.ticket != ticket) return;  // cancelled
   const MemoryBlock& block = spill->second.block;
   const DiskNo disk = spill->second.disk;
-  RecordRemoved({id, block.level, Tier::kMemory, block.data.size, block.version});
   disks_->NoteError(disk, written);
-  if (written.ok() && disks_->failed(disk)) {
-    // Written to a disk that failed since: gone with it.
-    spdlog::warn("evicted block {} was spilled to the failed disk {}; it is lost here",
-                 id.ToString(), disks_->path(disk));
-    lost_.push_back({id, "disk failed: " + disks_->path(disk) + ", after a spill to it",
-                     LostCause::kDiskFailed, block.version});
-  } else if (written.ok()) {
+  // Written to (or refused by) a disk that has failed since: the bytes are still here, and
+  // HandleFailedDisks queues them on another disk (RespillFrom).
+  if (disks_->failed(disk)) return;
+  RecordRemoved({id, block.level, Tier::kMemory, block.data.size, block.version});
+  if (written.ok()) {
     ++spills_;
     const BlockStatus status{
         id, block.level, Tier::kDisk, block.data.size, block.version, block.block_digest};
@@ -912,9 +931,6 @@ void BlockManager::SpillFinished(const BlockId& id, uint64_t ticket, const Statu
       ++corrupt_spills_;
       lost_.push_back({id, "corrupt in memory, caught spilling it: " + written.message(),
                        LostCause::kCopyCorrupt, block.version});
-    } else if (disks_->failed(disk)) {
-      lost_.push_back({id, "disk failed: " + disks_->path(disk) + ", under a spill",
-                       LostCause::kDiskFailed, block.version});  // its disk failed under the spill
     }
   }
   spill_backlog_bytes_ -= block.data.size;

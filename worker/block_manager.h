@@ -296,6 +296,11 @@ class BlockManager {
   void CollectLost(std::vector<LostBlock> blocks, bool report_removed);
   // Queues the spills of MEMORY_AND_DISK blocks evicted from memory; drops the others.
   void HandleEvicted(std::vector<MemoryBlock> evicted);
+  // Queues `block`'s spill to the disk with the most room; drops it when no disk takes it.
+  void StartSpill(MemoryBlock block);
+  // Spills queued to `failed` would wait behind its hung job or fail with it: their bytes are
+  // still in memory, so they are queued again on the other disks.
+  void RespillFrom(DiskNo failed);
   void SpillFinished(const BlockId& id, uint64_t ticket, const Status& written);
   // Forgets a queued spill (the block was removed or replaced): its completion changes nothing.
   void CancelSpill(const BlockId& id);

@@ -5,6 +5,7 @@
 #include <poll.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -277,6 +278,98 @@ TEST(DiskCheckTest, ADiskCheckQueuedBehindSlowButMovingWorkDoesNotFailTheDisk) {
   }
   EXPECT_EQ(answered, 10);
   EXPECT_EQ(manager.failed_disk_count(), 0u) << manager.Stats().disks[0].reason;
+}
+
+// Spills queued on a disk that hangs wait behind its hung job. When the disk is failed they go
+// to another disk: their bytes are still in memory, so they are neither lost nor held in the spill
+// backlog (which holds back puts) for as long as the disk hangs.
+TEST(SpillToAFailedDiskTest, SpillsQueuedOnAHungDiskGoToAnotherDiskWhenItFails) {
+  auto faulty = std::make_unique<testing::FaultInjectingStore>(
+      std::make_unique<testing::InMemoryStore>(64 * kKiB));
+  testing::FaultInjectingStore* hung = faulty.get();
+  std::vector<DiskSlot> disks;
+  disks.push_back(DiskSlot{"", std::move(faulty), 64 * kKiB});
+  disks.push_back(DiskSlot{"", std::make_unique<testing::InMemoryStore>(64 * kKiB), 64 * kKiB});
+  BlockManagerOptions options;
+  options.disk_check_interval = 50ms;
+  options.disk_check_timeout = 300ms;
+  BlockManager manager(std::make_unique<MemoryStore>(8 * kKiB), std::move(disks), options);
+  auto run_until = [&](const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      manager.Maintain();
+      pollfd fd{manager.completion_fd(), POLLIN, 0};
+      ::poll(&fd, 1, 10);
+      manager.RunCompletions();
+    }
+    return done();
+  };
+
+  // Disk 0 hangs on writes. Both disks are empty, so every spill below chooses disk 0 (the
+  // first of equals) and waits there. One RDD per block: a block never evicts its own RDD's.
+  hung->HoldWrites();
+  for (int i = 0; i < 4; ++i) {
+    const std::vector<std::byte> bytes = Bytes(4 * kKiB, i);
+    Result<BlockManager::UploadId> upload =
+        manager.BeginPut(BlockId::Rdd(i, 0), StorageLevel::kMemoryAndDisk, bytes.size());
+    ASSERT_TRUE(upload.ok()) << upload.status().ToString();
+    std::optional<Status> appended;
+    manager.AppendPut(*upload, {MakeChunk(std::span(bytes))}, {},
+                      [&](Status s) { appended = std::move(s); });
+    ASSERT_TRUE(run_until([&] { return appended.has_value(); })) << "put " << i;
+    ASSERT_TRUE(appended->ok()) << appended->ToString();
+    std::optional<Result<Tier>> committed;
+    manager.CommitPut(*upload, [&](Result<Tier> tier) { committed = std::move(tier); });
+    ASSERT_TRUE(run_until([&] { return committed.has_value(); }));
+    ASSERT_TRUE(committed->ok()) << committed->status().ToString();
+  }
+  // The third and fourth puts evicted two blocks to make room; their spills wait on disk 0.
+  ASSERT_TRUE(run_until([&] { return hung->writes_waiting() == 1; }));
+  EXPECT_EQ(manager.spills_pending(), 2u);
+  EXPECT_EQ(manager.spill_backlog_bytes(), 8 * kKiB);
+  EXPECT_EQ(manager.failed_disk_count(), 0u);
+
+  // Past the timeout disk 0 is failed, and the spills queued on it are written to disk 1.
+  ASSERT_TRUE(run_until([&] {
+    return manager.failed_disk_count() == 1 && manager.spills_pending() == 0;
+  })) << manager.spills_pending()
+      << " spills still pending, " << manager.spill_backlog_bytes()
+      << " bytes in the spill backlog";
+  EXPECT_EQ(manager.spill_backlog_bytes(), 0u);
+  EXPECT_EQ(manager.Stats().disks[1].used, 8 * kKiB);
+  // Nothing was on disk 0 and nothing is lost.
+  EXPECT_TRUE(manager.TakeLost().empty());
+  auto every_block_reads_back = [&] {
+    int on_disk = 0;
+    for (int i = 0; i < 4; ++i) {
+      std::optional<BlockStatus> found = manager.Find(BlockId::Rdd(i, 0));
+      EXPECT_TRUE(found.has_value()) << i;
+      if (found.has_value() && found->tier == Tier::kDisk) ++on_disk;
+      Result<BlockRead> read = testing::Read(manager, BlockId::Rdd(i, 0), 0, UINT64_MAX);
+      EXPECT_TRUE(read.ok()) << read.status().ToString();
+      if (read.ok()) {
+        EXPECT_EQ(testing::Concat(read->chunks), Bytes(4 * kKiB, i)) << i;
+      }
+    }
+    EXPECT_EQ(on_disk, 2);
+  };
+  every_block_reads_back();
+
+  // If the disk returns, its old spills' completions change nothing. Once the held write
+  // returns, the failed disk's store is closed (destroyed) behind it: not ours to touch.
+  hung->ClearFaults();
+  hung = nullptr;
+  // Two stale spills and the closing of the store: three completions (and any disk check of
+  // disk 1 still queued).
+  size_t ran = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (ran < 3 && std::chrono::steady_clock::now() < deadline) {
+    pollfd fd{manager.completion_fd(), POLLIN, 0};
+    ::poll(&fd, 1, 10);
+    ran += manager.RunCompletions();
+  }
+  EXPECT_GE(ran, 3u);
+  every_block_reads_back();
 }
 
 TEST_F(SeveralDisksTest, AnErrorFromADiskWithoutADirectoryDoesNotFailIt) {
