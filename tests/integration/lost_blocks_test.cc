@@ -26,13 +26,18 @@ namespace {
 using namespace std::chrono_literals;
 using json = nlohmann::json;
 
-// The reasons in `bmctl --json blocks --lost`, by block.
+// The reasons in `bmctl --json blocks --lost`, by block. A listing that fails is a test failure
+// and an entry of its own, so no "nothing lost" check passes on an error.
 std::map<std::string, std::string> LostReasons(LocalCluster& cluster) {
   std::map<std::string, std::string> out;
   CommandResult listed = cluster.Bmctl({"--json", "blocks", "--lost"});
-  if (listed.exit_code != 0) return out;
   json blocks = json::parse(listed.out, nullptr, /*allow_exceptions=*/false);
-  if (!blocks.is_array()) return out;
+  if (listed.exit_code != 0 || !blocks.is_array()) {
+    ADD_FAILURE() << "bmctl blocks --lost exited " << listed.exit_code << ": " << listed.err
+                  << listed.out;
+    out["(bmctl blocks --lost failed)"] = listed.err;
+    return out;
+  }
   for (const json& block : blocks) {
     out[block.at("block").get<std::string>()] = block.at("reason").get<std::string>();
   }
