@@ -12,12 +12,12 @@ const TenantGate::Record* TenantGate::Find(const std::string& dataset) const {
 }
 
 void TenantGate::Remember(const std::string& dataset, const DatasetAccess& access) {
-  shares_.Learn(dataset, access.owner, access.owner_memory_quota);
   auto found = records_.find(dataset);
   if (found != records_.end() && found->second.access.owned() &&
       found->second.access.generation > access.generation) {
-    return;  // an older answer than a datasetAccess update already heard
+    return;  // an older answer than a datasetAccess update already heard: quota included
   }
+  shares_.Learn(dataset, access.owner, access.owner_memory_quota);
   Record record{access, std::nullopt};
   if (!access.owned()) record.expires = clock_.Now() + kFreeRecordLifetime;
   records_.insert_or_assign(dataset, std::move(record));
