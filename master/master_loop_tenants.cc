@@ -106,12 +106,15 @@ Status MasterServer::Loop::HandleCheckAccess(proto::CheckAccess::Reader request,
   if (request.getReserveBytes() > 0 && access.owned()) {
     // A put the worker is about to take: only its owner's (the worker refuses others' anyway).
     BM_RETURN_IF_ERROR(CheckDatasetAccess(tenant, dataset, access, DatasetOp::kWrite));
-    capnp::Text::Reader block = request.getBlockId();
-    BM_ASSIGN_OR_RETURN(
-        reservation,
-        tenants_.Reserve(
-            access.owner, std::string(block.cStr(), std::min<size_t>(block.size(), 256)),
-            request.getReserveBytes(), FromProto(request.getLevel()), StoredBytes(access.owner)));
+    // Reserved against the owner's quota; an owner without one costs no pass over its blocks.
+    if (tenants_.QuotaOf(access.owner).has_value()) {
+      capnp::Text::Reader block = request.getBlockId();
+      BM_ASSIGN_OR_RETURN(
+          reservation,
+          tenants_.Reserve(
+              access.owner, std::string(block.cStr(), std::min<size_t>(block.size(), 256)),
+              request.getReserveBytes(), FromProto(request.getLevel()), StoredBytes(access.owner)));
+    }
   }
   if (std::optional<TenantQuota> quota = tenants_.QuotaOf(access.owner)) {
     access.owner_memory_quota = quota->memory;
