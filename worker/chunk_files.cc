@@ -98,7 +98,8 @@ Status ChunkFileWriter::Close() {
   return FromRocks(s, "closing chunk file " + path_);
 }
 
-ChunkFiles::ChunkFiles(std::string dir, rocksdb::FileSystem* fs) : dir_(std::move(dir)), fs_(fs) {}
+ChunkFiles::ChunkFiles(std::string dir, rocksdb::FileSystem* fs)
+    : dir_(std::move(dir)), fs_(fs), deleter_(fs) {}
 
 Status ChunkFiles::CreateDirectory() {
   return FromRocks(fs_->CreateDirIfMissing(dir_, rocksdb::IOOptions(), nullptr),
@@ -159,6 +160,10 @@ Status ChunkFiles::Delete(uint64_t generation) {
     return Status::Ok();
   }
   return FromRocks(s, "deleting chunk file " + path);
+}
+
+void ChunkFiles::DeleteInBackground(uint64_t generation, uint64_t bytes) {
+  deleter_.Delete(PathOf(generation), bytes);
 }
 
 Result<std::map<uint64_t, uint64_t>> ChunkFiles::List() const {

@@ -9,6 +9,7 @@
 
 #include "common/chunk.h"
 #include "common/status.h"
+#include "worker/chunk_file_deleter.h"
 
 namespace rocksdb {
 class FileSystem;
@@ -69,6 +70,14 @@ class ChunkFiles {
   Result<std::vector<ChunkPtr>> Read(uint64_t generation, uint64_t offset, uint64_t length) const;
   // Deletes `generation`'s file; Ok when there was none.
   Status Delete(uint64_t generation);
+  // Queues the deletion of `generation`'s file of `bytes` bytes, which no meta names any more, on
+  // a thread of its own (ChunkFileDeleter): the caller does not wait for the file system to
+  // free it.
+  void DeleteInBackground(uint64_t generation, uint64_t bytes);
+  // Returns once every deletion queued so far is done.
+  void WaitForDeletions() { deleter_.Drain(); }
+  // The bytes of files queued for deletion and not yet deleted.
+  uint64_t deleting_bytes() const { return deleter_.pending_bytes(); }
   // Every chunk file: generation -> size in bytes. Other names are left alone.
   Result<std::map<uint64_t, uint64_t>> List() const;
   // Flips the byte at `offset` of `generation`'s file in place (fault injection).
@@ -77,6 +86,7 @@ class ChunkFiles {
  private:
   const std::string dir_;
   rocksdb::FileSystem* const fs_;
+  ChunkFileDeleter deleter_;  // after fs_, which it uses
 };
 
 }  // namespace bm::disk

@@ -384,6 +384,11 @@ Result<std::unique_ptr<DiskWriter>> DiskStore::BeginWrite(const BlockId& id, Sto
     return Status::Ok();
   };
   Status fits = fits_filesystem();
+  if (fits.code() == StatusCode::kOutOfSpace && impl_->files->deleting_bytes() > 0) {
+    // Removed blocks' files may still hold the space: wait for their deletion, measure again.
+    impl_->files->WaitForDeletions();
+    fits = fits_filesystem();
+  }
   if (fits.code() == StatusCode::kOutOfSpace && !impl_->removed_ranges.empty()) {
     // Removed blocks may still hold the space: give it back and measure again.
     ReclaimRemovedSpace();
@@ -424,10 +429,8 @@ Status DiskStore::FinishFile(disk::ChunkFileWriter& file, uint64_t opening,
 
 void DiskStore::ForgetVersionBytes(const BlockId& id, const Meta& meta) {
   if (meta.in_file) {
-    // Its meta is gone: a crash before this leaves the file to the next open's sweep.
-    if (Status s = impl_->files->Delete(meta.generation); !s.ok()) {
-      spdlog::warn("disk store {}: {} (the next open deletes it)", dir_, s.ToString());
-    }
+    // Its meta is gone: a crash before the file is deleted leaves it to the next open's sweep.
+    impl_->files->DeleteInBackground(meta.generation, meta.size);
     return;
   }
   impl_->removed_ranges.push_back(disk::VersionRange(id, meta));
@@ -691,10 +694,12 @@ uint64_t DiskStore::capacity() const {
   if (read_only()) return in_use;
   uint64_t room = 0;
   if (Result<FilesystemSpace> space = MeasureSpace(); space.ok()) {
-    // Removed blocks' bytes count as room: a write that needs them reclaims them first.
-    const uint64_t usable =
+    // Removed blocks' bytes count as room, in RocksDB or in files being deleted: a write that
+    // needs them reclaims them, or waits for the deletions, first.
+    const uint64_t usable = SaturatingAdd(
         SaturatingAdd(space->available_bytes > headroom_ ? space->available_bytes - headroom_ : 0,
-                      impl_->reclaimable_bytes);
+                      impl_->reclaimable_bytes),
+        impl_->files->deleting_bytes());
     room = usable > impl_->claimed_bytes ? usable - impl_->claimed_bytes : 0;
   }
   const uint64_t by_filesystem = SaturatingAdd(in_use, room);
@@ -873,6 +878,8 @@ void DiskStore::CheckAgainstJournal(const std::map<BlockId, uint64_t>& committed
 
 std::vector<LostBlock> DiskStore::TakeLost() { return std::exchange(lost_, {}); }
 
+void DiskStore::WaitForDeletions() { impl_->files->WaitForDeletions(); }
+
 void DiskStore::Maintain() {
   if (Writable().ok()) {
     ReclaimRemovedSpace();
@@ -891,6 +898,7 @@ void DiskStore::Maintain() {
 // failed log write, the same log writer, which is what asserts on its next write; a reopen
 // replays the old log up to its last good record and writes a fresh one.
 void DiskStore::TryRecover() {
+  impl_->files->WaitForDeletions();  // their room counts
   Result<FilesystemSpace> space = MeasureSpace();
   if (!space.ok() || space->available_bytes < headroom_) return;
   spdlog::info("disk store {}: {} free again: reopening the database to store blocks again", dir_,

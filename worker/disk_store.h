@@ -186,6 +186,9 @@ class DiskStore final : public BlockStore {
   // Rewrites the chunk holding `offset` through RocksDB, so RocksDB's own checksums pass and
   // only the block's digests can tell.
   Status CorruptStoredByte(const BlockId& id, uint64_t offset) override;
+  // Returns once the chunk files of the versions removed or replaced so far are deleted (they
+  // are deleted on a thread of their own, disk::ChunkFileDeleter).
+  void WaitForDeletions();
 
   // Generations come from one increasing sequence, above every generation found on disk, so a
   // generation never names two versions of a block on this worker. (The block manager's memory

@@ -3,9 +3,14 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <rocksdb/env.h>
+#include <rocksdb/file_system.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 #include <set>
 #include <span>
 #include <vector>
@@ -164,17 +169,96 @@ TEST_F(ChunkFilesTest, ReplacingAndRemovingDeleteTheFileAfterTheMeta) {
   ASSERT_TRUE(WriteBlock(*store_, id, second_bytes).ok());
   const std::string second = FileOf(id);
   EXPECT_NE(first, second);
+  store_->WaitForDeletions();
   EXPECT_FALSE(std::filesystem::exists(first));
   EXPECT_TRUE(ReadAll(*store_, id) == second_bytes);
   EXPECT_EQ(store_->used(), second_bytes.size());
 
   ASSERT_TRUE(store_->Remove(id).ok());
+  store_->WaitForDeletions();
   EXPECT_FALSE(std::filesystem::exists(second));
   EXPECT_TRUE(ChunkFileNames().empty());
   EXPECT_EQ(store_->used(), 0u);
   Reopen();
   EXPECT_FALSE(store_->Find(id).has_value());
   EXPECT_TRUE(store_->TakeLost().empty());
+}
+
+// A file system whose deletions wait until the test lets them go: a disk slow to free a file.
+class HeldDeletesFileSystem final : public rocksdb::FileSystemWrapper {
+ public:
+  HeldDeletesFileSystem() : FileSystemWrapper(rocksdb::FileSystem::Default()) {}
+  const char* Name() const override { return "HeldDeletesFileSystem"; }
+
+  rocksdb::IOStatus DeleteFile(const std::string& name, const rocksdb::IOOptions& options,
+                               rocksdb::IODebugContext* dbg) override {
+    {
+      std::unique_lock lock(mutex_);
+      ++started_;
+      changed_.notify_all();
+      // Bounded: a store that waited for its deletions fails the test instead of hanging it.
+      changed_.wait_for(lock, std::chrono::seconds(5), [this] { return !hold_; });
+    }
+    return target()->DeleteFile(name, options, dbg);
+  }
+  void Hold() {
+    std::lock_guard lock(mutex_);
+    hold_ = true;
+  }
+  void Release() {
+    std::lock_guard lock(mutex_);
+    hold_ = false;
+    changed_.notify_all();
+  }
+  // Waits until a deletion has begun.
+  void AwaitDeletion() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return started_ > 0; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool hold_ = false;
+  int started_ = 0;
+};
+
+// Removing or replacing a block does not wait for its chunk file to be deleted: while the file
+// system holds the deletion, the store goes on writing and reading other blocks. The file goes
+// once the file system lets it.
+TEST(ChunkFileDeletionTest, RemovalsDoNotWaitForTheFileSystemToDeleteTheFile) {
+  testing::TempDir dir;
+  auto fs = std::make_shared<HeldDeletesFileSystem>();
+  std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(fs);
+  DiskStoreOptions options;
+  options.env = env.get();
+  Result<std::unique_ptr<DiskStore>> opened = DiskStore::Open(dir.Sub("db"), std::move(options));
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  DiskStore& store = **opened;
+  const BlockId removed = BlockId::Rdd(7, 0);
+  ASSERT_TRUE(WriteBlock(store, removed, RandomBytes(2 * kChunkBytes, 1)).ok());
+  Result<DiskRead> read = store.Read(removed, 0, 0);
+  ASSERT_TRUE(read.ok());
+  const std::string chunks = dir.Sub("db") + "/chunks";
+  ASSERT_EQ(std::distance(std::filesystem::directory_iterator(chunks), {}), 1);
+
+  fs->Hold();
+  ASSERT_TRUE(store.Remove(removed).ok());
+  fs->AwaitDeletion();
+  // The deletion is held, and the store works on: the removal is done, another block is
+  // written and read back.
+  EXPECT_FALSE(store.Find(removed).has_value());
+  EXPECT_EQ(store.used(), 0u);
+  const std::vector<std::byte> other = RandomBytes(2 * kChunkBytes, 2);
+  ASSERT_TRUE(WriteBlock(store, BlockId::Rdd(7, 1), other).ok());
+  EXPECT_TRUE(ReadAll(store, BlockId::Rdd(7, 1)) == other);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(chunks), {}), 2)
+      << "the removed block's file is still there while its deletion is held";
+
+  fs->Release();
+  store.WaitForDeletions();
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(chunks), {}), 1);
+  opened->reset();
 }
 
 TEST_F(ChunkFilesTest, AnAbandonedWriteLeavesNoFile) {
