@@ -174,8 +174,10 @@ Result<PutResult> Client::Impl::PutStream(const BlockId& id, ByteSource read, ui
 
 Result<PutResult> Client::Impl::PutFrom(const BlockId& id, PieceSource& source, StorageLevel level,
                                         const PutOptions& options) {
-  // Whatever this client remembered of the old block may be replaced below.
+  // Whatever this client remembered of the old block may be replaced below. A mapping it keeps
+  // of the old version would pin that version's memory on the worker until it idles out.
   location_cache_.Forget(id);
+  local_reads_.ForgetBlock(id);
   BM_ASSIGN_OR_RETURN(PlacementList placement, PlacementWorkers(false));
   const auto usable =
       std::count_if(placement.workers.begin(), placement.workers.end(),

@@ -389,6 +389,12 @@ void LocalReads::ForgetBlocks(const std::function<bool(const BlockId&)>& removed
   }
 }
 
+void LocalReads::ForgetBlock(const BlockId& id) {
+  for (auto& [address, worker] : by_address_) {
+    if (worker.connection) worker.connection->mapped()->ForgetBlock(id);
+  }
+}
+
 void LocalReads::Failed(const std::string& address) {
   auto found = by_address_.find(address);
   if (found == by_address_.end()) return;

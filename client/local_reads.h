@@ -127,6 +127,8 @@ class LocalReads {
   Result<std::shared_ptr<LocalReadConnection>> For(const std::string& address);
   // The client removed blocks: every connection drops its mappings of them (MappedBlocks).
   void ForgetBlocks(const std::function<bool(const BlockId&)>& removed);
+  // The client puts `id` anew: every connection drops its mapping of the old version.
+  void ForgetBlock(const BlockId& id);
   // Forgets a connection that failed, so the next For() makes a new one.
   void Failed(const std::string& address);
   bool enabled() const { return enabled_; }

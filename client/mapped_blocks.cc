@@ -80,6 +80,12 @@ void MappedBlocks::ForgetBlocks(const std::function<bool(const BlockId&)>& remov
   }
 }
 
+void MappedBlocks::ForgetBlock(const BlockId& id) {
+  std::vector<std::shared_ptr<MappedBlock>> dropped;  // unmapped outside the lock
+  MutexLock lock(mutex_);
+  if (auto found = by_id_.find(id); found != by_id_.end()) Drop(found, dropped);
+}
+
 void MappedBlocks::Release(const std::shared_ptr<MappedBlock>& block) {
   std::vector<std::shared_ptr<MappedBlock>> dropped;  // unmapped outside the lock
   std::optional<Clock::time_point> expires;

@@ -90,6 +90,9 @@ class MappedBlocks : public std::enable_shared_from_this<MappedBlocks> {
   // The client removed these blocks: their mappings are dropped (unmapped once no caller holds
   // them), so the worker's pins go at once instead of after the idle lifetime.
   void ForgetBlocks(const std::function<bool(const BlockId&)>& removed);
+  // The client replaces `id` (a put of it): its mapping of the old version is dropped the
+  // same way.
+  void ForgetBlock(const BlockId& id);
   // Drops the idle mappings older than the lifetime; when the next one will be, if any.
   std::optional<Clock::time_point> DropExpired(Clock::time_point now);
   // Drops every idle mapping, and from now on every mapping once unused (the connection is

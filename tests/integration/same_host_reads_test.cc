@@ -292,6 +292,26 @@ TEST_F(SameHostReadsTest, ARemovalByTheReaderUnmapsItsKeptMappingsAtOnce) {
   EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_used_bytes{tier=\"memory\"}", 4.0 * kMiB));
 }
 
+TEST_F(SameHostReadsTest, AnOverwriteByTheReaderUnmapsItsKeptMappingOfTheOldVersionAtOnce) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker("64MiB"));
+  ClientOptions options = cluster_.ClientOptionsFor();
+  options.idle_mapping_lifetime = milliseconds(60'000);  // never the reason here
+  Client client(options);
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_1_0", RandomByteVector(4 * kMiB, 1)));
+  ASSERT_TRUE(client.GetChunks(BlockId::Rdd(1, 0)).ok());
+  EXPECT_EQ(Metric(http_, "blockmgr_worker_pins"), 1) << "kept mapped for the next read";
+
+  const std::vector<std::byte> second = RandomByteVector(4 * kMiB, 2);
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_1_0", second));
+  // The old version's pin goes with the mapping, and its memory with the pin.
+  EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_pins", 0));
+  EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_pinned_bytes", 0));
+  EXPECT_TRUE(AwaitMetric(http_, "blockmgr_worker_used_bytes{tier=\"memory\"}", 4.0 * kMiB));
+  Result<BlockData> got = client.GetChunks(BlockId::Rdd(1, 0));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(Bytes(*got) == second);
+}
+
 TEST_F(SameHostReadsTest, APinnedBlockIsNotEvictedUntilItsReaderLetsGo) {
   ASSERT_NO_FATAL_FAILURE(StartWorker("64MiB"));
   Client client(UnmappingAtOnce());
