@@ -13,6 +13,14 @@ BlockIndex::Entry::Location BlockIndex::Entry::at(size_t i) const {
   return extra_[i - 1];
 }
 
+std::optional<BlockIndex::Entry::Location> BlockIndex::Entry::Find(Slot worker) const {
+  for (size_t i = 0; i < count_; ++i) {
+    const Location location = at(i);
+    if (location.worker == worker) return location;
+  }
+  return std::nullopt;
+}
+
 bool BlockIndex::Entry::Set(Slot worker, Tier tier, uint64_t size) {
   const Location location{size, worker, tier};
   if (count_ > 0 && first_worker_ == worker) {
@@ -159,6 +167,39 @@ void BlockIndex::EraseEntry(const BlockId& id) {
   --block_count_;
 }
 
+bool BlockIndex::SetLocation(const BlockId& id, Entry& entry, Slot worker, Tier tier,
+                             uint64_t size) {
+  const std::optional<Entry::Location> was = id.is_rdd() ? entry.Find(worker) : std::nullopt;
+  const bool added = entry.Set(worker, tier, size);
+  if (id.is_rdd()) CountRddBytes(id, was, entry.Find(worker));
+  return added;
+}
+
+bool BlockIndex::RemoveLocation(const BlockId& id, Entry& entry, Slot worker) {
+  const std::optional<Entry::Location> was = id.is_rdd() ? entry.Find(worker) : std::nullopt;
+  if (!entry.Remove(worker)) return false;
+  if (id.is_rdd()) CountRddBytes(id, was, std::nullopt);
+  return true;
+}
+
+void BlockIndex::CountRddBytes(const BlockId& id, std::optional<Entry::Location> was,
+                               std::optional<Entry::Location> now) {
+  if (!was && !now) return;
+  bool added = false;
+  TierBytes& bytes = rdd_bytes_.FindOrAdd(*id.rdd_id(), &added);
+  if (was) {
+    BM_CHECK(bytes.on(was->tier) >= was->size);
+    bytes.on(was->tier) -= was->size;
+  }
+  if (now) bytes.on(now->tier) += now->size;
+  if (bytes == TierBytes{}) rdd_bytes_.Erase(*id.rdd_id());
+}
+
+TierBytes BlockIndex::RddBytes(uint64_t rdd_id) const {
+  const TierBytes* bytes = rdd_bytes_.Find(rdd_id);
+  return bytes == nullptr ? TierBytes{} : *bytes;
+}
+
 ApplyResult BlockIndex::Apply(std::string_view worker_id, const BlockChange& change) {
   ApplyResult result;
   if (change.removed) {
@@ -172,7 +213,7 @@ ApplyResult BlockIndex::Apply(std::string_view worker_id, const BlockChange& cha
       return result;
     }
     const uint64_t last_size = entry->count() == 1 ? entry->at(0).size : 0;
-    if (!entry->Remove(*slot)) return result;
+    if (!RemoveLocation(change.id, *entry, *slot)) return result;
     result.removal_ignored = false;
     ReleaseLocation(*slot);
     if (entry->count() == 0) {
@@ -205,7 +246,7 @@ ApplyResult BlockIndex::Apply(std::string_view worker_id, const BlockChange& cha
     history_.Retire(change.id, current->version());
     for (const RetiredCopy& copy : result.replaced) {
       const Slot slot = *SlotOf(copy.worker_id);
-      BM_CHECK(current->Remove(slot));
+      BM_CHECK(RemoveLocation(change.id, *current, slot));
       ReleaseLocation(slot);
     }
   }
@@ -216,7 +257,7 @@ ApplyResult BlockIndex::Apply(std::string_view worker_id, const BlockChange& cha
     result.digest_mismatch = true;
     result.expected_digest = current->digest();
     const std::optional<Slot> own = SlotOf(worker_id);
-    if (own && current->Remove(*own)) {
+    if (own && RemoveLocation(change.id, *current, *own)) {
       ReleaseLocation(*own);
       if (current->count() == 0) {
         result.last_copy = GoneBlock{change.id, current->version(), change.size, current->level()};
@@ -233,7 +274,7 @@ ApplyResult BlockIndex::Apply(std::string_view worker_id, const BlockChange& cha
   // A new version brings its digest (or none); the current one learns it from the first copy
   // reported with one.
   if (new_version || entry.digest() == 0) entry.set_digest(change.digest);
-  if (entry.Set(slot, change.tier, change.size)) {
+  if (SetLocation(change.id, entry, slot, change.tier, change.size)) {
     ++slot_locations_[slot];
   } else {
     FreeSlotIfUnused(slot);  // not recorded (the block is at kMaxLocations): no new location
@@ -269,7 +310,7 @@ size_t BlockIndex::RemoveWorker(std::string_view worker_id, std::vector<GoneBloc
   auto drop = [&](const BlockId& id, Entry& entry) {
     uint64_t size = 0;
     if (last_copies != nullptr && entry.count() == 1) size = entry.at(0).size;
-    if (!entry.Remove(*slot)) return false;
+    if (!RemoveLocation(id, entry, *slot)) return false;
     ++removed;
     if (entry.count() > 0) return false;
     if (last_copies != nullptr) {

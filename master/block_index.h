@@ -186,6 +186,9 @@ class BlockIndex {
   std::vector<BlockId> RddBlockIds(uint64_t rdd_id) const;
   // One summary per RDD with at least one cached block, sorted by RDD id.
   std::vector<RddSummary> RddSummaries() const;
+  // The sizes of all copies of one RDD's blocks, by tier: a running total, so a tenant's
+  // admission (master_loop_tenants.cc) costs a lookup per RDD, not a pass over its blocks.
+  TierBytes RddBytes(uint64_t rdd_id) const;
   // Ids of the RDDs with cached blocks, in no particular order (one visit per RDD, not block).
   std::vector<uint64_t> RddIds() const;
   // Visits the blocks that are not RDD blocks (broadcast, shuffle), in no particular order.
@@ -233,6 +236,8 @@ class BlockIndex {
     bool Set(Slot worker, Tier tier, uint64_t size);
     // Drops the worker's location; returns false if it had none.
     bool Remove(Slot worker);
+    // The worker's location, if it has one.
+    std::optional<Location> Find(Slot worker) const;
 
    private:
     uint64_t first_size_ = 0;
@@ -256,6 +261,12 @@ class BlockIndex {
   const Entry* FindEntry(const BlockId& id) const;
   Entry& FindOrAddEntry(const BlockId& id);
   void EraseEntry(const BlockId& id);
+  // Entry::Set and Entry::Remove, keeping the RDD's running byte totals (rdd_bytes_) in step.
+  // Every location of an RDD block is set and removed through these.
+  bool SetLocation(const BlockId& id, Entry& entry, Slot worker, Tier tier, uint64_t size);
+  bool RemoveLocation(const BlockId& id, Entry& entry, Slot worker);
+  void CountRddBytes(const BlockId& id, std::optional<Entry::Location> was,
+                     std::optional<Entry::Location> now);
   BlockInfo MakeInfo(const BlockId& id, const Entry& entry) const;
   // The entry's locations, memory before disk, then by worker id.
   void SortedLocations(const Entry& entry, std::vector<LocationRef>* out) const;
@@ -265,6 +276,9 @@ class BlockIndex {
   U64HashMap<PartitionMap> rdds_;
   std::unordered_map<BlockId, Entry> others_;
   size_t block_count_ = 0;
+  // Per RDD, the sizes of its blocks' copies by tier (RddBytes); an RDD whose totals are zero
+  // has no entry.
+  U64HashMap<TierBytes> rdd_bytes_;
 
   // Interned workers. A slot is in use while its worker holds at least one location; freed
   // slots are reused.

@@ -191,20 +191,21 @@ Status MasterServer::Loop::HandleSetQuota(proto::SetQuota::Reader request,
 }
 
 TierBytes MasterServer::Loop::StoredBytes(const std::string& tenant) const {
-  // TODO(perf): one pass over the tenant's blocks per admission; keep running totals per
-  // tenant in the index if tenants hold millions of blocks.
+  // A lookup per dataset: the index keeps each RDD's totals (BlockIndex::RddBytes).
   TierBytes stored;
+  auto add = [&](const TierBytes& bytes) {
+    stored.memory += bytes.memory;
+    stored.disk += bytes.disk;
+  };
   for (const auto& [dataset, access] : tenants_.datasets()) {
     if (access.owner != tenant) continue;
-    std::vector<BlockInfo> blocks;
     if (std::optional<uint64_t> rdd = RddOfDataset(dataset)) {
-      blocks = index_.ListRdd(*rdd);
+      add(index_.RddBytes(*rdd));
     } else if (Result<BlockId> id = BlockId::Parse(dataset); id.ok()) {
-      if (std::optional<BlockInfo> info = index_.Find(*id)) blocks.push_back(std::move(*info));
-    }
-    for (const BlockInfo& block : blocks) {
-      for (const IndexedLocation& location : block.locations) {
-        stored.on(location.tier) += location.size;
+      if (std::optional<BlockInfo> info = index_.Find(*id)) {
+        for (const IndexedLocation& location : info->locations) {
+          stored.on(location.tier) += location.size;
+        }
       }
     }
   }

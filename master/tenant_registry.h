@@ -15,15 +15,6 @@
 
 namespace bm {
 
-// Bytes on each tier.
-struct TierBytes {
-  uint64_t memory = 0;
-  uint64_t disk = 0;
-  uint64_t& on(Tier tier) { return tier == Tier::kMemory ? memory : disk; }
-  uint64_t on(Tier tier) const { return tier == Tier::kMemory ? memory : disk; }
-  bool operator==(const TierBytes&) const = default;
-};
-
 // A tenant's byte quotas across the cluster, every copy counted; 0 on a tier: no limit there.
 using TenantQuota = TierBytes;
 

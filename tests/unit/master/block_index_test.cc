@@ -222,6 +222,15 @@ TEST(BlockIndexTest, MatchesASimpleModelUnderRandomChanges) {
     }
     if (step % 100 != 0) continue;
     ASSERT_EQ(index.block_count(), model.size());
+    // The running per-RDD totals agree with the model's copies.
+    for (uint64_t rdd = 0; rdd < 3; ++rdd) {
+      TierBytes expected;
+      for (const auto& [id, locations] : model) {
+        if (id.rdd_id() != rdd) continue;
+        for (const auto& [w, location] : locations) expected.on(location.tier) += location.size;
+      }
+      ASSERT_EQ(index.RddBytes(rdd), expected) << "rdd " << rdd << " at step " << step;
+    }
     std::vector<BlockInfo> listed = index.List();
     ASSERT_EQ(listed.size(), model.size());
     auto expected = model.begin();
@@ -245,6 +254,53 @@ TEST(BlockIndexTest, MatchesASimpleModelUnderRandomChanges) {
       ++expected;
     }
   }
+}
+
+// The running totals of RddBytes against a sum over the index's own listing, under every path
+// that sets or drops a location: fresh puts replacing other copies, stale copies, copies with
+// another digest, removals of one version, retirements and whole workers dropped.
+TEST(BlockIndexTest, RddBytesMatchTheListingUnderVersionsDigestsAndDrops) {
+  BlockIndex index;
+  std::mt19937 rng(7);
+  const std::vector<std::string> workers = {"w0", "w1", "w2", "w3"};
+  auto listed_bytes = [&](uint64_t rdd) {
+    TierBytes sum;
+    for (const BlockInfo& block : index.ListRdd(rdd)) {
+      for (const IndexedLocation& location : block.locations) {
+        sum.on(location.tier) += location.size;
+      }
+    }
+    return sum;
+  };
+  for (int step = 0; step < 20000; ++step) {
+    const std::string& worker = workers[rng() % workers.size()];
+    const BlockId id = BlockId::Rdd(rng() % 3, rng() % 6);
+    const uint32_t action = rng() % 100;
+    if (action < 60) {
+      BlockChange change{id};
+      change.tier = rng() % 2 ? Tier::kMemory : Tier::kDisk;
+      change.size = rng() % 1000;
+      change.version = 1 + rng() % 3;
+      change.fresh = rng() % 3 == 0;
+      change.digest = rng() % 3 == 0 ? 0 : 100 + change.version * 10 + rng() % 2;
+      index.Apply(worker, change);
+    } else if (action < 94) {
+      BlockChange change{id};
+      change.removed = true;
+      change.version = rng() % 4;  // 0: any version
+      index.Apply(worker, change);
+    } else if (action < 97) {
+      const std::vector<BlockId> ids = {id};
+      index.RetireVersions(ids);
+    } else {
+      std::vector<GoneBlock> gone;
+      index.RemoveWorker(worker, &gone);
+    }
+    for (uint64_t rdd = 0; rdd < 3; ++rdd) {
+      ASSERT_EQ(index.RddBytes(rdd), listed_bytes(rdd)) << "rdd " << rdd << " at step " << step;
+    }
+  }
+  EXPECT_EQ(index.RddBytes(99), TierBytes{}) << "an RDD never seen";
 }
 
 // ---- one version per block id ----
