@@ -856,15 +856,17 @@ void BlockManager::RecordRemoved(const BlockStatus& status) {
 void BlockManager::HandleEvicted(std::vector<MemoryBlock> evicted) {
   for (MemoryBlock& block : evicted) {
     ++evictions_;
-    if (!UsesDisk(block.level) || committing_.contains(block.id)) {
-      RecordRemoved({block.id, block.level, Tier::kMemory, block.data.size, block.version});
-      continue;
-    }
-    StartSpill(std::move(block));
+    SpillOrDrop(std::move(block));
   }
 }
 
-void BlockManager::StartSpill(MemoryBlock block) {
+void BlockManager::SpillOrDrop(MemoryBlock block) {
+  // A put replacing the block is committing: it deletes what is on disk before it goes in, so
+  // a copy of the old version written now would outlive it.
+  if (!UsesDisk(block.level) || committing_.contains(block.id)) {
+    RecordRemoved({block.id, block.level, Tier::kMemory, block.data.size, block.version});
+    return;
+  }
   Result<DiskNo> disk = ChooseDisk(block.id, block.data.size, "");
   if (!disk.ok()) {
     // No disk takes it now: dropped, as a spill the disk refused would be.
@@ -903,7 +905,7 @@ void BlockManager::RespillFrom(DiskNo failed) {
   if (stranded.empty()) return;
   spdlog::warn("{} spills queued to the failed disk {} go to the other disks", stranded.size(),
                disks_->path(failed));
-  for (MemoryBlock& block : stranded) StartSpill(std::move(block));
+  for (MemoryBlock& block : stranded) SpillOrDrop(std::move(block));
 }
 
 void BlockManager::SpillFinished(const BlockId& id, uint64_t ticket, const Status& written) {

@@ -294,10 +294,11 @@ class BlockManager {
   void RecordRemoved(const BlockStatus& status);
   // Takes blocks the disk store lost into lost_ (and the changes, when `report_removed`).
   void CollectLost(std::vector<LostBlock> blocks, bool report_removed);
-  // Queues the spills of MEMORY_AND_DISK blocks evicted from memory; drops the others.
+  // SpillOrDrop() of each block evicted from memory.
   void HandleEvicted(std::vector<MemoryBlock> evicted);
-  // Queues `block`'s spill to the disk with the most room; drops it when no disk takes it.
-  void StartSpill(MemoryBlock block);
+  // Queues the spill of `block`, which leaves memory, to the disk with the most room; drops it
+  // when its level keeps no disk copy, a put replacing it is committing, or no disk takes it.
+  void SpillOrDrop(MemoryBlock block);
   // Spills queued to `failed` would wait behind its hung job or fail with it: their bytes are
   // still in memory, so they are queued again on the other disks.
   void RespillFrom(DiskNo failed);

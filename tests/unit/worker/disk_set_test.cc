@@ -17,6 +17,7 @@
 #include "tests/unit/worker/fault_injecting_store.h"
 #include "tests/unit/worker/in_memory_store.h"
 #include "worker/block_manager.h"
+#include "worker/eviction_policy.h"
 
 namespace bm {
 namespace {
@@ -280,72 +281,108 @@ TEST(DiskCheckTest, ADiskCheckQueuedBehindSlowButMovingWorkDoesNotFailTheDisk) {
   EXPECT_EQ(manager.failed_disk_count(), 0u) << manager.Stats().disks[0].reason;
 }
 
+// A block manager with an 8 KiB LRU memory tier over two disks, the first behind a
+// fault-injecting store that the tests hang. Both disks start empty, so every spill chooses
+// disk 0 (the first of equals) while its stats stay as they are.
+class SpillToAFailedDiskTest : public ::testing::Test {
+ protected:
+  using UploadId = BlockManager::UploadId;
+
+  void SetUp() override {
+    auto faulty = std::make_unique<testing::FaultInjectingStore>(
+        std::make_unique<testing::InMemoryStore>(64 * kKiB));
+    hung_ = faulty.get();
+    std::vector<DiskSlot> disks;
+    disks.push_back(DiskSlot{"", std::move(faulty), 64 * kKiB});
+    disks.push_back(DiskSlot{"", std::make_unique<testing::InMemoryStore>(64 * kKiB), 64 * kKiB});
+    BlockManagerOptions options;
+    options.disk_check_interval = 50ms;
+    options.disk_check_timeout = 300ms;
+    manager_ = std::make_unique<BlockManager>(
+        std::make_unique<MemoryStore>(8 * kKiB, MakeEvictionPolicy(EvictionMode::kLru)),
+        std::move(disks), options);
+  }
+
+  void TearDown() override {
+    if (hung_ != nullptr) hung_->ClearFaults();  // lets the held thread finish
+  }
+
+  // Runs the manager's maintenance and completions until `done`, for at most 10 s.
+  bool RunUntil(const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      manager_->Maintain();
+      pollfd fd{manager_->completion_fd(), POLLIN, 0};
+      ::poll(&fd, 1, 10);
+      manager_->RunCompletions();
+    }
+    return done();
+  }
+
+  // A MEMORY_AND_DISK upload of `bytes`, every byte appended, not committed.
+  UploadId Append(const BlockId& id, const std::vector<std::byte>& bytes) {
+    Result<UploadId> upload = manager_->BeginPut(id, StorageLevel::kMemoryAndDisk, bytes.size());
+    EXPECT_TRUE(upload.ok()) << upload.status().ToString();
+    if (!upload.ok()) return 0;
+    std::optional<Status> appended;
+    manager_->AppendPut(*upload, {MakeChunk(std::span(bytes))}, {},
+                        [&](Status s) { appended = std::move(s); });
+    EXPECT_TRUE(RunUntil([&] { return appended.has_value(); })) << id.ToString();
+    EXPECT_TRUE(appended.has_value() && appended->ok()) << id.ToString();
+    return *upload;
+  }
+
+  void Put(const BlockId& id, const std::vector<std::byte>& bytes) {
+    const UploadId upload = Append(id, bytes);
+    std::optional<Result<Tier>> committed;
+    manager_->CommitPut(upload, [&](Result<Tier> tier) { committed = std::move(tier); });
+    ASSERT_TRUE(RunUntil([&] { return committed.has_value(); })) << id.ToString();
+    ASSERT_TRUE(committed->ok()) << committed->status().ToString();
+  }
+
+  // Once a held write returns, the failed disk's store is closed (destroyed) behind it: not
+  // ours to touch any more, TearDown included.
+  void ReleaseTheHungDisk() {
+    hung_->ClearFaults();
+    hung_ = nullptr;
+  }
+
+  testing::FaultInjectingStore* hung_ = nullptr;
+  std::unique_ptr<BlockManager> manager_;
+};
+
 // Spills queued on a disk that hangs wait behind its hung job. When the disk is failed they go
 // to another disk: their bytes are still in memory, so they are neither lost nor held in the spill
 // backlog (which holds back puts) for as long as the disk hangs.
-TEST(SpillToAFailedDiskTest, SpillsQueuedOnAHungDiskGoToAnotherDiskWhenItFails) {
-  auto faulty = std::make_unique<testing::FaultInjectingStore>(
-      std::make_unique<testing::InMemoryStore>(64 * kKiB));
-  testing::FaultInjectingStore* hung = faulty.get();
-  std::vector<DiskSlot> disks;
-  disks.push_back(DiskSlot{"", std::move(faulty), 64 * kKiB});
-  disks.push_back(DiskSlot{"", std::make_unique<testing::InMemoryStore>(64 * kKiB), 64 * kKiB});
-  BlockManagerOptions options;
-  options.disk_check_interval = 50ms;
-  options.disk_check_timeout = 300ms;
-  BlockManager manager(std::make_unique<MemoryStore>(8 * kKiB), std::move(disks), options);
-  auto run_until = [&](const std::function<bool()>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!done() && std::chrono::steady_clock::now() < deadline) {
-      manager.Maintain();
-      pollfd fd{manager.completion_fd(), POLLIN, 0};
-      ::poll(&fd, 1, 10);
-      manager.RunCompletions();
-    }
-    return done();
-  };
-
-  // Disk 0 hangs on writes. Both disks are empty, so every spill below chooses disk 0 (the
-  // first of equals) and waits there. One RDD per block: a block never evicts its own RDD's.
-  hung->HoldWrites();
+TEST_F(SpillToAFailedDiskTest, SpillsQueuedOnAHungDiskGoToAnotherDiskWhenItFails) {
+  // One RDD per block: a block never evicts its own RDD's.
+  hung_->HoldWrites();
   for (int i = 0; i < 4; ++i) {
-    const std::vector<std::byte> bytes = Bytes(4 * kKiB, i);
-    Result<BlockManager::UploadId> upload =
-        manager.BeginPut(BlockId::Rdd(i, 0), StorageLevel::kMemoryAndDisk, bytes.size());
-    ASSERT_TRUE(upload.ok()) << upload.status().ToString();
-    std::optional<Status> appended;
-    manager.AppendPut(*upload, {MakeChunk(std::span(bytes))}, {},
-                      [&](Status s) { appended = std::move(s); });
-    ASSERT_TRUE(run_until([&] { return appended.has_value(); })) << "put " << i;
-    ASSERT_TRUE(appended->ok()) << appended->ToString();
-    std::optional<Result<Tier>> committed;
-    manager.CommitPut(*upload, [&](Result<Tier> tier) { committed = std::move(tier); });
-    ASSERT_TRUE(run_until([&] { return committed.has_value(); }));
-    ASSERT_TRUE(committed->ok()) << committed->status().ToString();
+    ASSERT_NO_FATAL_FAILURE(Put(BlockId::Rdd(i, 0), Bytes(4 * kKiB, i)));
   }
   // The third and fourth puts evicted two blocks to make room; their spills wait on disk 0.
-  ASSERT_TRUE(run_until([&] { return hung->writes_waiting() == 1; }));
-  EXPECT_EQ(manager.spills_pending(), 2u);
-  EXPECT_EQ(manager.spill_backlog_bytes(), 8 * kKiB);
-  EXPECT_EQ(manager.failed_disk_count(), 0u);
+  ASSERT_TRUE(RunUntil([&] { return hung_->writes_waiting() == 1; }));
+  EXPECT_EQ(manager_->spills_pending(), 2u);
+  EXPECT_EQ(manager_->spill_backlog_bytes(), 8 * kKiB);
+  EXPECT_EQ(manager_->failed_disk_count(), 0u);
 
   // Past the timeout disk 0 is failed, and the spills queued on it are written to disk 1.
-  ASSERT_TRUE(run_until([&] {
-    return manager.failed_disk_count() == 1 && manager.spills_pending() == 0;
-  })) << manager.spills_pending()
-      << " spills still pending, " << manager.spill_backlog_bytes()
+  ASSERT_TRUE(RunUntil([&] {
+    return manager_->failed_disk_count() == 1 && manager_->spills_pending() == 0;
+  })) << manager_->spills_pending()
+      << " spills still pending, " << manager_->spill_backlog_bytes()
       << " bytes in the spill backlog";
-  EXPECT_EQ(manager.spill_backlog_bytes(), 0u);
-  EXPECT_EQ(manager.Stats().disks[1].used, 8 * kKiB);
+  EXPECT_EQ(manager_->spill_backlog_bytes(), 0u);
+  EXPECT_EQ(manager_->Stats().disks[1].used, 8 * kKiB);
   // Nothing was on disk 0 and nothing is lost.
-  EXPECT_TRUE(manager.TakeLost().empty());
+  EXPECT_TRUE(manager_->TakeLost().empty());
   auto every_block_reads_back = [&] {
     int on_disk = 0;
     for (int i = 0; i < 4; ++i) {
-      std::optional<BlockStatus> found = manager.Find(BlockId::Rdd(i, 0));
+      std::optional<BlockStatus> found = manager_->Find(BlockId::Rdd(i, 0));
       EXPECT_TRUE(found.has_value()) << i;
       if (found.has_value() && found->tier == Tier::kDisk) ++on_disk;
-      Result<BlockRead> read = testing::Read(manager, BlockId::Rdd(i, 0), 0, UINT64_MAX);
+      Result<BlockRead> read = testing::Read(*manager_, BlockId::Rdd(i, 0), 0, UINT64_MAX);
       EXPECT_TRUE(read.ok()) << read.status().ToString();
       if (read.ok()) {
         EXPECT_EQ(testing::Concat(read->chunks), Bytes(4 * kKiB, i)) << i;
@@ -355,21 +392,50 @@ TEST(SpillToAFailedDiskTest, SpillsQueuedOnAHungDiskGoToAnotherDiskWhenItFails) 
   };
   every_block_reads_back();
 
-  // If the disk returns, its old spills' completions change nothing. Once the held write
-  // returns, the failed disk's store is closed (destroyed) behind it: not ours to touch.
-  hung->ClearFaults();
-  hung = nullptr;
+  // If the disk returns, its old spills' completions change nothing.
+  ReleaseTheHungDisk();
   // Two stale spills and the closing of the store: three completions (and any disk check of
   // disk 1 still queued).
   size_t ran = 0;
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   while (ran < 3 && std::chrono::steady_clock::now() < deadline) {
-    pollfd fd{manager.completion_fd(), POLLIN, 0};
+    pollfd fd{manager_->completion_fd(), POLLIN, 0};
     ::poll(&fd, 1, 10);
-    ran += manager.RunCompletions();
+    ran += manager_->RunCompletions();
   }
   EXPECT_GE(ran, 3u);
   every_block_reads_back();
+}
+
+// A put replacing a block whose spill waits on a disk that then fails: the old version is not
+// spilled to another disk. The put deletes the block from the disk its spill was queued on, so a
+// copy written elsewhere would outlive the put (and come back at the next start).
+TEST_F(SpillToAFailedDiskTest, TheOldVersionOfABlockBeingReplacedIsNotSpilledElsewhere) {
+  hung_->HoldWrites();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_NO_FATAL_FAILURE(Put(BlockId::Rdd(i, 0), Bytes(4 * kKiB, i)));
+  }
+  ASSERT_EQ(manager_->spills_pending(), 1u) << "the third put evicts rdd_0_0 (LRU)";
+  // rdd_0_0 put anew: its bytes evict rdd_1_0 (whose spill queues on disk 0 too), and its
+  // commit deletes the old version from disk 0 first, behind the held spill.
+  const std::vector<std::byte> second = Bytes(4 * kKiB, 9);
+  const UploadId upload = Append(BlockId::Rdd(0, 0), second);
+  std::optional<Result<Tier>> committed;
+  manager_->CommitPut(upload, [&](Result<Tier> tier) { committed = std::move(tier); });
+
+  ASSERT_TRUE(RunUntil(
+      [&] { return manager_->failed_disk_count() == 1 && manager_->spills_pending() == 0; }));
+  EXPECT_EQ(manager_->Stats().disks[1].used, 4 * kKiB) << "rdd_1_0 alone went to disk 1";
+
+  // The disk returns: the put commits, serves its own bytes, and disk 1 still holds only
+  // rdd_1_0.
+  ReleaseTheHungDisk();
+  ASSERT_TRUE(RunUntil([&] { return committed.has_value(); }));
+  ASSERT_TRUE(committed->ok()) << committed->status().ToString();
+  Result<BlockRead> read = testing::Read(*manager_, BlockId::Rdd(0, 0), 0, UINT64_MAX);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(testing::Concat(read->chunks), second);
+  EXPECT_EQ(manager_->Stats().disks[1].used, 4 * kKiB);
 }
 
 TEST_F(SeveralDisksTest, AnErrorFromADiskWithoutADirectoryDoesNotFailIt) {
