@@ -14,6 +14,8 @@
 #include <optional>
 #include <thread>
 
+#include "tests/support/sanitizer_slowdown.h"
+
 namespace bm {
 namespace {
 
@@ -166,7 +168,8 @@ TEST(HttpServerTest, HealthzAnswersWhileClientsReadTheirResponsesOneByteASecond)
   const Clock::time_point until = Clock::now() + std::chrono::seconds(3);
   std::optional<milliseconds> worst = milliseconds(0);
   do {
-    std::optional<milliseconds> took = TimedGet(server.port(), "/healthz", milliseconds(1000));
+    std::optional<milliseconds> took =
+        TimedGet(server.port(), "/healthz", milliseconds(1000) * testing::kSanitizerSlowdown);
     worst = took ? std::max(*worst, *took) : took;
   } while (worst && Clock::now() < until);
   {
@@ -175,7 +178,8 @@ TEST(HttpServerTest, HealthzAnswersWhileClientsReadTheirResponsesOneByteASecond)
   }
   done_changed.notify_all();
   for (std::thread& reader : readers) reader.join();
-  EXPECT_TRUE(worst) << "/healthz did not answer within 1 s while " << kSlowReaders
+  EXPECT_TRUE(worst) << "/healthz did not answer within " << testing::kSanitizerSlowdown
+                     << " s while " << kSlowReaders
                      << " clients read their responses one byte a second";
 }
 
@@ -192,7 +196,8 @@ TEST(HttpServerTest, ANewConnectionOverThePeersLimitClosesTheOneThatWaitedLonges
     ASSERT_TRUE(SendAll(slow.back(), "GET /healthz HTTP/1.1\r\nHost: x\r\n"));
   }
   // The prober gets in (and makes room by closing one more).
-  EXPECT_TRUE(TimedGet(server.port(), "/healthz", milliseconds(1000)));
+  EXPECT_TRUE(
+      TimedGet(server.port(), "/healthz", milliseconds(1000) * testing::kSanitizerSlowdown));
   // The oldest 13 were closed, the newest 7 still wait.
   for (int i = 0; i < 20; ++i) {
     pollfd readable{slow[i], POLLIN, 0};
