@@ -2,6 +2,7 @@
 // multi-get, the master client, worker channels), and places puts. Reads are in
 // client_reads.cc, get-or-compute in get_or_compute.cc.
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -67,6 +68,16 @@ uint64_t ComputeCostMicros(std::chrono::microseconds cost) {
   return cost.count() > 0 ? static_cast<uint64_t>(cost.count()) : 0;
 }
 
+// spdlog builds its registry and default logger on first use. Built here, on the thread that
+// creates the client, they exist before any thread the client (or its caller) starts logs
+// through them; built by whichever of those threads logged first, the build raced with the
+// others' logging as ThreadSanitizer sees it (Debian's libspdlog is not instrumented, so the
+// guard of its function-local static is invisible to it).
+ClientOptions WithLoggingReady(ClientOptions options) {
+  (void)spdlog::default_logger_raw();
+  return options;
+}
+
 }  // namespace
 
 CacheCounters& CacheCounters::operator+=(const CacheCounters& other) {
@@ -81,7 +92,7 @@ CacheCounters& CacheCounters::operator+=(const CacheCounters& other) {
 }
 
 Client::Impl::Impl(ClientOptions options, zmq::context_t& context)
-    : options_(std::move(options)),
+    : options_(WithLoggingReady(std::move(options))),
       context_(context),
       keys_(LoadClientKeys(options_)),
       local_hosts_(options_.local_hosts.empty() ? DetectLocalHosts() : options_.local_hosts),
