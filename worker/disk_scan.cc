@@ -2,6 +2,7 @@
 
 #include <rocksdb/db.h>
 #include <rocksdb/iterator.h>
+#include <rocksdb/metadata.h>
 #include <rocksdb/options.h>
 #include <spdlog/spdlog.h>
 
@@ -106,6 +107,27 @@ class Scanner {
     return good;
   }
 
+  // The table file whose damage `error` reports: the one it names (RocksDB names the file in
+  // a checksum mismatch), else those holding keys of generations [first, end).
+  std::string DamagedTable(const std::string& error, uint64_t first, uint64_t end) {
+    if (const size_t sst = error.find(".sst"); sst != std::string::npos) {
+      const size_t slash = error.find_last_of("/ ", sst);
+      return error.substr(slash == std::string::npos ? 0 : slash + 1,
+                          sst + 4 - (slash == std::string::npos ? 0 : slash + 1));
+    }
+    std::vector<rocksdb::LiveFileMetaData> tables;
+    db_.GetLiveFilesMetaData(&tables);
+    const std::string from = VersionKey(first);
+    const std::string to = end == UINT64_MAX ? std::string(kVersionsEnd) : VersionKey(end);
+    std::string names;
+    for (const rocksdb::LiveFileMetaData& table : tables) {
+      if (table.largestkey < from || table.smallestkey >= to) continue;
+      const std::string name = table.name.substr(table.name.find_last_of('/') + 1);
+      names += (names.empty() ? "" : ", ") + name;
+    }
+    return names.empty() ? "(unknown)" : names;
+  }
+
   // Seeks to the first record of `generation` or after; a seek that meets damaged table data
   // steps over the generations it holds (see SeekPastCorruption): their versions are lost, and
   // named so by the commit journal check.
@@ -113,12 +135,16 @@ class Scanner {
     // From the prefix itself at first, so malformed short keys are met (and deleted) too.
     it->Seek(generation == 0 ? std::string(kVersionPrefix) : VersionKey(generation));
     if (!it->status().IsCorruption()) return Status::Ok();
+    const std::string error = it->status().ToString();
     BM_ASSIGN_OR_RETURN(uint64_t readable, SeekPastCorruption(it, generation));
+    const std::string damage =
+        "index table " + DamagedTable(error, generation, readable) + " was damaged (" + error + ")";
     spdlog::error(
-        "disk store {}: table data of generations {} to {} failed RocksDB's checksum: the "
-        "versions there are lost; serving the rest",
-        dir_, generation, readable == UINT64_MAX ? "the end" : std::to_string(readable - 1));
-    scan_.unreadable_generations.emplace_back(generation, readable);
+        "disk store {}: {}: the metadata of generations {} to {} is lost (blocks in chunk files "
+        "are taken back from them); serving the rest",
+        dir_, damage, generation,
+        readable == UINT64_MAX ? "the end" : std::to_string(readable - 1));
+    scan_.unreadable_generations.push_back({generation, readable, damage});
     scan_.max_generation =
         std::max(scan_.max_generation, readable == UINT64_MAX ? generation : readable - 1);
     // Deleting their records keeps reads away from the damaged block.
