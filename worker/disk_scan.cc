@@ -31,8 +31,15 @@ class Scanner {
   Result<DiskScan> Run() {
     std::unique_ptr<rocksdb::Iterator> it(db_.NewIterator(read_options_));
     BM_RETURN_IF_ERROR(ScanLegacyMetas(*it));
+    it.reset(db_.NewIterator(read_options_));  // one that met damage stays failed
     BM_RETURN_IF_ERROR(ScanVersions(it));
+    it.reset(db_.NewIterator(read_options_));
     BM_RETURN_IF_ERROR(ScanLegacyChunks(*it));
+    if (!legacy_damage_.empty()) {
+      // Legacy records have no generation range of their own: any committed block still
+      // missing may have been there (after the version scan's own ranges, which come first).
+      scan_.unreadable_generations.push_back({0, UINT64_MAX, legacy_damage_});
+    }
     if (orphan_generations_ > 0) {
       spdlog::info("disk store: deleting chunks of {} unfinished writes", orphan_generations_);
     }
@@ -65,7 +72,24 @@ class Scanner {
       }
       Remember(*id, *meta);
     }
+    if (it.status().IsCorruption()) {
+      // Their seek meets the first table block past "m:", often a version's: the versions are
+      // scanned on their own, stepping over the damage.
+      NoteLegacyDamage(it.status().ToString(), "metadata");
+      return Status::Ok();
+    }
     return FromRocks(it.status(), "reading disk store metadata");
+  }
+
+  void NoteLegacyDamage(const std::string& error, const char* what) {
+    spdlog::error(
+        "disk store {}: the scan of legacy block {} met damaged table data ({}); "
+        "the legacy blocks past it are lost",
+        dir_, what, error);
+    if (legacy_damage_.empty()) {
+      legacy_damage_ =
+          "index table " + DamagedTable(error, 0, UINT64_MAX) + " was damaged (" + error + ")";
+    }
   }
 
   // Called when seeking to VersionKey(generation) met a table block that failed its checksum.
@@ -217,6 +241,11 @@ class Scanner {
       if (generation == UINT64_MAX) break;
       it.Seek(GenerationKey(*id, generation + 1));
     }
+    if (it.status().IsCorruption()) {
+      // Unowned legacy chunks past the damage stay until a later scan can read them.
+      NoteLegacyDamage(it.status().ToString(), "chunks");
+      return Status::Ok();
+    }
     return FromRocks(it.status(), "scanning disk store chunks");
   }
 
@@ -225,6 +254,7 @@ class Scanner {
   const std::string& dir_;
   DiskScan scan_;
   uint64_t orphan_generations_ = 0;
+  std::string legacy_damage_;  // the damage a scan of legacy records met, if any
 };
 
 }  // namespace

@@ -43,8 +43,10 @@ Status WriteBlock(DiskStore& store, const BlockId& id, const std::vector<std::by
 // Flushes the closed store's write-ahead log into a table file and returns the largest one.
 std::string FlushIntoTable(const std::string& dir) {
   {
+    rocksdb::Options options;
+    options.compression = rocksdb::kNoCompression;  // as the store writes them
     rocksdb::DB* raw = nullptr;
-    rocksdb::Status opened = rocksdb::DB::Open(rocksdb::Options(), dir, &raw);
+    rocksdb::Status opened = rocksdb::DB::Open(options, dir, &raw);
     EXPECT_TRUE(opened.ok()) << opened.ToString();
     if (!opened.ok()) return "";
     std::unique_ptr<rocksdb::DB> db(raw);
