@@ -174,7 +174,7 @@ TEST_P(DamagedIndexTest, EveryBlockWhoseChunkFileIsWholeIsServedAndNoneIsLost) {
   }
   ASSERT_NO_FATAL_FAILURE(CloseAndDamageTable(GetParam()));
 
-  Reopen();
+  ASSERT_NO_FATAL_FAILURE(Reopen());
   EXPECT_EQ(Served(), All());
   EXPECT_THAT(store_->TakeLost(), ::testing::IsEmpty());
   EXPECT_EQ(store_->corrupt_count(), 0u);
@@ -183,7 +183,7 @@ TEST_P(DamagedIndexTest, EveryBlockWhoseChunkFileIsWholeIsServedAndNoneIsLost) {
   EXPECT_FALSE(store_->read_only()) << store_->read_only_reason();
 
   // Written back into the index: a restart serves them all again, and the store still stores.
-  Reopen();
+  ASSERT_NO_FATAL_FAILURE(Reopen());
   EXPECT_EQ(Served(), All());
   EXPECT_THAT(store_->TakeLost(), ::testing::IsEmpty());
   ASSERT_NO_FATAL_FAILURE(Put(BlockId::Rdd(8, 0), 200 * kKiB, 99));
@@ -205,7 +205,7 @@ TEST_P(SmallBlocksInADamagedTableTest, AreReportedLostNamingTheTableFile) {
   for (int i = 0; i < 4; ++i) ASSERT_NO_FATAL_FAILURE(Put(BlockId::Rdd(9, i), 100 * kKiB, 10 + i));
   ASSERT_NO_FATAL_FAILURE(CloseAndDamageTable(GetParam()));
 
-  Reopen();
+  ASSERT_NO_FATAL_FAILURE(Reopen());
   std::set<BlockId> lost_ids;
   for (const LostBlock& lost : store_->TakeLost()) {
     lost_ids.insert(lost.id);
@@ -237,7 +237,7 @@ TEST_F(IndexRebuildTest, AChunkFileWithoutATrailerStillReads) {
   store_.reset();
   std::filesystem::resize_file(old_file, 3 * kChunkBytes + 17);
 
-  Reopen();
+  ASSERT_NO_FATAL_FAILURE(Reopen());
   EXPECT_EQ(Served(), All());
   EXPECT_THAT(store_->TakeLost(), ::testing::IsEmpty());
   Result<DiskRead> checked = store_->ReadForCheckingReader(BlockId::Rdd(7, 1), 0, UINT64_MAX);
@@ -246,7 +246,7 @@ TEST_F(IndexRebuildTest, AChunkFileWithoutATrailerStillReads) {
   EXPECT_EQ(checked->unit_digests.size(), 4u);
 
   ASSERT_NO_FATAL_FAILURE(CloseAndDamageTable(Damage::kCutInHalf));
-  Reopen();
+  ASSERT_NO_FATAL_FAILURE(Reopen());
   EXPECT_EQ(Served(), std::set<BlockId>{BlockId::Rdd(7, 2)});
   std::vector<LostBlock> lost = store_->TakeLost();
   ASSERT_EQ(lost.size(), 1u);
@@ -264,7 +264,7 @@ TEST_F(IndexRebuildTest, AChunkFileWithADamagedTrailerIsNotTakenBack) {
   // A bit of the block id in the trailer's record, just before its footer.
   ASSERT_NO_FATAL_FAILURE(FlipBit(damaged, size - 24 - 2, 0));
 
-  Reopen();
+  ASSERT_NO_FATAL_FAILURE(Reopen());
   EXPECT_EQ(Served(),
             (std::set<BlockId>{BlockId::Rdd(7, 0), BlockId::Rdd(7, 1), BlockId::Rdd(7, 3)}));
   std::vector<LostBlock> lost = store_->TakeLost();
@@ -291,7 +291,7 @@ TEST_F(IndexRebuildTest, AReplacedOrRemovedVersionsFileIsNotTakenBack) {
   testing::WriteFile(replaced, replaced_bytes);
   testing::WriteFile(removed, removed_bytes);
 
-  Reopen();
+  ASSERT_NO_FATAL_FAILURE(Reopen());
   EXPECT_EQ(Served(), All()) << "the replacing version";
   EXPECT_FALSE(store_->Find(BlockId::Rdd(7, 2)).has_value());
   EXPECT_THAT(store_->TakeLost(), ::testing::IsEmpty());
