@@ -15,6 +15,8 @@ namespace bm::disk {
 namespace {
 
 constexpr size_t kNameDigits = 16;
+// A trailer's record holds 8 bytes per MiB of block: 64 MiB of it would describe an 8 TiB block.
+constexpr uint64_t kMaxTrailerRecordBytes = uint64_t{64} << 20;
 
 // Plain write(2)s and pread(2)s: no mmap (a truncated file would fault a reader with SIGBUS),
 // no preallocation (a file holds exactly its block).
@@ -150,6 +152,40 @@ Result<std::vector<ChunkPtr>> ChunkFiles::Read(uint64_t generation, uint64_t off
     at += n;
   }
   return chunks;
+}
+
+Result<std::optional<std::pair<BlockId, Meta>>> ChunkFiles::ReadTrailer(uint64_t generation,
+                                                                        uint64_t file_bytes) const {
+  if (file_bytes < kChunkTrailerFooterBytes) return std::optional<std::pair<BlockId, Meta>>();
+  const std::string path = PathOf(generation);
+  std::unique_ptr<rocksdb::FSRandomAccessFile> file;
+  BM_RETURN_IF_ERROR(FromRocks(fs_->NewRandomAccessFile(path, PlainFileOptions(), &file, nullptr),
+                               "opening chunk file " + path));
+  auto read = [&](uint64_t at, uint64_t n) -> Result<std::string> {
+    std::string bytes(n, '\0');
+    rocksdb::Slice result;
+    BM_RETURN_IF_ERROR(
+        FromRocks(file->Read(at, n, rocksdb::IOOptions(), &result, bytes.data(), nullptr),
+                  "reading the trailer of chunk file " + path));
+    if (result.size() != n) return DataLossError("chunk file " + path + " changed size");
+    return std::string(result.data(), result.size());
+  };
+  const uint64_t footer_at = file_bytes - kChunkTrailerFooterBytes;
+  BM_ASSIGN_OR_RETURN(std::string footer_bytes, read(footer_at, kChunkTrailerFooterBytes));
+  std::optional<ChunkTrailerFooter> footer = DecodeChunkTrailerFooter(footer_bytes);
+  if (!footer.has_value()) return std::optional<std::pair<BlockId, Meta>>();
+  // A record longer than the file (or than any meta record: one digest per MiB of block) is a
+  // damaged footer, not a read to make.
+  if (footer->record_bytes > footer_at || footer->record_bytes > kMaxTrailerRecordBytes) {
+    return DataLossError("chunk file " + path + ": its trailer announces a record of " +
+                         std::to_string(footer->record_bytes) + " bytes");
+  }
+  BM_ASSIGN_OR_RETURN(std::string record,
+                      read(footer_at - footer->record_bytes, footer->record_bytes));
+  Result<std::pair<BlockId, Meta>> version =
+      DecodeChunkTrailer(record, *footer, generation, file_bytes);
+  if (!version.ok()) return DataLossError("chunk file " + path + ": " + version.status().message());
+  return std::optional<std::pair<BlockId, Meta>>(std::move(version).value());
 }
 
 Status ChunkFiles::Delete(uint64_t generation) {

@@ -7,9 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "common/block_id.h"
 #include "common/chunk.h"
 #include "common/status.h"
 #include "worker/chunk_file_deleter.h"
+#include "worker/disk_format.h"
 
 namespace rocksdb {
 class FileSystem;
@@ -44,10 +46,12 @@ class ChunkFileWriter {
 };
 
 // The directory of chunk files beside a disk store's database: one file per block version that
-// keeps its bytes out of RocksDB, named by the version's generation (16 hex digits), holding
-// exactly the block's bytes at their block offsets. The version's meta record in RocksDB says
-// that its bytes are here (Meta::in_file); the file is written whole before that record is
-// committed and deleted after the record is (see DiskStore, and PROTOCOL.md "Disk layout").
+// keeps its bytes out of RocksDB, named by the version's generation (16 hex digits), holding the
+// block's bytes at their block offsets and then a trailer describing the version (its meta
+// record, checksummed: disk_format.h). The version's meta record in RocksDB says that its bytes
+// are here (Meta::in_file); the file is written whole, trailer last, before that record is
+// committed, and deleted after the record is (see DiskStore, and PROTOCOL.md "Disk layout").
+// Files of stores written before trailers hold the bytes only, and read the same.
 //
 // Files go through the RocksDB FileSystem of the store's Env, so the fault-injecting file
 // systems of the tests reach them as they reach RocksDB's own files.
@@ -68,6 +72,11 @@ class ChunkFiles {
   // unit the range overlaps (cut at unit boundaries), each read with one pread(2) straight into
   // the chunk's own buffer. kDataLoss when the file is missing or shorter than the range.
   Result<std::vector<ChunkPtr>> Read(uint64_t generation, uint64_t offset, uint64_t length) const;
+  // The version `generation`'s file of `file_bytes` bytes describes in its trailer; nullopt when
+  // it has none (an unfinished write, or a file written before trailers); kDataLoss when the
+  // trailer is damaged or does not fit the file.
+  Result<std::optional<std::pair<BlockId, Meta>>> ReadTrailer(uint64_t generation,
+                                                              uint64_t file_bytes) const;
   // Deletes `generation`'s file; Ok when there was none.
   Status Delete(uint64_t generation);
   // Queues the deletion of `generation`'s file of `bytes` bytes, which no meta names any more, on

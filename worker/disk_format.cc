@@ -180,4 +180,49 @@ std::optional<Meta> DecodeLegacyMeta(std::string_view in) {
   return meta;
 }
 
+std::string EncodeChunkTrailer(const BlockId& id, const Meta& meta) {
+  BM_CHECK(meta.in_file);
+  std::string out = EncodeVersionMeta(id, meta);
+  const uint64_t record_bytes = out.size();
+  const uint64_t digest =
+      DigestOf(std::span(reinterpret_cast<const std::byte*>(out.data()), out.size()));
+  PutBigEndian(out, record_bytes);
+  PutBigEndian(out, digest);
+  PutBigEndian(out, kChunkTrailerMagic);
+  return out;
+}
+
+std::optional<ChunkTrailerFooter> DecodeChunkTrailerFooter(std::string_view footer) {
+  if (footer.size() != kChunkTrailerFooterBytes ||
+      GetBigEndian(footer.substr(16)) != kChunkTrailerMagic) {
+    return std::nullopt;
+  }
+  return ChunkTrailerFooter{GetBigEndian(footer), GetBigEndian(footer.substr(8))};
+}
+
+Result<std::pair<BlockId, Meta>> DecodeChunkTrailer(std::string_view record,
+                                                    const ChunkTrailerFooter& footer,
+                                                    uint64_t generation, uint64_t file_bytes) {
+  if (record.size() != footer.record_bytes ||
+      DigestOf(std::span(reinterpret_cast<const std::byte*>(record.data()), record.size())) !=
+          footer.record_digest) {
+    return DataLossError("its trailer does not match its digest");
+  }
+  std::optional<std::pair<BlockId, Meta>> version = DecodeVersionMeta(record);
+  if (!version.has_value() || !version->second.in_file) {
+    return DataLossError("its trailer holds no readable version record");
+  }
+  const Meta& meta = version->second;
+  if (meta.generation != generation) {
+    return DataLossError("its trailer names generation " + std::to_string(meta.generation));
+  }
+  if (meta.size > file_bytes ||
+      file_bytes - meta.size != record.size() + kChunkTrailerFooterBytes) {
+    return DataLossError("its trailer describes " + std::to_string(meta.size) +
+                         " bytes of block, which do not fit a file of " +
+                         std::to_string(file_bytes) + " bytes");
+  }
+  return std::move(*version);
+}
+
 }  // namespace bm::disk

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/block_id.h"
+#include "common/status.h"
 #include "common/storage_level.h"
 
 // How DiskStore lays blocks out in RocksDB: the keys and the metadata codec. Pure functions:
@@ -84,5 +85,31 @@ std::string EncodeVersionMeta(const BlockId& id, const Meta& meta);
 std::optional<std::pair<BlockId, Meta>> DecodeVersionMeta(std::string_view in);
 // The value at a legacy "m:" key; nullopt when malformed.
 std::optional<Meta> DecodeLegacyMeta(std::string_view in);
+
+// A chunk file's trailer, after the block's bytes, so the file describes itself and a version
+// whose meta record was lost with a damaged table file can be taken back from it (DiskStore):
+//   EncodeVersionMeta(id, meta)    the version's meta record, byte for byte
+//   be64(length of the record)
+//   be64(XXH3-64 of the record)    a damaged trailer is never believed
+//   be64(kChunkTrailerMagic)
+// Written as the file is finished, before the meta record is committed: a file without a
+// valid trailer is a write that never finished (or a file of a store written before trailers,
+// which hold exactly the block's bytes: their meta record alone describes them).
+constexpr uint64_t kChunkTrailerMagic = 0x626d2d6368756e6bULL;  // "bm-chunk"
+constexpr size_t kChunkTrailerFooterBytes = 3 * 8;
+std::string EncodeChunkTrailer(const BlockId& id, const Meta& meta);
+// The length of the record a trailer's footer (its last kChunkTrailerFooterBytes) announces,
+// and that record's digest; nullopt when `footer` does not end in kChunkTrailerMagic (a file
+// without a trailer).
+struct ChunkTrailerFooter {
+  uint64_t record_bytes;
+  uint64_t record_digest;
+};
+std::optional<ChunkTrailerFooter> DecodeChunkTrailerFooter(std::string_view footer);
+// The version a trailer's record describes, checked against its footer, the file's name
+// (`generation`) and its size; why not when the trailer is damaged or does not fit the file.
+Result<std::pair<BlockId, Meta>> DecodeChunkTrailer(std::string_view record,
+                                                    const ChunkTrailerFooter& footer,
+                                                    uint64_t generation, uint64_t file_bytes);
 
 }  // namespace bm::disk

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/block_id.h"
@@ -15,6 +16,16 @@ namespace bm::disk {
 inline uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
   return b > UINT64_MAX - a ? UINT64_MAX : a + b;
 }
+
+// Generations [first, end) whose records a start-up scan could not read (a table block failed
+// RocksDB's checksum): versions committed there lost their index records.
+struct UnreadableGenerations {
+  uint64_t first = 0;
+  uint64_t end = 0;  // UINT64_MAX: to the end
+  // The damaged table file and RocksDB's error ("index table 000012.sst was damaged (...)"),
+  // for the reason of the blocks lost there; may be empty.
+  std::string damage{};
+};
 
 // The disk store's committed versions, one per block, and the bytes they hold: what the store
 // serves. Built by the start-up scan (ScanDiskStore) and kept in step with every commit and

@@ -28,9 +28,14 @@ bool IsUnreadableTableError(const rocksdb::Status& open_error) {
   if (!open_error.IsCorruption() && !open_error.IsIOError()) return false;
   if (open_error.IsNoSpace()) return false;
   const std::string text = open_error.ToString();
-  // "Sst file size mismatch: .../000012.sst. Size recorded in manifest ...", "Bad table magic
-  // number ... in .../000012.sst", "While open a file for random read: .../000012.sst: ...".
-  return text.find(".sst") != std::string::npos && text.find("/LOCK") == std::string::npos;
+  if (text.find("/LOCK") != std::string::npos) return false;
+  // A table whose properties block is damaged is reported against the MANIFEST that lists it
+  // ("Corruption: properties unsorted in file .../MANIFEST-000010"): any corruption met while
+  // opening is one the repair can get past (a damaged write-ahead log is not one: RocksDB
+  // recovers it up to its first bad record without an error).
+  if (open_error.IsCorruption()) return true;
+  // "While open a file for random read: .../000012.sst: ...".
+  return text.find(".sst") != std::string::npos;
 }
 
 Result<std::vector<std::string>> RepairUnreadableTables(const std::string& dir,

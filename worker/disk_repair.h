@@ -13,8 +13,9 @@ class Status;
 namespace bm::disk {
 
 // Whether a failed open of a disk store's database is one a repair can get past: RocksDB could
-// not use one of its table files (cut short, an unreadable footer, a size other than the
-// MANIFEST's). Its whole store is not lost then, only what that file held.
+// not use one of its table files (cut short, an unreadable footer or properties block, a size
+// other than the MANIFEST's), or met other corruption while opening. Its whole store is not lost
+// then, only what the files set aside held.
 bool IsUnreadableTableError(const rocksdb::Status& open_error);
 
 // Rebuilds the database's MANIFEST from the files in `dir` (RocksDB's RepairDB): table files it

@@ -2,6 +2,7 @@
 
 #include <rocksdb/db.h>
 #include <rocksdb/iterator.h>
+#include <rocksdb/metadata.h>
 #include <rocksdb/options.h>
 #include <spdlog/spdlog.h>
 
@@ -30,8 +31,15 @@ class Scanner {
   Result<DiskScan> Run() {
     std::unique_ptr<rocksdb::Iterator> it(db_.NewIterator(read_options_));
     BM_RETURN_IF_ERROR(ScanLegacyMetas(*it));
+    it.reset(db_.NewIterator(read_options_));  // one that met damage stays failed
     BM_RETURN_IF_ERROR(ScanVersions(it));
+    it.reset(db_.NewIterator(read_options_));
     BM_RETURN_IF_ERROR(ScanLegacyChunks(*it));
+    if (!legacy_damage_.empty()) {
+      // Legacy records have no generation range of their own: any committed block still
+      // missing may have been there (after the version scan's own ranges, which come first).
+      scan_.unreadable_generations.push_back({0, UINT64_MAX, legacy_damage_});
+    }
     if (orphan_generations_ > 0) {
       spdlog::info("disk store: deleting chunks of {} unfinished writes", orphan_generations_);
     }
@@ -64,7 +72,24 @@ class Scanner {
       }
       Remember(*id, *meta);
     }
+    if (it.status().IsCorruption()) {
+      // Their seek meets the first table block past "m:", often a version's: the versions are
+      // scanned on their own, stepping over the damage.
+      NoteLegacyDamage(it.status().ToString(), "metadata");
+      return Status::Ok();
+    }
     return FromRocks(it.status(), "reading disk store metadata");
+  }
+
+  void NoteLegacyDamage(const std::string& error, const char* what) {
+    spdlog::error(
+        "disk store {}: the scan of legacy block {} met damaged table data ({}); "
+        "the legacy blocks past it are lost",
+        dir_, what, error);
+    if (legacy_damage_.empty()) {
+      legacy_damage_ =
+          "index table " + DamagedTable(error, 0, UINT64_MAX) + " was damaged (" + error + ")";
+    }
   }
 
   // Called when seeking to VersionKey(generation) met a table block that failed its checksum.
@@ -106,6 +131,27 @@ class Scanner {
     return good;
   }
 
+  // The table file whose damage `error` reports: the one it names (RocksDB names the file in
+  // a checksum mismatch), else those holding keys of generations [first, end).
+  std::string DamagedTable(const std::string& error, uint64_t first, uint64_t end) {
+    if (const size_t sst = error.find(".sst"); sst != std::string::npos) {
+      const size_t slash = error.find_last_of("/ ", sst);
+      return error.substr(slash == std::string::npos ? 0 : slash + 1,
+                          sst + 4 - (slash == std::string::npos ? 0 : slash + 1));
+    }
+    std::vector<rocksdb::LiveFileMetaData> tables;
+    db_.GetLiveFilesMetaData(&tables);
+    const std::string from = VersionKey(first);
+    const std::string to = end == UINT64_MAX ? std::string(kVersionsEnd) : VersionKey(end);
+    std::string names;
+    for (const rocksdb::LiveFileMetaData& table : tables) {
+      if (table.largestkey < from || table.smallestkey >= to) continue;
+      const std::string name = table.name.substr(table.name.find_last_of('/') + 1);
+      names += (names.empty() ? "" : ", ") + name;
+    }
+    return names.empty() ? "(unknown)" : names;
+  }
+
   // Seeks to the first record of `generation` or after; a seek that meets damaged table data
   // steps over the generations it holds (see SeekPastCorruption): their versions are lost, and
   // named so by the commit journal check.
@@ -113,12 +159,16 @@ class Scanner {
     // From the prefix itself at first, so malformed short keys are met (and deleted) too.
     it->Seek(generation == 0 ? std::string(kVersionPrefix) : VersionKey(generation));
     if (!it->status().IsCorruption()) return Status::Ok();
+    const std::string error = it->status().ToString();
     BM_ASSIGN_OR_RETURN(uint64_t readable, SeekPastCorruption(it, generation));
+    const std::string damage =
+        "index table " + DamagedTable(error, generation, readable) + " was damaged (" + error + ")";
     spdlog::error(
-        "disk store {}: table data of generations {} to {} failed RocksDB's checksum: the "
-        "versions there are lost; serving the rest",
-        dir_, generation, readable == UINT64_MAX ? "the end" : std::to_string(readable - 1));
-    scan_.unreadable_generations.emplace_back(generation, readable);
+        "disk store {}: {}: the metadata of generations {} to {} is lost (blocks in chunk files "
+        "are taken back from them); serving the rest",
+        dir_, damage, generation,
+        readable == UINT64_MAX ? "the end" : std::to_string(readable - 1));
+    scan_.unreadable_generations.push_back({generation, readable, damage});
     scan_.max_generation =
         std::max(scan_.max_generation, readable == UINT64_MAX ? generation : readable - 1);
     // Deleting their records keeps reads away from the damaged block.
@@ -191,6 +241,11 @@ class Scanner {
       if (generation == UINT64_MAX) break;
       it.Seek(GenerationKey(*id, generation + 1));
     }
+    if (it.status().IsCorruption()) {
+      // Unowned legacy chunks past the damage stay until a later scan can read them.
+      NoteLegacyDamage(it.status().ToString(), "chunks");
+      return Status::Ok();
+    }
     return FromRocks(it.status(), "scanning disk store chunks");
   }
 
@@ -199,6 +254,7 @@ class Scanner {
   const std::string& dir_;
   DiskScan scan_;
   uint64_t orphan_generations_ = 0;
+  std::string legacy_damage_;  // the damage a scan of legacy records met, if any
 };
 
 }  // namespace

@@ -31,9 +31,9 @@ struct DiskScan {
   rocksdb::WriteBatch garbage;
   // The highest generation met, committed or not; new generations must be above it.
   uint64_t max_generation = 0;
-  // Generations [first, second) whose records could not be read (a table block failed
-  // RocksDB's checksum): versions committed there are lost to corruption.
-  std::vector<std::pair<uint64_t, uint64_t>> unreadable_generations;
+  // Generations whose records could not be read (a table block failed RocksDB's checksum):
+  // versions committed there lost their metadata (and their bytes, unless in a chunk file).
+  std::vector<UnreadableGenerations> unreadable_generations;
 };
 
 // Reads every version's metadata (one seek per stored version, legacy records too) without

@@ -118,9 +118,9 @@ struct DiskStore::Impl {
   std::vector<std::pair<std::string, std::string>> removed_ranges;
   // Bytes of the versions in removed_ranges: free space once reclaimed, so counted as room.
   uint64_t reclaimable_bytes = 0;
-  // Generations [first, second) whose records the last start-up scan could not read (a table
-  // block failed RocksDB's checksum): versions committed there are lost to corruption.
-  std::vector<std::pair<uint64_t, uint64_t>> unreadable_generations;
+  // Generations whose records the last start-up scan could not read (a table block failed
+  // RocksDB's checksum): versions committed there lost their metadata.
+  std::vector<disk::UnreadableGenerations> unreadable_generations;
   // The chunk files beside the database (set by Open()).
   std::unique_ptr<disk::ChunkFiles> files;
   // Versions the last open dropped because their chunk file was missing or short: generation
@@ -172,11 +172,12 @@ Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir,
   store->impl_->files =
       std::make_unique<disk::ChunkFiles>((std::filesystem::path(dir) / "chunks").string(), fs);
   BM_RETURN_IF_ERROR(store->impl_->files->CreateDirectory());
-  BM_RETURN_IF_ERROR(store->OpenDatabase());
-  // Outside RocksDB's directory listing: RocksDB ignores files it did not name.
+  // Outside RocksDB's directory listing: RocksDB ignores files it did not name. Read before the
+  // database is loaded: it says which chunk files hold committed versions (CheckChunkFiles).
   BM_ASSIGN_OR_RETURN(
       store->journal_,
       CommitJournal::Open((std::filesystem::path(dir) / "committed-blocks.journal").string()));
+  BM_RETURN_IF_ERROR(store->OpenDatabase());
   if (store->journal_->existed()) {
     store->CheckAgainstJournal(store->journal_->recorded(), store->journal_->removed(),
                                "since the last run");
@@ -346,6 +347,9 @@ void DiskStore::CheckChunkFiles() {
   }
   // Dropped before the journal check, which names them lost (with the reason above).
   for (const BlockId& id : damaged) DropUnserved(id);
+  // At start, the journal (as read at open) names the committed versions; on a reopen the
+  // store's own index before it does (TryRecover), and the files are left alone.
+  if (impl_->opening == 1) TakeBackFromChunkFiles(*files, owned);
   for (const auto& [generation, size] : *files) {
     impl_->next_generation = std::max(impl_->next_generation, generation + 1);
     if (owned.contains(generation) || !impl_->read_only_reason.empty()) continue;
@@ -356,6 +360,61 @@ void DiskStore::CheckChunkFiles() {
       spdlog::warn("disk store {}: {}", dir_, s.ToString());
     }
   }
+}
+
+void DiskStore::TakeBackFromChunkFiles(const std::map<uint64_t, uint64_t>& files,
+                                       std::set<uint64_t>& owned) {
+  const std::map<BlockId, uint64_t>& committed = journal_->recorded();
+  uint64_t taken_back = 0;
+  for (const auto& [generation, size] : files) {
+    if (owned.contains(generation)) continue;
+    Result<std::optional<std::pair<BlockId, Meta>>> trailer =
+        impl_->files->ReadTrailer(generation, size);
+    if (!trailer.ok()) {
+      spdlog::warn("disk store {}: {}; not taken back", dir_, trailer.status().ToString());
+      continue;
+    }
+    // No trailer: a write that never finished, or a file of a store from before trailers,
+    // whose meta record alone described it.
+    if (!trailer->has_value()) continue;
+    const auto& [id, meta] = **trailer;
+    // Not the block's committed version: a write cut short between its file and its meta, a
+    // version replaced since, or a block removed since.
+    auto current = committed.find(id);
+    if (current == committed.end() || current->second != generation) continue;
+    const Meta* found = impl_->index.Find(id);
+    if (found != nullptr && found->generation >= generation) continue;
+    const std::optional<Meta> older = found != nullptr ? std::optional<Meta>(*found) : std::nullopt;
+    bool written = false;
+    if (Writable().ok()) {
+      // Back into the index for good; the older version the database still had goes with it.
+      rocksdb::WriteBatch batch;
+      batch.Put(disk::VersionKey(generation), disk::EncodeVersionMeta(id, meta));
+      if (older.has_value()) disk::DeleteVersion(batch, id, *older);
+      written = Written(db_->Write(impl_->write_options, &batch),
+                        "taking block " + id.ToString() + " back from its chunk file")
+                    .ok();
+    }
+    // Served either way; unwritten (a read-only store), the next open takes it back again.
+    impl_->index.Put(id, meta);
+    if (older.has_value() && written) ForgetVersionBytes(id, *older);
+    owned.insert(generation);
+    ++taken_back;
+  }
+  if (taken_back == 0) return;
+  std::string damage;
+  for (const disk::UnreadableGenerations& range : impl_->unreadable_generations) {
+    damage += (damage.empty() ? "" : "; ") + range.damage;
+  }
+  for (const std::string& name : impl_->unreadable_tables) {
+    damage += (damage.empty() ? "" : "; ") + ("index table " + name + " was damaged");
+  }
+  spdlog::warn(
+      "disk store {}: rebuilt {} blocks from their chunk files: the database had lost their "
+      "metadata ({})",
+      dir_, taken_back,
+      damage.empty() ? "RocksDB recovered its write-ahead log only up to a damaged record"
+                     : damage);
 }
 
 Result<std::unique_ptr<DiskWriter>> DiskStore::BeginWrite(const BlockId& id, StorageLevel level,
@@ -421,9 +480,13 @@ Status DiskStore::AppendToFile(disk::ChunkFileWriter& file, std::span<const std:
   return FileWritten(file.Append(bytes), "writing " + what);
 }
 
-Status DiskStore::FinishFile(disk::ChunkFileWriter& file, uint64_t opening,
-                             const std::string& what) {
+Status DiskStore::FinishFile(disk::ChunkFileWriter& file, const BlockId& id, const disk::Meta& meta,
+                             uint64_t opening, const std::string& what) {
   BM_RETURN_IF_ERROR(WritableSince(opening, what));
+  const std::string trailer = disk::EncodeChunkTrailer(id, meta);
+  BM_RETURN_IF_ERROR(FileWritten(
+      file.Append(std::span(reinterpret_cast<const std::byte*>(trailer.data()), trailer.size())),
+      "writing " + what));
   return FileWritten(file.Close(), "writing " + what);
 }
 
@@ -826,8 +889,16 @@ Status DiskStore::CorruptStoredByte(const BlockId& id, uint64_t offset) {
 
 void DiskStore::CheckAgainstJournal(const std::map<BlockId, uint64_t>& committed,
                                     const std::map<BlockId, uint64_t>& removed, const char* when) {
-  disk::JournalVerdict verdict =
-      disk::CheckJournal(committed, removed, impl_->index, impl_->unreadable_generations);
+  std::string tables;  // the table files set aside at this open, if any
+  for (const std::string& name : impl_->unreadable_tables) {
+    tables += (tables.empty() ? "" : ", ") + name;
+  }
+  const std::string set_aside = tables.empty() ? ""
+                                               : "index table " + tables + ", which was damaged (" +
+                                                     impl_->unreadable_tables_error +
+                                                     ") and is set aside in lost/";
+  disk::JournalVerdict verdict = disk::CheckJournal(committed, removed, impl_->index,
+                                                    impl_->unreadable_generations, set_aside);
   // Versions dropped for a damaged chunk file (CheckChunkFiles): lost to that, not to the log.
   for (LostBlock& block : verdict.lost) {
     auto committed_at = committed.find(block.id);
@@ -846,16 +917,7 @@ void DiskStore::CheckAgainstJournal(const std::map<BlockId, uint64_t>& committed
   for (const BlockId& id : verdict.stale) DropUnserved(id);
   // At start-up these are losses of the restart; on a reopen, of the storage error before it.
   const bool at_start = std::string_view(when) != "on reopening";
-  std::string tables;  // the table files set aside at this open, if any
-  for (const std::string& name : impl_->unreadable_tables)
-    tables += (tables.empty() ? "" : ", ") + name;
   for (LostBlock& block : verdict.lost) {
-    const bool stale =
-        std::find(verdict.stale.begin(), verdict.stale.end(), block.id) != verdict.stale.end();
-    if (!tables.empty() && !stale) {
-      block.reason += "; its records were in the unreadable table file " + tables +
-                      " (set aside in lost/: " + impl_->unreadable_tables_error + ")";
-    }
     spdlog::error("disk store: block {} lost: {}", block.id.ToString(), block.reason);
     block.cause = at_start ? LostCause::kLostAtStartUp : LostCause::kStorageError;
   }

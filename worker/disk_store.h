@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -78,9 +79,15 @@ struct DiskStoreOptions {
 //
 // Chunk files: a block of chunk_file_min_bytes or more keeps its bytes in a file of its own
 // under <dir>/chunks, named by its generation (chunk_files.h), and RocksDB holds only its meta
-// record. The file is written whole (write(2), no checksum: the unit digests cover the bytes)
-// before the meta is committed, and deleted after the meta is: a crash in between leaves a file
-// without a meta, which Open() deletes. Those bytes skip RocksDB's write-ahead log, whose
+// record. The file is written whole (write(2), no checksum: the unit digests cover the bytes),
+// then a trailer holding a copy of the meta record under its own checksum, before the meta is
+// committed, and deleted after the meta is. The meta's commit is the commit point: a crash
+// before it leaves a file without a meta (without a valid trailer if cut short), which Open()
+// deletes, unless the commit journal names that file's version as its block's committed one:
+// then the meta was committed and lost since (a damaged table file, a damaged write-ahead log),
+// and Open() takes the version back from the trailer (TakeBackFromChunkFiles), into the index
+// and the database. Files written before trailers hold the bytes only; they read the same, but
+// cannot be taken back. Those bytes skip RocksDB's write-ahead log, whose
 // software CRC32C was ~15% of a disk put's CPU. Durability is the log's, unchanged: neither is
 // fsynced, so an acknowledged block survives a kill of the process (its bytes and meta are in
 // the kernel's page cache), not a crash of the machine. A file found missing or shorter than
@@ -104,10 +111,12 @@ struct DiskStoreOptions {
 // database. Open() and a reopen compare it with what RocksDB recovered; every block that did
 // not survive is logged with the reason, counted and returned by TakeLost().
 //
-// Corruption: a table block that fails RocksDB's checksum costs the blocks whose records it
-// holds, never the store. The start-up scan steps over damaged metadata (those versions are
-// lost, named by the journal check); a read that meets a damaged chunk fails with kDataLoss
-// and drops the block. Either way the block is reported by TakeLost() and never served.
+// Corruption: a table block that fails RocksDB's checksum costs the blocks whose bytes it
+// holds, never the store. The start-up scan steps over damaged metadata, and a table file
+// RocksDB cannot open is set aside (disk_repair.h): the versions in chunk files are taken back
+// from them (above), the others are lost, named by the journal check with the damaged table
+// file; a read that meets a damaged chunk fails with kDataLoss and drops the block. Either way
+// a lost block is reported by TakeLost() and never served.
 //
 // Its parts, all run on the storage thread that owns the store:
 //   disk_format.h       the key layout and the metadata codec (pure functions);
@@ -223,8 +232,10 @@ class DiskStore final : public BlockStore {
   // store read-only, as a failed RocksDB write does.
   Status AppendToFile(disk::ChunkFileWriter& file, std::span<const std::byte> bytes,
                       uint64_t opening, const std::string& what);
-  // Closes the chunk file of a write before its meta is committed.
-  Status FinishFile(disk::ChunkFileWriter& file, uint64_t opening, const std::string& what);
+  // Appends the trailer describing version `meta` of `id` to the chunk file of a write and
+  // closes it, before its meta is committed.
+  Status FinishFile(disk::ChunkFileWriter& file, const BlockId& id, const disk::Meta& meta,
+                    uint64_t opening, const std::string& what);
   // A file write's status; a failure makes the store read-only.
   Status FileWritten(Status s, const std::string& what);
   // After a version's meta was deleted: deletes its chunk file, or notes its RocksDB range
@@ -236,6 +247,12 @@ class DiskStore final : public BlockStore {
   // At open: drops the versions whose chunk file is missing or short (lost) and, when
   // writable, deletes the chunk files no version owns (writes a crash cut short).
   void CheckChunkFiles();
+  // At start: takes back into the index (and writes back into the database, when writable) the
+  // versions whose meta the database lost (a damaged table file, a damaged log) from their
+  // chunk files, `files` (generation -> size) less those the index `owned`: a file whose trailer
+  // is valid and names the version the commit journal says is its block's committed one.
+  // Adds the generations taken back to `owned`.
+  void TakeBackFromChunkFiles(const std::map<uint64_t, uint64_t>& files, std::set<uint64_t>& owned);
 
   struct Impl;
   DiskStore(std::string dir, DiskStoreOptions options);

@@ -70,14 +70,7 @@ Status DiskStoreWriter::Commit() {
     return InvalidArgumentError(Describe() + ": only " + std::to_string(appended_) + " of " +
                                 std::to_string(total_size_) + " bytes were written");
   }
-  if (in_file_) {
-    // Every byte is in the file before the meta that names it is committed.
-    if (Status s = store_.FinishFile(*file_, opening_, Describe()); !s.ok()) {
-      Abandon();
-      return s;
-    }
-    next_chunk_ = disk::ChunkCount(total_size_, kChunkBytes);
-  }
+  if (in_file_) next_chunk_ = disk::ChunkCount(total_size_, kChunkBytes);
   disk::Meta meta{level_,
                   total_size_,
                   generation_,
@@ -87,6 +80,14 @@ Status DiskStoreWriter::Commit() {
                   version_,
                   digester_.Finish().units,
                   in_file_};
+  if (in_file_) {
+    // Every byte, and the trailer describing them, is in the file before the meta that names
+    // it is committed.
+    if (Status s = store_.FinishFile(*file_, id_, meta, opening_, Describe()); !s.ok()) {
+      Abandon();
+      return s;
+    }
+  }
   BM_CHECK(meta.chunk_count == disk::ChunkCount(total_size_, kChunkBytes));
   Status s = store_.CommitVersion(id_, meta, buffer_, opening_, Describe());
   if (!s.ok()) {

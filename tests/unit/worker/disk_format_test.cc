@@ -96,5 +96,68 @@ TEST(DiskFormatTest, LegacyChunkKeysLiveUnderTheBlockId) {
   EXPECT_EQ(ChunkKeyOf(id, SmallMeta(), 3), VersionChunkKey(42, 3));
 }
 
+// A chunk file of `meta.size` bytes of block followed by the trailer: what DecodeChunkTrailer
+// is given, as ChunkFiles reads it (the record, the footer, the file's size).
+struct TrailedFile {
+  std::string record;
+  std::string footer;
+  uint64_t file_bytes;
+};
+
+TrailedFile Trailed(const BlockId& id, const Meta& meta) {
+  const std::string trailer = EncodeChunkTrailer(id, meta);
+  return {trailer.substr(0, trailer.size() - kChunkTrailerFooterBytes),
+          trailer.substr(trailer.size() - kChunkTrailerFooterBytes), meta.size + trailer.size()};
+}
+
+Meta InFileMeta() {
+  Meta meta = SmallMeta();
+  meta.in_file = true;
+  return meta;
+}
+
+TEST(DiskFormatTest, AChunkTrailerIsTheMetaRecordWithItsLengthDigestAndMagic) {
+  const BlockId id = BlockId::Broadcast(5);
+  const TrailedFile file = Trailed(id, InFileMeta());
+  EXPECT_EQ(file.record, EncodeVersionMeta(id, InFileMeta()));
+  std::optional<ChunkTrailerFooter> footer = DecodeChunkTrailerFooter(file.footer);
+  ASSERT_TRUE(footer.has_value());
+  EXPECT_EQ(footer->record_bytes, file.record.size());
+  EXPECT_EQ(GetBigEndian(std::string_view(file.footer).substr(16)), kChunkTrailerMagic);
+  Result<std::pair<BlockId, Meta>> decoded =
+      DecodeChunkTrailer(file.record, *footer, 42, file.file_bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ(decoded->first, id);
+  EXPECT_EQ(decoded->second.size, 10u);
+  EXPECT_EQ(decoded->second.version, 7u);
+  EXPECT_EQ(decoded->second.unit_digests, InFileMeta().unit_digests);
+  EXPECT_TRUE(decoded->second.in_file);
+}
+
+TEST(DiskFormatTest, AFileWithoutTheMagicHasNoTrailer) {
+  EXPECT_FALSE(DecodeChunkTrailerFooter(std::string(kChunkTrailerFooterBytes, 'x')).has_value());
+  EXPECT_FALSE(DecodeChunkTrailerFooter("short").has_value());
+}
+
+TEST(DiskFormatTest, ADamagedOrMisplacedChunkTrailerIsRejected) {
+  const BlockId id = BlockId::Broadcast(5);
+  const TrailedFile file = Trailed(id, InFileMeta());
+  const ChunkTrailerFooter footer = *DecodeChunkTrailerFooter(file.footer);
+  for (size_t at = 0; at < file.record.size(); ++at) {
+    std::string damaged = file.record;
+    damaged[at] = static_cast<char>(damaged[at] ^ 0x10);
+    EXPECT_EQ(DecodeChunkTrailer(damaged, footer, 42, file.file_bytes).status().code(),
+              StatusCode::kDataLoss)
+        << "byte " << at;
+  }
+  EXPECT_FALSE(DecodeChunkTrailer(file.record, footer, 43, file.file_bytes).ok())
+      << "the file's name is another generation";
+  EXPECT_FALSE(DecodeChunkTrailer(file.record, footer, 42, file.file_bytes + 1).ok())
+      << "bytes between the block and the trailer";
+  ChunkTrailerFooter wrong_digest = footer;
+  ++wrong_digest.record_digest;
+  EXPECT_FALSE(DecodeChunkTrailer(file.record, wrong_digest, 42, file.file_bytes).ok());
+}
+
 }  // namespace
 }  // namespace bm::disk

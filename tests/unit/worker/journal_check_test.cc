@@ -31,6 +31,21 @@ TEST(JournalCheckTest, AMissingBlockIsLostAndCorruptOnlyInAnUnreadableRange) {
   EXPECT_EQ(verdict.corrupt, 1u);
 }
 
+// The reason names the damaged table file, not the write-ahead log.
+TEST(JournalCheckTest, AMissingBlockNamesTheDamagedTableFile) {
+  DiskIndex index;
+  JournalVerdict scanned =
+      CheckJournal({{kA, 5}}, {}, index, {{3, 10, "index table 000012.sst was damaged (x)"}});
+  ASSERT_EQ(scanned.lost.size(), 1u);
+  EXPECT_NE(scanned.lost[0].reason.find("index table 000012.sst was damaged"), std::string::npos);
+  JournalVerdict set_aside =
+      CheckJournal({{kA, 5}}, {}, index, {}, "index table 000013.sst, which was damaged (y)");
+  ASSERT_EQ(set_aside.lost.size(), 1u);
+  EXPECT_NE(set_aside.lost[0].reason.find("index table 000013.sst"), std::string::npos);
+  EXPECT_EQ(set_aside.lost[0].reason.find("write-ahead log"), std::string::npos);
+  EXPECT_EQ(set_aside.corrupt, 1u);
+}
+
 TEST(JournalCheckTest, AnOlderRecoveredGenerationIsLostAndStale) {
   DiskIndex index;
   index.Put(kA, At(4));
