@@ -169,6 +169,41 @@ TEST_F(FailoverTest, KilledLeaderIsReplacedWithinThreeSecondsAndNothingAcknowled
   }
 }
 
+// The new leader lists the workers from its journal, unconfirmed and with no stats, until they
+// register with it: a memory-only put started then waits for them instead of taking their
+// unknown room for none ("out of space").
+TEST_F(FailoverTest, SmallReplicatedPutsStartedRightAfterTheLeaderIsKilledAllSucceed) {
+  constexpr int kPuts = 6;
+  const auto content = [](int i) { return std::to_string(i) + std::string(1000, 'm'); };
+  cluster_.master("a").Signal(SIGKILL);
+  std::vector<Result<PutResult>> puts(kPuts, UnavailableError("not run"));
+  std::vector<std::thread> putters;
+  for (int i = 0; i < kPuts; ++i) {
+    putters.emplace_back([&, i] {
+      Client client(cluster_.ClientOptionsFor());
+      puts[i] = client.Put(BlockId::Rdd(101, static_cast<uint32_t>(i)), Bytes(content(i)),
+                           StorageLevel::kMemoryOnly2);
+    });
+  }
+  for (std::thread& putter : putters) putter.join();
+  for (int i = 0; i < kPuts; ++i) {
+    ASSERT_TRUE(puts[i].ok()) << "put " << i << ": " << puts[i].status().ToString()
+                              << cluster_.LogOf("master-b");
+    EXPECT_EQ(puts[i]->replicas.size(), 2u) << "put " << i;
+    EXPECT_EQ(puts[i]->tier, Tier::kMemory) << "put " << i;
+  }
+  EXPECT_EQ(cluster_.Leader(*client_), "b");
+  for (int i = 0; i < kPuts; ++i) {
+    const BlockId block = BlockId::Rdd(101, static_cast<uint32_t>(i));
+    Result<std::vector<std::byte>> got = client_->Get(block);
+    ASSERT_TRUE(got.ok()) << block.ToString() << ": " << got.status().ToString();
+    EXPECT_EQ(Text(*got), content(i)) << block.ToString();
+    Result<std::vector<BlockLocations>> places = client_->Locations({block});
+    ASSERT_TRUE(places.ok()) << places.status().ToString();
+    EXPECT_EQ((*places)[0].locations.size(), 2u) << block.ToString();
+  }
+}
+
 TEST_F(FailoverTest, LeaderPausedPastItsSessionIsFencedAndRejoinsAsStandby) {
   for (uint32_t i = 0; i < 10; ++i) {
     ASSERT_TRUE(client_->Put(BlockId::Rdd(3, i), Bytes("v1"), StorageLevel::kMemoryOnly2).ok());
