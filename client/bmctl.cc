@@ -158,5 +158,8 @@ int main(int argc, char** argv) {
   logger->set_pattern("bmctl: %v");
   logger->set_level(spdlog::level::warn);
   spdlog::set_default_logger(std::move(logger));
+  // While ZooKeeper cannot be reached its client logs every attempt to reconnect; bmctl's one
+  // line of error says so already.
+  bm::SetZooKeeperClientLog(spdlog::level::debug);
   return bm::Main(argc, argv);
 }

@@ -146,7 +146,9 @@ class MastersCommand : public BmctlCommand {
  public:
   CLI::App* AddTo(CLI::App& app) override {
     return app.add_subcommand(
-        "masters", "each master (--master may list several): leader or standby, epoch, journal");
+        "masters",
+        "each master (those --master lists, and with --zookeeper every master standing in the "
+        "election): leader or standby, epoch, journal");
   }
 
   Status Validate() override { return Status::Ok(); }

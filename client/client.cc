@@ -9,6 +9,7 @@
 #include <array>
 #include <functional>
 #include <istream>
+#include <thread>
 #include <unordered_set>
 #include <zmq.hpp>
 
@@ -189,6 +190,8 @@ Result<PutResult> Client::Impl::PutFrom(const BlockId& id, PieceSource& source, 
   // of the old version would pin that version's memory on the worker until it idles out.
   location_cache_.Forget(id);
   local_reads_.ForgetBlock(id);
+  // The copies placement chooses workers for: a named worker takes the first one.
+  const uint32_t placed_copies = CopiesWanted(level, options) - (options.worker_id ? 1 : 0);
   BM_ASSIGN_OR_RETURN(PlacementList placement, PlacementWorkers(false));
   const auto usable =
       std::count_if(placement.workers.begin(), placement.workers.end(),
@@ -197,6 +200,8 @@ Result<PutResult> Client::Impl::PutFrom(const BlockId& id, PieceSource& source, 
     // Too few workers kept for the copies wanted: one may have joined since.
     BM_ASSIGN_OR_RETURN(placement, PlacementWorkers(true));
   }
+  BM_ASSIGN_OR_RETURN(
+      placement, AwaitConfirmedWorkers(std::move(placement), source.size(), level, placed_copies));
   Result<PutResult> put = PutOnce(id, source, level, options, std::move(placement.workers));
   if (put.ok() || !placement.kept || source.failed()) return put;
   // Placed from a kept worker list that no longer matched the cluster (a worker gone, full,
@@ -207,6 +212,8 @@ Result<PutResult> Client::Impl::PutFrom(const BlockId& id, PieceSource& source, 
                                 (code == StatusCode::kOutOfSpace && !IsQuotaExceeded(put.status()));
   if (!placement_failed || !source.Restart()) return put;
   BM_ASSIGN_OR_RETURN(placement, PlacementWorkers(true));
+  BM_ASSIGN_OR_RETURN(
+      placement, AwaitConfirmedWorkers(std::move(placement), source.size(), level, placed_copies));
   return PutOnce(id, source, level, options, std::move(placement.workers));
 }
 
@@ -220,6 +227,26 @@ Result<Client::Impl::PlacementList> Client::Impl::PlacementWorkers(bool fresh) {
   BM_ASSIGN_OR_RETURN(std::vector<WorkerInfo> workers, Workers());
   placement_workers_.Keep(workers, now);
   return PlacementList{std::move(workers), false};
+}
+
+Result<Client::Impl::PlacementList> Client::Impl::AwaitConfirmedWorkers(PlacementList placement,
+                                                                        uint64_t size,
+                                                                        StorageLevel level,
+                                                                        uint32_t copies) {
+  // Workers register with a new master within a round trip of its leaderElected; one that
+  // died meanwhile stays listed until the master's heartbeat timeout drops it. The same bound
+  // as a call's wait for a leader: the failover is not over before the workers are back.
+  constexpr std::chrono::milliseconds kFirstPause{20};
+  constexpr std::chrono::milliseconds kMaxPause{500};
+  const auto deadline = std::chrono::steady_clock::now() + options_.leader_wait;
+  std::chrono::milliseconds pause = kFirstPause;
+  while (AwaitsUnconfirmedWorkers(placement.workers, size, level, copies) &&
+         std::chrono::steady_clock::now() + pause < deadline) {
+    std::this_thread::sleep_for(pause);
+    pause = std::min(2 * pause, kMaxPause);
+    BM_ASSIGN_OR_RETURN(placement, PlacementWorkers(true));
+  }
+  return placement;
 }
 
 Result<PutResult> Client::Impl::PutOnce(const BlockId& id, PieceSource& source, StorageLevel level,
@@ -246,9 +273,18 @@ Result<PutResult> Client::Impl::PutOnce(const BlockId& id, PieceSource& source, 
     candidates.insert(candidates.begin(), *named);
   }
   if (candidates.empty()) {
-    return OutOfSpaceError("no live worker has room for " + id.ToString() + " (" +
-                           FormatBytes(source.size()) + ", " +
-                           std::string(StorageLevelName(level)) + ")");
+    const std::string block = id.ToString() + " (" + FormatBytes(source.size()) + ", " +
+                              std::string(StorageLevelName(level)) + ")";
+    const auto unconfirmed = std::count_if(workers.begin(), workers.end(), [](const WorkerInfo& w) {
+      return w.state == WorkerState::kUnconfirmed;
+    });
+    // Their room is unknown, not none: only confirmed workers can make "out of space" final.
+    if (unconfirmed > 0) {
+      return UnavailableError("no confirmed worker has room for " + block + ", and " +
+                              std::to_string(unconfirmed) +
+                              " have not registered with the master since it took over");
+    }
+    return OutOfSpaceError("no live worker has room for " + block);
   }
   // Copies on distinct racks, then hosts, then workers; the named worker (if any) first. The
   // first pick is the first candidate, so with prefer_local the first copy stays on this host

@@ -120,6 +120,12 @@ class Client::Impl : private MultiGet::Reads {
 
   Result<PutResult> PutFrom(const BlockId& id, PieceSource& source, StorageLevel level,
                             const PutOptions& options);
+  // While AwaitsUnconfirmedWorkers (client/placement.h) says the put should wait for workers
+  // to register with a new master, asks the master for `placement` again, backing off, for up
+  // to ClientOptions::leader_wait; returns the list to place from. Fails only when the master
+  // cannot be asked.
+  Result<PlacementList> AwaitConfirmedWorkers(PlacementList placement, uint64_t size,
+                                              StorageLevel level, uint32_t copies);
   // One placement attempt of PutFrom over `workers`.
   Result<PutResult> PutOnce(const BlockId& id, PieceSource& source, StorageLevel level,
                             const PutOptions& options, std::vector<WorkerInfo> workers);

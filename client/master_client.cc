@@ -437,16 +437,42 @@ namespace bm {
 std::vector<MasterInfo> MasterClient::Masters() {
   FollowDirectory(leader_wait_);
   std::vector<MasterInfo> out;
-  if (!masters_.ok()) {
+  // ZooKeeper names the leader, and lists every master standing in the election: the standbys
+  // too, which no master's answer names.
+  std::vector<CandidateRecord> candidates;
+  if (directory_) {
+    Result<std::vector<CandidateRecord>> read =
+        LeaderDirectory::ReadCandidates(directory_->address(), timeout_);
+    if (read.ok()) {
+      candidates = std::move(read).value();
+    } else {
+      MasterInfo unlisted;
+      unlisted.address = "zookeeper://" + directory_->address().hosts;
+      unlisted.error = "cannot list the masters' candidate znodes: " + read.status().ToString();
+      out.push_back(std::move(unlisted));
+    }
+  }
+  std::vector<std::string> addresses;
+  if (masters_.ok()) addresses = masters_->all();
+  for (const CandidateRecord& candidate : candidates) {
+    if (std::find(addresses.begin(), addresses.end(), candidate.address) == addresses.end()) {
+      addresses.push_back(candidate.address);
+    }
+  }
+  if (addresses.empty()) {
     MasterInfo unusable;
-    unusable.error = masters_.status().ToString();
+    unusable.error =
+        masters_.ok() ? "no master stands in the election" : masters_.status().ToString();
     out.push_back(std::move(unusable));
     return out;
   }
-  std::vector<std::string> addresses = masters_->all();
   for (size_t i = 0; i < addresses.size(); ++i) {
     MasterInfo info;
     info.address = addresses[i];
+    // Named, should it not answer.
+    for (const CandidateRecord& candidate : candidates) {
+      if (candidate.address == info.address) info.id = candidate.id;
+    }
     Result<IncomingMessage> reply = [&]() -> Result<IncomingMessage> {
       BM_RETURN_IF_ERROR(security_.status());
       BM_ASSIGN_OR_RETURN(std::unique_ptr<RpcChannel> channel,

@@ -39,6 +39,8 @@ std::vector<WorkerInfo> ChooseWorkers(const std::vector<WorkerInfo>& workers, ui
   std::vector<Candidate> candidates;
   for (size_t i = 0; i < n; ++i) {
     const WorkerInfo& w = workers[i];
+    // Listed with zero stats until it registers: a full worker it is not.
+    if (w.state == WorkerState::kUnconfirmed) continue;
     const bool remote = is_local && !is_local(w);
     // Most free memory first: sort by the negated free memory.
     const uint64_t by_free_memory = UINT64_MAX - w.memory_free();
@@ -58,6 +60,19 @@ std::vector<WorkerInfo> ChooseWorkers(const std::vector<WorkerInfo>& workers, ui
   ordered.reserve(candidates.size());
   for (const Candidate& c : candidates) ordered.push_back(workers[c.index]);
   return ordered;
+}
+
+bool AwaitsUnconfirmedWorkers(const std::vector<WorkerInfo>& workers, uint64_t size,
+                              StorageLevel level, uint32_t copies) {
+  const bool any_unconfirmed = std::any_of(workers.begin(), workers.end(), [](const WorkerInfo& w) {
+    return w.state == WorkerState::kUnconfirmed;
+  });
+  if (!any_unconfirmed) return false;
+  const std::vector<WorkerInfo> confirmed_with_room = ChooseWorkers(workers, size, level, 0);
+  return std::count_if(confirmed_with_room.begin(), confirmed_with_room.end(),
+                       [](const WorkerInfo& w) {
+                         return w.state != WorkerState::kDecommissioning;
+                       }) < static_cast<std::ptrdiff_t>(copies);
 }
 
 std::vector<std::string> PreferredHostsOf(const std::vector<BlockLocation>& copies) {

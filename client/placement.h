@@ -24,7 +24,8 @@ namespace bm {
 //      the block (they would evict least recently used blocks to make room), most free memory
 //      first.
 //
-// Workers that cannot hold the block at all are left out, so the list may be empty. Ties are
+// Workers that cannot hold the block at all are left out, so the list may be empty, and so are
+// unconfirmed workers (see AwaitsUnconfirmedWorkers): their room is not known. Ties are
 // broken round-robin: among equal workers the one at position `round_robin % n` of `workers`
 // (and those after it, wrapping around) comes first, so a caller incrementing `round_robin`
 // for every put spreads consecutive puts over identical workers. Pure; `workers` is usually
@@ -38,6 +39,17 @@ namespace bm {
 std::vector<WorkerInfo> ChooseWorkers(const std::vector<WorkerInfo>& workers, uint64_t size,
                                       StorageLevel level, uint64_t round_robin,
                                       const std::function<bool(const WorkerInfo&)>& is_local = {});
+
+// Whether a put of `copies` copies should wait for the unconfirmed workers in `workers` before
+// it places. A master that has just taken over (or restarted) lists the workers it knows from
+// its journal as WorkerState::kUnconfirmed, with no stats, until each registers with it again
+// a moment later: their room is unknown, not none. So while fewer than `copies` confirmed
+// workers could take the block and some are unconfirmed, the put asks again for the list
+// (as Kafka's producer refreshes its metadata with a backoff after the controller moves)
+// instead of storing fewer copies, or failing "out of space" for want of workers that have
+// room. Pure.
+bool AwaitsUnconfirmedWorkers(const std::vector<WorkerInfo>& workers, uint64_t size,
+                              StorageLevel level, uint32_t copies);
 
 }  // namespace bm
 

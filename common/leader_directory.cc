@@ -29,6 +29,18 @@ Result<std::optional<LeaderRecord>> ReadLeaderZnode(ZooKeeperSession& session, b
   }
 }
 
+// A session for one read, connected.
+Result<std::unique_ptr<ZooKeeperSession>> ConnectForOneRead(const ZooKeeperAddress& address,
+                                                            std::chrono::milliseconds timeout) {
+  BM_ASSIGN_OR_RETURN(std::unique_ptr<ZooKeeperSession> session,
+                      ZooKeeperSession::Open(address, timeout, nullptr));
+  if (!session->WaitConnected(std::chrono::steady_clock::now() + timeout)) {
+    return UnavailableError("ZooKeeper at '" + address.hosts + "' did not answer within " +
+                            std::to_string(timeout.count()) + " ms");
+  }
+  return session;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<LeaderDirectory>> LeaderDirectory::Start(
@@ -75,15 +87,40 @@ Result<LeaderRecord> LeaderDirectory::ReadOnce(const std::string& zookeeper,
                                                std::chrono::milliseconds timeout) {
   BM_ASSIGN_OR_RETURN(ZooKeeperAddress address, ParseZooKeeperAddress(zookeeper));
   BM_ASSIGN_OR_RETURN(std::unique_ptr<ZooKeeperSession> session,
-                      ZooKeeperSession::Open(address, timeout, nullptr));
-  if (!session->WaitConnected(Clock::now() + timeout)) {
-    return UnavailableError("ZooKeeper at '" + zookeeper + "' did not answer within " +
-                            std::to_string(timeout.count()) + " ms");
-  }
+                      ConnectForOneRead(address, timeout));
   BM_ASSIGN_OR_RETURN(std::optional<LeaderRecord> leader,
                       ReadLeaderZnode(*session, /*watch=*/false));
   if (!leader) return NotFoundError("no master leads the cluster at '" + zookeeper + "' now");
   return *leader;
+}
+
+Result<std::vector<CandidateRecord>> LeaderDirectory::ReadCandidates(
+    const ZooKeeperAddress& address, std::chrono::milliseconds timeout) {
+  BM_ASSIGN_OR_RETURN(std::unique_ptr<ZooKeeperSession> session,
+                      ConnectForOneRead(address, timeout));
+  Result<std::vector<std::string>> children = session->Children(kCandidatesZnode);
+  if (!children.ok() && children.status().code() == StatusCode::kNotFound) {
+    return std::vector<CandidateRecord>();  // no master ever stood
+  }
+  BM_RETURN_IF_ERROR(children.status());
+  std::erase_if(*children, [](const std::string& name) { return CandidateSequence(name) < 0; });
+  std::sort(children->begin(), children->end(), [](const std::string& a, const std::string& b) {
+    return CandidateSequence(a) < CandidateSequence(b);
+  });
+  std::vector<CandidateRecord> candidates;
+  for (const std::string& name : *children) {
+    // Gone since the listing (its master stopped): not a candidate any more.
+    Result<ZooKeeperNode> node = session->Get(std::string(kCandidatesZnode) + "/" + name, false);
+    if (!node.ok() && node.status().code() == StatusCode::kNotFound) continue;
+    BM_RETURN_IF_ERROR(node.status());
+    Result<CandidateRecord> candidate = ParseCandidateRecord(node->data);
+    if (!candidate.ok()) {
+      spdlog::warn("leader directory: {}", candidate.status().ToString());
+      continue;
+    }
+    candidates.push_back(std::move(candidate).value());
+  }
+  return candidates;
 }
 
 Status LeaderDirectory::OpenSession() {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/leader_record.h"
 #include "common/mutex.h"
@@ -48,6 +49,13 @@ class LeaderDirectory {
   // kInvalidArgument for a malformed address or leader znode.
   static Result<LeaderRecord> ReadOnce(const std::string& zookeeper,
                                        std::chrono::milliseconds timeout);
+  // One read of the masters standing in the election (the candidate znodes), in line: the
+  // leader (or the next to lead) first. For a command-line tool, as ReadOnce, which it fails
+  // as; a candidate znode it cannot read is left out.
+  static Result<std::vector<CandidateRecord>> ReadCandidates(const ZooKeeperAddress& address,
+                                                             std::chrono::milliseconds timeout);
+  // Where it reads the leader from.
+  const ZooKeeperAddress& address() const { return address_; }
 
  private:
   using Clock = std::chrono::steady_clock;

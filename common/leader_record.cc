@@ -60,6 +60,23 @@ std::string EncodeCandidateRecord(const std::string& id, const std::string& addr
   return nlohmann::json{{"id", id}, {"address", address}}.dump();
 }
 
+Result<CandidateRecord> ParseCandidateRecord(const std::string& data) {
+  nlohmann::json json = nlohmann::json::parse(data, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object() || !json.contains("id") || !json["id"].is_string() ||
+      !json.contains("address") || !json["address"].is_string() ||
+      json["id"].get<std::string>().empty()) {
+    return InvalidArgumentError("malformed candidate znode: '" + data.substr(0, 200) + "'");
+  }
+  return CandidateRecord{json["id"].get<std::string>(), json["address"].get<std::string>()};
+}
+
+int64_t CandidateSequence(const std::string& name) {
+  if (name.size() < 10) return -1;
+  std::string digits = name.substr(name.size() - 10);
+  if (digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(digits);
+}
+
 Result<uint64_t> ParseEpoch(const std::string& data) {
   if (data.empty() || data.size() > 19 ||
       data.find_first_not_of("0123456789") != std::string::npos) {

@@ -53,8 +53,21 @@ std::string EncodeLeaderRecord(const LeaderRecord& record);
 // kInvalidArgument for anything but the JSON above with a non-empty id and an epoch >= 1.
 Result<LeaderRecord> ParseLeaderRecord(const std::string& data);
 
-// A candidate's znode: {"id":"master-a","address":"tcp://10.0.0.1:7700"}.
+// A master standing in the election: a child of kCandidatesZnode, named
+// "c_<session id in hex>_<10-digit sequence>", in line by the sequence.
+struct CandidateRecord {
+  std::string id;
+  std::string address;
+
+  bool operator==(const CandidateRecord&) const = default;
+};
+// {"id":"master-a","address":"tcp://10.0.0.1:7700"}
 std::string EncodeCandidateRecord(const std::string& id, const std::string& address);
+// kInvalidArgument for anything but the JSON above with a non-empty id.
+Result<CandidateRecord> ParseCandidateRecord(const std::string& data);
+// The sequence number ZooKeeper appended to a candidate znode's name (its last 10 digits), or
+// -1 for a name that has none.
+int64_t CandidateSequence(const std::string& name);
 
 // The epoch znode's text: decimal digits only. kInvalidArgument otherwise.
 Result<uint64_t> ParseEpoch(const std::string& data);

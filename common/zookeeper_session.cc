@@ -4,8 +4,13 @@
 #include <zookeeper/zookeeper.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <string_view>
+
+#include "common/log_rate_limiter.h"
 
 namespace bm {
 namespace {
@@ -36,21 +41,88 @@ Status StatusOf(int rc, const std::string& what) {
   }
 }
 
-// The C client writes its log through this (it has no context pointer, hence a free function):
-// connection attempts and losses are routine while ZooKeeper is away, so only its errors are
-// shown at warn level.
-void LogFromClient(const char* message) {
-  if (std::strstr(message, "ZOO_ERROR") != nullptr) {
-    spdlog::warn("zookeeper: {}", message);
-  } else {
-    spdlog::debug("zookeeper: {}", message);
+// The C client's own log lines, written through a LogRateLimiter (SetZooKeeperClientLog). The
+// C client calls Write from its threads, and from a caller's inside its calls, with no context
+// pointer: hence one per process. Write never waits: a line that finds another being written
+// is counted into the next one written instead. Thread-safe.
+class ClientLog {
+ public:
+  void Set(spdlog::level::level_enum level, Duration interval) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    level_ = level;
+    limiter_.emplace(interval);
   }
+
+  void Write(const char* message) {
+    // A plain std::mutex, for its try_lock: bm::Mutex only waits.
+    std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      contended_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    const std::optional<uint64_t> held_back = limiter_->Admit(std::chrono::steady_clock::now());
+    if (!held_back) return;
+    const uint64_t more = *held_back + contended_.exchange(0, std::memory_order_relaxed);
+    // "2026-12-04 10:41:07,123:4242(0x7f..):ZOO_ERROR@handle_socket_error_msg@1290: Socket ..."
+    // without the time and thread, which the logger writes its own way.
+    const char* from_level = std::strstr(message, "ZOO_");
+    const std::string_view line(from_level != nullptr ? from_level : message);
+    if (more > 0) {
+      spdlog::log(level_, "zookeeper client: {} ({} more lines of the ZooKeeper client held back)",
+                  line, more);
+    } else {
+      spdlog::log(level_, "zookeeper client: {}", line);
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  spdlog::level::level_enum level_ = spdlog::level::warn;                      // guarded by mutex_
+  std::optional<LogRateLimiter> limiter_{LogRateLimiter(kClientLogInterval)};  // by mutex_
+  std::atomic<uint64_t> contended_{0};
+};
+
+ClientLog& TheClientLog() {
+  static ClientLog log;
+  return log;
 }
 
-bool ValidChroot(const std::string& chroot) {
-  if (chroot.empty()) return true;
-  if (chroot.front() != '/' || chroot.back() == '/') return false;
-  return chroot.find("//") == std::string::npos;
+void LogFromClient(const char* message) { TheClientLog().Write(message); }
+
+// A chroot as ZooKeeper takes a path (its PathUtils.validatePath): absolute, no trailing slash,
+// no empty, "." or ".." segment, no control characters. Empty (ZooKeeper's root) is fine. The
+// reason why not, or empty.
+std::string ChrootProblem(const std::string& chroot) {
+  if (chroot.empty()) return "";
+  if (chroot.front() != '/') return "it must start with /";
+  if (chroot.back() == '/') return "it must not end with /";
+  for (const char c : chroot) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return "it holds a control character";
+  }
+  for (size_t start = 1; start <= chroot.size();) {
+    size_t slash = chroot.find('/', start);
+    if (slash == std::string::npos) slash = chroot.size();
+    const std::string_view segment(chroot.data() + start, slash - start);
+    if (segment.empty()) return "it has an empty segment (//)";
+    if (segment == "." || segment == "..") return "it has a '" + std::string(segment) + "' segment";
+    start = slash + 1;
+  }
+  return "";
+}
+
+// One server of the host list: "host:port", the port 1..65535. The reason why not, or empty.
+std::string ServerProblem(std::string_view server) {
+  const size_t colon = server.rfind(':');
+  if (colon == std::string_view::npos) return "it has no :port";
+  if (colon == 0) return "it has no host";
+  const std::string_view port = server.substr(colon + 1);
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != port.npos) {
+    return "its port must be a number from 1 to 65535";
+  }
+  const int number = std::stoi(std::string(port));
+  if (number < 1 || number > 65535) return "its port must be a number from 1 to 65535";
+  if (server.find_first_of(" \t") != server.npos) return "it holds a space";
+  return "";
 }
 
 ZooKeeperEvent::Kind KindOf(int type) {
@@ -64,33 +136,35 @@ ZooKeeperEvent::Kind KindOf(int type) {
 
 }  // namespace
 
+void SetZooKeeperClientLog(spdlog::level::level_enum level, Duration interval) {
+  TheClientLog().Set(level, interval);
+}
+
 Result<ZooKeeperAddress> ParseZooKeeperAddress(const std::string& connect) {
   ZooKeeperAddress address;
-  size_t slash = connect.find('/');
+  const size_t slash = connect.find('/');
   address.hosts = connect.substr(0, slash);
   if (slash != std::string::npos) {
     address.chroot = connect.substr(slash);
     if (address.chroot == "/") address.chroot.clear();  // "host:port/" names ZooKeeper's root
   }
-  if (address.hosts.empty()) {
-    return InvalidArgumentError("ZooKeeper address '" + connect + "' names no host");
-  }
-  size_t start = 0;
-  while (start <= address.hosts.size()) {
-    size_t comma = address.hosts.find(',', start);
-    std::string host = address.hosts.substr(start, comma - start);
-    size_t colon = host.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == host.size() ||
-        host.find_first_not_of("0123456789", colon + 1) != std::string::npos) {
-      return InvalidArgumentError("ZooKeeper address '" + connect +
-                                  "': each server must be host:port, not '" + host + "'");
+  const std::string quoted = "ZooKeeper address '" + connect.substr(0, 200) + "'";
+  if (address.hosts.empty()) return InvalidArgumentError(quoted + " names no host");
+  for (size_t start = 0;;) {
+    const size_t comma = address.hosts.find(',', start);
+    const std::string_view server =
+        std::string_view(address.hosts)
+            .substr(start, comma == std::string::npos ? comma : comma - start);
+    if (std::string problem = ServerProblem(server); !problem.empty()) {
+      return InvalidArgumentError(quoted + ": each server must be HOST:PORT, and '" +
+                                  std::string(server.substr(0, 100)) + "' is not: " + problem);
     }
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  if (!ValidChroot(address.chroot)) {
-    return InvalidArgumentError("ZooKeeper address '" + connect +
-                                "': the chroot must look like /a/b");
+  if (std::string problem = ChrootProblem(address.chroot); !problem.empty()) {
+    return InvalidArgumentError(quoted + ": the chroot '" + address.chroot.substr(0, 100) +
+                                "' is not a ZooKeeper path like /a/b: " + problem);
   }
   return address;
 }

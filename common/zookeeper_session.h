@@ -3,6 +3,8 @@
 // One ZooKeeper session over the C client (libzookeeper-mt), for the leader election and the
 // leader directory. Internal to the servers and tools: no ZooKeeper type appears here.
 
+#include <spdlog/common.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "common/status.h"
 
@@ -30,6 +33,14 @@ struct ZooKeeperAddress {
 
 // kInvalidArgument for an empty host list, a host without a port, or a malformed chroot.
 Result<ZooKeeperAddress> ParseZooKeeperAddress(const std::string& connect);
+
+// The ZooKeeper C client's own log lines (connection attempts and losses: dozens a second
+// while ZooKeeper is away) go to spdlog at `level`: the first, then at most one per `interval`
+// saying how many were held back in between. Process-wide, as the C client's log callback has
+// no context; by default warn, every kClientLogInterval. A tool whose own error says that
+// ZooKeeper cannot be reached (bmctl) passes debug.
+inline constexpr std::chrono::seconds kClientLogInterval{30};
+void SetZooKeeperClientLog(spdlog::level::level_enum level, Duration interval = kClientLogInterval);
 
 // The session as the C client last reported it.
 //   connecting --(server answered)--> connected --(connection lost or silent)--> connecting

@@ -22,14 +22,6 @@ std::string CandidatePrefix(int64_t session_id) {
   return buffer;
 }
 
-// The sequence number ZooKeeper appended (the last 10 digits), or -1 for a foreign name.
-int64_t SequenceOf(const std::string& name) {
-  if (name.size() < 10) return -1;
-  std::string digits = name.substr(name.size() - 10);
-  if (digits.find_first_not_of("0123456789") != std::string::npos) return -1;
-  return std::stoll(digits);
-}
-
 }  // namespace
 
 const char* ElectionRoleName(ElectionRole role) {
@@ -218,9 +210,9 @@ Status LeaderElection::Step() {
   // Until the predecessor read is one that is still there (it may leave as it is looked at).
   while (true) {
     BM_ASSIGN_OR_RETURN(std::vector<std::string> children, session_->Children(kCandidatesZnode));
-    std::erase_if(children, [](const std::string& name) { return SequenceOf(name) < 0; });
+    std::erase_if(children, [](const std::string& name) { return CandidateSequence(name) < 0; });
     std::sort(children.begin(), children.end(), [](const std::string& a, const std::string& b) {
-      return SequenceOf(a) < SequenceOf(b);
+      return CandidateSequence(a) < CandidateSequence(b);
     });
     auto own = std::find(children.begin(), children.end(), own_name);
     if (own == children.end()) {

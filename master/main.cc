@@ -18,6 +18,7 @@
 #include "common/node_security.h"
 #include "common/server_config.h"
 #include "common/shutdown_signals.h"
+#include "common/zookeeper_session.h"
 #include "master/leader_election.h"
 #include "master/master_server.h"
 #include "master/status_routes.h"
@@ -220,6 +221,15 @@ int main(int argc, char** argv) {
   if (bm::Status s = bm::CheckListenSecurity(f.listen, !f.key_file.empty(), f.insecure); !s.ok()) {
     std::fprintf(stderr, "bm-master: %s\n", s.message().c_str());
     return 2;
+  }
+
+  // At start, not every second thereafter: a port past 65535 would wrap to another port
+  // (another cluster's ZooKeeper), and a chroot ZooKeeper refuses fails every request.
+  if (!f.zookeeper.empty()) {
+    if (bm::Status s = bm::ParseZooKeeperAddress(f.zookeeper).status(); !s.ok()) {
+      std::fprintf(stderr, "bm-master: --zookeeper: %s\n", s.message().c_str());
+      return 2;
+    }
   }
 
   bm::ShutdownSignals shutdown_signals;  // before any thread starts

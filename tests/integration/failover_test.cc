@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -169,6 +170,41 @@ TEST_F(FailoverTest, KilledLeaderIsReplacedWithinThreeSecondsAndNothingAcknowled
   }
 }
 
+// The new leader lists the workers from its journal, unconfirmed and with no stats, until they
+// register with it: a memory-only put started then waits for them instead of taking their
+// unknown room for none ("out of space").
+TEST_F(FailoverTest, SmallReplicatedPutsStartedRightAfterTheLeaderIsKilledAllSucceed) {
+  constexpr int kPuts = 6;
+  const auto content = [](int i) { return std::to_string(i) + std::string(1000, 'm'); };
+  cluster_.master("a").Signal(SIGKILL);
+  std::vector<Result<PutResult>> puts(kPuts, UnavailableError("not run"));
+  std::vector<std::thread> putters;
+  for (int i = 0; i < kPuts; ++i) {
+    putters.emplace_back([&, i] {
+      Client client(cluster_.ClientOptionsFor());
+      puts[i] = client.Put(BlockId::Rdd(101, static_cast<uint32_t>(i)), Bytes(content(i)),
+                           StorageLevel::kMemoryOnly2);
+    });
+  }
+  for (std::thread& putter : putters) putter.join();
+  for (int i = 0; i < kPuts; ++i) {
+    ASSERT_TRUE(puts[i].ok()) << "put " << i << ": " << puts[i].status().ToString()
+                              << cluster_.LogOf("master-b");
+    EXPECT_EQ(puts[i]->replicas.size(), 2u) << "put " << i;
+    EXPECT_EQ(puts[i]->tier, Tier::kMemory) << "put " << i;
+  }
+  EXPECT_EQ(cluster_.Leader(*client_), "b");
+  for (int i = 0; i < kPuts; ++i) {
+    const BlockId block = BlockId::Rdd(101, static_cast<uint32_t>(i));
+    Result<std::vector<std::byte>> got = client_->Get(block);
+    ASSERT_TRUE(got.ok()) << block.ToString() << ": " << got.status().ToString();
+    EXPECT_EQ(Text(*got), content(i)) << block.ToString();
+    Result<std::vector<BlockLocations>> places = client_->Locations({block});
+    ASSERT_TRUE(places.ok()) << places.status().ToString();
+    EXPECT_EQ((*places)[0].locations.size(), 2u) << block.ToString();
+  }
+}
+
 TEST_F(FailoverTest, LeaderPausedPastItsSessionIsFencedAndRejoinsAsStandby) {
   for (uint32_t i = 0; i < 10; ++i) {
     ASSERT_TRUE(client_->Put(BlockId::Rdd(3, i), Bytes("v1"), StorageLevel::kMemoryOnly2).ok());
@@ -250,6 +286,35 @@ TEST_F(FailoverTest, TheStandbyIsNotReadyAndMetricsShowEachMastersRole) {
   EXPECT_EQ(masters.exit_code, 0) << masters.err;
   EXPECT_NE(masters.out.find("leader"), std::string::npos) << masters.out;
   EXPECT_NE(masters.out.find("standby"), std::string::npos) << masters.out;
+}
+
+// The line of `text` that holds `needle`, or "".
+std::string LineWith(const std::string& text, const std::string& needle) {
+  const size_t at = text.find(needle);
+  if (at == std::string::npos) return "";
+  const size_t start = text.rfind('\n', at) == std::string::npos ? 0 : text.rfind('\n', at) + 1;
+  return text.substr(start, text.find('\n', at) - start);
+}
+
+TEST_F(FailoverTest, BmctlMastersThroughZooKeeperListsEveryMasterNotOnlyTheLeader) {
+  CommandResult masters = RunCommand(
+      BinaryPath("bmctl"), {"--zookeeper", cluster_.zookeeper().connect_string(), "masters"});
+  EXPECT_EQ(masters.exit_code, 0) << masters.err;
+  const std::string a = LineWith(masters.out, cluster_.MasterAddress("a"));
+  const std::string b = LineWith(masters.out, cluster_.MasterAddress("b"));
+  EXPECT_NE(a.find("leader"), std::string::npos) << masters.out;
+  EXPECT_NE(b.find("standby"), std::string::npos) << masters.out;
+
+  // A master that stood and died is listed until its session expires, with why it did not
+  // answer; once it is gone, the new leader is listed as such.
+  cluster_.master("a").Signal(SIGKILL);
+  ASSERT_TRUE(WaitFor([&] { return cluster_.Leader(*client_) == "b"; }, 15s))
+      << cluster_.LogOf("master-b");
+  masters = RunCommand(BinaryPath("bmctl"),
+                       {"--zookeeper", cluster_.zookeeper().connect_string(), "--json", "masters"});
+  EXPECT_EQ(masters.exit_code, 0) << masters.err;
+  EXPECT_NE(masters.out.find("\"role\": \"leader\""), std::string::npos) << masters.out;
+  EXPECT_EQ(masters.out.find(cluster_.MasterAddress("a")), std::string::npos) << masters.out;
 }
 
 TEST_F(FailoverTest, ZooKeeperAwayLongerThanASessionStopsTheLeaderUntilItReturns) {
@@ -447,6 +512,44 @@ TEST_F(FailoverTest, ABlockOverwrittenOrRemovedJustBeforeTheFailoverStaysSoAfter
       10s));
   check("once the workers registered with the new leader");
   EXPECT_EQ(cluster_.Leader(*client_), "b");
+}
+
+// Where nothing listens at the ZooKeeper address, bmctl says so in one line: the ZooKeeper
+// client's own log of each reconnect attempt stays out of it.
+TEST(ZooKeeperAddressFlagTest, BmctlWithNoZooKeeperListeningPrintsOneLineOfError) {
+  const std::string nobody = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
+  CommandResult got = RunCommand(BinaryPath("bmctl"), {"--zookeeper", nobody, "get", "rdd_1_0"});
+  EXPECT_EQ(got.exit_code, 1) << got.err;
+  ASSERT_FALSE(got.err.empty());
+  EXPECT_EQ(std::count(got.err.begin(), got.err.end(), '\n'), 1) << got.err;
+  EXPECT_EQ(got.err.find("ZOO_"), std::string::npos) << got.err;
+  EXPECT_NE(got.err.find("ZooKeeper"), std::string::npos) << got.err;
+}
+
+// A port past 65535 would wrap round to another (another cluster's ZooKeeper may listen
+// there), and a chroot ZooKeeper refuses would fail every request for as long as the process
+// ran: each is refused at start, in each of the programs that take --zookeeper.
+TEST(ZooKeeperAddressFlagTest, AMalformedZooKeeperAddressIsRefusedAtStart) {
+  TempDir dir;
+  for (const std::string bad : {"127.0.0.1:99999", "127.0.0.1:2181/x/../y"}) {
+    CommandResult bmctl = RunCommand(BinaryPath("bmctl"), {"--zookeeper", bad, "masters"});
+    EXPECT_EQ(bmctl.exit_code, 2) << bad << ": " << bmctl.err;
+    EXPECT_NE(bmctl.err.find("--zookeeper"), std::string::npos) << bmctl.err;
+    CommandResult master =
+        RunCommand(BinaryPath("bm-master"),
+                   {"--listen", "tcp://127.0.0.1:" + std::to_string(FreeLoopbackPort()),
+                    "--zookeeper", bad, "--state-dir", dir.path().string()},
+                   "", 20s);
+    EXPECT_EQ(master.exit_code, 2) << bad << ": " << master.err;
+    EXPECT_NE(master.err.find("--zookeeper"), std::string::npos) << master.err;
+    CommandResult worker = RunCommand(
+        BinaryPath("bm-worker"),
+        {"--listen", "tcp://127.0.0.1:" + std::to_string(FreeLoopbackPort()), "--zookeeper", bad,
+         "--memory", "16MiB", "--disk-dir", (dir.path() / "disk").string()},
+        "", 20s);
+    EXPECT_EQ(worker.exit_code, 2) << bad << ": " << worker.err;
+    EXPECT_NE(worker.err.find("--zookeeper"), std::string::npos) << worker.err;
+  }
 }
 
 }  // namespace

@@ -165,6 +165,50 @@ TEST(ChooseWorkersTest, LocalWorkerComesFirstAmongDiskFallbacks) {
             (Ids_{"w2"}));
 }
 
+// A master that just took over lists the workers from its journal with no stats until they
+// register with it: zero free memory that means "not known yet", not "full".
+WorkerInfo Unconfirmed(std::string id) {
+  WorkerInfo w = Worker(std::move(id), 0, 0);
+  w.state = WorkerState::kUnconfirmed;
+  return w;
+}
+
+TEST(ChooseWorkersTest, UnconfirmedWorkersAreNotCandidates) {
+  const std::vector<WorkerInfo> workers = {Unconfirmed("w1"), Worker("w2", kGiB, 0),
+                                           Unconfirmed("w3")};
+  for (StorageLevel level :
+       {StorageLevel::kMemoryOnly2, StorageLevel::kMemoryAndDisk, StorageLevel::kDiskOnly}) {
+    EXPECT_EQ(Ids(ChooseWorkers(workers, kKiB, level, 0)), (Ids_{"w2"})) << StorageLevelName(level);
+  }
+}
+
+TEST(AwaitsUnconfirmedWorkersTest, APutWaitsWhileUnconfirmedWorkersCouldTakeCopiesItLacks) {
+  // Right after a failover: every worker unconfirmed. A memory-only put is not "out of space".
+  std::vector<WorkerInfo> workers = {Unconfirmed("w1"), Unconfirmed("w2"), Unconfirmed("w3")};
+  EXPECT_TRUE(AwaitsUnconfirmedWorkers(workers, 1002, StorageLevel::kMemoryOnly2, 2));
+  EXPECT_TRUE(AwaitsUnconfirmedWorkers(workers, 1002, StorageLevel::kMemoryAndDisk, 1));
+  // One registered: enough for one copy, not for two.
+  workers[0] = Worker("w1", kGiB, 0);
+  EXPECT_FALSE(AwaitsUnconfirmedWorkers(workers, 1002, StorageLevel::kMemoryOnly, 1));
+  EXPECT_TRUE(AwaitsUnconfirmedWorkers(workers, 1002, StorageLevel::kMemoryOnly2, 2));
+  // A draining worker takes no copy.
+  workers[1] = Worker("w2", kGiB, 0);
+  workers[1].state = WorkerState::kDecommissioning;
+  EXPECT_TRUE(AwaitsUnconfirmedWorkers(workers, 1002, StorageLevel::kMemoryOnly2, 2));
+  workers[1].state = WorkerState::kActive;
+  EXPECT_FALSE(AwaitsUnconfirmedWorkers(workers, 1002, StorageLevel::kMemoryOnly2, 2));
+}
+
+TEST(AwaitsUnconfirmedWorkersTest, WithoutUnconfirmedWorkersTheAnswerIsFinal) {
+  // Full confirmed workers: out of space, nothing to wait for.
+  const std::vector<WorkerInfo> full = {Worker("w1", kKiB, kKiB), Worker("w2", kKiB, kKiB)};
+  EXPECT_FALSE(AwaitsUnconfirmedWorkers(full, kMiB, StorageLevel::kMemoryOnly2, 2));
+  // Fewer workers than copies: the put stores what it can.
+  EXPECT_FALSE(
+      AwaitsUnconfirmedWorkers({Worker("w1", kGiB, 0)}, kKiB, StorageLevel::kMemoryOnly2, 2));
+  EXPECT_FALSE(AwaitsUnconfirmedWorkers({}, kKiB, StorageLevel::kMemoryOnly, 1));
+}
+
 TEST(PreferredHostsOfTest, HostsOfMemoryCopiesComeFirstEachOnce) {
   const std::vector<BlockLocation> copies = {
       {"w1", "tcp://10.0.0.1:7701", Tier::kDisk, 10},
