@@ -4,9 +4,10 @@
 # run reads every partition from the cache). Pass --keep to leave the cluster running.
 # BUILD_DIR chooses the build directory (default ./build), as for deploy/build.sh.
 #
-# It builds only what it runs (the servers, bmctl and bm-wordcount), not the tests and
-# benchmarks, which tests/run.sh builds. It prints how long each phase took: installing
-# packages, building, and the demo itself (and when the first block was stored).
+# It builds only what it runs, not the tests and benchmarks, which tests/run.sh builds: the
+# servers and bmctl first, then bm-wordcount once the first blocks are stored. It prints how
+# long each phase took (installing packages, building, the demo's steps) and when the first
+# block was stored.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 keep=0
@@ -18,7 +19,7 @@ phases=()
 # Records how long the phase that just ended took, and prints it.
 end_phase() {
   local line
-  line=$(printf '%-9s %4d s' "$1" $((SECONDS - phase_started)))
+  line=$(printf '%-13s %4d s' "$1" $((SECONDS - phase_started)))
   phases+=("$line")
   echo "demo: $1 took $((SECONDS - phase_started)) s ($((SECONDS - started)) s since the start)"
   phase_started=$SECONDS
@@ -26,7 +27,7 @@ end_phase() {
 
 "$root/deploy/install-deps.sh"
 end_phase packages
-"$root/deploy/build.sh" --target bm-master --target bm-worker --target bmctl --target bm-wordcount
+"$root/deploy/build.sh" --target bm-master --target bm-worker --target bmctl
 end_phase build
 
 bin="${BUILD_DIR:-$root/build}/bin"
@@ -66,6 +67,9 @@ bmctl blocks
 # The example computation: word counts over a generated 32 MiB text in 16 partitions, the
 # per-partition counts cached as RDD 100. The first run computes and caches them; the second,
 # another process, reads them all from the cache. Each run ends with its summary line.
+end_phase basics
+"$root/deploy/build.sh" --target bm-wordcount
+end_phase build-example
 corpus="$work/corpus.txt"
 "$bin/bm-wordcount" generate --output "$corpus" --size 32MiB --seed 42
 "$bin/bm-wordcount" unpersist --master "$master" --rdd-id 100 >/dev/null  # start uncached
@@ -81,7 +85,7 @@ echo "demo: word count, first run:  $(tail -1 "$work/wordcount-1.out")"
 echo "demo: word count, cached run: $(tail -1 "$work/wordcount-2.out")"
 # Leave no cached counts behind for a later run on another input (see README).
 "$bin/bm-wordcount" unpersist --master "$master" --rdd-id 100
-end_phase demo
+end_phase wordcount
 echo "demo: done in $((SECONDS - started)) s:"
 printf '  %s\n' "${phases[@]}"
 if [ $keep = 1 ]; then
