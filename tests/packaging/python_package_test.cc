@@ -62,10 +62,13 @@ class PythonPackageTest : public ::testing::Test {
   // beside this build's (BM_BUILD_DIR-python-package) rather than in a temporary one: at the
   // same depth, its compiler commands are those of this build, so ccache serves them, and the
   // next run reuses its objects. The tests that build share it (RESOURCE_LOCK in CMake).
+  // `timeout` ends pip with its whole process group (the build backend, cmake, the compilers)
+  // before the test gives up on the shell, which alone would leave them building.
   static CommandResult Pip(const std::string& venv, const std::string& arguments) {
     return Shell("PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 BLOCKMGR_BUILD_DIR=" +
-                     Quoted(std::string(BM_BUILD_DIR) + "-python-package") + " " +
-                     Quoted(venv + "/bin/pip") + " " + arguments + " 2>&1",
+                     Quoted(std::string(BM_BUILD_DIR) + "-python-package") + " timeout -k 10 " +
+                     std::to_string(kBuildTimeout.count() - 60) + " " + Quoted(venv + "/bin/pip") +
+                     " " + arguments + " 2>&1",
                  kBuildTimeout);
   }
 
