@@ -45,7 +45,7 @@ trap 'rm -rf "$stage"' EXIT
 
 # Copies FILE to ROOTFS at DEST (default: its own path) and every shared library it loads, at
 # the path the loader found it (so the image's loader finds it there too), and notes the Debian
-# package of each in ROOTFS/.packages.
+# source of each in ROOTFS/.sources (write_package_list names their packages).
 add_with_libraries() {
   local rootfs="$1" file="$2" dest="${3:-$2}" lib
   mkdir -p "$rootfs$(dirname "$dest")"
