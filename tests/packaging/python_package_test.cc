@@ -129,12 +129,12 @@ TEST_F(PythonPackageTest, AWheelInstallsIntoAVenvWithDebiansPackagesWhereDaskCac
   // tests' own folder (conftest.py, dask_tasks.py) is on PYTHONPATH.
   const std::string tests = PythonFolder() + "/tests";
   CommandResult ran = Shell(
-      "cd " + Quoted(dir_.Sub("")) + " && PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=" + Quoted(tests) +
-          " BM_BIN_DIR=" + Quoted(fs::path(BinaryPath("bm-master")).parent_path()) + " " +
-          Quoted(venv + "/bin/python") +
+      "cd " + Quoted(dir_.Sub("")) + " && export PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=" +
+          Quoted(tests) + " BM_BIN_DIR=" + Quoted(fs::path(BinaryPath("bm-master")).parent_path()) +
+          " && " + Quoted(venv + "/bin/python") +
           " -c 'import sys, blockmgr; assert blockmgr.__file__.startswith(sys.prefix + \"/\"), "
           "blockmgr.__file__' && " +
-          Quoted(venv + "/bin/python") + " -m pytest -q -p no:cacheprovider " +
+          Quoted(venv + "/bin/python") + " -m pytest -q -rs -p no:cacheprovider " +
           Quoted(tests + "/test_dask.py") +
           " -k test_persist_computes_each_partition_once_then_reads_the_cache 2>&1",
       std::chrono::seconds(300));
