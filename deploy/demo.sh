@@ -3,13 +3,32 @@
 # walk through blockmgr's basics with bmctl, then run the cached word count twice (the second
 # run reads every partition from the cache). Pass --keep to leave the cluster running.
 # BUILD_DIR chooses the build directory (default ./build), as for deploy/build.sh.
+#
+# It builds only what it runs, not the tests and benchmarks, which tests/run.sh builds: the
+# servers and bmctl first, then bm-wordcount once the first blocks are stored. It prints how
+# long each phase took (installing packages, building, the demo's steps) and when the first
+# block was stored.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 keep=0
 [ "${1:-}" = "--keep" ] && keep=1
 
+started=$SECONDS
+phase_started=$SECONDS
+phases=()
+# Records how long the phase that just ended took, and prints it.
+end_phase() {
+  local line
+  line=$(printf '%-13s %4d s' "$1" $((SECONDS - phase_started)))
+  phases+=("$line")
+  echo "demo: $1 took $((SECONDS - phase_started)) s ($((SECONDS - started)) s since the start)"
+  phase_started=$SECONDS
+}
+
 "$root/deploy/install-deps.sh"
-"$root/deploy/build.sh"
+end_phase packages
+"$root/deploy/build.sh" --target bm-master --target bm-worker --target bmctl
+end_phase build
 
 bin="${BUILD_DIR:-$root/build}/bin"
 run_dir="$root/run"
@@ -28,6 +47,7 @@ mkdir -p "$work"
 for p in 0 1 2 3; do
   head -c $((2 * 1024 * 1024)) /dev/urandom >"$work/part-$p"
   bmctl put "rdd_1_$p" "$work/part-$p" --level MEMORY_AND_DISK
+  if [ "$p" = 0 ]; then echo "demo: first block stored $((SECONDS - started)) s after the start"; fi
 done
 # A broadcast variable on disk only, and a shuffle block.
 echo "the quick brown fox" | bmctl put broadcast_0 - --level DISK_ONLY
@@ -47,6 +67,9 @@ bmctl blocks
 # The example computation: word counts over a generated 32 MiB text in 16 partitions, the
 # per-partition counts cached as RDD 100. The first run computes and caches them; the second,
 # another process, reads them all from the cache. Each run ends with its summary line.
+end_phase basics
+"$root/deploy/build.sh" --target bm-wordcount
+end_phase build-example
 corpus="$work/corpus.txt"
 "$bin/bm-wordcount" generate --output "$corpus" --size 32MiB --seed 42
 "$bin/bm-wordcount" unpersist --master "$master" --rdd-id 100 >/dev/null  # start uncached
@@ -62,7 +85,9 @@ echo "demo: word count, first run:  $(tail -1 "$work/wordcount-1.out")"
 echo "demo: word count, cached run: $(tail -1 "$work/wordcount-2.out")"
 # Leave no cached counts behind for a later run on another input (see README).
 "$bin/bm-wordcount" unpersist --master "$master" --rdd-id 100
-echo "demo: done"
+end_phase wordcount
+echo "demo: done in $((SECONDS - started)) s:"
+printf '  %s\n' "${phases[@]}"
 if [ $keep = 1 ]; then
   echo "cluster left running: $bin/bmctl --master $master workers; stop with deploy/cluster.sh stop"
 fi

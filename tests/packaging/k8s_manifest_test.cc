@@ -113,7 +113,7 @@ TEST(K8sManifestTest, WorkersUseTheDownwardApiAndDrainOnStop) {
   const std::string master = ReadFile(kManifests + "/master.yaml");
   EXPECT_NE(master.find("clusterIP: None"), std::string::npos);
   EXPECT_NE(master.find("volumeClaimTemplates"), std::string::npos);
-  EXPECT_TRUE(fs::exists(kManifests + "/Containerfile"));
+  EXPECT_TRUE(fs::exists(std::string(BM_SOURCE_DIR) + "/deploy/image/Containerfile"));
   EXPECT_TRUE(fs::exists(kManifests + "/README.md"));
 }
 
