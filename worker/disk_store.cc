@@ -25,6 +25,7 @@
 #include "common/protocol.h"
 #include "worker/chunk_files.h"
 #include "worker/commit_journal.h"
+#include "worker/disk_directory.h"
 #include "worker/disk_format.h"
 #include "worker/disk_index.h"
 #include "worker/disk_repair.h"
@@ -130,6 +131,9 @@ struct DiskStore::Impl {
   // and why: the blocks the commit journal then finds missing had their records there.
   std::vector<std::string> unreadable_tables;
   std::string unreadable_tables_error;
+  // Set when a reopen failed (TryRecover): the database is closed or half-open, the index is
+  // empty, and the store stays read-only, never reopened, until the worker restarts.
+  bool unrecoverable = false;
 };
 
 DiskStore::DiskStore(std::string dir, DiskStoreOptions options)
@@ -142,7 +146,18 @@ DiskStore::DiskStore(std::string dir, DiskStoreOptions options)
       env_(options.env),
       impl_(std::make_unique<Impl>()) {}
 
-DiskStore::~DiskStore() = default;
+DiskStore::~DiskStore() {
+  if (db_ == nullptr || lock_ == nullptr) return;
+  if (Status here = CheckStillOpened(dir_, lock_->opened()); !here.ok()) {
+    // Closing writes (a flush of the memtable, a new MANIFEST and OPTIONS) by path, into
+    // whatever is at the directory's path now: the bare mount point of an unmounted disk, or
+    // the file that took a moved directory's place. The database is left open instead, its
+    // background work paused; its memory and files stay with the process until it exits.
+    spdlog::warn("disk store {}: not closing its database: {}", dir_, here.message());
+    static_cast<void>(db_->PauseBackgroundWork());
+    static_cast<void>(db_.release());
+  }
+}
 
 Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir, uint64_t limit_bytes,
                                                    DiskValueFormat format) {
@@ -163,7 +178,11 @@ Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir,
   if (!std::filesystem::is_directory(dir, ec)) {
     return InvalidArgumentError("disk store path " + dir + " is not a directory");
   }
+  // Before anything in it is read or written: two stores on one directory would name their
+  // chunk files from the same generations.
+  BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskDirectoryLock> lock, DiskDirectoryLock::Acquire(dir));
   std::unique_ptr<DiskStore> store(new DiskStore(dir, std::move(options)));
+  store->lock_ = std::move(lock);
   BM_ASSIGN_OR_RETURN(FilesystemSpace space, store->MeasureSpace());
   store->write_buffer_bytes_ = disk::WriteBufferBytesFor(space.total_bytes);
   store->headroom_ = disk::HeadroomFor(space.total_bytes);
@@ -253,10 +272,10 @@ Status DiskStore::OpenDatabase() {
     if (!s.ok()) {
       std::string text = s.ToString();
       if (s.IsIOError() && text.find("/LOCK") != std::string::npos) {
-        return InvalidArgumentError("disk store " + dir_ +
-                                    " is in use by another process (is another worker using "
-                                    "this directory?): " +
-                                    text);
+        return UnavailableError("disk store " + dir_ +
+                                " is in use by another process (is another worker using "
+                                "this directory?): " +
+                                text);
       }
       if (!s.IsNoSpace() && !s.IsIOError()) {
         return InternalError("cannot open disk store " + dir_ + ": " + text);
@@ -772,6 +791,11 @@ void DiskStore::DropUnserved(const BlockId& id) {
 }
 
 Status DiskStore::DropCorrupt(const BlockId& id, const std::string& what) {
+  // A directory that vanished (moved away, unmounted) makes every block look damaged: that is
+  // the disk's failure, which the DiskSet's check names, not this block's corruption.
+  if (Status here = CheckStillOpened(dir_, lock_->opened()); !here.ok()) {
+    return InternalError("reading block " + id.ToString() + ": " + what + "; " + here.message());
+  }
   const Meta* found = impl_->index.Find(id);
   const uint64_t generation = found != nullptr ? found->generation : 0;
   std::string reason = "generation " + std::to_string(generation) + " is corrupt on disk: " + what;
@@ -898,6 +922,16 @@ void DiskStore::Maintain() {
 // failed log write, the same log writer, which is what asserts on its next write; a reopen
 // replays the old log up to its last good record and writes a fresh one.
 void DiskStore::TryRecover() {
+  if (impl_->unrecoverable) return;
+  // Free space in another directory (the bare mount point of an unmounted disk, or whatever
+  // took the place of one moved away) is no reason to write: the disk is gone, and its store
+  // stays read-only until the worker restarts.
+  if (Status here = CheckStillOpened(dir_, lock_->opened()); !here.ok()) {
+    spdlog::error("disk store {}: not reopened: {}", dir_, here.message());
+    impl_->unrecoverable = true;
+    impl_->read_only_reason = here.message();
+    return;
+  }
   impl_->files->WaitForDeletions();  // their room counts
   Result<FilesystemSpace> space = MeasureSpace();
   if (!space.ok() || space->available_bytes < headroom_) return;
@@ -909,9 +943,23 @@ void DiskStore::TryRecover() {
   db_.reset();                     // closes it; chunks still pinned keep the block cache alive
   Status opened = OpenDatabase();
   if (!opened.ok()) {
-    // It opened a moment ago, in this process: failing now is not an expected condition.
-    spdlog::critical("disk store {} cannot be reopened: {}", dir_, opened.ToString());
-    BM_CHECK(opened.ok());
+    // The disk went bad under the store (its files unreadable, its directory gone between the
+    // check above and the open). Nothing it served can be read any more: each block is
+    // reported lost, the index emptied so nothing touches the database, and the store stays
+    // read-only with the reason, never reopened again in this run.
+    impl_->unrecoverable = true;
+    impl_->index.Clear();
+    impl_->read_only_reason = "reopening the database failed: " + opened.message();
+    spdlog::error(
+        "disk store {}: {}; its {} blocks are lost, and it stores nothing until the "
+        "worker restarts",
+        dir_, impl_->read_only_reason, served.size());
+    for (const auto& [id, generation] : served) {
+      lost_.push_back(
+          {id, "disk store " + dir_ + ": " + impl_->read_only_reason, LostCause::kStorageError});
+    }
+    lost_count_ += served.size();
+    return;
   }
   // Versions the store did not serve: removals taken while read-only, and versions whose
   // commit failed yet reached the log.

@@ -5,6 +5,7 @@
 #include <poll.h>
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <thread>
@@ -239,6 +240,35 @@ TEST_F(SeveralDisksTest, AHangingDiskFailsByTimeoutAndDoesNotStallTheOthers) {
     std::this_thread::sleep_for(5ms);
   }
   EXPECT_TRUE(hung_read_answered);
+}
+
+// The directory of a disk replaced under the worker (moved away and another put in its place,
+// or the disk unmounted from under its mount point): the disk fails, naming why, though the
+// new directory takes the check's writes.
+TEST(DiskCheckTest, ADiskWhoseDirectoryIsReplacedFails) {
+  testing::TempDir dir;
+  const std::string disk = dir.Sub("disk");
+  std::filesystem::create_directories(disk);
+  std::vector<DiskSlot> disks;
+  disks.push_back(DiskSlot{disk, std::make_unique<testing::InMemoryStore>(64 * kKiB), 64 * kKiB});
+  disks.push_back(DiskSlot{"", std::make_unique<testing::InMemoryStore>(64 * kKiB), 64 * kKiB});
+  BlockManagerOptions options;
+  options.disk_check_interval = 20ms;
+  options.disk_check_timeout = 5s;
+  BlockManager manager(std::make_unique<MemoryStore>(kKiB), std::move(disks), options);
+  std::filesystem::rename(disk, dir.Sub("moved-away"));
+  std::filesystem::create_directories(disk);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (manager.failed_disk_count() == 0 && std::chrono::steady_clock::now() < deadline) {
+    manager.Maintain();
+    pollfd fd{manager.completion_fd(), POLLIN, 0};
+    ::poll(&fd, 1, 10);
+    manager.RunCompletions();
+  }
+  ASSERT_EQ(manager.failed_disk_count(), 1u);
+  EXPECT_EQ(manager.Stats().disks[0].state, DiskState::kFailed);
+  EXPECT_THAT(manager.Stats().disks[0].reason, HasSubstr("no longer the one opened"));
+  EXPECT_EQ(manager.Stats().disks[1].state, DiskState::kOk);
 }
 
 // A disk with more work queued than the timeout, each job well within it, is busy, not hung:
