@@ -403,6 +403,8 @@ TEST_F(SpillToAFailedDiskTest, SpillsQueuedOnAHungDiskGoToAnotherDiskWhenItFails
       << " spills still pending, " << manager_->spill_backlog_bytes()
       << " bytes in the spill backlog";
   EXPECT_EQ(manager_->spill_backlog_bytes(), 0u);
+  // The hung jobs still hold the bytes they were given: counted until they return.
+  EXPECT_EQ(manager_->orphaned_spill_bytes(), 8 * kKiB);
   EXPECT_EQ(manager_->Stats().disks[1].used, 8 * kKiB);
   // Nothing was on disk 0 and nothing is lost.
   EXPECT_TRUE(manager_->TakeLost().empty());
@@ -435,6 +437,27 @@ TEST_F(SpillToAFailedDiskTest, SpillsQueuedOnAHungDiskGoToAnotherDiskWhenItFails
   }
   EXPECT_GE(ran, 3u);
   every_block_reads_back();
+  EXPECT_EQ(manager_->orphaned_spill_bytes(), 0u);
+}
+
+// A spill refused with an I/O error by a disk not (yet) failed: its bytes are still in memory,
+// so another disk takes them rather than the block being dropped.
+TEST_F(SpillToAFailedDiskTest, ASpillRefusedWithAnIOErrorGoesToAnotherDisk) {
+  hung_->FailWrites(InternalError("injected I/O error"));
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_NO_FATAL_FAILURE(Put(BlockId::Rdd(i, 0), Bytes(4 * kKiB, i)));
+  }
+  // The third put evicted rdd_0_0; disk 0 refused its spill, disk 1 took it.
+  ASSERT_TRUE(RunUntil([&] { return manager_->spills_pending() == 0; }));
+  EXPECT_EQ(manager_->failed_disk_count(), 0u);
+  EXPECT_EQ(manager_->Stats().disks[1].used, 4 * kKiB);
+  std::optional<BlockStatus> found = manager_->Find(BlockId::Rdd(0, 0));
+  ASSERT_TRUE(found.has_value()) << "the evicted block was dropped";
+  EXPECT_EQ(found->tier, Tier::kDisk);
+  Result<BlockRead> read = testing::Read(*manager_, BlockId::Rdd(0, 0), 0, UINT64_MAX);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(testing::Concat(read->chunks), Bytes(4 * kKiB, 0));
+  EXPECT_TRUE(manager_->TakeLost().empty());
 }
 
 // A put replacing a block whose spill waits on a disk that then fails: the old version is not
