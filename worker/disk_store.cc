@@ -26,6 +26,7 @@
 #include "worker/chunk_files.h"
 #include "worker/commit_journal.h"
 #include "worker/disk_directory.h"
+#include "worker/disk_error_listener.h"
 #include "worker/disk_format.h"
 #include "worker/disk_index.h"
 #include "worker/disk_repair.h"
@@ -37,31 +38,10 @@
 namespace bm {
 namespace {
 
+using disk::ErrorListener;
 using disk::FromRocks;
 using disk::Meta;
 using disk::SaturatingAdd;
-
-// Records RocksDB's background errors (a failed flush or compaction, or a failed write), which
-// RocksDB reports on its own threads: the store's loop reads the flag before every write.
-class ErrorListener final : public rocksdb::EventListener {
- public:
-  void OnBackgroundError(rocksdb::BackgroundErrorReason /*reason*/,
-                         rocksdb::Status* error) override {
-    MutexLock lock(mutex_);
-    if (message_.empty()) message_ = error->ToString();
-    failed_.store(true, std::memory_order_release);
-  }
-  bool failed() const { return failed_.load(std::memory_order_acquire); }
-  std::string message() const {
-    MutexLock lock(mutex_);
-    return message_;
-  }
-
- private:
-  std::atomic<bool> failed_{false};
-  mutable Mutex mutex_;
-  std::string message_ BM_GUARDED_BY(mutex_);
-};
 
 // Chunk bytes read from RocksDB, pinned where RocksDB read them (the table block it loaded
 // from the file, a block cache entry, or its own copy of a memtable value): handed to the
@@ -131,8 +111,7 @@ struct DiskStore::Impl {
   // and why: the blocks the commit journal then finds missing had their records there.
   std::vector<std::string> unreadable_tables;
   std::string unreadable_tables_error;
-  // Set when a reopen failed (TryRecover): the database is closed or half-open, the index is
-  // empty, and the store stays read-only, never reopened, until the worker restarts.
+  // A reopen failed or the directory is gone (TryRecover): read-only until the worker restarts.
   bool unrecoverable = false;
 };
 
@@ -148,11 +127,9 @@ DiskStore::DiskStore(std::string dir, DiskStoreOptions options)
 
 DiskStore::~DiskStore() {
   if (db_ == nullptr || lock_ == nullptr) return;
+  // Closing writes by path (a memtable flush, MANIFEST, OPTIONS) into whatever is there now,
+  // e.g. a bare mount point: a store whose directory is gone leaves its database open instead.
   if (Status here = CheckStillOpened(dir_, lock_->opened()); !here.ok()) {
-    // Closing writes (a flush of the memtable, a new MANIFEST and OPTIONS) by path, into
-    // whatever is at the directory's path now: the bare mount point of an unmounted disk, or
-    // the file that took a moved directory's place. The database is left open instead, its
-    // background work paused; its memory and files stay with the process until it exits.
     spdlog::warn("disk store {}: not closing its database: {}", dir_, here.message());
     static_cast<void>(db_->PauseBackgroundWork());
     static_cast<void>(db_.release());
@@ -178,8 +155,7 @@ Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir,
   if (!std::filesystem::is_directory(dir, ec)) {
     return InvalidArgumentError("disk store path " + dir + " is not a directory");
   }
-  // Before anything in it is read or written: two stores on one directory would name their
-  // chunk files from the same generations.
+  // Before anything in it is read or written: two stores there would share chunk files.
   BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskDirectoryLock> lock, DiskDirectoryLock::Acquire(dir));
   std::unique_ptr<DiskStore> store(new DiskStore(dir, std::move(options)));
   store->lock_ = std::move(lock);
@@ -791,8 +767,7 @@ void DiskStore::DropUnserved(const BlockId& id) {
 }
 
 Status DiskStore::DropCorrupt(const BlockId& id, const std::string& what) {
-  // A directory that vanished (moved away, unmounted) makes every block look damaged: that is
-  // the disk's failure, which the DiskSet's check names, not this block's corruption.
+  // A vanished directory makes every block look damaged: the disk failed, not this block.
   if (Status here = CheckStillOpened(dir_, lock_->opened()); !here.ok()) {
     return InternalError("reading block " + id.ToString() + ": " + what + "; " + here.message());
   }
@@ -923,9 +898,7 @@ void DiskStore::Maintain() {
 // replays the old log up to its last good record and writes a fresh one.
 void DiskStore::TryRecover() {
   if (impl_->unrecoverable) return;
-  // Free space in another directory (the bare mount point of an unmounted disk, or whatever
-  // took the place of one moved away) is no reason to write: the disk is gone, and its store
-  // stays read-only until the worker restarts.
+  // Room in whatever took the directory's place (a bare mount point) is no reason to write.
   if (Status here = CheckStillOpened(dir_, lock_->opened()); !here.ok()) {
     spdlog::error("disk store {}: not reopened: {}", dir_, here.message());
     impl_->unrecoverable = true;
@@ -943,20 +916,13 @@ void DiskStore::TryRecover() {
   db_.reset();                     // closes it; chunks still pinned keep the block cache alive
   Status opened = OpenDatabase();
   if (!opened.ok()) {
-    // The disk went bad under the store (its files unreadable, its directory gone between the
-    // check above and the open). Nothing it served can be read any more: each block is
-    // reported lost, the index emptied so nothing touches the database, and the store stays
-    // read-only with the reason, never reopened again in this run.
+    // The disk went bad under the store: what it served is lost, and it stays read-only.
     impl_->unrecoverable = true;
-    impl_->index.Clear();
-    impl_->read_only_reason = "reopening the database failed: " + opened.message();
-    spdlog::error(
-        "disk store {}: {}; its {} blocks are lost, and it stores nothing until the "
-        "worker restarts",
-        dir_, impl_->read_only_reason, served.size());
+    impl_->index.Clear();  // nothing touches the database any more
+    impl_->read_only_reason = "reopening the database in " + dir_ + " failed: " + opened.message();
+    spdlog::error("disk store: {}; its {} blocks are lost", impl_->read_only_reason, served.size());
     for (const auto& [id, generation] : served) {
-      lost_.push_back(
-          {id, "disk store " + dir_ + ": " + impl_->read_only_reason, LostCause::kStorageError});
+      lost_.push_back({id, impl_->read_only_reason, LostCause::kStorageError});
     }
     lost_count_ += served.size();
     return;

@@ -695,7 +695,8 @@ TEST_F(DiskStoreSpaceTest, AReopenThatFailsLeavesTheStoreReadOnlyAndItsBlocksLos
 
   store->Maintain();
   EXPECT_TRUE(store->read_only());
-  EXPECT_THAT(store->read_only_reason(), HasSubstr("reopening the database failed"));
+  EXPECT_THAT(store->read_only_reason(),
+              HasSubstr("reopening the database in " + dir_.Sub("db") + " failed"));
   std::vector<LostBlock> lost = store->TakeLost();
   ASSERT_EQ(lost.size(), 2u);
   for (const LostBlock& block : lost) EXPECT_EQ(block.cause, LostCause::kStorageError);
