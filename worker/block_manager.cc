@@ -164,14 +164,15 @@ Result<BlockManager::UploadId> BlockManager::BeginPut(const BlockId& id, Storage
 }
 
 Result<BlockManager::DiskNo> BlockManager::ChooseDisk(const BlockId& id, uint64_t total_size,
-                                                      const std::string& memory_failure) const {
+                                                      const std::string& memory_failure,
+                                                      std::span<const DiskNo> avoid) const {
   // What the loop last heard of the disks' room refuses a block that cannot fit at once; the
   // store's own check, on the storage thread, has the last word.
   std::optional<DiskNo> holder;
   if (auto on_disk = disk_index_.find(id); on_disk != disk_index_.end()) {
     holder = on_disk->second.disk;
   }
-  Result<DiskNo> chosen = disks_->Choose(id, total_size, holder);
+  Result<DiskNo> chosen = disks_->Choose(id, total_size, holder, avoid);
   if (chosen.ok() || memory_failure.empty()) return chosen;
   return Status(chosen.status().code(),
                 "memory: " + memory_failure + "; disk: " + chosen.status().message());
@@ -249,7 +250,8 @@ bool BlockManager::TakesBytes(uint64_t bytes) const {
   const uint64_t allowance = options_.spill_backlog_bytes != 0
                                  ? options_.spill_backlog_bytes
                                  : std::max<uint64_t>(kMinSpillBacklog, memory_->capacity() / 4);
-  const uint64_t held = memory_->stored_bytes() + memory_upload_bytes_ + spill_backlog_bytes_;
+  const uint64_t held =
+      memory_->stored_bytes() + memory_upload_bytes_ + spill_backlog_bytes_ + orphaned_spill_bytes_;
   return held + bytes <= memory_->capacity() + allowance;
 }
 
@@ -860,14 +862,14 @@ void BlockManager::HandleEvicted(std::vector<MemoryBlock> evicted) {
   }
 }
 
-void BlockManager::SpillOrDrop(MemoryBlock block) {
+void BlockManager::SpillOrDrop(MemoryBlock block, std::vector<DiskNo> refused_by) {
   // A put replacing the block is committing: it deletes what is on disk before it goes in, so
   // a copy of the old version written now would outlive it.
   if (!UsesDisk(block.level) || committing_.contains(block.id)) {
     RecordRemoved({block.id, block.level, Tier::kMemory, block.data.size, block.version});
     return;
   }
-  Result<DiskNo> disk = ChooseDisk(block.id, block.data.size, "");
+  Result<DiskNo> disk = ChooseDisk(block.id, block.data.size, "", refused_by);
   if (!disk.ok()) {
     // No disk takes it now: dropped, as a spill the disk refused would be.
     spdlog::warn("could not spill evicted block {} to disk, dropping it: {}", block.id.ToString(),
@@ -887,7 +889,7 @@ void BlockManager::SpillOrDrop(MemoryBlock block) {
                    Status written = store.Write(id, level, data, version, digests);
                    return [this, id, ticket, written] { SpillFinished(id, ticket, written); };
                  });
-  spilling_.insert_or_assign(id, Spill{ticket, std::move(block), *disk});
+  spilling_.insert_or_assign(id, Spill{ticket, std::move(block), *disk, std::move(refused_by)});
 }
 
 void BlockManager::RespillFrom(DiskNo failed) {
@@ -898,7 +900,7 @@ void BlockManager::RespillFrom(DiskNo failed) {
       continue;
     }
     // A new ticket on the new disk: the old job's completion, if it ever comes, is ignored.
-    spill_backlog_bytes_ -= spill->second.block.data.size;
+    OrphanSpill(spill->second);
     stranded.push_back(std::move(spill->second.block));
     spill = spilling_.erase(spill);
   }
@@ -909,14 +911,31 @@ void BlockManager::RespillFrom(DiskNo failed) {
 }
 
 void BlockManager::SpillFinished(const BlockId& id, uint64_t ticket, const Status& written) {
+  if (auto orphan = orphaned_spills_.find(ticket); orphan != orphaned_spills_.end()) {
+    orphaned_spill_bytes_ -= orphan->second;  // the job let go of the bytes
+    orphaned_spills_.erase(orphan);
+    return;
+  }
   auto spill = spilling_.find(id);
   if (spill == spilling_.end() || spill->second.ticket != ticket) return;  // cancelled
   const MemoryBlock& block = spill->second.block;
   const DiskNo disk = spill->second.disk;
   disks_->NoteError(disk, written);
-  // Written to (or refused by) a disk that has failed since: the bytes are still here, and
-  // HandleFailedDisks queues them on another disk (RespillFrom).
-  if (disks_->failed(disk)) return;
+  // Written to a disk that has failed since, or refused by this one (an I/O error the check
+  // has not judged yet, or a full store): the bytes are still here, so another disk takes them.
+  // Never the same disk twice. (The job has returned: nothing is orphaned.)
+  if (disks_->failed(disk) || (!written.ok() && written.code() != StatusCode::kDataLoss)) {
+    spdlog::warn("could not spill evicted block {} to disk {}: {}; trying another disk",
+                 id.ToString(), disks_->path(disk),
+                 disks_->failed(disk) ? "the disk has failed" : written.ToString());
+    MemoryBlock moved = std::move(spill->second.block);
+    std::vector<DiskNo> refused_by = std::move(spill->second.refused_by);
+    refused_by.push_back(disk);
+    spill_backlog_bytes_ -= moved.data.size;
+    spilling_.erase(spill);
+    SpillOrDrop(std::move(moved), std::move(refused_by));
+    return;
+  }
   RecordRemoved({id, block.level, Tier::kMemory, block.data.size, block.version});
   if (written.ok()) {
     ++spills_;
@@ -942,8 +961,15 @@ void BlockManager::SpillFinished(const BlockId& id, uint64_t ticket, const Statu
 void BlockManager::CancelSpill(const BlockId& id) {
   auto spill = spilling_.find(id);
   if (spill == spilling_.end()) return;
-  spill_backlog_bytes_ -= spill->second.block.data.size;
+  OrphanSpill(spill->second);
   spilling_.erase(spill);
+}
+
+void BlockManager::OrphanSpill(const Spill& spill) {
+  const uint64_t bytes = spill.block.data.size;
+  spill_backlog_bytes_ -= bytes;
+  orphaned_spills_.emplace(spill.ticket, bytes);
+  orphaned_spill_bytes_ += bytes;
 }
 
 uint64_t BlockManager::NewMemoryGeneration() {

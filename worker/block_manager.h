@@ -239,6 +239,9 @@ class BlockManager {
   // Evicted blocks whose spill has not committed yet, and their bytes.
   size_t spills_pending() const { return spilling_.size(); }
   uint64_t spill_backlog_bytes() const { return spill_backlog_bytes_; }
+  // Bytes of spills taken from jobs that still hold them (cancelled, or moved off a failed
+  // disk whose job has not returned): memory in use, which TakesBytes counts.
+  uint64_t orphaned_spill_bytes() const { return orphaned_spill_bytes_; }
   // Disk blocks found corrupt (and dropped) since the store opened, as of the last job.
   uint64_t corrupt_disk_blocks() const { return disks_->corrupt_blocks(); }
   // Disk bytes the scrubber has re-read and verified, as of the last maintenance pass.
@@ -271,6 +274,8 @@ class BlockManager {
     uint64_t ticket;
     MemoryBlock block;
     DiskNo disk;
+    // Disks that refused this block's spill, or failed under it: never chosen for it again.
+    std::vector<DiskNo> refused_by{};
   };
   // A block on disk, and which disk.
   struct DiskBlock {
@@ -287,7 +292,8 @@ class BlockManager {
   // The disk a new block goes to (see DiskSet::Choose); kOutOfSpace naming `memory_failure`
   // too, if any.
   Result<DiskNo> ChooseDisk(const BlockId& id, uint64_t total_size,
-                            const std::string& memory_failure) const;
+                            const std::string& memory_failure,
+                            std::span<const DiskNo> avoid = {}) const;
 
   void RecordStored(const BlockStatus& status, bool fresh, uint64_t lease = 0,
                     uint64_t reservation = 0);
@@ -296,15 +302,20 @@ class BlockManager {
   void CollectLost(std::vector<LostBlock> blocks, bool report_removed);
   // SpillOrDrop() of each block evicted from memory.
   void HandleEvicted(std::vector<MemoryBlock> evicted);
-  // Queues the spill of `block`, which leaves memory, to the disk with the most room; drops it
-  // when its level keeps no disk copy, a put replacing it is committing, or no disk takes it.
-  void SpillOrDrop(MemoryBlock block);
+  // Queues the spill of `block`, which leaves memory, to the disk with the most room (of those
+  // not in `refused_by`); drops it when its level keeps no disk copy, a put replacing it is
+  // committing, or no disk takes it.
+  void SpillOrDrop(MemoryBlock block, std::vector<DiskNo> refused_by = {});
   // Spills queued to `failed` would wait behind its hung job or fail with it: their bytes are
   // still in memory, so they are queued again on the other disks.
   void RespillFrom(DiskNo failed);
   void SpillFinished(const BlockId& id, uint64_t ticket, const Status& written);
   // Forgets a queued spill (the block was removed or replaced): its completion changes nothing.
   void CancelSpill(const BlockId& id);
+  // A spill taken from its job (cancelled, or moved off a failed disk) while the job still
+  // holds the bytes: counted (orphaned_spill_bytes_) until the job returns, which on a hung
+  // disk may be never.
+  void OrphanSpill(const Spill& spill);
   // Queues the deletion of `id`'s copy on `disk` (behind every job already queued for it).
   void RemoveFromDisk(const BlockId& id, DiskNo disk);
   // Makes `upload` a disk upload on `disk` and queues the start of its writer.
@@ -355,6 +366,10 @@ class BlockManager {
   std::unordered_map<BlockId, DiskNo> on_failed_disk_;
   std::unordered_map<BlockId, Spill> spilling_;
   uint64_t spill_backlog_bytes_ = 0;
+  // Tickets of orphaned spills (OrphanSpill) and their bytes, until their jobs return. Counted
+  // as held memory by TakesBytes, but never waited for: a hung disk's job may never return.
+  std::unordered_map<uint64_t, uint64_t> orphaned_spills_;
+  uint64_t orphaned_spill_bytes_ = 0;
   uint64_t next_spill_ticket_ = 1;
   // Bytes received so far by memory uploads (claimed in full by MemoryStore, held as they come).
   uint64_t memory_upload_bytes_ = 0;

@@ -1,9 +1,12 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -23,12 +26,18 @@ namespace bm::disk {
 // once its meta is gone, so nothing reads it any more; one not deleted before a crash is swept
 // by the next open as a file no block owns.
 //
-// Delete() and Drain() may be called from any thread; the destructor deletes what is queued,
-// then joins.
+// Delete() and Drain() may be called from any thread. The destructor deletes what is queued,
+// then joins; but a deletion stuck past `hang_timeout` (an unlink on a disk that hangs) is not
+// waited for: the thread is abandoned, as DiskSet abandons a hung storage thread, so the
+// worker's shutdown never hangs on it. What it would have deleted next is left to the next
+// open's sweep. The state the thread uses is shared with it, so it stays valid if the thread
+// ever returns.
 class ChunkFileDeleter {
  public:
-  // `fs` is borrowed and must outlive this.
-  explicit ChunkFileDeleter(rocksdb::FileSystem* fs);
+  // `fs` is borrowed and must outlive this (and an abandoned thread: the process's default
+  // file system does).
+  explicit ChunkFileDeleter(rocksdb::FileSystem* fs,
+                            std::chrono::milliseconds hang_timeout = std::chrono::seconds(10));
   ~ChunkFileDeleter();
   ChunkFileDeleter(const ChunkFileDeleter&) = delete;
   ChunkFileDeleter& operator=(const ChunkFileDeleter&) = delete;
@@ -39,23 +48,31 @@ class ChunkFileDeleter {
   // logged).
   void Drain();
   // The bytes of the files queued and not yet deleted: room the file system gives back soon.
-  uint64_t pending_bytes() const { return pending_bytes_.load(std::memory_order_relaxed); }
+  uint64_t pending_bytes() const { return state_->pending_bytes.load(std::memory_order_relaxed); }
 
  private:
-  void Loop();
-
-  rocksdb::FileSystem* const fs_;
-  Mutex mutex_;
-  std::condition_variable queued_;   // with mutex_: a path was queued, or stopping_ set
-  std::condition_variable drained_;  // with mutex_: the queue emptied and no deletion runs
-  struct Doomed {
-    std::string path;
-    uint64_t bytes;
+  // Shared by the owner and the thread: the thread holds it too, so an abandoned thread never
+  // touches freed memory.
+  struct State {
+    explicit State(rocksdb::FileSystem* fs) : fs(fs) {}
+    rocksdb::FileSystem* const fs;
+    Mutex mutex;
+    std::condition_variable queued;   // with mutex: a path was queued, or stopping set
+    std::condition_variable drained;  // with mutex: the queue emptied and no deletion runs
+    struct Doomed {
+      std::string path;
+      uint64_t bytes;
+    };
+    std::deque<Doomed> queue BM_GUARDED_BY(mutex);
+    std::atomic<uint64_t> pending_bytes{0};
+    // Since when the deletion running now has run; nullopt while none does.
+    std::optional<std::chrono::steady_clock::time_point> deleting_since BM_GUARDED_BY(mutex);
+    bool stopping BM_GUARDED_BY(mutex) = false;
   };
-  std::deque<Doomed> queue_ BM_GUARDED_BY(mutex_);
-  std::atomic<uint64_t> pending_bytes_{0};
-  bool deleting_ BM_GUARDED_BY(mutex_) = false;
-  bool stopping_ BM_GUARDED_BY(mutex_) = false;
+  static void Loop(const std::shared_ptr<State>& state);
+
+  const std::chrono::milliseconds hang_timeout_;
+  std::shared_ptr<State> state_;
   std::thread thread_;  // last: starts once everything above exists
 };
 

@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -67,7 +68,8 @@ std::optional<size_t> ChooseDiskByAvailableSpace(std::span<const DiskRoom> disks
   return best;
 }
 
-Status CheckDiskDirectory(const std::string& dir) {
+Status CheckDiskDirectory(const std::string& dir, const std::optional<OpenedDirectory>& opened) {
+  if (opened.has_value()) BM_RETURN_IF_ERROR(CheckStillOpened(dir, *opened));
   const std::string path = (std::filesystem::path(dir) / kCheckFileName).string();
   std::vector<char> bytes(kCheckBytes);
   const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
@@ -113,9 +115,16 @@ DiskSet::DiskSet(std::vector<DiskSlot> disks, DiskSetOptions options)
     disk.scrubber = std::make_unique<Scrubber>(*slot.store, options_.scrub_bytes_per_second);
     disk.thread = std::make_unique<StorageThread>(std::move(slot.store), wake_fd_);
     disk.next_check = now + options_.check_interval;
+    disk.failed_flag = std::make_unique<std::atomic<bool>>(false);
     if (!slot.failed_at_start.empty()) {
       disk.failure = "could not be opened at start: " + slot.failed_at_start;
+      disk.failed_flag->store(true);
       spdlog::error("disk {} has failed: {}", disk.path, disk.failure);
+    } else if (!disk.dir.empty()) {
+      // A directory that cannot even be stat'ed fails its first write check.
+      if (Result<OpenedDirectory> opened = IdentifyDiskDirectory(disk.dir); opened.ok()) {
+        disk.opened = *opened;
+      }
     }
     disks_.push_back(std::move(disk));
   }
@@ -130,6 +139,7 @@ DiskSet::~DiskSet() {
       spdlog::warn("disk {}: abandoning its storage thread, still stuck in a job", disk.path);
       static_cast<void>(disk.thread.release());
       static_cast<void>(disk.scrubber.release());
+      static_cast<void>(disk.failed_flag.release());
       abandoned_threads_ = true;
       continue;
     }
@@ -148,13 +158,15 @@ size_t DiskSet::failed_count() const {
 }
 
 Result<DiskSet::DiskNo> DiskSet::Choose(const BlockId& id, uint64_t size,
-                                        std::optional<DiskNo> holder) const {
+                                        std::optional<DiskNo> holder,
+                                        std::span<const DiskNo> avoid) const {
   std::vector<DiskRoom> rooms;
   rooms.reserve(disks_.size());
   for (const Disk& disk : disks_) {
     const DiskTierStats& stats = disk.thread->stats();
     rooms.push_back({disk.failure.empty() && !stats.read_only, stats.used, stats.capacity});
   }
+  for (const DiskNo refused : avoid) rooms[refused].usable = false;
   if (holder.has_value()) {
     const DiskRoom& room = rooms[*holder];
     if (room.usable && room.capacity >= room.used && room.capacity - room.used >= size) {
@@ -173,6 +185,8 @@ Result<DiskSet::DiskNo> DiskSet::Choose(const BlockId& id, uint64_t size,
     std::string room;
     if (!disk.failure.empty()) {
       room = "failed";
+    } else if (std::find(avoid.begin(), avoid.end(), i) != avoid.end()) {
+      room = "refused this block";
     } else if (stats.read_only) {
       room = "disk store is read-only after a storage error";
     } else {
@@ -243,8 +257,12 @@ void DiskSet::Tick(const std::function<void(DiskNo, std::vector<LostBlock>)>& ma
     if (!disk.check_queued && (disk.check_now || now >= disk.next_check)) StartCheck(i, now);
     if (!disk.maintenance_queued) {
       disk.maintenance_queued = true;
-      disk.thread->Submit([this, i, scrubber = disk.scrubber.get(),
+      disk.thread->Submit([this, i, scrubber = disk.scrubber.get(), failed = disk.failed_flag.get(),
                            maintained](BlockStore& store) -> StorageThread::Completion {
+        if (failed->load()) {
+          // Failed since it was queued: a read-only store would be reopened, into a bad disk.
+          return [this, i] { disks_[i].maintenance_queued = false; };
+        }
         store.Maintain();
         // What the scrubber finds bad the store drops and reports lost, with the rest.
         scrubber->Step(std::chrono::steady_clock::now());
@@ -268,21 +286,22 @@ void DiskSet::StartCheck(DiskNo i, TimePoint now) {
   // Queued behind the disk's other work: only a job that runs past the timeout, the check's
   // own included, fails it (Tick), not a long queue of jobs that each finish in time.
   disk.check_queued = true;
-  disk.thread->Submit([i, this, dir = disk.dir](BlockStore&) -> StorageThread::Completion {
-    Status checked = CheckDiskDirectory(dir);
-    return [this, i, checked] {
-      Disk& disk = disks_[i];
-      disk.check_queued = false;
-      if (!disk.failure.empty()) return;
-      if (checked.ok()) return;
-      if (checked.code() == StatusCode::kOutOfSpace) {
-        // Full, not failed: the store refuses writes and new blocks go to the other disks.
-        spdlog::debug("disk {} is full: {}", disk.path, checked.message());
-        return;
-      }
-      Fail(i, checked.message());
-    };
-  });
+  disk.thread->Submit(
+      [i, this, dir = disk.dir, opened = disk.opened](BlockStore&) -> StorageThread::Completion {
+        Status checked = CheckDiskDirectory(dir, opened);
+        return [this, i, checked] {
+          Disk& disk = disks_[i];
+          disk.check_queued = false;
+          if (!disk.failure.empty()) return;
+          if (checked.ok()) return;
+          if (checked.code() == StatusCode::kOutOfSpace) {
+            // Full, not failed: the store refuses writes and new blocks go to the other disks.
+            spdlog::debug("disk {} is full: {}", disk.path, checked.message());
+            return;
+          }
+          Fail(i, checked.message());
+        };
+      });
 }
 
 void DiskSet::NoteError(DiskNo disk, const Status& status) {
@@ -305,6 +324,7 @@ void DiskSet::Fail(DiskNo i, const std::string& why) {
   Disk& disk = disks_[i];
   if (!disk.failure.empty()) return;
   disk.failure = why;
+  disk.failed_flag->store(true);
   spdlog::error(
       "disk {} has failed: {}; its blocks are reported lost, the worker goes on with {} "
       "of its {} disks",

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "common/status.h"
 #include "common/worker_stats.h"
 #include "worker/block_store.h"
+#include "worker/disk_directory.h"
 #include "worker/scrubber.h"
 #include "worker/storage_thread.h"
 
@@ -42,10 +44,15 @@ struct DiskRoom {
 // it always did). nullopt when none has room.
 std::optional<size_t> ChooseDiskByAvailableSpace(std::span<const DiskRoom> disks, uint64_t size);
 
-// The periodic check of a disk directory: writes a small file, fsyncs it, reads it back and
-// compares, then deletes it. kOutOfSpace when the filesystem refused for lack of room (ENOSPC,
-// EDQUOT: a full disk is not a failed one); kInternal naming the step and errno otherwise.
-Status CheckDiskDirectory(const std::string& dir);
+// The periodic check of a disk directory: first that it is still the directory `opened`
+// recorded (CheckStillOpened: not moved away, replaced or unmounted, its store's lock file still
+// there; skipped when nullopt), then writes a small file, fsyncs it, reads it back and compares,
+// and deletes it. Without the first step the check of an unmounted disk would write into the
+// bare mount point on the root filesystem, and pass. kOutOfSpace when the filesystem refused for
+// lack of room (ENOSPC, EDQUOT: a full disk is not a failed one); kInternal naming what changed,
+// or the step and errno, otherwise.
+Status CheckDiskDirectory(const std::string& dir,
+                          const std::optional<OpenedDirectory>& opened = std::nullopt);
 
 // One disk as the worker's event loop wires it: where it is (empty for a store with no
 // directory of its own, as in tests: then only the store's own errors and the timeout can fail
@@ -81,10 +88,14 @@ struct DiskSetOptions {
 //
 // Disk states: ok -> failed, or failed from the start (DiskSlot::failed_at_start: nothing of it
 // is reported, since it holds nothing this run). A disk fails when its periodic check fails with
-// anything but kOutOfSpace, when a check or any storage job runs longer than check_timeout, or when
-// the owner reports an I/O error from it (NoteError; that triggers a check at once, and only the
-// check decides, so a full disk is never failed). A failed disk is never given work again;
-// its store is closed by a last job behind the work already queued. A disk whose thread hangs
+// anything but kOutOfSpace (its directory is no longer the one its store opened, as recorded when
+// the DiskSet was made, or a write, fsync or read-back failed), when a check or any storage job
+// runs longer than check_timeout, or when the owner reports an I/O error from it (NoteError;
+// that triggers a check at once, and only the check decides, so a full disk is never failed).
+// Failed is final for the run, as HDFS keeps a failed volume out until the DataNode restarts:
+// the disk is never given work again, its store is never reopened (its maintenance, which
+// reopens a read-only store, is skipped), and its store is closed by a last job behind the work
+// already queued. The operator replaces the disk and restarts the worker. A disk whose thread hangs
 // cannot be joined: at destruction its StorageThread (and its store and scrubber) are
 // deliberately leaked, so the hung thread keeps valid memory if it ever returns; nothing it
 // finishes then is ever run on the loop.
@@ -111,9 +122,11 @@ class DiskSet {
 
   // The disk a new block of `size` bytes goes to: `holder` (the disk holding the block's current
   // version, so a replacement commits in one store) when it is usable and has room, else the
-  // available-space choice. kOutOfSpace naming each disk's room when none has room for it;
-  // kUnavailable when every disk has failed.
-  Result<DiskNo> Choose(const BlockId& id, uint64_t size, std::optional<DiskNo> holder) const;
+  // available-space choice, never one of `avoid` (disks that refused this block already).
+  // kOutOfSpace naming each disk's room when none has room for it; kUnavailable when every disk
+  // has failed.
+  Result<DiskNo> Choose(const BlockId& id, uint64_t size, std::optional<DiskNo> holder,
+                        std::span<const DiskNo> avoid = {}) const;
 
   // Queues a job on the disk's storage thread. Work is never queued on a failed disk (callers
   // check failed() first and answer with FailedError()), except the cleanup of its writers
@@ -159,6 +172,11 @@ class DiskSet {
     std::unique_ptr<StorageThread> thread;
     // Touched only by storage jobs (borrows the store); kept alive as long as the thread.
     std::unique_ptr<Scrubber> scrubber;
+    // What the directory was at the start (nullopt without one, or failed at start).
+    std::optional<OpenedDirectory> opened;
+    // Set with `failure`, read by the disk's maintenance job on the storage thread, so a job
+    // queued before the failure does not reopen the store. Kept alive as long as the thread.
+    std::unique_ptr<std::atomic<bool>> failed_flag;
     std::string failure;  // "" while ok
     bool closed = false;
     bool maintenance_queued = false;

@@ -25,6 +25,8 @@
 #include "common/protocol.h"
 #include "worker/chunk_files.h"
 #include "worker/commit_journal.h"
+#include "worker/disk_directory.h"
+#include "worker/disk_error_listener.h"
 #include "worker/disk_format.h"
 #include "worker/disk_index.h"
 #include "worker/disk_repair.h"
@@ -36,31 +38,10 @@
 namespace bm {
 namespace {
 
+using disk::ErrorListener;
 using disk::FromRocks;
 using disk::Meta;
 using disk::SaturatingAdd;
-
-// Records RocksDB's background errors (a failed flush or compaction, or a failed write), which
-// RocksDB reports on its own threads: the store's loop reads the flag before every write.
-class ErrorListener final : public rocksdb::EventListener {
- public:
-  void OnBackgroundError(rocksdb::BackgroundErrorReason /*reason*/,
-                         rocksdb::Status* error) override {
-    MutexLock lock(mutex_);
-    if (message_.empty()) message_ = error->ToString();
-    failed_.store(true, std::memory_order_release);
-  }
-  bool failed() const { return failed_.load(std::memory_order_acquire); }
-  std::string message() const {
-    MutexLock lock(mutex_);
-    return message_;
-  }
-
- private:
-  std::atomic<bool> failed_{false};
-  mutable Mutex mutex_;
-  std::string message_ BM_GUARDED_BY(mutex_);
-};
 
 // Chunk bytes read from RocksDB, pinned where RocksDB read them (the table block it loaded
 // from the file, a block cache entry, or its own copy of a memtable value): handed to the
@@ -130,6 +111,8 @@ struct DiskStore::Impl {
   // and why: the blocks the commit journal then finds missing had their records there.
   std::vector<std::string> unreadable_tables;
   std::string unreadable_tables_error;
+  // A reopen failed or the directory is gone (TryRecover): read-only until the worker restarts.
+  bool unrecoverable = false;
 };
 
 DiskStore::DiskStore(std::string dir, DiskStoreOptions options)
@@ -142,7 +125,16 @@ DiskStore::DiskStore(std::string dir, DiskStoreOptions options)
       env_(options.env),
       impl_(std::make_unique<Impl>()) {}
 
-DiskStore::~DiskStore() = default;
+DiskStore::~DiskStore() {
+  if (db_ == nullptr || lock_ == nullptr) return;
+  // Closing writes by path (a memtable flush, MANIFEST, OPTIONS) into whatever is there now,
+  // e.g. a bare mount point: a store whose directory is gone leaves its database open instead.
+  if (Status here = CheckStillOpened(dir_, lock_->opened()); !here.ok()) {
+    spdlog::warn("disk store {}: not closing its database: {}", dir_, here.message());
+    static_cast<void>(db_->PauseBackgroundWork());
+    static_cast<void>(db_.release());
+  }
+}
 
 Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir, uint64_t limit_bytes,
                                                    DiskValueFormat format) {
@@ -163,7 +155,10 @@ Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir,
   if (!std::filesystem::is_directory(dir, ec)) {
     return InvalidArgumentError("disk store path " + dir + " is not a directory");
   }
+  // Before anything in it is read or written: two stores there would share chunk files.
+  BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskDirectoryLock> lock, DiskDirectoryLock::Acquire(dir));
   std::unique_ptr<DiskStore> store(new DiskStore(dir, std::move(options)));
+  store->lock_ = std::move(lock);
   BM_ASSIGN_OR_RETURN(FilesystemSpace space, store->MeasureSpace());
   store->write_buffer_bytes_ = disk::WriteBufferBytesFor(space.total_bytes);
   store->headroom_ = disk::HeadroomFor(space.total_bytes);
@@ -254,10 +249,10 @@ Status DiskStore::OpenDatabase() {
     if (!s.ok()) {
       std::string text = s.ToString();
       if (s.IsIOError() && text.find("/LOCK") != std::string::npos) {
-        return InvalidArgumentError("disk store " + dir_ +
-                                    " is in use by another process (is another worker using "
-                                    "this directory?): " +
-                                    text);
+        return UnavailableError("disk store " + dir_ +
+                                " is in use by another process (is another worker using "
+                                "this directory?): " +
+                                text);
       }
       if (!s.IsNoSpace() && !s.IsIOError()) {
         return InternalError("cannot open disk store " + dir_ + ": " + text);
@@ -835,6 +830,10 @@ void DiskStore::DropUnserved(const BlockId& id) {
 }
 
 Status DiskStore::DropCorrupt(const BlockId& id, const std::string& what) {
+  // A vanished directory makes every block look damaged: the disk failed, not this block.
+  if (Status here = CheckStillOpened(dir_, lock_->opened()); !here.ok()) {
+    return InternalError("reading block " + id.ToString() + ": " + what + "; " + here.message());
+  }
   const Meta* found = impl_->index.Find(id);
   const uint64_t generation = found != nullptr ? found->generation : 0;
   std::string reason = "generation " + std::to_string(generation) + " is corrupt on disk: " + what;
@@ -960,6 +959,14 @@ void DiskStore::Maintain() {
 // failed log write, the same log writer, which is what asserts on its next write; a reopen
 // replays the old log up to its last good record and writes a fresh one.
 void DiskStore::TryRecover() {
+  if (impl_->unrecoverable) return;
+  // Room in whatever took the directory's place (a bare mount point) is no reason to write.
+  if (Status here = CheckStillOpened(dir_, lock_->opened()); !here.ok()) {
+    spdlog::error("disk store {}: not reopened: {}", dir_, here.message());
+    impl_->unrecoverable = true;
+    impl_->read_only_reason = here.message();
+    return;
+  }
   impl_->files->WaitForDeletions();  // their room counts
   Result<FilesystemSpace> space = MeasureSpace();
   if (!space.ok() || space->available_bytes < headroom_) return;
@@ -971,9 +978,16 @@ void DiskStore::TryRecover() {
   db_.reset();                     // closes it; chunks still pinned keep the block cache alive
   Status opened = OpenDatabase();
   if (!opened.ok()) {
-    // It opened a moment ago, in this process: failing now is not an expected condition.
-    spdlog::critical("disk store {} cannot be reopened: {}", dir_, opened.ToString());
-    BM_CHECK(opened.ok());
+    // The disk went bad under the store: what it served is lost, and it stays read-only.
+    impl_->unrecoverable = true;
+    impl_->index.Clear();  // nothing touches the database any more
+    impl_->read_only_reason = "reopening the database in " + dir_ + " failed: " + opened.message();
+    spdlog::error("disk store: {}; its {} blocks are lost", impl_->read_only_reason, served.size());
+    for (const auto& [id, generation] : served) {
+      lost_.push_back({id, impl_->read_only_reason, LostCause::kStorageError});
+    }
+    lost_count_ += served.size();
+    return;
   }
   // Versions the store did not serve: removals taken while read-only, and versions whose
   // commit failed yet reached the log.

@@ -26,6 +26,7 @@ struct Options;
 namespace bm {
 
 class CommitJournal;
+class DiskDirectoryLock;
 namespace disk {
 struct Meta;
 class ChunkFiles;
@@ -104,8 +105,13 @@ struct DiskStoreOptions {
 // failed) makes the store read-only, since RocksDB must not be written after a failed write
 // (its log writer asserts). While read-only it serves reads, refuses writes with kOutOfSpace,
 // and takes removals by hiding the blocks at once and deleting them once writable again.
-// Maintain() reopens the database when the filesystem has room again. A store whose
-// filesystem is too full to open for writing opens read-only and recovers the same way.
+// Maintain() reopens the database when the filesystem has room again, and only while the
+// directory is still the one opened (a DiskDirectoryLock, disk_directory.h, held from Open to
+// destruction, also keeps any second store out of it): the free space of a bare mount point or
+// of whatever took a moved directory's place is no reason to write. A reopen that fails leaves
+// the store read-only for good, its index empty and its blocks reported lost, never a crash.
+// The DiskSet never runs Maintain() on a failed disk, so a failed disk is not reopened. A store
+// whose filesystem is too full to open for writing opens read-only and recovers the same way.
 //
 // Lost blocks: every commit and removal is also appended to a CommitJournal beside the
 // database. Open() and a reopen compare it with what RocksDB recovered; every block that did
@@ -129,6 +135,8 @@ struct DiskStoreOptions {
 // Not thread-safe: owned by the worker's storage thread (StorageThread).
 class DiskStore final : public BlockStore {
  public:
+  // kUnavailable when another store (in this process or another) has `dir` open, in whatever
+  // spelling; kInvalidArgument or kInternal when the directory cannot be used.
   static Result<std::unique_ptr<DiskStore>> Open(const std::string& dir, uint64_t limit_bytes,
                                                  DiskValueFormat format = DiskValueFormat::kPlain);
   static Result<std::unique_ptr<DiskStore>> Open(const std::string& dir, DiskStoreOptions options);
@@ -181,8 +189,9 @@ class DiskStore final : public BlockStore {
   std::string read_only_reason() const;
 
   // Off the hot path, every second or so: notices background errors, reopens a read-only store
-  // once the filesystem has room again, and gives back the space of removed blocks when the
-  // filesystem is short of it. Blocks found lost on a reopen are added to TakeLost().
+  // once the filesystem has room again (and its directory is still the one opened), and gives
+  // back the space of removed blocks when the filesystem is short of it. Blocks found lost on a
+  // reopen, or lost to a reopen that failed, are added to TakeLost().
   void Maintain() override;
   // Blocks found lost since the last call (at open, or on a reopen).
   std::vector<LostBlock> TakeLost() override;
@@ -295,6 +304,9 @@ class DiskStore final : public BlockStore {
   const uint64_t chunk_file_min_bytes_;
   std::unique_ptr<SpaceProbe> probe_;
   rocksdb::Env* const env_;
+  // Held from before anything is read until after everything is closed (declared first of
+  // the rest, so destroyed last).
+  std::unique_ptr<DiskDirectoryLock> lock_;
   uint64_t write_buffer_bytes_ = 0;  // memtable size, scaled to the filesystem
   uint64_t headroom_ = 0;
   std::unique_ptr<Impl> impl_;

@@ -24,6 +24,7 @@
 #include "common/zookeeper_session.h"
 #include "worker/address.h"
 #include "worker/block_manager.h"
+#include "worker/disk_directory.h"
 #include "worker/disk_set.h"
 #include "worker/disk_store.h"
 #include "worker/memory_store.h"
@@ -283,15 +284,15 @@ bm::Result<Sizes> CheckFlags(const Flags& f) {
     bm::Result<bm::DiskDirSpec> disk = bm::ParseDiskDir(text);
     if (!disk.ok()) return disk.status();
     if (disk->limit == 0) disk->limit = *disk_limit;
-    for (const bm::DiskDirSpec& other : disks) {
-      if (std::filesystem::path(other.path).lexically_normal() ==
-          std::filesystem::path(disk->path).lexically_normal()) {
-        return bm::InvalidArgumentError("--disk-dir " + disk->path + " is given twice");
-      }
-    }
     disks.push_back(std::move(disk).value());
   }
   if (disks.empty()) return bm::InvalidArgumentError("--disk-dir must not be empty");
+  // By what each directory is, not how it is spelt ("D", "D/", a symlink to D).
+  std::vector<std::string> disk_paths;
+  for (const bm::DiskDirSpec& disk : disks) disk_paths.push_back(disk.path);
+  if (bm::Status distinct = bm::CheckDistinctDirectories(disk_paths); !distinct.ok()) {
+    return distinct;
+  }
   if (f.disk_check_timeout_seconds < f.disk_check_interval_seconds / 100) {
     return bm::InvalidArgumentError("--disk-check-timeout is too short for the interval");
   }
@@ -364,6 +365,12 @@ int Run(const Flags& f, const Sizes& sizes) {
     disk_options.chunk_file_min_bytes = sizes.chunk_file_min;
     bm::Result<std::unique_ptr<bm::DiskStore>> disk =
         bm::DiskStore::Open(spec.path, std::move(disk_options));
+    if (!disk.ok() && disk.status().code() == bm::StatusCode::kUnavailable) {
+      // Held by another store (a second worker on it): not a failed disk, a mistake to fix.
+      std::fprintf(stderr, "bm-worker: --disk-dir %s: %s\n", spec.path.c_str(),
+                   disk.status().message().c_str());
+      return kStartError;
+    }
     if (!disk.ok()) {
       const std::string why = disk.status().message();
       unopened.push_back("cannot open disk store in " + spec.path + ": " + why);

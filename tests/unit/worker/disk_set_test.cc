@@ -5,6 +5,7 @@
 #include <poll.h>
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <thread>
@@ -241,6 +242,35 @@ TEST_F(SeveralDisksTest, AHangingDiskFailsByTimeoutAndDoesNotStallTheOthers) {
   EXPECT_TRUE(hung_read_answered);
 }
 
+// The directory of a disk replaced under the worker (moved away and another put in its place,
+// or the disk unmounted from under its mount point): the disk fails, naming why, though the
+// new directory takes the check's writes.
+TEST(DiskCheckTest, ADiskWhoseDirectoryIsReplacedFails) {
+  testing::TempDir dir;
+  const std::string disk = dir.Sub("disk");
+  std::filesystem::create_directories(disk);
+  std::vector<DiskSlot> disks;
+  disks.push_back(DiskSlot{disk, std::make_unique<testing::InMemoryStore>(64 * kKiB), 64 * kKiB});
+  disks.push_back(DiskSlot{"", std::make_unique<testing::InMemoryStore>(64 * kKiB), 64 * kKiB});
+  BlockManagerOptions options;
+  options.disk_check_interval = 20ms;
+  options.disk_check_timeout = 5s;
+  BlockManager manager(std::make_unique<MemoryStore>(kKiB), std::move(disks), options);
+  std::filesystem::rename(disk, dir.Sub("moved-away"));
+  std::filesystem::create_directories(disk);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (manager.failed_disk_count() == 0 && std::chrono::steady_clock::now() < deadline) {
+    manager.Maintain();
+    pollfd fd{manager.completion_fd(), POLLIN, 0};
+    ::poll(&fd, 1, 10);
+    manager.RunCompletions();
+  }
+  ASSERT_EQ(manager.failed_disk_count(), 1u);
+  EXPECT_EQ(manager.Stats().disks[0].state, DiskState::kFailed);
+  EXPECT_THAT(manager.Stats().disks[0].reason, HasSubstr("no longer the one opened"));
+  EXPECT_EQ(manager.Stats().disks[1].state, DiskState::kOk);
+}
+
 // A disk with more work queued than the timeout, each job well within it, is busy, not hung:
 // its directory check waits behind that work and the disk is not failed for it.
 TEST(DiskCheckTest, ADiskCheckQueuedBehindSlowButMovingWorkDoesNotFailTheDisk) {
@@ -373,6 +403,8 @@ TEST_F(SpillToAFailedDiskTest, SpillsQueuedOnAHungDiskGoToAnotherDiskWhenItFails
       << " spills still pending, " << manager_->spill_backlog_bytes()
       << " bytes in the spill backlog";
   EXPECT_EQ(manager_->spill_backlog_bytes(), 0u);
+  // The hung jobs still hold the bytes they were given: counted until they return.
+  EXPECT_EQ(manager_->orphaned_spill_bytes(), 8 * kKiB);
   EXPECT_EQ(manager_->Stats().disks[1].used, 8 * kKiB);
   // Nothing was on disk 0 and nothing is lost.
   EXPECT_TRUE(manager_->TakeLost().empty());
@@ -405,6 +437,27 @@ TEST_F(SpillToAFailedDiskTest, SpillsQueuedOnAHungDiskGoToAnotherDiskWhenItFails
   }
   EXPECT_GE(ran, 3u);
   every_block_reads_back();
+  EXPECT_EQ(manager_->orphaned_spill_bytes(), 0u);
+}
+
+// A spill refused with an I/O error by a disk not (yet) failed: its bytes are still in memory,
+// so another disk takes them rather than the block being dropped.
+TEST_F(SpillToAFailedDiskTest, ASpillRefusedWithAnIOErrorGoesToAnotherDisk) {
+  hung_->FailWrites(InternalError("injected I/O error"));
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_NO_FATAL_FAILURE(Put(BlockId::Rdd(i, 0), Bytes(4 * kKiB, i)));
+  }
+  // The third put evicted rdd_0_0; disk 0 refused its spill, disk 1 took it.
+  ASSERT_TRUE(RunUntil([&] { return manager_->spills_pending() == 0; }));
+  EXPECT_EQ(manager_->failed_disk_count(), 0u);
+  EXPECT_EQ(manager_->Stats().disks[1].used, 4 * kKiB);
+  std::optional<BlockStatus> found = manager_->Find(BlockId::Rdd(0, 0));
+  ASSERT_TRUE(found.has_value()) << "the evicted block was dropped";
+  EXPECT_EQ(found->tier, Tier::kDisk);
+  Result<BlockRead> read = testing::Read(*manager_, BlockId::Rdd(0, 0), 0, UINT64_MAX);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(testing::Concat(read->chunks), Bytes(4 * kKiB, 0));
+  EXPECT_TRUE(manager_->TakeLost().empty());
 }
 
 // A put replacing a block whose spill waits on a disk that then fails: the old version is not

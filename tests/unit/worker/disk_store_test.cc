@@ -476,8 +476,25 @@ TEST(DiskStoreOpenTest, SecondOpenOfSameDirectoryFailsClearly) {
   ASSERT_NE(first, nullptr);
   Result<std::unique_ptr<DiskStore>> second = DiskStore::Open(dir.Sub("db"), 0);
   ASSERT_FALSE(second.ok());
-  EXPECT_EQ(second.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
   EXPECT_THAT(second.status().message(), HasSubstr("in use"));
+}
+
+// "D/" (or a symlink to D) is another name to RocksDB's in-process LOCK bookkeeping, and its
+// fcntl lock does not conflict within one process: two stores would share the chunk files.
+TEST(DiskStoreOpenTest, SecondOpenOfTheSameDirectoryByAnotherNameFailsClearly) {
+  testing::TempDir dir;
+  std::unique_ptr<DiskStore> first = OpenStore(dir.Sub("db"));
+  ASSERT_NE(first, nullptr);
+  std::filesystem::create_directory_symlink(dir.Sub("db"), dir.Sub("link"));
+  for (const std::string& other : {dir.Sub("db") + "/", dir.Sub("link")}) {
+    Result<std::unique_ptr<DiskStore>> second = DiskStore::Open(other, 0);
+    ASSERT_FALSE(second.ok()) << other;
+    EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+    EXPECT_THAT(second.status().message(), HasSubstr("in use by another disk store"));
+  }
+  first.reset();
+  EXPECT_NE(OpenStore(dir.Sub("db") + "/"), nullptr);
 }
 
 TEST(DiskStoreOpenTest, PathThatIsAFileFailsClearly) {
@@ -660,6 +677,58 @@ TEST_F(DiskStoreSpaceTest, AFailedWriteMakesTheStoreReadOnlyUntilItReopens) {
   EXPECT_TRUE(ReadAll(*store, BlockId::Rdd(3, 0)) == kept);
   EXPECT_TRUE(ReadAll(*store, BlockId::Rdd(3, 4)) == removed);
   EXPECT_FALSE(store->Find(BlockId::Rdd(3, 1)).has_value());
+}
+
+// The disk went bad while the store was read-only: the reopen fails. The store stays read-only,
+// with the reason, and its blocks are reported lost; it never takes the process down.
+TEST_F(DiskStoreSpaceTest, AReopenThatFailsLeavesTheStoreReadOnlyAndItsBlocksLost) {
+  std::unique_ptr<DiskStore> store = Open();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(WriteBlock(*store, BlockId::Rdd(9, 0), RandomBytes(3 * kMiB, 1)).ok());
+  ASSERT_TRUE(WriteBlock(*store, BlockId::Rdd(9, 1), RandomBytes(1000, 2)).ok());
+  fs_->full = true;
+  ASSERT_FALSE(WriteBlock(*store, BlockId::Rdd(9, 2), RandomBytes(1000, 3)).ok());
+  ASSERT_TRUE(store->read_only());
+  // What a damaged disk gives the next open: a MANIFEST that cannot be read.
+  std::ofstream(dir_.Sub("db/CURRENT"), std::ios::trunc) << "MANIFEST-999999\n";
+  fs_->full = false;
+
+  store->Maintain();
+  EXPECT_TRUE(store->read_only());
+  EXPECT_THAT(store->read_only_reason(),
+              HasSubstr("reopening the database in " + dir_.Sub("db") + " failed"));
+  std::vector<LostBlock> lost = store->TakeLost();
+  ASSERT_EQ(lost.size(), 2u);
+  for (const LostBlock& block : lost) EXPECT_EQ(block.cause, LostCause::kStorageError);
+  EXPECT_FALSE(store->Find(BlockId::Rdd(9, 0)).has_value());
+  EXPECT_EQ(store->BeginWrite(BlockId::Rdd(9, 3), StorageLevel::kDiskOnly, 10).status().code(),
+            StatusCode::kOutOfSpace);
+  store->Maintain();  // never tried again in this run
+  EXPECT_TRUE(store->TakeLost().empty());
+}
+
+// An unmounted disk leaves its bare mount point, an empty directory, with room to spare: the
+// read-only store must not reopen (and create a new database) there.
+TEST_F(DiskStoreSpaceTest, AStoreWhoseDirectoryWasReplacedIsNotReopened) {
+  std::unique_ptr<DiskStore> store = Open();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(WriteBlock(*store, BlockId::Rdd(9, 0), RandomBytes(1000, 1)).ok());
+  fs_->full = true;
+  ASSERT_FALSE(WriteBlock(*store, BlockId::Rdd(9, 1), RandomBytes(1000, 2)).ok());
+  ASSERT_TRUE(store->read_only());
+  std::filesystem::rename(dir_.Sub("db"), dir_.Sub("moved-away"));
+  std::filesystem::create_directories(dir_.Sub("db"));
+  fs_->full = false;
+
+  store->Maintain();
+  EXPECT_TRUE(store->read_only());
+  EXPECT_THAT(store->read_only_reason(), HasSubstr("no longer the one opened"));
+  EXPECT_TRUE(std::filesystem::is_empty(dir_.Sub("db")));
+  EXPECT_TRUE(store->TakeLost().empty()) << "the disk's failure reports them, not the store";
+  // Back in its place, so the store closes its database as usual (a store whose directory is
+  // gone leaves it open, which a leak checker would report).
+  std::filesystem::remove(dir_.Sub("db"));
+  std::filesystem::rename(dir_.Sub("moved-away"), dir_.Sub("db"));
 }
 
 TEST_F(DiskStoreSpaceTest, AWriteInProgressAcrossAReopenFailsInsteadOfLosingChunks) {
