@@ -130,7 +130,9 @@ struct DiskStoreOptions {
 //   disk_scan.h         the start-up scan that rebuilds the index (and steps over damage);
 //   journal_check.h     what the commit journal says was lost, as a verdict the store applies;
 //   disk_store_writer.h a streamed write, cut into chunks;
-// and this class: chunk reads, removals, space, the read-only state and recovery.
+// and this class: disk_store_open.cc opens it (the database, the scan, chunk files taken back,
+// the journal check); disk_store.cc has chunk reads, removals, space, the read-only state and
+// recovery. Both share DiskStore::Impl (disk_store_impl.h).
 //
 // Not thread-safe: owned by the worker's storage thread (StorageThread).
 class DiskStore final : public BlockStore {
