@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -421,6 +422,16 @@ class WorkerServerTest : public ::testing::Test {
   std::function<void()> on_loop_thread_;  // runs on the loop's thread before Run()
   std::unique_ptr<RpcChannel> channel_;
 };
+
+// The same-host read socket is the owner's only, read and write (README "Same-host reads").
+TEST_F(WorkerServerTest, TheLocalReadSocketIsCreatedOwnerReadWriteOnly) {
+  options_.local_socket_path = dir_.Sub("local.sock");
+  ASSERT_NO_FATAL_FAILURE(StartWorker());
+  struct stat socket_file {};
+  ASSERT_EQ(lstat(options_.local_socket_path.c_str(), &socket_file), 0) << std::strerror(errno);
+  EXPECT_TRUE(S_ISSOCK(socket_file.st_mode));
+  EXPECT_EQ(socket_file.st_mode & 07777, 0600u);
+}
 
 TEST_F(WorkerServerTest, RegistersWithMasterAndSendsHeartbeats) {
   StartWorker();
