@@ -158,11 +158,13 @@ Status MasterServer::Loop::HandleCheckAccess(proto::CheckAccess::Reader request,
     // Reserved against the owner's quota; an owner without one costs no pass over its blocks.
     if (tenants_.QuotaOf(access.owner).has_value()) {
       capnp::Text::Reader block = request.getBlockId();
+      const TenantRegistry::PutCopies put{
+          .block = std::string(block.cStr(), std::min<size_t>(block.size(), 256)),
+          .version = request.getVersion(),
+          .copies = request.getCopies()};
       BM_ASSIGN_OR_RETURN(
-          reservation,
-          tenants_.Reserve(
-              access.owner, std::string(block.cStr(), std::min<size_t>(block.size(), 256)),
-              request.getReserveBytes(), FromProto(request.getLevel()), StoredBytes(access.owner)));
+          reservation, tenants_.Reserve(access.owner, put, request.getReserveBytes(),
+                                        FromProto(request.getLevel()), StoredBytes(access.owner)));
     }
   }
   if (std::optional<TenantQuota> quota = tenants_.QuotaOf(access.owner)) {

@@ -535,7 +535,9 @@ Result<TenantGate::Admission> WorkerServer::AdmitTenant(IncomingMessage& message
             .block = block,
             .offset = piece.getOffset(),
             .total_size = piece.getTotalSize(),
-            .level = FromProto(piece.getLevel())};
+            .level = FromProto(piece.getLevel()),
+            .version = piece.getVersion(),
+            .copies = piece.getCopies()};
         return Status::Ok();
       }));
       return tenants_->AdmitPut(peer, *put, message);

@@ -346,6 +346,42 @@ TEST_F(TenantTest, QuotaRefusalsAreExactUnderEightConcurrentPutters) {
   EXPECT_EQ(Put("alice", "rdd_21_99", std::string(kBlock, 'x')).exit_code, 0);
 }
 
+// A put of two copies is admitted against the quota whole: with 16 of 20 MiB used, a 4 MiB
+// MEMORY_ONLY_2 put is refused and stores no copy (one copy stayed behind, readable and
+// counted, while bmctl said "quota exceeded"); a 2 MiB one fits exactly, both copies.
+TEST_F(TenantTest, AReplicatedPutRefusedForItsQuotaLeavesNoCopyBehind) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster());
+  constexpr uint64_t kMiB = 1024 * 1024;
+  ASSERT_EQ(cluster_.Bmctl({"quota", "set", "alice", "--memory", "20MiB"}).exit_code, 0);
+  ASSERT_EQ(Put("alice", "rdd_50_0", std::string(16 * kMiB, 'a')).exit_code, 0);
+  auto usage = [&] {
+    nlohmann::json tenants = cluster_.BmctlJson({"tenants"});
+    EXPECT_EQ(tenants.size(), 1u) << tenants.dump();
+    return tenants.empty() ? nlohmann::json() : tenants[0];
+  };
+  ASSERT_EQ(usage()["memory_bytes"].get<uint64_t>(), 16 * kMiB);
+
+  CommandResult over = cluster_.BmctlAs(
+      "alice", {"put", "rdd_50_1", "-", "--level", "MEMORY_ONLY_2"}, std::string(4 * kMiB, 'b'));
+  EXPECT_EQ(over.exit_code, 3) << over.err;
+  EXPECT_NE(over.err.find("quota exceeded"), std::string::npos) << over.err;
+  EXPECT_FALSE(cluster_.WorkerHolds("w1", "rdd_50_1"));
+  EXPECT_FALSE(cluster_.WorkerHolds("w2", "rdd_50_1"));
+  EXPECT_EQ(cluster_.BmctlAs("alice", {"get", "rdd_50_1"}).exit_code, 1);
+  nlohmann::json after = usage();
+  EXPECT_EQ(after["memory_bytes"].get<uint64_t>(), 16 * kMiB) << after.dump();
+  EXPECT_EQ(after["reserved_bytes"].get<uint64_t>(), 0u) << after.dump();
+
+  CommandResult fits = cluster_.BmctlAs(
+      "alice", {"put", "rdd_50_2", "-", "--level", "MEMORY_ONLY_2"}, std::string(2 * kMiB, 'c'));
+  ASSERT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_TRUE(cluster_.WorkerHolds("w1", "rdd_50_2"));
+  EXPECT_TRUE(cluster_.WorkerHolds("w2", "rdd_50_2"));
+  after = usage();
+  EXPECT_EQ(after["memory_bytes"].get<uint64_t>(), 20 * kMiB) << after.dump();
+  EXPECT_EQ(after["reserved_bytes"].get<uint64_t>(), 0u) << after.dump();
+}
+
 TEST_F(TenantTest, QuotaHoldsAcrossAMasterRestart) {
   TempDir state;
   ASSERT_NO_FATAL_FAILURE(StartCluster(state.Sub("master")));
