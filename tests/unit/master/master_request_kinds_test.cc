@@ -11,7 +11,8 @@ namespace {
 using testing::AllRequestKinds;
 using testing::RequestKind;
 
-const PeerIdentity kTenantKey{.role = KeyRole::kClient, .name = "bob", .tenant = "bob"};
+const PeerIdentity kTenantKey{
+    .role = KeyRole::kClient, .name = "bob", .public_key = "", .tenant = "bob"};
 
 // A kind added to the schema fails here until the table (which the master's dispatcher uses)
 // says how a tenant key's request of that kind is checked.

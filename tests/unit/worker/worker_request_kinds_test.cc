@@ -55,7 +55,8 @@ TEST(WorkerRequestKindsTest, EveryGatedReadNamesTheBlocksItsRequestCarries) {
 // The table and the access policy agree: what the table refuses to a tenant key the policy
 // refuses too, and what it gates by dataset the policy lets through to be gated.
 TEST(WorkerRequestKindsTest, RefusedKindsAreTheOnesTheAccessPolicyRefusesAClientKey) {
-  const PeerIdentity tenant_key{.role = KeyRole::kClient, .name = "bob", .tenant = "bob"};
+  const PeerIdentity tenant_key{
+      .role = KeyRole::kClient, .name = "bob", .public_key = "", .tenant = "bob"};
   for (const RequestKind& kind : AllRequestKinds()) {
     const WorkerRequestKind* entry = FindWorkerRequestKind(kind.which);
     ASSERT_NE(entry, nullptr) << kind.name;
