@@ -142,9 +142,12 @@ Result<uint64_t> TenantRegistry::Reserve(const std::string& tenant, const PutCop
   return id;
 }
 
-void TenantRegistry::EndReservation(uint64_t reservation) {
+void TenantRegistry::EndReservation(uint64_t reservation, const std::string& worker) {
   auto found = reservations_.find(reservation);
   if (found == reservations_.end()) return;
+  std::vector<std::string>& reported = found->second.reported_by;
+  if (std::find(reported.begin(), reported.end(), worker) != reported.end()) return;
+  reported.push_back(worker);
   if (--found->second.unreported == 0) reservations_.erase(found);
 }
 

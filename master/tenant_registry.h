@@ -85,9 +85,10 @@ class TenantRegistry {
   // (MEMORY_AND_DISK) is admitted on disk when memory is full.
   Result<uint64_t> Reserve(const std::string& tenant, const PutCopies& put, uint64_t bytes,
                            StorageLevel level, const TierBytes& stored);
-  // One copy under the reservation was reported (or failed): its bytes stop counting as
-  // reserved; the reservation ends with its last copy.
-  void EndReservation(uint64_t reservation);
+  // `worker`'s copy under the reservation was reported (or failed): its bytes stop counting as
+  // reserved; the reservation ends with its last copy. A worker's report heard again (a report
+  // sent twice) ends nothing more.
+  void EndReservation(uint64_t reservation, const std::string& worker);
   // Drops reservations past their lifetime; returns how many.
   size_t ExpireReservations();
   // Bytes reserved and not reported yet.
@@ -103,6 +104,7 @@ class TenantRegistry {
     uint32_t unreported;  // copies whose bytes are reserved
     uint32_t unclaimed;   // copies no worker asked for yet
     TimePoint expires;
+    std::vector<std::string> reported_by{};  // workers whose copies were reported
   };
   // Whether `copies` more copies of `bytes` fit `tenant`'s quota on `tier`.
   bool Fits(const std::string& tenant, const TenantQuota& quota, Tier tier, uint64_t bytes,

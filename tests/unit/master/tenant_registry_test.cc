@@ -76,7 +76,7 @@ TEST(TenantRegistryTest, QuotaAdmitsExactlyWhatFitsCountingReservations) {
           .ok());
   EXPECT_EQ(tenants.Reserved("alice"), (TierBytes{.memory = 200, .disk = 100}));
   // Reported: the bytes count as stored instead.
-  tenants.EndReservation(*first);
+  tenants.EndReservation(*first, "w1");
   EXPECT_EQ(tenants.Reserved("alice").memory, 100u);
   // Unreported reservations lapse.
   clock.Advance(std::chrono::seconds(61));
@@ -121,10 +121,12 @@ TEST(TenantRegistryTest, APutOfSeveralCopiesIsAdmittedWholeAtItsFirstCopy) {
   // A third copy of that put (one placed again) is admitted for its own bytes: no room.
   EXPECT_FALSE(
       tenants.Reserve("alice", put, 4, StorageLevel::kMemoryOnly, TierBytes{.memory = 12}).ok());
-  // Each report ends one copy's share.
-  tenants.EndReservation(*first);
+  // Each copy's report ends its share; a report heard twice ends nothing more.
+  tenants.EndReservation(*first, "w1");
   EXPECT_EQ(tenants.Reserved("alice").memory, 4u);
-  tenants.EndReservation(*second);
+  tenants.EndReservation(*first, "w1");
+  EXPECT_EQ(tenants.Reserved("alice").memory, 4u);
+  tenants.EndReservation(*second, "w2");
   EXPECT_EQ(tenants.Reserved("alice"), TierBytes{});
 }
 
