@@ -139,6 +139,7 @@ Status BlockUpload::SendPiece(Target& target, const Piece& piece) {
   put.setReplica(version_.replica);
   put.setLeaseToken(version_.lease);
   put.setComputeCostUs(version_.compute_cost_us);
+  put.setCopies(version_.copies);
   if (piece.piece_digest) {
     put.setPieceDigest(*piece.piece_digest);
     put.setDigested(true);

@@ -29,6 +29,9 @@ struct UploadVersion {
   bool replica = false;          // a copy of an existing version, not a new put
   uint64_t lease = 0;            // PutOptions::compute_lease
   uint64_t compute_cost_us = 0;  // PutOptions::compute_cost; 0 = not stated
+  // How many copies the put stores (PutBlock.copies), all admitted against a tenant's quota at
+  // the first; 0 = one.
+  uint32_t copies = 0;
 };
 
 // One block streamed to one or more workers at once, piece by piece (PROTOCOL.md, "Uploads").

@@ -1,5 +1,6 @@
 // bmctl: the operator's command line for a blockmgr cluster, built on bm::Client.
-// Exit codes: 0 success; 1 operational failure (one line on stderr); 2 usage error.
+// Exit codes: 0 success; 1 operational failure (one line on stderr); 2 usage error; 3 a put
+// refused for its tenant's quota (kExitQuotaExceeded).
 //
 // Main sets up the options every command shares, parses, and hands over to the parsed command
 // (client/bmctl_commands.h), which checks its own arguments and runs.
@@ -113,7 +114,7 @@ int Main(int argc, char** argv) {
   app.fallthrough();  // global options may also follow the command
   app.footer(
       "Exit codes: 0 success, 1 operational failure (not found, master unreachable, out of "
-      "space), 2 usage error.");
+      "space), 2 usage error, 3 quota exceeded (a put refused for its tenant's quota).");
   GlobalOptions global;
   global.AddTo(app);
   const std::vector<std::unique_ptr<BmctlCommand>> commands = MakeBmctlCommands();

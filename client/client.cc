@@ -307,7 +307,7 @@ Result<PutResult> Client::Impl::PutOnce(const BlockId& id, PieceSource& source, 
   // Every copy this put stores carries one version token, so the master sees them as one
   // version and lets that version replace any other (PROTOCOL.md, "One version per block id").
   const UploadVersion version{NewVersionToken(), /*replica=*/false, options.compute_lease,
-                              ComputeCostMicros(options.compute_cost)};
+                              ComputeCostMicros(options.compute_cost), wanted};
   std::vector<Result<PutResult>> stored;
   Status last;
   size_t next = 0;

@@ -44,11 +44,15 @@ Result<OwnedFd> ListenLocal(const std::string& path) {
   // worker uses this directory.
   struct stat existing {};
   if (lstat(path.c_str(), &existing) == 0 && S_ISSOCK(existing.st_mode)) unlink(path.c_str());
-  // Created with no access for others from the start, not chmod-ed after a window.
+  // Created with no access for others from the start, not chmod-ed after a window. The umask
+  // is the process's: one that also took the owner's execute bit would make a directory another
+  // thread creates meanwhile unusable, so the socket loses its (meaningless) execute bit after.
   const mode_t old_mask = umask(0077);
   const int bound = bind(socket.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address);
   umask(old_mask);
   if (bound != 0) return UnavailableError(Errno("binding " + path));
+  // Owner-only either way (connect needs write permission on the file): 0600, as README says.
+  if (chmod(path.c_str(), 0600) != 0) return UnavailableError(Errno("chmod " + path));
   if (listen(socket.get(), 128) != 0) return UnavailableError(Errno("listening on " + path));
   return socket;
 }

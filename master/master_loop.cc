@@ -259,6 +259,8 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
     AnswerNotLeader(reply);
     return Answer::kNow;
   }
+  // A client key's request is checked against the tenant rules by its kind, before any handler.
+  if (IsTenantRestricted(peer)) BM_RETURN_IF_ERROR(AdmitTenant(request, *peer));
   switch (request.which()) {
     case proto::Request::REGISTER_WORKER:
       BM_RETURN_IF_ERROR(
@@ -282,22 +284,12 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
           AuthorizeWorkerId(secure, peer, request.getReportBlocks().getWorkerId().cStr()));
       return HandleReportBlocks(request.getReportBlocks(), client, request.getId(), reply);
     case proto::Request::GET_LOCATIONS:
-      if (IsTenantRestricted(peer)) {
-        BM_ASSIGN_OR_RETURN(std::vector<BlockId> ids,
-                            DecodeBlockIds(request.getGetLocations().getBlockIds()));
-        BM_RETURN_IF_ERROR(CheckTenantBlocks(peer, ids, DatasetOp::kRead));
-      }
       BM_RETURN_IF_ERROR(queries_.GetLocations(request.getGetLocations(), reply));
       return Answer::kNow;
     case proto::Request::LIST_WORKERS:
       queries_.ListWorkers(reply);
       return Answer::kNow;
     case proto::Request::LIST_BLOCKS:
-      if (request.getListBlocks().isRddId()) {
-        BM_RETURN_IF_ERROR(
-            CheckTenant(peer, DatasetOf(BlockId::Rdd(request.getListBlocks().getRddId(), 0)),
-                        DatasetOp::kRead));
-      }
       BM_RETURN_IF_ERROR(queries_.ListBlocks(request.getListBlocks(), reply, VisibleTo(peer)));
       return Answer::kNow;
     case proto::Request::LIST_RDDS:
@@ -309,14 +301,12 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
     case proto::Request::REMOVE_BLOCKS: {
       BM_ASSIGN_OR_RETURN(std::vector<BlockId> ids,
                           DecodeBlockIds(request.getRemoveBlocks().getBlockIds()));
-      BM_RETURN_IF_ERROR(CheckTenantBlocks(peer, ids, DatasetOp::kRemove));
       ClearLostIds(ids);
       StartRemove(client, request.getId(), std::move(ids));
       return Answer::kLater;
     }
     case proto::Request::REMOVE_RDD: {
       const uint64_t rdd_id = request.getRemoveRdd().getRddId();
-      BM_RETURN_IF_ERROR(CheckTenant(peer, DatasetOf(BlockId::Rdd(rdd_id, 0)), DatasetOp::kRemove));
       if (rdd_descriptions_.erase(rdd_id) > 0 && journal_) {
         Journaled(journal_->RecordRddForgotten(rdd_id));
       }
@@ -325,18 +315,9 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
       return Answer::kLater;
     }
     case proto::Request::REGISTER_RDD:
-      BM_RETURN_IF_ERROR(
-          CheckTenant(peer, DatasetOf(BlockId::Rdd(request.getRegisterRdd().getRddId(), 0)),
-                      DatasetOp::kWrite));
       BM_RETURN_IF_ERROR(HandleRegisterRdd(request.getRegisterRdd(), reply));
       return Answer::kNow;
     case proto::Request::ACQUIRE_COMPUTE:
-      if (IsTenantRestricted(peer)) {
-        // A cached block is read; a missing one is computed and put: the caller's to write.
-        BM_ASSIGN_OR_RETURN(BlockId id, ParseWireBlockId(request.getAcquireCompute().getBlockId()));
-        BM_RETURN_IF_ERROR(CheckTenant(peer, DatasetOf(id),
-                                       index_.Find(id) ? DatasetOp::kRead : DatasetOp::kWrite));
-      }
       return HandleAcquireCompute(request.getAcquireCompute(), client, request.getId(), reply);
     case proto::Request::CHECK_ACCESS:
       BM_RETURN_IF_ERROR(HandleCheckAccess(request.getCheckAccess(), reply));

@@ -225,6 +225,10 @@ class MasterServer::Loop {
                      DatasetOp op);
   Status CheckTenantBlocks(const std::optional<PeerIdentity>& peer, std::span<const BlockId> ids,
                            DatasetOp op);
+  // A restricted peer's request, by its kind's entry in the table (master_request_kinds.h):
+  // Ok, or kPermissionDenied when its tenant may not do what the request does to the datasets
+  // it names (a kind the table lacks, or another role's, is refused).
+  Status AdmitTenant(proto::Request::Reader request, const PeerIdentity& peer);
   // Which datasets lists show the peer (null: all).
   ClientQueries::Visible VisibleTo(const std::optional<PeerIdentity>& peer) const;
   // Sends a dataset's record (with its owner's memory quota) to every worker.

@@ -6,6 +6,7 @@
 #include "common/byte_size.h"
 #include "common/protocol.h"
 #include "master/master_loop.h"
+#include "master/master_request_kinds.h"
 #include "master/request_decoding.h"
 
 // The master's loop: tenants (dataset owners and shares) and their quotas (README "Tenants,
@@ -79,6 +80,54 @@ Status MasterServer::Loop::CheckTenantBlocks(const std::optional<PeerIdentity>& 
   return Status::Ok();
 }
 
+Status MasterServer::Loop::AdmitTenant(proto::Request::Reader request, const PeerIdentity& peer) {
+  const MasterRequestKind* kind = FindMasterRequestKind(request.which());
+  if (kind == nullptr) {
+    return PermissionDeniedError("request kind " +
+                                 std::to_string(static_cast<int>(request.which())) +
+                                 " is not open to tenant key '" + peer.name + "'");
+  }
+  std::vector<BlockId> blocks;
+  if (kind->named_blocks != nullptr) {
+    BM_ASSIGN_OR_RETURN(blocks, kind->named_blocks(request));
+  }
+  switch (kind->gating) {
+    case MasterTenantGating::kNeutral:
+    case MasterTenantGating::kFiltered:
+    case MasterTenantGating::kOwner:
+    case MasterTenantGating::kNotServed:  // the dispatcher answers "unsupported"
+      return Status::Ok();
+    case MasterTenantGating::kRefused:
+      // The access policy refuses these to client keys already; this holds if it ever did not.
+      return PermissionDeniedError(std::string(kind->name) + " is not allowed for tenant key '" +
+                                   peer.name + "'");
+    case MasterTenantGating::kRead:
+      return CheckTenantBlocks(peer, blocks, DatasetOp::kRead);
+    case MasterTenantGating::kWrite:
+      return CheckTenantBlocks(peer, blocks, DatasetOp::kWrite);
+    case MasterTenantGating::kRemove:
+      return CheckTenantBlocks(peer, blocks, DatasetOp::kRemove);
+    case MasterTenantGating::kCompute:
+      // A cached block is read; a missing one is computed and put: the caller's to write.
+      for (const BlockId& id : blocks) {
+        BM_RETURN_IF_ERROR(CheckTenant(peer, DatasetOf(id),
+                                       index_.Find(id) ? DatasetOp::kRead : DatasetOp::kWrite));
+      }
+      return Status::Ok();
+    case MasterTenantGating::kLease:
+      // Checked as a write without claiming: a lease was granted only to a tenant that may write
+      // (kCompute claimed the dataset then), so a free dataset has no lease to renew.
+      for (const BlockId& id : blocks) {
+        const std::string dataset = DatasetOf(id);
+        BM_RETURN_IF_ERROR(CheckDatasetAccess(TenantOf(peer), dataset,
+                                              tenants_.Lookup(dataset, DatasetHasBlocks(dataset)),
+                                              DatasetOp::kWrite));
+      }
+      return Status::Ok();
+  }
+  return InternalError("unknown tenant gating");
+}
+
 ClientQueries::Visible MasterServer::Loop::VisibleTo(
     const std::optional<PeerIdentity>& peer) const {
   if (!IsTenantRestricted(peer)) return nullptr;
@@ -109,11 +158,13 @@ Status MasterServer::Loop::HandleCheckAccess(proto::CheckAccess::Reader request,
     // Reserved against the owner's quota; an owner without one costs no pass over its blocks.
     if (tenants_.QuotaOf(access.owner).has_value()) {
       capnp::Text::Reader block = request.getBlockId();
+      const TenantRegistry::PutCopies put{
+          .block = std::string(block.cStr(), std::min<size_t>(block.size(), 256)),
+          .version = request.getVersion(),
+          .copies = request.getCopies()};
       BM_ASSIGN_OR_RETURN(
-          reservation,
-          tenants_.Reserve(
-              access.owner, std::string(block.cStr(), std::min<size_t>(block.size(), 256)),
-              request.getReserveBytes(), FromProto(request.getLevel()), StoredBytes(access.owner)));
+          reservation, tenants_.Reserve(access.owner, put, request.getReserveBytes(),
+                                        FromProto(request.getLevel()), StoredBytes(access.owner)));
     }
   }
   if (std::optional<TenantQuota> quota = tenants_.QuotaOf(access.owner)) {

@@ -138,7 +138,7 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::HandleReportBlocks(
     change.lease = update.getLeaseToken();
     changes.push_back(change);
     // The block's bytes count from this report on (as stored, or not at all if refused).
-    if (update.getReservation() != 0) tenants_.EndReservation(update.getReservation());
+    if (update.getReservation() != 0) tenants_.EndReservation(update.getReservation(), id);
   }
   BM_ASSIGN_OR_RETURN(std::vector<WorkerLoss> losses,
                       DecodeLosses(request.getLostBlocks(), request.getLostCopies()));

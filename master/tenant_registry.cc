@@ -62,26 +62,52 @@ std::optional<TenantQuota> TenantRegistry::QuotaOf(const std::string& tenant) co
 TierBytes TenantRegistry::Reserved(const std::string& tenant) const {
   TierBytes reserved;
   for (const auto& [id, reservation] : reservations_) {
-    if (reservation.tenant == tenant) reserved.on(reservation.tier) += reservation.bytes;
+    if (reservation.tenant == tenant) {
+      reserved.on(reservation.tier) += reservation.bytes * reservation.unreported;
+    }
   }
   return reserved;
 }
 
-Result<uint64_t> TenantRegistry::Reserve(const std::string& tenant, const std::string& block,
+bool TenantRegistry::Fits(const std::string& tenant, const TenantQuota& quota, Tier tier,
+                          uint64_t bytes, uint32_t copies, const TierBytes& stored) const {
+  const uint64_t limit = quota.on(tier);
+  if (limit == 0) return true;
+  const uint64_t used = stored.on(tier) + Reserved(tenant).on(tier);
+  // bytes * copies <= limit - used, without overflowing.
+  return used <= limit && (bytes == 0 || (limit - used) / bytes >= copies);
+}
+
+Result<uint64_t> TenantRegistry::Reserve(const std::string& tenant, const PutCopies& put,
                                          uint64_t bytes, StorageLevel level,
                                          const TierBytes& stored) {
   std::optional<TenantQuota> quota = QuotaOf(tenant);
   if (!quota) return uint64_t{0};
   ExpireReservations();
-  const TierBytes reserved = Reserved(tenant);
-  auto fits = [&](Tier tier) {
-    const uint64_t limit = quota->on(tier);
-    if (limit == 0) return true;
-    const uint64_t used = stored.on(tier) + reserved.on(tier);
-    return used <= limit && bytes <= limit - used;
-  };
+  // The reservation of the put this copy belongs to, when its first copy made one.
+  std::optional<uint64_t> joined;
+  if (put.version != 0) {
+    for (auto& [id, reservation] : reservations_) {
+      if (reservation.tenant != tenant || reservation.version != put.version ||
+          reservation.block != put.block) {
+        continue;
+      }
+      if (reservation.unclaimed > 0) {
+        // Another copy of a put admitted whole at its first copy.
+        --reservation.unclaimed;
+        return id;
+      }
+      joined = id;  // every share taken (a copy placed again after one failed): its own bytes
+      break;
+    }
+  }
+  const uint32_t copies = joined ? 1 : std::clamp<uint32_t>(put.copies, 1, kMaxCopies);
+  auto fits = [&](Tier tier) { return Fits(tenant, *quota, tier, bytes, copies, stored); };
   std::optional<Tier> tier;
-  if (!UsesMemory(level)) {
+  if (joined) {
+    const Tier joined_tier = reservations_.at(*joined).tier;
+    if (fits(joined_tier)) tier = joined_tier;
+  } else if (!UsesMemory(level)) {
     if (fits(Tier::kDisk)) tier = Tier::kDisk;
   } else if (fits(Tier::kMemory)) {
     tier = Tier::kMemory;
@@ -90,16 +116,39 @@ Result<uint64_t> TenantRegistry::Reserve(const std::string& tenant, const std::s
   }
   if (!tier) {
     const Tier full = UsesMemory(level) ? Tier::kMemory : Tier::kDisk;
+    const TierBytes reserved = Reserved(tenant);
     return OutOfSpaceError("quota exceeded: tenant '" + tenant + "' may keep " +
                            FormatBytes(quota->on(full)) + " on " + std::string(TierName(full)) +
                            " and has " + FormatBytes(stored.on(full) + reserved.on(full)) +
-                           " stored or being put; " + block + " (" + FormatBytes(bytes) +
+                           " stored or being put; " + put.block + " (" + FormatBytes(bytes) +
+                           (copies > 1 ? " x " + std::to_string(copies) + " copies" : "") +
                            ") does not fit");
   }
+  if (joined) {
+    Reservation& reservation = reservations_.at(*joined);
+    ++reservation.unreported;
+    reservation.expires = clock_.Now() + reservation_lifetime_;
+    return *joined;
+  }
   const uint64_t id = next_reservation_++;
-  reservations_.emplace(
-      id, Reservation{tenant, block, *tier, bytes, clock_.Now() + reservation_lifetime_});
+  reservations_.emplace(id, Reservation{.tenant = tenant,
+                                        .block = put.block,
+                                        .version = put.version,
+                                        .tier = *tier,
+                                        .bytes = bytes,
+                                        .unreported = copies,
+                                        .unclaimed = copies - 1,
+                                        .expires = clock_.Now() + reservation_lifetime_});
   return id;
+}
+
+void TenantRegistry::EndReservation(uint64_t reservation, const std::string& worker) {
+  auto found = reservations_.find(reservation);
+  if (found == reservations_.end()) return;
+  std::vector<std::string>& reported = found->second.reported_by;
+  if (std::find(reported.begin(), reported.end(), worker) != reported.end()) return;
+  reported.push_back(worker);
+  if (--found->second.unreported == 0) reservations_.erase(found);
 }
 
 size_t TenantRegistry::ExpireReservations() {

@@ -28,9 +28,12 @@ using TenantQuota = TierBytes;
 // are kept when the dataset's blocks are removed, so a dataset id never changes hands unseen.
 //
 // Admission (Reserve) is exact: a put is admitted when the owner's stored bytes on the tier,
-// plus the bytes of the reservations not reported yet, plus its own bytes fit the quota. A
-// reservation ends when the worker reports the block (Commit), or after reservation_lifetime
-// (a put that never finished).
+// plus the bytes of the reservations not reported yet, plus its own bytes fit the quota. A put
+// of several copies is admitted whole, at its first copy: the reservation holds every copy's
+// bytes, and the other copies (same block and version) take their share of it without being
+// admitted again, so a put the quota refuses stores no copy. Each copy's share ends when its
+// worker reports it (EndReservation), the rest after reservation_lifetime (a put that never
+// finished).
 //
 // Knows no sockets or journal: the caller journals what the methods say changed. Not
 // thread-safe: owned by the master's loop.
@@ -64,14 +67,28 @@ class TenantRegistry {
   std::optional<TenantQuota> QuotaOf(const std::string& tenant) const;
   const std::map<std::string, TenantQuota>& quotas() const { return quotas_; }
 
-  // Admits a put of `bytes` at `level` into a dataset of `tenant`, whose stored bytes are
-  // `stored`: returns the reservation (0: the tenant has no quota, nothing reserved), or
-  // kOutOfSpace "quota exceeded ..." naming the tenant, the tier, the quota and what is in use.
-  // A level that may spill (MEMORY_AND_DISK) is admitted on disk when memory is full.
-  Result<uint64_t> Reserve(const std::string& tenant, const std::string& block, uint64_t bytes,
+  // Which put a copy belongs to: its block, its version token (0: unknown, never shared) and
+  // how many copies the put stores (0 counts as one).
+  struct PutCopies {
+    std::string block;
+    uint64_t version = 0;
+    uint32_t copies = 1;
+  };
+  // The most copies one put reserves for; a larger count is taken as this many.
+  static constexpr uint32_t kMaxCopies = 16;
+  // Admits one copy of a put of `bytes` a copy at `level` into a dataset of `tenant`, whose
+  // stored bytes are `stored`: returns the reservation (0: the tenant has no quota, nothing
+  // reserved), or kOutOfSpace "quota exceeded ..." naming the tenant, the tier, the quota and
+  // what is in use. The first copy of a put reserves for all of `put.copies`; a later copy of the
+  // same put takes a share of that reservation (or, when every share is taken, as for a copy
+  // placed again after one failed, is admitted for its own bytes). A level that may spill
+  // (MEMORY_AND_DISK) is admitted on disk when memory is full.
+  Result<uint64_t> Reserve(const std::string& tenant, const PutCopies& put, uint64_t bytes,
                            StorageLevel level, const TierBytes& stored);
-  // The reserved put was reported (or failed): its bytes stop counting as reserved.
-  void EndReservation(uint64_t reservation) { reservations_.erase(reservation); }
+  // `worker`'s copy under the reservation was reported (or failed): its bytes stop counting as
+  // reserved; the reservation ends with its last copy. A worker's report heard again (a report
+  // sent twice) ends nothing more.
+  void EndReservation(uint64_t reservation, const std::string& worker);
   // Drops reservations past their lifetime; returns how many.
   size_t ExpireReservations();
   // Bytes reserved and not reported yet.
@@ -81,10 +98,17 @@ class TenantRegistry {
   struct Reservation {
     std::string tenant;
     std::string block;
+    uint64_t version;  // 0: shared by no other copy
     Tier tier;
-    uint64_t bytes;
+    uint64_t bytes;       // of one copy
+    uint32_t unreported;  // copies whose bytes are reserved
+    uint32_t unclaimed;   // copies no worker asked for yet
     TimePoint expires;
+    std::vector<std::string> reported_by{};  // workers whose copies were reported
   };
+  // Whether `copies` more copies of `bytes` fit `tenant`'s quota on `tier`.
+  bool Fits(const std::string& tenant, const TenantQuota& quota, Tier tier, uint64_t bytes,
+            uint32_t copies, const TierBytes& stored) const;
 
   const Clock& clock_;
   const Duration reservation_lifetime_;

@@ -380,6 +380,10 @@ struct CheckAccess {
   reserveBytes @3 :UInt64;
   level @4 :StorageLevel;
   blockId @5 :Text;           # the block being put, for the reservation
+  # The put's copies (PutBlock.copies, 0: one) and version: the first copy's question reserves
+  # for all of them; the others' (same block and version) take their share of that reservation.
+  copies @6 :UInt32;
+  version @7 :UInt64;
 }
 
 struct AccessReply {
@@ -507,6 +511,10 @@ struct PutBlock {
   # Kept with a memory copy, where the cost-aware eviction policy weighs it (README "Eviction").
   # Only the first piece's value counts.
   computeCostUs @12 :UInt64;
+  # How many copies this put stores (the client uploads them at once, one version): a tenant's
+  # quota admits them together at the first copy's first piece, so a put refused for its quota
+  # stores none (PROTOCOL.md, "Tenants"). 0 (an old client, a replica): one. First piece only.
+  copies @13 :UInt32;
 }
 
 # Client -> worker: the client gave up on this upload (a piece failed elsewhere, its source

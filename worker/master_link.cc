@@ -72,6 +72,8 @@ Status MasterLink::AskAccess(uint64_t ask, const AccessQuestion& question) {
     check.setReserveBytes(question.reserve_bytes);
     check.setLevel(ToProto(question.level));
     check.setBlockId(question.block);
+    check.setCopies(question.copies);
+    check.setVersion(question.version);
   });
   if (!sent) {
     return UnavailableError("lost master " + masters_.current() + " asking about " +

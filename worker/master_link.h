@@ -115,6 +115,9 @@ class MasterLink {
     uint64_t reserve_bytes = 0;
     StorageLevel level = StorageLevel::kMemoryOnly;
     std::string block{};
+    // A put's copies and version: its first copy reserves for all of them (CheckAccess).
+    uint32_t copies = 0;
+    uint64_t version = 0;
   };
   struct AccessGrant {
     DatasetAccess access;

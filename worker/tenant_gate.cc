@@ -100,7 +100,9 @@ Result<TenantGate::Admission> TenantGate::AdmitPut(const PeerIdentity& peer, con
                                                .claim = true,
                                                .reserve_bytes = put.total_size,
                                                .level = put.level,
-                                               .block = put.block.ToString()},
+                                               .block = put.block.ToString(),
+                                               .copies = put.copies,
+                                               .version = put.version},
                     put.upload, message);
 }
 

@@ -29,7 +29,8 @@ namespace bm {
 //   - Every put's first piece asks the master, with a claim (the first tenant to put into a
 //     free dataset owns it; two tenants racing on two workers are decided by the master's one
 //     loop) and the put's bytes (admitted against the owner's quota: the reservation travels
-//     with the block's report). The upload's later pieces wait behind it.
+//     with the block's report), for all of the put's copies at its first copy, so a put the
+//     quota refuses stores none. The upload's later pieces wait behind it.
 //
 // Parked requests are taken into the gate and handed back, in arrival order, by TakeResumed.
 // Not thread-safe: owned by the worker's loop. Borrows the link and the clock.
@@ -60,6 +61,8 @@ class TenantGate {
     uint64_t offset = 0;
     uint64_t total_size = 0;
     StorageLevel level = StorageLevel::kMemoryOnly;
+    uint64_t version = 0;  // the put's version token, shared by its copies
+    uint32_t copies = 0;   // how many copies the put stores (0: one)
   };
   Result<Admission> AdmitPut(const PeerIdentity& peer, const PutInfo& put,
                              IncomingMessage& message);

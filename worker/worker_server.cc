@@ -19,6 +19,7 @@
 #include "worker/address.h"
 #include "worker/read_replies.h"
 #include "worker/wire.h"
+#include "worker/worker_request_kinds.h"
 
 namespace bm {
 namespace {
@@ -496,13 +497,35 @@ Result<WorkerServer::Served> WorkerServer::Dispatch(IncomingMessage& message,
 Result<TenantGate::Admission> WorkerServer::AdmitTenant(IncomingMessage& message,
                                                         proto::Request::Which which) {
   const PeerIdentity& peer = *message.peer();
+  const WorkerRequestKind* kind = FindWorkerRequestKind(which);
+  if (kind == nullptr) {
+    return PermissionDeniedError("request kind " + std::to_string(static_cast<int>(which)) +
+                                 " is not open to tenant key '" + peer.name + "'");
+  }
   std::vector<std::string> datasets;
   std::optional<TenantGate::PutInfo> put;
-  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
-    proto::Request::Reader request = message.request();
-    switch (which) {
-      case proto::Request::PUT_BLOCK: {
-        proto::PutBlock::Reader piece = request.getPutBlock();
+  switch (kind->gating) {
+    case WorkerTenantGating::kNeutral:
+    case WorkerTenantGating::kNotServed:  // the dispatcher answers "not served"
+      return TenantGate::Admission{};
+    case WorkerTenantGating::kMasterOnly:
+    case WorkerTenantGating::kAdminOnly:
+      // The access policy refuses these to client keys already; this holds if it ever did not.
+      return PermissionDeniedError(std::string(kind->name) + " is not allowed for tenant key '" +
+                                   peer.name + "'");
+    case WorkerTenantGating::kRead:
+      BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+        BM_ASSIGN_OR_RETURN(std::vector<BlockId> blocks, kind->named_blocks(message.request()));
+        for (const BlockId& block : blocks) datasets.push_back(DatasetOf(block));
+        return Status::Ok();
+      }));
+      std::sort(datasets.begin(), datasets.end());
+      datasets.erase(std::unique(datasets.begin(), datasets.end()), datasets.end());
+      if (datasets.empty()) return TenantGate::Admission{};
+      return tenants_->AdmitRead(peer, datasets, message);
+    case WorkerTenantGating::kPut:
+      BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+        proto::PutBlock::Reader piece = message.request().getPutBlock();
         BM_ASSIGN_OR_RETURN(BlockId block, ParseWireBlockId(piece.getBlockId()));
         if (!IsKnownLevel(piece.getLevel())) return InvalidArgumentError("unknown storage level");
         const zmq::message_t& sender = *message.routing_id();
@@ -512,38 +535,14 @@ Result<TenantGate::Admission> WorkerServer::AdmitTenant(IncomingMessage& message
             .block = block,
             .offset = piece.getOffset(),
             .total_size = piece.getTotalSize(),
-            .level = FromProto(piece.getLevel())};
+            .level = FromProto(piece.getLevel()),
+            .version = piece.getVersion(),
+            .copies = piece.getCopies()};
         return Status::Ok();
-      }
-      case proto::Request::GET_BLOCK: {
-        BM_ASSIGN_OR_RETURN(BlockId block, ParseWireBlockId(request.getGetBlock().getBlockId()));
-        datasets.push_back(DatasetOf(block));
-        return Status::Ok();
-      }
-      case proto::Request::CONTAINS_BLOCK: {
-        BM_ASSIGN_OR_RETURN(BlockId block,
-                            ParseWireBlockId(request.getContainsBlock().getBlockId()));
-        datasets.push_back(DatasetOf(block));
-        return Status::Ok();
-      }
-      case proto::Request::GET_BLOCKS: {
-        capnp::List<capnp::Text>::Reader ids = request.getGetBlocks().getBlockIds();
-        if (ids.size() > kMaxGetBlocksIds) return Status::Ok();  // refused by HandleGetMany
-        for (capnp::Text::Reader text : ids) {
-          BM_ASSIGN_OR_RETURN(BlockId block, ParseWireBlockId(text));
-          datasets.push_back(DatasetOf(block));
-        }
-        std::sort(datasets.begin(), datasets.end());
-        datasets.erase(std::unique(datasets.begin(), datasets.end()), datasets.end());
-        return Status::Ok();
-      }
-      default:
-        return Status::Ok();  // touches no dataset (ping, abortPut of its own upload, ...)
-    }
-  }));
-  if (put) return tenants_->AdmitPut(peer, *put, message);
-  if (datasets.empty()) return TenantGate::Admission{};
-  return tenants_->AdmitRead(peer, datasets, message);
+      }));
+      return tenants_->AdmitPut(peer, *put, message);
+  }
+  return InternalError("unknown tenant gating");
 }
 
 void WorkerServer::ResumeParked() {

@@ -187,8 +187,9 @@ class WorkerServer {
   Status HandleReplicate(IncomingMessage& message, uint64_t id);
   // Answers the replicateBlock requests whose copies finished.
   void AnswerFinishedReplications();
-  // The tenant rules for a client key's put, get, getBlocks or contains (worker/tenant_gate.h):
-  // parked (the message is taken) while the master is asked, or refused.
+  // The tenant rules for a client key's request, by its kind's entry in the table
+  // (worker/worker_request_kinds.h; the gate is worker/tenant_gate.h): parked (the message is
+  // taken) while the master is asked, or refused.
   Result<TenantGate::Admission> AdmitTenant(IncomingMessage& message, proto::Request::Which which);
   // Serves again the requests the gate parked whose answers came.
   void ResumeParked();

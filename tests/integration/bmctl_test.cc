@@ -122,6 +122,16 @@ TEST_F(BmctlTest, UsageErrorsExitTwoWithOneLine) {
   EXPECT_NE(bad_id.err.find("rdd_x_1"), std::string::npos) << bad_id.err;
 }
 
+// --help lists every exit code bmctl uses, 3 (a tenant's quota refused a put) included.
+TEST(BmctlHelpTest, HelpListsEveryExitCode) {
+  CommandResult help = RunCommand(BinaryPath("bmctl"), {"--help"});
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  for (const std::string code :
+       {"0 success", "1 operational failure", "2 usage error", "3 quota"}) {
+    EXPECT_NE(help.out.find(code), std::string::npos) << code << " missing from:\n" << help.out;
+  }
+}
+
 TEST_F(BmctlTest, MissingBlockExitsOneWithOneLine) {
   CommandResult r = cluster_.Bmctl({"get", "rdd_9_9"});
   EXPECT_EQ(r.exit_code, 1);

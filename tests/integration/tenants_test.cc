@@ -21,6 +21,7 @@
 #include "common/transport.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/process.h"
+#include "tests/support/request_kinds.h"
 #include "tests/support/temp_dir.h"
 
 namespace bm::testing {
@@ -55,12 +56,18 @@ class TenantTest : public ::testing::Test {
   // master would send it.
   Status RawToWorker(const std::string& key, const std::string& worker,
                      const std::function<void(proto::Request::Builder)>& fill) {
-    RpcChannel channel(context_, cluster_.worker_endpoint(worker), seconds(5),
-                       cluster_.SecurityOf(key, worker));
     capnp::MallocMessageBuilder message;
     proto::Request::Builder request = message.initRoot<proto::Request>();
     request.setId(1);
     fill(request);
+    return Raw(key, cluster_.worker_endpoint(worker), worker, message);
+  }
+
+  // `message` sent with key NAME to the server at `endpoint` whose certificate is `server`:
+  // Ok, or the error it was answered with.
+  Status Raw(const std::string& key, const std::string& endpoint, const std::string& server,
+             capnp::MallocMessageBuilder& message) {
+    RpcChannel channel(context_, endpoint, seconds(5), cluster_.SecurityOf(key, server));
     Result<IncomingMessage> reply = channel.Call(message);
     if (!reply.ok()) return reply.status();
     return ReadGuarded([&]() -> Status {
@@ -191,6 +198,50 @@ TEST_F(TenantTest, TenantKeyCannotTouchAnotherTenantsRddUntilShared) {
   EXPECT_EQ(removed.exit_code, 0) << removed.err;
 }
 
+// Every request kind of the schema that names a block or an RDD, sent with bob's key naming
+// alice's block, straight to the worker that holds it and to the master: each is refused, or
+// not served there at all. A verifyBlock was answered ("intact, memory"), and with reportedBad
+// counted a corruption in transit against alice's block.
+TEST_F(TenantTest, NoRequestKindNamingAnotherTenantsBlockPassesTheGate) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster());
+  ASSERT_EQ(Put("alice", "rdd_100_0", "alice's partition").exit_code, 0);
+  const BlockId block = BlockId::Rdd(100, 0);
+  int refused = 0;
+  for (const testing::RequestKind& kind : testing::AllRequestKinds()) {
+    if (!testing::NamesABlockOrAnRdd(kind)) continue;
+    for (const auto& [server, endpoint] :
+         {std::pair{std::string("w1"), cluster_.worker_endpoint("w1")},
+          std::pair{std::string("master"), cluster_.master_endpoint()}}) {
+      capnp::MallocMessageBuilder message;
+      testing::BuildRequestNaming(message, kind, block);
+      const Status status = Raw("bob", endpoint, server, message);
+      if (status.code() == StatusCode::kInvalidArgument &&
+          (status.message().find("not served by a worker") != std::string::npos ||
+           status.message().find("unsupported request") != std::string::npos)) {
+        continue;  // not this server's request
+      }
+      ++refused;
+      EXPECT_EQ(status.code(), StatusCode::kPermissionDenied)
+          << kind.name << " to " << server << ": " << status.ToString();
+    }
+  }
+  EXPECT_GE(refused, 15);
+  // reportedBad too: refused, and nothing is counted against alice's block.
+  const Status reported = RawToWorker("bob", "w1", [](proto::Request::Builder request) {
+    proto::VerifyBlock::Builder verify = request.initVerifyBlock();
+    verify.setBlockId("rdd_100_0");
+    verify.setReportedBad(true);
+  });
+  ExpectDenied(reported, "bob", "rdd_100");
+  // The owner still verifies and reads its block.
+  EXPECT_TRUE(RawToWorker("alice", "w1", [](proto::Request::Builder request) {
+                request.initVerifyBlock().setBlockId("rdd_100_0");
+              }).ok());
+  CommandResult mine = cluster_.BmctlAs("alice", {"get", "rdd_100_0"});
+  ASSERT_EQ(mine.exit_code, 0) << mine.err;
+  EXPECT_EQ(mine.out, "alice's partition");
+}
+
 TEST_F(TenantTest, AdminSeesAllAndKeysWithoutTenantWorkAsBefore) {
   ASSERT_NO_FATAL_FAILURE(StartCluster());
   ASSERT_EQ(Put("alice", "rdd_3_0", "a").exit_code, 0);
@@ -293,6 +344,42 @@ TEST_F(TenantTest, QuotaRefusalsAreExactUnderEightConcurrentPutters) {
   // Room again once alice removes a block.
   ASSERT_EQ(cluster_.BmctlAs("alice", {"rm-rdd", "21"}).exit_code, 0);
   EXPECT_EQ(Put("alice", "rdd_21_99", std::string(kBlock, 'x')).exit_code, 0);
+}
+
+// A put of two copies is admitted against the quota whole: with 16 of 20 MiB used, a 4 MiB
+// MEMORY_ONLY_2 put is refused and stores no copy (one copy stayed behind, readable and
+// counted, while bmctl said "quota exceeded"); a 2 MiB one fits exactly, both copies.
+TEST_F(TenantTest, AReplicatedPutRefusedForItsQuotaLeavesNoCopyBehind) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster());
+  constexpr uint64_t kMiB = 1024 * 1024;
+  ASSERT_EQ(cluster_.Bmctl({"quota", "set", "alice", "--memory", "20MiB"}).exit_code, 0);
+  ASSERT_EQ(Put("alice", "rdd_50_0", std::string(16 * kMiB, 'a')).exit_code, 0);
+  auto usage = [&] {
+    nlohmann::json tenants = cluster_.BmctlJson({"tenants"});
+    EXPECT_EQ(tenants.size(), 1u) << tenants.dump();
+    return tenants.empty() ? nlohmann::json() : tenants[0];
+  };
+  ASSERT_EQ(usage()["memory_bytes"].get<uint64_t>(), 16 * kMiB);
+
+  CommandResult over = cluster_.BmctlAs(
+      "alice", {"put", "rdd_50_1", "-", "--level", "MEMORY_ONLY_2"}, std::string(4 * kMiB, 'b'));
+  EXPECT_EQ(over.exit_code, 3) << over.err;
+  EXPECT_NE(over.err.find("quota exceeded"), std::string::npos) << over.err;
+  EXPECT_FALSE(cluster_.WorkerHolds("w1", "rdd_50_1"));
+  EXPECT_FALSE(cluster_.WorkerHolds("w2", "rdd_50_1"));
+  EXPECT_EQ(cluster_.BmctlAs("alice", {"get", "rdd_50_1"}).exit_code, 1);
+  nlohmann::json after = usage();
+  EXPECT_EQ(after["memory_bytes"].get<uint64_t>(), 16 * kMiB) << after.dump();
+  EXPECT_EQ(after["reserved_bytes"].get<uint64_t>(), 0u) << after.dump();
+
+  CommandResult fits = cluster_.BmctlAs(
+      "alice", {"put", "rdd_50_2", "-", "--level", "MEMORY_ONLY_2"}, std::string(2 * kMiB, 'c'));
+  ASSERT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_TRUE(cluster_.WorkerHolds("w1", "rdd_50_2"));
+  EXPECT_TRUE(cluster_.WorkerHolds("w2", "rdd_50_2"));
+  after = usage();
+  EXPECT_EQ(after["memory_bytes"].get<uint64_t>(), 20 * kMiB) << after.dump();
+  EXPECT_EQ(after["reserved_bytes"].get<uint64_t>(), 0u) << after.dump();
 }
 
 TEST_F(TenantTest, QuotaHoldsAcrossAMasterRestart) {

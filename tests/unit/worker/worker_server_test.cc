@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,10 +23,12 @@
 #include "common/protocol.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
+#include "tests/support/request_kinds.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/worker/fault_injecting_store.h"
 #include "worker/disk_store.h"
 #include "worker/memory_store.h"
+#include "worker/worker_request_kinds.h"
 
 namespace bm {
 namespace {
@@ -422,6 +425,16 @@ class WorkerServerTest : public ::testing::Test {
   std::unique_ptr<RpcChannel> channel_;
 };
 
+// The same-host read socket is the owner's only, read and write (README "Same-host reads").
+TEST_F(WorkerServerTest, TheLocalReadSocketIsCreatedOwnerReadWriteOnly) {
+  options_.local_socket_path = dir_.Sub("local.sock");
+  ASSERT_NO_FATAL_FAILURE(StartWorker());
+  struct stat socket_file {};
+  ASSERT_EQ(lstat(options_.local_socket_path.c_str(), &socket_file), 0) << std::strerror(errno);
+  EXPECT_TRUE(S_ISSOCK(socket_file.st_mode));
+  EXPECT_EQ(socket_file.st_mode & 07777, 0600u);
+}
+
 TEST_F(WorkerServerTest, RegistersWithMasterAndSendsHeartbeats) {
   StartWorker();
   ASSERT_TRUE(master_->WaitFor([&](const std::vector<SeenRequest>& seen) {
@@ -771,6 +784,27 @@ TEST_F(WorkerServerTest, VerifyBlockDropsACopyThatNoLongerMatchesItsDigests) {
   Result<VerifyResult> gone = Verify(*channel_, "rdd_8_0", false);
   ASSERT_TRUE(gone.ok()) << gone.status().ToString();
   EXPECT_EQ(gone->state, proto::VerifyReply::State::NOT_FOUND);
+}
+
+// The kinds the tenant table (worker/worker_request_kinds.h) lets through as "not served" are
+// really served by no handler: a kind served here cannot hide in that class from the gate.
+TEST_F(WorkerServerTest, EveryKindTheTenantTableCallsNotServedIsAnsweredNotServed) {
+  StartWorker();
+  RawPeer peer(context_, server_->endpoint());
+  for (const testing::RequestKind& kind : testing::AllRequestKinds()) {
+    const WorkerRequestKind* entry = FindWorkerRequestKind(kind.which);
+    ASSERT_NE(entry, nullptr) << kind.name;
+    if (entry->gating != WorkerTenantGating::kNotServed) continue;
+    capnp::MallocMessageBuilder request;
+    testing::BuildRequestNaming(request, kind, BlockId::Rdd(1, 0));
+    peer.Send(request);
+    std::optional<IncomingMessage> reply = peer.Receive();
+    ASSERT_TRUE(reply.has_value()) << kind.name;
+    ASSERT_TRUE(reply->reply().isError()) << kind.name;
+    EXPECT_NE(std::string(reply->reply().getError().getMessage().cStr()).find("not served"),
+              std::string::npos)
+        << kind.name << ": " << reply->reply().getError().getMessage().cStr();
+  }
 }
 
 TEST_F(WorkerServerTest, MalformedMessagesGetErrorRepliesAndServerKeepsServing) {

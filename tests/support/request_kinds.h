@@ -1,0 +1,34 @@
+#pragma once
+
+// The kinds of schema/messages.capnp's Request union, found by schema reflection, so a test
+// that walks them covers a kind added later without being told of it.
+
+#include <capnp/message.h>
+#include <capnp/schema.h>
+
+#include <string>
+#include <vector>
+
+#include "common/block_id.h"
+#include "schema/messages.capnp.h"
+
+namespace bm::testing {
+
+struct RequestKind {
+  proto::Request::Which which;
+  std::string name;  // as in the schema
+  capnp::StructSchema::Field field;
+};
+
+// Every member of the Request union, in the schema's order.
+std::vector<RequestKind> AllRequestKinds();
+
+// Whether a request of `kind` names a block (a blockId or blockIds field) or an RDD (rddId).
+bool NamesABlockOrAnRdd(const RequestKind& kind);
+
+// A request of `kind` (id 1) in `message`, every block it names set to `block` and every RDD id
+// to `block`'s RDD; the rest left at their defaults.
+proto::Request::Builder BuildRequestNaming(capnp::MessageBuilder& message, const RequestKind& kind,
+                                           const BlockId& block);
+
+}  // namespace bm::testing
