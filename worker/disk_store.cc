@@ -32,6 +32,7 @@
 #include "worker/disk_repair.h"
 #include "worker/disk_scan.h"
 #include "worker/disk_space.h"
+#include "worker/disk_store_impl.h"
 #include "worker/disk_store_writer.h"
 #include "worker/journal_check.h"
 
