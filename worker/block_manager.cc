@@ -319,9 +319,15 @@ void BlockManager::AppendPut(UploadId upload_id, std::vector<ChunkPtr> chunks,
                        return;
                      }
                      if (!appended.ok()) AbortPut(upload_id);
-                     done(appended);
+                     done(DiskUploadError(disk_no, appended));
                    };
                  });
+}
+
+Status BlockManager::DiskUploadError(DiskNo disk, const Status& error) const {
+  if (error.code() != StatusCode::kInternal) return error;
+  return UnavailableError("the disk " + disks_->path(disk) +
+                          " could not take this upload: " + error.message());
 }
 
 void BlockManager::CommitPut(UploadId upload_id, Callback<Result<Tier>> done) {
@@ -446,7 +452,7 @@ void BlockManager::FinishDiskCommit(const Upload& upload, const Status& committe
     return;
   }
   if (!committed.ok()) {
-    done(committed);
+    done(DiskUploadError(upload.disk_no, committed));
     return;
   }
   const BlockId& id = upload.id;

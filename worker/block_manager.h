@@ -327,6 +327,11 @@ class BlockManager {
   // On the storage thread: appends to a disk upload's writer; a failure drops the writer.
   static Status AppendToDisk(DiskUpload& disk, const std::vector<ChunkPtr>& chunks,
                              std::span<const uint64_t> checked_unit_digests);
+  // What an upload's client is told of a disk's failed write or commit: an error of the disk
+  // itself (kInternal: an I/O error, a file that cannot be created) is kUnavailable naming the
+  // disk, as when the disk has failed, since the check it triggers (DiskSet::NoteError) may not
+  // have failed it yet: the client puts the block elsewhere. Refusals pass unchanged.
+  Status DiskUploadError(DiskNo disk, const Status& error) const;
   // The memory commit, once any disk copy it replaces is gone.
   void FinishMemoryCommit(Upload& upload, Callback<Result<Tier>> done);
   // `digest`: the committed block's digest (BlockStatus::digest).

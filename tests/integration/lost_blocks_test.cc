@@ -282,7 +282,9 @@ TEST(LostBlocksTest, LostRecordIsKeptAcrossAMasterRestartAndClearedByAPut) {
 
 // A table file cut in half while its worker was down kept the worker from starting at all. Now
 // the worker starts, serves the blocks of its other table file, and the blocks of the cut one
-// are lost at start-up, the master listing them with the file named.
+// are lost at start-up, the master listing them with the file named. The cut table's blocks are
+// small ones, whose bytes were in the table itself: a large block keeps its bytes in a chunk file
+// that describes itself, and is taken back from it (IntegrityTest).
 TEST(LostBlocksTest, LostTruncatedTableFileCostsOnlyItsBlocksAndTheWorkerStarts) {
   LocalCluster cluster(/*heartbeat_timeout_seconds=*/30);
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
@@ -293,7 +295,8 @@ TEST(LostBlocksTest, LostTruncatedTableFileCostsOnlyItsBlocksAndTheWorkerStarts)
   for (int round = 0; round < 2; ++round) {
     for (int i = 0; i < 4; ++i) {
       const std::string id = "rdd_3_" + std::to_string(round * 4 + i);
-      stored[id] = RandomBytes((256 << 10) + i, round * 4 + i);
+      // Under the chunk-file threshold (64 KiB) in the round whose table is cut.
+      stored[id] = RandomBytes((round == 0 ? (256 << 10) : (16 << 10)) + i, round * 4 + i);
       CommandResult put = cluster.Bmctl({"put", id, "-", "--level", "DISK_ONLY"}, stored[id]);
       ASSERT_EQ(put.exit_code, 0) << put.err;
     }

@@ -863,7 +863,11 @@ TEST_F(BlockManagerFaultTest, WriteErrorAtCommitKeepsTheOldVersion) {
   faults_->FailWrites(InternalError("I/O error (injected)"));
 
   Result<Tier> committed = testing::CommitPut(*manager_, *upload);
-  EXPECT_EQ(committed.status().code(), StatusCode::kInternal);
+  // The disk's own error: the client is told to put the block elsewhere, naming the disk.
+  EXPECT_EQ(committed.status().code(), StatusCode::kUnavailable) << committed.status().ToString();
+  EXPECT_NE(committed.status().message().find("could not take this upload: I/O error (injected)"),
+            std::string::npos)
+      << committed.status().ToString();
   EXPECT_FALSE(manager_->HasUpload(*upload));
   faults_->ClearFaults();
   EXPECT_TRUE(ReadAll(BlockId::Rdd(1, 0)) == old);
