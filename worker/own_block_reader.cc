@@ -9,7 +9,7 @@
 
 namespace bm {
 
-OwnBlockReader::OwnBlockReader(LocalReads& reads, const BlockId& id) : reads_(reads), id_(id) {}
+OwnBlockReader::OwnBlockReader(OwnBlockReads& reads, const BlockId& id) : reads_(reads), id_(id) {}
 
 Status OwnBlockReader::Start() { return ReadRange(); }
 

@@ -7,12 +7,12 @@
 #include "common/block_id.h"
 #include "common/chunk.h"
 #include "common/status.h"
-#include "worker/local_reads.h"
+#include "worker/own_block_reads.h"
 
 namespace bm {
 
 // Reads one of this worker's own blocks for a copy to other workers, range by range through
-// the loop (LocalReads), handing out its chunks as they are stored (no copy).
+// the loop (OwnBlockReads), handing out its chunks as they are stored (no copy).
 //
 // Every range is checked against the block's unit digests before its chunks are handed out:
 // the disk tier leaves that check to its reader (BlockStore::ReadForCheckingReader), and a copy
@@ -24,7 +24,7 @@ namespace bm {
 // loop (the Replicator's), which it blocks while a range is read.
 class OwnBlockReader {
  public:
-  OwnBlockReader(LocalReads& reads, const BlockId& id);
+  OwnBlockReader(OwnBlockReads& reads, const BlockId& id);
 
   // Reads the first range: after it, total() and version() are known.
   Status Start();
@@ -38,7 +38,7 @@ class OwnBlockReader {
   // Reads and checks the range at offset_.
   Status ReadRange();
 
-  LocalReads& reads_;
+  OwnBlockReads& reads_;
   const BlockId id_;
   uint64_t total_ = 0;
   uint64_t version_ = 0;

@@ -18,7 +18,7 @@ constexpr std::chrono::milliseconds kCopyTimeout{5000};
 
 // Copies block `id` from this worker's stores to `targets`, range by range (never holding it
 // whole): each range's chunks, checked against their digests, go on to the targets as stored.
-Result<uint32_t> CopyFromStore(LocalReads& reads, BlockCopier& copier, const BlockId& id,
+Result<uint32_t> CopyFromStore(OwnBlockReads& reads, BlockCopier& copier, const BlockId& id,
                                const std::vector<WorkerInfo>& targets, StorageLevel level) {
   OwnBlockReader reader(reads, id);
   BM_RETURN_IF_ERROR(reader.Start());  // the block's size and version
@@ -28,7 +28,7 @@ Result<uint32_t> CopyFromStore(LocalReads& reads, BlockCopier& copier, const Blo
 
 }  // namespace
 
-Replicator::Replicator(zmq::context_t& context, CurveKeys keys, LocalReads& reads,
+Replicator::Replicator(zmq::context_t& context, CurveKeys keys, OwnBlockReads& reads,
                        std::function<void()> notify)
     : keys_(std::move(keys)), reads_(reads), notify_(std::move(notify)) {
   thread_ = std::thread([this, &context] { Run(context); });

@@ -13,7 +13,7 @@
 #include "common/mutex.h"
 #include "common/status.h"
 #include "common/storage_level.h"
-#include "worker/local_reads.h"
+#include "worker/own_block_reads.h"
 
 namespace zmq {
 class context_t;
@@ -25,7 +25,7 @@ namespace bm {
 // restore replication after a worker died, and to drain a decommissioning worker.
 //
 // The copies run on the replicator's own thread, so the loop never waits on a copy. The thread
-// reads the block range by range through the loop (LocalReads, OwnBlockReader: the loop keeps
+// reads the block range by range through the loop (OwnBlockReads, OwnBlockReader: the loop keeps
 // sole ownership of the memory store, the storage thread of the disk store, and the ranges
 // come as the stored chunks), waiting for each answer, and sends it to the targets through a
 // BlockCopier. Finished copies are queued for the loop, which is woken by `notify` and
@@ -48,7 +48,7 @@ class Replicator {
   // (on the replicator's thread) after each finished copy. `context` and `reads` must outlive
   // the replicator, and the loop must keep serving `reads` (or Close() it) until the
   // replicator is destroyed.
-  Replicator(zmq::context_t& context, CurveKeys keys, LocalReads& reads,
+  Replicator(zmq::context_t& context, CurveKeys keys, OwnBlockReads& reads,
              std::function<void()> notify);
   ~Replicator();
   Replicator(const Replicator&) = delete;
@@ -63,7 +63,7 @@ class Replicator {
   void Run(zmq::context_t& context);
 
   const CurveKeys keys_;
-  LocalReads& reads_;
+  OwnBlockReads& reads_;
   const std::function<void()> notify_;
   mutable Mutex mutex_;
   std::condition_variable wake_;  // with mutex_

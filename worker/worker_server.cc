@@ -198,8 +198,8 @@ void WorkerServer::Run() {
     ssize_t written = write(wake_fd_, &one, sizeof(one));
     (void)written;
   };
-  local_reads_ = std::make_unique<LocalReads>(wake);
-  replicator_ = std::make_unique<Replicator>(context_, keys_, *local_reads_, wake);
+  own_block_reads_ = std::make_unique<OwnBlockReads>(wake);
+  replicator_ = std::make_unique<Replicator>(context_, keys_, *own_block_reads_, wake);
   while (!stop_.load()) {
     const TimePoint now = clock_.Now();
     link_->OnTimer();
@@ -238,7 +238,7 @@ void WorkerServer::Run() {
       ssize_t got = read(wake_fd_, &count, sizeof(count));
       (void)got;
       // After the read of the eventfd: a read queued later wakes the loop again.
-      local_reads_->ServeQueued(*blocks_);
+      own_block_reads_->ServeQueued(*blocks_);
     }
     if (fds[3].revents != 0 || peer_monitor_unsettled_) AbortUploadsOfClosedConnections();
     if ((fds[5].revents != 0 || fds[7].revents != 0) && blocks_->RunCompletions() > 0) {
@@ -284,7 +284,7 @@ void WorkerServer::Run() {
   }
   // Copies in flight are abandoned (their reads answered kAborted): the master retries them
   // elsewhere.
-  local_reads_->Close();
+  own_block_reads_->Close();
   replicator_.reset();
 
   puts_->AbortAll();

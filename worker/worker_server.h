@@ -20,8 +20,8 @@
 #include "worker/client_replies.h"
 #include "worker/epoch_fence.h"
 #include "worker/local_read_server.h"
-#include "worker/local_reads.h"
 #include "worker/master_link.h"
+#include "worker/own_block_reads.h"
 #include "worker/put_handler.h"
 #include "worker/replicator.h"
 #include "worker/tenant_gate.h"
@@ -93,7 +93,7 @@ struct WorkerServerOptions {
 // put piece held back for room waits in waiting_pieces_, its arrival order kept). Puts are the
 // PutHandler's, reply framing is read_replies.h's; the server routes requests to them, serves
 // reads and the master's commands. Copies for the master (replicateBlock) run on the
-// Replicator's thread, which reads the blocks through the loop (local_reads_, served when the
+// Replicator's thread, which reads the blocks through the loop (own_block_reads_, served when the
 // wake-up fd turns readable); HTTP status queries are answered through status_hook. Sockets
 // are created by Create() and then used only by the thread calling Run() (moving them to a new
 // thread once, before Run(), is allowed by ZeroMQ).
@@ -233,7 +233,7 @@ class WorkerServer {
   // Put pieces held back until spills make room, in arrival order (see Serve).
   std::deque<IncomingMessage> waiting_pieces_;
   // The replicator's reads of this worker's blocks; before replicator_, which borrows it.
-  std::unique_ptr<LocalReads> local_reads_;
+  std::unique_ptr<OwnBlockReads> own_block_reads_;
   std::unique_ptr<Replicator> replicator_;  // started by Run()
   // Same-host reads; null when off. Before nothing it borrows is destroyed (declared after
   // blocks_ and counters_).

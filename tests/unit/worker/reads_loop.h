@@ -11,12 +11,12 @@
 #include "tests/unit/worker/block_manager_sync.h"
 #include "worker/block_manager.h"
 #include "worker/disk_store.h"
-#include "worker/local_reads.h"
 #include "worker/memory_store.h"
+#include "worker/own_block_reads.h"
 
 namespace bm::testing {
 
-// A block manager over a real disk store and a LocalReads, with the loop's part played by the
+// A block manager over a real disk store and a OwnBlockReads, with the loop's part played by the
 // test's thread (ServeReads) while another thread reads, as WorkerServer::Run does.
 class ReadsLoop {
  public:
@@ -28,7 +28,7 @@ class ReadsLoop {
   }
 
   BlockManager& manager() { return *manager_; }
-  LocalReads& reads() { return reads_; }
+  OwnBlockReads& reads() { return reads_; }
 
   Status Put(const BlockId& id, StorageLevel level, const std::vector<std::byte>& bytes) {
     BM_ASSIGN_OR_RETURN(BlockManager::UploadId upload, manager_->BeginPut(id, level, bytes.size()));
@@ -73,7 +73,7 @@ class ReadsLoop {
   std::mutex mutex_;
   std::condition_variable wake_;
   int notified_ = 0;  // guarded by mutex_
-  LocalReads reads_{[this] { Notify(); }};
+  OwnBlockReads reads_{[this] { Notify(); }};
 };
 
 }  // namespace bm::testing

@@ -1,4 +1,4 @@
-#include "worker/local_reads.h"
+#include "worker/own_block_reads.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 namespace bm {
 namespace {
 
-TEST(LocalReadsTest, AnotherThreadReadsADiskBlockRangeThroughTheLoop) {
+TEST(OwnBlockReadsTest, AnotherThreadReadsADiskBlockRangeThroughTheLoop) {
   testing::ReadsLoop loop;
   const std::vector<std::byte> bytes = testing::RandomByteVector(10000, 1);
   const BlockId id = BlockId::Broadcast(1);
@@ -29,7 +29,7 @@ TEST(LocalReadsTest, AnotherThreadReadsADiskBlockRangeThroughTheLoop) {
   EXPECT_EQ(data.Flatten(), std::vector<std::byte>(bytes.begin() + 100, bytes.begin() + 5100));
 }
 
-TEST(LocalReadsTest, AMissingBlockIsNotFound) {
+TEST(OwnBlockReadsTest, AMissingBlockIsNotFound) {
   testing::ReadsLoop loop;
   std::optional<Result<BlockRead>> read;
   std::thread reader([&] { read = loop.reads().Read(BlockId::Broadcast(9), 0, 10); });
@@ -39,7 +39,7 @@ TEST(LocalReadsTest, AMissingBlockIsNotFound) {
   EXPECT_EQ(read->status().code(), StatusCode::kNotFound);
 }
 
-TEST(LocalReadsTest, CloseAnswersAWaitingReaderAndLaterReadsWithAborted) {
+TEST(OwnBlockReadsTest, CloseAnswersAWaitingReaderAndLaterReadsWithAborted) {
   testing::ReadsLoop loop;
   std::optional<Result<BlockRead>> read;
   std::thread reader([&] { read = loop.reads().Read(BlockId::Broadcast(1), 0, 10); });

@@ -27,13 +27,13 @@ class BlockManager;
 // kAborted, so no reader waits on a loop that has stopped.
 //
 // Owned by the loop; destroyed only after the threads that call Read() have stopped.
-class LocalReads {
+class OwnBlockReads {
  public:
   // `notify` is called (on the reading thread) after each request is queued.
-  explicit LocalReads(std::function<void()> notify) : notify_(std::move(notify)) {}
-  ~LocalReads() { Close(); }
-  LocalReads(const LocalReads&) = delete;
-  LocalReads& operator=(const LocalReads&) = delete;
+  explicit OwnBlockReads(std::function<void()> notify) : notify_(std::move(notify)) {}
+  ~OwnBlockReads() { Close(); }
+  OwnBlockReads(const OwnBlockReads&) = delete;
+  OwnBlockReads& operator=(const OwnBlockReads&) = delete;
 
   // Reads [offset, offset + max_length) of the block, clamped to it (BlockManager::Read).
   // Blocks the calling thread until the loop answers. Not for the loop's own thread.

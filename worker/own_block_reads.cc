@@ -1,4 +1,4 @@
-#include "worker/local_reads.h"
+#include "worker/own_block_reads.h"
 
 #include <utility>
 
@@ -6,13 +6,13 @@
 
 namespace bm {
 
-void LocalReads::Answer::Set(Result<BlockRead> read) {
+void OwnBlockReads::Answer::Set(Result<BlockRead> read) {
   if (answered) return;
   answered = true;
   promise.set_value(std::move(read));
 }
 
-Result<BlockRead> LocalReads::Read(const BlockId& id, uint64_t offset, uint64_t max_length) {
+Result<BlockRead> OwnBlockReads::Read(const BlockId& id, uint64_t offset, uint64_t max_length) {
   auto answer = std::make_shared<Answer>();
   std::future<Result<BlockRead>> future = answer->promise.get_future();
   {
@@ -24,7 +24,7 @@ Result<BlockRead> LocalReads::Read(const BlockId& id, uint64_t offset, uint64_t 
   return future.get();
 }
 
-void LocalReads::ServeQueued(BlockManager& blocks) {
+void OwnBlockReads::ServeQueued(BlockManager& blocks) {
   std::deque<Request> requests;
   {
     MutexLock lock(mutex_);
@@ -40,7 +40,7 @@ void LocalReads::ServeQueued(BlockManager& blocks) {
   }
 }
 
-void LocalReads::Close() {
+void OwnBlockReads::Close() {
   std::deque<Request> requests;
   {
     MutexLock lock(mutex_);
