@@ -1,7 +1,7 @@
 #pragma once
 
-// Which key role may make which request (README "Security"), in one place for the master and
-// the workers. With keys off (an --insecure cluster) every sender is anonymous and everything
+// Which key role may make which request (docs/MANUAL.md "Security"), in one place for the master
+// and the workers. With keys off (an --insecure cluster) every sender is anonymous and everything
 // is allowed, as before keys existed.
 //
 //   worker  register, heartbeat and report, only as the worker id its certificate names;

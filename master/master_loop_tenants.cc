@@ -9,7 +9,7 @@
 #include "master/master_request_kinds.h"
 #include "master/request_decoding.h"
 
-// The master's loop: tenants (dataset owners and shares) and their quotas (README "Tenants,
+// The master's loop: tenants (dataset owners and shares) and their quotas (docs/MANUAL.md "Tenants,
 // shares and quotas"; PROTOCOL.md "Tenants"). The rules are common/tenant.h's, the state
 // TenantRegistry's; here the loop checks requests against them, journals the changes and tells
 // the workers, which check the requests that reach them directly.

@@ -18,8 +18,8 @@ namespace bm {
 // A tenant's byte quotas across the cluster, every copy counted; 0 on a tier: no limit there.
 using TenantQuota = TierBytes;
 
-// The master's tenant state (README "Tenants, shares and quotas", PROTOCOL.md "Tenants"): who
-// owns each dataset and with whom it is shared, each tenant's quotas, and the bytes admitted
+// The master's tenant state (docs/MANUAL.md "Tenants, shares and quotas", PROTOCOL.md "Tenants"):
+// who owns each dataset and with whom it is shared, each tenant's quotas, and the bytes admitted
 // against them by puts still on their way (reservations).
 //
 // A dataset nobody recorded is free: the first put (a worker's claim) or description

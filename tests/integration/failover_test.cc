@@ -1,4 +1,4 @@
-// Standby masters with a real ZooKeeper (README "Standby masters"): two bm-master processes
+// Standby masters with a real ZooKeeper (docs/MANUAL.md "Standby masters"): two bm-master processes
 // elected through ZooKeeper, three workers and clients given both masters' addresses. The
 // leader is killed (-9) or paused past its session; the standby takes over with the leader's
 // metadata, and clients and workers follow it.

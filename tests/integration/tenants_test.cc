@@ -1,4 +1,4 @@
-// Tenants, shares and quotas (README "Tenants, shares and quotas") against real bm-master,
+// Tenants, shares and quotas (docs/MANUAL.md "Tenants, shares and quotas") against real bm-master,
 // bm-worker and bmctl processes with CURVE keys: alice and bob are client keys of two tenants,
 // `client` a client key without a tenant (the default tenant), `admin` an admin key.
 

@@ -425,7 +425,7 @@ class WorkerServerTest : public ::testing::Test {
   std::unique_ptr<RpcChannel> channel_;
 };
 
-// The same-host read socket is the owner's only, read and write (README "Same-host reads").
+// The same-host read socket is the owner's only, read and write (docs/MANUAL.md "Same-host reads").
 TEST_F(WorkerServerTest, TheLocalReadSocketIsCreatedOwnerReadWriteOnly) {
   options_.local_socket_path = dir_.Sub("local.sock");
   ASSERT_NO_FATAL_FAILURE(StartWorker());
