@@ -79,6 +79,26 @@ const char* RequestName(Which which) {
       return "setQuota";
     case Which::LIST_TENANTS:
       return "listTenants";
+    case Which::REGISTER_SHUFFLE:
+      return "registerShuffle";
+    case Which::GET_SHUFFLE:
+      return "getShuffle";
+    case Which::COMMIT_SHUFFLE_MAP:
+      return "commitShuffleMap";
+    case Which::UNREGISTER_SHUFFLE:
+      return "unregisterShuffle";
+    case Which::LIST_SHUFFLES:
+      return "listShuffles";
+    case Which::SHUFFLE_ASSIGNED:
+      return "shuffleAssigned";
+    case Which::REMOVE_SHUFFLE:
+      return "removeShuffle";
+    case Which::PUSH_SHUFFLE:
+      return "pushShuffle";
+    case Which::READ_SHUFFLE:
+      return "readShuffle";
+    case Which::REPORT_SHUFFLE_LOSS:
+      return "reportShuffleLoss";
   }
   return "this request";
 }
@@ -131,6 +151,13 @@ Status AuthorizeMasterRequest(bool secure, const std::optional<PeerIdentity>& ma
     case Which::RELEASE_COMPUTE:
     case Which::SHARE_DATASET:  // its owner only: the master checks the dataset's owner
     case Which::LIST_TENANTS:   // a client key sees its own tenant only
+    // Shuffles: a tenant's own (the master checks the dataset shuffle_<id>, as for RDDs).
+    case Which::REGISTER_SHUFFLE:
+    case Which::GET_SHUFFLE:
+    case Which::COMMIT_SHUFFLE_MAP:
+    case Which::UNREGISTER_SHUFFLE:
+    case Which::LIST_SHUFFLES:
+    case Which::REPORT_SHUFFLE_LOSS:
       if (IsClientOrAdmin(peer->role)) return Status::Ok();
       return Denied(*peer, which, "client or admin");
     case Which::REMOVE_BLOCKS:
@@ -162,6 +189,8 @@ Status AuthorizeWorkerRequest(bool secure, const std::optional<PeerIdentity>& ma
     case Which::GET_BLOCKS:
     case Which::OPEN_LOCAL_READS:  // reads through shared memory: who may read over TCP
     case Which::CONTAINS_BLOCK:
+    case Which::PUSH_SHUFFLE:
+    case Which::READ_SHUFFLE:
       // Workers put and read blocks on each other when they replicate.
       if (IsClientOrAdmin(peer->role) || peer->role == KeyRole::kWorker) return Status::Ok();
       return Denied(*peer, which, "client, admin or worker");
@@ -182,6 +211,8 @@ Status AuthorizeWorkerRequest(bool secure, const std::optional<PeerIdentity>& ma
     case Which::SHUTDOWN:
     case Which::LEADER_ELECTED:
     case Which::DATASET_ACCESS:
+    case Which::SHUFFLE_ASSIGNED:
+    case Which::REMOVE_SHUFFLE:
       if (peer->role == KeyRole::kMaster) return Status::Ok();
       return Denied(*peer, which, "the master's");
     default:

@@ -39,6 +39,10 @@ class BlockId {
     return is_rdd() ? std::optional<uint64_t>(a_) : std::nullopt;
   }
   uint64_t partition() const { return is_rdd() ? b_ : 0; }
+  // The shuffle this block is a piece of, if it is a shuffle block.
+  std::optional<uint64_t> shuffle_id() const {
+    return kind_ == Kind::kShuffle ? std::optional<uint64_t>(a_) : std::nullopt;
+  }
 
   auto operator<=>(const BlockId&) const = default;
   size_t Hash() const;

@@ -53,6 +53,30 @@ Result<std::vector<BlockId>> ReleaseComputeNames(proto::Request::Reader request)
   return OneBlock(request.getReleaseCompute().getBlockId());
 }
 
+std::vector<BlockId> OneShuffle(uint64_t shuffle_id) {
+  return {BlockId::Shuffle(shuffle_id, 0, 0)};
+}
+
+Result<std::vector<BlockId>> RegisterShuffleNames(proto::Request::Reader request) {
+  return OneShuffle(request.getRegisterShuffle().getShuffleId());
+}
+
+Result<std::vector<BlockId>> GetShuffleNames(proto::Request::Reader request) {
+  return OneShuffle(request.getGetShuffle().getShuffleId());
+}
+
+Result<std::vector<BlockId>> CommitShuffleMapNames(proto::Request::Reader request) {
+  return OneShuffle(request.getCommitShuffleMap().getShuffleId());
+}
+
+Result<std::vector<BlockId>> ReportShuffleLossNames(proto::Request::Reader request) {
+  return OneShuffle(request.getReportShuffleLoss().getShuffleId());
+}
+
+Result<std::vector<BlockId>> UnregisterShuffleNames(proto::Request::Reader request) {
+  return OneShuffle(request.getUnregisterShuffle().getShuffleId());
+}
+
 // Every kind of the Request union, in the schema's order.
 constexpr MasterRequestKind kKinds[] = {
     {Which::REGISTER_WORKER, "registerWorker", kRefused},
@@ -90,6 +114,18 @@ constexpr MasterRequestKind kKinds[] = {
     {Which::SHARE_DATASET, "shareDataset", kOwner},
     {Which::SET_QUOTA, "setQuota", kRefused},
     {Which::LIST_TENANTS, "listTenants", kFiltered},
+    {Which::REGISTER_SHUFFLE, "registerShuffle", kWrite, RegisterShuffleNames},
+    {Which::GET_SHUFFLE, "getShuffle", kRead, GetShuffleNames},
+    // A map's output into a shuffle the tenant may write; it never claims one.
+    {Which::COMMIT_SHUFFLE_MAP, "commitShuffleMap", kLease, CommitShuffleMapNames},
+    {Which::UNREGISTER_SHUFFLE, "unregisterShuffle", kRemove, UnregisterShuffleNames},
+    {Which::LIST_SHUFFLES, "listShuffles", kFiltered},
+    {Which::SHUFFLE_ASSIGNED, "shuffleAssigned", kNotServed},
+    {Which::REMOVE_SHUFFLE, "removeShuffle", kNotServed},
+    {Which::PUSH_SHUFFLE, "pushShuffle", kNotServed},
+    {Which::READ_SHUFFLE, "readShuffle", kNotServed},
+    // Drops commits of a shuffle the tenant may write; never claims one.
+    {Which::REPORT_SHUFFLE_LOSS, "reportShuffleLoss", kLease, ReportShuffleLossNames},
 };
 
 }  // namespace

@@ -50,3 +50,21 @@ struct JournalLost {
   detail @6 :Text;
   workerId @7 :Text;
 }
+
+# Key "s" + big-endian shuffle id: a registered shuffle and where its partitions live
+# (master/shuffle_service.h).
+struct JournalShuffle {
+  maps @0 :UInt32;
+  partitions @1 :UInt32;
+  level @2 :Messages.StorageLevel;
+  workers @3 :List(Text);       # worker ids
+  primaries @4 :List(UInt32);   # per partition: index into workers
+  replicas @5 :List(UInt32);    # per partition, for _2 levels
+  owner @6 :Text;               # the tenant that registered it; empty without tenants
+}
+
+# Key "s" + big-endian shuffle id + big-endian map id: the map's committed attempt.
+struct JournalMapCommit {
+  attempt @0 :UInt32;
+  pieces @1 :List(Messages.PartitionPieces);
+}

@@ -625,6 +625,152 @@ struct ContainsReply {
   status @1 :BlockStatus;
 }
 
+# ---- shuffles (PROTOCOL.md, "Shuffles") ----
+# A shuffle moves every map task's output, cut into one piece per reduce partition, to the
+# reducers. Mappers push pieces to the worker the master assigned each partition (and for _2
+# levels to a replica on another host); the worker appends them to the partition's stream;
+# a reducer reads its partition as one stream of the committed maps' pieces.
+
+# Client -> master: registers a shuffle (idempotent: the same shape again gets the same
+# assignment; another shape under the same id is refused). Answered `shuffle`.
+struct RegisterShuffle {
+  shuffleId @0 :UInt64;
+  maps @1 :UInt32;         # map tasks, ids 0 .. maps-1
+  partitions @2 :UInt32;   # reduce partitions, ids 0 .. partitions-1
+  level @3 :StorageLevel;  # _2 levels keep each partition on two workers
+}
+
+# Client -> master: the assignment of a registered shuffle, and (withCommits) the committed
+# map attempts with their pieces in `partition`. Answered `shuffle`.
+struct GetShuffle {
+  shuffleId @0 :UInt64;
+  withCommits @1 :Bool;
+  partition @2 :UInt32;
+}
+
+# How many pieces (and bytes) one map attempt pushed into one partition.
+struct PartitionPieces {
+  partition @0 :UInt32;
+  pieces @1 :UInt32;
+  bytes @2 :UInt64;
+}
+
+# Client -> master: every piece of this map attempt is acknowledged by the workers (both copies
+# for _2): it is the map's output from now on. The first attempt to commit wins; a later
+# attempt of the same map is refused with `aborted` naming the winner, and its pieces are never
+# read. Answered ok.
+struct CommitShuffleMap {
+  shuffleId @0 :UInt64;
+  map @1 :UInt32;
+  attempt @2 :UInt32;
+  pieces @3 :List(PartitionPieces);  # partitions with no piece are left out
+}
+
+# Client -> master: a reader found the pieces of these committed maps gone from `partition` on
+# every copy (their worker lost them). Their commits are dropped, so the maps run again as new
+# attempts and commit (Spark's FetchFailed). Answered ok.
+struct ReportShuffleLoss {
+  shuffleId @0 :UInt64;
+  partition @1 :UInt32;
+  maps @2 :List(UInt32);
+}
+
+# A committed map attempt as a reader needs it: which attempt's pieces to take from a partition
+# and how many there are (so a reader notices pieces that are gone).
+struct MapCommit {
+  map @0 :UInt32;
+  attempt @1 :UInt32;
+  pieces @2 :UInt32;
+  bytes @3 :UInt64;
+}
+
+# A registered shuffle: where each partition lives. workers[primaries[p]] holds partition p,
+# and for _2 levels workers[replicas[p]] holds a second copy (replicas is empty otherwise).
+struct ShuffleAssignment {
+  shuffleId @0 :UInt64;
+  maps @1 :UInt32;
+  partitions @2 :UInt32;
+  level @3 :StorageLevel;
+  workers @4 :List(ReplicaTarget);
+  primaries @5 :List(UInt32);
+  replicas @6 :List(UInt32);
+  # getShuffle withCommits: the committed attempts, by map, with their pieces in the asked
+  # partition (maps with none there are listed with pieces 0).
+  commits @7 :List(MapCommit);
+  committedMaps @8 :UInt32;  # maps committed so far
+}
+
+# One shuffle as `bmctl shuffles` lists it.
+struct ShuffleInfo {
+  shuffleId @0 :UInt64;
+  maps @1 :UInt32;
+  partitions @2 :UInt32;
+  level @3 :StorageLevel;
+  committedMaps @4 :UInt32;
+  bytes @5 :UInt64;          # committed bytes, one copy
+  workers @6 :List(Text);    # the workers holding its partitions
+  idleMs @7 :UInt64;         # since a client last touched it
+}
+
+# Master -> worker: the partitions of a shuffle this worker holds (as primary or replica); it
+# accepts pushes to those and refuses others. Sent when the shuffle is registered and again
+# when the worker registers. Answered ok.
+struct ShuffleAssigned {
+  shuffleId @0 :UInt64;
+  maps @1 :UInt32;
+  partitions @2 :List(UInt32);
+  owner @3 :Text;   # the tenant that registered it; empty without tenants
+}
+
+# Names a shuffle: unregisterShuffle (client -> master), removeShuffle (master -> worker: drop
+# its data).
+struct ShuffleRef {
+  shuffleId @0 :UInt64;
+}
+
+# One piece pushed: its bytes follow the header as payload, piece after piece, `length` bytes
+# each, back to back (frame boundaries carry no meaning, as in getBlocks replies).
+struct PushedPiece {
+  partition @0 :UInt32;
+  sequence @1 :UInt32;  # 0, 1, 2, ... per (map attempt, partition): a piece pushed again is
+                        # recognised and kept once
+  length @2 :UInt32;
+  digest @3 :UInt64;    # XXH3 of the bytes
+}
+
+# Client -> worker: pieces of one map attempt for partitions this worker holds. Answered ok
+# once every piece is held (a repeated piece is acknowledged and not kept twice).
+struct PushShuffle {
+  shuffleId @0 :UInt64;
+  map @1 :UInt32;
+  attempt @2 :UInt32;
+  pieces @3 :List(PushedPiece);
+}
+
+# Client -> worker: the next pieces of a partition, from `cursor` (0: the start), of the listed
+# committed attempts only, up to about maxBytes. Answered `shufflePieces` + payload.
+struct ReadShuffle {
+  shuffleId @0 :UInt64;
+  partition @1 :UInt32;
+  commits @2 :List(MapCommit);
+  cursor @3 :UInt64;
+  maxBytes @4 :UInt32;
+}
+
+struct ReadPiece {
+  map @0 :UInt32;
+  sequence @1 :UInt32;
+  length @2 :UInt32;
+  digest @3 :UInt64;
+}
+
+# The pieces' bytes follow as payload, back to back, as in PushShuffle.
+struct ShufflePieces {
+  pieces @0 :List(ReadPiece);
+  nextCursor @1 :UInt64;
+  end @2 :Bool;   # no piece after these (so far)
+}
+
 # ---- envelopes ----
 
 struct Request {
@@ -670,6 +816,16 @@ struct Request {
     shareDataset @34 :ShareDataset;            # client -> master; ok
     setQuota @35 :SetQuota;                    # admin -> master; ok
     listTenants @36 :Void;                     # client -> master, answered `tenants`
+    registerShuffle @37 :RegisterShuffle;      # client -> master, answered `shuffle`
+    getShuffle @38 :GetShuffle;                # client -> master, answered `shuffle`
+    commitShuffleMap @39 :CommitShuffleMap;    # client -> master; ok
+    unregisterShuffle @40 :ShuffleRef;         # client -> master; ok once removal is sent
+    listShuffles @41 :Void;                    # client -> master, answered `shuffles`
+    shuffleAssigned @42 :ShuffleAssigned;      # master -> worker; ok
+    removeShuffle @43 :ShuffleRef;             # master -> worker; ok
+    pushShuffle @44 :PushShuffle;              # client -> worker (+ payload); ok
+    readShuffle @45 :ReadShuffle;              # client -> worker, answered `shufflePieces`
+    reportShuffleLoss @46 :ReportShuffleLoss;  # client -> master; ok
   }
   # Master -> worker commands (and compute leases): the epoch of the master that sent them.
   # A worker refuses a command from an epoch older than the highest it has seen (fencing a
@@ -717,5 +873,8 @@ struct Reply {
     access @23 :AccessReply;           # answers checkAccess
     tenants @24 :List(TenantInfo);     # answers listTenants
     lostBlocks @25 :List(LostBlockRecord);   # answers listBlocks with `lost`
+    shuffle @26 :ShuffleAssignment;          # answers registerShuffle, getShuffle
+    shuffles @27 :List(ShuffleInfo);         # answers listShuffles
+    shufflePieces @28 :ShufflePieces;        # answers readShuffle (+ payload)
   }
 }

@@ -44,6 +44,10 @@ Result<std::vector<BlockId>> GetBlocksNames(proto::Request::Reader request) {
   return blocks;
 }
 
+Result<std::vector<BlockId>> ReadShuffleNames(proto::Request::Reader request) {
+  return std::vector<BlockId>{BlockId::Shuffle(request.getReadShuffle().getShuffleId(), 0, 0)};
+}
+
 // Every kind of the Request union, in the schema's order.
 constexpr WorkerRequestKind kKinds[] = {
     {Which::REGISTER_WORKER, "registerWorker", kNotServed},
@@ -83,6 +87,16 @@ constexpr WorkerRequestKind kKinds[] = {
     {Which::SHARE_DATASET, "shareDataset", kNotServed},
     {Which::SET_QUOTA, "setQuota", kNotServed},
     {Which::LIST_TENANTS, "listTenants", kNotServed},
+    {Which::REGISTER_SHUFFLE, "registerShuffle", kNotServed},
+    {Which::GET_SHUFFLE, "getShuffle", kNotServed},
+    {Which::COMMIT_SHUFFLE_MAP, "commitShuffleMap", kNotServed},
+    {Which::UNREGISTER_SHUFFLE, "unregisterShuffle", kNotServed},
+    {Which::LIST_SHUFFLES, "listShuffles", kNotServed},
+    {Which::SHUFFLE_ASSIGNED, "shuffleAssigned", kMasterOnly},
+    {Which::REMOVE_SHUFFLE, "removeShuffle", kMasterOnly},
+    {Which::PUSH_SHUFFLE, "pushShuffle", kShuffleOwner},
+    {Which::READ_SHUFFLE, "readShuffle", kRead, ReadShuffleNames},
+    {Which::REPORT_SHUFFLE_LOSS, "reportShuffleLoss", kNotServed},
 };
 
 }  // namespace

@@ -25,6 +25,9 @@ enum class WorkerTenantGating {
   // A put piece: the tenant must own (or claim) the dataset; the first piece is admitted against
   // its quota (TenantGate::AdmitPut).
   kPut,
+  // A shuffle push: only the tenant that registered the shuffle may push to it, which the
+  // shuffle store checks against the owner the master named (ShuffleAssigned.owner).
+  kShuffleOwner,
   // The master's command (removeBlocks, replicateBlock, decommission, ...): never a client's.
   kMasterOnly,
   // An operator's (corruptBlock, test-only fault injection): never a client's.

@@ -27,10 +27,16 @@ std::vector<RequestKind> AllRequestKinds() {
 bool NamesABlockOrAnRdd(const RequestKind& kind) {
   std::optional<capnp::StructSchema> type = StructOf(kind);
   if (!type) return false;
-  for (const char* name : {"blockId", "blockIds", "rddId"}) {
+  for (const char* name : {"blockId", "blockIds", "rddId", "shuffleId"}) {
     if (type->findFieldByName(name) != nullptr) return true;
   }
   return false;
+}
+
+BlockId SampleBlockFor(const RequestKind& kind) {
+  std::optional<capnp::StructSchema> type = StructOf(kind);
+  if (type && type->findFieldByName("shuffleId") != nullptr) return BlockId::Shuffle(100, 0, 0);
+  return BlockId::Rdd(100, 0);
 }
 
 proto::Request::Builder BuildRequestNaming(capnp::MessageBuilder& message, const RequestKind& kind,
@@ -47,6 +53,9 @@ proto::Request::Builder BuildRequestNaming(capnp::MessageBuilder& message, const
     }
     if (type->findFieldByName("rddId") != nullptr && block.is_rdd()) {
       body.set("rddId", *block.rdd_id());
+    }
+    if (type->findFieldByName("shuffleId") != nullptr && block.shuffle_id()) {
+      body.set("shuffleId", *block.shuffle_id());
     }
   } else if (kind.field.getType().isText()) {
     root.set(kind.field, "");

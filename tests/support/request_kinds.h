@@ -23,11 +23,16 @@ struct RequestKind {
 // Every member of the Request union, in the schema's order.
 std::vector<RequestKind> AllRequestKinds();
 
-// Whether a request of `kind` names a block (a blockId or blockIds field) or an RDD (rddId).
+// Whether a request of `kind` names a block (a blockId or blockIds field), an RDD (rddId) or a
+// shuffle (shuffleId): a dataset.
 bool NamesABlockOrAnRdd(const RequestKind& kind);
 
-// A request of `kind` (id 1) in `message`, every block it names set to `block` and every RDD id
-// to `block`'s RDD; the rest left at their defaults.
+// A block a request of `kind` can name: a shuffle's for a kind with a shuffleId (whose dataset
+// is shuffle_<id>), else an RDD's.
+BlockId SampleBlockFor(const RequestKind& kind);
+
+// A request of `kind` (id 1) in `message`, every block it names set to `block`, every RDD id
+// to `block`'s RDD and every shuffle id to `block`'s shuffle; the rest left at their defaults.
 proto::Request::Builder BuildRequestNaming(capnp::MessageBuilder& message, const RequestKind& kind,
                                            const BlockId& block);
 

@@ -29,9 +29,9 @@ TEST(MasterRequestKindsTest, EveryKindOfTheSchemaIsClassified) {
 // A kind the master serves to client keys that names a block or an RDD is checked against the
 // datasets it names (or, for a lease, refused by role).
 TEST(MasterRequestKindsTest, EveryServedKindThatNamesABlockOrAnRddIsChecked) {
-  const BlockId block = BlockId::Rdd(100, 0);
   for (const RequestKind& kind : AllRequestKinds()) {
     if (!testing::NamesABlockOrAnRdd(kind)) continue;
+    const BlockId block = testing::SampleBlockFor(kind);
     const MasterRequestKind* entry = FindMasterRequestKind(kind.which);
     ASSERT_NE(entry, nullptr) << kind.name;
     if (entry->gating == MasterTenantGating::kNotServed ||

@@ -35,12 +35,12 @@ TEST(WorkerRequestKindsTest, NoKindThatNamesABlockOrAnRddIsTenantNeutral) {
 
 // The gate checks the datasets of exactly the blocks a gated read names.
 TEST(WorkerRequestKindsTest, EveryGatedReadNamesTheBlocksItsRequestCarries) {
-  const BlockId block = BlockId::Rdd(100, 0);
   int gated = 0;
   for (const RequestKind& kind : AllRequestKinds()) {
     const WorkerRequestKind* entry = FindWorkerRequestKind(kind.which);
     ASSERT_NE(entry, nullptr) << kind.name;
     if (entry->gating != WorkerTenantGating::kRead) continue;
+    const BlockId block = testing::SampleBlockFor(kind);
     ++gated;
     ASSERT_NE(entry->named_blocks, nullptr) << kind.name;
     capnp::MallocMessageBuilder message;
@@ -49,7 +49,7 @@ TEST(WorkerRequestKindsTest, EveryGatedReadNamesTheBlocksItsRequestCarries) {
     ASSERT_TRUE(named.ok()) << kind.name << ": " << named.status().ToString();
     EXPECT_EQ(*named, std::vector<BlockId>{block}) << kind.name;
   }
-  EXPECT_EQ(gated, 4);  // getBlock, getBlocks, containsBlock, verifyBlock
+  EXPECT_EQ(gated, 5);  // getBlock, getBlocks, containsBlock, verifyBlock, readShuffle
 }
 
 // The table and the access policy agree: what the table refuses to a tenant key the policy
@@ -69,6 +69,7 @@ TEST(WorkerRequestKindsTest, RefusedKindsAreTheOnesTheAccessPolicyRefusesAClient
       case WorkerTenantGating::kNeutral:
       case WorkerTenantGating::kRead:
       case WorkerTenantGating::kPut:
+      case WorkerTenantGating::kShuffleOwner:
         EXPECT_TRUE(allowed.ok()) << kind.name << ": " << allowed.ToString();
         break;
       case WorkerTenantGating::kNotServed:
