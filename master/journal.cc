@@ -8,6 +8,7 @@
 #include <rocksdb/write_batch.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -53,10 +54,14 @@ constexpr std::string_view kQuotaPrefix = "q";
 constexpr std::string_view kLeasePrefix = "p";
 // "m" + block id text -> JournalLost: a block whose last copy was lost.
 constexpr std::string_view kLostPrefix = "m";
+// "u" + be64(shuffle id) -> JournalShuffle: a registered shuffle and its placement;
+// "u" + be64(shuffle id) + be64(map) -> JournalMapCommit: the map's committed attempt.
+// A shuffle's records are one range, so forgetting it is one DeleteRange.
+constexpr std::string_view kShufflePrefix = "u";
 // A standby's position in its leader's records: be64(epoch) + be64(next sequence).
 constexpr std::string_view kFollowKey = "s";
 // Every record a snapshot carries (and a snapshot's receiver deletes first): the prefixes
-// above, which sort between these two keys ("l" < "o" < "p" < "q" < "r" < "v" < "w").
+// above, which sort between these two keys ("l" < "o" < "p" < "q" < "r" < "u" < "v" < "w").
 constexpr std::string_view kRecordsBegin = "l";
 constexpr std::string_view kRecordsEnd = "x";
 constexpr int kLevelCount = 6;
@@ -112,6 +117,18 @@ std::string LocationKey(std::string_view worker_id, const BlockId& block) {
 std::string RetiredKey(uint64_t seq) {
   std::string key(kRetiredPrefix);
   PutBigEndian(key, seq);
+  return key;
+}
+
+std::string ShuffleKey(uint64_t shuffle_id) {
+  std::string key(kShufflePrefix);
+  PutBigEndian(key, shuffle_id);
+  return key;
+}
+
+std::string MapCommitKey(uint64_t shuffle_id, uint32_t map) {
+  std::string key = ShuffleKey(shuffle_id);
+  PutBigEndian(key, map);
   return key;
 }
 
@@ -381,6 +398,59 @@ Result<JournalSnapshot> MasterJournal::Load(const LocationSink& on_location) {
   }
   BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading lost blocks from the journal " + dir_));
 
+  for (it->Seek(kShufflePrefix); it->Valid() && it->key().starts_with(kShufflePrefix); it->Next()) {
+    const std::string_view key = it->key().ToStringView();
+    const std::string_view value = it->value().ToStringView();
+    if (key.size() == kShufflePrefix.size() + 8) {
+      JournaledShuffle shuffle;
+      shuffle.shape.id = GetBigEndian(key.substr(kShufflePrefix.size()));
+      bool level_ok = true;
+      const bool ok =
+          ReadValue<journal::JournalShuffle>(value, [&](journal::JournalShuffle::Reader reader) {
+            shuffle.shape.maps = reader.getMaps();
+            shuffle.shape.partitions = reader.getPartitions();
+            level_ok = static_cast<int>(reader.getLevel()) < kLevelCount;
+            shuffle.shape.level = FromProto(reader.getLevel());
+            for (capnp::Text::Reader worker : reader.getWorkers()) {
+              shuffle.placement.workers.emplace_back(worker.cStr(), worker.size());
+            }
+            for (uint32_t index : reader.getPrimaries()) {
+              shuffle.placement.primaries.push_back(index);
+            }
+            for (uint32_t index : reader.getReplicas()) shuffle.placement.replicas.push_back(index);
+            shuffle.owner = reader.getOwner();
+          });
+      const size_t workers = shuffle.placement.workers.size();
+      const auto in_range = [&](const std::vector<uint32_t>& indexes) {
+        return std::all_of(indexes.begin(), indexes.end(),
+                           [&](uint32_t index) { return index < workers; });
+      };
+      if (!ok || !level_ok || shuffle.placement.primaries.size() != shuffle.shape.partitions ||
+          (!shuffle.placement.replicas.empty() &&
+           shuffle.placement.replicas.size() != shuffle.shape.partitions) ||
+          !in_range(shuffle.placement.primaries) || !in_range(shuffle.placement.replicas)) {
+        return corrupt(key, "a bad shuffle record");
+      }
+      snapshot.shuffles.push_back(std::move(shuffle));
+    } else if (key.size() == kShufflePrefix.size() + 16) {
+      JournaledMapCommit commit;
+      commit.shuffle_id = GetBigEndian(key.substr(kShufflePrefix.size()));
+      commit.map = static_cast<uint32_t>(GetBigEndian(key.substr(kShufflePrefix.size() + 8)));
+      const bool ok = ReadValue<
+          journal::JournalMapCommit>(value, [&](journal::JournalMapCommit::Reader reader) {
+        commit.attempt = reader.getAttempt();
+        for (proto::PartitionPieces::Reader pieces : reader.getPieces()) {
+          commit.pieces.push_back({pieces.getPartition(), pieces.getPieces(), pieces.getBytes()});
+        }
+      });
+      if (!ok) return corrupt(key, "a bad map commit");
+      snapshot.map_commits.push_back(std::move(commit));
+    } else {
+      return corrupt(key, "a bad shuffle key");
+    }
+  }
+  BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading shuffles from the journal " + dir_));
+
   std::unordered_set<std::string_view> known_workers;
   for (const JournaledWorker& worker : snapshot.workers) known_workers.insert(worker.id);
   std::optional<std::string> worker_id;  // of the previous location: they come grouped
@@ -496,6 +566,52 @@ Status MasterJournal::RecordRetired(std::span<const std::pair<BlockId, uint64_t>
       Write(batch, "journaling " + std::to_string(retired.size()) + " retired versions");
   if (written.ok()) first_retired_seq_ = first;
   return written;
+}
+
+Status MasterJournal::RecordShuffles(const ShuffleEffects& effects) {
+  if (effects.recorded.empty() && effects.committed.empty() && effects.uncommitted.empty() &&
+      effects.forgotten.empty()) {
+    return Status::Ok();
+  }
+  rocksdb::WriteBatch batch;
+  for (const JournaledShuffle& shuffle : effects.recorded) {
+    capnp::MallocMessageBuilder message;
+    journal::JournalShuffle::Builder record = message.initRoot<journal::JournalShuffle>();
+    record.setMaps(shuffle.shape.maps);
+    record.setPartitions(shuffle.shape.partitions);
+    record.setLevel(ToProto(shuffle.shape.level));
+    const ShufflePlacement& placement = shuffle.placement;
+    auto workers = record.initWorkers(placement.workers.size());
+    for (size_t i = 0; i < placement.workers.size(); ++i) workers.set(i, placement.workers[i]);
+    auto primaries = record.initPrimaries(placement.primaries.size());
+    for (size_t i = 0; i < placement.primaries.size(); ++i) {
+      primaries.set(i, placement.primaries[i]);
+    }
+    auto replicas = record.initReplicas(placement.replicas.size());
+    for (size_t i = 0; i < placement.replicas.size(); ++i) replicas.set(i, placement.replicas[i]);
+    record.setOwner(shuffle.owner);
+    batch.Put(ShuffleKey(shuffle.shape.id), Flatten(message));
+  }
+  for (const JournaledMapCommit& commit : effects.committed) {
+    capnp::MallocMessageBuilder message;
+    journal::JournalMapCommit::Builder record = message.initRoot<journal::JournalMapCommit>();
+    record.setAttempt(commit.attempt);
+    auto pieces = record.initPieces(commit.pieces.size());
+    for (size_t i = 0; i < commit.pieces.size(); ++i) {
+      pieces[i].setPartition(commit.pieces[i].partition);
+      pieces[i].setPieces(commit.pieces[i].pieces);
+      pieces[i].setBytes(commit.pieces[i].bytes);
+    }
+    batch.Put(MapCommitKey(commit.shuffle_id, commit.map), Flatten(message));
+  }
+  for (const auto& [shuffle_id, map] : effects.uncommitted) {
+    batch.Delete(MapCommitKey(shuffle_id, map));
+  }
+  for (uint64_t shuffle_id : effects.forgotten) {
+    // Ids are at most 2^63 - 1 in the protocol's text form; the range ends at the next id.
+    batch.DeleteRange(ShuffleKey(shuffle_id), ShuffleKey(shuffle_id + 1));
+  }
+  return Write(batch, "journaling shuffles");
 }
 
 Status MasterJournal::RecordRddForgotten(uint64_t rdd_id) {

@@ -14,6 +14,7 @@
 #include "common/tenant.h"
 #include "master/block_index.h"
 #include "master/lost_blocks.h"
+#include "master/shuffle_service.h"
 #include "master/tenant_registry.h"
 
 namespace rocksdb {
@@ -72,6 +73,9 @@ struct JournalSnapshot {
   // Blocks whose last copy was lost (RecordLost), in no particular order: LostBlocks::Restore
   // orders them.
   std::vector<LostRecord> lost;
+  // Registered shuffles, and the committed map attempts (each after its shuffle), by id.
+  std::vector<JournaledShuffle> shuffles;
+  std::vector<JournaledMapCommit> map_commits;
 };
 
 // The master's metadata on disk (bm-master --state-dir): the registered workers, every block
@@ -122,6 +126,10 @@ class MasterJournal {
   Status RecordLeases(std::span<const JournaledLease> held, std::span<const BlockId> ended);
   // The records of lost blocks written and forgotten (LostBlocks' changes), in one write.
   Status RecordLost(const LostBlocks::Changes& changes);
+
+  // What ShuffleService recorded: shuffles registered (replacing their records), map attempts
+  // committed and shuffles forgotten (with their commits), in one write.
+  Status RecordShuffles(const ShuffleEffects& effects);
 
   // A dataset's owner and shares (TenantRegistry), replacing its record.
   Status RecordDataset(const std::string& dataset, const DatasetAccess& access);

@@ -72,6 +72,7 @@ std::string AdvertisedAddress(const std::string& advertise, const std::string& e
 struct MasterFlags {
   std::string listen;
   double heartbeat_timeout_s = 10;
+  double shuffle_ttl_s = 24 * 3600;
   std::string log_level = "info";
   std::string state_dir;
   std::string http;
@@ -170,6 +171,11 @@ void AddFlags(CLI::App& app, MasterFlags& f) {
   app.add_option("--max-registrations-per-key", f.max_registrations_per_key,
                  "With keys: worker registrations one key may make within a minute; beyond it "
                  "they are refused with a time to retry (0: no limit)")
+      ->capture_default_str();
+  app.add_option("--shuffle-ttl", f.shuffle_ttl_s,
+                 "Seconds after which a shuffle no client registered, read or committed to is "
+                 "removed with its data")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--lost-blocks-kept", f.lost_blocks_kept,
                  "Blocks whose last copy was lost that the master remembers (bmctl get says "
@@ -279,6 +285,8 @@ int main(int argc, char** argv) {
   options.max_connections_per_key = f.max_connections_per_key;
   options.max_registrations_per_key = f.max_registrations_per_key;
   options.lost_blocks_kept = f.lost_blocks_kept;
+  options.shuffle_ttl =
+      std::chrono::duration_cast<bm::Duration>(std::chrono::duration<double>(f.shuffle_ttl_s));
   options.heartbeat_timeout = std::chrono::duration_cast<bm::Duration>(
       std::chrono::duration<double>(f.heartbeat_timeout_s));
   options.standby_timeout =

@@ -11,6 +11,7 @@
 #include "common/tenant.h"
 #include "common/zap_handler.h"
 #include "master/request_decoding.h"
+#include "master/shuffle_requests.h"
 
 namespace bm {
 namespace {
@@ -80,15 +81,17 @@ Status MasterServer::Loop::RestoreFromJournal() {
     registry_.Restore(worker.id, worker.address,
                       WorkerLabels{std::move(worker.host), std::move(worker.rack)});
   }
+  for (const JournaledShuffle& shuffle : snapshot.shuffles) shuffles_.Restore(shuffle);
+  for (const JournaledMapCommit& commit : snapshot.map_commits) shuffles_.RestoreCommit(commit);
   for (JournaledRdd& rdd : snapshot.rdds) {
     rdd_descriptions_.insert_or_assign(
         rdd.rdd_id, RddDescription{std::move(rdd.name), rdd.level, rdd.total_partitions});
   }
   spdlog::info(
       "restored from the master journal {}: {} workers (unconfirmed until they register again), "
-      "{} block locations, {} RDD descriptions, {} lost blocks in {} ms",
+      "{} block locations, {} RDD descriptions, {} lost blocks, {} shuffles in {} ms",
       journal_->dir(), registry_.size(), snapshot.location_count, rdd_descriptions_.size(),
-      lost_blocks_.size(), ToMillis(clock_.Now() - start));
+      lost_blocks_.size(), shuffles_.size(), ToMillis(clock_.Now() - start));
   return Status::Ok();
 }
 
@@ -145,6 +148,15 @@ void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
     CheckHeartbeats();
     AnswerRemovals(removals_.Expire());
     if (leases_.lease_count() > 0) AnswerWaiters(leases_.Expire());
+    if (std::optional<TimePoint> expiry = shuffles_.NextExpiry();
+        expiry && *expiry <= clock_.Now() && role_ == Role::kLeader) {
+      ShuffleEffects effects;
+      for (uint64_t id : shuffles_.Expire(effects)) {
+        spdlog::info("shuffle {} was not used for {} s: removing it", id,
+                     ToMillis(options_.shuffle_ttl) / 1000);
+      }
+      CarryOut(effects);
+    }
   }
   const Status stopping = UnavailableError("the master is shutting down");
   for (uint64_t ticket : removals_.TakeAllCallers()) FailParked(ticket, stopping);
@@ -163,6 +175,7 @@ std::chrono::milliseconds MasterServer::Loop::NextTimeout() const {
   if (std::optional<TimePoint> lease_deadline = leases_.NextDeadline()) {
     wake = std::min(wake, *lease_deadline);
   }
+  if (std::optional<TimePoint> expiry = shuffles_.NextExpiry()) wake = std::min(wake, *expiry);
   if (options_.leadership != nullptr) {
     // The election pokes the loop when it changes; this bounds the wait if a poke is lost.
     wake = std::min(wake, clock_.Now() + kLeadershipCheckInterval);
@@ -193,6 +206,7 @@ void MasterServer::Loop::ServeStatus() {
       .role = StatusRole(),
       .tenants = [this] { return TenantUsages(std::nullopt); },
       .lost = &lost_blocks_,
+      .shuffles = &shuffles_,
   });
 }
 
@@ -261,6 +275,19 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
   }
   // A client key's request is checked against the tenant rules by its kind, before any handler.
   if (IsTenantRestricted(peer)) BM_RETURN_IF_ERROR(AdmitTenant(request, *peer));
+  if (IsShuffleRequest(request.which())) {
+    ShuffleEffects effects;
+    BM_RETURN_IF_ERROR(AnswerShuffleRequest(
+        shuffles_, request,
+        ShuffleRequestContext{.registry = registry_,
+                              .links = links_,
+                              .tenant = IsTenantRestricted(peer) ? TenantOf(*peer) : std::string(),
+                              .visible = VisibleTo(peer),
+                              .now = clock_.Now()},
+        reply, effects));
+    CarryOut(effects);
+    return Answer::kNow;
+  }
   switch (request.which()) {
     case proto::Request::REGISTER_WORKER:
       BM_RETURN_IF_ERROR(
@@ -360,6 +387,13 @@ void MasterServer::Loop::AnswerParked(uint64_t ticket, capnp::MallocMessageBuild
 void MasterServer::Loop::FailParked(uint64_t ticket, const Status& status) {
   ParkedRequests::Parked parked = parked_.Take(ticket);
   requests_.SendError(parked.client, parked.request_id, status);
+}
+
+void MasterServer::Loop::CarryOut(const ShuffleEffects& effects) {
+  if (journal_) Journaled(journal_->RecordShuffles(effects));
+  for (const ShuffleCommand& command : effects.commands) {
+    WarnIfUnsent(command.worker_id, SendShuffleCommand(links_, command));
+  }
 }
 
 }  // namespace bm

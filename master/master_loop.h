@@ -13,6 +13,9 @@
 //   RemovalCoordinator  removals waiting for workers
 //   ComputeLeases       who computes a missing block; ParkedRequests: whom to answer later
 //   ReplicationDriver   re-replication and drains (ReplicationPlanner decides)
+//   ShuffleService      shuffles: placement, committed map attempts (the first component in
+//                       the router's shape: an event in, its effects out, which CarryOut does;
+//                       its requests are read and answered by master/shuffle_requests.h)
 
 #include <capnp/message.h>
 
@@ -47,6 +50,7 @@
 #include "master/removal_coordinator.h"
 #include "master/replication_driver.h"
 #include "master/request_socket.h"
+#include "master/shuffle_service.h"
 #include "master/tenant_registry.h"
 #include "master/worker_links.h"
 #include "master/worker_registry.h"
@@ -110,6 +114,9 @@ class MasterServer::Loop {
   // Answers a parked request with `message` (its id is set here).
   void AnswerParked(uint64_t ticket, capnp::MallocMessageBuilder& message);
   void FailParked(uint64_t ticket, const Status& status);
+  // Carries out what a component's event came to: journals its records (before the answer
+  // goes), then sends its worker commands.
+  void CarryOut(const ShuffleEffects& effects);
 
   // ---- workers (master_loop_workers.cc) ----
   Status HandleRegister(proto::RegisterWorker::Reader request,
@@ -323,6 +330,7 @@ class MasterServer::Loop {
   };
   std::unordered_map<BlockId, uint64_t> journaled_leases_;     // block -> token, as journaled
   TenantRegistry tenants_{clock_, kQuotaReservationLifetime};  // owners, shares, quotas
+  ShuffleService shuffles_{clock_, ShuffleService::Limits{.ttl = options_.shuffle_ttl}};
 
   ReplicationDriver replication_;  // re-replication and drains
   // verifyBlock requests sent after a digest mismatch, by request id: their answers are logged.

@@ -7,6 +7,7 @@
 
 #include "master/master_loop.h"
 #include "master/request_decoding.h"
+#include "master/shuffle_requests.h"
 #include "master/worker_commands.h"
 
 // The master's loop: what workers send (registration, heartbeats, block reports, replies to
@@ -101,6 +102,9 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
   ClearLost(recorded);
   BlocksMissingAfterRegistration(id, std::move(gone), recorded_ids, losses, request.getStartedNow(),
                                  request.getFollowUpBlocks());
+  ShuffleEffects told;
+  shuffles_.WorkerRegistered(id, told);
+  CarryOut(told);
   ++counters_.workers_registered;
   counters_.RecordWorkerEvent(id, known ? "re-registered" : "registered");
   spdlog::info("worker {} {} at {} holding {} blocks ({} workers, {} blocks known)", id,
@@ -263,6 +267,10 @@ void MasterServer::Loop::TrimExtraCopies(const std::vector<BlockId>& ids) {
 
 size_t MasterServer::Loop::DropWorker(const std::string& worker_id, std::vector<GoneBlock>* gone) {
   const size_t locations = ForgetWorker(worker_id, gone);
+  // Its shuffle partitions move to the live workers (a re-registering worker keeps its own).
+  ShuffleEffects moved;
+  shuffles_.WorkerLost(worker_id, ShuffleCandidates(registry_), moved);
+  CarryOut(moved);
   if (journal_) Journaled(journal_->RecordWorkerDropped(worker_id));
   return locations;
 }

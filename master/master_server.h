@@ -64,6 +64,9 @@ struct MasterOptions {
   // How many blocks whose last copy was lost the master remembers (PROTOCOL.md, "Lost
   // blocks"); beyond it the oldest records are forgotten first. 0 = none.
   size_t lost_blocks_kept = 100000;
+  // A shuffle no client registered, read or committed to for this long is removed
+  // (PROTOCOL.md, "Shuffles").
+  Duration shuffle_ttl = std::chrono::hours(24);
 };
 
 // bm-master: serves the master requests of schema/PROTOCOL.md on a ROUTER socket and keeps the

@@ -525,3 +525,39 @@ TEST_F(MasterJournalTest, ALostBlockRecordReachesAStandbysJournal) {
 
 }  // namespace
 }  // namespace bm
+
+namespace bm {
+namespace {
+
+TEST_F(MasterJournalTest, ShufflesAndTheirCommitsSurviveReopeningUntilForgotten) {
+  const JournaledShuffle kept{
+      {.id = 3, .maps = 2, .partitions = 2, .level = StorageLevel::kDiskOnly2},
+      {{"w1", "w2"}, {0, 1}, {1, 0}},
+      "alice"};
+  const JournaledShuffle forgotten{{.id = 4, .maps = 1, .partitions = 1}, {{"w1"}, {0}, {}}, ""};
+  {
+    auto journal = OpenOrDie(dir());
+    ASSERT_NE(journal, nullptr);
+    ShuffleEffects registered;
+    registered.recorded = {kept, forgotten};
+    ASSERT_TRUE(journal->RecordShuffles(registered).ok());
+    ShuffleEffects committed;
+    committed.committed = {{.shuffle_id = 3, .map = 1, .attempt = 7, .pieces = {{0, 2, 100}}},
+                           {.shuffle_id = 4, .map = 0, .attempt = 0, .pieces = {}}};
+    ASSERT_TRUE(journal->RecordShuffles(committed).ok());
+    ShuffleEffects gone;
+    gone.forgotten = {4};
+    ASSERT_TRUE(journal->RecordShuffles(gone).ok());
+  }
+  auto journal = OpenOrDie(dir());
+  ASSERT_NE(journal, nullptr);
+  Loaded loaded = LoadAll(*journal);
+  ASSERT_EQ(loaded.snapshot.shuffles.size(), 1u);
+  EXPECT_EQ(loaded.snapshot.shuffles[0], kept);
+  ASSERT_EQ(loaded.snapshot.map_commits.size(), 1u);
+  EXPECT_EQ(loaded.snapshot.map_commits[0],
+            (JournaledMapCommit{.shuffle_id = 3, .map = 1, .attempt = 7, .pieces = {{0, 2, 100}}}));
+}
+
+}  // namespace
+}  // namespace bm

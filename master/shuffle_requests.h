@@ -1,0 +1,48 @@
+#pragma once
+
+// The shuffle requests of the master's protocol (PROTOCOL.md, "Shuffles") read into and
+// written from ShuffleService's terms, so the loop only routes them: decode, ask the service,
+// carry out its effects, encode the answer.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/protocol.h"
+#include "common/status.h"
+#include "master/shuffle_service.h"
+#include "master/worker_links.h"
+#include "master/worker_registry.h"
+
+namespace bm {
+
+// What answering a shuffle request needs besides the service.
+struct ShuffleRequestContext {
+  const WorkerRegistry& registry;  // workers' addresses and free space
+  const WorkerLinks& links;        // workers' keys
+  std::string tenant;              // the sender's tenant; empty when not restricted
+  // Which shuffles' datasets (shuffle_<id>) a listing shows; null: all.
+  std::function<bool(const std::string& dataset)> visible;
+  TimePoint now{};
+};
+
+// Answers registerShuffle, getShuffle, commitShuffleMap, unregisterShuffle or listShuffles in
+// `reply`, adding to `effects` what the loop must journal and send.
+Status AnswerShuffleRequest(ShuffleService& shuffles, proto::Request::Reader request,
+                            const ShuffleRequestContext& context, proto::Reply::Builder reply,
+                            ShuffleEffects& effects);
+
+// Whether the master's dispatcher routes `which` to AnswerShuffleRequest.
+bool IsShuffleRequest(proto::Request::Which which);
+
+// The live workers partitions may be placed on: active ones (not unconfirmed or draining),
+// with their free memory and disk.
+std::vector<ShuffleCandidate> ShuffleCandidates(const WorkerRegistry& registry);
+
+// shuffleAssigned or removeShuffle, to the command's worker.
+Status SendShuffleCommand(WorkerSender& sender, const ShuffleCommand& command);
+
+}  // namespace bm
