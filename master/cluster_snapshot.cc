@@ -6,6 +6,7 @@
 #include <queue>
 
 #include "master/block_index.h"
+#include "master/shuffle_service.h"
 #include "master/worker_registry.h"
 
 namespace bm {
@@ -55,6 +56,21 @@ ClusterSnapshot BuildClusterSnapshot(const MasterView& view) {
   snapshot.rdds.reserve(rdds.size());
   for (auto& [id, rdd] : rdds) snapshot.rdds.push_back(std::move(rdd));
   if (view.tenants) snapshot.tenants = view.tenants();
+  if (view.shuffles != nullptr) {
+    for (const auto& [id, shuffle] : view.shuffles->shuffles()) {
+      snapshot.shuffles.push_back(ShuffleStatus{
+          .id = id,
+          .maps = shuffle.shape.maps,
+          .partitions = shuffle.shape.partitions,
+          .level = shuffle.shape.level,
+          .committed_maps = static_cast<uint32_t>(shuffle.commits.size()),
+          .bytes = shuffle.committed_bytes,
+          .workers = shuffle.placement.workers,
+          .idle_ms = static_cast<uint64_t>(std::max<int64_t>(
+              0, std::chrono::duration_cast<std::chrono::milliseconds>(view.now - shuffle.touched)
+                     .count()))});
+    }
+  }
 
   for (const WorkerRecord& record : view.registry.List()) {
     snapshot.workers.push_back(WorkerStatus{

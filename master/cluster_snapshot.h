@@ -28,6 +28,18 @@ struct RddStatus {
   std::vector<std::string> workers;
 };
 
+// One shuffle as the storage page and /api/v1/shuffles show it.
+struct ShuffleStatus {
+  uint64_t id = 0;
+  uint32_t maps = 0;
+  uint32_t partitions = 0;
+  StorageLevel level = StorageLevel::kMemoryAndDisk;
+  uint32_t committed_maps = 0;
+  uint64_t bytes = 0;  // committed, one copy
+  std::vector<std::string> workers;
+  uint64_t idle_ms = 0;
+};
+
 struct WorkerStatus {
   std::string id;
   std::string address;
@@ -44,8 +56,9 @@ struct WorkerStatus {
 // Immutable once built.
 struct ClusterSnapshot {
   int64_t taken_unix_ms = 0;
-  std::vector<RddStatus> rdds;        // by id
-  std::vector<WorkerStatus> workers;  // by id
+  std::vector<RddStatus> rdds;          // by id
+  std::vector<ShuffleStatus> shuffles;  // by id
+  std::vector<WorkerStatus> workers;    // by id
   uint64_t block_count = 0;
   uint64_t under_replicated = 0;
   uint64_t copies_in_flight = 0;

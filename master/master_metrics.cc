@@ -49,6 +49,25 @@ std::string MasterMetricsText(const ClusterSnapshot& snapshot) {
   out.Sample("blockmgr_cluster_used_bytes", {{"tier", "disk"}}, static_cast<double>(disk_used));
   out.Single("blockmgr_rdds", Type::kGauge, "RDDs registered or with cached blocks.",
              static_cast<double>(snapshot.rdds.size()));
+  uint64_t shuffle_partitions = 0;
+  uint64_t shuffle_bytes = 0;
+  uint64_t committed_maps = 0;
+  for (const ShuffleStatus& shuffle : snapshot.shuffles) {
+    shuffle_partitions += shuffle.partitions;
+    shuffle_bytes += shuffle.bytes;
+    committed_maps += shuffle.committed_maps;
+  }
+  out.Single("blockmgr_shuffles", Type::kGauge, "Shuffles registered (README \"Shuffles\").",
+             static_cast<double>(snapshot.shuffles.size()));
+  out.Single("blockmgr_shuffle_partitions", Type::kGauge,
+             "Reduce partitions of the registered shuffles.",
+             static_cast<double>(shuffle_partitions));
+  out.Single("blockmgr_shuffle_committed_maps", Type::kGauge,
+             "Map attempts committed to the registered shuffles.",
+             static_cast<double>(committed_maps));
+  out.Single("blockmgr_shuffle_committed_bytes", Type::kGauge,
+             "Bytes the committed map attempts wrote, one copy.",
+             static_cast<double>(shuffle_bytes));
 
   out.Family("blockmgr_tenant_bytes", Type::kGauge,
              "Bytes of a tenant's datasets by tier, every copy counted (README \"Tenants, shares "

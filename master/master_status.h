@@ -17,6 +17,7 @@ namespace bm {
 
 class BlockIndex;
 class LostBlocks;
+class ShuffleService;
 class WorkerRegistry;
 
 // What a dataset registered about an RDD (registerRdd).
@@ -128,7 +129,8 @@ struct MasterView {
   MasterRole role{};
   // Every tenant's usage, computed when called (a pass over the tenants' blocks).
   std::function<std::vector<TenantUsage>()> tenants{};
-  const LostBlocks* lost = nullptr;  // null: none kept
+  const LostBlocks* lost = nullptr;          // null: none kept
+  const ShuffleService* shuffles = nullptr;  // null: none
 };
 
 // How the master's event loop lets an observer (the HTTP status service) read its state

@@ -52,6 +52,21 @@ json RddToJson(const RddStatus& rdd) {
           {"executors", rdd.workers}};
 }
 
+json ShufflesToJson(const ClusterSnapshot& snapshot) {
+  json out = json::array();
+  for (const ShuffleStatus& shuffle : snapshot.shuffles) {
+    out.push_back({{"id", shuffle.id},
+                   {"maps", shuffle.maps},
+                   {"partitions", shuffle.partitions},
+                   {"storageLevel", std::string(StorageLevelName(shuffle.level))},
+                   {"committedMaps", shuffle.committed_maps},
+                   {"committedBytes", shuffle.bytes},
+                   {"executors", shuffle.workers},
+                   {"idleMs", shuffle.idle_ms}});
+  }
+  return out;
+}
+
 json RddsToJson(const ClusterSnapshot& snapshot) {
   json out = json::array();
   for (const RddStatus& rdd : snapshot.rdds) out.push_back(RddToJson(rdd));

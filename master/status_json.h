@@ -18,6 +18,7 @@ nlohmann::ordered_json RddDetailToJson(
     const RddStatus& rdd, const std::optional<std::vector<RddDistribution>>& distribution,
     const BlockPage& partitions);
 nlohmann::ordered_json WorkersToJson(const ClusterSnapshot& snapshot);
+nlohmann::ordered_json ShufflesToJson(const ClusterSnapshot& snapshot);
 nlohmann::ordered_json BlockPageToJson(const BlockPage& page);
 nlohmann::ordered_json LocationsToJson(const std::vector<BlockRow>& rows);
 nlohmann::ordered_json HealthToJson(const ClusterSnapshot& snapshot);

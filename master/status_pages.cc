@@ -185,6 +185,27 @@ std::string LostBlocksSection(const ClusterSnapshot& snapshot) {
   return out + "</table>";
 }
 
+// The registered shuffles (README "Shuffles"): shape, level, committed maps and bytes.
+std::string ShufflesSection(const ClusterSnapshot& snapshot) {
+  std::string out =
+      "<h2>Shuffles</h2><table><tr><th>ID</th><th>Maps</th><th>Partitions</th>"
+      "<th>Storage Level</th><th>Committed Maps</th><th>Committed Bytes</th><th>Workers</th>"
+      "<th>Idle</th></tr>";
+  for (const ShuffleStatus& shuffle : snapshot.shuffles) {
+    out += "<tr><td>" + std::to_string(shuffle.id) + "</td><td class=\"num\">" +
+           std::to_string(shuffle.maps) + "</td><td class=\"num\">" +
+           std::to_string(shuffle.partitions) + "</td><td>" +
+           HtmlEscape(StorageLevelName(shuffle.level)) + "</td><td class=\"num\">" +
+           std::to_string(shuffle.committed_maps) + "</td>" + Bytes(shuffle.bytes) + "<td>" +
+           std::to_string(shuffle.workers.size()) + "</td><td class=\"num\">" +
+           std::to_string(shuffle.idle_ms / 1000) + " s</td></tr>";
+  }
+  if (snapshot.shuffles.empty()) {
+    out += "<tr><td colspan=\"8\" class=\"muted\">No shuffles are registered.</td></tr>";
+  }
+  return out + "</table>";
+}
+
 }  // namespace
 
 std::string StatusPages::Storage(const ClusterSnapshot& snapshot, size_t page) {
@@ -222,6 +243,7 @@ std::string StatusPages::Storage(const ClusterSnapshot& snapshot, size_t page) {
     out += "<a href=\"/storage?page=" + std::to_string(page + 1) + "\">Next &rarr;</a>";
   }
   out += "</p>";
+  out += ShufflesSection(snapshot);
   out += DisksTable(snapshot);
   out += LostBlocksSection(snapshot);
   return out + Tail(snapshot.taken_unix_ms);

@@ -180,6 +180,11 @@ void AddRestRoutes(HttpServer& server, MasterStatusService& service) {
     }
     return JsonReply(out);
   });
+  server.AddRoute("/api/v1/shuffles", [&service](const HttpRequest&) {
+    std::shared_ptr<const ClusterSnapshot> snapshot = service.Snapshot();
+    if (!snapshot) return JsonError(503, kNoSnapshot);
+    return JsonReply(ShufflesToJson(*snapshot));
+  });
   server.AddRoute("/api/v1/workers", [&service](const HttpRequest&) {
     std::shared_ptr<const ClusterSnapshot> snapshot = service.Snapshot();
     if (!snapshot) return JsonError(503, kNoSnapshot);
