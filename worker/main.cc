@@ -53,6 +53,7 @@ struct Flags {
   int failed_disks_tolerated = -1;
   std::string disk_limit_text = "0";
   std::string spill_backlog_text = "0";
+  std::string shuffle_memory_text = "256MiB";
   std::string chunk_file_min_text = "64KiB";
   std::string id;
   std::string advertise;
@@ -127,6 +128,10 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "How far evicted blocks waiting to be spilled may run the RAM held past "
                  "--memory before new put bytes wait for the disk; 0 = a quarter of --memory, "
                  "at least 64MiB")
+      ->capture_default_str();
+  app.add_option("--shuffle-memory", f.shuffle_memory_text,
+                 "Memory for the shuffle partitions this worker holds (besides --memory); a "
+                 "push past it waits for room")
       ->capture_default_str();
   app.add_option("--id", f.id, "Worker id (default: worker-HOST-PORT of the advertised address)");
   app.add_option("--advertise", f.advertise,
@@ -213,6 +218,7 @@ struct Sizes {
   uint64_t read_ahead = 0;
   uint64_t chunk_file_min = 0;
   bm::EvictionMode eviction = bm::EvictionMode::kCost;
+  uint64_t shuffle_memory = 0;
 };
 
 // kInvalidArgument (the usage error to print) when a flag is wrong.
@@ -226,6 +232,10 @@ bm::Result<Sizes> CheckFlags(const Flags& f) {
   bm::Result<uint64_t> spill_backlog = bm::ParseByteSize(f.spill_backlog_text);
   if (!spill_backlog.ok()) {
     return bm::InvalidArgumentError("--spill-backlog: " + spill_backlog.status().message());
+  }
+  bm::Result<uint64_t> shuffle_memory = bm::ParseByteSize(f.shuffle_memory_text);
+  if (!shuffle_memory.ok()) {
+    return bm::InvalidArgumentError("--shuffle-memory: " + shuffle_memory.status().message());
   }
   bm::Result<uint64_t> read_ahead = bm::ParseByteSize(f.read_ahead_text);
   if (!read_ahead.ok()) {
@@ -304,7 +314,7 @@ bm::Result<Sizes> CheckFlags(const Flags& f) {
   }
 
   return Sizes{*memory,     *disk_limit,    std::move(disks), *spill_backlog,
-               *read_ahead, chunk_file_min, *eviction};
+               *read_ahead, chunk_file_min, *eviction,        *shuffle_memory};
 }
 
 // How long the worker's ZooKeeper session outlives a silence: a reader's session, so its
@@ -460,6 +470,7 @@ int Run(const Flags& f, const Sizes& sizes) {
   options.listen_address = f.listen;
   options.advertise_address = f.advertise;
   options.worker_id = f.id;
+  options.shuffle_memory = sizes.shuffle_memory;
   // The worker's own files live in the first disk's directory, as they did with one disk.
   const std::string& first_disk = sizes.disks.front().path;
   options.epoch_file = (std::filesystem::path(first_disk) / "LEADER_EPOCH").string();

@@ -149,6 +149,8 @@ Status WorkerServer::Bind() {
   worker_id_ = !options_.worker_id.empty()      ? options_.worker_id
                : !certificate_worker_id.empty() ? certificate_worker_id
                                                 : DefaultWorkerId(advertised);
+  shuffles_ = std::make_unique<ShuffleHandler>(
+      worker_id_, ShuffleStore::Limits{.memory_bytes = options_.shuffle_memory}, *replies_);
 
   MasterLinkOptions link_options = options_.master;
   link_options.security = master_security;
@@ -412,6 +414,8 @@ Result<WorkerServer::Served> WorkerServer::Dispatch(IncomingMessage& message,
     case proto::Request::SHUTDOWN:
     case proto::Request::LEADER_ELECTED:
     case proto::Request::DATASET_ACCESS:
+    case proto::Request::SHUFFLE_ASSIGNED:
+    case proto::Request::REMOVE_SHUFFLE:
       // The master's commands: never from a deposed leader.
       BM_RETURN_IF_ERROR(fence_.Admit(header.epoch, "a command"));
       break;
@@ -461,6 +465,14 @@ Result<WorkerServer::Served> WorkerServer::Dispatch(IncomingMessage& message,
       return done(HandleReplicate(message, id));
     case proto::Request::ABORT_PUT:
       return done(puts_->HandleAbortPut(message, id));
+    case proto::Request::SHUFFLE_ASSIGNED:
+      return done(shuffles_->HandleAssigned(message, id));
+    case proto::Request::REMOVE_SHUFFLE:
+      return done(shuffles_->HandleRemove(message, id));
+    case proto::Request::PUSH_SHUFFLE:
+      return done(shuffles_->HandlePush(message, id));
+    case proto::Request::READ_SHUFFLE:
+      return done(shuffles_->HandleRead(message, id));
     case proto::Request::DECOMMISSION:
       if (!puts_->decommissioning()) spdlog::info("decommissioning: taking no new blocks");
       puts_->Decommission();
@@ -506,7 +518,8 @@ Result<TenantGate::Admission> WorkerServer::AdmitTenant(IncomingMessage& message
   std::optional<TenantGate::PutInfo> put;
   switch (kind->gating) {
     case WorkerTenantGating::kNeutral:
-    case WorkerTenantGating::kNotServed:  // the dispatcher answers "not served"
+    case WorkerTenantGating::kNotServed:     // the dispatcher answers "not served"
+    case WorkerTenantGating::kShuffleOwner:  // the shuffle store checks the owner
       return TenantGate::Admission{};
     case WorkerTenantGating::kMasterOnly:
     case WorkerTenantGating::kAdminOnly:

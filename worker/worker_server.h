@@ -24,6 +24,7 @@
 #include "worker/own_block_reads.h"
 #include "worker/put_handler.h"
 #include "worker/replicator.h"
+#include "worker/shuffle_handler.h"
 #include "worker/tenant_gate.h"
 #include "worker/worker_status.h"
 
@@ -73,6 +74,8 @@ struct WorkerServerOptions {
   std::string local_socket_path{};
   // How long a reader's pin lasts at most (LocalReadServerOptions::pin_lifetime).
   Duration local_pin_lifetime = std::chrono::minutes(10);
+  // Memory for the shuffle partitions this worker holds (ShuffleStore::Limits).
+  uint64_t shuffle_memory = uint64_t{256} << 20;
   // Test-only: serve corruptBlock, which flips a stored byte on purpose (PROTOCOL.md, "Fault
   // injection"). Off: the request is refused.
   bool enable_fault_injection = false;
@@ -228,8 +231,9 @@ class WorkerServer {
   EpochFence fence_ = *EpochFence::Open("");
   TimePoint next_storage_maintenance_{};
   std::unique_ptr<PutHandler> puts_;
-  std::unique_ptr<TenantGate> tenants_;  // after link_, which it borrows
-  uint64_t registrations_seen_ = 0;      // link_->registrations() when tenants_ last knew
+  std::unique_ptr<ShuffleHandler> shuffles_;  // shuffle partitions and their requests
+  std::unique_ptr<TenantGate> tenants_;       // after link_, which it borrows
+  uint64_t registrations_seen_ = 0;           // link_->registrations() when tenants_ last knew
   // Put pieces held back until spills make room, in arrival order (see Serve).
   std::deque<IncomingMessage> waiting_pieces_;
   // The replicator's reads of this worker's blocks; before replicator_, which borrows it.

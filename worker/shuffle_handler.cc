@@ -1,0 +1,177 @@
+#include "worker/shuffle_handler.h"
+
+#include <capnp/message.h>
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+#include "common/protocol.h"
+#include "common/tenant.h"
+
+namespace bm {
+namespace {
+
+// Bounds on one push and one read page.
+constexpr size_t kMaxPiecesPerPush = 1 << 16;
+constexpr uint64_t kMinPageBytes = 64 << 10;
+constexpr uint64_t kMaxPageBytes = kMaxPieceBytes;
+
+// Reads the pushed pieces' bytes out of the payload frames: a piece inside one frame is
+// borrowed from it, one that straddles frames is gathered into `gathered`.
+Result<std::vector<ShuffleStore::Piece>> PiecesOf(capnp::List<proto::PushedPiece>::Reader headers,
+                                                  std::vector<zmq::message_t>& payload,
+                                                  std::vector<std::vector<std::byte>>& gathered) {
+  uint64_t declared = 0;
+  for (proto::PushedPiece::Reader header : headers) declared += header.getLength();
+  uint64_t carried = 0;
+  for (const zmq::message_t& frame : payload) carried += frame.size();
+  if (declared != carried) {
+    return InvalidArgumentError("the push declares " + std::to_string(declared) +
+                                " bytes of pieces and carries " + std::to_string(carried));
+  }
+  gathered.reserve(headers.size());
+  std::vector<ShuffleStore::Piece> pieces;
+  pieces.reserve(headers.size());
+  size_t frame = 0;
+  size_t offset = 0;  // in payload[frame]
+  for (proto::PushedPiece::Reader header : headers) {
+    const size_t length = header.getLength();
+    while (frame < payload.size() && offset == payload[frame].size() && length > 0) {
+      ++frame;
+      offset = 0;
+    }
+    std::span<const std::byte> bytes;
+    if (length == 0) {
+      bytes = {};
+    } else if (payload[frame].size() - offset >= length) {
+      bytes = {static_cast<const std::byte*>(payload[frame].data()) + offset, length};
+      offset += length;
+    } else {
+      std::vector<std::byte>& copy = gathered.emplace_back(length);
+      size_t filled = 0;
+      while (filled < length) {
+        if (offset == payload[frame].size()) {
+          ++frame;
+          offset = 0;
+          continue;
+        }
+        const size_t take = std::min(length - filled, payload[frame].size() - offset);
+        std::memcpy(copy.data() + filled,
+                    static_cast<const std::byte*>(payload[frame].data()) + offset, take);
+        filled += take;
+        offset += take;
+      }
+      bytes = copy;
+    }
+    pieces.push_back(ShuffleStore::Piece{.partition = header.getPartition(),
+                                         .sequence = header.getSequence(),
+                                         .digest = header.getDigest(),
+                                         .bytes = bytes});
+  }
+  return pieces;
+}
+
+}  // namespace
+
+Status ShuffleHandler::HandleAssigned(IncomingMessage& message, uint64_t id) {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::ShuffleAssigned::Reader assigned = message.request().getShuffleAssigned();
+    std::vector<uint32_t> partitions;
+    for (uint32_t partition : assigned.getPartitions()) partitions.push_back(partition);
+    store_.Assign(assigned.getShuffleId(), assigned.getMaps(), std::move(partitions),
+                  assigned.getOwner());
+    return Status::Ok();
+  }));
+  replies_.SendOk(*message.routing_id(), id);
+  return Status::Ok();
+}
+
+Status ShuffleHandler::HandleRemove(IncomingMessage& message, uint64_t id) {
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    store_.Remove(message.request().getRemoveShuffle().getShuffleId());
+    return Status::Ok();
+  }));
+  replies_.SendOk(*message.routing_id(), id);
+  return Status::Ok();
+}
+
+Status ShuffleHandler::HandlePush(IncomingMessage& message, uint64_t id) {
+  const std::string tenant =
+      IsTenantRestricted(message.peer()) ? TenantOf(*message.peer()) : std::string();
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::PushShuffle::Reader push = message.request().getPushShuffle();
+    if (push.getPieces().size() > kMaxPiecesPerPush) {
+      return InvalidArgumentError("a push carries at most " + std::to_string(kMaxPiecesPerPush) +
+                                  " pieces; this one " + std::to_string(push.getPieces().size()));
+    }
+    std::vector<std::vector<std::byte>> gathered;
+    BM_ASSIGN_OR_RETURN(std::vector<ShuffleStore::Piece> pieces,
+                        PiecesOf(push.getPieces(), message.payload(), gathered));
+    return store_.Push(push.getShuffleId(), push.getMap(), push.getAttempt(), pieces, tenant);
+  }));
+  replies_.SendOk(*message.routing_id(), id);
+  return Status::Ok();
+}
+
+Status ShuffleHandler::HandleRead(IncomingMessage& message, uint64_t id) {
+  capnp::MallocMessageBuilder reply_message;
+  proto::Reply::Builder reply = reply_message.initRoot<proto::Reply>();
+  reply.setId(id);
+  std::vector<zmq::message_t> payload;
+  BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+    proto::ReadShuffle::Reader read = message.request().getReadShuffle();
+    std::unordered_map<uint32_t, uint32_t> attempts;
+    attempts.reserve(read.getCommits().size());
+    for (proto::MapCommit::Reader commit : read.getCommits()) {
+      attempts[commit.getMap()] = commit.getAttempt();
+    }
+    const uint64_t max_bytes =
+        std::clamp<uint64_t>(read.getMaxBytes(), kMinPageBytes, kMaxPageBytes);
+    BM_ASSIGN_OR_RETURN(ShuffleStore::Page page,
+                        store_.Read(read.getShuffleId(), read.getPartition(), attempts,
+                                    read.getCursor(), max_bytes));
+    proto::ShufflePieces::Builder out = reply.initShufflePieces();
+    out.setNextCursor(page.next_cursor);
+    out.setEnd(page.end);
+    auto pieces = out.initPieces(page.pieces.size());
+    uint64_t total = 0;
+    for (size_t i = 0; i < page.pieces.size(); ++i) {
+      const ShuffleStore::StoredPiece& piece = page.pieces[i];
+      pieces[i].setMap(piece.map);
+      pieces[i].setSequence(piece.sequence);
+      pieces[i].setLength(static_cast<uint32_t>(piece.bytes.size()));
+      pieces[i].setDigest(piece.digest);
+      total += piece.bytes.size();
+    }
+    // The bytes back to back, in frames of at most kMaxPayloadFrameBytes (a page is at most
+    // kMaxPieceBytes, so within kMaxPayloadFrames).
+    size_t next = 0;
+    size_t piece_offset = 0;
+    while (total > 0) {
+      const size_t frame_bytes = std::min<uint64_t>(total, kMaxPayloadFrameBytes);
+      zmq::message_t frame(frame_bytes);
+      auto* at = static_cast<std::byte*>(frame.data());
+      size_t filled = 0;
+      while (filled < frame_bytes) {
+        std::span<const std::byte> bytes = page.pieces[next].bytes;
+        const size_t take = std::min(frame_bytes - filled, bytes.size() - piece_offset);
+        if (take > 0) std::memcpy(at + filled, bytes.data() + piece_offset, take);
+        filled += take;
+        piece_offset += take;
+        if (piece_offset == bytes.size()) {
+          ++next;
+          piece_offset = 0;
+        }
+      }
+      total -= frame_bytes;
+      payload.push_back(std::move(frame));
+    }
+    return Status::Ok();
+  }));
+  replies_.Send(*message.routing_id(), reply_message, std::move(payload));
+  return Status::Ok();
+}
+
+}  // namespace bm

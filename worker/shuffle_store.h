@@ -1,0 +1,126 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+
+namespace bm {
+
+// The shuffle partitions this worker holds (PROTOCOL.md, "Shuffles"): for each partition the
+// master assigned it, one stream of the pieces mappers pushed, in arrival order, each with its
+// map, attempt, sequence number and digest.
+//
+// - A piece pushed again (the same map attempt, partition and sequence: a retried push) is
+//   kept once; a piece after a gap in its sequence is refused, so a pusher resends in order.
+// - A push is all or nothing: checked whole, then appended.
+// - Reads return the pieces of the map attempts the reader names (the committed ones, which
+//   the master knows), so an attempt that never committed or lost the race to commit is never
+//   read; each piece's bytes are checked against its digest on the way in.
+// - Memory is bounded: a push that would pass `memory_bytes` is refused as unavailable (the
+//   pusher backs off and retries), never stored past the bound.
+//
+// Not thread-safe: owned by the worker's loop.
+class ShuffleStore {
+ public:
+  struct Limits {
+    uint64_t memory_bytes = uint64_t{256} << 20;
+  };
+  // One piece of a push; `bytes` is borrowed for the call.
+  struct Piece {
+    uint32_t partition = 0;
+    uint32_t sequence = 0;
+    uint64_t digest = 0;
+    std::span<const std::byte> bytes;
+  };
+  // One piece of a read; `bytes` stays valid until the store is next changed.
+  struct StoredPiece {
+    uint32_t map = 0;
+    uint32_t sequence = 0;
+    uint64_t digest = 0;
+    std::span<const std::byte> bytes;
+  };
+  struct Page {
+    std::vector<StoredPiece> pieces;
+    uint64_t next_cursor = 0;
+    bool end = false;
+  };
+  // What a partition holds, for status pages.
+  struct PartitionStats {
+    uint64_t pieces = 0;
+    uint64_t bytes = 0;
+  };
+
+  ShuffleStore(std::string worker_id, Limits limits)
+      : worker_id_(std::move(worker_id)), limits_(limits) {}
+
+  // The master's shuffleAssigned: the partitions of the shuffle this worker holds from now on
+  // (their pieces are kept; partitions no longer listed are dropped), its map count and the
+  // tenant that owns it (empty: any sender may push).
+  void Assign(uint64_t shuffle_id, uint32_t maps, std::vector<uint32_t> partitions,
+              std::string owner);
+  // The master's removeShuffle: drops the shuffle's pieces. Unknown shuffles are ignored.
+  void Remove(uint64_t shuffle_id);
+
+  // Appends the pieces of one map attempt. `tenant` is the sender's (empty: not restricted).
+  // kUnavailable: the shuffle is not (yet) assigned here, or memory is full (retry later);
+  // kInvalidArgument: a partition not held here, a map out of range, a sequence gap;
+  // kPermissionDenied: another tenant's shuffle; kDataLoss: a piece whose bytes do not match
+  // its digest (damaged on the way: push it again).
+  Status Push(uint64_t shuffle_id, uint32_t map, uint32_t attempt, std::span<const Piece> pieces,
+              const std::string& tenant);
+
+  // The pieces of `partition` from `cursor` on whose (map, attempt) is in `attempts` (map ->
+  // its committed attempt), about `max_bytes` of them (at least one when there is one).
+  // kNotFound when the shuffle or partition is not held here.
+  Result<Page> Read(uint64_t shuffle_id, uint32_t partition,
+                    const std::unordered_map<uint32_t, uint32_t>& attempts, uint64_t cursor,
+                    uint64_t max_bytes) const;
+
+  uint64_t memory_used() const { return memory_used_; }
+  size_t shuffle_count() const { return shuffles_.size(); }
+  Result<PartitionStats> Stats(uint64_t shuffle_id, uint32_t partition) const;
+
+ private:
+  // A partition's stream: the entries in arrival order, their bytes in chunks that never move.
+  struct Entry {
+    uint32_t map;
+    uint32_t attempt;
+    uint32_t sequence;
+    uint64_t digest;
+    const std::byte* data;
+    uint32_t length;
+  };
+  struct Partition {
+    std::vector<Entry> entries;
+    std::vector<std::unique_ptr<std::byte[]>> chunks;
+    size_t chunk_used = 0;      // bytes used of chunks.back()
+    size_t chunk_capacity = 0;  // its size
+    uint64_t bytes = 0;         // allocated to chunks
+    // The next sequence expected of each map attempt: (map << 32 | attempt) -> sequence.
+    std::unordered_map<uint64_t, uint32_t> next_sequence;
+  };
+  struct Shuffle {
+    uint32_t maps = 0;
+    std::string owner;
+    std::map<uint32_t, Partition> partitions;  // the ones held here
+  };
+
+  // Copies `bytes` into the partition's chunks; a new chunk takes at most `room` (at least
+  // the piece).
+  const std::byte* Append(Partition& partition, std::span<const std::byte> bytes, uint64_t room);
+  uint64_t BytesOf(const Shuffle& shuffle) const;
+
+  const std::string worker_id_;
+  const Limits limits_;
+  std::unordered_map<uint64_t, Shuffle> shuffles_;
+  uint64_t memory_used_ = 0;
+};
+
+}  // namespace bm
