@@ -19,6 +19,9 @@ std::vector<std::unique_ptr<BmctlCommand>> MakeBmctlCommands() {
   commands.push_back(MakeShareCommand(false));
   commands.push_back(MakeShareCommand(true));
   commands.push_back(MakeQuotaCommand());
+  commands.push_back(MakeShufflesCommand());
+  commands.push_back(MakeShuffleCommand());
+  commands.push_back(MakeRmShuffleCommand());
   commands.push_back(MakeKeygenCommand());
   return commands;
 }

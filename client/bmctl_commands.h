@@ -31,6 +31,10 @@ std::unique_ptr<BmctlCommand> MakeRmRddCommand();
 std::unique_ptr<BmctlCommand> MakeShareCommand(bool unshare);
 std::unique_ptr<BmctlCommand> MakeQuotaCommand();
 std::unique_ptr<BmctlCommand> MakeTenantsCommand();
+// bmctl_shuffle_commands.cc
+std::unique_ptr<BmctlCommand> MakeShufflesCommand();
+std::unique_ptr<BmctlCommand> MakeShuffleCommand();
+std::unique_ptr<BmctlCommand> MakeRmShuffleCommand();
 // bmctl_keygen_command.cc
 std::unique_ptr<BmctlCommand> MakeKeygenCommand();
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "client/shuffle.h"
 #include "client/types.h"
 #include "common/block_id.h"
 #include "common/chunk.h"
@@ -297,6 +298,25 @@ class Client {
   // Every tenant with datasets or a quota (a client key: its own only), by name.
   Result<std::vector<TenantInfo>> Tenants();
   // OK when the master answers within the timeout (for waiting until a master is up).
+  // ---- shuffles (client/shuffle.h) ----
+
+  // Registers a shuffle (the same spec again returns the same layout; another spec under the
+  // id is kInvalidArgument), placing its partitions on the live workers.
+  Result<ShuffleLayout> RegisterShuffle(const ShuffleSpec& spec);
+  // The layout of a registered shuffle; with `partition`, also the committed maps' pieces in it.
+  Result<ShuffleLayout> ShuffleLayoutOf(uint64_t shuffle_id,
+                                        std::optional<uint32_t> partition = std::nullopt);
+  // A writer of one attempt of one map (attempts are the caller's numbers, e.g. Spark's task
+  // attempt). The shuffle must be registered.
+  Result<std::unique_ptr<ShuffleWriter>> OpenShuffleWriter(
+      uint64_t shuffle_id, uint32_t map, uint32_t attempt,
+      const ShuffleWriterOptions& options = {});
+  // A reader of one partition's committed output.
+  Result<std::unique_ptr<ShuffleReader>> OpenShuffleReader(uint64_t shuffle_id, uint32_t partition);
+  // Removes the shuffle and its data on every worker (Ok when it is not registered).
+  Status UnregisterShuffle(uint64_t shuffle_id);
+  Result<std::vector<ShuffleSummary>> Shuffles();
+
   Status PingMaster();
   // Every master this client knows of (its master addresses, and the leader they name), each
   // asked for its role, epoch and journal position; a master that does not answer is listed

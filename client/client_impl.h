@@ -95,6 +95,8 @@ class Client::Impl : private MultiGet::Reads {
   std::vector<MasterInfo> Masters();
   // The master's requests that need nothing else of the client (tenants, shares, quotas).
   MasterClient& master() { return master_; }
+  // The channels to workers, for the shuffle writers and readers (client/shuffle.cc).
+  WorkerChannels& worker_channels() { return workers_; }
 
   // MultiGet::Reads: Get and Locations above, and:
   bool IsLocalAddress(const std::string& address) const override;

@@ -10,6 +10,7 @@ set(BM_PUBLIC_INCLUDE_DIR ${PROJECT_BINARY_DIR}/public_include)
 set(BM_PUBLIC_HEADERS
   client/client.h=client.h
   client/dataset.h=dataset.h
+  client/shuffle.h=shuffle.h
   client/types.h=types.h
   common/block_id.h=block_id.h
   common/chunk.h=chunk.h
