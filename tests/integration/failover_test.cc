@@ -205,6 +205,55 @@ TEST_F(FailoverTest, SmallReplicatedPutsStartedRightAfterTheLeaderIsKilledAllSuc
   }
 }
 
+// A shuffle's assignment and its committed maps are journaled before they are acknowledged:
+// the leader killed mid-shuffle, the standby serves the layout and the commits, later maps
+// commit through it, and every partition reads back byte-exact.
+TEST_F(FailoverTest, AShuffleSurvivesTheLeaderKilledMidShuffle) {
+  const ShuffleSpec spec{.id = 5, .maps = 4, .partitions = 6, .level = StorageLevel::kMemoryOnly2};
+  Result<ShuffleLayout> before = client_->RegisterShuffle(spec);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  const auto output = [](uint32_t map, uint32_t partition) {
+    return "map " + std::to_string(map) + " partition " + std::to_string(partition) +
+           std::string(2000 + map * 100 + partition, 'q');
+  };
+  const auto run_map = [&](Client& client, uint32_t map) -> Status {
+    BM_ASSIGN_OR_RETURN(std::unique_ptr<ShuffleWriter> writer,
+                        client.OpenShuffleWriter(spec.id, map, 0));
+    for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+      BM_RETURN_IF_ERROR(writer->Write(partition, Bytes(output(map, partition))));
+    }
+    return writer->Commit();
+  };
+  ASSERT_TRUE(run_map(*client_, 0).ok());
+  ASSERT_TRUE(run_map(*client_, 1).ok());
+  cluster_.master("a").Signal(SIGKILL);
+  Client after_kill(cluster_.ClientOptionsFor());
+  for (uint32_t map = 2; map < spec.maps; ++map) {
+    Status ran = run_map(after_kill, map);
+    ASSERT_TRUE(ran.ok()) << "map " << map << ": " << ran.ToString() << cluster_.LogOf("master-b");
+  }
+  EXPECT_EQ(cluster_.Leader(after_kill), "b");
+  Result<ShuffleLayout> layout = after_kill.ShuffleLayoutOf(spec.id);
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  EXPECT_EQ(layout->primaries, before->primaries);
+  EXPECT_EQ(layout->replicas, before->replicas);
+  EXPECT_EQ(layout->committed_maps, spec.maps);
+  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+    Result<std::unique_ptr<ShuffleReader>> reader =
+        after_kill.OpenShuffleReader(spec.id, partition);
+    ASSERT_TRUE(reader.ok());
+    std::map<uint32_t, std::string> by_map;
+    Status read = (*reader)->ForEach([&](uint32_t map, std::span<const std::byte> bytes) {
+      by_map[map] += std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      return Status::Ok();
+    });
+    ASSERT_TRUE(read.ok()) << read.ToString();
+    for (uint32_t map = 0; map < spec.maps; ++map) {
+      EXPECT_EQ(by_map[map], output(map, partition)) << map << "/" << partition;
+    }
+  }
+}
+
 TEST_F(FailoverTest, LeaderPausedPastItsSessionIsFencedAndRejoinsAsStandby) {
   for (uint32_t i = 0; i < 10; ++i) {
     ASSERT_TRUE(client_->Put(BlockId::Rdd(3, i), Bytes("v1"), StorageLevel::kMemoryOnly2).ok());

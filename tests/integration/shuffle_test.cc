@@ -1,0 +1,384 @@
+// Shuffles with real processes: mappers push pieces into partition streams, reducers read each
+// partition once; a duplicate or uncommitted attempt never reaches a reader; two copies survive
+// a killed worker; a lost single copy names the maps to run again; the master's journal keeps
+// shuffles across a restart; hostile requests are refused.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/client.h"
+#include "common/digest.h"
+#include "common/protocol.h"
+#include "common/transport.h"
+#include "tests/support/files.h"
+#include "tests/support/local_cluster.h"
+
+namespace bm::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::span<const std::byte> Bytes(const std::string& text) {
+  return std::as_bytes(std::span(text.data(), text.size()));
+}
+
+std::string Text(std::span<const std::byte> bytes) {
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+// What map `map` writes into `partition`: distinct per map, partition and attempt, in several
+// writes so a partition's output crosses piece boundaries.
+std::string OutputOf(uint32_t map, uint32_t partition, uint32_t attempt, size_t size) {
+  return RandomBytes(size, (uint64_t{map} << 40) ^ (uint64_t{partition} << 20) ^ attempt);
+}
+
+// Runs map `map` (attempt `attempt`) of the shuffle: every partition gets OutputOf(...).
+Status RunMap(Client& client, const ShuffleSpec& spec, uint32_t map, uint32_t attempt, size_t size,
+              bool commit = true, ShuffleWriterOptions options = {}) {
+  BM_ASSIGN_OR_RETURN(std::unique_ptr<ShuffleWriter> writer,
+                      client.OpenShuffleWriter(spec.id, map, attempt, options));
+  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+    const std::string output = OutputOf(map, partition, attempt, size);
+    const size_t half = output.size() / 2;
+    BM_RETURN_IF_ERROR(writer->Write(partition, Bytes(output.substr(0, half))));
+    BM_RETURN_IF_ERROR(writer->Write(partition, Bytes(output.substr(half))));
+  }
+  return commit ? writer->Commit() : writer->Flush();
+}
+
+// A partition as a reader sees it: each map's bytes, concatenated in the order they came.
+Result<std::map<uint32_t, std::string>> ReadPartition(Client& client, uint64_t shuffle_id,
+                                                      uint32_t partition,
+                                                      std::vector<uint32_t>* missing = nullptr) {
+  BM_ASSIGN_OR_RETURN(std::unique_ptr<ShuffleReader> reader,
+                      client.OpenShuffleReader(shuffle_id, partition));
+  std::map<uint32_t, std::string> by_map;
+  Status read = reader->ForEach([&](uint32_t map, std::span<const std::byte> bytes) {
+    by_map[map] += Text(bytes);
+    return Status::Ok();
+  });
+  if (missing != nullptr) *missing = reader->missing_maps();
+  BM_RETURN_IF_ERROR(read);
+  return by_map;
+}
+
+ClientOptions ClientFor(const LocalCluster& cluster) {
+  ClientOptions options = cluster.ClientOptionsFor();
+  options.request_timeout = 3000ms;
+  return options;
+}
+
+TEST(ShuffleTest, EveryCommittedPieceIsReadOnceAndByteExact) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(3));
+  Client client(ClientFor(cluster));
+  const ShuffleSpec spec{.id = 7, .maps = 6, .partitions = 5};
+  Result<ShuffleLayout> layout = client.RegisterShuffle(spec);
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  std::set<std::string> used;
+  for (uint32_t index : layout->primaries) used.insert(layout->workers[index].worker_id);
+  EXPECT_EQ(used.size(), 3u);  // spread over every worker
+  // Small pieces, and pieces cut from one partition's output (max_piece_bytes 64 KiB).
+  for (uint32_t map = 0; map < spec.maps; ++map) {
+    ShuffleWriterOptions options{.max_piece_bytes = 64 << 10, .batch_bytes = 128 << 10};
+    ASSERT_TRUE(RunMap(client, spec, map, 0, map % 2 == 0 ? 3000 : 200000, true, options).ok());
+  }
+  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+    Result<std::map<uint32_t, std::string>> read = ReadPartition(client, spec.id, partition);
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    ASSERT_EQ(read->size(), spec.maps);
+    for (uint32_t map = 0; map < spec.maps; ++map) {
+      EXPECT_EQ(read->at(map), OutputOf(map, partition, 0, map % 2 == 0 ? 3000 : 200000))
+          << "map " << map << " partition " << partition;
+    }
+  }
+  Result<std::vector<ShuffleSummary>> listed = client.Shuffles();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->front().committed_maps, spec.maps);
+  EXPECT_EQ(listed->front().bytes, spec.partitions * 3 * (3000 + 200000));
+}
+
+// Pieces that straddle ZeroMQ frames both ways: pushes of 6 MiB batches (frames of 4 MiB) and
+// read pages of up to 16 MiB, with pieces of 999,999 bytes.
+TEST(ShuffleTest, PiecesAcrossFrameBoundariesArriveWhole) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(1));
+  Client client(ClientFor(cluster));
+  const ShuffleSpec spec{.id = 8, .maps = 2, .partitions = 2};
+  ASSERT_TRUE(client.RegisterShuffle(spec).ok());
+  const ShuffleWriterOptions options{.max_piece_bytes = 999999, .batch_bytes = 6 << 20};
+  for (uint32_t map = 0; map < spec.maps; ++map) {
+    Status ran = RunMap(client, spec, map, 0, 5000000, true, options);
+    ASSERT_TRUE(ran.ok()) << ran.ToString();
+  }
+  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+    Result<std::map<uint32_t, std::string>> read = ReadPartition(client, spec.id, partition);
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    for (uint32_t map = 0; map < spec.maps; ++map) {
+      EXPECT_TRUE(read->at(map) == OutputOf(map, partition, 0, 5000000)) << map;
+    }
+  }
+}
+
+TEST(ShuffleTest, DuplicateAndUncommittedAttemptsNeverReachAReader) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(2));
+  Client client(ClientFor(cluster));
+  const ShuffleSpec spec{.id = 1, .maps = 3, .partitions = 4};
+  ASSERT_TRUE(client.RegisterShuffle(spec).ok());
+  // Map 0: a speculative attempt 1 commits first; the original attempt 0 finishes later.
+  ASSERT_TRUE(RunMap(client, spec, 0, 1, 5000).ok());
+  Status late = RunMap(client, spec, 0, 0, 5000);
+  EXPECT_EQ(late.code(), StatusCode::kAborted) << late.ToString();
+  // Map 1: an attempt that failed before committing, then its retry.
+  ASSERT_TRUE(RunMap(client, spec, 1, 0, 5000, /*commit=*/false).ok());
+  ASSERT_TRUE(RunMap(client, spec, 1, 1, 5000).ok());
+  // Map 2's attempt 0 pushes but never commits: a reader is told the map has no output yet.
+  ASSERT_TRUE(RunMap(client, spec, 2, 0, 5000, /*commit=*/false).ok());
+  std::vector<uint32_t> missing;
+  Result<std::map<uint32_t, std::string>> early = ReadPartition(client, spec.id, 0, &missing);
+  EXPECT_EQ(early.status().code(), StatusCode::kDataLoss) << early.status().ToString();
+  EXPECT_EQ(missing, std::vector<uint32_t>{2});
+  // Its retry, attempt 1, commits: only attempt 1's pieces are read, attempt 0's never.
+  ASSERT_TRUE(RunMap(client, spec, 2, 1, 5000).ok());
+  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+    Result<std::map<uint32_t, std::string>> read = ReadPartition(client, spec.id, partition);
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    ASSERT_EQ(read->size(), 3u) << "partition " << partition;
+    for (uint32_t map = 0; map < spec.maps; ++map) {
+      EXPECT_EQ(read->at(map), OutputOf(map, partition, 1, 5000)) << map << "/" << partition;
+    }
+  }
+  // A commit repeated by the same attempt (its reply was lost) is fine.
+  Result<std::unique_ptr<ShuffleWriter>> again = client.OpenShuffleWriter(spec.id, 0, 1);
+  ASSERT_TRUE(again.ok());
+  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+    const std::string output = OutputOf(0, partition, 1, 5000);
+    const size_t half = output.size() / 2;
+    ASSERT_TRUE((*again)->Write(partition, Bytes(output.substr(0, half))).ok());
+    ASSERT_TRUE((*again)->Write(partition, Bytes(output.substr(half))).ok());
+  }
+  EXPECT_TRUE((*again)->Commit().ok());
+  Result<std::map<uint32_t, std::string>> read = ReadPartition(client, spec.id, 2);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->at(0), OutputOf(0, 2, 1, 5000));  // kept once
+}
+
+TEST(ShuffleTest, TwoCopiesKeepEveryPartitionWhenAWorkerIsKilled) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(3));
+  Client client(ClientFor(cluster));
+  const ShuffleSpec spec{.id = 3, .maps = 4, .partitions = 6, .level = StorageLevel::kMemoryOnly2};
+  Result<ShuffleLayout> layout = client.RegisterShuffle(spec);
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  for (uint32_t p = 0; p < spec.partitions; ++p) {
+    EXPECT_NE(layout->primaries[p], layout->replicas[p]);
+  }
+  for (uint32_t map = 0; map < spec.maps; ++map) {
+    ASSERT_TRUE(RunMap(client, spec, map, 0, 20000).ok());
+  }
+  const std::string victim = layout->workers[layout->primaries[0]].worker_id;
+  cluster.SignalWorker(victim, SIGKILL);
+  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+    Result<std::map<uint32_t, std::string>> read = ReadPartition(client, spec.id, partition);
+    ASSERT_TRUE(read.ok()) << "partition " << partition << ": " << read.status().ToString();
+    for (uint32_t map = 0; map < spec.maps; ++map) {
+      EXPECT_EQ(read->at(map), OutputOf(map, partition, 0, 20000));
+    }
+  }
+}
+
+TEST(ShuffleTest, ALostSingleCopyNamesTheMapsAndRunningThemAgainMakesItWhole) {
+  LocalCluster cluster(/*heartbeat_timeout_seconds=*/1);
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(2));
+  Client client(ClientFor(cluster));
+  const ShuffleSpec spec{.id = 4, .maps = 3, .partitions = 2};
+  Result<ShuffleLayout> layout = client.RegisterShuffle(spec);
+  ASSERT_TRUE(layout.ok());
+  for (uint32_t map = 0; map < spec.maps; ++map) {
+    ASSERT_TRUE(RunMap(client, spec, map, 0, 1000).ok());
+  }
+  const std::string victim = layout->workers[layout->primaries[1]].worker_id;
+  cluster.SignalWorker(victim, SIGKILL);
+  std::vector<uint32_t> missing;
+  Result<std::map<uint32_t, std::string>> read = ReadPartition(client, spec.id, 1, &missing);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(read.status().message().find("partition 1 of shuffle 4"), std::string::npos)
+      << read.status().message();
+  EXPECT_EQ(missing, (std::vector<uint32_t>{0, 1, 2}));
+  // The reader told the master: the maps are no longer committed, and a reader says so.
+  Result<std::map<uint32_t, std::string>> again = ReadPartition(client, spec.id, 0, &missing);
+  EXPECT_EQ(again.status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(missing, (std::vector<uint32_t>{0, 1, 2}));
+
+  // Once the master drops the dead worker its partitions move; the maps run again.
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  for (;;) {
+    std::vector<std::string> listed = cluster.ListedWorkers();
+    if (std::find(listed.begin(), listed.end(), victim) == listed.end()) break;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << victim << " never dropped";
+    std::this_thread::sleep_for(50ms);
+  }
+  for (uint32_t map = 0; map < spec.maps; ++map) {
+    Status rerun = RunMap(client, spec, map, 1, 1000);
+    ASSERT_TRUE(rerun.ok()) << rerun.ToString();
+  }
+  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+    Result<std::map<uint32_t, std::string>> whole = ReadPartition(client, spec.id, partition);
+    ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+    for (uint32_t map = 0; map < spec.maps; ++map) {
+      EXPECT_EQ(whole->at(map), OutputOf(map, partition, 1, 1000));
+    }
+  }
+}
+
+TEST(ShuffleTest, AMasterRestartKeepsAssignmentsAndCommits) {
+  LocalCluster cluster;
+  cluster.SetMasterStateDir(cluster.dir().Sub("master-state"));
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(2));
+  Client client(ClientFor(cluster));
+  const ShuffleSpec spec{.id = 9, .maps = 2, .partitions = 3};
+  Result<ShuffleLayout> before = client.RegisterShuffle(spec);
+  ASSERT_TRUE(before.ok());
+  ASSERT_TRUE(RunMap(client, spec, 0, 0, 4000).ok());
+  cluster.KillMaster();
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_TRUE(cluster.WaitForWorkers({"w1", "w2"}));
+  Result<ShuffleLayout> after = client.ShuffleLayoutOf(spec.id);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(after->primaries, before->primaries);
+  EXPECT_EQ(after->committed_maps, 1u);
+  // Map 0's committed attempt stands; map 1 runs after the restart.
+  EXPECT_EQ(RunMap(client, spec, 0, 5, 4000).code(), StatusCode::kAborted);
+  ASSERT_TRUE(RunMap(client, spec, 1, 0, 4000).ok());
+  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+    Result<std::map<uint32_t, std::string>> read = ReadPartition(client, spec.id, partition);
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    EXPECT_EQ(read->at(0), OutputOf(0, partition, 0, 4000));
+    EXPECT_EQ(read->at(1), OutputOf(1, partition, 0, 4000));
+  }
+}
+
+TEST(ShuffleTest, UnregisterRemovesTheDataAndHostileRequestsAreRefused) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(1));
+  Client client(ClientFor(cluster));
+  const ShuffleSpec spec{.id = 5, .maps = 2, .partitions = 2};
+  Result<ShuffleLayout> layout = client.RegisterShuffle(spec);
+  ASSERT_TRUE(layout.ok());
+  EXPECT_EQ(client.RegisterShuffle({.id = 5, .maps = 3, .partitions = 2}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(client
+                .RegisterShuffle(
+                    {.id = 6, .maps = 1, .partitions = 1, .level = StorageLevel::kMemoryOnly2})
+                .status()
+                .code(),
+            StatusCode::kUnavailable);  // two copies, one worker
+  EXPECT_EQ(client.ShuffleLayoutOf(99).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(client.OpenShuffleWriter(5, 2, 0).status().code(), StatusCode::kInvalidArgument);
+
+  // Straight to the worker: a piece for a partition it does not hold, a damaged piece, a
+  // shuffle it does not know, a push that declares more bytes than it carries.
+  zmq::context_t context;
+  RpcChannel worker(context, layout->workers[0].address, 3000ms);
+  auto push = [&](uint64_t shuffle, uint32_t partition, const std::string& bytes, uint64_t digest,
+                  uint32_t declared) {
+    capnp::MallocMessageBuilder message;
+    proto::PushShuffle::Builder body = message.initRoot<proto::Request>().initPushShuffle();
+    body.setShuffleId(shuffle);
+    auto pieces = body.initPieces(1);
+    pieces[0].setPartition(partition);
+    pieces[0].setLength(declared);
+    pieces[0].setDigest(digest);
+    std::vector<zmq::message_t> payload;
+    payload.emplace_back(bytes.data(), bytes.size());
+    return worker.Call(message, std::move(payload)).status();
+  };
+  const std::string bytes = "piece";
+  const uint64_t digest = DigestOf(Bytes(bytes));
+  EXPECT_EQ(push(5, 7, bytes, digest, 5).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(push(5, 0, bytes, digest ^ 1, 5).code(), StatusCode::kDataLoss);
+  EXPECT_EQ(push(77, 0, bytes, digest, 5).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(push(5, 0, bytes, digest, 50).code(), StatusCode::kInvalidArgument);
+  {  // A commit of a map that does not exist.
+    capnp::MallocMessageBuilder message;
+    proto::CommitShuffleMap::Builder commit =
+        message.initRoot<proto::Request>().initCommitShuffleMap();
+    commit.setShuffleId(5);
+    commit.setMap(9);
+    RpcChannel master(context, cluster.master_endpoint(), 3000ms);
+    EXPECT_EQ(master.Call(message).status().code(), StatusCode::kInvalidArgument);
+  }
+  // The worker still serves.
+  ASSERT_TRUE(RunMap(client, spec, 0, 0, 100).ok());
+  ASSERT_TRUE(RunMap(client, spec, 1, 0, 100).ok());
+  ASSERT_TRUE(ReadPartition(client, spec.id, 0).ok());
+
+  ASSERT_TRUE(client.UnregisterShuffle(spec.id).ok());
+  EXPECT_TRUE(client.UnregisterShuffle(spec.id).ok());  // again: nothing to do
+  EXPECT_EQ(client.ShuffleLayoutOf(spec.id).status().code(), StatusCode::kNotFound);
+  // The worker dropped the pieces (the master's command may take a moment to arrive).
+  capnp::MallocMessageBuilder message;
+  proto::ReadShuffle::Builder read = message.initRoot<proto::Request>().initReadShuffle();
+  read.setShuffleId(spec.id);
+  Status gone;
+  for (int i = 0; i < 200 && gone.code() != StatusCode::kNotFound; ++i) {
+    gone = worker.Call(message).status();
+    if (gone.code() != StatusCode::kNotFound) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(gone.code(), StatusCode::kNotFound) << gone.ToString();
+}
+
+TEST(ShuffleTest, AShuffleNobodyTouchesForTheTtlIsRemovedWithItsData) {
+  LocalCluster cluster;
+  cluster.SetMasterExtraArgs({"--shuffle-ttl", "1"});
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(1));
+  Client client(ClientFor(cluster));
+  const ShuffleSpec spec{.id = 11, .maps = 1, .partitions = 1};
+  Result<ShuffleLayout> layout = client.RegisterShuffle(spec);
+  ASSERT_TRUE(layout.ok());
+  ASSERT_TRUE(RunMap(client, spec, 0, 0, 100).ok());
+  const auto registered = std::chrono::steady_clock::now();
+  Status gone;
+  while (gone.code() != StatusCode::kNotFound &&
+         std::chrono::steady_clock::now() - registered < 20s) {
+    std::this_thread::sleep_for(100ms);
+    gone = client.ShuffleLayoutOf(spec.id, std::nullopt).status();
+    // Asking does not count as touching it once it is gone; before, it touches it, so the
+    // test stops asking for a while and lets it expire.
+    if (gone.ok()) std::this_thread::sleep_for(1500ms);
+  }
+  ASSERT_EQ(gone.code(), StatusCode::kNotFound) << gone.ToString();
+  EXPECT_GE(std::chrono::steady_clock::now() - registered, 1s);
+  // And the worker dropped its pieces.
+  zmq::context_t context;
+  RpcChannel worker(context, layout->workers[0].address, 3000ms);
+  capnp::MallocMessageBuilder message;
+  message.initRoot<proto::Request>().initReadShuffle().setShuffleId(spec.id);
+  Status read;
+  for (int i = 0; i < 200 && read.code() != StatusCode::kNotFound; ++i) {
+    read = worker.Call(message).status();
+    if (read.code() != StatusCode::kNotFound) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(read.code(), StatusCode::kNotFound) << read.ToString();
+}
+
+}  // namespace
+}  // namespace bm::testing
