@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -97,6 +98,15 @@ class Client::Impl : private MultiGet::Reads {
   MasterClient& master() { return master_; }
   // The channels to workers, for the shuffle writers and readers (client/shuffle.cc).
   WorkerChannels& worker_channels() { return workers_; }
+  // Shuffle layouts a writer opened lately, by shuffle id, so the map tasks of one process ask
+  // the master once (kept for worker_list_ttl, as the worker list is: a dropped worker's
+  // partitions move).
+  struct KeptLayout {
+    std::shared_ptr<const ShuffleLayout> layout;
+    std::chrono::steady_clock::time_point fetched;
+  };
+  std::map<uint64_t, KeptLayout>& shuffle_layouts() { return shuffle_layouts_; }
+  const ClientOptions& options() const { return options_; }
 
   // MultiGet::Reads: Get and Locations above, and:
   bool IsLocalAddress(const std::string& address) const override;
@@ -204,6 +214,7 @@ class Client::Impl : private MultiGet::Reads {
   CacheCounters counters_;
   LocationCache location_cache_;
   KeptWorkerList placement_workers_;
+  std::map<uint64_t, KeptLayout> shuffle_layouts_;
   MultiGet multi_get_;
 };
 

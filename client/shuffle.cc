@@ -595,14 +595,26 @@ Result<ShuffleLayout> Client::ShuffleLayoutOf(uint64_t shuffle_id,
 
 Result<std::unique_ptr<ShuffleWriter>> Client::OpenShuffleWriter(
     uint64_t shuffle_id, uint32_t map, uint32_t attempt, const ShuffleWriterOptions& options) {
-  BM_ASSIGN_OR_RETURN(ShuffleLayout layout, GetLayout(impl_->master(), shuffle_id, std::nullopt));
+  auto& kept = impl_->shuffle_layouts();
+  const auto now = std::chrono::steady_clock::now();
+  auto found = kept.find(shuffle_id);
+  if (found == kept.end() || now - found->second.fetched > impl_->options().worker_list_ttl) {
+    BM_ASSIGN_OR_RETURN(ShuffleLayout fetched,
+                        GetLayout(impl_->master(), shuffle_id, std::nullopt));
+    found =
+        kept.insert_or_assign(shuffle_id,
+                              Client::Impl::KeptLayout{
+                                  std::make_shared<const ShuffleLayout>(std::move(fetched)), now})
+            .first;
+  }
+  const ShuffleLayout& layout = *found->second.layout;
   if (map >= layout.spec.maps) {
     return InvalidArgumentError(Named(shuffle_id) + " has maps 0.." +
                                 std::to_string(layout.spec.maps - 1) + "; there is no map " +
                                 std::to_string(map));
   }
   return std::make_unique<ShuffleWriter>(std::make_unique<ShuffleWriter::Impl>(
-      impl_->master(), impl_->worker_channels(), std::move(layout), map, attempt, options));
+      impl_->master(), impl_->worker_channels(), layout, map, attempt, options));
 }
 
 Result<std::unique_ptr<ShuffleReader>> Client::OpenShuffleReader(uint64_t shuffle_id,
@@ -612,6 +624,7 @@ Result<std::unique_ptr<ShuffleReader>> Client::OpenShuffleReader(uint64_t shuffl
 }
 
 Status Client::UnregisterShuffle(uint64_t shuffle_id) {
+  impl_->shuffle_layouts().erase(shuffle_id);
   capnp::MallocMessageBuilder message;
   message.initRoot<proto::Request>().initUnregisterShuffle().setShuffleId(shuffle_id);
   return impl_->master().CallForOk(message);
