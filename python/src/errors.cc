@@ -20,6 +20,7 @@ struct ExceptionClasses {
   PyObject* too_large = nullptr;
   PyObject* unknown_worker = nullptr;
   PyObject* internal = nullptr;
+  PyObject* data_loss = nullptr;
 };
 ExceptionClasses classes;
 
@@ -50,6 +51,7 @@ PyObject* ClassFor(std::string_view code_name) {
   if (code_name == "too large") return classes.too_large;
   if (code_name == "unknown worker") return classes.unknown_worker;
   if (code_name == "internal error") return classes.internal;
+  if (code_name == "data loss") return classes.data_loss;
   return classes.error;
 }
 
@@ -77,6 +79,10 @@ void RegisterExceptions(py::module_& module) {
   classes.unknown_worker =
       Subclass(module, "UnknownWorker", "The master does not know the worker.");
   classes.internal = Subclass(module, "InternalError", "An unexpected failure (a bug): report it.");
+  classes.data_loss =
+      Subclass(module, "DataLoss",
+               "Stored bytes failed their checks or are gone on every copy (a shuffle partition's "
+               "lost maps: the reader's missing_maps, to run again).");
 }
 
 void ThrowIfError(const Status& status) {

@@ -338,10 +338,126 @@ std::unique_ptr<PyClient> NewClient(std::string master, double timeout, double c
   return std::make_unique<PyClient>(std::move(options));
 }
 
+// A map attempt's writer (client/shuffle.h) on a PyClient, whose lock every call takes. The
+// Python object keeps its client alive; once the client is closed, calls raise.
+class PyShuffleWriter {
+ public:
+  PyShuffleWriter(PyClient& client, std::unique_ptr<ShuffleWriter> writer)
+      : client_(client), writer_(std::move(writer)) {}
+
+  void Write(uint32_t partition, const py::handle& data) {
+    BlockData bytes = BorrowBytes(data);
+    Status status = client_.Run([&](Client&) {
+      Status written;
+      for (const ChunkPtr& chunk : bytes.chunks) {
+        written = writer_->Write(partition, chunk->bytes());
+        if (!written.ok()) break;
+      }
+      bytes.chunks.clear();  // Write copied the bytes
+      return written;
+    });
+    ThrowIfError(status);
+  }
+  void Flush() {
+    ThrowIfError(client_.Run([&](Client&) { return writer_->Flush(); }));
+  }
+  void Commit() {
+    ThrowIfError(client_.Run([&](Client&) { return writer_->Commit(); }));
+  }
+  uint64_t bytes_written() const { return writer_->bytes_written(); }
+
+ private:
+  PyClient& client_;
+  std::unique_ptr<ShuffleWriter> writer_;
+};
+
+// A partition's reader: each committed piece handed to a Python function as a read-only
+// memoryview of the received bytes (no copy), valid during the call only.
+class PyShuffleReader {
+ public:
+  PyShuffleReader(PyClient& client, std::unique_ptr<ShuffleReader> reader)
+      : client_(client), reader_(std::move(reader)) {}
+
+  void ForEach(const py::function& fn) {
+    std::optional<py::error_already_set> raised;
+    Status status = client_.Run([&](Client&) {
+      return reader_->ForEach([&](uint32_t map, std::span<const std::byte> bytes) -> Status {
+        py::gil_scoped_acquire gil;
+        py::memoryview view = py::memoryview::from_memory(static_cast<const void*>(bytes.data()),
+                                                          static_cast<py::ssize_t>(bytes.size()));
+        try {
+          fn(map, view);
+        } catch (py::error_already_set& e) {
+          raised.emplace(std::move(e));
+        }
+        // The bytes go with the reply that carried them: a view kept past the call raises.
+        view.attr("release")();
+        return raised ? InternalError("the function raised") : Status::Ok();
+      });
+    });
+    if (raised) throw *raised;
+    ThrowIfError(status);
+  }
+
+  py::object ReadAll() {
+    Result<std::vector<std::byte>> all = client_.Run([&](Client&) { return reader_->ReadAll(); });
+    ThrowIfError(all.status());
+    return MakeBlockBuffer(std::move(*all));
+  }
+  std::vector<uint32_t> missing_maps() const { return reader_->missing_maps(); }
+  uint64_t bytes_read() const { return reader_->bytes_read(); }
+
+ private:
+  PyClient& client_;
+  std::unique_ptr<ShuffleReader> reader_;
+};
+
+py::dict LayoutToDict(const ShuffleLayout& layout) {
+  py::list workers;
+  for (const ShuffleWorker& worker : layout.workers) {
+    workers.append(
+        py::dict(py::arg("worker_id") = worker.worker_id, py::arg("address") = worker.address));
+  }
+  return py::dict(py::arg("shuffle_id") = layout.spec.id, py::arg("maps") = layout.spec.maps,
+                  py::arg("partitions") = layout.spec.partitions,
+                  py::arg("level") = std::string(StorageLevelName(layout.spec.level)),
+                  py::arg("workers") = workers, py::arg("primaries") = layout.primaries,
+                  py::arg("replicas") = layout.replicas,
+                  py::arg("committed_maps") = layout.committed_maps);
+}
+
+void RegisterShuffles(py::module_& m) {
+  py::class_<PyShuffleWriter>(m, "ShuffleWriter", R"doc(
+Writes one attempt of one map task of a shuffle (Client.shuffle_writer): ``write`` each
+partition's bytes (as often as wanted), then ``commit``. Nothing of the attempt is read before
+it commits; after, exactly its bytes are the map's output.
+)doc")
+      .def("write", &PyShuffleWriter::Write, py::arg("partition"), py::arg("data"),
+           "Appends ``data`` (any bytes-like object, copied) to the partition.")
+      .def("flush", &PyShuffleWriter::Flush, "Pushes what is buffered and awaits every ack.")
+      .def("commit", &PyShuffleWriter::Commit, R"doc(
+Flushes, then records the attempt as the map's output. Raises Aborted when another attempt of
+the map committed first.
+)doc")
+      .def_property_readonly("bytes_written", &PyShuffleWriter::bytes_written);
+  py::class_<PyShuffleReader>(m, "ShuffleReader", R"doc(
+Reads one reduce partition's committed output (Client.shuffle_reader).
+)doc")
+      .def("for_each", &PyShuffleReader::ForEach, py::arg("fn"), R"doc(
+Calls ``fn(map_id, view)`` for every piece, ``view`` a read-only memoryview of the received
+bytes (no copy), valid during the call only. Raises DataLoss when committed maps' pieces are
+gone from every copy; ``missing_maps`` then names the maps to run again.
+)doc")
+      .def("read_all", &PyShuffleReader::ReadAll, "Every piece's bytes, concatenated, as a Buffer.")
+      .def_property_readonly("missing_maps", &PyShuffleReader::missing_maps)
+      .def_property_readonly("bytes_read", &PyShuffleReader::bytes_read);
+}
+
 }  // namespace
 
 void RegisterClient(py::module_& m) {
   RegisterResultTypes(m);
+  RegisterShuffles(m);
 
   py::class_<PyClient>(m, "Client", R"doc(
 A connection to a blockmgr cluster (a bm-master and its workers).
@@ -477,6 +593,62 @@ Describes RDD ``rdd_id`` to the master (name, level, partition count) for ``bmct
           "take_counters",
           [](PyClient& self) { return self.Run([](Client& c) { return c.TakeCounters(); }); },
           "Returns the counters and starts them again from zero.")
+      .def(
+          "register_shuffle",
+          [](PyClient& self, uint64_t shuffle_id, uint32_t maps, uint32_t partitions,
+             const std::string& level) {
+            const ShuffleSpec spec{shuffle_id, maps, partitions, ToLevel(level)};
+            auto layout = self.Run([&](Client& c) { return c.RegisterShuffle(spec); });
+            ThrowIfError(layout.status());
+            return LayoutToDict(*layout);
+          },
+          py::arg("shuffle_id"), py::arg("maps"), py::arg("partitions"),
+          py::arg("level") = "MEMORY_AND_DISK", R"doc(
+Registers a shuffle of ``maps`` map tasks into ``partitions`` reduce partitions (the same again
+is fine; another shape under the id raises InvalidArgument). Returns its layout as a dict.
+)doc")
+      .def(
+          "shuffle_writer",
+          [](PyClient& self, uint64_t shuffle_id, uint32_t map, uint32_t attempt) {
+            auto writer =
+                self.Run([&](Client& c) { return c.OpenShuffleWriter(shuffle_id, map, attempt); });
+            ThrowIfError(writer.status());
+            return std::make_unique<PyShuffleWriter>(self, std::move(*writer));
+          },
+          py::arg("shuffle_id"), py::arg("map"), py::arg("attempt") = 0, py::keep_alive<0, 1>(),
+          "A ShuffleWriter for attempt ``attempt`` of map ``map``.")
+      .def(
+          "shuffle_reader",
+          [](PyClient& self, uint64_t shuffle_id, uint32_t partition) {
+            auto reader =
+                self.Run([&](Client& c) { return c.OpenShuffleReader(shuffle_id, partition); });
+            ThrowIfError(reader.status());
+            return std::make_unique<PyShuffleReader>(self, std::move(*reader));
+          },
+          py::arg("shuffle_id"), py::arg("partition"), py::keep_alive<0, 1>(),
+          "A ShuffleReader of one reduce partition.")
+      .def(
+          "unregister_shuffle",
+          [](PyClient& self, uint64_t shuffle_id) {
+            ThrowIfError(self.Run([&](Client& c) { return c.UnregisterShuffle(shuffle_id); }));
+          },
+          py::arg("shuffle_id"), "Removes the shuffle and its data on every worker.")
+      .def(
+          "shuffles",
+          [](PyClient& self) {
+            auto list = self.Run([](Client& c) { return c.Shuffles(); });
+            ThrowIfError(list.status());
+            py::list out;
+            for (const ShuffleSummary& s : *list) {
+              out.append(py::dict(py::arg("shuffle_id") = s.spec.id, py::arg("maps") = s.spec.maps,
+                                  py::arg("partitions") = s.spec.partitions,
+                                  py::arg("level") = std::string(StorageLevelName(s.spec.level)),
+                                  py::arg("committed_maps") = s.committed_maps,
+                                  py::arg("bytes") = s.bytes, py::arg("workers") = s.workers));
+            }
+            return out;
+          },
+          "The registered shuffles, as dicts.")
       .def("close", &PyClient::Close, "Closes the connections; later calls raise Error.")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyClient& self, py::args) { self.Close(); });
