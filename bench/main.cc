@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--master-blocks", master_blocks,
                  "Blocks registered in workload 5, comma separated (default 1000000,10000000)");
-  app.add_option("--workloads", only, "Run only these workloads (0 = memcpy, 1-14)")
+  app.add_option("--workloads", only, "Run only these workloads (0 = memcpy, 1-15)")
       ->delimiter(',');
   app.add_option("--work-dir", work_dir, "Logs and disk directories")->capture_default_str();
   app.add_option("--baseline-worker", baseline_worker,

@@ -5,6 +5,7 @@
 #include <libmemcached/memcached.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -228,6 +229,99 @@ Result<Json> MemcachedTransferTask(const Json& task) {
     return Status::Ok();
   };
   return MeasureTransfer(DurationOf(task), size, task.value("ids", 4), put, get);
+}
+
+// Redis at its best for a whole shuffle, mappers and reducers in `processes` processes each:
+// "append": every map APPENDs its piece to one key per partition (one pipeline per map), each
+// reducer GETs its partitions' keys; "mget": every map SETs a key per piece (pipelined), each
+// reducer MGETs its partition's keys. Both shapes are timed; the best is the figure.
+Result<Json> RedisShuffleTask(const Json& task) {
+  const int port = task.at("port").get<int>();
+  const uint32_t maps = task.at("maps").get<uint32_t>();
+  const uint32_t partitions = task.at("partitions").get<uint32_t>();
+  const uint64_t size = task.at("size").get<uint64_t>();
+  const int processes = task.value("processes", 4);
+  const std::vector<std::byte> piece = PatternBytes(size);
+  auto piece_key = [](uint32_t map, uint32_t partition) {
+    return "s:" + std::to_string(map) + ":" + std::to_string(partition);
+  };
+  auto partition_key = [](uint32_t partition) { return "p:" + std::to_string(partition); };
+  auto flush = [&]() -> Status {
+    BM_ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(port));
+    return CheckReply(redis.get(), static_cast<redisReply*>(redisCommand(redis.get(), "FLUSHALL")),
+                      -1);
+  };
+  auto drain = [](redisContext* c, size_t replies, long long expect_len) -> Status {
+    for (size_t i = 0; i < replies; ++i) {
+      void* reply = nullptr;
+      if (redisGetReply(c, &reply) != REDIS_OK) reply = nullptr;
+      BM_RETURN_IF_ERROR(CheckReply(c, static_cast<redisReply*>(reply), expect_len));
+    }
+    return Status::Ok();
+  };
+  Json out;
+  for (const std::string shape : {"append", "mget"}) {
+    BM_RETURN_IF_ERROR(flush());
+    const auto start = std::chrono::steady_clock::now();
+    BM_RETURN_IF_ERROR(RunInProcesses(processes, [&](int process) -> Status {
+      BM_ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(port));
+      for (uint32_t map = process; map < maps; map += processes) {
+        for (uint32_t partition = 0; partition < partitions; ++partition) {
+          const std::string key =
+              shape == "append" ? partition_key(partition) : piece_key(map, partition);
+          if (redisAppendCommand(redis.get(), shape == "append" ? "APPEND %b %b" : "SET %b %b",
+                                 key.data(), key.size(), piece.data(), piece.size()) != REDIS_OK) {
+            return UnavailableError("redis: cannot queue a command");
+          }
+        }
+        BM_RETURN_IF_ERROR(drain(redis.get(), partitions, -1));
+      }
+      return Status::Ok();
+    }));
+    const auto read_start = std::chrono::steady_clock::now();
+    BM_RETURN_IF_ERROR(RunInProcesses(processes, [&](int process) -> Status {
+      BM_ASSIGN_OR_RETURN(RedisConnection redis, ConnectRedis(port));
+      for (uint32_t partition = process; partition < partitions; partition += processes) {
+        if (shape == "append") {
+          const std::string key = partition_key(partition);
+          BM_RETURN_IF_ERROR(CheckReply(
+              redis.get(),
+              static_cast<redisReply*>(redisCommand(redis.get(), "GET %b", key.data(), key.size())),
+              static_cast<long long>(size * maps)));
+          continue;
+        }
+        std::vector<std::string> keys;
+        for (uint32_t map = 0; map < maps; ++map) keys.push_back(piece_key(map, partition));
+        std::vector<const char*> argv{"MGET"};
+        std::vector<size_t> lengths{4};
+        for (const std::string& key : keys) {
+          argv.push_back(key.data());
+          lengths.push_back(key.size());
+        }
+        auto* reply = static_cast<redisReply*>(redisCommandArgv(
+            redis.get(), static_cast<int>(argv.size()), argv.data(), lengths.data()));
+        if (reply == nullptr) return UnavailableError("redis MGET failed");
+        RedisReplyPtr owned(reply);
+        if (reply->type != REDIS_REPLY_ARRAY || reply->elements != maps) {
+          return InternalError("redis MGET returned a wrong reply");
+        }
+      }
+      return Status::Ok();
+    }));
+    const auto end = std::chrono::steady_clock::now();
+    out[shape + "_end_to_end_seconds"] = std::chrono::duration<double>(end - start).count();
+    out[shape + "_read_seconds"] = std::chrono::duration<double>(end - read_start).count();
+  }
+  BM_RETURN_IF_ERROR(flush());
+  const bool append_best = out["append_end_to_end_seconds"].get<double>() <=
+                           out["mget_end_to_end_seconds"].get<double>();
+  const std::string best = append_best ? "append" : "mget";
+  out["end_to_end_seconds"] = out[best + "_end_to_end_seconds"];
+  out["read_seconds"] =
+      std::min(out["append_read_seconds"].get<double>(), out["mget_read_seconds"].get<double>());
+  out["best_shape"] =
+      append_best ? "pipelined APPEND, GET per partition" : "pipelined SET, MGET per partition";
+  return out;
 }
 
 }  // namespace bm::bench

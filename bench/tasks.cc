@@ -31,6 +31,8 @@ Result<Json> RunClientTask(const Json& task) {
       {"bm_lookups", &BlockmgrLookupsTask},
       {"bm_recompute", &BlockmgrRecomputeTask},
       {"redis_shuffle_fetch", &RedisShuffleFetchTask},
+      {"bm_shuffle", &BlockmgrShuffleTask},
+      {"redis_shuffle", &RedisShuffleTask},
   };
   const std::string name = task.value("task", "");
   auto found = kTasks.find(name);

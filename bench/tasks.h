@@ -73,7 +73,19 @@ Result<Json> MemcpyTask(const Json& task);
 // {"seal_bytes_per_s", "open_bytes_per_s"}.
 Result<Json> CurveCryptoTask(const Json& task);
 
+// blockmgr ("master", "shuffle_id", "maps", "partitions", "size", "level", "mode": "push" or
+// "blocks", "processes"): workload 15, one whole shuffle, mappers then reducers in `processes`
+// processes each: {"end_to_end_seconds", "write_seconds", "read_seconds"}.
+Result<Json> BlockmgrShuffleTask(const Json& task);
+// Redis ("port", "maps", "partitions", "size", "processes"): the same shuffle at Redis's best
+// shape: {"end_to_end_seconds", "read_seconds", "best_shape", per-shape figures}.
+Result<Json> RedisShuffleTask(const Json& task);
+
 // ---- shared by the tasks ----
+
+// Runs `run(0)` .. `run(processes - 1)` in forked child processes at once and waits for all;
+// fails when any failed. Nothing holding threads (a ZeroMQ context) may exist when called.
+Status RunInProcesses(int processes, const std::function<Status(int process)>& run);
 
 Duration DurationOf(const Json& task);
 

@@ -1363,6 +1363,84 @@ void Recompute(Runner& runner) {
   runner.Add("14. recompute hit ratio (informative)", "hit ratio", cost_hits, "LRU", lru_hits);
 }
 
+// ---- workload 15: a whole shuffle ----
+
+// README "Shuffles": every piece written by mapper processes, then every partition read by
+// reducer processes (4 of each), end to end: blockmgr's push-merged partition streams (one copy
+// and _2), the same shuffle as separate blocks (a put per piece, a GetMany per partition: the
+// best the block API does), and Redis at its best shape (pipelined APPENDs to a key per
+// partition then a GET each, or pipelined SETs then an MGET per partition). Lower is better.
+void Shuffles(Runner& runner) {
+  struct Shape {
+    uint32_t maps;
+    uint32_t partitions;
+    uint64_t size;
+  };
+  const int processes = 4;
+  uint64_t next_id = 1;
+  for (const Shape& shape : {Shape{256, 256, 4096}, Shape{128, 128, 65536}}) {
+    const std::string name = std::to_string(shape.maps) + " maps x " +
+                             std::to_string(shape.partitions) + " partitions x " +
+                             std::to_string(shape.size >> 10) + " KiB";
+    Progress("15: shuffle, " + name);
+    const uint64_t total = uint64_t{shape.maps} * shape.partitions * shape.size;
+    const std::string memory =
+        std::to_string(std::max<uint64_t>(total * 2 / (1 << 20), 256)) + "MiB";
+    Result<std::unique_ptr<BlockmgrCluster>> cluster =
+        BlockmgrCluster::Start(runner.config().env, {.name = "shuffle",
+                                                     .workers = 3,
+                                                     .worker_memory = memory,
+                                                     .worker_args = {"--shuffle-memory", memory}});
+    Result<PeerServer> redis_server = StartRedis(runner.config().env);
+    auto bm = [&](const std::string& mode, const std::string& level) -> Result<Json> {
+      if (!cluster.ok()) return cluster.status();
+      return runner.Client({{"task", "bm_shuffle"},
+                            {"master", (*cluster)->master_endpoint()},
+                            {"shuffle_id", next_id++},
+                            {"maps", shape.maps},
+                            {"partitions", shape.partitions},
+                            {"size", shape.size},
+                            {"mode", mode},
+                            {"level", level},
+                            {"processes", processes}});
+    };
+    std::vector<Result<Json>> results = Interleaved(
+        runner.config(),
+        {[&] { return bm("push", "MEMORY_ONLY"); }, [&] { return bm("push", "MEMORY_ONLY_2"); },
+         [&] { return bm("blocks", "MEMORY_ONLY"); },
+         !redis_server.ok() ? Failed(redis_server.status()) : [&] {
+           return runner.Client({{"task", "redis_shuffle"},
+                                 {"port", redis_server->port},
+                                 {"maps", shape.maps},
+                                 {"partitions", shape.partitions},
+                                 {"size", shape.size},
+                                 {"processes", processes}});
+         }});
+    auto ms = [&](size_t i, const char* key, const std::string& what) {
+      return runner.Figure(results[i], key, 1e-3, what);
+    };
+    const std::optional<double> push = ms(0, "end_to_end_seconds", "push-merged shuffle");
+    const std::optional<double> push2 = ms(1, "end_to_end_seconds", "push-merged _2 shuffle");
+    const std::optional<double> blocks = ms(2, "end_to_end_seconds", "shuffle as blocks");
+    const std::optional<double> redis = ms(3, "end_to_end_seconds", "redis shuffle");
+    std::string redis_note = "4 mapper and 4 reducer processes";
+    if (results[3].ok()) redis_note += "; redis: " + (*results[3])["best_shape"].get<std::string>();
+    const std::string w = "15. shuffle " + name;
+    runner.Add(w + ", push-merged, end to end", "ms", push, "redis, best shape", redis, 0.5,
+               Better::kLower, redis_note);
+    runner.Add(w + ", separate blocks / push-merged", "ms", blocks, "push-merged", push, 3.0,
+               Better::kHigher, "a put per piece, a GetMany per partition, against push-merged");
+    runner.Add(w + ", push-merged _2 / one copy", "ms", push2, "push-merged", push, 1.5,
+               Better::kLower, "each piece pushed to both workers before it is acknowledged");
+    runner.Add(w + ", push-merged, reads alone", "ms", ms(0, "read_seconds", "push-merged reads"),
+               "redis, best shape", ms(3, "read_seconds", "redis reads"), std::nullopt,
+               Better::kLower, "informative");
+    runner.Add(w + ", separate blocks, reads alone", "ms", ms(2, "read_seconds", "block reads"),
+               "push-merged", ms(0, "read_seconds", "push-merged reads"), std::nullopt,
+               Better::kLower, "informative");
+  }
+}
+
 Report RunBenchmark(const BenchConfig& config) {
   Report report;
   Runner runner(config, report);
@@ -1396,6 +1474,7 @@ Report RunBenchmark(const BenchConfig& config) {
   if (selected(11)) DigestCost(runner);
   if (selected(12)) Failover(runner);
   if (selected(14)) Recompute(runner);
+  if (selected(15)) Shuffles(runner);
   if (selected(6)) {
     if (config.big_block_bytes > 0) {
       BigBlock(runner);
