@@ -74,15 +74,23 @@ corpus="$work/corpus.txt"
 "$bin/bm-wordcount" generate --output "$corpus" --size 32MiB --seed 42
 "$bin/bm-wordcount" unpersist --master "$master" --rdd-id 100 >/dev/null  # start uncached
 wordcount() {
-  echo "+ bm-wordcount run --master $master --input $corpus --partitions 16 --rdd-id 100" >&2
+  local run=$1
+  shift
+  echo "+ bm-wordcount run --master $master --input $corpus --partitions 16 --rdd-id 100 $*" >&2
   "$bin/bm-wordcount" run --master "$master" --input "$corpus" --partitions 16 --rdd-id 100 \
-    | tee "$work/wordcount-$1.out"
+    "$@" | tee "$work/wordcount-$run.out"
 }
 wordcount 1
-wordcount 2
+# The second run reads the cached counts and merges them through a shuffle of 4 reducers
+# (README "Shuffles"): the same checksum line.
+wordcount 2 --reducers 4
 bmctl rdds
 echo "demo: word count, first run:  $(tail -1 "$work/wordcount-1.out")"
-echo "demo: word count, cached run: $(tail -1 "$work/wordcount-2.out")"
+echo "demo: word count, cached run, through a shuffle: $(tail -1 "$work/wordcount-2.out")"
+if [ "$(tail -2 "$work/wordcount-1.out" | head -1)" != "$(tail -2 "$work/wordcount-2.out" | head -1)" ]; then
+  echo "demo: the shuffled counts differ from the first run's" >&2
+  exit 1
+fi
 # Leave no cached counts behind for a later run on another input (see README).
 "$bin/bm-wordcount" unpersist --master "$master" --rdd-id 100
 end_phase wordcount

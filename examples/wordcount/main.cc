@@ -99,6 +99,10 @@ int Main(int argc, char** argv) {
                   "another input (default 100)");
   run->add_option("--parallelism", options.parallelism,
                   "partitions fetched or computed at once (default: one per core)");
+  run->add_option("--reducers", options.reducers,
+                  "merge the partitions' counts through a shuffle of this many reducers (README "
+                  "\"Shuffles\"); 0 (default): in this process")
+      ->check(CLI::Range(0u, 1u << 16));
   run->add_option("--top", top, "how many of the most frequent words to print (default 10)");
 
   // Keys, for a cluster that runs with them: as bmctl takes them.

@@ -109,6 +109,19 @@ std::vector<std::pair<std::string, uint64_t>> WordCounts::Top(size_t n) const {
   return all;
 }
 
+std::vector<WordCounts> WordCounts::SplitByWord(uint32_t parts) const {
+  std::vector<WordCounts> out(std::max<uint32_t>(parts, 1));
+  for (const auto& [word, count] : counts_) {
+    uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a: the same word, the same part, everywhere
+    for (char c : word) {
+      hash ^= static_cast<unsigned char>(c);
+      hash *= 0x100000001b3ULL;
+    }
+    out[hash % out.size()].counts_.emplace(word, count);
+  }
+  return out;
+}
+
 uint64_t WordCounts::Digest() const {
   uint64_t hash = 0xcbf29ce484222325ULL;
   for (std::byte b : Encode()) {

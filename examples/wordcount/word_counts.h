@@ -28,6 +28,9 @@ class WordCounts {
   std::vector<std::byte> Encode() const;
   // Adds `other`'s counts to these.
   void Merge(const WordCounts& other);
+  // These counts cut into `parts` by word (a hash of it), so that each word's counts from every
+  // partition meet in the same part: what a shuffle's map side sends to each reducer.
+  std::vector<WordCounts> SplitByWord(uint32_t parts) const;
 
   uint64_t total() const;  // words counted, with repetitions
   size_t distinct() const { return counts_.size(); }

@@ -3,7 +3,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <random>
 
 #include "client/dataset.h"
 #include "examples/wordcount/text_splits.h"
@@ -35,6 +37,50 @@ Status CheckCacheIsOurs(CacheSession& session, const WordCountOptions& options) 
   return Status::Ok();
 }
 
+// The reduce side through a shuffle: map i sends reducer r the counts of its words that are
+// r's; reducer r merges what every map sent it. The reducers' words are disjoint, so their
+// counts together are the file's.
+Result<WordCounts> ReduceThroughShuffle(Client& client, const std::vector<WordCounts>& maps,
+                                        uint32_t reducers, StorageLevel level) {
+  std::random_device random;
+  const uint64_t shuffle_id = ((uint64_t{random()} << 32) | random()) >> 2;
+  BM_RETURN_IF_ERROR(
+      client
+          .RegisterShuffle({.id = shuffle_id,
+                            .maps = static_cast<uint32_t>(maps.size()),
+                            .partitions = reducers,
+                            .level = ReplicationOf(level) > 1 ? StorageLevel::kMemoryOnly2
+                                                              : StorageLevel::kMemoryOnly})
+          .status());
+  for (uint32_t map = 0; map < maps.size(); ++map) {
+    BM_ASSIGN_OR_RETURN(std::unique_ptr<ShuffleWriter> writer,
+                        client.OpenShuffleWriter(shuffle_id, map, /*attempt=*/0));
+    std::vector<WordCounts> parts = maps[map].SplitByWord(reducers);
+    for (uint32_t reducer = 0; reducer < reducers; ++reducer) {
+      if (parts[reducer].distinct() == 0) continue;
+      BM_RETURN_IF_ERROR(writer->Write(reducer, parts[reducer].Encode()));
+    }
+    BM_RETURN_IF_ERROR(writer->Commit());
+  }
+  WordCounts total;
+  for (uint32_t reducer = 0; reducer < reducers; ++reducer) {
+    BM_ASSIGN_OR_RETURN(std::unique_ptr<ShuffleReader> reader,
+                        client.OpenShuffleReader(shuffle_id, reducer));
+    // A map's encoded counts may arrive in several pieces: whole per map before decoding.
+    std::map<uint32_t, std::vector<std::byte>> by_map;
+    BM_RETURN_IF_ERROR(reader->ForEach([&](uint32_t map, std::span<const std::byte> piece) {
+      by_map[map].insert(by_map[map].end(), piece.begin(), piece.end());
+      return Status::Ok();
+    }));
+    for (const auto& [map, bytes] : by_map) {
+      BM_ASSIGN_OR_RETURN(WordCounts counts, WordCounts::Decode(bytes));
+      total.Merge(counts);
+    }
+  }
+  BM_RETURN_IF_ERROR(client.UnregisterShuffle(shuffle_id));
+  return total;
+}
+
 }  // namespace
 
 Result<WordCountRun> RunWordCount(const WordCountOptions& options) {
@@ -61,13 +107,24 @@ Result<WordCountRun> RunWordCount(const WordCountOptions& options) {
 
   WordCountRun run;
   run.partitions = options.partitions;
+  run.reducers = options.reducers;
+  std::vector<WordCounts> maps;
   for (uint32_t i = 0; i < partitions.size(); ++i) {
     Result<WordCounts> decoded = WordCounts::Decode(partitions[i]);
     if (!decoded.ok()) {
       return InternalError("partition " + std::to_string(i) + " of RDD " +
                            std::to_string(options.rdd_id) + ": " + decoded.status().message());
     }
-    run.counts.Merge(*decoded);
+    if (options.reducers == 0) {
+      run.counts.Merge(*decoded);
+    } else {
+      maps.push_back(std::move(*decoded));
+    }
+  }
+  if (options.reducers > 0) {
+    BM_ASSIGN_OR_RETURN(run.counts, session->WithClient([&](Client& client) {
+      return ReduceThroughShuffle(client, maps, options.reducers, options.level);
+    }));
   }
   run.cache = session->counters();
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -86,7 +143,8 @@ std::string SummaryLine(const WordCountRun& run) {
   std::snprintf(seconds, sizeof seconds, "%.3f", run.seconds);
   return "partitions=" + std::to_string(run.partitions) +
          " computed=" + std::to_string(run.cache.computes) +
-         " hits=" + std::to_string(run.cache.hits()) + " seconds=" + seconds;
+         " hits=" + std::to_string(run.cache.hits()) + " seconds=" + seconds +
+         (run.reducers > 0 ? " reducers=" + std::to_string(run.reducers) : std::string());
 }
 
 }  // namespace bm::wordcount

@@ -33,6 +33,10 @@ struct WordCountOptions {
   // an earlier one cached.
   uint64_t rdd_id = 100;
   size_t parallelism = 0;  // partitions fetched or computed at once; 0 = one per core
+  // 0: the partitions' counts are merged in this process. N: they go through a shuffle of N
+  // reduce partitions (README "Shuffles"): each map sends each reducer the counts of its words,
+  // and each reducer merges the counts of the words that are its own.
+  uint32_t reducers = 0;
 };
 
 // What one run found and what caching did for it.
@@ -40,7 +44,8 @@ struct WordCountRun {
   uint32_t partitions = 0;
   WordCounts counts;
   CacheCounters cache;
-  double seconds = 0;  // wall time of the whole run, connecting included
+  double seconds = 0;     // wall time of the whole run, connecting included
+  uint32_t reducers = 0;  // as WordCountOptions::reducers
 };
 
 // The name the counts dataset is registered under: "wordcount:<input file name>".

@@ -31,10 +31,21 @@ CommandResult Wordcount(const std::vector<std::string>& args) {
 }
 
 // Runs the count and parses its checksum and summary lines (recording failures).
-RunSummary RunCount(LocalCluster& cluster, const std::string& corpus) {
-  CommandResult r = Wordcount({"run", "--master", cluster.master_endpoint(), "--input", corpus,
-                               "--partitions", std::to_string(kPartitions), "--rdd-id",
-                               std::to_string(kRddId), "--parallelism", "2"});
+RunSummary RunCount(LocalCluster& cluster, const std::string& corpus,
+                    std::vector<std::string> more = {}) {
+  std::vector<std::string> args = {"run",
+                                   "--master",
+                                   cluster.master_endpoint(),
+                                   "--input",
+                                   corpus,
+                                   "--partitions",
+                                   std::to_string(kPartitions),
+                                   "--rdd-id",
+                                   std::to_string(kRddId),
+                                   "--parallelism",
+                                   "2"};
+  args.insert(args.end(), more.begin(), more.end());
+  CommandResult r = Wordcount(args);
   RunSummary summary;
   EXPECT_EQ(r.exit_code, 0) << r.err;
   // The last line is the summary, the one before it the checksum.
@@ -123,6 +134,17 @@ TEST_F(WordcountTest, CachedRunComputesNothingAndALostWorkersPartitionsAreRecomp
   ASSERT_EQ(after.size(), 1u) << after.dump();
   EXPECT_EQ(after[0]["cached_partitions"], kPartitions);
   EXPECT_EQ(after[0]["workers"], nlohmann::json::array({survivor}));
+}
+
+// The counts merged through a shuffle of reducers (README "Shuffles") are the counts merged in
+// one process, and the run leaves no shuffle behind.
+TEST_F(WordcountTest, ShuffledToReducersTheCountsAreTheSame) {
+  const RunSummary merged = RunCount(cluster_, corpus_);
+  const RunSummary shuffled = RunCount(cluster_, corpus_, {"--reducers", "3"});
+  EXPECT_EQ(shuffled.checksum, merged.checksum);
+  EXPECT_EQ(shuffled.computed, 0);  // the counts came from the cache
+  nlohmann::json shuffles = cluster_.BmctlJson({"shuffles"});
+  EXPECT_TRUE(shuffles.is_array() && shuffles.empty()) << shuffles.dump();
 }
 
 TEST_F(WordcountTest, UnpersistRemovesEveryPartitionSoTheNextRunComputesAgain) {
