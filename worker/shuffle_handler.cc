@@ -24,7 +24,14 @@ Result<std::vector<ShuffleStore::Piece>> PiecesOf(capnp::List<proto::PushedPiece
                                                   std::vector<zmq::message_t>& payload,
                                                   std::vector<std::vector<std::byte>>& gathered) {
   uint64_t declared = 0;
-  for (proto::PushedPiece::Reader header : headers) declared += header.getLength();
+  for (proto::PushedPiece::Reader header : headers) {
+    // A read sends each piece in at most one frame.
+    if (header.getLength() > kMaxPayloadFrameBytes) {
+      return InvalidArgumentError("a piece is at most " + std::to_string(kMaxPayloadFrameBytes) +
+                                  " bytes; this one " + std::to_string(header.getLength()));
+    }
+    declared += header.getLength();
+  }
   uint64_t carried = 0;
   for (const zmq::message_t& frame : payload) carried += frame.size();
   if (declared != carried) {
@@ -132,41 +139,45 @@ Status ShuffleHandler::HandleRead(IncomingMessage& message, uint64_t id) {
     BM_ASSIGN_OR_RETURN(ShuffleStore::Page page,
                         store_.Read(read.getShuffleId(), read.getPartition(), attempts,
                                     read.getCursor(), max_bytes));
+    // The pieces' bytes go as frames that borrow the store's chunks (no copy): adjacent
+    // pieces of one chunk share a frame. A page that would need more frames than a message
+    // may carry ends early; the reader asks again from there.
+    size_t included = 0;
+    const ShuffleStore::StoredPiece* run_start = nullptr;
+    size_t run_bytes = 0;
+    auto flush_run = [&] {
+      if (run_start == nullptr || run_bytes == 0) return;
+      const size_t offset =
+          static_cast<size_t>(run_start->bytes.data() - run_start->chunk->bytes().data());
+      payload.push_back(MessageFromChunk(SliceChunk(run_start->chunk, offset, run_bytes)));
+    };
+    for (const ShuffleStore::StoredPiece& piece : page.pieces) {
+      const bool continues = run_start != nullptr && piece.chunk == run_start->chunk &&
+                             run_start->bytes.data() + run_bytes == piece.bytes.data() &&
+                             run_bytes + piece.bytes.size() <= kMaxPayloadFrameBytes;
+      if (!continues) {
+        if (run_start != nullptr && run_bytes > 0 && payload.size() + 1 >= kMaxPayloadFrames) {
+          break;  // this piece would need a frame past the last one
+        }
+        flush_run();
+        run_start = &piece;
+        run_bytes = 0;
+      }
+      run_bytes += piece.bytes.size();
+      ++included;
+    }
+    flush_run();
     proto::ShufflePieces::Builder out = reply.initShufflePieces();
-    out.setNextCursor(page.next_cursor);
-    out.setEnd(page.end);
-    auto pieces = out.initPieces(page.pieces.size());
-    uint64_t total = 0;
-    for (size_t i = 0; i < page.pieces.size(); ++i) {
+    const bool whole_page = included == page.pieces.size();
+    out.setNextCursor(whole_page ? page.next_cursor : page.pieces[included].cursor);
+    out.setEnd(whole_page && page.end);
+    auto pieces = out.initPieces(included);
+    for (size_t i = 0; i < included; ++i) {
       const ShuffleStore::StoredPiece& piece = page.pieces[i];
       pieces[i].setMap(piece.map);
       pieces[i].setSequence(piece.sequence);
       pieces[i].setLength(static_cast<uint32_t>(piece.bytes.size()));
       pieces[i].setDigest(piece.digest);
-      total += piece.bytes.size();
-    }
-    // The bytes back to back, in frames of at most kMaxPayloadFrameBytes (a page is at most
-    // kMaxPieceBytes, so within kMaxPayloadFrames).
-    size_t next = 0;
-    size_t piece_offset = 0;
-    while (total > 0) {
-      const size_t frame_bytes = std::min<uint64_t>(total, kMaxPayloadFrameBytes);
-      zmq::message_t frame(frame_bytes);
-      auto* at = static_cast<std::byte*>(frame.data());
-      size_t filled = 0;
-      while (filled < frame_bytes) {
-        std::span<const std::byte> bytes = page.pieces[next].bytes;
-        const size_t take = std::min(frame_bytes - filled, bytes.size() - piece_offset);
-        if (take > 0) std::memcpy(at + filled, bytes.data() + piece_offset, take);
-        filled += take;
-        piece_offset += take;
-        if (piece_offset == bytes.size()) {
-          ++next;
-          piece_offset = 0;
-        }
-      }
-      total -= frame_bytes;
-      payload.push_back(std::move(frame));
     }
     return Status::Ok();
   }));

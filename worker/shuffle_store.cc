@@ -21,6 +21,19 @@ std::string Named(uint64_t shuffle_id) { return "shuffle " + std::to_string(shuf
 
 }  // namespace
 
+class ShuffleStore::AppendChunk final : public Chunk {
+ public:
+  explicit AppendChunk(size_t capacity)
+      : data_(std::make_unique_for_overwrite<std::byte[]>(capacity)), capacity_(capacity) {}
+  // The whole buffer; holders only ever look at bytes already appended.
+  std::span<const std::byte> bytes() const override { return {data_.get(), capacity_}; }
+  std::byte* data() { return data_.get(); }
+
+ private:
+  std::unique_ptr<std::byte[]> data_;
+  size_t capacity_;
+};
+
 void ShuffleStore::Assign(uint64_t shuffle_id, uint32_t maps, std::vector<uint32_t> partitions,
                           std::string owner) {
   Shuffle& shuffle = shuffles_[shuffle_id];
@@ -119,7 +132,8 @@ Status ShuffleStore::Push(uint64_t shuffle_id, uint32_t map, uint32_t attempt,
     const std::byte* data =
         Append(partition, piece.bytes, limits_.memory_bytes - memory_used_ - still_to_come);
     partition.entries.push_back(Entry{map, attempt, piece.sequence, piece.digest, data,
-                                      static_cast<uint32_t>(piece.bytes.size())});
+                                      static_cast<uint32_t>(piece.bytes.size()),
+                                      static_cast<uint32_t>(partition.chunks.size() - 1)});
     partition.next_sequence[AttemptKey(map, attempt)] = piece.sequence + 1;
   }
   return Status::Ok();
@@ -132,13 +146,13 @@ const std::byte* ShuffleStore::Append(Partition& partition, std::span<const std:
         std::clamp(partition.chunk_capacity * 2, kFirstChunkBytes, kLastChunkBytes);
     const size_t size = std::max<size_t>(bytes.size(), std::min<uint64_t>(wanted, room));
     // Counted whole when allocated: the bound is on memory taken, not on bytes stored.
-    partition.chunks.push_back(std::make_unique_for_overwrite<std::byte[]>(size));
+    partition.chunks.push_back(std::make_shared<AppendChunk>(size));
     partition.chunk_capacity = size;
     partition.chunk_used = 0;
     partition.bytes += size;
     memory_used_ += size;
   }
-  std::byte* at = partition.chunks.back().get() + partition.chunk_used;
+  std::byte* at = partition.chunks.back()->data() + partition.chunk_used;
   if (!bytes.empty()) std::memcpy(at, bytes.data(), bytes.size());
   partition.chunk_used += bytes.size();
   return at;
@@ -167,7 +181,8 @@ Result<ShuffleStore::Page> ShuffleStore::Read(
     if (committed == attempts.end() || committed->second != entry.attempt) continue;
     if (!page.pieces.empty() && bytes + entry.length > max_bytes) break;
     page.pieces.push_back({entry.map, entry.sequence, entry.digest,
-                           std::span<const std::byte>(entry.data, entry.length)});
+                           std::span<const std::byte>(entry.data, entry.length),
+                           held->second.chunks[entry.chunk], at});
     bytes += entry.length;
   }
   page.next_cursor = at;

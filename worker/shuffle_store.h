@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/chunk.h"
 #include "common/status.h"
 
 namespace bm {
@@ -39,12 +40,16 @@ class ShuffleStore {
     uint64_t digest = 0;
     std::span<const std::byte> bytes;
   };
-  // One piece of a read; `bytes` stays valid until the store is next changed.
+  // One piece of a read: `bytes` lie in `chunk`, which keeps them valid (and unchanged) for as
+  // long as it is held, also after the shuffle is removed, so a reply can send them without a
+  // copy.
   struct StoredPiece {
     uint32_t map = 0;
     uint32_t sequence = 0;
     uint64_t digest = 0;
     std::span<const std::byte> bytes;
+    ChunkPtr chunk;
+    uint64_t cursor = 0;  // where a read starting at this piece starts
   };
   struct Page {
     std::vector<StoredPiece> pieces;
@@ -89,6 +94,9 @@ class ShuffleStore {
 
  private:
   // A partition's stream: the entries in arrival order, their bytes in chunks that never move.
+  // A buffer pieces are appended to: the bytes a piece took never change again, so the chunk
+  // is immutable as far as any holder of a piece's bytes can tell.
+  class AppendChunk;
   struct Entry {
     uint32_t map;
     uint32_t attempt;
@@ -96,10 +104,11 @@ class ShuffleStore {
     uint64_t digest;
     const std::byte* data;
     uint32_t length;
+    uint32_t chunk;  // index into Partition::chunks
   };
   struct Partition {
     std::vector<Entry> entries;
-    std::vector<std::unique_ptr<std::byte[]>> chunks;
+    std::vector<std::shared_ptr<AppendChunk>> chunks;
     size_t chunk_used = 0;      // bytes used of chunks.back()
     size_t chunk_capacity = 0;  // its size
     uint64_t bytes = 0;         // allocated to chunks
@@ -112,8 +121,8 @@ class ShuffleStore {
     std::map<uint32_t, Partition> partitions;  // the ones held here
   };
 
-  // Copies `bytes` into the partition's chunks; a new chunk takes at most `room` (at least
-  // the piece).
+  // Copies `bytes` into the partition's chunks (the last one's index is then the piece's); a
+  // new chunk takes at most `room` (at least the piece).
   const std::byte* Append(Partition& partition, std::span<const std::byte> bytes, uint64_t room);
   uint64_t BytesOf(const Shuffle& shuffle) const;
 
