@@ -67,7 +67,7 @@ class ShufflesCommand : public BmctlCommand {
 };
 
 // bmctl shuffle ID: each partition's workers, and the committed maps' pieces and bytes in it.
-class ShuffleCommand : public BmctlCommand {
+class ShowShuffleCommand : public BmctlCommand {
  public:
   CLI::App* AddTo(CLI::App& app) override {
     CLI::App* command = app.add_subcommand(
@@ -158,7 +158,7 @@ class RmShuffleCommand : public BmctlCommand {
 }  // namespace
 
 std::unique_ptr<BmctlCommand> MakeShufflesCommand() { return std::make_unique<ShufflesCommand>(); }
-std::unique_ptr<BmctlCommand> MakeShuffleCommand() { return std::make_unique<ShuffleCommand>(); }
+std::unique_ptr<BmctlCommand> MakeShuffleCommand() { return std::make_unique<ShowShuffleCommand>(); }
 std::unique_ptr<BmctlCommand> MakeRmShuffleCommand() {
   return std::make_unique<RmShuffleCommand>();
 }
