@@ -205,10 +205,14 @@ TEST_F(TenantTest, TenantKeyCannotTouchAnotherTenantsRddUntilShared) {
 TEST_F(TenantTest, NoRequestKindNamingAnotherTenantsBlockPassesTheGate) {
   ASSERT_NO_FATAL_FAILURE(StartCluster());
   ASSERT_EQ(Put("alice", "rdd_100_0", "alice's partition").exit_code, 0);
-  const BlockId block = BlockId::Rdd(100, 0);
+  {  // and alice's shuffle 100, with partitions on both workers
+    Client alice(cluster_.ClientOptionsFor("alice"));
+    ASSERT_TRUE(alice.RegisterShuffle({.id = 100, .maps = 2, .partitions = 4}).ok());
+  }
   int refused = 0;
   for (const testing::RequestKind& kind : testing::AllRequestKinds()) {
     if (!testing::NamesABlockOrAnRdd(kind)) continue;
+    const BlockId block = testing::SampleBlockFor(kind);
     for (const auto& [server, endpoint] :
          {std::pair{std::string("w1"), cluster_.worker_endpoint("w1")},
           std::pair{std::string("master"), cluster_.master_endpoint()}}) {
@@ -240,6 +244,55 @@ TEST_F(TenantTest, NoRequestKindNamingAnotherTenantsBlockPassesTheGate) {
   CommandResult mine = cluster_.BmctlAs("alice", {"get", "rdd_100_0"});
   ASSERT_EQ(mine.exit_code, 0) << mine.err;
   EXPECT_EQ(mine.out, "alice's partition");
+}
+
+// A shuffle is its registering tenant's: another tenant can neither see, read, push to, commit
+// to nor remove it, through the master or straight to a worker.
+TEST_F(TenantTest, AnotherTenantCannotTouchAShuffle) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster());
+  Client alice(cluster_.ClientOptionsFor("alice"));
+  Client bob(cluster_.ClientOptionsFor("bob"));
+  const ShuffleSpec spec{.id = 30, .maps = 1, .partitions = 2};
+  Result<ShuffleLayout> layout = alice.RegisterShuffle(spec);
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  Result<std::unique_ptr<ShuffleWriter>> writer = alice.OpenShuffleWriter(spec.id, 0, 0);
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  const std::string text = "alice's map output";
+  const auto bytes = std::as_bytes(std::span(text.data(), text.size()));
+  ASSERT_TRUE((*writer)->Write(0, bytes).ok());
+  ASSERT_TRUE((*writer)->Write(1, bytes).ok());
+  ASSERT_TRUE((*writer)->Commit().ok());
+
+  EXPECT_EQ(bob.RegisterShuffle(spec).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(bob.ShuffleLayoutOf(spec.id).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(bob.OpenShuffleWriter(spec.id, 0, 1).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(bob.UnregisterShuffle(spec.id).code(), StatusCode::kPermissionDenied);
+  Result<std::vector<ShuffleSummary>> listed = bob.Shuffles();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->empty());
+  Result<std::unique_ptr<ShuffleReader>> reader = bob.OpenShuffleReader(spec.id, 0);
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ((*reader)->ReadAll().status().code(), StatusCode::kPermissionDenied);
+  // Straight to the worker holding partition 0: a push and a read, both refused.
+  const std::string worker = layout->workers[layout->primaries[0]].worker_id;
+  ExpectDenied(RawToWorker("bob", worker,
+                           [&](proto::Request::Builder request) {
+                             proto::PushShuffle::Builder push = request.initPushShuffle();
+                             push.setShuffleId(spec.id);
+                             push.initPieces(0);
+                           }),
+               "bob", "shuffle");
+  ExpectDenied(RawToWorker("bob", worker,
+                           [&](proto::Request::Builder request) {
+                             request.initReadShuffle().setShuffleId(spec.id);
+                           }),
+               "bob", "shuffle_30");
+  // Alice still reads her output.
+  Result<std::unique_ptr<ShuffleReader>> hers = alice.OpenShuffleReader(spec.id, 1);
+  ASSERT_TRUE(hers.ok());
+  Result<std::vector<std::byte>> read = (*hers)->ReadAll();
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(read->data()), read->size()), text);
 }
 
 TEST_F(TenantTest, AdminSeesAllAndKeysWithoutTenantWorkAsBefore) {
