@@ -158,7 +158,9 @@ class RmShuffleCommand : public BmctlCommand {
 }  // namespace
 
 std::unique_ptr<BmctlCommand> MakeShufflesCommand() { return std::make_unique<ShufflesCommand>(); }
-std::unique_ptr<BmctlCommand> MakeShuffleCommand() { return std::make_unique<ShowShuffleCommand>(); }
+std::unique_ptr<BmctlCommand> MakeShuffleCommand() {
+  return std::make_unique<ShowShuffleCommand>();
+}
 std::unique_ptr<BmctlCommand> MakeRmShuffleCommand() {
   return std::make_unique<RmShuffleCommand>();
 }
