@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -39,6 +41,31 @@ namespace bm {
 
 using disk::ErrorListener;
 using disk::Meta;
+
+namespace {
+
+// RocksDB's info log, forwarded to the worker's own log (warnings and worse) instead of a LOG
+// file in the disk directory. A LOG file is rolled by path once it reaches its size limit, so
+// a roll after the directory was moved away or unmounted created a new LOG in whatever took
+// its place (a bare mount point on the root filesystem): the store must write nothing there.
+class WorkerLogForRocksDb final : public rocksdb::Logger {
+ public:
+  explicit WorkerLogForRocksDb(std::string dir)
+      : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL), dir_(std::move(dir)) {}
+
+  using rocksdb::Logger::Logv;
+  // RocksDB has put the level's name in front of the format already.
+  void Logv(const char* format, va_list ap) override {
+    char line[1024];
+    std::vsnprintf(line, sizeof line, format, ap);
+    spdlog::warn("disk store {}: rocksdb: {}", dir_, line);
+  }
+
+ private:
+  const std::string dir_;
+};
+
+}  // namespace
 
 Result<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir, uint64_t limit_bytes,
                                                    DiskValueFormat format) {
@@ -118,8 +145,7 @@ Status DiskStore::OpenDatabase() {
   options.max_compaction_bytes = write_buffer_bytes_ * disk::kCompactionFiles;
   options.level_compaction_dynamic_level_bytes = true;
   options.max_background_jobs = 2;
-  options.keep_log_file_num = 3;
-  options.max_log_file_size = std::min<uint64_t>(16 * kMiB, write_buffer_bytes_);
+  options.info_log = std::make_shared<WorkerLogForRocksDb>(dir_);
   // A damaged write-ahead log is recovered up to its first bad record and no further
   // (RocksDB's default, made explicit): what survives is a consistent prefix of the writes, so
   // every surviving meta has all its chunks; the commit journal names what was dropped.
