@@ -116,7 +116,13 @@ Status ShuffleHandler::HandlePush(IncomingMessage& message, uint64_t id) {
     std::vector<std::vector<std::byte>> gathered;
     BM_ASSIGN_OR_RETURN(std::vector<ShuffleStore::Piece> pieces,
                         PiecesOf(push.getPieces(), message.payload(), gathered));
-    return store_.Push(push.getShuffleId(), push.getMap(), push.getAttempt(), pieces, tenant);
+    const uint64_t pieces_before = store_.pieces_kept();
+    const uint64_t bytes_before = store_.bytes_kept();
+    BM_RETURN_IF_ERROR(
+        store_.Push(push.getShuffleId(), push.getMap(), push.getAttempt(), pieces, tenant));
+    counters_.shuffle_pieces_pushed += store_.pieces_kept() - pieces_before;
+    counters_.shuffle_bytes_pushed += store_.bytes_kept() - bytes_before;
+    return Status::Ok();
   }));
   replies_.SendOk(*message.routing_id(), id);
   return Status::Ok();
@@ -174,6 +180,7 @@ Status ShuffleHandler::HandleRead(IncomingMessage& message, uint64_t id) {
     auto pieces = out.initPieces(included);
     for (size_t i = 0; i < included; ++i) {
       const ShuffleStore::StoredPiece& piece = page.pieces[i];
+      counters_.shuffle_bytes_read += piece.bytes.size();
       pieces[i].setMap(piece.map);
       pieces[i].setSequence(piece.sequence);
       pieces[i].setLength(static_cast<uint32_t>(piece.bytes.size()));

@@ -6,6 +6,7 @@
 #include "common/transport.h"
 #include "worker/client_replies.h"
 #include "worker/shuffle_store.h"
+#include "worker/worker_status.h"
 
 namespace bm {
 
@@ -14,12 +15,13 @@ namespace bm {
 // reading them into the ShuffleStore's terms and framing its answers. On success the reply
 // was sent; on failure the caller sends the error.
 //
-// Owns the store; borrows the replies, which must outlive it. Not thread-safe: owned by the
-// worker's loop.
+// Owns the store; borrows the replies and the counters, which must outlive it. Not thread-safe:
+// owned by the worker's loop.
 class ShuffleHandler {
  public:
-  ShuffleHandler(std::string worker_id, ShuffleStore::Limits limits, ClientReplies& replies)
-      : store_(std::move(worker_id), limits), replies_(replies) {}
+  ShuffleHandler(std::string worker_id, ShuffleStore::Limits limits, ClientReplies& replies,
+                 WorkerCounters& counters)
+      : store_(std::move(worker_id), limits), replies_(replies), counters_(counters) {}
 
   Status HandleAssigned(IncomingMessage& message, uint64_t id);
   Status HandleRemove(IncomingMessage& message, uint64_t id);
@@ -31,6 +33,7 @@ class ShuffleHandler {
  private:
   ShuffleStore store_;
   ClientReplies& replies_;
+  WorkerCounters& counters_;  // shuffle pieces and bytes, for /metrics
 };
 
 }  // namespace bm

@@ -135,6 +135,8 @@ Status ShuffleStore::Push(uint64_t shuffle_id, uint32_t map, uint32_t attempt,
                                       static_cast<uint32_t>(piece.bytes.size()),
                                       static_cast<uint32_t>(partition.chunks.size() - 1)});
     partition.next_sequence[AttemptKey(map, attempt)] = piece.sequence + 1;
+    ++pieces_kept_;
+    bytes_kept_ += piece.bytes.size();
   }
   return Status::Ok();
 }

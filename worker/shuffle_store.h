@@ -89,6 +89,9 @@ class ShuffleStore {
                     uint64_t max_bytes) const;
 
   uint64_t memory_used() const { return memory_used_; }
+  // Pieces and bytes appended since the store started (repeated pieces not counted).
+  uint64_t pieces_kept() const { return pieces_kept_; }
+  uint64_t bytes_kept() const { return bytes_kept_; }
   size_t shuffle_count() const { return shuffles_.size(); }
   Result<PartitionStats> Stats(uint64_t shuffle_id, uint32_t partition) const;
 
@@ -130,6 +133,8 @@ class ShuffleStore {
   const Limits limits_;
   std::unordered_map<uint64_t, Shuffle> shuffles_;
   uint64_t memory_used_ = 0;
+  uint64_t pieces_kept_ = 0;
+  uint64_t bytes_kept_ = 0;
 };
 
 }  // namespace bm

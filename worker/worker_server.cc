@@ -60,6 +60,10 @@ WorkerOp OpOf(proto::Request::Which which) {
       return WorkerOp::kShutdown;
     case proto::Request::PING:
       return WorkerOp::kPing;
+    case proto::Request::PUSH_SHUFFLE:
+      return WorkerOp::kShufflePush;
+    case proto::Request::READ_SHUFFLE:
+      return WorkerOp::kShuffleRead;
     default:
       return WorkerOp::kOther;
   }
@@ -150,7 +154,8 @@ Status WorkerServer::Bind() {
                : !certificate_worker_id.empty() ? certificate_worker_id
                                                 : DefaultWorkerId(advertised);
   shuffles_ = std::make_unique<ShuffleHandler>(
-      worker_id_, ShuffleStore::Limits{.memory_bytes = options_.shuffle_memory}, *replies_);
+      worker_id_, ShuffleStore::Limits{.memory_bytes = options_.shuffle_memory}, *replies_,
+      counters_);
 
   MasterLinkOptions link_options = options_.master;
   link_options.security = master_security;

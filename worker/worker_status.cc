@@ -25,6 +25,10 @@ std::string_view WorkerOpName(WorkerOp op) {
       return "shutdown";
     case WorkerOp::kPing:
       return "ping";
+    case WorkerOp::kShufflePush:
+      return "shuffle_push";
+    case WorkerOp::kShuffleRead:
+      return "shuffle_read";
     case WorkerOp::kOther:
       return "other";
   }
@@ -151,6 +155,15 @@ std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
              "Block bytes sent in replies to gets.", number(snapshot.counters.bytes_read));
   out.Single("blockmgr_worker_written_bytes_total", Type::kCounter, "Block bytes received in puts.",
              number(snapshot.counters.bytes_written));
+  out.Single("blockmgr_worker_shuffle_pieces_pushed_total", Type::kCounter,
+             "Shuffle pieces pushed and kept (a repeated piece counts once).",
+             number(snapshot.counters.shuffle_pieces_pushed));
+  out.Single("blockmgr_worker_shuffle_pushed_bytes_total", Type::kCounter,
+             "Bytes of the shuffle pieces pushed and kept.",
+             number(snapshot.counters.shuffle_bytes_pushed));
+  out.Single("blockmgr_worker_shuffle_read_bytes_total", Type::kCounter,
+             "Bytes of shuffle pieces sent to readers.",
+             number(snapshot.counters.shuffle_bytes_read));
   out.Family("blockmgr_worker_refused_total", Type::kCounter,
              "Requests refused by a limit per key: connections one key may hold open, uploads "
              "one key may have in progress.");

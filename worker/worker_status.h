@@ -25,6 +25,8 @@ enum class WorkerOp : uint8_t {
   kDecommission,
   kShutdown,
   kPing,
+  kShufflePush,
+  kShuffleRead,
   kOther,
 };
 inline constexpr size_t kWorkerOpCount = static_cast<size_t>(WorkerOp::kOther) + 1;
@@ -65,6 +67,11 @@ struct WorkerCounters {
   // Local-read connections and requests refused (another uid, no valid ticket, a role that
   // may not read, a malformed request).
   uint64_t local_reads_refused = 0;
+  // Shuffles (README "Shuffles"): pieces and bytes pushed and kept (repeats not counted), and
+  // bytes sent to readers.
+  uint64_t shuffle_pieces_pushed = 0;
+  uint64_t shuffle_bytes_pushed = 0;
+  uint64_t shuffle_bytes_read = 0;
 
   void RecordRequest(WorkerOp op, const Status& status, Duration elapsed);
 };

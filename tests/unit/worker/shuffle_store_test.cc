@@ -80,6 +80,8 @@ TEST_F(ShuffleStoreTest, APieceIsKeptOnceWhenPushedAgain) {
   ASSERT_TRUE(store_.Push(1, 0, 0, pieces, "").ok());
   EXPECT_EQ(ReadAll(store_, 0, {{0, 0}}), (std::vector<std::string>{"a0", "a1", "a2"}));
   EXPECT_EQ(store_.memory_used(), used);  // within the first chunk
+  EXPECT_EQ(store_.pieces_kept(), 3u);
+  EXPECT_EQ(store_.bytes_kept(), 6u);
 }
 
 TEST_F(ShuffleStoreTest, APushAfterAGapIsRefusedWholeAndNothingOfItIsKept) {

@@ -23,5 +23,21 @@ TEST(WorkerMetricsTest, EachDiskIsALabelAndAFailedOneIsCounted) {
   }
 }
 
+TEST(WorkerMetricsTest, ShufflePushesAndReadsAreCountedWithTheirOwnOps) {
+  WorkerSnapshot snapshot;
+  snapshot.counters.shuffle_pieces_pushed = 7;
+  snapshot.counters.shuffle_bytes_pushed = 7000;
+  snapshot.counters.shuffle_bytes_read = 3000;
+  snapshot.counters.RecordRequest(WorkerOp::kShufflePush, Status::Ok(),
+                                  std::chrono::microseconds(80));
+  const std::string text = WorkerMetricsText(snapshot);
+  for (const char* line :
+       {"blockmgr_worker_shuffle_pieces_pushed_total 7",
+        "blockmgr_worker_shuffle_pushed_bytes_total 7000",
+        "blockmgr_worker_shuffle_read_bytes_total 3000", "op=\"shuffle_push\""}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+}
+
 }  // namespace
 }  // namespace bm
