@@ -69,6 +69,19 @@ Result<std::map<uint32_t, std::string>> ReadPartition(Client& client, uint64_t s
   return by_map;
 }
 
+// What the worker answers a read of the shuffle, once it answers notFound (the master's
+// removeShuffle reached it) or after about 2 s of asking.
+Status AwaitWorkerForgets(RpcChannel& worker, uint64_t shuffle_id) {
+  capnp::MallocMessageBuilder message;
+  message.initRoot<proto::Request>().initReadShuffle().setShuffleId(shuffle_id);
+  Status read;
+  for (int i = 0; i < 200 && read.code() != StatusCode::kNotFound; ++i) {
+    read = worker.Call(message).status();
+    if (read.code() != StatusCode::kNotFound) std::this_thread::sleep_for(10ms);
+  }
+  return read;
+}
+
 ClientOptions ClientFor(const LocalCluster& cluster) {
   ClientOptions options = cluster.ClientOptionsFor();
   options.request_timeout = 3000ms;
@@ -334,14 +347,7 @@ TEST(ShuffleTest, UnregisterRemovesTheDataAndHostileRequestsAreRefused) {
   EXPECT_TRUE(client.UnregisterShuffle(spec.id).ok());  // again: nothing to do
   EXPECT_EQ(client.ShuffleLayoutOf(spec.id).status().code(), StatusCode::kNotFound);
   // The worker dropped the pieces (the master's command may take a moment to arrive).
-  capnp::MallocMessageBuilder message;
-  proto::ReadShuffle::Builder read = message.initRoot<proto::Request>().initReadShuffle();
-  read.setShuffleId(spec.id);
-  Status gone;
-  for (int i = 0; i < 200 && gone.code() != StatusCode::kNotFound; ++i) {
-    gone = worker.Call(message).status();
-    if (gone.code() != StatusCode::kNotFound) std::this_thread::sleep_for(10ms);
-  }
+  const Status gone = AwaitWorkerForgets(worker, spec.id);
   EXPECT_EQ(gone.code(), StatusCode::kNotFound) << gone.ToString();
 }
 
@@ -370,13 +376,7 @@ TEST(ShuffleTest, AShuffleNobodyTouchesForTheTtlIsRemovedWithItsData) {
   // And the worker dropped its pieces.
   zmq::context_t context;
   RpcChannel worker(context, layout->workers[0].address, 3000ms);
-  capnp::MallocMessageBuilder message;
-  message.initRoot<proto::Request>().initReadShuffle().setShuffleId(spec.id);
-  Status read;
-  for (int i = 0; i < 200 && read.code() != StatusCode::kNotFound; ++i) {
-    read = worker.Call(message).status();
-    if (read.code() != StatusCode::kNotFound) std::this_thread::sleep_for(10ms);
-  }
+  const Status read = AwaitWorkerForgets(worker, spec.id);
   EXPECT_EQ(read.code(), StatusCode::kNotFound) << read.ToString();
 }
 
