@@ -17,11 +17,17 @@ namespace {
 constexpr size_t kMaxPiecesPerPush = 1 << 16;
 constexpr uint64_t kMinPageBytes = 64 << 10;
 constexpr uint64_t kMaxPageBytes = kMaxPieceBytes;
+// Pieces at least this large are kept in the frame they arrived in (no copy); smaller ones are
+// copied into their partition's chunks, so a partition of small pieces reads back as a few
+// contiguous frames rather than one frame per piece (a reply carries at most
+// kMaxPayloadFrames).
+constexpr size_t kKeepFrameMinBytes = 32 << 10;
 
-// Reads the pushed pieces' bytes out of the payload frames: a piece inside one frame is
-// borrowed from it, one that straddles frames is gathered into `gathered`.
+// Reads the pushed pieces' bytes out of the payload frames (taken as chunks): a piece inside one
+// frame is borrowed from it (and, if large, the store keeps the frame instead of copying it),
+// one that straddles frames is gathered into `gathered`.
 Result<std::vector<ShuffleStore::Piece>> PiecesOf(capnp::List<proto::PushedPiece>::Reader headers,
-                                                  std::vector<zmq::message_t>& payload,
+                                                  const std::vector<ChunkPtr>& frames,
                                                   std::vector<std::vector<std::byte>>& gathered) {
   uint64_t declared = 0;
   for (proto::PushedPiece::Reader header : headers) {
@@ -33,7 +39,7 @@ Result<std::vector<ShuffleStore::Piece>> PiecesOf(capnp::List<proto::PushedPiece
     declared += header.getLength();
   }
   uint64_t carried = 0;
-  for (const zmq::message_t& frame : payload) carried += frame.size();
+  for (const ChunkPtr& frame : frames) carried += frame->size();
   if (declared != carried) {
     return InvalidArgumentError("the push declares " + std::to_string(declared) +
                                 " bytes of pieces and carries " + std::to_string(carried));
@@ -42,40 +48,38 @@ Result<std::vector<ShuffleStore::Piece>> PiecesOf(capnp::List<proto::PushedPiece
   std::vector<ShuffleStore::Piece> pieces;
   pieces.reserve(headers.size());
   size_t frame = 0;
-  size_t offset = 0;  // in payload[frame]
+  size_t offset = 0;  // in frames[frame]
   for (proto::PushedPiece::Reader header : headers) {
     const size_t length = header.getLength();
-    while (frame < payload.size() && offset == payload[frame].size() && length > 0) {
+    while (frame < frames.size() && offset == frames[frame]->size() && length > 0) {
       ++frame;
       offset = 0;
     }
-    std::span<const std::byte> bytes;
-    if (length == 0) {
-      bytes = {};
-    } else if (payload[frame].size() - offset >= length) {
-      bytes = {static_cast<const std::byte*>(payload[frame].data()) + offset, length};
+    ShuffleStore::Piece piece{.partition = header.getPartition(),
+                              .sequence = header.getSequence(),
+                              .digest = header.getDigest(),
+                              .bytes = {}};
+    if (length > 0 && frames[frame]->size() - offset >= length) {
+      piece.bytes = frames[frame]->bytes().subspan(offset, length);
+      if (length >= kKeepFrameMinBytes) piece.owner = frames[frame];
       offset += length;
-    } else {
+    } else if (length > 0) {
       std::vector<std::byte>& copy = gathered.emplace_back(length);
       size_t filled = 0;
       while (filled < length) {
-        if (offset == payload[frame].size()) {
+        if (offset == frames[frame]->size()) {
           ++frame;
           offset = 0;
           continue;
         }
-        const size_t take = std::min(length - filled, payload[frame].size() - offset);
-        std::memcpy(copy.data() + filled,
-                    static_cast<const std::byte*>(payload[frame].data()) + offset, take);
+        const size_t take = std::min(length - filled, frames[frame]->size() - offset);
+        std::memcpy(copy.data() + filled, frames[frame]->bytes().data() + offset, take);
         filled += take;
         offset += take;
       }
-      bytes = copy;
+      piece.bytes = copy;
     }
-    pieces.push_back(ShuffleStore::Piece{.partition = header.getPartition(),
-                                         .sequence = header.getSequence(),
-                                         .digest = header.getDigest(),
-                                         .bytes = bytes});
+    pieces.push_back(std::move(piece));
   }
   return pieces;
 }
@@ -113,9 +117,16 @@ Status ShuffleHandler::HandlePush(IncomingMessage& message, uint64_t id) {
       return InvalidArgumentError("a push carries at most " + std::to_string(kMaxPiecesPerPush) +
                                   " pieces; this one " + std::to_string(push.getPieces().size()));
     }
+    // The frames become chunks the store may keep: a piece within one is not copied.
+    std::vector<ChunkPtr> frames;
+    frames.reserve(message.payload().size());
+    for (zmq::message_t& frame : message.payload()) {
+      frames.push_back(ChunkFromMessage(std::move(frame)));
+    }
+    message.payload().clear();
     std::vector<std::vector<std::byte>> gathered;
     BM_ASSIGN_OR_RETURN(std::vector<ShuffleStore::Piece> pieces,
-                        PiecesOf(push.getPieces(), message.payload(), gathered));
+                        PiecesOf(push.getPieces(), frames, gathered));
     const uint64_t pieces_before = store_.pieces_kept();
     const uint64_t bytes_before = store_.bytes_kept();
     BM_RETURN_IF_ERROR(

@@ -128,12 +128,24 @@ Status ShuffleStore::Push(uint64_t shuffle_id, uint32_t map, uint32_t attempt,
     const Piece& piece = pieces[i];
     Partition& partition = shuffle.partitions.at(piece.partition);
     still_to_come -= piece.bytes.size();
-    // A new chunk may take what the bound leaves once the rest of the push has its room.
-    const std::byte* data =
-        Append(partition, piece.bytes, limits_.memory_bytes - memory_used_ - still_to_come);
+    const std::byte* data = nullptr;
+    uint32_t chunk = 0;
+    if (piece.owner != nullptr) {
+      // Kept in the frame it arrived in: no copy, counted by its bytes.
+      if (partition.chunks.empty() || partition.chunks.back() != piece.owner) {
+        partition.chunks.push_back(piece.owner);
+      }
+      data = piece.bytes.data();
+      chunk = static_cast<uint32_t>(partition.chunks.size() - 1);
+      partition.bytes += piece.bytes.size();
+      memory_used_ += piece.bytes.size();
+    } else {
+      // A new chunk may take what the bound leaves once the rest of the push has its room.
+      data = Append(partition, piece.bytes, limits_.memory_bytes - memory_used_ - still_to_come);
+      chunk = partition.open_index;
+    }
     partition.entries.push_back(Entry{map, attempt, piece.sequence, piece.digest, data,
-                                      static_cast<uint32_t>(piece.bytes.size()),
-                                      static_cast<uint32_t>(partition.chunks.size() - 1)});
+                                      static_cast<uint32_t>(piece.bytes.size()), chunk});
     partition.next_sequence[AttemptKey(map, attempt)] = piece.sequence + 1;
     ++pieces_kept_;
     bytes_kept_ += piece.bytes.size();
@@ -143,18 +155,20 @@ Status ShuffleStore::Push(uint64_t shuffle_id, uint32_t map, uint32_t attempt,
 
 const std::byte* ShuffleStore::Append(Partition& partition, std::span<const std::byte> bytes,
                                       uint64_t room) {
-  if (partition.chunks.empty() || partition.chunk_capacity - partition.chunk_used < bytes.size()) {
+  if (partition.open == nullptr || partition.chunk_capacity - partition.chunk_used < bytes.size()) {
     const size_t wanted =
         std::clamp(partition.chunk_capacity * 2, kFirstChunkBytes, kLastChunkBytes);
     const size_t size = std::max<size_t>(bytes.size(), std::min<uint64_t>(wanted, room));
     // Counted whole when allocated: the bound is on memory taken, not on bytes stored.
-    partition.chunks.push_back(std::make_shared<AppendChunk>(size));
+    partition.open = std::make_shared<AppendChunk>(size);
+    partition.open_index = static_cast<uint32_t>(partition.chunks.size());
+    partition.chunks.push_back(partition.open);
     partition.chunk_capacity = size;
     partition.chunk_used = 0;
     partition.bytes += size;
     memory_used_ += size;
   }
-  std::byte* at = partition.chunks.back()->data() + partition.chunk_used;
+  std::byte* at = partition.open->data() + partition.chunk_used;
   if (!bytes.empty()) std::memcpy(at, bytes.data(), bytes.size());
   partition.chunk_used += bytes.size();
   return at;

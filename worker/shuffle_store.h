@@ -33,12 +33,14 @@ class ShuffleStore {
   struct Limits {
     uint64_t memory_bytes = uint64_t{256} << 20;
   };
-  // One piece of a push; `bytes` is borrowed for the call.
+  // One piece of a push; `bytes` is borrowed for the call. With `owner` (the received frame
+  // the bytes lie in), a kept piece keeps the frame instead of a copy of its bytes.
   struct Piece {
     uint32_t partition = 0;
     uint32_t sequence = 0;
     uint64_t digest = 0;
     std::span<const std::byte> bytes;
+    ChunkPtr owner{};
   };
   // One piece of a read: `bytes` lie in `chunk`, which keeps them valid (and unchanged) for as
   // long as it is held, also after the shuffle is removed, so a reply can send them without a
@@ -111,10 +113,13 @@ class ShuffleStore {
   };
   struct Partition {
     std::vector<Entry> entries;
-    std::vector<std::shared_ptr<AppendChunk>> chunks;
-    size_t chunk_used = 0;      // bytes used of chunks.back()
+    // The chunks its pieces lie in: ones pieces are copied into, and frames kept whole.
+    std::vector<ChunkPtr> chunks;
+    std::shared_ptr<AppendChunk> open;  // the chunk copies go into; chunks[open_index]
+    uint32_t open_index = 0;
+    size_t chunk_used = 0;      // bytes used of `open`
     size_t chunk_capacity = 0;  // its size
-    uint64_t bytes = 0;         // allocated to chunks
+    uint64_t bytes = 0;         // counted against the bound: chunks allocated, frames' pieces
     // The next sequence expected of each map attempt: (map << 32 | attempt) -> sequence.
     std::unordered_map<uint64_t, uint32_t> next_sequence;
   };
@@ -124,8 +129,8 @@ class ShuffleStore {
     std::map<uint32_t, Partition> partitions;  // the ones held here
   };
 
-  // Copies `bytes` into the partition's chunks (the last one's index is then the piece's); a
-  // new chunk takes at most `room` (at least the piece).
+  // Copies `bytes` into the partition's open chunk (its index is then the piece's); a new
+  // chunk takes at most `room` (at least the piece).
   const std::byte* Append(Partition& partition, std::span<const std::byte> bytes, uint64_t room);
   uint64_t BytesOf(const Shuffle& shuffle) const;
 

@@ -84,6 +84,24 @@ TEST_F(ShuffleStoreTest, APieceIsKeptOnceWhenPushedAgain) {
   EXPECT_EQ(store_.bytes_kept(), 6u);
 }
 
+TEST_F(ShuffleStoreTest, APieceWithItsFrameKeepsTheFrameInsteadOfACopy) {
+  const ChunkPtr frame = MakeChunk(Bytes(std::string("headerPIECEtrailer")));
+  ShuffleStore::Piece piece{.partition = 0,
+                            .sequence = 0,
+                            .digest = 0,
+                            .bytes = frame->bytes().subspan(6, 5),
+                            .owner = frame};
+  piece.digest = DigestOf(piece.bytes);
+  ASSERT_TRUE(store_.Push(1, 0, 0, std::span(&piece, 1), "").ok());
+  EXPECT_EQ(store_.memory_used(), 5u);  // counted by its bytes: nothing was allocated
+  Result<ShuffleStore::Page> page = store_.Read(1, 0, {{0, 0}}, 0, 1 << 20);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->pieces.size(), 1u);
+  EXPECT_EQ(page->pieces[0].bytes.data(), frame->bytes().data() + 6);  // the frame's own bytes
+  EXPECT_EQ(page->pieces[0].chunk, frame);
+  EXPECT_EQ(Text(page->pieces[0]), "PIECE");
+}
+
 TEST_F(ShuffleStoreTest, APushAfterAGapIsRefusedWholeAndNothingOfItIsKept) {
   std::vector<ShuffleStore::Piece> gap = {PieceOf(2, 0, "ok"), PieceOf(0, 1, "late")};
   Status refused = store_.Push(1, 0, 0, gap, "");
