@@ -103,7 +103,9 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
   BlocksMissingAfterRegistration(id, std::move(gone), recorded_ids, losses, request.getStartedNow(),
                                  request.getFollowUpBlocks());
   ShuffleEffects told;
-  shuffles_.WorkerRegistered(id, told);
+  std::vector<uint64_t> held_shuffles;
+  for (uint64_t shuffle : request.getShuffles()) held_shuffles.push_back(shuffle);
+  shuffles_.WorkerRegistered(id, held_shuffles, told);
   CarryOut(told);
   ++counters_.workers_registered;
   counters_.RecordWorkerEvent(id, known ? "re-registered" : "registered");

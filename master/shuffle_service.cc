@@ -275,13 +275,24 @@ std::optional<TimePoint> ShuffleService::NextExpiry() const {
   return next;
 }
 
-void ShuffleService::WorkerRegistered(const std::string& worker_id, ShuffleEffects& effects) const {
+void ShuffleService::WorkerRegistered(const std::string& worker_id, std::span<const uint64_t> held,
+                                      ShuffleEffects& effects) const {
+  std::set<uint64_t> assigned;
   for (const auto& [id, shuffle] : shuffles_) {
     const std::vector<std::string>& workers = shuffle.placement.workers;
     if (std::find(workers.begin(), workers.end(), worker_id) == workers.end()) continue;
     for (ShuffleCommand& command : AssignCommands(shuffle)) {
-      if (command.worker_id == worker_id) effects.commands.push_back(std::move(command));
+      if (command.worker_id != worker_id) continue;
+      assigned.insert(id);
+      effects.commands.push_back(std::move(command));
     }
+  }
+  // What it kept of shuffles since unregistered or expired, or whose partitions moved away
+  // while it was gone (their maps ran again elsewhere), is dropped.
+  for (uint64_t id : std::set<uint64_t>(held.begin(), held.end())) {
+    if (assigned.count(id) != 0) continue;
+    effects.commands.push_back(ShuffleCommand{
+        .kind = ShuffleCommand::Kind::kRemove, .worker_id = worker_id, .shuffle_id = id});
   }
 }
 

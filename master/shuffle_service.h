@@ -141,9 +141,11 @@ class ShuffleService {
   // Unregisters the shuffles idle past the TTL; returns their ids.
   std::vector<uint64_t> Expire(ShuffleEffects& effects);
   std::optional<TimePoint> NextExpiry() const;
-  // A worker registered (again): it is told the partitions it holds, which it forgot if it
-  // restarted.
-  void WorkerRegistered(const std::string& worker_id, ShuffleEffects& effects) const;
+  // A worker registered (again), holding data of the shuffles `held` (kept on its disks across
+  // a restart): it is told the partitions it holds now, and to remove the shuffles in `held` it
+  // holds none of (unregistered meanwhile, or its partitions moved away while it was gone).
+  void WorkerRegistered(const std::string& worker_id, std::span<const uint64_t> held,
+                        ShuffleEffects& effects) const;
 
   // A worker was dropped: the partitions it held move to `candidates` (the live workers; for
   // a _2 level the surviving copy becomes the primary and the new worker its replica), the

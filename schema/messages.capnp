@@ -132,6 +132,10 @@ struct RegisterWorker {
   # How many blocks of the full report did not fit in `blocks`: they are the updates of the
   # next reports, first of all (a master judges what the restart lost once they are in).
   followUpBlocks @10 :UInt64;
+  # The shuffles this worker holds partitions of (PROTOCOL.md, "Shuffles"), those its disks
+  # kept across a restart included: the master tells it to remove the ones it no longer has
+  # and which partitions of the others it holds.
+  shuffles @11 :List(UInt64);
 }
 
 # Why the last copy of a block was lost (common/lost_cause.h). Append only.

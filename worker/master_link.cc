@@ -220,6 +220,11 @@ void MasterLink::SendRegister() {
     FillLost(reg);
     reg.setStartedNow(!registered_before_);
     reg.setFollowUpBlocks(all.size() - in_registration);
+    if (options_.held_shuffles) {
+      const std::vector<uint64_t> shuffles = options_.held_shuffles();
+      auto held = reg.initShuffles(static_cast<unsigned>(shuffles.size()));
+      for (size_t i = 0; i < shuffles.size(); ++i) held.set(static_cast<unsigned>(i), shuffles[i]);
+    }
   });
 }
 

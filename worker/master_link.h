@@ -47,6 +47,9 @@ struct MasterLinkOptions {
   Duration backoff_max = std::chrono::seconds(2);
   // Bounds the header of one reportBlocks message.
   size_t max_updates_per_report = 4096;
+  // The shuffles the worker holds partitions of, listed in each registration (may be empty:
+  // none). Called on the loop's thread.
+  std::function<std::vector<uint64_t>()> held_shuffles{};
 };
 
 // The worker's side of its conversation with the master, over one DEALER socket:

@@ -11,6 +11,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
 using Kind = ShuffleCommand::Kind;
 
 std::vector<ShuffleCandidate> Workers(
@@ -254,14 +255,35 @@ TEST_F(ShuffleServiceTest, RegisteredWorkerIsToldItsPartitionsAgain) {
   auto workers = Workers({{"a", "h1"}, {"b", "h2"}});
   ASSERT_TRUE(service_.Register(Shape(1, 1, 4), "tenant", workers, effects_).ok());
   ShuffleEffects effects;
-  service_.WorkerRegistered("b", effects);
+  service_.WorkerRegistered("b", {}, effects);
   ASSERT_EQ(effects.commands.size(), 1u);
   EXPECT_EQ(effects.commands[0].worker_id, "b");
   EXPECT_EQ(effects.commands[0].partitions.size(), 2u);
   EXPECT_EQ(effects.commands[0].owner, "tenant");
   ShuffleEffects none;
-  service_.WorkerRegistered("c", none);
+  service_.WorkerRegistered("c", {}, none);
   EXPECT_TRUE(none.commands.empty());
+}
+
+TEST_F(ShuffleServiceTest, ARestartedWorkerDropsTheShufflesItNoLongerHolds) {
+  auto workers = Workers({{"a", "h1"}, {"b", "h2"}});
+  ASSERT_TRUE(service_.Register(Shape(1, 1, 4), "", workers, effects_).ok());
+  ASSERT_TRUE(service_.Register(Shape(2, 1, 1), "", workers, effects_).ok());
+  const std::string holder_of_2 = effects_.commands.back().worker_id;
+  const std::string other = holder_of_2 == "a" ? "b" : "a";
+  // It kept shuffles 1 and 2 on disk and 7, which was unregistered while it was down.
+  const uint64_t held[] = {1, 2, 7};
+  ShuffleEffects effects;
+  service_.WorkerRegistered(other, held, effects);
+  std::vector<std::pair<uint64_t, bool>> told;  // (shuffle, removed)
+  for (const ShuffleCommand& command : effects.commands) {
+    EXPECT_EQ(command.worker_id, other);
+    told.emplace_back(command.shuffle_id, command.kind == ShuffleCommand::Kind::kRemove);
+  }
+  // Its partitions of 1 again; 2 has none on it and 7 is gone: both removed.
+  EXPECT_THAT(told, UnorderedElementsAre(std::pair<uint64_t, bool>{1, false},
+                                         std::pair<uint64_t, bool>{2, true},
+                                         std::pair<uint64_t, bool>{7, true}));
 }
 
 TEST_F(ShuffleServiceTest, RestoredFromTheJournalAsItWasRecorded) {
