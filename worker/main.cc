@@ -369,6 +369,7 @@ int Run(const Flags& f, const Sizes& sizes) {
   std::vector<bm::DiskSlot> disks;
   std::string disk_summary;
   std::vector<std::string> unopened;
+  std::vector<std::string> shuffle_dirs;  // the disks that opened keep shuffle partitions too
   for (const bm::DiskDirSpec& spec : sizes.disks) {
     bm::DiskStoreOptions disk_options;
     disk_options.limit_bytes = spec.limit;
@@ -395,6 +396,7 @@ int Run(const Flags& f, const Sizes& sizes) {
                     ", " + bm::FormatBytes((*disk)->headroom()) +
                     " of the filesystem kept free for the store's own files)";
     disks.push_back(bm::DiskSlot{spec.path, std::move(disk).value(), spec.limit});
+    shuffle_dirs.push_back(spec.path);
   }
   // At least one disk must open, whatever the flag allows later.
   const size_t tolerated_at_start = std::min(
@@ -471,6 +473,7 @@ int Run(const Flags& f, const Sizes& sizes) {
   options.advertise_address = f.advertise;
   options.worker_id = f.id;
   options.shuffle_memory = sizes.shuffle_memory;
+  options.shuffle_dirs = shuffle_dirs;
   // The worker's own files live in the first disk's directory, as they did with one disk.
   const std::string& first_disk = sizes.disks.front().path;
   options.epoch_file = (std::filesystem::path(first_disk) / "LEADER_EPOCH").string();

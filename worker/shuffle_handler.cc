@@ -1,6 +1,7 @@
 #include "worker/shuffle_handler.h"
 
 #include <capnp/message.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstring>
@@ -9,6 +10,7 @@
 
 #include "common/protocol.h"
 #include "common/tenant.h"
+#include "worker/wire.h"
 
 namespace bm {
 namespace {
@@ -86,24 +88,112 @@ Result<std::vector<ShuffleStore::Piece>> PiecesOf(capnp::List<proto::PushedPiece
 
 }  // namespace
 
+ShuffleHandler::ShuffleHandler(std::string worker_id, ShuffleStore::Limits limits,
+                               std::vector<std::string> disk_dirs, ClientReplies& replies,
+                               WorkerCounters& counters, const Clock& clock)
+    : store_(
+          std::move(worker_id),
+          [&] {
+            limits.disks = static_cast<uint32_t>(disk_dirs.size());
+            return limits;
+          }(),
+          clock),
+      replies_(replies),
+      counters_(counters) {
+  if (!disk_dirs.empty()) {
+    files_ = std::make_shared<const ShuffleFiles>(std::move(disk_dirs));
+    jobs_ = std::make_unique<JobThread>();
+  }
+}
+
+ShuffleHandler::~ShuffleHandler() {
+  if (jobs_ == nullptr) return;
+  FlushDue(/*all=*/true);
+  jobs_.reset();  // runs the writes queued, then joins
+}
+
+size_t ShuffleHandler::LoadKept() {
+  if (files_ == nullptr) return 0;
+  std::vector<LoadedShuffle> kept = files_->Load();
+  for (const LoadedShuffle& shuffle : kept) {
+    size_t pieces = 0;
+    for (const LoadedShufflePartition& partition : shuffle.partitions) {
+      pieces += partition.records.size();
+    }
+    spdlog::info("shuffle {}: {} partitions ({} pieces) kept on disk", shuffle.id,
+                 shuffle.partitions.size(), pieces);
+    store_.Restore(shuffle);
+  }
+  return kept.size();
+}
+
+void ShuffleHandler::FlushDue(bool all) {
+  if (jobs_ == nullptr) return;
+  for (ShuffleStore::Flush& flush : store_.TakeFlushes(all)) {
+    auto batch = std::make_shared<ShuffleStore::Flush>(std::move(flush));
+    jobs_->Submit([this, files = files_, batch]() -> JobThread::Completion {
+      Status written = files->Append(batch->disk, batch->shuffle_id, batch->partition, batch->maps,
+                                     batch->owner, batch->offset, batch->records);
+      batch->hold.clear();  // the bytes are in the file: their memory goes here, off the loop
+      return [this, batch, written = std::move(written)] {
+        if (!written.ok()) {
+          spdlog::warn("cannot write partition {} of shuffle {} to disk: {}", batch->partition,
+                       batch->shuffle_id, written.ToString());
+        }
+        const uint64_t before = store_.bytes_flushed();
+        store_.Flushed(*batch, written);
+        counters_.shuffle_bytes_flushed += store_.bytes_flushed() - before;
+      };
+    });
+  }
+}
+
+size_t ShuffleHandler::RunCompletions() {
+  if (jobs_ == nullptr) return 0;
+  const size_t ran = jobs_->RunCompletions();
+  // Memory a write released may let more partitions fall due.
+  if (ran > 0) FlushDue();
+  return ran;
+}
+
 Status ShuffleHandler::HandleAssigned(IncomingMessage& message, uint64_t id) {
+  uint64_t shuffle_id = 0;
+  std::vector<ShuffleStore::DroppedFile> dropped;
   BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::ShuffleAssigned::Reader assigned = message.request().getShuffleAssigned();
     std::vector<uint32_t> partitions;
     for (uint32_t partition : assigned.getPartitions()) partitions.push_back(partition);
-    store_.Assign(assigned.getShuffleId(), assigned.getMaps(), std::move(partitions),
-                  assigned.getOwner());
+    shuffle_id = assigned.getShuffleId();
+    dropped =
+        store_.Assign(shuffle_id, assigned.getMaps(), std::move(partitions), assigned.getOwner());
     return Status::Ok();
   }));
+  if (!dropped.empty() && jobs_ != nullptr) {
+    // Queued behind any write of them still in flight.
+    jobs_->Submit([files = files_, shuffle_id, dropped]() -> JobThread::Completion {
+      for (const ShuffleStore::DroppedFile& file : dropped) {
+        files->RemovePartition(file.disk, shuffle_id, file.partition);
+      }
+      return nullptr;
+    });
+  }
   replies_.SendOk(*message.routing_id(), id);
   return Status::Ok();
 }
 
 Status ShuffleHandler::HandleRemove(IncomingMessage& message, uint64_t id) {
+  uint64_t shuffle_id = 0;
   BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
-    store_.Remove(message.request().getRemoveShuffle().getShuffleId());
+    shuffle_id = message.request().getRemoveShuffle().getShuffleId();
     return Status::Ok();
   }));
+  store_.Remove(shuffle_id);
+  if (jobs_ != nullptr) {
+    jobs_->Submit([files = files_, shuffle_id]() -> JobThread::Completion {
+      files->RemoveShuffle(shuffle_id);
+      return nullptr;
+    });
+  }
   replies_.SendOk(*message.routing_id(), id);
   return Status::Ok();
 }
@@ -136,14 +226,14 @@ Status ShuffleHandler::HandlePush(IncomingMessage& message, uint64_t id) {
     return Status::Ok();
   }));
   replies_.SendOk(*message.routing_id(), id);
+  FlushDue();
   return Status::Ok();
 }
 
 Status ShuffleHandler::HandleRead(IncomingMessage& message, uint64_t id) {
-  capnp::MallocMessageBuilder reply_message;
-  proto::Reply::Builder reply = reply_message.initRoot<proto::Reply>();
-  reply.setId(id);
-  std::vector<zmq::message_t> payload;
+  ShuffleStore::Page page;
+  uint64_t shuffle_id = 0;
+  uint32_t partition = 0;
   BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::ReadShuffle::Reader read = message.request().getReadShuffle();
     std::unordered_map<uint32_t, uint32_t> attempts;
@@ -153,54 +243,103 @@ Status ShuffleHandler::HandleRead(IncomingMessage& message, uint64_t id) {
     }
     const uint64_t max_bytes =
         std::clamp<uint64_t>(read.getMaxBytes(), kMinPageBytes, kMaxPageBytes);
-    BM_ASSIGN_OR_RETURN(ShuffleStore::Page page,
-                        store_.Read(read.getShuffleId(), read.getPartition(), attempts,
-                                    read.getCursor(), max_bytes));
-    // The pieces' bytes go as frames that borrow the store's chunks (no copy): adjacent
-    // pieces of one chunk share a frame. A page that would need more frames than a message
-    // may carry ends early; the reader asks again from there.
-    size_t included = 0;
-    const ShuffleStore::StoredPiece* run_start = nullptr;
-    size_t run_bytes = 0;
-    auto flush_run = [&] {
-      if (run_start == nullptr || run_bytes == 0) return;
-      const size_t offset =
-          static_cast<size_t>(run_start->bytes.data() - run_start->chunk->bytes().data());
-      payload.push_back(MessageFromChunk(SliceChunk(run_start->chunk, offset, run_bytes)));
-    };
-    for (const ShuffleStore::StoredPiece& piece : page.pieces) {
-      const bool continues = run_start != nullptr && piece.chunk == run_start->chunk &&
-                             run_start->bytes.data() + run_bytes == piece.bytes.data() &&
-                             run_bytes + piece.bytes.size() <= kMaxPayloadFrameBytes;
-      if (!continues) {
-        if (run_start != nullptr && run_bytes > 0 && payload.size() + 1 >= kMaxPayloadFrames) {
-          break;  // this piece would need a frame past the last one
-        }
-        flush_run();
-        run_start = &piece;
-        run_bytes = 0;
-      }
-      run_bytes += piece.bytes.size();
-      ++included;
-    }
-    flush_run();
-    proto::ShufflePieces::Builder out = reply.initShufflePieces();
-    const bool whole_page = included == page.pieces.size();
-    out.setNextCursor(whole_page ? page.next_cursor : page.pieces[included].cursor);
-    out.setEnd(whole_page && page.end);
-    auto pieces = out.initPieces(included);
-    for (size_t i = 0; i < included; ++i) {
-      const ShuffleStore::StoredPiece& piece = page.pieces[i];
-      counters_.shuffle_bytes_read += piece.bytes.size();
-      pieces[i].setMap(piece.map);
-      pieces[i].setSequence(piece.sequence);
-      pieces[i].setLength(static_cast<uint32_t>(piece.bytes.size()));
-      pieces[i].setDigest(piece.digest);
-    }
+    shuffle_id = read.getShuffleId();
+    partition = read.getPartition();
+    BM_ASSIGN_OR_RETURN(page,
+                        store_.Read(shuffle_id, partition, attempts, read.getCursor(), max_bytes));
     return Status::Ok();
   }));
-  replies_.Send(*message.routing_id(), reply_message, std::move(payload));
+  if (!page.file) {
+    SendPage(*message.routing_id(), id, page);
+    return Status::Ok();
+  }
+  // Written pieces are read on the job thread and answered from its completion: the range
+  // holds the pieces (and the headers between them), gathered back to back into one chunk.
+  auto read = std::make_shared<ShuffleStore::Page>(std::move(page));
+  jobs_->Submit([this, files = files_, read, shuffle_id, partition,
+                 peer = SharePeer(*message.routing_id()), id]() -> JobThread::Completion {
+    const ShuffleStore::FileRange range = *read->file;
+    Result<ChunkPtr> bytes =
+        files->Read(range.disk, shuffle_id, partition, range.offset, range.length);
+    ChunkPtr gathered;
+    if (bytes.ok()) {
+      uint64_t total = 0;
+      for (const ShuffleStore::StoredPiece& piece : read->pieces) total += piece.length;
+      std::vector<std::byte> out(total);
+      size_t at = 0;
+      for (const ShuffleStore::StoredPiece& piece : read->pieces) {
+        std::memcpy(out.data() + at, (*bytes)->bytes().data() + (piece.file_offset - range.offset),
+                    piece.length);
+        at += piece.length;
+      }
+      gathered = std::make_shared<VectorChunk>(std::move(out));
+    }
+    return [this, read, peer, id, status = bytes.status(), gathered] {
+      if (!status.ok()) {
+        replies_.SendError(*peer, id, status);
+        return;
+      }
+      // The pieces now lie back to back in `gathered`.
+      size_t at = 0;
+      for (ShuffleStore::StoredPiece& piece : read->pieces) {
+        piece.bytes = gathered->bytes().subspan(at, piece.length);
+        piece.chunk = gathered;
+        at += piece.length;
+      }
+      SendPage(*peer, id, *read);
+    };
+  });
   return Status::Ok();
+}
+
+void ShuffleHandler::SendPage(const zmq::message_t& peer, uint64_t id,
+                              const ShuffleStore::Page& page) {
+  capnp::MallocMessageBuilder reply_message;
+  proto::Reply::Builder reply = reply_message.initRoot<proto::Reply>();
+  reply.setId(id);
+  std::vector<zmq::message_t> payload;
+  // The pieces' bytes go as frames that borrow the store's chunks (no copy): adjacent pieces
+  // of one chunk share a frame. A page that would need more frames than a message may carry
+  // ends early; the reader asks again from there.
+  size_t included = 0;
+  const ShuffleStore::StoredPiece* run_start = nullptr;
+  size_t run_bytes = 0;
+  auto flush_run = [&] {
+    if (run_start == nullptr || run_bytes == 0) return;
+    const size_t offset =
+        static_cast<size_t>(run_start->bytes.data() - run_start->chunk->bytes().data());
+    payload.push_back(MessageFromChunk(SliceChunk(run_start->chunk, offset, run_bytes)));
+  };
+  for (const ShuffleStore::StoredPiece& piece : page.pieces) {
+    const bool continues = run_start != nullptr && piece.chunk == run_start->chunk &&
+                           run_start->bytes.data() + run_bytes == piece.bytes.data() &&
+                           run_bytes + piece.bytes.size() <= kMaxPayloadFrameBytes;
+    if (!continues) {
+      if (run_start != nullptr && run_bytes > 0 && payload.size() + 1 >= kMaxPayloadFrames) {
+        break;  // this piece would need a frame past the last one
+      }
+      flush_run();
+      run_start = &piece;
+      run_bytes = 0;
+    }
+    run_bytes += piece.bytes.size();
+    ++included;
+  }
+  flush_run();
+  proto::ShufflePieces::Builder out = reply.initShufflePieces();
+  const bool whole_page = included == page.pieces.size();
+  out.setNextCursor(whole_page ? page.next_cursor : page.pieces[included].cursor);
+  out.setEnd(whole_page && page.end);
+  auto pieces = out.initPieces(static_cast<unsigned>(included));
+  for (size_t i = 0; i < included; ++i) {
+    const ShuffleStore::StoredPiece& piece = page.pieces[i];
+    counters_.shuffle_bytes_read += piece.bytes.size();
+    pieces[i].setMap(piece.map);
+    pieces[i].setSequence(piece.sequence);
+    pieces[i].setLength(static_cast<uint32_t>(piece.bytes.size()));
+    pieces[i].setDigest(piece.digest);
+  }
+  replies_.Send(peer, reply_message, std::move(payload));
 }
 
 }  // namespace bm

@@ -1,10 +1,17 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "common/transport.h"
 #include "worker/client_replies.h"
+#include "worker/job_thread.h"
+#include "worker/shuffle_files.h"
 #include "worker/shuffle_store.h"
 #include "worker/worker_status.h"
 
@@ -13,27 +20,55 @@ namespace bm {
 // Serves the shuffle requests a worker answers (PROTOCOL.md, "Shuffles"): the master's
 // shuffleAssigned and removeShuffle, mappers' pushShuffle and reducers' readShuffle, by
 // reading them into the ShuffleStore's terms and framing its answers. On success the reply
-// was sent; on failure the caller sends the error.
+// was sent (or, for a read from disk, will be when the read completes); on failure the caller
+// sends the error.
 //
-// Owns the store; borrows the replies and the counters, which must outlive it. Not thread-safe:
-// owned by the worker's loop.
+// With disks, the store's pieces are written to partition files (ShuffleFiles) on a job
+// thread of the handler's, so the loop never waits on a disk: the loop calls FlushDue() each
+// turn and RunCompletions() when completion_fd() turns readable; reads of written pieces run
+// there too and are answered from their completions.
+//
+// Owns the store and the job thread; borrows the replies, the counters and the clock, which
+// must outlive it. Not thread-safe: owned by the worker's loop.
 class ShuffleHandler {
  public:
-  ShuffleHandler(std::string worker_id, ShuffleStore::Limits limits, ClientReplies& replies,
-                 WorkerCounters& counters)
-      : store_(std::move(worker_id), limits), replies_(replies), counters_(counters) {}
+  // `disk_dirs` empty: memory only.
+  ShuffleHandler(std::string worker_id, ShuffleStore::Limits limits,
+                 std::vector<std::string> disk_dirs, ClientReplies& replies,
+                 WorkerCounters& counters, const Clock& clock);
+  // Writes what is still in memory and waits for it (a stopping worker keeps its partitions).
+  ~ShuffleHandler();
+  ShuffleHandler(const ShuffleHandler&) = delete;
+  ShuffleHandler& operator=(const ShuffleHandler&) = delete;
+
+  // Takes in what the disks kept across a restart (before the worker serves; blocks on the
+  // disks). Returns how many shuffles.
+  size_t LoadKept();
 
   Status HandleAssigned(IncomingMessage& message, uint64_t id);
   Status HandleRemove(IncomingMessage& message, uint64_t id);
   Status HandlePush(IncomingMessage& message, uint64_t id);
   Status HandleRead(IncomingMessage& message, uint64_t id);
 
+  // Hands the partitions due to the job thread (all with pieces in memory, with `all`).
+  void FlushDue(bool all = false);
+  // Readable (eventfd) while completions wait; -1 without disks.
+  int completion_fd() const { return jobs_ ? jobs_->wake_fd() : -1; }
+  // Runs the finished writes' and reads' completions; returns how many.
+  size_t RunCompletions();
+  std::optional<TimePoint> NextDeadline() const { return store_.NextFlush(); }
+
   const ShuffleStore& store() const { return store_; }
 
  private:
+  // Frames the page's pieces (which borrow their chunks) into a shufflePieces reply.
+  void SendPage(const zmq::message_t& peer, uint64_t id, const ShuffleStore::Page& page);
+
   ShuffleStore store_;
   ClientReplies& replies_;
-  WorkerCounters& counters_;  // shuffle pieces and bytes, for /metrics
+  WorkerCounters& counters_;                   // shuffle pieces and bytes, for /metrics
+  std::shared_ptr<const ShuffleFiles> files_;  // null without disks; shared with jobs
+  std::unique_ptr<JobThread> jobs_;            // last: joined first
 };
 
 }  // namespace bm

@@ -34,34 +34,79 @@ class ShuffleStore::AppendChunk final : public Chunk {
   size_t capacity_;
 };
 
-void ShuffleStore::Assign(uint64_t shuffle_id, uint32_t maps, std::vector<uint32_t> partitions,
-                          std::string owner) {
+ShuffleStore::Partition& ShuffleStore::NewPartition(Shuffle& shuffle, uint64_t shuffle_id,
+                                                    uint32_t partition_id) {
+  Partition& partition = shuffle.partitions[partition_id];
+  partition.incarnation = next_incarnation_++;
+  // Spread over the disks by shuffle and partition.
+  if (limits_.disks > 0) {
+    partition.disk =
+        static_cast<uint32_t>((shuffle_id * 0x9E3779B97F4A7C15ull + partition_id) % limits_.disks);
+  }
+  return partition;
+}
+
+void ShuffleStore::Drop(uint64_t shuffle_id, uint32_t partition_id, const Partition& partition) {
+  memory_used_ -= partition.bytes;
+  waiting_.erase({shuffle_id, partition_id});
+}
+
+std::vector<ShuffleStore::DroppedFile> ShuffleStore::Assign(uint64_t shuffle_id, uint32_t maps,
+                                                            std::vector<uint32_t> partitions,
+                                                            std::string owner) {
   Shuffle& shuffle = shuffles_[shuffle_id];
   shuffle.maps = maps;
   shuffle.owner = std::move(owner);
   std::sort(partitions.begin(), partitions.end());
+  std::vector<DroppedFile> dropped;
   for (auto it = shuffle.partitions.begin(); it != shuffle.partitions.end();) {
     if (std::binary_search(partitions.begin(), partitions.end(), it->first)) {
       ++it;
       continue;
     }
-    memory_used_ -= it->second.bytes;
+    if (it->second.handed > 0) dropped.push_back({it->second.disk, it->first});
+    Drop(shuffle_id, it->first, it->second);
     it = shuffle.partitions.erase(it);
   }
-  for (uint32_t partition : partitions) shuffle.partitions.try_emplace(partition);
+  for (uint32_t partition : partitions) {
+    if (shuffle.partitions.count(partition) == 0) NewPartition(shuffle, shuffle_id, partition);
+  }
+  return dropped;
 }
 
 void ShuffleStore::Remove(uint64_t shuffle_id) {
   auto known = shuffles_.find(shuffle_id);
   if (known == shuffles_.end()) return;
-  memory_used_ -= BytesOf(known->second);
+  for (const auto& [id, partition] : known->second.partitions) Drop(shuffle_id, id, partition);
   shuffles_.erase(known);
 }
 
-uint64_t ShuffleStore::BytesOf(const Shuffle& shuffle) const {
-  uint64_t bytes = 0;
-  for (const auto& [id, partition] : shuffle.partitions) bytes += partition.bytes;
-  return bytes;
+void ShuffleStore::Restore(const LoadedShuffle& loaded) {
+  Shuffle& shuffle = shuffles_[loaded.id];
+  shuffle.maps = loaded.maps;
+  shuffle.owner = loaded.owner;
+  for (const LoadedShufflePartition& kept : loaded.partitions) {
+    if (shuffle.partitions.count(kept.partition) != 0) continue;  // one file per partition
+    Partition& partition = NewPartition(shuffle, loaded.id, kept.partition);
+    partition.disk = kept.disk;
+    partition.entries.reserve(kept.records.size());
+    for (const ShuffleFileRecord& record : kept.records) {
+      partition.entries.push_back(Entry{record.map, record.attempt, record.sequence, record.length,
+                                        record.digest, nullptr, 0, record.offset});
+      uint32_t& next = partition.next_sequence[AttemptKey(record.map, record.attempt)];
+      next = std::max(next, record.sequence + 1);
+    }
+    partition.flushed = partition.handed = partition.entries.size();
+    partition.file_end = kept.file_bytes;
+  }
+}
+
+std::vector<uint64_t> ShuffleStore::ShuffleIds() const {
+  std::vector<uint64_t> ids;
+  ids.reserve(shuffles_.size());
+  for (const auto& [id, shuffle] : shuffles_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  return ids;
 }
 
 Status ShuffleStore::Push(uint64_t shuffle_id, uint32_t map, uint32_t attempt,
@@ -94,6 +139,12 @@ Status ShuffleStore::Push(uint64_t shuffle_id, uint32_t map, uint32_t attempt,
       return InvalidArgumentError("partition " + std::to_string(piece.partition) + " of " +
                                   Named(shuffle_id) + " is not held by worker " + worker_id_);
     }
+    if (!held->second.failed.ok()) {
+      return Status(held->second.failed.code(), "partition " + std::to_string(piece.partition) +
+                                                    " of " + Named(shuffle_id) +
+                                                    " cannot be kept on worker " + worker_id_ +
+                                                    "'s disk: " + held->second.failed.message());
+    }
     auto [next, first] = expected.try_emplace(piece.partition, 0);
     if (first) {
       auto stored = held->second.next_sequence.find(AttemptKey(map, attempt));
@@ -119,9 +170,10 @@ Status ShuffleStore::Push(uint64_t shuffle_id, uint32_t map, uint32_t attempt,
   }
   if (memory_used_ + new_bytes > limits_.memory_bytes) {
     return UnavailableError("worker " + worker_id_ + " holds " + std::to_string(memory_used_) +
-                            " bytes of shuffle pieces of at most " +
+                            " bytes of shuffle pieces in memory of at most " +
                             std::to_string(limits_.memory_bytes) + ": push again later");
   }
+  const TimePoint now = clock_.Now();
   uint64_t still_to_come = new_bytes;
   for (size_t i = 0; i < pieces.size(); ++i) {
     if (!keep[i]) continue;
@@ -129,24 +181,31 @@ Status ShuffleStore::Push(uint64_t shuffle_id, uint32_t map, uint32_t attempt,
     Partition& partition = shuffle.partitions.at(piece.partition);
     still_to_come -= piece.bytes.size();
     const std::byte* data = nullptr;
-    uint32_t chunk = 0;
+    uint64_t chunk = 0;
     if (piece.owner != nullptr) {
       // Kept in the frame it arrived in: no copy, counted by its bytes.
-      if (partition.chunks.empty() || partition.chunks.back() != piece.owner) {
-        partition.chunks.push_back(piece.owner);
+      if (partition.chunks.empty() || partition.chunks.back().chunk != piece.owner) {
+        partition.chunks.push_back(HeldChunk{piece.owner, 0});
       }
+      partition.chunks.back().counted += piece.bytes.size();
       data = piece.bytes.data();
-      chunk = static_cast<uint32_t>(partition.chunks.size() - 1);
+      chunk = partition.first_chunk + partition.chunks.size() - 1;
       partition.bytes += piece.bytes.size();
       memory_used_ += piece.bytes.size();
     } else {
       // A new chunk may take what the bound leaves once the rest of the push has its room.
       data = Append(partition, piece.bytes, limits_.memory_bytes - memory_used_ - still_to_come);
-      chunk = partition.open_index;
+      chunk = partition.open_chunk;
     }
-    partition.entries.push_back(Entry{map, attempt, piece.sequence, piece.digest, data,
-                                      static_cast<uint32_t>(piece.bytes.size()), chunk});
+    partition.entries.push_back(Entry{map, attempt, piece.sequence,
+                                      static_cast<uint32_t>(piece.bytes.size()), piece.digest, data,
+                                      chunk, 0});
     partition.next_sequence[AttemptKey(map, attempt)] = piece.sequence + 1;
+    if (limits_.disks > 0) {
+      partition.waiting_bytes += piece.bytes.size();
+      if (!partition.waiting_since) partition.waiting_since = now;
+      waiting_.insert({shuffle_id, piece.partition});
+    }
     ++pieces_kept_;
     bytes_kept_ += piece.bytes.size();
   }
@@ -161,8 +220,8 @@ const std::byte* ShuffleStore::Append(Partition& partition, std::span<const std:
     const size_t size = std::max<size_t>(bytes.size(), std::min<uint64_t>(wanted, room));
     // Counted whole when allocated: the bound is on memory taken, not on bytes stored.
     partition.open = std::make_shared<AppendChunk>(size);
-    partition.open_index = static_cast<uint32_t>(partition.chunks.size());
-    partition.chunks.push_back(partition.open);
+    partition.open_chunk = partition.first_chunk + partition.chunks.size();
+    partition.chunks.push_back(HeldChunk{partition.open, size});
     partition.chunk_capacity = size;
     partition.chunk_used = 0;
     partition.bytes += size;
@@ -172,6 +231,109 @@ const std::byte* ShuffleStore::Append(Partition& partition, std::span<const std:
   if (!bytes.empty()) std::memcpy(at, bytes.data(), bytes.size());
   partition.chunk_used += bytes.size();
   return at;
+}
+
+bool ShuffleStore::Due(const Partition& partition, TimePoint now, bool all) const {
+  if (partition.writing || partition.handed == partition.entries.size()) return false;
+  if (!partition.failed.ok() && now < partition.retry_at) return false;
+  return all || memory_used_ * 2 >= limits_.memory_bytes ||
+         partition.waiting_bytes >= limits_.flush_bytes ||
+         (partition.waiting_since && now - *partition.waiting_since >= limits_.flush_delay);
+}
+
+ShuffleStore::Flush ShuffleStore::Hand(uint64_t shuffle_id, const Shuffle& shuffle,
+                                       uint32_t partition_id, Partition& partition) {
+  Flush flush{.shuffle_id = shuffle_id,
+              .partition = partition_id,
+              .disk = partition.disk,
+              .maps = shuffle.maps,
+              .owner = shuffle.owner,
+              .offset = partition.file_end,
+              .incarnation = partition.incarnation};
+  uint64_t at = partition.file_end;
+  flush.records.reserve(partition.entries.size() - partition.handed);
+  for (size_t i = partition.handed; i < partition.entries.size(); ++i) {
+    Entry& entry = partition.entries[i];
+    entry.file_offset = at + ShuffleFiles::kRecordHeaderBytes;
+    at = entry.file_offset + entry.length;
+    flush.records.push_back(ShuffleRecord{entry.map, entry.attempt, entry.sequence, entry.digest,
+                                          std::span<const std::byte>(entry.data, entry.length)});
+  }
+  for (const HeldChunk& held : partition.chunks) flush.hold.push_back(held.chunk);
+  // Later copies go to a new chunk, so every chunk the batch covers holds written pieces only
+  // once it is written.
+  partition.open.reset();
+  flush.entries_end = partition.entries.size();
+  flush.chunks_end = partition.first_chunk + partition.chunks.size();
+  flush.file_end = at;
+  partition.handed = partition.entries.size();
+  partition.writing = true;
+  partition.waiting_bytes = 0;
+  partition.waiting_since.reset();
+  return flush;
+}
+
+std::vector<ShuffleStore::Flush> ShuffleStore::TakeFlushes(bool all) {
+  std::vector<Flush> flushes;
+  if (limits_.disks == 0) return flushes;
+  const TimePoint now = clock_.Now();
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    Shuffle& shuffle = shuffles_.at(it->first);
+    Partition& partition = shuffle.partitions.at(it->second);
+    if (!Due(partition, now, all)) {
+      ++it;
+      continue;
+    }
+    flushes.push_back(Hand(it->first, shuffle, it->second, partition));
+    it = waiting_.erase(it);
+  }
+  return flushes;
+}
+
+void ShuffleStore::Flushed(const Flush& flush, const Status& result) {
+  auto known = shuffles_.find(flush.shuffle_id);
+  if (known == shuffles_.end()) return;
+  auto held = known->second.partitions.find(flush.partition);
+  if (held == known->second.partitions.end() || held->second.incarnation != flush.incarnation) {
+    return;  // dropped meanwhile (its file is removed after this write)
+  }
+  Partition& partition = held->second;
+  partition.writing = false;
+  if (!result.ok()) {
+    // Its pieces stay in memory and are handed again, to the same offsets, after a pause.
+    partition.failed = result;
+    partition.retry_at = clock_.Now() + limits_.retry_delay;
+    partition.handed = partition.flushed;
+    partition.waiting_bytes = 0;
+    for (size_t i = partition.flushed; i < partition.entries.size(); ++i) {
+      partition.waiting_bytes += partition.entries[i].length;
+    }
+    partition.waiting_since = clock_.Now();
+    waiting_.insert({flush.shuffle_id, flush.partition});
+    return;
+  }
+  partition.failed = Status::Ok();
+  partition.flushed = flush.entries_end;
+  partition.file_end = flush.file_end;
+  bytes_flushed_ += flush.file_end - flush.offset;
+  while (!partition.chunks.empty() && partition.first_chunk < flush.chunks_end) {
+    partition.bytes -= partition.chunks.front().counted;
+    memory_used_ -= partition.chunks.front().counted;
+    partition.chunks.pop_front();
+    ++partition.first_chunk;
+  }
+}
+
+std::optional<TimePoint> ShuffleStore::NextFlush() const {
+  std::optional<TimePoint> next;
+  for (const auto& [shuffle_id, partition_id] : waiting_) {
+    const Partition& partition = shuffles_.at(shuffle_id).partitions.at(partition_id);
+    if (partition.writing || !partition.waiting_since) continue;
+    TimePoint due = *partition.waiting_since + limits_.flush_delay;
+    if (!partition.failed.ok()) due = std::max(due, partition.retry_at);
+    if (!next || due < *next) next = due;
+  }
+  return next;
 }
 
 Result<ShuffleStore::Page> ShuffleStore::Read(
@@ -187,7 +349,9 @@ Result<ShuffleStore::Page> ShuffleStore::Read(
     return NotFoundError("partition " + std::to_string(partition_id) + " of " + Named(shuffle_id) +
                          " is not held by worker " + worker_id_);
   }
-  const std::vector<Entry>& entries = held->second.entries;
+  const Partition& partition = held->second;
+  if (cursor < partition.flushed) return ReadFile(partition, attempts, cursor, max_bytes);
+  const std::vector<Entry>& entries = partition.entries;
   Page page;
   uint64_t bytes = 0;
   uint64_t at = std::min<uint64_t>(cursor, entries.size());
@@ -196,13 +360,54 @@ Result<ShuffleStore::Page> ShuffleStore::Read(
     auto committed = attempts.find(entry.map);
     if (committed == attempts.end() || committed->second != entry.attempt) continue;
     if (!page.pieces.empty() && bytes + entry.length > max_bytes) break;
-    page.pieces.push_back({entry.map, entry.sequence, entry.digest,
-                           std::span<const std::byte>(entry.data, entry.length),
-                           held->second.chunks[entry.chunk], at});
+    page.pieces.push_back({.map = entry.map,
+                           .sequence = entry.sequence,
+                           .digest = entry.digest,
+                           .bytes = std::span<const std::byte>(entry.data, entry.length),
+                           .chunk = partition.chunks[entry.chunk - partition.first_chunk].chunk,
+                           .cursor = at,
+                           .length = entry.length});
     bytes += entry.length;
   }
   page.next_cursor = at;
   page.end = at == entries.size();
+  return page;
+}
+
+Result<ShuffleStore::Page> ShuffleStore::ReadFile(
+    const Partition& partition, const std::unordered_map<uint32_t, uint32_t>& attempts,
+    uint64_t cursor, uint64_t max_bytes) const {
+  const std::vector<Entry>& entries = partition.entries;
+  Page page;
+  uint64_t bytes = 0;
+  uint64_t first = 0;  // file offset of the first piece's bytes
+  uint64_t last = 0;   // and the end of the last one's
+  uint64_t at = cursor;
+  for (; at < partition.flushed; ++at) {
+    const Entry& entry = entries[at];
+    // The range read also carries the headers and the pieces of other attempts between:
+    // bounded too.
+    if (!page.pieces.empty() && (entry.file_offset + entry.length - first > 2 * max_bytes)) {
+      break;
+    }
+    auto committed = attempts.find(entry.map);
+    if (committed == attempts.end() || committed->second != entry.attempt) continue;
+    if (!page.pieces.empty() && bytes + entry.length > max_bytes) break;
+    if (page.pieces.empty()) first = entry.file_offset;
+    last = entry.file_offset + entry.length;
+    page.pieces.push_back({.map = entry.map,
+                           .sequence = entry.sequence,
+                           .digest = entry.digest,
+                           .cursor = at,
+                           .length = entry.length,
+                           .file_offset = entry.file_offset});
+    bytes += entry.length;
+  }
+  page.next_cursor = at;
+  page.end = at == entries.size();
+  if (!page.pieces.empty()) {
+    page.file = FileRange{.disk = partition.disk, .offset = first, .length = last - first};
+  }
   return page;
 }
 
@@ -217,6 +422,7 @@ Result<ShuffleStore::PartitionStats> ShuffleStore::Stats(uint64_t shuffle_id,
   PartitionStats stats;
   stats.pieces = held->second.entries.size();
   for (const Entry& entry : held->second.entries) stats.bytes += entry.length;
+  stats.bytes_on_disk = held->second.file_end;
   return stats;
 }
 

@@ -154,13 +154,15 @@ Status WorkerServer::Bind() {
                : !certificate_worker_id.empty() ? certificate_worker_id
                                                 : DefaultWorkerId(advertised);
   shuffles_ = std::make_unique<ShuffleHandler>(
-      worker_id_, ShuffleStore::Limits{.memory_bytes = options_.shuffle_memory}, *replies_,
-      counters_);
+      worker_id_, ShuffleStore::Limits{.memory_bytes = options_.shuffle_memory},
+      options_.shuffle_dirs, *replies_, counters_, clock_);
+  shuffles_->LoadKept();
 
   MasterLinkOptions link_options = options_.master;
   link_options.security = master_security;
   link_options.worker_id = worker_id_;
   link_options.advertised_address = advertised_address_;
+  link_options.held_shuffles = [this] { return shuffles_->store().ShuffleIds(); };
   link_ = std::make_unique<MasterLink>(context_, std::move(link_options), *blocks_, clock_);
   puts_ = std::make_unique<PutHandler>(
       PutHandlerOptions{.worker_id = worker_id_,
@@ -222,46 +224,64 @@ void WorkerServer::Run() {
     // The loop sleeps in ::poll on the sockets' ZMQ_FDs (see DrainSocket: measured ~12 poll
     // calls per 4 KiB get with zmq::poll, on a VM where a system call costs microseconds), and
     // only once every socket is settled; else it polls with a zero timeout and drains again.
-    pollfd fds[] = {
-        {router_->get(zmq::sockopt::fd), POLLIN, 0},
-        {link_->socket().get(zmq::sockopt::fd), POLLIN, 0},
-        {wake_fd_, POLLIN, 0},
-        {peer_monitor_->socket().get(zmq::sockopt::fd), POLLIN, 0},
-        // poll ignores a negative fd: no hook, no status queries.
-        {options_.status_hook ? options_.status_hook->wake_fd() : -1, POLLIN, 0},
-        {blocks_->completion_fd(), POLLIN, 0},
-        {local_read_server_ ? local_read_server_->poll_fd() : -1, POLLIN, 0},
-        {blocks_->region_completion_fd(), POLLIN, 0},
+    // One slot per source, named.
+    enum Slot {
+      kClients,
+      kMaster,
+      kWake,
+      kPeerMonitor,
+      kStatusHook,
+      kDiskCompletions,
+      kLocalReads,
+      kRegionCompletions,
+      kShuffleCompletions,
+      kSlots
     };
+    pollfd fds[kSlots] = {};
+    auto watch = [&](Slot slot, int fd) { fds[slot] = {fd, POLLIN, 0}; };
+    watch(kClients, router_->get(zmq::sockopt::fd));
+    watch(kMaster, link_->socket().get(zmq::sockopt::fd));
+    watch(kWake, wake_fd_);
+    watch(kPeerMonitor, peer_monitor_->socket().get(zmq::sockopt::fd));
+    // poll ignores a negative fd: no hook, no status queries.
+    watch(kStatusHook, options_.status_hook ? options_.status_hook->wake_fd() : -1);
+    watch(kDiskCompletions, blocks_->completion_fd());
+    watch(kLocalReads, local_read_server_ ? local_read_server_->poll_fd() : -1);
+    watch(kRegionCompletions, blocks_->region_completion_fd());
+    watch(kShuffleCompletions, shuffles_->completion_fd());
     const bool unsettled = replies_->unsettled() || link_->unsettled() || peer_monitor_unsettled_;
     const int timeout = unsettled ? 0 : static_cast<int>(PollTimeout(clock_.Now()).count());
-    if (::poll(fds, 8, timeout) < 0) {
+    if (::poll(fds, kSlots, timeout) < 0) {
       if (errno == EINTR) continue;
       spdlog::error("poll failed: {}; stopping", std::strerror(errno));
       break;
     }
-    if (fds[2].revents != 0) {
+    if (fds[kWake].revents != 0) {
       uint64_t count;
       ssize_t got = read(wake_fd_, &count, sizeof(count));
       (void)got;
       // After the read of the eventfd: a read queued later wakes the loop again.
       own_block_reads_->ServeQueued(*blocks_);
     }
-    if (fds[3].revents != 0 || peer_monitor_unsettled_) AbortUploadsOfClosedConnections();
-    if ((fds[5].revents != 0 || fds[7].revents != 0) && blocks_->RunCompletions() > 0) {
+    if (fds[kPeerMonitor].revents != 0 || peer_monitor_unsettled_)
+      AbortUploadsOfClosedConnections();
+    if ((fds[kDiskCompletions].revents != 0 || fds[kRegionCompletions].revents != 0) &&
+        blocks_->RunCompletions() > 0) {
       // Finished disk work: replies were sent by its callbacks; spills may have made room for
       // the pieces held back, and the changes go to the master.
       ServeWaitingPieces();
       link_->CollectChanges();
     }
     if (TooManyFailedDisks()) break;
-    if (fds[0].revents != 0 || replies_->unsettled()) HandleClientMessages();
+    if (fds[kShuffleCompletions].revents != 0) shuffles_->RunCompletions();
+    shuffles_->FlushDue();
+    if (fds[kClients].revents != 0 || replies_->unsettled()) HandleClientMessages();
     if (local_read_server_) {
-      if (fds[6].revents != 0) local_read_server_->Serve();
+      if (fds[kLocalReads].revents != 0) local_read_server_->Serve();
       local_read_server_->Expire();
     }
     // Checks the current socket's readiness itself (the one polled may have been replaced).
-    if (fds[1].revents != 0 || link_->unsettled()) {
+    if (fds[kMaster].revents != 0 || link_->unsettled()) {
       link_->OnReadable();
       // A registration tells the leader's epoch before any of its commands arrive.
       if (Status raised = fence_.Raise(link_->leader_epoch()); !raised.ok()) {
@@ -271,7 +291,7 @@ void WorkerServer::Run() {
     ResumeParked();
     AnswerFinishedReplications();
     puts_->ReleaseDeferredPuts(clock_.Now());
-    if (fds[4].revents != 0) {
+    if (fds[kStatusHook].revents != 0) {
       options_.status_hook->Serve(WorkerView{
           .worker_id = worker_id_,
           .blocks = *blocks_,
@@ -318,6 +338,9 @@ milliseconds WorkerServer::PollTimeout(TimePoint now) const {
   TimePoint next = link_->NextDeadline();
   if (std::optional<TimePoint> puts = puts_->NextDeadline()) next = std::min(next, *puts);
   next = std::min(next, next_storage_maintenance_);
+  if (std::optional<TimePoint> shuffles = shuffles_->NextDeadline()) {
+    next = std::min(next, *shuffles);
+  }
   if (local_read_server_) {
     if (std::optional<TimePoint> local = local_read_server_->NextDeadline()) {
       next = std::min(next, *local);

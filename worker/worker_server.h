@@ -76,6 +76,9 @@ struct WorkerServerOptions {
   Duration local_pin_lifetime = std::chrono::minutes(10);
   // Memory for the shuffle partitions this worker holds (ShuffleStore::Limits).
   uint64_t shuffle_memory = uint64_t{256} << 20;
+  // The disk directories shuffle partitions are written to (ShuffleFiles), and read back from
+  // after a restart; empty: shuffle partitions live in memory only.
+  std::vector<std::string> shuffle_dirs{};
   // Test-only: serve corruptBlock, which flips a stored byte on purpose (PROTOCOL.md, "Fault
   // injection"). Off: the request is refused.
   bool enable_fault_injection = false;

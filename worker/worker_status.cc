@@ -161,6 +161,9 @@ std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
   out.Single("blockmgr_worker_shuffle_pushed_bytes_total", Type::kCounter,
              "Bytes of the shuffle pieces pushed and kept.",
              number(snapshot.counters.shuffle_bytes_pushed));
+  out.Single("blockmgr_worker_shuffle_flushed_bytes_total", Type::kCounter,
+             "Bytes of shuffle pieces written to partition files on disk (headers included).",
+             number(snapshot.counters.shuffle_bytes_flushed));
   out.Single("blockmgr_worker_shuffle_read_bytes_total", Type::kCounter,
              "Bytes of shuffle pieces sent to readers.",
              number(snapshot.counters.shuffle_bytes_read));

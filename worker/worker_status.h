@@ -72,6 +72,7 @@ struct WorkerCounters {
   uint64_t shuffle_pieces_pushed = 0;
   uint64_t shuffle_bytes_pushed = 0;
   uint64_t shuffle_bytes_read = 0;
+  uint64_t shuffle_bytes_flushed = 0;  // written to partition files
 
   void RecordRequest(WorkerOp op, const Status& status, Duration elapsed);
 };

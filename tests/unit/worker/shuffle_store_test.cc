@@ -52,7 +52,8 @@ class ShuffleStoreTest : public ::testing::Test {
  protected:
   void SetUp() override { store_.Assign(1, /*maps=*/4, {0, 2}, ""); }
 
-  ShuffleStore store_{"w1", ShuffleStore::Limits{.memory_bytes = 1 << 20}};
+  FakeClock clock_;
+  ShuffleStore store_{"w1", ShuffleStore::Limits{.memory_bytes = 1 << 20}, clock_};
 };
 
 TEST_F(ShuffleStoreTest, ReadsOnlyTheCommittedAttemptsInArrivalOrder) {
@@ -158,6 +159,146 @@ TEST_F(ShuffleStoreTest, ReassignmentKeepsThePartitionsStillHeldAndDropsTheRest)
   EXPECT_EQ(ReadAll(store_, 0, {{0, 0}}), (std::vector<std::string>{"keep"}));
   EXPECT_EQ(store_.Read(1, 2, {}, 0, 1 << 20).status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(ReadAll(store_, 3, {{0, 0}}).empty());
+}
+
+// With a disk: pieces are handed out in batches to write, and once written are read from
+// the file and no longer held in memory.
+class ShuffleStoreOnDiskTest : public ::testing::Test {
+ protected:
+  void SetUp() override { store_.Assign(1, /*maps=*/4, {0, 2}, "t"); }
+
+  FakeClock clock_;
+  ShuffleStore store_{"w1",
+                      ShuffleStore::Limits{.memory_bytes = 1 << 20,
+                                           .disks = 2,
+                                           .flush_bytes = 64 << 10,
+                                           .flush_delay = std::chrono::milliseconds(100),
+                                           .retry_delay = std::chrono::seconds(1)},
+                      clock_};
+};
+
+TEST_F(ShuffleStoreOnDiskTest, APartitionIsWrittenOnceEnoughWaitsOrItsPiecesAreOld) {
+  std::vector<ShuffleStore::Piece> small = {PieceOf(0, 0, "a"), PieceOf(2, 0, "b")};
+  ASSERT_TRUE(store_.Push(1, 0, 0, small, "").ok());
+  EXPECT_TRUE(store_.TakeFlushes().empty());  // neither big nor old enough
+  ASSERT_TRUE(store_.NextFlush().has_value());
+  const std::string big(64 << 10, 'x');
+  std::vector<ShuffleStore::Piece> more = {PieceOf(0, 1, big)};
+  ASSERT_TRUE(store_.Push(1, 0, 0, more, "").ok());
+  std::vector<ShuffleStore::Flush> due = store_.TakeFlushes();
+  ASSERT_EQ(due.size(), 1u);  // partition 0 has flush_bytes waiting
+  EXPECT_EQ(due[0].partition, 0u);
+  EXPECT_EQ(due[0].owner, "t");
+  EXPECT_EQ(due[0].offset, 0u);
+  ASSERT_EQ(due[0].records.size(), 2u);
+  EXPECT_EQ(due[0].records[1].bytes.size(), big.size());
+  clock_.Advance(std::chrono::milliseconds(100));
+  std::vector<ShuffleStore::Flush> old = store_.TakeFlushes();
+  ASSERT_EQ(old.size(), 1u);  // partition 2's piece is old now; 0 is being written
+  EXPECT_EQ(old[0].partition, 2u);
+  EXPECT_TRUE(store_.TakeFlushes(/*all=*/true).empty());
+}
+
+TEST_F(ShuffleStoreOnDiskTest, WrittenPiecesAreReadFromTheFileAndLeaveMemory) {
+  std::vector<ShuffleStore::Piece> first = {PieceOf(0, 0, "one"), PieceOf(0, 1, "two")};
+  ASSERT_TRUE(store_.Push(1, 0, 0, first, "").ok());
+  const uint64_t in_memory = store_.memory_used();
+  ASSERT_GT(in_memory, 0u);
+  std::vector<ShuffleStore::Flush> due = store_.TakeFlushes(/*all=*/true);
+  ASSERT_EQ(due.size(), 1u);
+  // Pushed while the write is in flight: stays in memory.
+  std::vector<ShuffleStore::Piece> later = {PieceOf(0, 0, "three")};
+  ASSERT_TRUE(store_.Push(1, 1, 0, later, "").ok());
+  const uint64_t before = store_.memory_used();
+  store_.Flushed(due[0], Status::Ok());
+  EXPECT_EQ(store_.memory_used(), before - in_memory);  // the written chunk went
+  EXPECT_EQ(store_.bytes_flushed(), 2 * ShuffleFiles::kRecordHeaderBytes + 6);
+
+  Result<ShuffleStore::Page> page = store_.Read(1, 0, {{0, 0}, {1, 0}}, 0, 1 << 20);
+  ASSERT_TRUE(page.ok());
+  ASSERT_TRUE(page->file.has_value());
+  ASSERT_EQ(page->pieces.size(), 2u);
+  EXPECT_TRUE(page->pieces[0].bytes.empty());
+  EXPECT_EQ(page->file->offset, ShuffleFiles::kRecordHeaderBytes);
+  EXPECT_EQ(page->pieces[1].file_offset, 2 * ShuffleFiles::kRecordHeaderBytes + 3);
+  EXPECT_EQ(page->file->length, ShuffleFiles::kRecordHeaderBytes + 6);
+  EXPECT_FALSE(page->end);
+  // Then the rest, from memory.
+  Result<ShuffleStore::Page> rest = store_.Read(1, 0, {{0, 0}, {1, 0}}, page->next_cursor, 1 << 20);
+  ASSERT_TRUE(rest.ok());
+  EXPECT_FALSE(rest->file.has_value());
+  ASSERT_EQ(rest->pieces.size(), 1u);
+  EXPECT_EQ(Text(rest->pieces[0]), "three");
+  EXPECT_TRUE(rest->end);
+  // The next batch goes after the first in the file.
+  std::vector<ShuffleStore::Flush> next = store_.TakeFlushes(/*all=*/true);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].offset, 2 * ShuffleFiles::kRecordHeaderBytes + 6);
+  store_.Flushed(next[0], Status::Ok());
+  EXPECT_EQ(store_.memory_used(), 0u);
+  Result<ShuffleStore::PartitionStats> stats = store_.Stats(1, 0);
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->pieces, 3u);
+  EXPECT_EQ(stats->bytes_on_disk, 3 * ShuffleFiles::kRecordHeaderBytes + 11);
+}
+
+TEST_F(ShuffleStoreOnDiskTest, AFailedWriteRefusesPushesUntilARetrySucceeds) {
+  std::vector<ShuffleStore::Piece> first = {PieceOf(0, 0, "kept")};
+  ASSERT_TRUE(store_.Push(1, 0, 0, first, "").ok());
+  std::vector<ShuffleStore::Flush> due = store_.TakeFlushes(/*all=*/true);
+  ASSERT_EQ(due.size(), 1u);
+  store_.Flushed(due[0], OutOfSpaceError("cannot write /d/0.data: No space left on device"));
+  std::vector<ShuffleStore::Piece> next = {PieceOf(0, 1, "refused")};
+  Status refused = store_.Push(1, 0, 0, next, "");
+  EXPECT_EQ(refused.code(), StatusCode::kOutOfSpace);
+  EXPECT_THAT(refused.message(), HasSubstr("No space left"));
+  // Nothing acknowledged is lost: still read from memory.
+  EXPECT_EQ(ReadAll(store_, 0, {{0, 0}}), (std::vector<std::string>{"kept"}));
+  EXPECT_TRUE(store_.TakeFlushes(/*all=*/true).empty());  // not before the retry delay
+  clock_.Advance(std::chrono::seconds(1));
+  std::vector<ShuffleStore::Flush> retry = store_.TakeFlushes();
+  ASSERT_EQ(retry.size(), 1u);
+  EXPECT_EQ(retry[0].offset, 0u);  // over what the failed write may have left
+  store_.Flushed(retry[0], Status::Ok());
+  EXPECT_TRUE(store_.Push(1, 0, 0, next, "").ok());
+}
+
+TEST_F(ShuffleStoreOnDiskTest, AWriteThatFinishesAfterItsPartitionWentIsIgnored) {
+  std::vector<ShuffleStore::Piece> first = {PieceOf(0, 0, "gone")};
+  ASSERT_TRUE(store_.Push(1, 0, 0, first, "").ok());
+  std::vector<ShuffleStore::Flush> due = store_.TakeFlushes(/*all=*/true);
+  ASSERT_EQ(due.size(), 1u);
+  store_.Remove(1);
+  store_.Assign(1, 4, {0}, "t");  // registered again: a new partition 0
+  store_.Flushed(due[0], Status::Ok());
+  EXPECT_TRUE(ReadAll(store_, 0, {{0, 0}}).empty());
+  EXPECT_EQ(store_.memory_used(), 0u);
+}
+
+TEST_F(ShuffleStoreOnDiskTest, RestoredPartitionsAreReadFromTheirFilesAndPushesContinue) {
+  LoadedShuffle kept{.id = 9, .maps = 2, .owner = "t"};
+  kept.partitions.push_back(LoadedShufflePartition{
+      .disk = 1,
+      .partition = 3,
+      .records = {{.map = 0, .attempt = 0, .sequence = 0, .length = 5, .digest = 7, .offset = 32},
+                  {.map = 0, .attempt = 0, .sequence = 1, .length = 5, .digest = 8, .offset = 69}},
+      .file_bytes = 74});
+  store_.Restore(kept);
+  EXPECT_THAT(store_.ShuffleIds(), ::testing::ElementsAre(1u, 9u));
+  Result<ShuffleStore::Page> page = store_.Read(9, 3, {{0, 0}}, 0, 1 << 20);
+  ASSERT_TRUE(page.ok());
+  ASSERT_TRUE(page->file.has_value());
+  EXPECT_EQ(page->file->disk, 1u);
+  EXPECT_EQ(page->pieces.size(), 2u);
+  // A retried push of what the file holds is recognised; the next piece goes after it.
+  std::vector<ShuffleStore::Piece> again = {PieceOf(3, 1, "again"), PieceOf(3, 2, "new")};
+  ASSERT_TRUE(store_.Push(9, 0, 0, again, "t").ok());
+  std::vector<ShuffleStore::Flush> due = store_.TakeFlushes(/*all=*/true);
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].disk, 1u);
+  EXPECT_EQ(due[0].offset, 74u);
+  ASSERT_EQ(due[0].records.size(), 1u);
+  EXPECT_EQ(due[0].records[0].sequence, 2u);
 }
 
 }  // namespace
