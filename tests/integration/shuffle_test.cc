@@ -4,9 +4,13 @@
 // shuffles across a restart; hostile requests are refused.
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <signal.h>
 
 #include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -378,6 +382,153 @@ TEST(ShuffleTest, AShuffleNobodyTouchesForTheTtlIsRemovedWithItsData) {
   RpcChannel worker(context, layout->workers[0].address, 3000ms);
   const Status read = AwaitWorkerForgets(worker, spec.id);
   EXPECT_EQ(read.code(), StatusCode::kNotFound) << read.ToString();
+}
+
+// A counter of a worker's /metrics; nullopt when it does not answer or has no such sample.
+std::optional<uint64_t> WorkerMetric(LocalCluster& cluster, const std::string& worker,
+                                     const std::string& name) {
+  httplib::Client http("127.0.0.1", cluster.HttpPort(worker));
+  httplib::Result metrics = http.Get("/metrics");
+  if (!metrics || metrics->status != 200) return std::nullopt;
+  const size_t at = metrics->body.find("\n" + name + " ");
+  if (at == std::string::npos) return std::nullopt;
+  return std::stoull(metrics->body.substr(at + name.size() + 2));
+}
+
+// Whether everything the worker was pushed is in its partition files: each piece's bytes
+// with its record header.
+bool EverythingPushedIsOnDisk(LocalCluster& cluster, const std::string& worker) {
+  std::optional<uint64_t> pieces =
+      WorkerMetric(cluster, worker, "blockmgr_worker_shuffle_pieces_pushed_total");
+  std::optional<uint64_t> pushed =
+      WorkerMetric(cluster, worker, "blockmgr_worker_shuffle_pushed_bytes_total");
+  std::optional<uint64_t> flushed =
+      WorkerMetric(cluster, worker, "blockmgr_worker_shuffle_flushed_bytes_total");
+  return pieces && pushed && flushed && *pieces > 0 && *flushed == *pushed + 32 * *pieces;
+}
+
+// A field of /proc/PID/status in KiB ("VmHWM"); 0 if unreadable.
+uint64_t ProcStatusKiB(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(field + ":", 0) == 0) return std::stoull(line.substr(field.size() + 1));
+  }
+  return 0;
+}
+
+TEST(ShuffleTest, AWorkerRestartKeepsTheCommittedPartitionsItWroteToDisk) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  for (const char* id : {"w1", "w2"}) {
+    ASSERT_NO_FATAL_FAILURE(
+        cluster.StartWorker({.id = id, .extra_args = {"--http", "127.0.0.1:0"}}));
+  }
+  Client client(ClientFor(cluster));
+  const ShuffleSpec spec{.id = 21, .maps = 3, .partitions = 4};
+  const ShuffleSpec other{.id = 22, .maps = 1, .partitions = 2};
+  ASSERT_TRUE(client.RegisterShuffle(spec).ok());
+  ASSERT_TRUE(client.RegisterShuffle(other).ok());
+  for (uint32_t map = 0; map < spec.maps; ++map) {
+    ASSERT_TRUE(RunMap(client, spec, map, 0, 300000).ok());
+  }
+  ASSERT_TRUE(RunMap(client, other, 0, 0, 1000).ok());
+  // Both workers wrote what they hold to their partition files (within the flush delay).
+  for (const char* id : {"w1", "w2"}) {
+    ASSERT_TRUE(WaitFor([&] { return EverythingPushedIsOnDisk(cluster, id); }, 20s))
+        << id << " never wrote its pieces to disk";
+  }
+  // kill -9: nothing is written at exit. Meanwhile the other shuffle goes.
+  cluster.SignalWorker("w1", SIGKILL);
+  ASSERT_TRUE(client.UnregisterShuffle(other.id).ok());
+  const std::filesystem::path other_dir =
+      std::filesystem::path(cluster.worker_disk_dir("w1")) / "shuffle" / "22";
+  ASSERT_NO_FATAL_FAILURE(
+      cluster.StartWorker({.id = "w1", .extra_args = {"--http", "127.0.0.1:0"}}));
+  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+    std::vector<uint32_t> missing;
+    Result<std::map<uint32_t, std::string>> read =
+        ReadPartition(client, spec.id, partition, &missing);
+    ASSERT_TRUE(read.ok()) << "partition " << partition << ": " << read.status().ToString() << " ("
+                           << missing.size() << " maps missing)";
+    for (uint32_t map = 0; map < spec.maps; ++map) {
+      EXPECT_EQ(read->at(map), OutputOf(map, partition, 0, 300000))
+          << "map " << map << " partition " << partition;
+    }
+  }
+  // The restarted worker reported the shuffle it kept that is gone; the master had it removed.
+  EXPECT_TRUE(WaitFor([&] { return !std::filesystem::exists(other_dir); }, 20s))
+      << other_dir << " is still there";
+}
+
+#ifdef BM_SANITIZER_BUILD
+constexpr uint32_t kPushedMiB = 512;  // the same paths at a scale the sanitizers finish
+#else
+constexpr uint32_t kPushedMiB = 2048;
+#endif
+
+// The bytes of partition `partition` of map `map`, from byte `offset` on: 8-byte words that
+// name the map, the partition and the word's place, so a piece out of place shows.
+void FillStream(uint32_t map, uint32_t partition, uint64_t offset, std::span<std::byte> out) {
+  for (size_t i = 0; i < out.size(); ++i) {
+    const uint64_t at = offset + i;
+    const uint64_t word = (uint64_t{map} << 48) ^ (uint64_t{partition} << 40) ^ (at / 8);
+    out[i] = static_cast<std::byte>(word >> (8 * (at % 8)));
+  }
+}
+
+TEST(ShuffleTest, TwoGiBPushedThroughAWorkerWithLittleMemoryArriveWholeWithinItsMemory) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(
+      {.id = "w1", .memory = "256MiB", .extra_args = {"--shuffle-memory", "64MiB"}}));
+  Client client(ClientFor(cluster));
+  const uint32_t maps = 16;
+  const uint32_t partitions = 8;
+  const uint64_t per_stream = (uint64_t{kPushedMiB} << 20) / (maps * partitions);
+  const ShuffleSpec spec{.id = 31, .maps = maps, .partitions = partitions};
+  ASSERT_TRUE(client.RegisterShuffle(spec).ok());
+  std::vector<std::byte> buffer(size_t{1} << 20);
+  for (uint32_t map = 0; map < maps; ++map) {
+    Result<std::unique_ptr<ShuffleWriter>> writer = client.OpenShuffleWriter(spec.id, map, 0);
+    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+    for (uint64_t offset = 0; offset < per_stream; offset += buffer.size()) {
+      for (uint32_t partition = 0; partition < partitions; ++partition) {
+        const size_t size = std::min<uint64_t>(buffer.size(), per_stream - offset);
+        FillStream(map, partition, offset, std::span(buffer).first(size));
+        Status written = (*writer)->Write(partition, std::span(buffer).first(size));
+        ASSERT_TRUE(written.ok()) << "map " << map << ": " << written.ToString();
+      }
+    }
+    Status committed = (*writer)->Commit();
+    ASSERT_TRUE(committed.ok()) << "map " << map << ": " << committed.ToString();
+  }
+  // Every byte back, in each map's order.
+  std::vector<std::byte> expected;
+  for (uint32_t partition = 0; partition < partitions; ++partition) {
+    Result<std::unique_ptr<ShuffleReader>> reader = client.OpenShuffleReader(spec.id, partition);
+    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    std::vector<uint64_t> read(maps);
+    uint64_t wrong = 0;
+    Status all = (*reader)->ForEach([&](uint32_t map, std::span<const std::byte> bytes) {
+      expected.resize(bytes.size());
+      FillStream(map, partition, read[map], expected);
+      if (std::memcmp(expected.data(), bytes.data(), bytes.size()) != 0) ++wrong;
+      read[map] += bytes.size();
+      return Status::Ok();
+    });
+    ASSERT_TRUE(all.ok()) << "partition " << partition << ": " << all.ToString();
+    EXPECT_EQ(wrong, 0u) << "partition " << partition;
+    for (uint32_t map = 0; map < maps; ++map) {
+      EXPECT_EQ(read[map], per_stream) << "map " << map << " partition " << partition;
+    }
+  }
+#ifndef BM_SANITIZER_BUILD  // (the sanitizers' own memory is no measure of the worker's)
+  // The worker never held more than its --memory, though it took in 32x its shuffle memory.
+  const uint64_t peak_kib = ProcStatusKiB(cluster.worker_process("w1").pid(), "VmHWM");
+  EXPECT_GT(peak_kib, 0u);
+  EXPECT_LE(peak_kib, uint64_t{256} << 10)
+      << "the worker's resident memory peaked at " << peak_kib / 1024 << " MiB";
+#endif
 }
 
 }  // namespace
