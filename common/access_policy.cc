@@ -99,6 +99,8 @@ const char* RequestName(Which which) {
       return "readShuffle";
     case Which::REPORT_SHUFFLE_LOSS:
       return "reportShuffleLoss";
+    case Which::SPLIT_SHUFFLE:
+      return "splitShuffle";
   }
   return "this request";
 }
@@ -158,6 +160,7 @@ Status AuthorizeMasterRequest(bool secure, const std::optional<PeerIdentity>& ma
     case Which::UNREGISTER_SHUFFLE:
     case Which::LIST_SHUFFLES:
     case Which::REPORT_SHUFFLE_LOSS:
+    case Which::SPLIT_SHUFFLE:
       if (IsClientOrAdmin(peer->role)) return Status::Ok();
       return Denied(*peer, which, "client or admin");
     case Which::REMOVE_BLOCKS:

@@ -418,6 +418,12 @@ Result<JournalSnapshot> MasterJournal::Load(const LocationSink& on_location) {
               shuffle.placement.primaries.push_back(index);
             }
             for (uint32_t index : reader.getReplicas()) shuffle.placement.replicas.push_back(index);
+            for (proto::ShuffleSplit::Reader split : reader.getSplits()) {
+              shuffle.placement.splits.push_back({.stream = split.getStream(),
+                                                  .partition = split.getPartition(),
+                                                  .primary = split.getPrimary(),
+                                                  .replica = split.getReplica()});
+            }
             shuffle.owner = reader.getOwner();
           });
       const size_t workers = shuffle.placement.workers.size();
@@ -428,7 +434,13 @@ Result<JournalSnapshot> MasterJournal::Load(const LocationSink& on_location) {
       if (!ok || !level_ok || shuffle.placement.primaries.size() != shuffle.shape.partitions ||
           (!shuffle.placement.replicas.empty() &&
            shuffle.placement.replicas.size() != shuffle.shape.partitions) ||
-          !in_range(shuffle.placement.primaries) || !in_range(shuffle.placement.replicas)) {
+          !in_range(shuffle.placement.primaries) || !in_range(shuffle.placement.replicas) ||
+          !std::all_of(shuffle.placement.splits.begin(), shuffle.placement.splits.end(),
+                       [&](const ShuffleSplitPlacement& split) {
+                         return split.primary < workers && split.replica < workers &&
+                                split.partition < shuffle.shape.partitions &&
+                                split.stream >= shuffle.shape.partitions;
+                       })) {
         return corrupt(key, "a bad shuffle record");
       }
       snapshot.shuffles.push_back(std::move(shuffle));
@@ -589,6 +601,13 @@ Status MasterJournal::RecordShuffles(const ShuffleEffects& effects) {
     }
     auto replicas = record.initReplicas(placement.replicas.size());
     for (size_t i = 0; i < placement.replicas.size(); ++i) replicas.set(i, placement.replicas[i]);
+    auto splits = record.initSplits(placement.splits.size());
+    for (size_t i = 0; i < placement.splits.size(); ++i) {
+      splits[i].setStream(placement.splits[i].stream);
+      splits[i].setPartition(placement.splits[i].partition);
+      splits[i].setPrimary(placement.splits[i].primary);
+      splits[i].setReplica(placement.splits[i].replica);
+    }
     record.setOwner(shuffle.owner);
     batch.Put(ShuffleKey(shuffle.shape.id), Flatten(message));
   }

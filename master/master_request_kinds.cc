@@ -73,6 +73,10 @@ Result<std::vector<BlockId>> ReportShuffleLossNames(proto::Request::Reader reque
   return OneShuffle(request.getReportShuffleLoss().getShuffleId());
 }
 
+Result<std::vector<BlockId>> SplitShuffleNames(proto::Request::Reader request) {
+  return OneShuffle(request.getSplitShuffle().getShuffleId());
+}
+
 Result<std::vector<BlockId>> UnregisterShuffleNames(proto::Request::Reader request) {
   return OneShuffle(request.getUnregisterShuffle().getShuffleId());
 }
@@ -126,6 +130,7 @@ constexpr MasterRequestKind kKinds[] = {
     {Which::READ_SHUFFLE, "readShuffle", kNotServed},
     // Drops commits of a shuffle the tenant may write; never claims one.
     {Which::REPORT_SHUFFLE_LOSS, "reportShuffleLoss", kLease, ReportShuffleLossNames},
+    {Which::SPLIT_SHUFFLE, "splitShuffle", kLease, SplitShuffleNames},
 };
 
 }  // namespace

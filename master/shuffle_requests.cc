@@ -59,21 +59,42 @@ void EncodeAssignment(const ShuffleService::Shuffle& shuffle, const ShuffleReque
   for (size_t i = 0; i < placement.primaries.size(); ++i) primaries.set(i, placement.primaries[i]);
   auto replicas = out.initReplicas(placement.replicas.size());
   for (size_t i = 0; i < placement.replicas.size(); ++i) replicas.set(i, placement.replicas[i]);
+  auto splits = out.initSplits(placement.splits.size());
+  for (size_t i = 0; i < placement.splits.size(); ++i) {
+    splits[i].setStream(placement.splits[i].stream);
+    splits[i].setPartition(placement.splits[i].partition);
+    splits[i].setPrimary(placement.splits[i].primary);
+    splits[i].setReplica(placement.splits[i].replica);
+  }
   out.setCommittedMaps(static_cast<uint32_t>(shuffle.commits.size()));
   if (!commits_of_partition) return;
+  const std::vector<uint32_t> streams = placement.StreamsOf(*commits_of_partition);
   auto commits = out.initCommits(shuffle.commits.size());
   size_t i = 0;
   for (const auto& [map, commit] : shuffle.commits) {
     commits[i].setMap(map);
     commits[i].setAttempt(commit.attempt);
-    auto found = std::lower_bound(commit.pieces.begin(), commit.pieces.end(), *commits_of_partition,
-                                  [](const PiecesInPartition& pieces, uint32_t partition) {
-                                    return pieces.partition < partition;
-                                  });
-    if (found != commit.pieces.end() && found->partition == *commits_of_partition) {
-      commits[i].setPieces(found->pieces);
-      commits[i].setBytes(found->bytes);
+    // Per stream of the partition, and their sum.
+    std::vector<const PiecesInPartition*> found;
+    for (uint32_t stream : streams) {
+      auto at = std::lower_bound(commit.pieces.begin(), commit.pieces.end(), stream,
+                                 [](const PiecesInPartition& pieces, uint32_t wanted) {
+                                   return pieces.partition < wanted;
+                                 });
+      if (at != commit.pieces.end() && at->partition == stream) found.push_back(&*at);
     }
+    uint32_t pieces = 0;
+    uint64_t bytes = 0;
+    auto by_stream = commits[i].initStreams(found.size());
+    for (size_t s = 0; s < found.size(); ++s) {
+      by_stream[s].setPartition(found[s]->partition);
+      by_stream[s].setPieces(found[s]->pieces);
+      by_stream[s].setBytes(found[s]->bytes);
+      pieces += found[s]->pieces;
+      bytes += found[s]->bytes;
+    }
+    commits[i].setPieces(pieces);
+    commits[i].setBytes(bytes);
     ++i;
   }
 }
@@ -113,6 +134,7 @@ bool IsShuffleRequest(Which which) {
     case Which::UNREGISTER_SHUFFLE:
     case Which::LIST_SHUFFLES:
     case Which::REPORT_SHUFFLE_LOSS:
+    case Which::SPLIT_SHUFFLE:
       return true;
     default:
       return false;
@@ -166,6 +188,23 @@ Status AnswerShuffleRequest(ShuffleService& shuffles, proto::Request::Reader req
             loss.getShuffleId(), loss.getPartition(), dropped.size());
       }
       reply.setOk();
+      return Status::Ok();
+    }
+    case Which::SPLIT_SHUFFLE: {
+      proto::SplitShuffle::Reader split = request.getSplitShuffle();
+      const size_t before =
+          shuffles.shuffles().count(split.getShuffleId()) != 0
+              ? shuffles.shuffles().at(split.getShuffleId()).placement.splits.size()
+              : 0;
+      BM_ASSIGN_OR_RETURN(const ShuffleService::Shuffle* shuffle,
+                          shuffles.Split(split.getShuffleId(), split.getStream(),
+                                         ShuffleCandidates(context.registry), effects));
+      if (shuffle->placement.splits.size() > before) {
+        const ShuffleSplitPlacement& made = shuffle->placement.splits.back();
+        spdlog::info("shuffle {} partition {} continues in stream {} on {}", shuffle->shape.id,
+                     made.partition, made.stream, shuffle->placement.workers[made.primary]);
+      }
+      EncodeAssignment(*shuffle, context, std::nullopt, reply.initShuffle());
       return Status::Ok();
     }
     case Which::UNREGISTER_SHUFFLE:

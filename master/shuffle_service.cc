@@ -25,6 +25,22 @@ int Distance(const ShuffleCandidate& a, const ShuffleCandidate& b) {
 
 }  // namespace
 
+std::vector<uint32_t> ShufflePlacement::StreamsOf(uint32_t partition) const {
+  std::vector<uint32_t> streams{partition};
+  for (const ShuffleSplitPlacement& split : splits) {
+    if (split.partition == partition) streams.push_back(split.stream);
+  }
+  return streams;
+}
+
+std::optional<uint32_t> ShufflePlacement::PartitionOf(uint32_t stream) const {
+  if (stream < primaries.size()) return stream;
+  for (const ShuffleSplitPlacement& split : splits) {
+    if (split.stream == stream) return split.partition;
+  }
+  return std::nullopt;
+}
+
 Result<const ShuffleService::Shuffle*> ShuffleService::Register(
     const ShuffleShape& shape, const std::string& owner,
     std::span<const ShuffleCandidate> candidates, ShuffleEffects& effects) {
@@ -132,6 +148,10 @@ void ShuffleService::AddLoad(const ShufflePlacement& placement, int64_t sign) {
   };
   for (uint32_t worker : placement.primaries) add(worker);
   for (uint32_t worker : placement.replicas) add(worker);
+  for (const ShuffleSplitPlacement& split : placement.splits) {
+    add(split.primary);
+    if (!placement.replicas.empty()) add(split.replica);
+  }
   std::erase_if(load_, [](const auto& entry) { return entry.second == 0; });
 }
 
@@ -150,6 +170,10 @@ std::vector<ShuffleCommand> ShuffleService::AssignCommands(const Shuffle& shuffl
   }
   for (uint32_t partition = 0; partition < placement.replicas.size(); ++partition) {
     commands[placement.replicas[partition]].partitions.push_back(partition);
+  }
+  for (const ShuffleSplitPlacement& split : placement.splits) {
+    commands[split.primary].partitions.push_back(split.stream);
+    if (!placement.replicas.empty()) commands[split.replica].partitions.push_back(split.stream);
   }
   for (ShuffleCommand& command : commands) {
     std::sort(command.partitions.begin(), command.partitions.end());
@@ -185,8 +209,8 @@ Status ShuffleService::Commit(JournaledMapCommit commit, ShuffleEffects& effects
   uint64_t bytes = 0;
   for (size_t i = 0; i < commit.pieces.size(); ++i) {
     const PiecesInPartition& pieces = commit.pieces[i];
-    if (pieces.partition >= shuffle.shape.partitions) {
-      return InvalidArgumentError(Named(commit.shuffle_id) + " has no partition " +
+    if (!shuffle.placement.PartitionOf(pieces.partition)) {
+      return InvalidArgumentError(Named(commit.shuffle_id) + " has no partition or stream " +
                                   std::to_string(pieces.partition));
     }
     if (i > 0 && commit.pieces[i - 1].partition == pieces.partition) {
@@ -231,9 +255,10 @@ Result<std::vector<uint32_t>> ShuffleService::ForgetLostMaps(uint64_t shuffle_id
     auto committed = shuffle.commits.find(map);
     if (committed == shuffle.commits.end()) continue;
     const std::vector<PiecesInPartition>& pieces = committed->second.pieces;
-    const bool wrote_here = std::any_of(
-        pieces.begin(), pieces.end(),
-        [&](const PiecesInPartition& p) { return p.partition == partition && p.pieces > 0; });
+    const bool wrote_here =
+        std::any_of(pieces.begin(), pieces.end(), [&](const PiecesInPartition& p) {
+          return p.pieces > 0 && shuffle.placement.PartitionOf(p.partition) == partition;
+        });
     if (!wrote_here) continue;
     for (const PiecesInPartition& p : pieces) shuffle.committed_bytes -= p.bytes;
     shuffle.commits.erase(committed);
@@ -273,6 +298,84 @@ std::optional<TimePoint> ShuffleService::NextExpiry() const {
     if (!next || expiry < *next) next = expiry;
   }
   return next;
+}
+
+Result<const ShuffleService::Shuffle*> ShuffleService::Split(
+    uint64_t shuffle_id, uint32_t stream, std::span<const ShuffleCandidate> candidates,
+    ShuffleEffects& effects) {
+  auto known = shuffles_.find(shuffle_id);
+  if (known == shuffles_.end()) return NotFoundError(Named(shuffle_id) + " is not registered");
+  Shuffle& shuffle = known->second;
+  shuffle.touched = clock_.Now();
+  ShufflePlacement& placement = shuffle.placement;
+  const std::optional<uint32_t> partition = placement.PartitionOf(stream);
+  if (!partition) {
+    return InvalidArgumentError(Named(shuffle_id) + " has no partition or stream " +
+                                std::to_string(stream));
+  }
+  const std::vector<uint32_t> streams = placement.StreamsOf(*partition);
+  if (streams.back() != stream) return &shuffle;  // split already, by another writer
+  const uint64_t next = *partition + uint64_t{streams.size()} * shuffle.shape.partitions;
+  if (placement.splits.size() >= limits_.max_splits || next > UINT32_MAX) {
+    return InvalidArgumentError(Named(shuffle_id) + " has " +
+                                std::to_string(placement.splits.size()) +
+                                " splits, as many as it may have");
+  }
+  // The new stream goes to workers holding none of the partition's streams when there are
+  // enough of them, so a large partition spreads over the cluster.
+  std::set<std::string> holding;
+  const bool replicated = !placement.replicas.empty();
+  for (uint32_t held : streams) {
+    if (held < placement.primaries.size()) {
+      holding.insert(placement.workers[placement.primaries[held]]);
+      if (replicated) holding.insert(placement.workers[placement.replicas[held]]);
+    }
+  }
+  for (const ShuffleSplitPlacement& split : placement.splits) {
+    if (split.partition != *partition) continue;
+    holding.insert(placement.workers[split.primary]);
+    if (replicated) holding.insert(placement.workers[split.replica]);
+  }
+  std::vector<ShuffleCandidate> fresh;
+  for (const ShuffleCandidate& candidate : candidates) {
+    if (!holding.contains(candidate.worker_id)) fresh.push_back(candidate);
+  }
+  const size_t copies = static_cast<size_t>(ReplicationOf(shuffle.shape.level));
+  std::span<const ShuffleCandidate> among =
+      fresh.size() >= copies ? std::span<const ShuffleCandidate>(fresh) : candidates;
+  if (among.size() < copies) {
+    return UnavailableError(Named(shuffle_id) + " needs " + std::to_string(copies) +
+                            " live workers to split partition " + std::to_string(*partition));
+  }
+  const ShufflePlacement placed =
+      Place({.id = shuffle_id, .maps = 1, .partitions = 1, .level = shuffle.shape.level}, among);
+  auto index_of = [&](const std::string& worker) {
+    auto found = std::find(placement.workers.begin(), placement.workers.end(), worker);
+    if (found != placement.workers.end()) {
+      return static_cast<uint32_t>(found - placement.workers.begin());
+    }
+    placement.workers.push_back(worker);
+    return static_cast<uint32_t>(placement.workers.size() - 1);
+  };
+  ShuffleSplitPlacement split{.stream = static_cast<uint32_t>(next), .partition = *partition};
+  split.primary = index_of(placed.workers[placed.primaries[0]]);
+  ++load_[placement.workers[split.primary]];
+  std::set<uint32_t> told{split.primary};
+  if (replicated) {
+    split.replica = index_of(placed.workers[placed.replicas[0]]);
+    ++load_[placement.workers[split.replica]];
+    told.insert(split.replica);
+  }
+  placement.splits.push_back(split);
+  effects.recorded.push_back({shuffle.shape, placement, shuffle.owner});
+  for (ShuffleCommand& command : AssignCommands(shuffle)) {
+    const auto at =
+        std::find(placement.workers.begin(), placement.workers.end(), command.worker_id);
+    if (told.contains(static_cast<uint32_t>(at - placement.workers.begin()))) {
+      effects.commands.push_back(std::move(command));
+    }
+  }
+  return &shuffle;
 }
 
 void ShuffleService::WorkerRegistered(const std::string& worker_id, std::span<const uint64_t> held,
@@ -324,16 +427,15 @@ void ShuffleService::WorkerLost(const std::string& worker_id,
       auto known = load_.find(worker);
       return (known == load_.end() ? uint64_t{0} : known->second) + added[worker];
     };
-    for (uint32_t partition = 0; partition < placement.primaries.size(); ++partition) {
-      const bool replicated = !placement.replicas.empty();
-      const bool primary_lost = placement.primaries[partition] == lost_index;
-      const bool replica_lost = replicated && placement.replicas[partition] == lost_index;
-      if (!primary_lost && !replica_lost) continue;
+    const bool replicated = !placement.replicas.empty();
+    // Moves a stream's copy off the lost worker; for _2 the survivor becomes the primary.
+    auto move = [&](uint32_t& primary, uint32_t* replica) {
+      const bool primary_lost = primary == lost_index;
+      const bool replica_lost = replica != nullptr && *replica == lost_index;
+      if (!primary_lost && !replica_lost) return;
       // The survivor (for _2) is the one the new copy must not share a worker with.
       const std::string survivor =
-          !replicated ? std::string()
-                      : placement.workers[primary_lost ? placement.replicas[partition]
-                                                       : placement.primaries[partition]];
+          replica == nullptr ? std::string() : placement.workers[primary_lost ? *replica : primary];
       const ShuffleCandidate* best = nullptr;
       int best_distance = -1;
       for (const ShuffleCandidate& candidate : others) {
@@ -352,16 +454,22 @@ void ShuffleService::WorkerLost(const std::string& worker_id,
           best_distance = distance;
         }
       }
-      if (best == nullptr) continue;  // no other worker than the survivor
+      if (best == nullptr) return;  // no other worker than the survivor
       const uint32_t fresh = index_of(best->worker_id);
       ++added[best->worker_id];
       gained.insert(fresh);
-      if (!replicated) {
-        placement.primaries[partition] = fresh;
+      if (replica == nullptr) {
+        primary = fresh;
       } else {
-        placement.primaries[partition] = index_of(survivor);
-        placement.replicas[partition] = fresh;
+        primary = index_of(survivor);
+        *replica = fresh;
       }
+    };
+    for (uint32_t partition = 0; partition < placement.primaries.size(); ++partition) {
+      move(placement.primaries[partition], replicated ? &placement.replicas[partition] : nullptr);
+    }
+    for (ShuffleSplitPlacement& split : placement.splits) {
+      move(split.primary, replicated ? &split.replica : nullptr);
     }
     AddLoad(placement, +1);
     if (gained.empty()) continue;

@@ -31,13 +31,30 @@ struct PiecesInPartition {
   bool operator==(const PiecesInPartition&) const = default;
 };
 
+// A partition continued past its split size in another stream (PROTOCOL.md, "Shuffles"):
+// stream `stream` on workers[primary] (and workers[replica] for _2 levels).
+struct ShuffleSplitPlacement {
+  uint32_t stream = 0;
+  uint32_t partition = 0;
+  uint32_t primary = 0;
+  uint32_t replica = 0;
+  bool operator==(const ShuffleSplitPlacement&) const = default;
+};
+
 // Where a shuffle's partitions live: partition p on workers[primaries[p]], and for _2 levels a
-// second copy on workers[replicas[p]] (empty for one copy).
+// second copy on workers[replicas[p]] (empty for one copy); a split partition continues in
+// the streams of `splits` with its id, in order.
 struct ShufflePlacement {
   std::vector<std::string> workers;
   std::vector<uint32_t> primaries;
   std::vector<uint32_t> replicas;
+  std::vector<ShuffleSplitPlacement> splits{};
   bool operator==(const ShufflePlacement&) const = default;
+
+  // The streams of `partition` in order: the partition's own id, then its splits'.
+  std::vector<uint32_t> StreamsOf(uint32_t partition) const;
+  // The partition `stream` belongs to; nullopt for a stream the shuffle does not have.
+  std::optional<uint32_t> PartitionOf(uint32_t stream) const;
 };
 
 // A shuffle as the master journals it (key "s" + id), and a map's committed attempt (key "s" +
@@ -101,6 +118,8 @@ class ShuffleService {
     uint32_t max_maps = 1u << 20;
     uint32_t max_partitions = 1u << 16;
     size_t max_shuffles = 10000;
+    // Splits of one shuffle's partitions, over all of them.
+    size_t max_splits = 1u << 16;
     // A shuffle nobody registered, read or committed to for this long is removed.
     Duration ttl = std::chrono::hours(24);
   };
@@ -141,6 +160,14 @@ class ShuffleService {
   // Unregisters the shuffles idle past the TTL; returns their ids.
   std::vector<uint64_t> Expire(ShuffleEffects& effects);
   std::optional<TimePoint> NextExpiry() const;
+  // Pushes to `stream` were refused as past the split size: its partition continues in a new
+  // stream placed as a partition is (another worker than the partition's streams so far when
+  // there is one), journaled, and its workers told. A stream that is not its partition's last
+  // (another writer split it first) changes nothing. kInvalidArgument for a stream the shuffle
+  // does not have or past max_splits; kUnavailable without a worker to take it.
+  Result<const Shuffle*> Split(uint64_t shuffle_id, uint32_t stream,
+                               std::span<const ShuffleCandidate> candidates,
+                               ShuffleEffects& effects);
   // A worker registered (again), holding data of the shuffles `held` (kept on its disks across
   // a restart): it is told the partitions it holds now, and to remove the shuffles in `held` it
   // holds none of (unregistered meanwhile, or its partitions moved away while it was gone).

@@ -61,6 +61,7 @@ struct JournalShuffle {
   primaries @4 :List(UInt32);   # per partition: index into workers
   replicas @5 :List(UInt32);    # per partition, for _2 levels
   owner @6 :Text;               # the tenant that registered it; empty without tenants
+  splits @7 :List(Messages.ShuffleSplit);  # partitions' later streams
 }
 
 # Key "s" + big-endian shuffle id + big-endian map id: the map's committed attempt.

@@ -652,9 +652,10 @@ struct GetShuffle {
   partition @2 :UInt32;
 }
 
-# How many pieces (and bytes) one map attempt pushed into one partition.
+# How many pieces (and bytes) one map attempt pushed into one stream: a partition's first
+# stream has the partition's id; a split continues it in another (ShuffleSplit.stream).
 struct PartitionPieces {
-  partition @0 :UInt32;
+  partition @0 :UInt32;   # the stream
   pieces @1 :UInt32;
   bytes @2 :UInt64;
 }
@@ -684,8 +685,34 @@ struct ReportShuffleLoss {
 struct MapCommit {
   map @0 :UInt32;
   attempt @1 :UInt32;
-  pieces @2 :UInt32;
+  pieces @2 :UInt32;   # in the partition, over all its streams
   bytes @3 :UInt64;
+  streams @4 :List(PartitionPieces);  # the same, per stream of the partition (splits)
+}
+
+# A partition continued past its split size: stream `stream` (p + k x partitions for
+# partition p's k-th split) holds the partition's pieces after the streams before it, on
+# workers[primary] (and workers[replica] for _2 levels). Workers hold streams as they hold
+# partitions (shuffleAssigned lists stream ids).
+struct ShuffleSplit {
+  stream @0 :UInt32;
+  partition @1 :UInt32;
+  primary @2 :UInt32;
+  replica @3 :UInt32;
+}
+
+# Client -> master: pushes to `stream` of the shuffle were refused as past the split size; the
+# partition continues in a new stream on another worker (unless a later one exists already).
+# Answered `shuffle`, whose splits name it.
+struct SplitShuffle {
+  shuffleId @0 :UInt64;
+  stream @1 :UInt32;
+}
+
+# Worker -> client: a push taken, except the pieces of `full` streams (past the split size),
+# which the writer pushes again to the partition's next stream.
+struct ShufflePushed {
+  full @0 :List(UInt32);
 }
 
 # A registered shuffle: where each partition lives. workers[primaries[p]] holds partition p,
@@ -702,6 +729,7 @@ struct ShuffleAssignment {
   # partition (maps with none there are listed with pieces 0).
   commits @7 :List(MapCommit);
   committedMaps @8 :UInt32;  # maps committed so far
+  splits @9 :List(ShuffleSplit);  # partitions' later streams, in order
 }
 
 # One shuffle as `bmctl shuffles` lists it.
@@ -830,6 +858,7 @@ struct Request {
     pushShuffle @44 :PushShuffle;              # client -> worker (+ payload); ok
     readShuffle @45 :ReadShuffle;              # client -> worker, answered `shufflePieces`
     reportShuffleLoss @46 :ReportShuffleLoss;  # client -> master; ok
+    splitShuffle @47 :SplitShuffle;            # client -> master, answered `shuffle`
   }
   # Master -> worker commands (and compute leases): the epoch of the master that sent them.
   # A worker refuses a command from an epoch older than the highest it has seen (fencing a
@@ -880,5 +909,6 @@ struct Reply {
     shuffle @26 :ShuffleAssignment;          # answers registerShuffle, getShuffle
     shuffles @27 :List(ShuffleInfo);         # answers listShuffles
     shufflePieces @28 :ShufflePieces;        # answers readShuffle (+ payload)
+    shufflePushed @29 :ShufflePushed;        # answers pushShuffle when streams were full
   }
 }

@@ -97,6 +97,7 @@ constexpr WorkerRequestKind kKinds[] = {
     {Which::PUSH_SHUFFLE, "pushShuffle", kShuffleOwner},
     {Which::READ_SHUFFLE, "readShuffle", kRead, ReadShuffleNames},
     {Which::REPORT_SHUFFLE_LOSS, "reportShuffleLoss", kNotServed},
+    {Which::SPLIT_SHUFFLE, "splitShuffle", kNotServed},
 };
 
 }  // namespace

@@ -532,7 +532,10 @@ namespace {
 TEST_F(MasterJournalTest, ShufflesAndTheirCommitsSurviveReopeningUntilForgotten) {
   const JournaledShuffle kept{
       {.id = 3, .maps = 2, .partitions = 2, .level = StorageLevel::kDiskOnly2},
-      {{"w1", "w2"}, {0, 1}, {1, 0}},
+      {{"w1", "w2", "w3"},
+       {0, 1},
+       {1, 0},
+       {{.stream = 3, .partition = 1, .primary = 2, .replica = 0}}},  // partition 1 split once
       "alice"};
   const JournaledShuffle forgotten{{.id = 4, .maps = 1, .partitions = 1}, {{"w1"}, {0}, {}}, ""};
   {

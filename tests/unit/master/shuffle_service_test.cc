@@ -286,6 +286,69 @@ TEST_F(ShuffleServiceTest, ARestartedWorkerDropsTheShufflesItNoLongerHolds) {
                                          std::pair<uint64_t, bool>{7, true}));
 }
 
+TEST_F(ShuffleServiceTest, AFullStreamContinuesInANewStreamOnAnotherWorker) {
+  auto workers = Workers({{"a", "h1"}, {"b", "h2"}, {"c", "h3"}});
+  auto shuffle = service_.Register(Shape(1, 2, 3), "t", workers, effects_);
+  ASSERT_TRUE(shuffle.ok());
+  const std::string first_holder =
+      (*shuffle)->placement.workers[(*shuffle)->placement.primaries[1]];
+  ShuffleEffects effects;
+  auto split = service_.Split(1, /*stream=*/1, workers, effects);
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
+  const ShufflePlacement& placement = (*split)->placement;
+  ASSERT_EQ(placement.splits.size(), 1u);
+  const ShuffleSplitPlacement& made = placement.splits[0];
+  EXPECT_EQ(made.partition, 1u);
+  EXPECT_EQ(made.stream, 1u + 3u);  // the partition's id plus the partition count
+  EXPECT_NE(placement.workers[made.primary], first_holder);
+  EXPECT_THAT(placement.StreamsOf(1), ElementsAre(1u, 4u));
+  EXPECT_EQ(placement.PartitionOf(4), 1u);
+  EXPECT_FALSE(placement.PartitionOf(5).has_value());
+  // Journaled whole, and the new holder told the stream with the partitions it holds.
+  ASSERT_EQ(effects.recorded.size(), 1u);
+  EXPECT_EQ(effects.recorded[0].placement, placement);
+  ASSERT_EQ(effects.commands.size(), 1u);
+  EXPECT_EQ(effects.commands[0].worker_id, placement.workers[made.primary]);
+  EXPECT_THAT(effects.commands[0].partitions, ::testing::Contains(4u));
+  EXPECT_EQ(effects.commands[0].owner, "t");
+
+  // Another writer asking to split the same full stream changes nothing; its next one splits.
+  ShuffleEffects again;
+  ASSERT_TRUE(service_.Split(1, 1, workers, again).ok());
+  EXPECT_TRUE(again.recorded.empty());
+  EXPECT_EQ((*split)->placement.splits.size(), 1u);
+  ASSERT_TRUE(service_.Split(1, 4, workers, again).ok());
+  EXPECT_THAT((*split)->placement.StreamsOf(1), ElementsAre(1u, 4u, 7u));
+  EXPECT_EQ(service_.Split(1, 9, workers, again).status().code(), StatusCode::kInvalidArgument);
+
+  // A commit names streams; a loss reported for the partition covers all of its streams.
+  ASSERT_TRUE(
+      service_.Commit({.shuffle_id = 1, .map = 0, .attempt = 0, .pieces = {{4, 2, 10}}}, effects)
+          .ok());
+  EXPECT_EQ(
+      service_.Commit({.shuffle_id = 1, .map = 1, .attempt = 0, .pieces = {{8, 1, 1}}}, effects)
+          .code(),
+      StatusCode::kInvalidArgument);
+  const uint32_t lost_maps[] = {0};
+  Result<std::vector<uint32_t>> dropped = service_.ForgetLostMaps(1, 1, lost_maps, effects);
+  ASSERT_TRUE(dropped.ok());
+  EXPECT_THAT(*dropped, ElementsAre(0u));
+}
+
+TEST_F(ShuffleServiceTest, ALostWorkersSplitStreamsMoveToo) {
+  auto workers = Workers({{"a", "h1"}, {"b", "h2"}});
+  ASSERT_TRUE(service_.Register(Shape(1, 1, 1), "", workers, effects_).ok());
+  auto split = service_.Split(1, 0, workers, effects_);
+  ASSERT_TRUE(split.ok());
+  const ShufflePlacement& placement = (*split)->placement;
+  const std::string lost = placement.workers[placement.splits[0].primary];
+  ShuffleEffects effects;
+  auto alive = Workers({{lost == "a" ? "b" : "a", lost == "a" ? "h2" : "h1"}});
+  service_.WorkerLost(lost, alive, effects);
+  EXPECT_NE(placement.workers[placement.splits[0].primary], lost);
+  EXPECT_NE(placement.workers[placement.primaries[0]], lost);
+}
+
 TEST_F(ShuffleServiceTest, RestoredFromTheJournalAsItWasRecorded) {
   auto workers = Workers({{"a", "h1"}, {"b", "h2"}});
   ASSERT_TRUE(service_.Register(Shape(1, 2, 4), "t", workers, effects_).ok());
