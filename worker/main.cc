@@ -54,6 +54,7 @@ struct Flags {
   std::string disk_limit_text = "0";
   std::string spill_backlog_text = "0";
   std::string shuffle_memory_text = "256MiB";
+  std::string shuffle_split_text = "256MiB";
   std::string chunk_file_min_text = "64KiB";
   std::string id;
   std::string advertise;
@@ -132,6 +133,10 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--shuffle-memory", f.shuffle_memory_text,
                  "Memory for the shuffle partitions this worker holds (besides --memory); a "
                  "push past it waits for room")
+      ->capture_default_str();
+  app.add_option("--shuffle-split-size", f.shuffle_split_text,
+                 "A shuffle partition's stream on this worker takes no more pieces past this "
+                 "size; the partition continues on another worker")
       ->capture_default_str();
   app.add_option("--id", f.id, "Worker id (default: worker-HOST-PORT of the advertised address)");
   app.add_option("--advertise", f.advertise,
@@ -219,6 +224,7 @@ struct Sizes {
   uint64_t chunk_file_min = 0;
   bm::EvictionMode eviction = bm::EvictionMode::kCost;
   uint64_t shuffle_memory = 0;
+  uint64_t shuffle_split = 0;
 };
 
 // kInvalidArgument (the usage error to print) when a flag is wrong.
@@ -236,6 +242,12 @@ bm::Result<Sizes> CheckFlags(const Flags& f) {
   bm::Result<uint64_t> shuffle_memory = bm::ParseByteSize(f.shuffle_memory_text);
   if (!shuffle_memory.ok()) {
     return bm::InvalidArgumentError("--shuffle-memory: " + shuffle_memory.status().message());
+  }
+  bm::Result<uint64_t> shuffle_split = bm::ParseByteSize(f.shuffle_split_text);
+  if (!shuffle_split.ok() || *shuffle_split == 0) {
+    return bm::InvalidArgumentError("--shuffle-split-size: " +
+                                    (shuffle_split.ok() ? std::string("must be more than 0")
+                                                        : shuffle_split.status().message()));
   }
   bm::Result<uint64_t> read_ahead = bm::ParseByteSize(f.read_ahead_text);
   if (!read_ahead.ok()) {
@@ -313,8 +325,8 @@ bm::Result<Sizes> CheckFlags(const Flags& f) {
     return bm::InvalidArgumentError("--key and --master-key go together");
   }
 
-  return Sizes{*memory,     *disk_limit,    std::move(disks), *spill_backlog,
-               *read_ahead, chunk_file_min, *eviction,        *shuffle_memory};
+  return Sizes{*memory,        *disk_limit, std::move(disks), *spill_backlog, *read_ahead,
+               chunk_file_min, *eviction,   *shuffle_memory,  *shuffle_split};
 }
 
 // How long the worker's ZooKeeper session outlives a silence: a reader's session, so its
@@ -473,6 +485,7 @@ int Run(const Flags& f, const Sizes& sizes) {
   options.advertise_address = f.advertise;
   options.worker_id = f.id;
   options.shuffle_memory = sizes.shuffle_memory;
+  options.shuffle_split_size = sizes.shuffle_split;
   options.shuffle_dirs = shuffle_dirs;
   // The worker's own files live in the first disk's directory, as they did with one disk.
   const std::string& first_disk = sizes.disks.front().path;

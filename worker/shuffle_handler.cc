@@ -201,6 +201,7 @@ Status ShuffleHandler::HandleRemove(IncomingMessage& message, uint64_t id) {
 Status ShuffleHandler::HandlePush(IncomingMessage& message, uint64_t id) {
   const std::string tenant =
       IsTenantRestricted(message.peer()) ? TenantOf(*message.peer()) : std::string();
+  std::vector<uint32_t> full;  // streams past the split size: their pieces were not taken
   BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::PushShuffle::Reader push = message.request().getPushShuffle();
     if (push.getPieces().size() > kMaxPiecesPerPush) {
@@ -220,12 +221,21 @@ Status ShuffleHandler::HandlePush(IncomingMessage& message, uint64_t id) {
     const uint64_t pieces_before = store_.pieces_kept();
     const uint64_t bytes_before = store_.bytes_kept();
     BM_RETURN_IF_ERROR(
-        store_.Push(push.getShuffleId(), push.getMap(), push.getAttempt(), pieces, tenant));
+        store_.Push(push.getShuffleId(), push.getMap(), push.getAttempt(), pieces, tenant, &full));
     counters_.shuffle_pieces_pushed += store_.pieces_kept() - pieces_before;
     counters_.shuffle_bytes_pushed += store_.bytes_kept() - bytes_before;
     return Status::Ok();
   }));
-  replies_.SendOk(*message.routing_id(), id);
+  if (full.empty()) {
+    replies_.SendOk(*message.routing_id(), id);
+  } else {
+    capnp::MallocMessageBuilder reply_message;
+    proto::Reply::Builder reply = reply_message.initRoot<proto::Reply>();
+    reply.setId(id);
+    auto streams = reply.initShufflePushed().initFull(static_cast<unsigned>(full.size()));
+    for (size_t i = 0; i < full.size(); ++i) streams.set(static_cast<unsigned>(i), full[i]);
+    replies_.Send(*message.routing_id(), reply_message, {});
+  }
   FlushDue();
   return Status::Ok();
 }

@@ -95,6 +95,7 @@ void ShuffleStore::Restore(const LoadedShuffle& loaded) {
                                         record.digest, nullptr, 0, record.offset});
       uint32_t& next = partition.next_sequence[AttemptKey(record.map, record.attempt)];
       next = std::max(next, record.sequence + 1);
+      partition.stream_bytes += record.length;
     }
     partition.flushed = partition.handed = partition.entries.size();
     partition.file_end = kept.file_bytes;
@@ -110,7 +111,8 @@ std::vector<uint64_t> ShuffleStore::ShuffleIds() const {
 }
 
 Status ShuffleStore::Push(uint64_t shuffle_id, uint32_t map, uint32_t attempt,
-                          std::span<const Piece> pieces, const std::string& tenant) {
+                          std::span<const Piece> pieces, const std::string& tenant,
+                          std::vector<uint32_t>* full) {
   auto known = shuffles_.find(shuffle_id);
   if (known == shuffles_.end()) {
     // The master tells a worker its partitions as it registers the shuffle; a push may beat
@@ -131,6 +133,7 @@ Status ShuffleStore::Push(uint64_t shuffle_id, uint32_t map, uint32_t attempt,
   // Check everything before anything is appended.
   uint64_t new_bytes = 0;
   std::unordered_map<uint32_t, uint32_t> expected;  // partition -> next sequence in this push
+  std::set<uint32_t> refused;                       // streams past the split size
   std::vector<bool> keep(pieces.size());
   for (size_t i = 0; i < pieces.size(); ++i) {
     const Piece& piece = pieces[i];
@@ -151,6 +154,11 @@ Status ShuffleStore::Push(uint64_t shuffle_id, uint32_t map, uint32_t attempt,
       next->second = stored == held->second.next_sequence.end() ? 0 : stored->second;
     }
     if (piece.sequence < next->second) continue;  // held already: a repeated push
+    if (refused.contains(piece.partition)) continue;
+    if (limits_.split_bytes > 0 && held->second.stream_bytes >= limits_.split_bytes) {
+      refused.insert(piece.partition);  // full: its pieces go to the partition's next stream
+      continue;
+    }
     if (piece.sequence > next->second) {
       return InvalidArgumentError("piece " + std::to_string(piece.sequence) + " of map " +
                                   std::to_string(map) + " attempt " + std::to_string(attempt) +
@@ -168,6 +176,7 @@ Status ShuffleStore::Push(uint64_t shuffle_id, uint32_t map, uint32_t attempt,
     keep[i] = true;
     new_bytes += piece.bytes.size();
   }
+  if (full != nullptr) full->assign(refused.begin(), refused.end());
   if (memory_used_ + new_bytes > limits_.memory_bytes) {
     return UnavailableError("worker " + worker_id_ + " holds " + std::to_string(memory_used_) +
                             " bytes of shuffle pieces in memory of at most " +
@@ -201,6 +210,7 @@ Status ShuffleStore::Push(uint64_t shuffle_id, uint32_t map, uint32_t attempt,
                                       static_cast<uint32_t>(piece.bytes.size()), piece.digest, data,
                                       chunk, 0});
     partition.next_sequence[AttemptKey(map, attempt)] = piece.sequence + 1;
+    partition.stream_bytes += piece.bytes.size();
     if (limits_.disks > 0) {
       partition.waiting_bytes += piece.bytes.size();
       if (!partition.waiting_since) partition.waiting_since = now;

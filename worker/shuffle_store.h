@@ -47,6 +47,9 @@ class ShuffleStore {
     uint64_t flush_bytes = uint64_t{4} << 20;
     Duration flush_delay = std::chrono::milliseconds(200);
     Duration retry_delay = std::chrono::seconds(1);
+    // A stream holding this many bytes takes no new pieces: the partition continues in a new
+    // stream elsewhere (0: no limit).
+    uint64_t split_bytes = uint64_t{256} << 20;
   };
   // One piece of a push; `bytes` is borrowed for the call. With `owner` (the received frame
   // the bytes lie in), a kept piece keeps the frame instead of a copy of its bytes.
@@ -132,9 +135,11 @@ class ShuffleStore {
   // kInvalidArgument: a partition not held here, a map out of range, a sequence gap;
   // kPermissionDenied: another tenant's shuffle; kDataLoss: a piece whose bytes do not match
   // its digest (damaged on the way: push it again); the failure of the partition's last write
-  // to disk (kOutOfSpace: the disk is full) until a write succeeds.
+  // to disk (kOutOfSpace: the disk is full) until a write succeeds. The new pieces of streams
+  // already holding `split_bytes` are not taken: those streams are added to `full` (sorted),
+  // and the rest of the push is.
   Status Push(uint64_t shuffle_id, uint32_t map, uint32_t attempt, std::span<const Piece> pieces,
-              const std::string& tenant);
+              const std::string& tenant, std::vector<uint32_t>* full = nullptr);
 
   // The pieces of `partition` from `cursor` on whose (map, attempt) is in `attempts` (map ->
   // its committed attempt), about `max_bytes` of them (at least one when there is one), all in
@@ -192,6 +197,7 @@ class ShuffleStore {
     size_t chunk_used = 0;      // bytes used of `open`
     size_t chunk_capacity = 0;  // its size
     uint64_t bytes = 0;         // counted against the bound: chunks allocated, frames' pieces
+    uint64_t stream_bytes = 0;  // of all its pieces, in memory and on disk (the split size)
     // The next sequence expected of each map attempt: (map << 32 | attempt) -> sequence.
     std::unordered_map<uint64_t, uint32_t> next_sequence;
     // On disk.

@@ -154,7 +154,9 @@ Status WorkerServer::Bind() {
                : !certificate_worker_id.empty() ? certificate_worker_id
                                                 : DefaultWorkerId(advertised);
   shuffles_ = std::make_unique<ShuffleHandler>(
-      worker_id_, ShuffleStore::Limits{.memory_bytes = options_.shuffle_memory},
+      worker_id_,
+      ShuffleStore::Limits{.memory_bytes = options_.shuffle_memory,
+                           .split_bytes = options_.shuffle_split_size},
       options_.shuffle_dirs, *replies_, counters_, clock_);
   shuffles_->LoadKept();
 

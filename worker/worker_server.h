@@ -79,6 +79,9 @@ struct WorkerServerOptions {
   // The disk directories shuffle partitions are written to (ShuffleFiles), and read back from
   // after a restart; empty: shuffle partitions live in memory only.
   std::vector<std::string> shuffle_dirs{};
+  // A shuffle stream holding this much takes no more pieces; its partition continues on
+  // another worker (ShuffleStore::Limits::split_bytes).
+  uint64_t shuffle_split_size = uint64_t{256} << 20;
   // Test-only: serve corruptBlock, which flips a stored byte on purpose (PROTOCOL.md, "Fault
   // injection"). Off: the request is refused.
   bool enable_fault_injection = false;

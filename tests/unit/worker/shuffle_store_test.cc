@@ -161,6 +161,23 @@ TEST_F(ShuffleStoreTest, ReassignmentKeepsThePartitionsStillHeldAndDropsTheRest)
   EXPECT_TRUE(ReadAll(store_, 3, {{0, 0}}).empty());
 }
 
+TEST(ShuffleStoreSplitTest, AStreamPastItsSplitSizeRefusesNewPiecesAndTheRestOfThePushIsTaken) {
+  FakeClock clock;
+  ShuffleStore store("w1", ShuffleStore::Limits{.memory_bytes = 1 << 20, .split_bytes = 8}, clock);
+  store.Assign(1, 2, {0, 1}, "");
+  std::vector<ShuffleStore::Piece> first = {PieceOf(0, 0, "12345"), PieceOf(0, 1, "6789")};
+  std::vector<uint32_t> full;
+  ASSERT_TRUE(store.Push(1, 0, 0, first, "", &full).ok());
+  EXPECT_TRUE(full.empty());  // 9 bytes now: past the split size, so nothing more
+  std::vector<ShuffleStore::Piece> next = {PieceOf(0, 1, "6789"), PieceOf(0, 2, "x"),
+                                           PieceOf(1, 0, "y")};
+  ASSERT_TRUE(store.Push(1, 0, 0, next, "", &full).ok());
+  EXPECT_THAT(full, ::testing::ElementsAre(0u));
+  // The repeated piece was acknowledged, the new one of stream 0 not taken, stream 1's taken.
+  EXPECT_EQ(ReadAll(store, 0, {{0, 0}}), (std::vector<std::string>{"12345", "6789"}));
+  EXPECT_EQ(ReadAll(store, 1, {{0, 0}}), (std::vector<std::string>{"y"}));
+}
+
 // With a disk: pieces are handed out in batches to write, and once written are read from
 // the file and no longer held in memory.
 class ShuffleStoreOnDiskTest : public ::testing::Test {
