@@ -95,13 +95,23 @@ class ShowShuffleCommand : public BmctlCommand {
       const std::string primary = layout->workers[layout->primaries[partition]].worker_id;
       const std::string replica =
           layout->replicas.empty() ? "" : layout->workers[layout->replicas[partition]].worker_id;
+      // A partition past the split size goes on in more streams, on other workers.
+      ordered_json streams = ordered_json::array();
+      const std::vector<ShuffleLayout::Stream> in_order = layout->StreamsOf(partition);
+      for (const ShuffleLayout::Stream& stream : in_order) {
+        streams.push_back(
+            {{"stream", stream.stream},
+             {"primary", layout->workers[stream.primary].worker_id},
+             {"replica", stream.replica ? layout->workers[*stream.replica].worker_id : ""}});
+      }
       partitions.push_back({{"partition", partition},
                             {"primary", primary},
                             {"replica", replica},
                             {"pieces", pieces},
-                            {"bytes", bytes}});
+                            {"bytes", bytes},
+                            {"streams", streams}});
       rows.push_back({std::to_string(partition), primary, replica.empty() ? "-" : replica,
-                      std::to_string(pieces), FormatBytes(bytes)});
+                      std::to_string(in_order.size()), std::to_string(pieces), FormatBytes(bytes)});
     }
     if (output.json) {
       ordered_json out = {{"shuffle_id", layout->spec.id},
@@ -113,13 +123,16 @@ class ShowShuffleCommand : public BmctlCommand {
       std::cout << out.dump(2) << "\n";
       return FlushStdout();
     }
-    std::cout
-        << "shuffle " << layout->spec.id << ": " << layout->spec.maps << " maps x "
-        << layout->spec.partitions << " partitions, " << StorageLevelName(layout->spec.level)
-        << ", " << layout->committed_maps << " maps committed\n"
-        << FormatTable(
-               {{"PARTITION", true}, {"PRIMARY"}, {"REPLICA"}, {"PIECES", true}, {"BYTES", true}},
-               rows);
+    std::cout << "shuffle " << layout->spec.id << ": " << layout->spec.maps << " maps x "
+              << layout->spec.partitions << " partitions, " << StorageLevelName(layout->spec.level)
+              << ", " << layout->committed_maps << " maps committed\n"
+              << FormatTable({{"PARTITION", true},
+                              {"PRIMARY"},
+                              {"REPLICA"},
+                              {"STREAMS", true},
+                              {"PIECES", true},
+                              {"BYTES", true}},
+                             rows);
     return FlushStdout();
   }
 

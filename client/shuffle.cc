@@ -6,6 +6,8 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <optional>
+#include <set>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -38,12 +40,24 @@ ShuffleLayout DecodeLayout(proto::ShuffleAssignment::Reader in) {
   }
   for (uint32_t index : in.getPrimaries()) layout.primaries.push_back(index);
   for (uint32_t index : in.getReplicas()) layout.replicas.push_back(index);
+  for (proto::ShuffleSplit::Reader split : in.getSplits()) {
+    layout.splits.push_back(ShuffleLayout::Split{.stream = split.getStream(),
+                                                 .partition = split.getPartition(),
+                                                 .primary = split.getPrimary(),
+                                                 .replica = split.getReplica()});
+  }
   layout.committed_maps = in.getCommittedMaps();
   for (proto::MapCommit::Reader commit : in.getCommits()) {
-    layout.commits.push_back(ShuffleLayout::Commit{.map = commit.getMap(),
-                                                   .attempt = commit.getAttempt(),
-                                                   .pieces = commit.getPieces(),
-                                                   .bytes = commit.getBytes()});
+    ShuffleLayout::Commit decoded{.map = commit.getMap(),
+                                  .attempt = commit.getAttempt(),
+                                  .pieces = commit.getPieces(),
+                                  .bytes = commit.getBytes()};
+    for (proto::PartitionPieces::Reader stream : commit.getStreams()) {
+      decoded.streams.push_back({.stream = stream.getPartition(),
+                                 .pieces = stream.getPieces(),
+                                 .bytes = stream.getBytes()});
+    }
+    layout.commits.push_back(std::move(decoded));
   }
   return layout;
 }
@@ -56,7 +70,13 @@ Status CheckLayout(const ShuffleLayout& layout) {
     return std::all_of(indexes.begin(), indexes.end(),
                        [&](uint32_t index) { return index < layout.workers.size(); });
   };
-  if (layout.primaries.size() != partitions || !in_range(layout.primaries) ||
+  const bool splits_ok =
+      std::all_of(layout.splits.begin(), layout.splits.end(), [&](const ShuffleLayout::Split& s) {
+        return s.partition < partitions && s.stream >= partitions &&
+               s.primary < layout.workers.size() &&
+               (layout.replicas.empty() || s.replica < layout.workers.size());
+      });
+  if (layout.primaries.size() != partitions || !in_range(layout.primaries) || !splits_ok ||
       (!layout.replicas.empty() &&
        (layout.replicas.size() != partitions || !in_range(layout.replicas)))) {
     return InternalError("the master's layout of " + Named(layout.spec.id) + " is inconsistent");
@@ -99,6 +119,9 @@ std::string MapList(const std::vector<uint32_t>& maps) {
   return text;
 }
 
+// How often a writer whose worker does not answer asks the master whether its streams moved.
+constexpr std::chrono::seconds kLookForMovedStreams{1};
+
 bool Retryable(const Status& status) {
   // Unavailable: the worker's shuffle memory is full, it has not been told of the shuffle yet,
   // or the connection dropped; data loss: the bytes were damaged on the way.
@@ -106,6 +129,19 @@ bool Retryable(const Status& status) {
 }
 
 }  // namespace
+
+std::vector<ShuffleLayout::Stream> ShuffleLayout::StreamsOf(uint32_t partition) const {
+  std::vector<Stream> streams;
+  if (partition >= primaries.size()) return streams;
+  streams.push_back({partition, primaries[partition],
+                     replicas.empty() ? std::nullopt : std::optional(replicas[partition])});
+  for (const Split& split : splits) {
+    if (split.partition != partition) continue;
+    streams.push_back({split.stream, split.primary,
+                       replicas.empty() ? std::nullopt : std::optional(split.replica)});
+  }
+  return streams;
+}
 
 // ---- the writer ----
 
@@ -121,11 +157,11 @@ class ShuffleWriter::Impl {
         options_(options),
         targets_(layout_.workers.size()),
         open_(layout_.spec.partitions),
-        sequences_(layout_.spec.partitions),
-        written_(layout_.spec.partitions) {
+        current_(layout_.spec.partitions) {
     options_.max_piece_bytes =
         std::clamp<size_t>(options_.max_piece_bytes, 1, kMaxPayloadFrameBytes);
     options_.max_in_flight = std::max<size_t>(options_.max_in_flight, 1);
+    AdoptStreams();
   }
 
   Status Write(uint32_t partition, std::span<const std::byte> bytes) {
@@ -155,11 +191,24 @@ class ShuffleWriter::Impl {
   Status Flush() {
     BM_RETURN_IF_ERROR(failed_);
     BM_RETURN_IF_ERROR(SealAll());
-    for (size_t target = 0; target < targets_.size(); ++target) {
-      if (!targets_[target].pending.headers.empty()) BM_RETURN_IF_ERROR(Push(target));
-    }
-    for (size_t target = 0; target < targets_.size(); ++target) {
-      while (!targets_[target].in_flight.empty()) BM_RETURN_IF_ERROR(AwaitOldest(target));
+    // Pieces a full stream refused go to their partition's next stream as replies come in,
+    // so this goes round until nothing is pending or in flight.
+    for (;;) {
+      bool busy = false;
+      for (size_t target = 0; target < targets_.size(); ++target) {
+        if (!targets_[target].pending.headers.empty()) BM_RETURN_IF_ERROR(Push(target));
+      }
+      for (size_t target = 0; target < targets_.size(); ++target) {
+        while (!targets_[target].in_flight.empty()) {
+          busy = true;
+          BM_RETURN_IF_ERROR(AwaitOldest(target));
+        }
+      }
+      if (!full_.empty()) {
+        busy = true;
+        BM_RETURN_IF_ERROR(Resolve());
+      }
+      if (!busy) break;
     }
     return Status::Ok();
   }
@@ -173,14 +222,14 @@ class ShuffleWriter::Impl {
     commit.setMap(map_);
     commit.setAttempt(attempt_);
     size_t written = 0;
-    for (const Written& w : written_) written += w.pieces > 0 ? 1 : 0;
+    for (const auto& [stream, w] : written_) written += w.pieces > 0 ? 1 : 0;
     auto pieces = commit.initPieces(written);
     size_t i = 0;
-    for (uint32_t partition = 0; partition < written_.size(); ++partition) {
-      if (written_[partition].pieces == 0) continue;
-      pieces[i].setPartition(partition);
-      pieces[i].setPieces(written_[partition].pieces);
-      pieces[i].setBytes(written_[partition].bytes);
+    for (const auto& [stream, w] : written_) {
+      if (w.pieces == 0) continue;
+      pieces[i].setPartition(stream);
+      pieces[i].setPieces(w.pieces);
+      pieces[i].setBytes(w.bytes);
       ++i;
     }
     BM_RETURN_IF_ERROR(master_.CallForOk(message));
@@ -193,10 +242,12 @@ class ShuffleWriter::Impl {
 
  private:
   struct PieceHeader {
-    uint32_t partition;
-    uint32_t sequence;
+    uint32_t stream;     // sent as the piece's partition
+    uint32_t partition;  // the partition it belongs to (not sent)
+    uint32_t sequence;   // on the worker it goes to
     uint32_t length;
     uint64_t digest;
+    uint64_t piece;  // this writer's number for the piece, the same for each copy (not sent)
   };
   struct Batch {
     std::vector<PieceHeader> headers;
@@ -215,26 +266,145 @@ class ShuffleWriter::Impl {
     uint32_t pieces = 0;
     uint64_t bytes = 0;
   };
+  // A stream this writer pushes to: the workers holding it and the next piece's sequence on
+  // each (a holder that replaced a lost one starts from 0).
+  struct Holder {
+    uint32_t worker;  // index into layout_.workers
+    uint32_t next_sequence = 0;
+  };
+  struct Stream {
+    uint32_t partition = 0;
+    std::vector<Holder> holders;
+  };
+
+  // Takes in the layout's streams this writer does not know yet (a new layout's splits). The
+  // holders of a known stream stay as they were: its pieces' sequences go on from where they
+  // are on those workers. At the start each partition's pieces go to its last stream; later a
+  // partition moves to its next stream only when its current one refuses pieces (SplitAfter),
+  // so its pieces stay in order.
+  void AdoptStreams() {
+    while (targets_.size() < layout_.workers.size()) targets_.emplace_back();
+    for (uint32_t partition = 0; partition < layout_.spec.partitions; ++partition) {
+      for (const ShuffleLayout::Stream& stream : layout_.StreamsOf(partition)) {
+        if (streams_.contains(stream.stream)) continue;
+        Stream& adopted = streams_[stream.stream];
+        adopted.partition = partition;
+        adopted.holders.push_back({stream.primary});
+        if (stream.replica) adopted.holders.push_back({*stream.replica});
+        if (!started_) current_[partition] = stream.stream;
+      }
+    }
+    started_ = true;
+  }
 
   // Cuts the partition's open bytes into a piece for its worker(s).
   Status Seal(uint32_t partition) {
     std::vector<std::byte>& open = open_[partition];
     if (open.empty()) return Status::Ok();
-    const PieceHeader header{partition, sequences_[partition]++, static_cast<uint32_t>(open.size()),
-                             DigestOf(open)};
-    ++written_[partition].pieces;
-    written_[partition].bytes += open.size();
-    std::vector<uint32_t> holders{layout_.primaries[partition]};
-    if (!layout_.replicas.empty()) holders.push_back(layout_.replicas[partition]);
-    for (uint32_t holder : holders) {
-      Batch& pending = targets_[holder].pending;
-      pending.headers.push_back(header);
-      pending.bytes.insert(pending.bytes.end(), open.begin(), open.end());
-      if (pending.bytes.size() >= options_.batch_bytes) BM_RETURN_IF_ERROR(Push(holder));
-    }
+    BM_RETURN_IF_ERROR(Route(partition, open, /*push=*/true));
     open_bytes_ -= open.size();
     open.clear();
     return Status::Ok();
+  }
+
+  // Adds `bytes` as the next piece of the partition's current stream to its holders' pending
+  // batches, pushing a batch that is full when `push`.
+  Status Route(uint32_t partition, std::span<const std::byte> bytes, bool push) {
+    BM_RETURN_IF_ERROR(Resolve());  // refused pieces go first, and to the partition's next stream
+    const uint32_t stream_id = current_[partition];
+    Stream& stream = streams_.at(stream_id);
+    const PieceHeader header{stream_id,       partition,    0, static_cast<uint32_t>(bytes.size()),
+                             DigestOf(bytes), next_piece_++};
+    Written& written = written_[stream_id];
+    ++written.pieces;
+    written.bytes += bytes.size();
+    // By index: a Push below may refresh the holders.
+    for (size_t i = 0; i < stream.holders.size(); ++i) {
+      const uint32_t holder = stream.holders[i].worker;
+      Batch& pending = targets_[holder].pending;
+      pending.headers.push_back(header);
+      pending.headers.back().sequence = stream.holders[i].next_sequence++;
+      pending.bytes.insert(pending.bytes.end(), bytes.begin(), bytes.end());
+      if (push && pending.bytes.size() >= options_.batch_bytes) BM_RETURN_IF_ERROR(Push(holder));
+    }
+    return Status::Ok();
+  }
+
+  // Adds a piece already counted in its stream to one holder's pending batch.
+  void Requeue(const PieceHeader& header, std::span<const std::byte> bytes, Holder& holder) {
+    Batch& pending = targets_[holder.worker].pending;
+    pending.headers.push_back(header);
+    pending.headers.back().sequence = holder.next_sequence++;
+    pending.bytes.insert(pending.bytes.end(), bytes.begin(), bytes.end());
+  }
+
+  // While `target` does not answer: once the master has dropped it and moved its streams to
+  // other workers, the pieces waiting for it go to those instead (numbered from 0 there), and
+  // it keeps only the pieces of streams it still holds. Returns whether anything moved.
+  Result<bool> FollowMovedStreams(size_t target) {
+    BM_ASSIGN_OR_RETURN(ShuffleLayout fresh, GetLayout(master_, layout_.spec.id, std::nullopt));
+    if (fresh.workers.size() < layout_.workers.size()) return false;
+    layout_.workers = std::move(fresh.workers);
+    while (targets_.size() < layout_.workers.size()) targets_.emplace_back();
+    // Streams whose holder `target` was replaced: stream -> the holder that replaced it.
+    std::map<uint32_t, size_t> moved;
+    for (uint32_t partition = 0; partition < fresh.spec.partitions; ++partition) {
+      for (const ShuffleLayout::Stream& now : fresh.StreamsOf(partition)) {
+        auto known = streams_.find(now.stream);
+        if (known == streams_.end()) continue;
+        std::vector<Holder>& holders = known->second.holders;
+        auto lost = std::find_if(holders.begin(), holders.end(),
+                                 [&](const Holder& h) { return h.worker == target; });
+        if (lost == holders.end()) continue;
+        std::vector<uint32_t> wanted{now.primary};
+        if (now.replica) wanted.push_back(*now.replica);
+        if (std::find(wanted.begin(), wanted.end(), target) != wanted.end()) continue;
+        for (uint32_t worker : wanted) {
+          const bool held = std::any_of(holders.begin(), holders.end(),
+                                        [&](const Holder& h) { return h.worker == worker; });
+          if (held) continue;
+          *lost = Holder{worker};
+          moved[now.stream] = static_cast<size_t>(lost - holders.begin());
+          break;
+        }
+      }
+    }
+    if (moved.empty()) return false;
+    // Everything queued for `target`, oldest first: what stays is queued again as unsent.
+    Target& t = targets_[target];
+    Result<RpcChannel*> channel = ChannelOf(target);
+    std::vector<std::shared_ptr<const SentBatch>> queued;
+    for (InFlight& in_flight : t.in_flight) {
+      if (channel.ok() && in_flight.request_id != 0) (*channel)->Abandon(in_flight.request_id);
+      queued.push_back(std::move(in_flight.batch));
+    }
+    t.in_flight.clear();
+    Batch pending = std::move(t.pending);
+    t.pending = Batch{};
+    queued.push_back(std::make_shared<const SentBatch>(SentBatch{
+        std::move(pending.headers), std::make_shared<VectorChunk>(std::move(pending.bytes))}));
+    Batch stays;
+    for (const std::shared_ptr<const SentBatch>& batch : queued) {
+      size_t offset = 0;
+      for (const PieceHeader& header : batch->headers) {
+        const std::span<const std::byte> bytes =
+            batch->bytes->bytes().subspan(offset, header.length);
+        offset += header.length;
+        auto to = moved.find(header.stream);
+        if (to == moved.end()) {
+          stays.headers.push_back(header);
+          stays.bytes.insert(stays.bytes.end(), bytes.begin(), bytes.end());
+        } else {
+          Requeue(header, bytes, streams_.at(header.stream).holders[to->second]);
+        }
+      }
+    }
+    if (!stays.headers.empty()) {
+      t.in_flight.push_back({0, std::make_shared<const SentBatch>(SentBatch{
+                                    std::move(stays.headers),
+                                    std::make_shared<VectorChunk>(std::move(stays.bytes))})});
+    }
+    return true;
   }
 
   Status SealAll() {
@@ -270,7 +440,7 @@ class ShuffleWriter::Impl {
     push.setAttempt(attempt_);
     auto headers = push.initPieces(batch.headers.size());
     for (size_t i = 0; i < batch.headers.size(); ++i) {
-      headers[i].setPartition(batch.headers[i].partition);
+      headers[i].setPartition(batch.headers[i].stream);
       headers[i].setSequence(batch.headers[i].sequence);
       headers[i].setLength(batch.headers[i].length);
       headers[i].setDigest(batch.headers[i].digest);
@@ -308,17 +478,116 @@ class ShuffleWriter::Impl {
       Result<IncomingMessage> reply = AwaitPeer(
           *channel, channels_.timeout(), layout_.workers[target].worker_id, oldest.request_id);
       if (reply.ok()) {
+        std::shared_ptr<const SentBatch> batch = std::move(oldest.batch);
         targets_[target].in_flight.pop_front();
-        return Status::Ok();
+        return Took(target, *batch, *reply);
       }
       return Recover(target, reply.status());
     }
     return Recover(target, UnavailableError("not sent"));
   }
 
+  // The worker took `batch`, except the pieces of the streams its reply names as full (past
+  // the split size): those are kept to go on in their partitions' next streams (Resolve).
+  Status Took(size_t target, const SentBatch& batch, IncomingMessage& reply) {
+    std::vector<uint32_t> full;
+    BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+      proto::Reply::Reader r = reply.reply();
+      if (r.isShufflePushed()) {
+        for (uint32_t stream : r.getShufflePushed().getFull()) full.push_back(stream);
+      }
+      return Status::Ok();
+    }));
+    if (full.empty()) return Status::Ok();
+    for (uint32_t stream : full) {
+      if (!streams_.contains(stream)) {
+        return Fail(InternalError("worker " + layout_.workers[target].worker_id +
+                                  " refused pieces of stream " + std::to_string(stream) +
+                                  ", which this writer never pushed"));
+      }
+      full_.insert(stream);
+    }
+    size_t offset = 0;
+    for (const PieceHeader& header : batch.headers) {
+      const size_t at = offset;
+      offset += header.length;
+      if (std::find(full.begin(), full.end(), header.stream) == full.end()) continue;
+      // Once, however many holders refused it.
+      refused_.try_emplace(header.piece,
+                           Refused{header, SliceChunk(batch.bytes, at, header.length)});
+    }
+    return Status::Ok();
+  }
+
+  // Pieces refused by full streams go on in their partitions' next streams, in the order they
+  // were written: first every push in flight is answered (each holder's verdict on each piece
+  // is known, and no piece of the partition is in the air), then the partition moves to its
+  // next stream (split by the master if this writer knows none), then the refused pieces are
+  // queued there in piece order, ahead of anything written later.
+  Status Resolve() {
+    if (full_.empty() || resolving_) return Status::Ok();
+    resolving_ = true;
+    struct Done {
+      bool& flag;
+      ~Done() { flag = false; }
+    } done{resolving_};
+    for (size_t target = 0; target < targets_.size(); ++target) {
+      while (!targets_[target].in_flight.empty()) BM_RETURN_IF_ERROR(AwaitOldest(target));
+    }
+    for (uint32_t stream : std::exchange(full_, {})) BM_RETURN_IF_ERROR(SplitAfter(stream));
+    for (auto& [piece, refused] : std::exchange(refused_, {})) {
+      Written& written = written_[refused.header.stream];
+      --written.pieces;
+      written.bytes -= refused.header.length;
+      BM_RETURN_IF_ERROR(Route(refused.header.partition, refused.bytes->bytes(), /*push=*/false));
+    }
+    return Status::Ok();
+  }
+
+  // Moves the partition of `stream` (full) to the stream after it, asking the master to split
+  // it when this writer knows none.
+  Status SplitAfter(uint32_t stream) {
+    const uint32_t partition = streams_.at(stream).partition;
+    if (current_[partition] != stream) return Status::Ok();
+    if (!NextStream(partition, stream)) {
+      capnp::MallocMessageBuilder message;
+      proto::SplitShuffle::Builder split = message.initRoot<proto::Request>().initSplitShuffle();
+      split.setShuffleId(layout_.spec.id);
+      split.setStream(stream);
+      Result<ShuffleLayout> layout = CallForLayout(master_, message);
+      if (!layout.ok()) return Fail(layout.status());
+      if (layout->workers.size() < layout_.workers.size()) {
+        return Fail(
+            InternalError("the master's layout of " + Named(layout_.spec.id) + " lost workers"));
+      }
+      // Workers are only ever added to a placement: the indexes held here stay valid.
+      layout_.workers = std::move(layout->workers);
+      layout_.splits = std::move(layout->splits);
+      AdoptStreams();
+    }
+    const std::optional<uint32_t> next = NextStream(partition, stream);
+    if (!next) {
+      return Fail(InternalError("the master did not split stream " + std::to_string(stream) +
+                                " of " + Named(layout_.spec.id)));
+    }
+    current_[partition] = *next;
+    return Status::Ok();
+  }
+
+  // The stream after `stream` in the partition's order, if this writer knows one.
+  std::optional<uint32_t> NextStream(uint32_t partition, uint32_t stream) const {
+    const std::vector<ShuffleLayout::Stream> streams = layout_.StreamsOf(partition);
+    for (size_t i = 0; i + 1 < streams.size(); ++i) {
+      if (streams[i].stream == stream) return streams[i + 1].stream;
+    }
+    return std::nullopt;
+  }
+
   // A push failed: every batch after it was refused too (the worker takes each partition's
   // pieces in order) or is unknown, so all of them go again, in order, one at a time, backing
   // off while the worker asks to wait. Pieces it holds already are acknowledged, not kept twice.
+  // Meanwhile the writer asks the master about once a second whether the worker's streams
+  // moved (the master dropped it): their pieces then go to the new holders.
   Status Recover(size_t target, Status first) {
     Target& t = targets_[target];
     if (!Retryable(first)) return Fail(first);
@@ -329,23 +598,32 @@ class ShuffleWriter::Impl {
       }
     }
     const auto deadline = std::chrono::steady_clock::now() + options_.retry_for;
+    auto next_look = std::chrono::steady_clock::now() + kLookForMovedStreams;
     std::chrono::milliseconds backoff(5);
     Status last = first;
     while (!t.in_flight.empty()) {
       if (std::chrono::steady_clock::now() >= deadline) {
         return Fail(WithPeer(last, layout_.workers[target].worker_id));
       }
-      Result<uint64_t> sent = Send(target, *t.in_flight.front().batch);
+      if (std::chrono::steady_clock::now() >= next_look) {
+        next_look = std::chrono::steady_clock::now() + kLookForMovedStreams;
+        Result<bool> moved = FollowMovedStreams(target);
+        if (moved.ok() && *moved) continue;  // what is left for it (if anything) goes again
+      }
+      std::shared_ptr<const SentBatch> batch = t.in_flight.front().batch;
+      Result<uint64_t> sent = Send(target, *batch);
       Status status = sent.status();
       if (sent.ok()) {
         BM_ASSIGN_OR_RETURN(RpcChannel * ch, ChannelOf(target));
-        status =
-            AwaitPeer(*ch, channels_.timeout(), layout_.workers[target].worker_id, *sent).status();
-      }
-      if (status.ok()) {
-        t.in_flight.pop_front();
-        backoff = std::chrono::milliseconds(5);
-        continue;
+        Result<IncomingMessage> reply =
+            AwaitPeer(*ch, channels_.timeout(), layout_.workers[target].worker_id, *sent);
+        status = reply.status();
+        if (reply.ok()) {
+          t.in_flight.pop_front();
+          backoff = std::chrono::milliseconds(5);
+          BM_RETURN_IF_ERROR(Took(target, *batch, *reply));
+          continue;
+        }
       }
       if (!Retryable(status)) return Fail(status);
       last = status;
@@ -364,14 +642,27 @@ class ShuffleWriter::Impl {
 
   MasterClient& master_;
   WorkerChannels& channels_;
-  const ShuffleLayout layout_;
+  ShuffleLayout layout_;  // its workers and splits grow as partitions split
   const uint32_t map_;
   const uint32_t attempt_;
   ShuffleWriterOptions options_;
-  std::vector<Target> targets_;               // by index into layout_.workers
+  // By index into layout_.workers; a deque, so a Target stays where it is as workers are added.
+  std::deque<Target> targets_;
   std::vector<std::vector<std::byte>> open_;  // by partition: bytes not cut into a piece yet
-  std::vector<uint32_t> sequences_;           // by partition: the next piece's sequence
-  std::vector<Written> written_;              // by partition
+  std::vector<uint32_t> current_;             // by partition: the stream its pieces go to
+  std::map<uint32_t, Stream> streams_;        // by stream id
+  std::map<uint32_t, Written> written_;       // by stream id: what the commit reports
+  // Pieces refused by full streams, by piece number (their order), until Resolve sends them
+  // to the next streams.
+  struct Refused {
+    PieceHeader header;
+    ChunkPtr bytes;
+  };
+  std::map<uint64_t, Refused> refused_;
+  std::set<uint32_t> full_;  // streams that refused pieces, not resolved yet
+  bool resolving_ = false;
+  bool started_ = false;  // AdoptStreams ran once
+  uint64_t next_piece_ = 0;
   uint64_t open_bytes_ = 0;
   uint64_t bytes_written_ = 0;
   uint64_t pushes_ = 0;
@@ -400,42 +691,56 @@ class ShuffleReader::Impl {
     missing_.clear();
     visit_error_ = Status::Ok();
     BM_ASSIGN_OR_RETURN(ShuffleLayout layout, GetLayout(master_, shuffle_id_, partition_));
-    // What each committed map wrote here, and how much of it was delivered (pieces come in
-    // sequence order per map, from either copy).
-    struct Expected {
-      uint32_t attempt;
-      uint32_t pieces;
-      uint32_t delivered = 0;
-    };
-    std::map<uint32_t, Expected> expected;
-    for (const ShuffleLayout::Commit& commit : layout.commits) {
-      expected[commit.map] = Expected{commit.attempt, commit.pieces};
-    }
     // A partition is whole only with every map's output: a map without a committed attempt
     // (not run yet, or its output was lost) is as missing as a lost piece.
+    std::set<uint32_t> committed;
+    for (const ShuffleLayout::Commit& commit : layout.commits) committed.insert(commit.map);
     for (uint32_t map = 0; map < layout.spec.maps; ++map) {
-      if (!expected.contains(map)) missing_.push_back(map);
+      if (!committed.contains(map)) missing_.push_back(map);
     }
     if (!missing_.empty()) {
       return DataLossError("partition " + std::to_string(partition_) + " of " + Named(shuffle_id_) +
                            " has no committed output of maps " + MapList(missing_) +
                            " (not run yet, or their output was lost): run them");
     }
-    std::vector<uint32_t> copies{layout.primaries[partition_]};
-    if (!layout.replicas.empty()) copies.push_back(layout.replicas[partition_]);
+    // The partition's streams in order (more than one once it split), each read whole before
+    // the next: from its primary, then from its replica for what the primary lacked.
+    std::set<uint32_t> lost;
     std::vector<std::string> problems;
-    for (uint32_t copy : copies) {
-      Status read = ReadCopy(layout, copy, expected, visit);
-      if (!visit_error_.ok()) return visit_error_;  // the caller's own: not a copy's fault
-      if (!read.ok()) problems.push_back(read.ToString());
-      const bool whole = std::all_of(expected.begin(), expected.end(), [](const auto& entry) {
-        return entry.second.delivered == entry.second.pieces;
-      });
-      if (whole) return Status::Ok();
+    for (const ShuffleLayout::Stream& stream : layout.StreamsOf(partition_)) {
+      // What each committed map wrote into this stream, and how much of it was delivered
+      // (pieces come in sequence order per map, from either copy).
+      std::map<uint32_t, Expected> expected;
+      for (const ShuffleLayout::Commit& commit : layout.commits) {
+        uint32_t pieces = 0;
+        if (commit.streams.empty()) {
+          if (stream.stream == partition_) pieces = commit.pieces;
+        } else {
+          for (const ShuffleLayout::StreamPieces& in : commit.streams) {
+            if (in.stream == stream.stream) pieces = in.pieces;
+          }
+        }
+        expected[commit.map] = Expected{commit.attempt, pieces};
+      }
+      std::vector<uint32_t> copies{stream.primary};
+      if (stream.replica) copies.push_back(*stream.replica);
+      bool whole = false;
+      for (uint32_t copy : copies) {
+        Status read = ReadCopy(layout, copy, stream.stream, expected, visit);
+        if (!visit_error_.ok()) return visit_error_;  // the caller's own: not a copy's fault
+        if (!read.ok()) problems.push_back(read.ToString());
+        whole = std::all_of(expected.begin(), expected.end(), [](const auto& entry) {
+          return entry.second.delivered == entry.second.pieces;
+        });
+        if (whole) break;
+      }
+      if (whole) continue;
+      for (const auto& [map, want] : expected) {
+        if (want.delivered != want.pieces) lost.insert(map);
+      }
     }
-    for (const auto& [map, want] : expected) {
-      if (want.delivered != want.pieces) missing_.push_back(map);
-    }
+    if (lost.empty()) return Status::Ok();
+    missing_.assign(lost.begin(), lost.end());
     // The master drops those maps' commits, so they can run again and commit (best effort: a
     // reader that cannot tell it still fails with the maps named).
     capnp::MallocMessageBuilder message;
@@ -459,8 +764,15 @@ class ShuffleReader::Impl {
   uint32_t partition() const { return partition_; }
 
  private:
-  template <typename Expected>
-  Status ReadCopy(const ShuffleLayout& layout, uint32_t copy,
+  struct Expected {
+    uint32_t attempt;
+    uint32_t pieces;
+    uint32_t delivered = 0;
+  };
+
+  // Reads `stream` from workers[copy], delivering each map's pieces in sequence order after the
+  // ones delivered already, up to as many as the map committed there.
+  Status ReadCopy(const ShuffleLayout& layout, uint32_t copy, uint32_t stream,
                   std::map<uint32_t, Expected>& expected, const Visit& visit) {
     const ShuffleWorker& worker = layout.workers[copy];
     if (worker.address.empty()) {
@@ -468,13 +780,11 @@ class ShuffleReader::Impl {
     }
     channels_.Trust(worker.address, worker.public_key);
     BM_ASSIGN_OR_RETURN(RpcChannel * channel, channels_.Channel(worker.address));
-    uint64_t cursor = 0;
-    std::vector<std::byte> gathered;
-    for (;;) {
+    auto ask = [&](uint64_t cursor) -> Result<uint64_t> {
       capnp::MallocMessageBuilder message;
       proto::ReadShuffle::Builder read = message.initRoot<proto::Request>().initReadShuffle();
       read.setShuffleId(shuffle_id_);
-      read.setPartition(partition_);
+      read.setPartition(stream);
       read.setCursor(cursor);
       read.setMaxBytes(static_cast<uint32_t>(kMaxPieceBytes));
       auto commits = read.initCommits(expected.size());
@@ -484,13 +794,35 @@ class ShuffleReader::Impl {
         commits[i].setAttempt(want.attempt);
         ++i;
       }
+      return channel->Send(message);
+    };
+    // Read-ahead: the next page is asked for as soon as a reply says where it starts, so the
+    // worker reads and sends it while this one is checked and visited. A page asked for and
+    // not awaited (an error, the caller stopping) is abandoned.
+    std::optional<uint64_t> ahead;
+    struct AbandonAhead {
+      RpcChannel& channel;
+      std::optional<uint64_t>& id;
+      ~AbandonAhead() {
+        if (id) channel.Abandon(*id);
+      }
+    } abandon{*channel, ahead};
+    BM_ASSIGN_OR_RETURN(uint64_t asked, ask(0));
+    ahead = asked;
+    std::vector<std::byte> gathered;
+    for (;;) {
+      const uint64_t awaited = *std::exchange(ahead, std::nullopt);
       BM_ASSIGN_OR_RETURN(IncomingMessage reply,
-                          CallPeer(*channel, channels_.timeout(), worker.worker_id, message));
+                          AwaitPeer(*channel, channels_.timeout(), worker.worker_id, awaited));
       bool end = false;
       BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
         proto::Reply::Reader r = reply.reply();
         if (!r.isShufflePieces()) return UnexpectedReply(worker.worker_id, "shufflePieces");
         proto::ShufflePieces::Reader pieces = r.getShufflePieces();
+        if (!pieces.getEnd()) {
+          BM_ASSIGN_OR_RETURN(uint64_t next, ask(pieces.getNextCursor()));
+          ahead = next;
+        }
         std::vector<zmq::message_t>& payload = reply.payload();
         size_t frame = 0;
         size_t offset = 0;
@@ -535,6 +867,9 @@ class ShuffleReader::Impl {
           auto want = expected.find(piece.getMap());
           if (want == expected.end()) continue;                        // not asked for: never used
           if (piece.getSequence() < want->second.delivered) continue;  // had it from a copy
+          // Past what the map committed here: a copy took a piece the other refused as full,
+          // and the writer sent it to the next stream.
+          if (want->second.delivered >= want->second.pieces) continue;
           if (piece.getSequence() > want->second.delivered) {
             // An earlier piece of the map is gone from this copy: the rest of it is not used.
             continue;
@@ -544,7 +879,6 @@ class ShuffleReader::Impl {
           ++want->second.delivered;
           bytes_read_ += bytes.size();
         }
-        cursor = pieces.getNextCursor();
         end = pieces.getEnd();
         return Status::Ok();
       }));

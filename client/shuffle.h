@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -40,16 +41,41 @@ struct ShuffleLayout {
   std::vector<ShuffleWorker> workers;
   std::vector<uint32_t> primaries;  // partition -> index into workers
   std::vector<uint32_t> replicas;   // partition -> index into workers; empty for one copy
+  // Partitions continued past the split size (README "Shuffles"): stream `stream` holds the
+  // partition's pieces after the streams before it, on workers[primary] (and workers[replica]
+  // for two copies). A partition's first stream has its own id.
+  struct Split {
+    uint32_t stream = 0;
+    uint32_t partition = 0;
+    uint32_t primary = 0;
+    uint32_t replica = 0;
+  };
+  std::vector<Split> splits;
   uint32_t committed_maps = 0;
   // With a partition asked for (the reader's): the committed attempt of each committed map and
-  // how many pieces (bytes) it wrote into that partition.
+  // how many pieces (bytes) it wrote into that partition, in all and per stream.
+  struct StreamPieces {
+    uint32_t stream = 0;
+    uint32_t pieces = 0;
+    uint64_t bytes = 0;
+  };
   struct Commit {
     uint32_t map = 0;
     uint32_t attempt = 0;
     uint32_t pieces = 0;
     uint64_t bytes = 0;
+    std::vector<StreamPieces> streams{};
   };
   std::vector<Commit> commits;
+
+  // One stream of a partition and the workers holding it.
+  struct Stream {
+    uint32_t stream = 0;
+    uint32_t primary = 0;
+    std::optional<uint32_t> replica{};
+  };
+  // The streams of `partition` in order.
+  std::vector<Stream> StreamsOf(uint32_t partition) const;
 };
 
 // A shuffle as `bmctl shuffles` lists it.

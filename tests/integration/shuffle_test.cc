@@ -460,6 +460,121 @@ TEST(ShuffleTest, AWorkerRestartKeepsTheCommittedPartitionsItWroteToDisk) {
       << other_dir << " is still there";
 }
 
+TEST(ShuffleTest, AReaderAsksForTheNextPageWhileItVisitsThisOne) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(
+      cluster.StartWorker({.id = "w1", .extra_args = {"--http", "127.0.0.1:0"}}));
+  Client client(ClientFor(cluster));
+  const ShuffleSpec spec{.id = 41, .maps = 1, .partitions = 1};
+  ASSERT_TRUE(client.RegisterShuffle(spec).ok());
+  const size_t size = 3 * kMaxPieceBytes;  // pages of at most kMaxPieceBytes: several
+  ASSERT_TRUE(RunMap(client, spec, 0, 0, size).ok());
+  auto reads_answered = [&] {
+    return WorkerMetric(cluster, "w1",
+                        "blockmgr_worker_requests_total{op=\"shuffle_read\",result=\"ok\"}")
+        .value_or(0);
+  };
+  Result<std::unique_ptr<ShuffleReader>> reader = client.OpenShuffleReader(spec.id, 0);
+  ASSERT_TRUE(reader.ok());
+  bool first = true;
+  bool asked_ahead = false;
+  std::string read;
+  Status all = (*reader)->ForEach([&](uint32_t, std::span<const std::byte> bytes) {
+    if (first) {
+      // Still inside the first page: the worker has answered the second already.
+      asked_ahead = WaitFor([&] { return reads_answered() >= 2; }, 10s);
+      first = false;
+    }
+    read += Text(bytes);
+    return Status::Ok();
+  });
+  ASSERT_TRUE(all.ok()) << all.ToString();
+  EXPECT_TRUE(asked_ahead);
+  EXPECT_EQ(read, OutputOf(0, 0, 0, size));
+}
+
+TEST(ShuffleTest, APartitionPastItsSplitSizeContinuesOnOtherWorkersAndReadsFollowIt) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  for (const char* id : {"w1", "w2", "w3"}) {
+    ASSERT_NO_FATAL_FAILURE(
+        cluster.StartWorker({.id = id, .extra_args = {"--shuffle-split-size", "1MiB"}}));
+  }
+  Client client(ClientFor(cluster));
+  const ShuffleSpec spec{.id = 51, .maps = 4, .partitions = 2, .level = StorageLevel::kMemoryOnly2};
+  ASSERT_TRUE(client.RegisterShuffle(spec).ok());
+  const size_t size = 3 << 20;  // 12 MiB per partition, in streams of about 1 MiB
+  for (uint32_t map = 0; map < spec.maps; ++map) {
+    Status ran = RunMap(client, spec, map, 0, size);
+    ASSERT_TRUE(ran.ok()) << "map " << map << ": " << ran.ToString();
+  }
+  Result<ShuffleLayout> layout = client.ShuffleLayoutOf(spec.id);
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+    std::vector<ShuffleLayout::Stream> streams = layout->StreamsOf(partition);
+    EXPECT_GE(streams.size(), 4u) << "partition " << partition;
+    std::set<std::string> holders;
+    for (const ShuffleLayout::Stream& stream : streams) {
+      holders.insert(layout->workers[stream.primary].worker_id);
+      ASSERT_TRUE(stream.replica.has_value());
+      EXPECT_NE(stream.primary, *stream.replica);
+    }
+    EXPECT_EQ(holders.size(), 3u) << "partition " << partition << " stayed on " << holders.size();
+    Result<std::map<uint32_t, std::string>> read = ReadPartition(client, spec.id, partition);
+    ASSERT_TRUE(read.ok()) << "partition " << partition << ": " << read.status().ToString();
+    for (uint32_t map = 0; map < spec.maps; ++map) {
+      EXPECT_EQ(read->at(map), OutputOf(map, partition, 0, size))
+          << "map " << map << " partition " << partition;
+    }
+  }
+}
+
+TEST(ShuffleTest, AWriterWhoseWorkerIsKilledFollowsItsStreamsToTheirNewWorkers) {
+  LocalCluster cluster(/*heartbeat_timeout_seconds=*/1);
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(3));
+  Client client(ClientFor(cluster));
+  const ShuffleSpec spec{.id = 61, .maps = 2, .partitions = 3, .level = StorageLevel::kMemoryOnly2};
+  Result<ShuffleLayout> layout = client.RegisterShuffle(spec);
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  const size_t size = 400000;
+  Result<std::unique_ptr<ShuffleWriter>> writer = client.OpenShuffleWriter(spec.id, 0, 0);
+  ASSERT_TRUE(writer.ok());
+  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+    const std::string output = OutputOf(0, partition, 0, size);
+    ASSERT_TRUE((*writer)->Write(partition, Bytes(output.substr(0, size / 2))).ok());
+  }
+  ASSERT_TRUE((*writer)->Flush().ok());
+  // A holder of partition 0 dies mid-map: the rest of the map's pieces cannot reach it.
+  const std::string victim = layout->workers[layout->primaries[0]].worker_id;
+  cluster.SignalWorker(victim, SIGKILL);
+  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+    const std::string output = OutputOf(0, partition, 0, size);
+    ASSERT_TRUE((*writer)->Write(partition, Bytes(output.substr(size / 2))).ok());
+  }
+  // Answered, not left waiting: once the master drops the worker its streams move and the
+  // writer follows them.
+  Status committed = (*writer)->Commit();
+  ASSERT_TRUE(committed.ok()) << committed.ToString();
+  ASSERT_TRUE(RunMap(client, spec, 1, 0, size).ok());
+  Result<ShuffleLayout> after = client.ShuffleLayoutOf(spec.id);
+  ASSERT_TRUE(after.ok());
+  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+    EXPECT_NE(after->workers[after->primaries[partition]].worker_id, victim);
+    EXPECT_NE(after->workers[after->replicas[partition]].worker_id, victim);
+    Result<std::map<uint32_t, std::string>> read = ReadPartition(client, spec.id, partition);
+    ASSERT_TRUE(read.ok()) << "partition " << partition << ": " << read.status().ToString();
+    for (uint32_t map = 0; map < spec.maps; ++map) {
+      // (Compared without printing 3 MiB on a failure.)
+      const std::string& got = read->at(map);
+      EXPECT_EQ(got.size(), size) << "map " << map << " partition " << partition;
+      EXPECT_TRUE(got == OutputOf(map, partition, 0, size))
+          << "map " << map << " partition " << partition << ": bytes differ";
+    }
+  }
+}
+
 #ifdef BM_SANITIZER_BUILD
 constexpr uint32_t kPushedMiB = 512;  // the same paths at a scale the sanitizers finish
 #else
