@@ -250,6 +250,7 @@ Status SendShuffleCommand(WorkerSender& sender, const ShuffleCommand& command) {
         partitions.set(i, command.partitions[i]);
       }
       assigned.setOwner(command.owner);
+      assigned.setLevel(ToProto(command.level));
       break;
     }
     case ShuffleCommand::Kind::kRemove:

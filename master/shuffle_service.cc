@@ -163,7 +163,8 @@ std::vector<ShuffleCommand> ShuffleService::AssignCommands(const Shuffle& shuffl
                                       .worker_id = placement.workers[worker],
                                       .shuffle_id = shuffle.shape.id,
                                       .maps = shuffle.shape.maps,
-                                      .owner = shuffle.owner};
+                                      .owner = shuffle.owner,
+                                      .level = shuffle.shape.level};
   }
   for (uint32_t partition = 0; partition < placement.primaries.size(); ++partition) {
     commands[placement.primaries[partition]].partitions.push_back(partition);

@@ -88,9 +88,10 @@ struct ShuffleCommand {
   Kind kind = Kind::kAssign;
   std::string worker_id;
   uint64_t shuffle_id = 0;
-  uint32_t maps = 0;                   // kAssign
-  std::vector<uint32_t> partitions{};  // kAssign: the worker's, primary or replica
-  std::string owner{};                 // kAssign
+  uint32_t maps = 0;                                  // kAssign
+  std::vector<uint32_t> partitions{};                 // kAssign: the worker's, primary or replica
+  std::string owner{};                                // kAssign
+  StorageLevel level = StorageLevel::kMemoryAndDisk;  // kAssign
 };
 
 // What an event came to, for the master's loop to carry out: journal records (written before

@@ -752,6 +752,9 @@ struct ShuffleAssigned {
   maps @1 :UInt32;
   partitions @2 :List(UInt32);
   owner @3 :Text;   # the tenant that registered it; empty without tenants
+  # Its level: with a disk (DISK_ONLY, MEMORY_AND_DISK...) the worker writes pieces to their
+  # files soon after they arrive; memory only, when its shuffle memory runs short.
+  level @4 :StorageLevel;
 }
 
 # Names a shuffle: unregisterShuffle (client -> master), removeShuffle (master -> worker: drop

@@ -164,8 +164,8 @@ Status ShuffleHandler::HandleAssigned(IncomingMessage& message, uint64_t id) {
     std::vector<uint32_t> partitions;
     for (uint32_t partition : assigned.getPartitions()) partitions.push_back(partition);
     shuffle_id = assigned.getShuffleId();
-    dropped =
-        store_.Assign(shuffle_id, assigned.getMaps(), std::move(partitions), assigned.getOwner());
+    dropped = store_.Assign(shuffle_id, assigned.getMaps(), std::move(partitions),
+                            assigned.getOwner(), UsesDisk(FromProto(assigned.getLevel())));
     return Status::Ok();
   }));
   if (!dropped.empty() && jobs_ != nullptr) {

@@ -48,14 +48,45 @@ ShuffleStore::Partition& ShuffleStore::NewPartition(Shuffle& shuffle, uint64_t s
 
 void ShuffleStore::Drop(uint64_t shuffle_id, uint32_t partition_id, const Partition& partition) {
   memory_used_ -= partition.bytes;
+  clean_bytes_ -= partition.clean_bytes;
   waiting_.erase({shuffle_id, partition_id});
+  clean_.erase({shuffle_id, partition_id});
+}
+
+void ShuffleStore::Evict(uint64_t needed) {
+  uint64_t freed = 0;
+  for (auto it = clean_.begin(); it != clean_.end() && freed < needed;) {
+    Partition& partition = shuffles_.at(it->first).partitions.at(it->second);
+    while (freed < needed && !partition.chunks.empty() &&
+           partition.first_chunk < partition.clean_chunks_end) {
+      const uint64_t counted = partition.chunks.front().counted;
+      partition.chunks.pop_front();
+      ++partition.first_chunk;
+      partition.bytes -= counted;
+      partition.clean_bytes -= counted;
+      memory_used_ -= counted;
+      clean_bytes_ -= counted;
+      freed += counted;
+    }
+    if (partition.first_chunk >= partition.clean_chunks_end) {
+      it = clean_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+bool ShuffleStore::InMemory(const Partition& partition, size_t i) {
+  const Entry& entry = partition.entries[i];
+  return entry.data != nullptr && entry.chunk >= partition.first_chunk;
 }
 
 std::vector<ShuffleStore::DroppedFile> ShuffleStore::Assign(uint64_t shuffle_id, uint32_t maps,
                                                             std::vector<uint32_t> partitions,
-                                                            std::string owner) {
+                                                            std::string owner, bool write_soon) {
   Shuffle& shuffle = shuffles_[shuffle_id];
   shuffle.maps = maps;
+  shuffle.write_soon = write_soon;
   shuffle.owner = std::move(owner);
   std::sort(partitions.begin(), partitions.end());
   std::vector<DroppedFile> dropped;
@@ -178,6 +209,9 @@ Status ShuffleStore::Push(uint64_t shuffle_id, uint32_t map, uint32_t attempt,
   }
   if (full != nullptr) full->assign(refused.begin(), refused.end());
   if (memory_used_ + new_bytes > limits_.memory_bytes) {
+    Evict(memory_used_ + new_bytes - limits_.memory_bytes);  // written pieces make room
+  }
+  if (memory_used_ + new_bytes > limits_.memory_bytes) {
     return UnavailableError("worker " + worker_id_ + " holds " + std::to_string(memory_used_) +
                             " bytes of shuffle pieces in memory of at most " +
                             std::to_string(limits_.memory_bytes) + ": push again later");
@@ -243,11 +277,13 @@ const std::byte* ShuffleStore::Append(Partition& partition, std::span<const std:
   return at;
 }
 
-bool ShuffleStore::Due(const Partition& partition, TimePoint now, bool all) const {
+bool ShuffleStore::Due(const Shuffle& shuffle, const Partition& partition, TimePoint now,
+                       bool all) const {
   if (partition.writing || partition.handed == partition.entries.size()) return false;
   if (!partition.failed.ok() && now < partition.retry_at) return false;
-  return all || memory_used_ * 2 >= limits_.memory_bytes ||
-         partition.waiting_bytes >= limits_.flush_bytes ||
+  if ((memory_used_ - clean_bytes_) * 2 >= limits_.memory_bytes) return true;  // room needed
+  if (!shuffle.write_soon) return false;  // memory only: written when room is needed
+  return all || partition.waiting_bytes >= limits_.flush_bytes ||
          (partition.waiting_since && now - *partition.waiting_since >= limits_.flush_delay);
 }
 
@@ -290,7 +326,7 @@ std::vector<ShuffleStore::Flush> ShuffleStore::TakeFlushes(bool all) {
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     Shuffle& shuffle = shuffles_.at(it->first);
     Partition& partition = shuffle.partitions.at(it->second);
-    if (!Due(partition, now, all)) {
+    if (!Due(shuffle, partition, now, all)) {
       ++it;
       continue;
     }
@@ -326,18 +362,23 @@ void ShuffleStore::Flushed(const Flush& flush, const Status& result) {
   partition.flushed = flush.entries_end;
   partition.file_end = flush.file_end;
   bytes_flushed_ += flush.file_end - flush.offset;
-  while (!partition.chunks.empty() && partition.first_chunk < flush.chunks_end) {
-    partition.bytes -= partition.chunks.front().counted;
-    memory_used_ -= partition.chunks.front().counted;
-    partition.chunks.pop_front();
-    ++partition.first_chunk;
+  // Its chunks stay, read from, until their room is needed.
+  for (uint64_t id = std::max(partition.first_chunk, partition.clean_chunks_end);
+       id < flush.chunks_end; ++id) {
+    const uint64_t counted = partition.chunks[id - partition.first_chunk].counted;
+    partition.clean_bytes += counted;
+    clean_bytes_ += counted;
   }
+  partition.clean_chunks_end = std::max(partition.clean_chunks_end, flush.chunks_end);
+  if (partition.clean_bytes > 0) clean_.insert({flush.shuffle_id, flush.partition});
 }
 
 std::optional<TimePoint> ShuffleStore::NextFlush() const {
   std::optional<TimePoint> next;
   for (const auto& [shuffle_id, partition_id] : waiting_) {
-    const Partition& partition = shuffles_.at(shuffle_id).partitions.at(partition_id);
+    const Shuffle& shuffle = shuffles_.at(shuffle_id);
+    if (!shuffle.write_soon) continue;  // falls due only when room is needed
+    const Partition& partition = shuffle.partitions.at(partition_id);
     if (partition.writing || !partition.waiting_since) continue;
     TimePoint due = *partition.waiting_since + limits_.flush_delay;
     if (!partition.failed.ok()) due = std::max(due, partition.retry_at);
@@ -360,12 +401,15 @@ Result<ShuffleStore::Page> ShuffleStore::Read(
                          " is not held by worker " + worker_id_);
   }
   const Partition& partition = held->second;
-  if (cursor < partition.flushed) return ReadFile(partition, attempts, cursor, max_bytes);
+  if (cursor < partition.flushed && !InMemory(partition, cursor)) {
+    return ReadFile(partition, attempts, cursor, max_bytes);
+  }
   const std::vector<Entry>& entries = partition.entries;
   Page page;
   uint64_t bytes = 0;
   uint64_t at = std::min<uint64_t>(cursor, entries.size());
   for (; at < entries.size(); ++at) {
+    if (at < partition.flushed && !InMemory(partition, at)) break;  // from the file: next page
     const Entry& entry = entries[at];
     auto committed = attempts.find(entry.map);
     if (committed == attempts.end() || committed->second != entry.attempt) continue;

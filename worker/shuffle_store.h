@@ -31,11 +31,13 @@ namespace bm {
 //   read; each piece's bytes are checked against its digest on the way in.
 // - Memory is bounded: a push that would pass `memory_bytes` is refused as unavailable (the
 //   pusher backs off and retries), never stored past the bound.
-// - With disks, pieces move to a file per partition (ShuffleFiles): the store hands the loop
-//   batches to write (TakeFlushes) once a partition has `flush_bytes` waiting, its oldest
-//   waiting piece is `flush_delay` old, or memory is half full; when a batch is written
-//   (Flushed) its memory is released and reads of those pieces come from the file (a Page
-//   names the range to read). A partition whose write failed refuses pushes with the failure
+// - With disks, pieces are also written to a file per partition (ShuffleFiles): the store
+//   hands the loop batches to write (TakeFlushes) once a partition has `flush_bytes` waiting,
+//   its oldest waiting piece is `flush_delay` old, or unwritten pieces take half the memory.
+//   Written pieces stay in memory, read from there, until a push needs their room: then the
+//   oldest written chunks are let go and reads of their pieces come from the file (a Page
+//   names the range to read). So the bound holds unwritten pieces only back; a push is refused
+//   only while those fill it. A partition whose write failed refuses pushes with the failure
 //   (kOutOfSpace for a full disk) and is written again after `retry_delay`.
 //
 // Not thread-safe: owned by the worker's loop. It touches no file itself.
@@ -121,8 +123,11 @@ class ShuffleStore {
   // The master's shuffleAssigned: the partitions of the shuffle this worker holds from now on
   // (their pieces are kept; partitions no longer listed are dropped, and their files returned
   // for removal), its map count and the tenant that owns it (empty: any sender may push).
+  // `write_soon`: its level has a disk, so its pieces are written as they fall due; otherwise
+  // only when unwritten pieces take half the memory (and not on `all`).
   std::vector<DroppedFile> Assign(uint64_t shuffle_id, uint32_t maps,
-                                  std::vector<uint32_t> partitions, std::string owner);
+                                  std::vector<uint32_t> partitions, std::string owner,
+                                  bool write_soon = true);
   // The master's removeShuffle: drops the shuffle's pieces (the caller removes its files).
   // Unknown shuffles are ignored.
   void Remove(uint64_t shuffle_id);
@@ -157,6 +162,8 @@ class ShuffleStore {
   std::optional<TimePoint> NextFlush() const;
 
   uint64_t memory_used() const { return memory_used_; }
+  // Of memory_used(): pieces written to their files, let go when room is needed.
+  uint64_t memory_written() const { return clean_bytes_; }
   // Pieces and bytes appended since the store started (repeated pieces not counted).
   uint64_t pieces_kept() const { return pieces_kept_; }
   uint64_t bytes_kept() const { return bytes_kept_; }
@@ -188,6 +195,9 @@ class ShuffleStore {
   struct Partition {
     uint64_t incarnation = 0;
     std::vector<Entry> entries;
+    // Chunks with ids below this hold written pieces only: they may be let go (Evict).
+    uint64_t clean_chunks_end = 0;
+    uint64_t clean_bytes = 0;  // what those still held count
     // The chunks the entries not yet written lie in, oldest first: ones pieces are copied
     // into, and frames kept whole. chunks[i] has the id first_chunk + i.
     std::deque<HeldChunk> chunks;
@@ -213,6 +223,7 @@ class ShuffleStore {
   };
   struct Shuffle {
     uint32_t maps = 0;
+    bool write_soon = true;
     std::string owner;
     std::map<uint32_t, Partition> partitions;  // the ones held here
   };
@@ -223,7 +234,12 @@ class ShuffleStore {
   const std::byte* Append(Partition& partition, std::span<const std::byte> bytes, uint64_t room);
   Partition& NewPartition(Shuffle& shuffle, uint64_t shuffle_id, uint32_t partition);
   void Drop(uint64_t shuffle_id, uint32_t partition_id, const Partition& partition);
-  bool Due(const Partition& partition, TimePoint now, bool all) const;
+  // Lets go of written chunks, oldest first per partition, until `needed` bytes are free or
+  // none is left to let go.
+  void Evict(uint64_t needed);
+  // Whether entries[i] can be read from memory.
+  static bool InMemory(const Partition& partition, size_t i);
+  bool Due(const Shuffle& shuffle, const Partition& partition, TimePoint now, bool all) const;
   Flush Hand(uint64_t shuffle_id, const Shuffle& shuffle, uint32_t partition_id,
              Partition& partition);
   Result<Page> ReadFile(const Partition& partition,
@@ -236,6 +252,9 @@ class ShuffleStore {
   std::unordered_map<uint64_t, Shuffle> shuffles_;
   // Partitions with entries not handed to a write.
   std::set<PartitionKey> waiting_;
+  // Partitions holding written chunks (clean_bytes > 0), and what those count in all.
+  std::set<PartitionKey> clean_;
+  uint64_t clean_bytes_ = 0;
   uint64_t next_incarnation_ = 1;
   uint64_t memory_used_ = 0;
   uint64_t pieces_kept_ = 0;

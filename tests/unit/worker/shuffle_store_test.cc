@@ -216,21 +216,33 @@ TEST_F(ShuffleStoreOnDiskTest, APartitionIsWrittenOnceEnoughWaitsOrItsPiecesAreO
   EXPECT_TRUE(store_.TakeFlushes(/*all=*/true).empty());
 }
 
-TEST_F(ShuffleStoreOnDiskTest, WrittenPiecesAreReadFromTheFileAndLeaveMemory) {
+TEST_F(ShuffleStoreOnDiskTest, WrittenPiecesAreReadFromMemoryUntilTheirRoomIsNeeded) {
   std::vector<ShuffleStore::Piece> first = {PieceOf(0, 0, "one"), PieceOf(0, 1, "two")};
   ASSERT_TRUE(store_.Push(1, 0, 0, first, "").ok());
   const uint64_t in_memory = store_.memory_used();
   ASSERT_GT(in_memory, 0u);
   std::vector<ShuffleStore::Flush> due = store_.TakeFlushes(/*all=*/true);
   ASSERT_EQ(due.size(), 1u);
-  // Pushed while the write is in flight: stays in memory.
+  // Pushed while the write is in flight: not written.
   std::vector<ShuffleStore::Piece> later = {PieceOf(0, 0, "three")};
   ASSERT_TRUE(store_.Push(1, 1, 0, later, "").ok());
   const uint64_t before = store_.memory_used();
   store_.Flushed(due[0], Status::Ok());
-  EXPECT_EQ(store_.memory_used(), before - in_memory);  // the written chunk went
+  EXPECT_EQ(store_.memory_used(), before);  // kept: nothing needs the room yet
+  EXPECT_EQ(store_.memory_written(), in_memory);
   EXPECT_EQ(store_.bytes_flushed(), 2 * ShuffleFiles::kRecordHeaderBytes + 6);
+  Result<ShuffleStore::Page> cached = store_.Read(1, 0, {{0, 0}, {1, 0}}, 0, 1 << 20);
+  ASSERT_TRUE(cached.ok());
+  EXPECT_FALSE(cached->file.has_value());
+  ASSERT_EQ(cached->pieces.size(), 3u);
+  EXPECT_EQ(Text(cached->pieces[1]), "two");
 
+  // A push that needs the room lets the written chunk go; its pieces come from the file.
+  const std::string big((1 << 20) - before + 1, 'b');
+  std::vector<ShuffleStore::Piece> large = {PieceOf(2, 0, big)};
+  ASSERT_TRUE(store_.Push(1, 0, 0, large, "").ok());
+  EXPECT_EQ(store_.memory_written(), 0u);
+  EXPECT_LE(store_.memory_used(), uint64_t{1} << 20);
   Result<ShuffleStore::Page> page = store_.Read(1, 0, {{0, 0}, {1, 0}}, 0, 1 << 20);
   ASSERT_TRUE(page.ok());
   ASSERT_TRUE(page->file.has_value());
@@ -249,14 +261,31 @@ TEST_F(ShuffleStoreOnDiskTest, WrittenPiecesAreReadFromTheFileAndLeaveMemory) {
   EXPECT_TRUE(rest->end);
   // The next batch goes after the first in the file.
   std::vector<ShuffleStore::Flush> next = store_.TakeFlushes(/*all=*/true);
-  ASSERT_EQ(next.size(), 1u);
-  EXPECT_EQ(next[0].offset, 2 * ShuffleFiles::kRecordHeaderBytes + 6);
-  store_.Flushed(next[0], Status::Ok());
-  EXPECT_EQ(store_.memory_used(), 0u);
+  ASSERT_EQ(next.size(), 2u);  // partitions 0 and 2
+  const ShuffleStore::Flush& zero = next[0].partition == 0 ? next[0] : next[1];
+  EXPECT_EQ(zero.offset, 2 * ShuffleFiles::kRecordHeaderBytes + 6);
+  for (const ShuffleStore::Flush& flush : next) store_.Flushed(flush, Status::Ok());
+  EXPECT_EQ(store_.memory_written(), store_.memory_used());
   Result<ShuffleStore::PartitionStats> stats = store_.Stats(1, 0);
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->pieces, 3u);
   EXPECT_EQ(stats->bytes_on_disk, 3 * ShuffleFiles::kRecordHeaderBytes + 11);
+}
+
+TEST_F(ShuffleStoreOnDiskTest, AMemoryOnlyShuffleIsWrittenOnlyWhenRoomIsNeeded) {
+  store_.Assign(2, 1, {0}, "", /*write_soon=*/false);
+  const std::string big(128 << 10, 'm');
+  std::vector<ShuffleStore::Piece> pieces = {PieceOf(0, 0, big)};
+  ASSERT_TRUE(store_.Push(2, 0, 0, pieces, "").ok());
+  clock_.Advance(std::chrono::seconds(5));
+  EXPECT_TRUE(store_.TakeFlushes().empty());              // big and old, but memory only
+  EXPECT_TRUE(store_.TakeFlushes(/*all=*/true).empty());  // not even when stopping
+  EXPECT_FALSE(store_.NextFlush().has_value());
+  // Half the memory unwritten: written after all, so its room can be had.
+  const std::string more(400 << 10, 'n');
+  std::vector<ShuffleStore::Piece> next = {PieceOf(0, 1, more)};
+  ASSERT_TRUE(store_.Push(2, 0, 0, next, "").ok());
+  EXPECT_EQ(store_.TakeFlushes().size(), 1u);
 }
 
 TEST_F(ShuffleStoreOnDiskTest, AFailedWriteRefusesPushesUntilARetrySucceeds) {
