@@ -50,6 +50,7 @@ void ShuffleStore::Drop(uint64_t shuffle_id, uint32_t partition_id, const Partit
   memory_used_ -= partition.bytes;
   clean_bytes_ -= partition.clean_bytes;
   waiting_.erase({shuffle_id, partition_id});
+  waiting_for_room_.erase({shuffle_id, partition_id});
   clean_.erase({shuffle_id, partition_id});
 }
 
@@ -248,7 +249,7 @@ Status ShuffleStore::Push(uint64_t shuffle_id, uint32_t map, uint32_t attempt,
     if (limits_.disks > 0) {
       partition.waiting_bytes += piece.bytes.size();
       if (!partition.waiting_since) partition.waiting_since = now;
-      waiting_.insert({shuffle_id, piece.partition});
+      WaitingSet(shuffle).insert({shuffle_id, piece.partition});
     }
     ++pieces_kept_;
     bytes_kept_ += piece.bytes.size();
@@ -323,15 +324,19 @@ std::vector<ShuffleStore::Flush> ShuffleStore::TakeFlushes(bool all) {
   std::vector<Flush> flushes;
   if (limits_.disks == 0) return flushes;
   const TimePoint now = clock_.Now();
-  for (auto it = waiting_.begin(); it != waiting_.end();) {
-    Shuffle& shuffle = shuffles_.at(it->first);
-    Partition& partition = shuffle.partitions.at(it->second);
-    if (!Due(shuffle, partition, now, all)) {
-      ++it;
-      continue;
+  const bool room_needed = (memory_used_ - clean_bytes_) * 2 >= limits_.memory_bytes;
+  for (std::set<PartitionKey>* waiting : {&waiting_, &waiting_for_room_}) {
+    if (waiting == &waiting_for_room_ && !room_needed) break;
+    for (auto it = waiting->begin(); it != waiting->end();) {
+      Shuffle& shuffle = shuffles_.at(it->first);
+      Partition& partition = shuffle.partitions.at(it->second);
+      if (!Due(shuffle, partition, now, all)) {
+        ++it;
+        continue;
+      }
+      flushes.push_back(Hand(it->first, shuffle, it->second, partition));
+      it = waiting->erase(it);
     }
-    flushes.push_back(Hand(it->first, shuffle, it->second, partition));
-    it = waiting_.erase(it);
   }
   return flushes;
 }
@@ -355,7 +360,7 @@ void ShuffleStore::Flushed(const Flush& flush, const Status& result) {
       partition.waiting_bytes += partition.entries[i].length;
     }
     partition.waiting_since = clock_.Now();
-    waiting_.insert({flush.shuffle_id, flush.partition});
+    WaitingSet(known->second).insert({flush.shuffle_id, flush.partition});
     return;
   }
   partition.failed = Status::Ok();

@@ -250,8 +250,13 @@ class ShuffleStore {
   const Limits limits_;
   const Clock& clock_;
   std::unordered_map<uint64_t, Shuffle> shuffles_;
-  // Partitions with entries not handed to a write.
+  // Partitions with entries not handed to a write: of shuffles written soon, and of
+  // memory-only ones (looked at only when room is needed, so a loop turn does not scan them).
   std::set<PartitionKey> waiting_;
+  std::set<PartitionKey> waiting_for_room_;
+  std::set<PartitionKey>& WaitingSet(const Shuffle& shuffle) {
+    return shuffle.write_soon ? waiting_ : waiting_for_room_;
+  }
   // Partitions holding written chunks (clean_bytes > 0), and what those count in all.
   std::set<PartitionKey> clean_;
   uint64_t clean_bytes_ = 0;
