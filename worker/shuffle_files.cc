@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "common/digest.h"
+#include "common/local_socket.h"  // OwnedFd
 
 namespace bm {
 namespace {
@@ -43,21 +44,6 @@ Status IoError(const std::string& what, const std::string& path, int error) {
   if (error == ENOSPC || error == EDQUOT) return OutOfSpaceError(std::move(message));
   return InternalError(std::move(message));
 }
-
-// Closes the descriptor when it goes.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 template <typename Number>
 bool ParseNumber(std::string_view text, Number& out) {
@@ -111,7 +97,7 @@ Status ShuffleFiles::Append(uint32_t disk, uint64_t shuffle_id, uint32_t partiti
                             std::span<const ShuffleRecord> records) const {
   BM_RETURN_IF_ERROR(WriteMeta(disk, shuffle_id, maps, owner));
   const std::string path = PartitionPath(disk, shuffle_id, partition);
-  FileDescriptor file(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+  OwnedFd file(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
   if (file.get() < 0) return IoError("cannot open", path, errno);
   std::vector<Header> headers(records.size());
   std::vector<iovec> vectors;
@@ -154,7 +140,7 @@ Status ShuffleFiles::Append(uint32_t disk, uint64_t shuffle_id, uint32_t partiti
 Result<ChunkPtr> ShuffleFiles::Read(uint32_t disk, uint64_t shuffle_id, uint32_t partition,
                                     uint64_t offset, uint64_t length) const {
   const std::string path = PartitionPath(disk, shuffle_id, partition);
-  FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  OwnedFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (file.get() < 0) {
     if (errno == ENOENT) return NotFoundError("partition file " + path + " is gone");
     return IoError("cannot open", path, errno);
