@@ -23,6 +23,17 @@ int Distance(const ShuffleCandidate& a, const ShuffleCandidate& b) {
   return a.host != b.host ? 2 : 1;
 }
 
+// The index of `worker` in the placement's workers, added at the end when it is not there
+// (indexes held elsewhere stay valid: workers are only ever appended).
+uint32_t IndexOf(ShufflePlacement& placement, const std::string& worker) {
+  auto found = std::find(placement.workers.begin(), placement.workers.end(), worker);
+  if (found != placement.workers.end()) {
+    return static_cast<uint32_t>(found - placement.workers.begin());
+  }
+  placement.workers.push_back(worker);
+  return static_cast<uint32_t>(placement.workers.size() - 1);
+}
+
 }  // namespace
 
 std::vector<uint32_t> ShufflePlacement::StreamsOf(uint32_t partition) const {
@@ -350,14 +361,7 @@ Result<const ShuffleService::Shuffle*> ShuffleService::Split(
   }
   const ShufflePlacement placed =
       Place({.id = shuffle_id, .maps = 1, .partitions = 1, .level = shuffle.shape.level}, among);
-  auto index_of = [&](const std::string& worker) {
-    auto found = std::find(placement.workers.begin(), placement.workers.end(), worker);
-    if (found != placement.workers.end()) {
-      return static_cast<uint32_t>(found - placement.workers.begin());
-    }
-    placement.workers.push_back(worker);
-    return static_cast<uint32_t>(placement.workers.size() - 1);
-  };
+  auto index_of = [&](const std::string& worker) { return IndexOf(placement, worker); };
   ShuffleSplitPlacement split{.stream = static_cast<uint32_t>(next), .partition = *partition};
   split.primary = index_of(placed.workers[placed.primaries[0]]);
   ++load_[placement.workers[split.primary]];
@@ -415,14 +419,7 @@ void ShuffleService::WorkerLost(const std::string& worker_id,
     const auto lost_index = static_cast<uint32_t>(lost - placement.workers.begin());
     AddLoad(placement, -1);
     std::set<uint32_t> gained;
-    auto index_of = [&](const std::string& worker) {
-      auto found = std::find(placement.workers.begin(), placement.workers.end(), worker);
-      if (found != placement.workers.end()) {
-        return static_cast<uint32_t>(found - placement.workers.begin());
-      }
-      placement.workers.push_back(worker);
-      return static_cast<uint32_t>(placement.workers.size() - 1);
-    };
+    auto index_of = [&](const std::string& worker) { return IndexOf(placement, worker); };
     std::unordered_map<std::string, uint64_t> added;  // partitions moved here so far
     auto load_of = [&](const std::string& worker) {
       auto known = load_.find(worker);
