@@ -18,6 +18,7 @@
 #include "common/big_endian.h"
 #include "common/curve_keys.h"
 #include "common/protocol.h"
+#include "master/shuffle_requests.h"  // EncodeSplits
 #include "schema/journal.capnp.h"
 
 namespace bm {
@@ -601,13 +602,7 @@ Status MasterJournal::RecordShuffles(const ShuffleEffects& effects) {
     }
     auto replicas = record.initReplicas(placement.replicas.size());
     for (size_t i = 0; i < placement.replicas.size(); ++i) replicas.set(i, placement.replicas[i]);
-    auto splits = record.initSplits(placement.splits.size());
-    for (size_t i = 0; i < placement.splits.size(); ++i) {
-      splits[i].setStream(placement.splits[i].stream);
-      splits[i].setPartition(placement.splits[i].partition);
-      splits[i].setPrimary(placement.splits[i].primary);
-      splits[i].setReplica(placement.splits[i].replica);
-    }
+    EncodeSplits(placement.splits, record.initSplits(placement.splits.size()));
     record.setOwner(shuffle.owner);
     batch.Put(ShuffleKey(shuffle.shape.id), Flatten(message));
   }

@@ -59,13 +59,7 @@ void EncodeAssignment(const ShuffleService::Shuffle& shuffle, const ShuffleReque
   for (size_t i = 0; i < placement.primaries.size(); ++i) primaries.set(i, placement.primaries[i]);
   auto replicas = out.initReplicas(placement.replicas.size());
   for (size_t i = 0; i < placement.replicas.size(); ++i) replicas.set(i, placement.replicas[i]);
-  auto splits = out.initSplits(placement.splits.size());
-  for (size_t i = 0; i < placement.splits.size(); ++i) {
-    splits[i].setStream(placement.splits[i].stream);
-    splits[i].setPartition(placement.splits[i].partition);
-    splits[i].setPrimary(placement.splits[i].primary);
-    splits[i].setReplica(placement.splits[i].replica);
-  }
+  EncodeSplits(placement.splits, out.initSplits(placement.splits.size()));
   out.setCommittedMaps(static_cast<uint32_t>(shuffle.commits.size()));
   if (!commits_of_partition) return;
   const std::vector<uint32_t> streams = placement.StreamsOf(*commits_of_partition);
@@ -125,6 +119,16 @@ void EncodeList(const ShuffleService& shuffles, const ShuffleRequestContext& con
 }
 
 }  // namespace
+
+void EncodeSplits(const std::vector<ShuffleSplitPlacement>& splits,
+                  capnp::List<proto::ShuffleSplit>::Builder out) {
+  for (size_t i = 0; i < splits.size(); ++i) {
+    out[i].setStream(splits[i].stream);
+    out[i].setPartition(splits[i].partition);
+    out[i].setPrimary(splits[i].primary);
+    out[i].setReplica(splits[i].replica);
+  }
+}
 
 bool IsShuffleRequest(Which which) {
   switch (which) {

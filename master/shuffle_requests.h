@@ -38,6 +38,10 @@ Status AnswerShuffleRequest(ShuffleService& shuffles, proto::Request::Reader req
 // Whether the master's dispatcher routes `which` to AnswerShuffleRequest.
 bool IsShuffleRequest(proto::Request::Which which);
 
+// A placement's splits as the wire and the journal carry them.
+void EncodeSplits(const std::vector<ShuffleSplitPlacement>& splits,
+                  capnp::List<proto::ShuffleSplit>::Builder out);
+
 // The live workers partitions may be placed on: active ones (not unconfirmed or draining),
 // with their free memory and disk.
 std::vector<ShuffleCandidate> ShuffleCandidates(const WorkerRegistry& registry);

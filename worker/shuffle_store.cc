@@ -382,7 +382,6 @@ std::optional<TimePoint> ShuffleStore::NextFlush() const {
   std::optional<TimePoint> next;
   for (const auto& [shuffle_id, partition_id] : waiting_) {
     const Shuffle& shuffle = shuffles_.at(shuffle_id);
-    if (!shuffle.write_soon) continue;  // falls due only when room is needed
     const Partition& partition = shuffle.partitions.at(partition_id);
     if (partition.writing || !partition.waiting_since) continue;
     TimePoint due = *partition.waiting_since + limits_.flush_delay;
