@@ -3,11 +3,9 @@
 // named in the worker's log and re-replicated.
 
 #include <gtest/gtest.h>
-#include <sys/mount.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +17,7 @@
 
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
+#include "tests/support/tmpfs_mount.h"
 
 namespace bm::testing {
 namespace {
@@ -27,45 +26,7 @@ using namespace std::chrono_literals;
 
 constexpr size_t kBlockBytes = 4 << 20;
 
-// A tmpfs of `size` mounted on `dir` for the test's lifetime (lazily unmounted at the end,
-// even if a process still has files open on it).
-class TmpfsMount {
- public:
-  TmpfsMount(const std::string& dir, const std::string& size) : dir_(dir) {
-    std::filesystem::create_directories(dir);
-    const std::string options = "size=" + size;
-    if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, options.c_str()) == 0) {
-      mounted_ = true;
-    } else {
-      error_ = std::strerror(errno);
-    }
-  }
-  ~TmpfsMount() {
-    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
-  }
-  bool mounted() const { return mounted_; }
-  const std::string& error() const { return error_; }
-
- private:
-  std::string dir_;
-  bool mounted_ = false;
-  std::string error_;
-};
-
 std::string BlockName(int i) { return "rdd_1_" + std::to_string(i); }
-
-// Fills the filesystem holding `dir` with a file until writing fails for lack of space.
-void FillUp(const std::string& path) {
-  std::ofstream out(path, std::ios::binary);
-  const std::string mebibyte(1 << 20, 'f');
-  while (out.write(mebibyte.data(), mebibyte.size())) {
-  }
-  out.close();
-  const std::string kibibyte(1 << 10, 'f');
-  std::ofstream rest(path, std::ios::binary | std::ios::app);
-  while (rest.write(kibibyte.data(), kibibyte.size()).flush()) {
-  }
-}
 
 class DiskSpaceTest : public ::testing::Test {
  protected:

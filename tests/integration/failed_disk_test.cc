@@ -11,11 +11,9 @@
 // (files already open keep writing to the hidden tmpfs).
 
 #include <gtest/gtest.h>
-#include <sys/mount.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -29,6 +27,7 @@
 
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
+#include "tests/support/tmpfs_mount.h"
 
 namespace bm::testing {
 namespace {
@@ -36,41 +35,6 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr size_t kBlockBytes = 256 << 10;
-
-// A tmpfs of `size` mounted on `dir` until destroyed (lazily unmounted, even while a process
-// still has files open on it). `read_only`: mounted read-only.
-class Mount {
- public:
-  Mount(const std::string& dir, const std::string& size, bool read_only = false) : dir_(dir) {
-    std::filesystem::create_directories(dir);
-    const std::string options = "size=" + size;
-    if (::mount("tmpfs", dir.c_str(), "tmpfs", read_only ? MS_RDONLY : 0, options.c_str()) == 0) {
-      mounted_ = true;
-    } else {
-      error_ = std::strerror(errno);
-    }
-  }
-  ~Mount() { Unmount(); }
-  void Unmount() {
-    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
-    mounted_ = false;
-  }
-  bool mounted() const { return mounted_; }
-  const std::string& error() const { return error_; }
-
- private:
-  std::string dir_;
-  bool mounted_ = false;
-  std::string error_;
-};
-
-// Fills the filesystem holding `path`'s directory with that file until a write fails.
-void FillUp(const std::string& path) {
-  std::ofstream out(path, std::ios::binary);
-  const std::string kibibyte(1 << 10, 'f');
-  while (out.write(kibibyte.data(), kibibyte.size()).flush()) {
-  }
-}
 
 class Load;
 
@@ -85,7 +49,7 @@ class FailedDiskTest : public ::testing::Test {
               cluster_.dir().Sub("w1-disk3")};
     for (const std::string& disk : disks_) {
       if (!tmpfs) break;
-      mounts_.push_back(std::make_unique<Mount>(disk, "48m"));
+      mounts_.push_back(std::make_unique<TmpfsMount>(disk, "48m"));
       if (!mounts_.back()->mounted()) {
         GTEST_SKIP() << "cannot mount a tmpfs (needs root or CAP_SYS_ADMIN): "
                      << mounts_.back()->error();
@@ -163,8 +127,9 @@ class FailedDiskTest : public ::testing::Test {
 
   LocalCluster cluster_;
   std::vector<std::string> disks_;
-  std::vector<std::unique_ptr<Mount>> mounts_;  // after cluster_: unmounted before its files go
-  std::unique_ptr<Mount> over_;                 // the read-only overmount, if any
+  std::vector<std::unique_ptr<TmpfsMount>>
+      mounts_;                        // after cluster_: unmounted before its files go
+  std::unique_ptr<TmpfsMount> over_;  // the read-only overmount, if any
 };
 
 // Puts and gets in a loop on a thread of its own, keeping what each put stored and counting
@@ -306,7 +271,7 @@ TEST_F(FailedDiskTest, ADiskGoneReadOnlyFailsAndCostsOnlyItsBlocks) {
 
   Load load(cluster_);
   ASSERT_TRUE(WaitFor([&] { return load.operations() >= 2; }, 30s));
-  over_ = std::make_unique<Mount>(disks_[1], "1m", /*read_only=*/true);
+  over_ = std::make_unique<TmpfsMount>(disks_[1], "1m", /*read_only=*/true);
   ASSERT_TRUE(over_->mounted()) << over_->error();
   const auto gone_read_only = std::chrono::steady_clock::now();
 
@@ -405,7 +370,7 @@ TEST_F(FailedDiskTest, ARestartedWorkerUsesAFailedDiskReplacedByAnEmptyOne) {
     ASSERT_EQ(cluster_.Bmctl({"put", id, "-", "--level", "DISK_ONLY_2"}, bytes).exit_code, 0);
     stored[id] = bytes;
   }
-  over_ = std::make_unique<Mount>(disks_[1], "1m", /*read_only=*/true);
+  over_ = std::make_unique<TmpfsMount>(disks_[1], "1m", /*read_only=*/true);
   ASSERT_TRUE(over_->mounted()) << over_->error();
   ASSERT_TRUE(WaitFor([&] { return DiskState(disks_[1]) == "failed"; }, 10s))
       << cluster_.LogTail("w1");
@@ -414,7 +379,7 @@ TEST_F(FailedDiskTest, ARestartedWorkerUsesAFailedDiskReplacedByAnEmptyOne) {
   cluster_.KillWorker("w1");
   over_->Unmount();
   mounts_[1]->Unmount();
-  mounts_[1] = std::make_unique<Mount>(disks_[1], "48m");
+  mounts_[1] = std::make_unique<TmpfsMount>(disks_[1], "48m");
   ASSERT_TRUE(mounts_[1]->mounted());
   ASSERT_NO_FATAL_FAILURE(StartW1());
   for (const std::string& disk : disks_) {
