@@ -244,10 +244,13 @@ class ShuffleWriter::Impl {
   struct PieceHeader {
     uint32_t stream;     // sent as the piece's partition
     uint32_t partition;  // the partition it belongs to (not sent)
-    uint32_t sequence;   // on the worker it goes to
+    uint32_t sequence;   // in its stream, the same on each copy
+    // The first sequence of the stream the worker it is queued for was sent (PushedPiece.
+    // firstSequence); set per holder as it is queued.
+    uint32_t first_sequence;
     uint32_t length;
     uint64_t digest;
-    uint64_t piece;  // this writer's number for the piece, the same for each copy (not sent)
+    uint64_t piece;  // this writer's number for the piece, over all streams (not sent)
   };
   struct Batch {
     std::vector<PieceHeader> headers;
@@ -266,20 +269,25 @@ class ShuffleWriter::Impl {
     uint32_t pieces = 0;
     uint64_t bytes = 0;
   };
-  // A stream this writer pushes to: the workers holding it and the next piece's sequence on
-  // each (a holder that replaced a lost one starts from 0).
+  // The worker a stream's pieces are pushed to: its primary, which for _2 forwards them to
+  // the replica.
   struct Holder {
     uint32_t worker;  // index into layout_.workers
-    uint32_t next_sequence = 0;
+    // The sequence of the first piece sent to it: 0, or for a holder that replaced a lost one,
+    // the first piece the lost one had not acknowledged. Unset until a piece is queued for it.
+    std::optional<uint32_t> first_sequence{};
   };
+  // A stream this writer pushes to, and the next piece's sequence: the same on every copy, so
+  // a reader may take each piece from either.
   struct Stream {
     uint32_t partition = 0;
-    std::vector<Holder> holders;
+    Holder holder;
+    uint32_t next_sequence = 0;
   };
 
   // Takes in the layout's streams this writer does not know yet (a new layout's splits). The
-  // holders of a known stream stay as they were: its pieces' sequences go on from where they
-  // are on those workers. At the start each partition's pieces go to its last stream; later a
+  // holder of a known stream stays as it was: its pieces' sequences go on from where they are
+  // on that worker. At the start each partition's pieces go to its last stream; later a
   // partition moves to its next stream only when its current one refuses pieces (SplitAfter),
   // so its pieces stay in order.
   void AdoptStreams() {
@@ -287,10 +295,8 @@ class ShuffleWriter::Impl {
     for (uint32_t partition = 0; partition < layout_.spec.partitions; ++partition) {
       for (const ShuffleLayout::Stream& stream : layout_.StreamsOf(partition)) {
         if (streams_.contains(stream.stream)) continue;
-        Stream& adopted = streams_[stream.stream];
-        adopted.partition = partition;
-        adopted.holders.push_back({stream.primary});
-        if (stream.replica) adopted.holders.push_back({*stream.replica});
+        streams_.emplace(stream.stream,
+                         Stream{.partition = partition, .holder = Holder{stream.primary}});
         if (!started_) current_[partition] = stream.stream;
       }
     }
@@ -307,66 +313,60 @@ class ShuffleWriter::Impl {
     return Status::Ok();
   }
 
-  // Adds `bytes` as the next piece of the partition's current stream to its holders' pending
-  // batches, pushing a batch that is full when `push`.
+  // Adds `bytes` as the next piece of the partition's current stream to its holder's pending
+  // batch, pushing the batch once it is full when `push`.
   Status Route(uint32_t partition, std::span<const std::byte> bytes, bool push) {
     BM_RETURN_IF_ERROR(Resolve());  // refused pieces go first, and to the partition's next stream
     const uint32_t stream_id = current_[partition];
     Stream& stream = streams_.at(stream_id);
-    const PieceHeader header{stream_id,       partition,    0, static_cast<uint32_t>(bytes.size()),
-                             DigestOf(bytes), next_piece_++};
+    const PieceHeader header{.stream = stream_id,
+                             .partition = partition,
+                             .sequence = stream.next_sequence++,
+                             .first_sequence = 0,
+                             .length = static_cast<uint32_t>(bytes.size()),
+                             .digest = DigestOf(bytes),
+                             .piece = next_piece_++};
     Written& written = written_[stream_id];
     ++written.pieces;
     written.bytes += bytes.size();
-    // By index: a Push below may refresh the holders.
-    for (size_t i = 0; i < stream.holders.size(); ++i) {
-      const uint32_t holder = stream.holders[i].worker;
-      Batch& pending = targets_[holder].pending;
-      pending.headers.push_back(header);
-      pending.headers.back().sequence = stream.holders[i].next_sequence++;
-      pending.bytes.insert(pending.bytes.end(), bytes.begin(), bytes.end());
-      if (push && pending.bytes.size() >= options_.batch_bytes) BM_RETURN_IF_ERROR(Push(holder));
+    Queue(header, bytes, stream.holder);
+    const uint32_t target = stream.holder.worker;
+    if (push && targets_[target].pending.bytes.size() >= options_.batch_bytes) {
+      BM_RETURN_IF_ERROR(Push(target));
     }
     return Status::Ok();
   }
 
-  // Adds a piece already counted in its stream to one holder's pending batch.
-  void Requeue(const PieceHeader& header, std::span<const std::byte> bytes, Holder& holder) {
+  // Adds a piece of its stream to the holder's pending batch, under the sequence it has on
+  // every copy.
+  void Queue(const PieceHeader& header, std::span<const std::byte> bytes, Holder& holder) {
+    if (!holder.first_sequence) holder.first_sequence = header.sequence;
     Batch& pending = targets_[holder.worker].pending;
     pending.headers.push_back(header);
-    pending.headers.back().sequence = holder.next_sequence++;
+    pending.headers.back().first_sequence = *holder.first_sequence;
     pending.bytes.insert(pending.bytes.end(), bytes.begin(), bytes.end());
   }
 
   // While `target` does not answer: once the master has dropped it and moved its streams to
-  // other workers, the pieces waiting for it go to those instead (numbered from 0 there), and
-  // it keeps only the pieces of streams it still holds. Returns whether anything moved.
+  // other workers, the pieces waiting for it go to those instead (under their own sequences:
+  // the new holder starts at the first of them), and it keeps only the pieces of streams it
+  // still holds. Returns whether anything moved.
   Result<bool> FollowMovedStreams(size_t target) {
     BM_ASSIGN_OR_RETURN(ShuffleLayout fresh, GetLayout(master_, layout_.spec.id, std::nullopt));
     if (fresh.workers.size() < layout_.workers.size()) return false;
     layout_.workers = std::move(fresh.workers);
     while (targets_.size() < layout_.workers.size()) targets_.emplace_back();
-    // Streams whose holder `target` was replaced: stream -> the holder that replaced it.
-    std::map<uint32_t, size_t> moved;
+    // Streams pushed to `target` whose primary is another worker now (for _2 the surviving
+    // copy, which forwards to the new replica).
+    std::set<uint32_t> moved;
     for (uint32_t partition = 0; partition < fresh.spec.partitions; ++partition) {
       for (const ShuffleLayout::Stream& now : fresh.StreamsOf(partition)) {
         auto known = streams_.find(now.stream);
         if (known == streams_.end()) continue;
-        std::vector<Holder>& holders = known->second.holders;
-        auto lost = std::find_if(holders.begin(), holders.end(),
-                                 [&](const Holder& h) { return h.worker == target; });
-        if (lost == holders.end()) continue;
-        std::vector<uint32_t> wanted{now.primary};
-        if (now.replica) wanted.push_back(*now.replica);
-        if (std::find(wanted.begin(), wanted.end(), target) != wanted.end()) continue;
-        for (uint32_t worker : wanted) {
-          const bool held = std::any_of(holders.begin(), holders.end(),
-                                        [&](const Holder& h) { return h.worker == worker; });
-          if (held) continue;
-          *lost = Holder{worker};
-          moved[now.stream] = static_cast<size_t>(lost - holders.begin());
-          break;
-        }
+        Holder& holder = known->second.holder;
+        if (holder.worker != target || now.primary == target) continue;
+        holder = Holder{now.primary};
+        moved.insert(now.stream);
       }
     }
     if (moved.empty()) return false;
@@ -390,12 +390,11 @@ class ShuffleWriter::Impl {
         const std::span<const std::byte> bytes =
             batch->bytes->bytes().subspan(offset, header.length);
         offset += header.length;
-        auto to = moved.find(header.stream);
-        if (to == moved.end()) {
+        if (moved.contains(header.stream)) {
+          Queue(header, bytes, streams_.at(header.stream).holder);
+        } else {
           stays.headers.push_back(header);
           stays.bytes.insert(stays.bytes.end(), bytes.begin(), bytes.end());
-        } else {
-          Requeue(header, bytes, streams_.at(header.stream).holders[to->second]);
         }
       }
     }
@@ -442,6 +441,7 @@ class ShuffleWriter::Impl {
     for (size_t i = 0; i < batch.headers.size(); ++i) {
       headers[i].setPartition(batch.headers[i].stream);
       headers[i].setSequence(batch.headers[i].sequence);
+      headers[i].setFirstSequence(batch.headers[i].first_sequence);
       headers[i].setLength(batch.headers[i].length);
       headers[i].setDigest(batch.headers[i].digest);
     }
@@ -512,7 +512,7 @@ class ShuffleWriter::Impl {
       const size_t at = offset;
       offset += header.length;
       if (std::find(full.begin(), full.end(), header.stream) == full.end()) continue;
-      // Once, however many holders refused it.
+      // Once, should a batch pushed again be refused again.
       refused_.try_emplace(header.piece,
                            Refused{header, SliceChunk(batch.bytes, at, header.length)});
     }

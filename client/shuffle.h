@@ -102,7 +102,8 @@ struct ShuffleWriterOptions {
 // Writes one attempt of one map task: Write() the bytes of each partition (in any order, as
 // often as wanted: a partition's writes are one stream), then Commit(). Bytes are buffered and
 // pushed in batches, one per worker, several in flight; a push is acknowledged once the worker
-// holds it (both workers for _2 levels). Until Commit() succeeds nothing of this attempt is
+// holds it (for _2 levels the partition's primary forwards it to the replica and acknowledges
+// once both hold it). Until Commit() succeeds nothing of this attempt is
 // ever read; after it, exactly this attempt's bytes are the map's output, whatever other
 // attempts of the map (retried or speculative tasks) push or commit.
 class ShuffleWriter {

@@ -392,7 +392,7 @@ void MasterServer::Loop::FailParked(uint64_t ticket, const Status& status) {
 void MasterServer::Loop::CarryOut(const ShuffleEffects& effects) {
   if (journal_) Journaled(journal_->RecordShuffles(effects));
   for (const ShuffleCommand& command : effects.commands) {
-    WarnIfUnsent(command.worker_id, SendShuffleCommand(links_, command));
+    WarnIfUnsent(command.worker_id, SendShuffleCommand(links_, registry_, command));
   }
 }
 

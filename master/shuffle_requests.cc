@@ -37,6 +37,15 @@ Result<JournaledMapCommit> DecodeCommit(proto::CommitShuffleMap::Reader request)
   return commit;
 }
 
+// A worker as clients and peers reach it. One dropped since is described without an address:
+// readers use the other copy, and a primary has no replica to forward to until it is told one.
+void DescribeWorker(const std::string& id, const WorkerRegistry& registry, const WorkerLinks& links,
+                    proto::ReplicaTarget::Builder out) {
+  out.setWorkerId(id);
+  if (const WorkerRecord* worker = registry.Find(id)) out.setAddress(worker->address);
+  out.setPublicKey(links.Key(id));
+}
+
 void EncodeAssignment(const ShuffleService::Shuffle& shuffle, const ShuffleRequestContext& context,
                       std::optional<uint32_t> commits_of_partition,
                       proto::ShuffleAssignment::Builder out) {
@@ -47,13 +56,7 @@ void EncodeAssignment(const ShuffleService::Shuffle& shuffle, const ShuffleReque
   const ShufflePlacement& placement = shuffle.placement;
   auto workers = out.initWorkers(placement.workers.size());
   for (size_t i = 0; i < placement.workers.size(); ++i) {
-    const std::string& id = placement.workers[i];
-    workers[i].setWorkerId(id);
-    // A worker dropped since is listed without an address: readers use the other copy.
-    if (const WorkerRecord* worker = context.registry.Find(id)) {
-      workers[i].setAddress(worker->address);
-    }
-    workers[i].setPublicKey(context.links.Key(id));
+    DescribeWorker(placement.workers[i], context.registry, context.links, workers[i]);
   }
   auto primaries = out.initPrimaries(placement.primaries.size());
   for (size_t i = 0; i < placement.primaries.size(); ++i) primaries.set(i, placement.primaries[i]);
@@ -241,7 +244,8 @@ std::vector<ShuffleCandidate> ShuffleCandidates(const WorkerRegistry& registry) 
   return candidates;
 }
 
-Status SendShuffleCommand(WorkerSender& sender, const ShuffleCommand& command) {
+Status SendShuffleCommand(WorkerLinks& links, const WorkerRegistry& registry,
+                          const ShuffleCommand& command) {
   capnp::MallocMessageBuilder message;
   proto::Request::Builder request = message.initRoot<proto::Request>();
   switch (command.kind) {
@@ -255,13 +259,19 @@ Status SendShuffleCommand(WorkerSender& sender, const ShuffleCommand& command) {
       }
       assigned.setOwner(command.owner);
       assigned.setLevel(ToProto(command.level));
+      auto forwards = assigned.initForwards(command.forwards.size());
+      for (size_t i = 0; i < command.forwards.size(); ++i) {
+        const auto& [stream, replica] = command.forwards[i];
+        forwards[i].setStream(stream);
+        DescribeWorker(replica, registry, links, forwards[i].initReplica());
+      }
       break;
     }
     case ShuffleCommand::Kind::kRemove:
       request.initRemoveShuffle().setShuffleId(command.shuffle_id);
       break;
   }
-  return sender.Send(command.worker_id, message);
+  return links.Send(command.worker_id, message);
 }
 
 }  // namespace bm

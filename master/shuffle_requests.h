@@ -46,7 +46,9 @@ void EncodeSplits(const std::vector<ShuffleSplitPlacement>& splits,
 // with their free memory and disk.
 std::vector<ShuffleCandidate> ShuffleCandidates(const WorkerRegistry& registry);
 
-// shuffleAssigned or removeShuffle, to the command's worker.
-Status SendShuffleCommand(WorkerSender& sender, const ShuffleCommand& command);
+// shuffleAssigned or removeShuffle, to the command's worker; the replicas it forwards to are
+// named with the addresses and keys `registry` and `links` hold.
+Status SendShuffleCommand(WorkerLinks& links, const WorkerRegistry& registry,
+                          const ShuffleCommand& command);
 
 }  // namespace bm

@@ -182,10 +182,14 @@ std::vector<ShuffleCommand> ShuffleService::AssignCommands(const Shuffle& shuffl
   }
   for (uint32_t partition = 0; partition < placement.replicas.size(); ++partition) {
     commands[placement.replicas[partition]].partitions.push_back(partition);
+    commands[placement.primaries[partition]].forwards.emplace_back(
+        partition, placement.workers[placement.replicas[partition]]);
   }
   for (const ShuffleSplitPlacement& split : placement.splits) {
     commands[split.primary].partitions.push_back(split.stream);
-    if (!placement.replicas.empty()) commands[split.replica].partitions.push_back(split.stream);
+    if (placement.replicas.empty()) continue;
+    commands[split.replica].partitions.push_back(split.stream);
+    commands[split.primary].forwards.emplace_back(split.stream, placement.workers[split.replica]);
   }
   for (ShuffleCommand& command : commands) {
     std::sort(command.partitions.begin(), command.partitions.end());
@@ -418,7 +422,7 @@ void ShuffleService::WorkerLost(const std::string& worker_id,
     if (lost == placement.workers.end()) continue;
     const auto lost_index = static_cast<uint32_t>(lost - placement.workers.begin());
     AddLoad(placement, -1);
-    std::set<uint32_t> gained;
+    std::set<uint32_t> gained;  // workers whose streams changed: told their assignment again
     auto index_of = [&](const std::string& worker) { return IndexOf(placement, worker); };
     std::unordered_map<std::string, uint64_t> added;  // partitions moved here so far
     auto load_of = [&](const std::string& worker) {
@@ -461,6 +465,7 @@ void ShuffleService::WorkerLost(const std::string& worker_id,
       } else {
         primary = index_of(survivor);
         *replica = fresh;
+        gained.insert(primary);  // it forwards to its new replica from now on
       }
     };
     for (uint32_t partition = 0; partition < placement.primaries.size(); ++partition) {

@@ -92,6 +92,9 @@ struct ShuffleCommand {
   std::vector<uint32_t> partitions{};                 // kAssign: the worker's, primary or replica
   std::string owner{};                                // kAssign
   StorageLevel level = StorageLevel::kMemoryAndDisk;  // kAssign
+  // kAssign, _2 levels: the streams the worker is the primary of, with their replica's
+  // worker id: it forwards each push there (ShuffleAssigned.forwards).
+  std::vector<std::pair<uint32_t, std::string>> forwards{};
 };
 
 // What an event came to, for the master's loop to carry out: journal records (written before

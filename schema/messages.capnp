@@ -755,6 +755,14 @@ struct ShuffleAssigned {
   # Its level: with a disk (DISK_ONLY, MEMORY_AND_DISK...) the worker writes pieces to their
   # files soon after they arrive; memory only, when its shuffle memory runs short.
   level @4 :StorageLevel;
+  # _2 levels: the streams this worker is the primary of, each with its replica. The primary
+  # forwards every push to a stream's replica and acknowledges it once the replica holds it.
+  forwards @5 :List(ShuffleForward);
+}
+
+struct ShuffleForward {
+  stream @0 :UInt32;
+  replica @1 :ReplicaTarget;
 }
 
 # Names a shuffle: unregisterShuffle (client -> master), removeShuffle (master -> worker: drop
@@ -767,10 +775,16 @@ struct ShuffleRef {
 # each, back to back (frame boundaries carry no meaning, as in getBlocks replies).
 struct PushedPiece {
   partition @0 :UInt32;
-  sequence @1 :UInt32;  # 0, 1, 2, ... per (map attempt, partition): a piece pushed again is
-                        # recognised and kept once
+  sequence @1 :UInt32;  # 0, 1, 2, ... per (map attempt, partition), the same on every copy:
+                        # a piece pushed again is recognised and kept once
   length @2 :UInt32;
   digest @3 :UInt64;    # XXH3 of the bytes
+  # The first sequence of this (map attempt, partition) the writer sends this worker: 0, or
+  # for a worker that took the partition over from a lost one, the first piece the lost one
+  # had not acknowledged. Sequences are the writer's, the same on every copy, so a reader can
+  # take a map's pieces from either copy; a worker holding nothing of the attempt yet takes
+  # `firstSequence` as its next piece (and refuses a later one: one before it was lost).
+  firstSequence @4 :UInt32;
 }
 
 # Client -> worker: pieces of one map attempt for partitions this worker holds. Answered ok
@@ -780,6 +794,9 @@ struct PushShuffle {
   map @1 :UInt32;
   attempt @2 :UInt32;
   pieces @3 :List(PushedPiece);
+  # Sent by a stream's primary to its replica (ShuffleAssigned.forwards): held, not forwarded
+  # again. Only a worker's key may send it when keys are on.
+  forwarded @4 :Bool;
 }
 
 # Client -> worker: the next pieces of a partition, from `cursor` (0: the start), of the listed

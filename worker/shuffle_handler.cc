@@ -59,6 +59,7 @@ Result<std::vector<ShuffleStore::Piece>> PiecesOf(capnp::List<proto::PushedPiece
     }
     ShuffleStore::Piece piece{.partition = header.getPartition(),
                               .sequence = header.getSequence(),
+                              .first_sequence = header.getFirstSequence(),
                               .digest = header.getDigest(),
                               .bytes = {}};
     if (length > 0 && frames[frame]->size() - offset >= length) {
@@ -86,11 +87,51 @@ Result<std::vector<ShuffleStore::Piece>> PiecesOf(capnp::List<proto::PushedPiece
   return pieces;
 }
 
+// A forward's payload: slices of the pushed chunks, adjacent pieces of one chunk in one slice.
+class ForwardPayload {
+ public:
+  void Add(const std::vector<ChunkPtr>& chunks, std::span<const std::byte> bytes) {
+    if (bytes.empty()) return;
+    if (run_ != nullptr && run_->bytes().data() + run_offset_ + run_length_ == bytes.data() &&
+        run_offset_ + run_length_ + bytes.size() <= run_->size()) {
+      run_length_ += bytes.size();
+      return;
+    }
+    Close();
+    for (const ChunkPtr& chunk : chunks) {
+      const std::byte* start = chunk->bytes().data();
+      if (bytes.data() >= start && bytes.data() + bytes.size() <= start + chunk->size()) {
+        run_ = chunk;
+        run_offset_ = static_cast<size_t>(bytes.data() - start);
+        run_length_ = bytes.size();
+        return;
+      }
+    }
+    BM_CHECK(false);  // every piece lies in a pushed frame or in a gathered copy
+  }
+  std::vector<ChunkPtr> Take() {
+    Close();
+    return std::move(slices_);
+  }
+
+ private:
+  void Close() {
+    if (run_ != nullptr) slices_.push_back(SliceChunk(run_, run_offset_, run_length_));
+    run_ = nullptr;
+  }
+
+  std::vector<ChunkPtr> slices_;
+  ChunkPtr run_;
+  size_t run_offset_ = 0;
+  size_t run_length_ = 0;
+};
+
 }  // namespace
 
 ShuffleHandler::ShuffleHandler(std::string worker_id, ShuffleStore::Limits limits,
                                std::vector<std::string> disk_dirs, ClientReplies& replies,
-                               WorkerCounters& counters, const Clock& clock)
+                               WorkerCounters& counters, const Clock& clock,
+                               std::unique_ptr<ShuffleForwarder> forwarder)
     : store_(
           std::move(worker_id),
           [&] {
@@ -99,7 +140,8 @@ ShuffleHandler::ShuffleHandler(std::string worker_id, ShuffleStore::Limits limit
           }(),
           clock),
       replies_(replies),
-      counters_(counters) {
+      counters_(counters),
+      forwarder_(std::move(forwarder)) {
   if (!disk_dirs.empty()) {
     files_ = std::make_shared<const ShuffleFiles>(std::move(disk_dirs));
     jobs_ = std::make_unique<JobThread>();
@@ -166,6 +208,18 @@ Status ShuffleHandler::HandleAssigned(IncomingMessage& message, uint64_t id) {
     shuffle_id = assigned.getShuffleId();
     dropped = store_.Assign(shuffle_id, assigned.getMaps(), std::move(partitions),
                             assigned.getOwner(), UsesDisk(FromProto(assigned.getLevel())));
+    std::map<uint32_t, ShuffleReplica> replicas;
+    for (proto::ShuffleForward::Reader forward : assigned.getForwards()) {
+      proto::ReplicaTarget::Reader replica = forward.getReplica();
+      replicas[forward.getStream()] = ShuffleReplica{.worker_id = replica.getWorkerId(),
+                                                     .address = replica.getAddress(),
+                                                     .public_key = replica.getPublicKey()};
+    }
+    if (replicas.empty()) {
+      replicas_.erase(shuffle_id);
+    } else {
+      replicas_[shuffle_id] = std::move(replicas);
+    }
     return Status::Ok();
   }));
   if (!dropped.empty() && jobs_ != nullptr) {
@@ -188,6 +242,7 @@ Status ShuffleHandler::HandleRemove(IncomingMessage& message, uint64_t id) {
     return Status::Ok();
   }));
   store_.Remove(shuffle_id);
+  replicas_.erase(shuffle_id);
   if (jobs_ != nullptr) {
     jobs_->Submit([files = files_, shuffle_id]() -> JobThread::Completion {
       files->RemoveShuffle(shuffle_id);
@@ -202,42 +257,148 @@ Status ShuffleHandler::HandlePush(IncomingMessage& message, uint64_t id) {
   const std::string tenant =
       IsTenantRestricted(message.peer()) ? TenantOf(*message.peer()) : std::string();
   std::vector<uint32_t> full;  // streams past the split size: their pieces were not taken
+  size_t forwards = 0;
+  const uint64_t ticket = next_ticket_;
   BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::PushShuffle::Reader push = message.request().getPushShuffle();
+    // A forward is held here as it came, not forwarded again; with keys on, only a stream's
+    // primary (a worker's key) sends one.
+    const bool forwarded = push.getForwarded();
+    if (forwarded && message.peer() && message.peer()->role != KeyRole::kWorker) {
+      return PermissionDeniedError("only workers forward shuffle pieces; key '" +
+                                   message.peer()->name + "' is not a worker's");
+    }
     if (push.getPieces().size() > kMaxPiecesPerPush) {
       return InvalidArgumentError("a push carries at most " + std::to_string(kMaxPiecesPerPush) +
                                   " pieces; this one " + std::to_string(push.getPieces().size()));
     }
     // The frames become chunks the store may keep: a piece within one is not copied.
-    std::vector<ChunkPtr> frames;
-    frames.reserve(message.payload().size());
+    std::vector<ChunkPtr> chunks;
+    chunks.reserve(message.payload().size());
     for (zmq::message_t& frame : message.payload()) {
-      frames.push_back(ChunkFromMessage(std::move(frame)));
+      chunks.push_back(ChunkFromMessage(std::move(frame)));
     }
     message.payload().clear();
     std::vector<std::vector<std::byte>> gathered;
     BM_ASSIGN_OR_RETURN(std::vector<ShuffleStore::Piece> pieces,
-                        PiecesOf(push.getPieces(), frames, gathered));
+                        PiecesOf(push.getPieces(), chunks, gathered));
     const uint64_t pieces_before = store_.pieces_kept();
     const uint64_t bytes_before = store_.bytes_kept();
     BM_RETURN_IF_ERROR(
         store_.Push(push.getShuffleId(), push.getMap(), push.getAttempt(), pieces, tenant, &full));
     counters_.shuffle_pieces_pushed += store_.pieces_kept() - pieces_before;
     counters_.shuffle_bytes_pushed += store_.bytes_kept() - bytes_before;
+    if (forwarded) return Status::Ok();
+    // Gathered pieces become chunks too (their bytes stay where they are), for forwards.
+    for (std::vector<std::byte>& piece : gathered) {
+      chunks.push_back(std::make_shared<VectorChunk>(std::move(piece)));
+    }
+    BM_ASSIGN_OR_RETURN(forwards, Forward(push.getShuffleId(), push.getMap(), push.getAttempt(),
+                                          pieces, chunks, full, ticket));
     return Status::Ok();
   }));
-  if (full.empty()) {
-    replies_.SendOk(*message.routing_id(), id);
+  if (forwards == 0) {
+    SendPushed(*message.routing_id(), id, full);
   } else {
-    capnp::MallocMessageBuilder reply_message;
-    proto::Reply::Builder reply = reply_message.initRoot<proto::Reply>();
-    reply.setId(id);
-    auto streams = reply.initShufflePushed().initFull(static_cast<unsigned>(full.size()));
-    for (size_t i = 0; i < full.size(); ++i) streams.set(static_cast<unsigned>(i), full[i]);
-    replies_.Send(*message.routing_id(), reply_message, {});
+    ++next_ticket_;
+    awaited_.emplace(ticket, AwaitedPush{.peer = SharePeer(*message.routing_id()),
+                                         .id = id,
+                                         .full = std::move(full),
+                                         .forwards = forwards});
   }
   FlushDue();
   return Status::Ok();
+}
+
+void ShuffleHandler::SendPushed(const zmq::message_t& peer, uint64_t id,
+                                const std::vector<uint32_t>& full) {
+  if (full.empty()) {
+    replies_.SendOk(peer, id);
+    return;
+  }
+  capnp::MallocMessageBuilder reply_message;
+  proto::Reply::Builder reply = reply_message.initRoot<proto::Reply>();
+  reply.setId(id);
+  auto streams = reply.initShufflePushed().initFull(static_cast<unsigned>(full.size()));
+  for (size_t i = 0; i < full.size(); ++i) streams.set(static_cast<unsigned>(i), full[i]);
+  replies_.Send(peer, reply_message, {});
+}
+
+Result<size_t> ShuffleHandler::Forward(uint64_t shuffle_id, uint32_t map, uint32_t attempt,
+                                       const std::vector<ShuffleStore::Piece>& pieces,
+                                       const std::vector<ChunkPtr>& chunks,
+                                       const std::vector<uint32_t>& full, uint64_t ticket) {
+  auto streams = replicas_.find(shuffle_id);
+  if (forwarder_ == nullptr || streams == replicas_.end()) return 0;
+  struct Outgoing {
+    const ShuffleReplica* replica = nullptr;
+    ShuffleForward forward;
+    ForwardPayload payload;
+    std::map<uint32_t, uint32_t> first_sequence;  // by stream: its first piece in this forward
+  };
+  std::map<std::string, Outgoing> outgoing;  // by replica worker
+  for (const ShuffleStore::Piece& piece : pieces) {
+    // A full stream's pieces go to the partition's next stream, as the writer sees it.
+    if (std::find(full.begin(), full.end(), piece.partition) != full.end()) continue;
+    auto replica = streams->second.find(piece.partition);
+    if (replica == streams->second.end()) continue;  // this worker is the stream's replica
+    if (replica->second.address.empty()) {
+      return UnavailableError("the replica " + replica->second.worker_id + " of stream " +
+                              std::to_string(piece.partition) + " of shuffle " +
+                              std::to_string(shuffle_id) +
+                              " is gone; push again once the master has placed a new one");
+    }
+    Outgoing& out = outgoing[replica->second.worker_id];
+    out.replica = &replica->second;
+    out.forward.shuffle_id = shuffle_id;
+    out.forward.map = map;
+    out.forward.attempt = attempt;
+    // The replica takes each stream's pieces from the first one it is sent: one that replaced a
+    // lost replica (or lost its memory) holds the stream from here on, the primary the rest.
+    const uint32_t first =
+        out.first_sequence.try_emplace(piece.partition, piece.sequence).first->second;
+    out.forward.pieces.push_back({.stream = piece.partition,
+                                  .sequence = piece.sequence,
+                                  .first_sequence = first,
+                                  .length = static_cast<uint32_t>(piece.bytes.size()),
+                                  .digest = piece.digest});
+    out.payload.Add(chunks, piece.bytes);
+  }
+  for (auto& [worker_id, out] : outgoing) {
+    out.forward.payload = out.payload.Take();
+    uint64_t bytes = 0;
+    for (const ChunkPtr& slice : out.forward.payload) bytes += slice->size();
+    forwarder_->Submit(*out.replica, std::move(out.forward),
+                       [this, ticket, replica = *out.replica, bytes](const Status& held) {
+                         if (held.ok()) counters_.shuffle_bytes_forwarded += bytes;
+                         ForwardDone(ticket, replica, held);
+                       });
+  }
+  return outgoing.size();
+}
+
+void ShuffleHandler::ForwardDone(uint64_t ticket, const ShuffleReplica& replica,
+                                 const Status& held) {
+  auto awaited = awaited_.find(ticket);
+  if (awaited == awaited_.end()) return;
+  AwaitedPush& push = awaited->second;
+  if (!held.ok() && push.failed.ok()) {
+    // Whatever the replica said, the writer pushes again: by then the replica may be back,
+    // or replaced by the master.
+    push.failed = UnavailableError("the replica " + replica.worker_id +
+                                   " did not take the pieces: " + held.ToString());
+  }
+  if (--push.forwards > 0) return;
+  if (push.failed.ok()) {
+    SendPushed(*push.peer, push.id, push.full);
+  } else {
+    replies_.SendError(*push.peer, push.id, push.failed);
+  }
+  awaited_.erase(awaited);
+}
+
+size_t ShuffleHandler::RunForwardCompletions() {
+  return forwarder_ ? forwarder_->RunCompletions() : 0;
 }
 
 Status ShuffleHandler::HandleRead(IncomingMessage& message, uint64_t id) {

@@ -1,9 +1,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/clock.h"
@@ -12,6 +14,7 @@
 #include "worker/client_replies.h"
 #include "worker/job_thread.h"
 #include "worker/shuffle_files.h"
+#include "worker/shuffle_forwarder.h"
 #include "worker/shuffle_store.h"
 #include "worker/worker_status.h"
 
@@ -28,14 +31,21 @@ namespace bm {
 // turn and RunCompletions() when completion_fd() turns readable; reads of written pieces run
 // there too and are answered from their completions.
 //
-// Owns the store and the job thread; borrows the replies, the counters and the clock, which
-// must outlive it. Not thread-safe: owned by the worker's loop.
+// For _2 shuffles the worker is told which streams it is the primary of, and their replicas
+// (ShuffleAssigned.forwards): a push's pieces of those streams are forwarded to the replicas
+// (ShuffleForwarder) and the push is answered once every replica holds them, or with why one
+// does not (kUnavailable: the writer pushes again, and the master replaces a lost replica).
+//
+// Owns the store, the job thread and the forwarder; borrows the replies, the counters and the
+// clock, which must outlive it. Not thread-safe: owned by the worker's loop.
 class ShuffleHandler {
  public:
-  // `disk_dirs` empty: memory only.
+  // `disk_dirs` empty: memory only. `forwarder` null: pushes are held here only (a worker
+  // without peers, in tests).
   ShuffleHandler(std::string worker_id, ShuffleStore::Limits limits,
                  std::vector<std::string> disk_dirs, ClientReplies& replies,
-                 WorkerCounters& counters, const Clock& clock);
+                 WorkerCounters& counters, const Clock& clock,
+                 std::unique_ptr<ShuffleForwarder> forwarder = nullptr);
   // Writes what is still in memory and waits for it (a stopping worker keeps its partitions).
   ~ShuffleHandler();
   ShuffleHandler(const ShuffleHandler&) = delete;
@@ -57,18 +67,46 @@ class ShuffleHandler {
   // Runs the finished writes' and reads' completions; returns how many.
   size_t RunCompletions();
   std::optional<TimePoint> NextDeadline() const { return store_.NextFlush(); }
+  // Readable while replicas' answers to forwards wait; -1 without a forwarder.
+  int forward_fd() const { return forwarder_ ? forwarder_->wake_fd() : -1; }
+  // Answers the pushes whose forwards all came back; returns how many forwards came back.
+  size_t RunForwardCompletions();
 
   const ShuffleStore& store() const { return store_; }
 
  private:
   // Frames the page's pieces (which borrow their chunks) into a shufflePieces reply.
   void SendPage(const zmq::message_t& peer, uint64_t id, const ShuffleStore::Page& page);
+  // Answers a push the store took: ok, or shufflePushed naming the `full` streams.
+  void SendPushed(const zmq::message_t& peer, uint64_t id, const std::vector<uint32_t>& full);
+
+  // A push held here whose pieces went to replicas: answered once every forward came back.
+  struct AwaitedPush {
+    std::shared_ptr<const zmq::message_t> peer;
+    uint64_t id = 0;
+    std::vector<uint32_t> full;
+    size_t forwards = 0;  // not answered yet
+    Status failed;        // the first replica's refusal
+  };
+  // Hands the pushed pieces of streams with a replica to the forwarder, one forward per
+  // replica; returns how many (0: nothing to forward, answer now). kUnavailable when a stream's
+  // replica is not registered: the writer pushes again once the master replaced it.
+  Result<size_t> Forward(uint64_t shuffle_id, uint32_t map, uint32_t attempt,
+                         const std::vector<ShuffleStore::Piece>& pieces,
+                         const std::vector<ChunkPtr>& chunks, const std::vector<uint32_t>& full,
+                         uint64_t ticket);
+  void ForwardDone(uint64_t ticket, const ShuffleReplica& replica, const Status& held);
 
   ShuffleStore store_;
   ClientReplies& replies_;
   WorkerCounters& counters_;                   // shuffle pieces and bytes, for /metrics
   std::shared_ptr<const ShuffleFiles> files_;  // null without disks; shared with jobs
-  std::unique_ptr<JobThread> jobs_;            // last: joined first
+  // The streams this worker is the primary of in _2 shuffles, by shuffle, with their replicas.
+  std::map<uint64_t, std::map<uint32_t, ShuffleReplica>> replicas_;
+  std::unordered_map<uint64_t, AwaitedPush> awaited_;  // by ticket
+  uint64_t next_ticket_ = 1;
+  std::unique_ptr<ShuffleForwarder> forwarder_;  // null: nothing is forwarded
+  std::unique_ptr<JobThread> jobs_;              // last: joined first
 };
 
 }  // namespace bm

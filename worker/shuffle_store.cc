@@ -183,7 +183,10 @@ Status ShuffleStore::Push(uint64_t shuffle_id, uint32_t map, uint32_t attempt,
     auto [next, first] = expected.try_emplace(piece.partition, 0);
     if (first) {
       auto stored = held->second.next_sequence.find(AttemptKey(map, attempt));
-      next->second = stored == held->second.next_sequence.end() ? 0 : stored->second;
+      // Holding nothing of the attempt yet: a worker that took the partition over from a lost
+      // one starts where the writer says; anything later is a piece that went missing.
+      next->second =
+          stored == held->second.next_sequence.end() ? piece.first_sequence : stored->second;
     }
     if (piece.sequence < next->second) continue;  // held already: a repeated push
     if (refused.contains(piece.partition)) continue;

@@ -58,6 +58,9 @@ class ShuffleStore {
   struct Piece {
     uint32_t partition = 0;
     uint32_t sequence = 0;
+    // The first sequence the writer sends this worker for the piece's (attempt, partition):
+    // where a worker holding nothing of it yet starts (PushedPiece.firstSequence).
+    uint32_t first_sequence = 0;
     uint64_t digest = 0;
     std::span<const std::byte> bytes;
     ChunkPtr owner{};

@@ -30,6 +30,10 @@ using std::chrono::milliseconds;
 constexpr milliseconds kMaxPollTimeout{1000};
 // Client messages handled per wake-up before timers get a turn.
 constexpr int kMessagesPerWakeup = 64;
+// How long a _2 shuffle stream's replica may take to hold a forwarded push before the push is
+// answered as unavailable (the writer pushes again). A dead replica is noticed sooner, by the
+// connection's heartbeats.
+constexpr milliseconds kShuffleForwardTimeout{2000};
 
 zmq::message_t CopyFrame(const zmq::message_t& frame) {
   return zmq::message_t(frame.data(), frame.size());
@@ -157,7 +161,8 @@ Status WorkerServer::Bind() {
       worker_id_,
       ShuffleStore::Limits{.memory_bytes = options_.shuffle_memory,
                            .split_bytes = options_.shuffle_split_size},
-      options_.shuffle_dirs, *replies_, counters_, clock_);
+      options_.shuffle_dirs, *replies_, counters_, clock_,
+      std::make_unique<ShuffleForwarder>(context_, keys_, kShuffleForwardTimeout));
   shuffles_->LoadKept();
 
   MasterLinkOptions link_options = options_.master;
@@ -237,6 +242,7 @@ void WorkerServer::Run() {
       kLocalReads,
       kRegionCompletions,
       kShuffleCompletions,
+      kShuffleForwards,
       kSlots
     };
     pollfd fds[kSlots] = {};
@@ -251,6 +257,7 @@ void WorkerServer::Run() {
     watch(kLocalReads, local_read_server_ ? local_read_server_->poll_fd() : -1);
     watch(kRegionCompletions, blocks_->region_completion_fd());
     watch(kShuffleCompletions, shuffles_->completion_fd());
+    watch(kShuffleForwards, shuffles_->forward_fd());
     const bool unsettled = replies_->unsettled() || link_->unsettled() || peer_monitor_unsettled_;
     const int timeout = unsettled ? 0 : static_cast<int>(PollTimeout(clock_.Now()).count());
     if (::poll(fds, kSlots, timeout) < 0) {
@@ -276,6 +283,7 @@ void WorkerServer::Run() {
     }
     if (TooManyFailedDisks()) break;
     if (fds[kShuffleCompletions].revents != 0) shuffles_->RunCompletions();
+    if (fds[kShuffleForwards].revents != 0) shuffles_->RunForwardCompletions();
     shuffles_->FlushDue();
     if (fds[kClients].revents != 0 || replies_->unsettled()) HandleClientMessages();
     if (local_read_server_) {

@@ -164,6 +164,10 @@ std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
   out.Single("blockmgr_worker_shuffle_flushed_bytes_total", Type::kCounter,
              "Bytes of shuffle pieces written to partition files on disk (headers included).",
              number(snapshot.counters.shuffle_bytes_flushed));
+  out.Single("blockmgr_worker_shuffle_forwarded_bytes_total", Type::kCounter,
+             "Bytes of shuffle pieces this worker, as a stream's primary, forwarded to its "
+             "replica and the replica took.",
+             number(snapshot.counters.shuffle_bytes_forwarded));
   out.Single("blockmgr_worker_shuffle_read_bytes_total", Type::kCounter,
              "Bytes of shuffle pieces sent to readers.",
              number(snapshot.counters.shuffle_bytes_read));

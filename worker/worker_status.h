@@ -72,7 +72,8 @@ struct WorkerCounters {
   uint64_t shuffle_pieces_pushed = 0;
   uint64_t shuffle_bytes_pushed = 0;
   uint64_t shuffle_bytes_read = 0;
-  uint64_t shuffle_bytes_flushed = 0;  // written to partition files
+  uint64_t shuffle_bytes_flushed = 0;    // written to partition files
+  uint64_t shuffle_bytes_forwarded = 0;  // sent on to replicas, as the primary of _2 streams
 
   void RecordRequest(WorkerOp op, const Status& status, Duration elapsed);
 };

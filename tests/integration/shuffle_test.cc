@@ -23,6 +23,7 @@
 #include "common/transport.h"
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
+#include "tests/support/tmpfs_mount.h"
 
 namespace bm::testing {
 namespace {
@@ -416,6 +417,49 @@ uint64_t ProcStatusKiB(pid_t pid, const std::string& field) {
   return 0;
 }
 
+// _2: the writer pushes each piece once, to the partition's primary, which forwards it to the
+// replica (Kafka's acks=all, Celeborn's primary-to-replica push): every byte leaves the writer
+// once, is forwarded once, and is held twice.
+TEST(ShuffleTest, APrimaryForwardsEachPushToItsReplicaAndTheWriterSendsItOnce) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  const std::vector<std::string> workers = {"w1", "w2", "w3"};
+  for (const std::string& id : workers) {
+    ASSERT_NO_FATAL_FAILURE(
+        cluster.StartWorker({.id = id, .extra_args = {"--http", "127.0.0.1:0"}}));
+  }
+  Client client(ClientFor(cluster));
+  const ShuffleSpec spec{.id = 23, .maps = 3, .partitions = 6, .level = StorageLevel::kMemoryOnly2};
+  ASSERT_TRUE(client.RegisterShuffle(spec).ok());
+  const size_t size = 100000;
+  for (uint32_t map = 0; map < spec.maps; ++map) {
+    ASSERT_TRUE(RunMap(client, spec, map, 0, size).ok());
+  }
+  const uint64_t written = uint64_t{spec.maps} * spec.partitions * size;
+  uint64_t held = 0;
+  uint64_t forwarded = 0;
+  for (const std::string& id : workers) {
+    std::optional<uint64_t> pushed =
+        WorkerMetric(cluster, id, "blockmgr_worker_shuffle_pushed_bytes_total");
+    std::optional<uint64_t> sent_on =
+        WorkerMetric(cluster, id, "blockmgr_worker_shuffle_forwarded_bytes_total");
+    ASSERT_TRUE(pushed && sent_on) << id << " has no shuffle metrics";
+    held += *pushed;
+    forwarded += *sent_on;
+  }
+  EXPECT_EQ(held, 2 * written);   // two copies of every byte
+  EXPECT_EQ(forwarded, written);  // one of them forwarded by its primary
+  // Each copy alone is whole: the replica's by itself once every primary is gone is checked by
+  // TwoCopiesKeepEveryPartitionWhenAWorkerIsKilled; here the reader takes the primaries'.
+  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+    Result<std::map<uint32_t, std::string>> read = ReadPartition(client, spec.id, partition);
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    for (uint32_t map = 0; map < spec.maps; ++map) {
+      EXPECT_TRUE(read->at(map) == OutputOf(map, partition, 0, size)) << "bytes differ";
+    }
+  }
+}
+
 TEST(ShuffleTest, AWorkerRestartKeepsTheCommittedPartitionsItWroteToDisk) {
   LocalCluster cluster;
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
@@ -572,6 +616,112 @@ TEST(ShuffleTest, AWriterWhoseWorkerIsKilledFollowsItsStreamsToTheirNewWorkers) 
       EXPECT_TRUE(got == OutputOf(map, partition, 0, size))
           << "map " << map << " partition " << partition << ": bytes differ";
     }
+  }
+}
+
+// One copy, its worker killed mid-map: the pieces it had acknowledged are gone, and the rest go
+// to the worker the stream moved to. Those keep their places in the map's output (sequences are
+// the writer's, not restarted on the new worker), so a reader never takes a later piece for an
+// earlier one: it hands over nothing of the map out of place and names it as lost.
+TEST(ShuffleTest, PiecesSentToAStreamsNewWorkerKeepTheirPlaceInTheMapsOutput) {
+  LocalCluster cluster(/*heartbeat_timeout_seconds=*/1);
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorkers(2));
+  Client client(ClientFor(cluster));
+  const ShuffleSpec spec{.id = 62, .maps = 1, .partitions = 2, .level = StorageLevel::kMemoryOnly};
+  Result<ShuffleLayout> layout = client.RegisterShuffle(spec);
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  const size_t size = 400000;
+  ShuffleWriterOptions options;
+  options.max_piece_bytes = 64 << 10;  // several pieces on each side of the kill
+  Result<std::unique_ptr<ShuffleWriter>> writer = client.OpenShuffleWriter(spec.id, 0, 0, options);
+  ASSERT_TRUE(writer.ok());
+  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+    const std::string output = OutputOf(0, partition, 0, size);
+    ASSERT_TRUE((*writer)->Write(partition, Bytes(output.substr(0, size / 2))).ok());
+  }
+  ASSERT_TRUE((*writer)->Flush().ok());
+  const std::string victim = layout->workers[layout->primaries[0]].worker_id;
+  cluster.SignalWorker(victim, SIGKILL);
+  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+    const std::string output = OutputOf(0, partition, 0, size);
+    ASSERT_TRUE((*writer)->Write(partition, Bytes(output.substr(size / 2))).ok());
+  }
+  Status committed = (*writer)->Commit();
+  ASSERT_TRUE(committed.ok()) << committed.ToString();
+  Result<ShuffleLayout> after = client.ShuffleLayoutOf(spec.id);
+  ASSERT_TRUE(after.ok());
+  ASSERT_NE(after->workers[after->primaries[0]].worker_id, victim);
+
+  // The new worker holds the second half of the map's pieces; the first half died with the
+  // victim. Whatever the reader hands over of the map must be where it belongs: a prefix.
+  Result<std::unique_ptr<ShuffleReader>> reader = client.OpenShuffleReader(spec.id, 0);
+  ASSERT_TRUE(reader.ok());
+  std::string delivered;
+  Status read = (*reader)->ForEach([&](uint32_t, std::span<const std::byte> bytes) {
+    delivered += Text(bytes);
+    return Status::Ok();
+  });
+  EXPECT_EQ(read.code(), StatusCode::kDataLoss) << read.ToString();
+  EXPECT_EQ((*reader)->missing_maps(), (std::vector<uint32_t>{0}));
+  const std::string expected = OutputOf(0, 0, 0, size);
+  EXPECT_TRUE(expected.compare(0, delivered.size(), delivered) == 0)
+      << "the reader was handed " << delivered.size() << " bytes of map 0 out of place";
+
+  // Running the map again makes the partition whole.
+  Status rerun = RunMap(client, spec, 0, 1, size);
+  ASSERT_TRUE(rerun.ok()) << rerun.ToString();
+  Result<std::map<uint32_t, std::string>> whole = ReadPartition(client, spec.id, 0);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_TRUE(whole->at(0) == OutputOf(0, 0, 1, size)) << "bytes differ";
+}
+
+// A worker whose disk fills up under a DISK_ONLY shuffle: the push that meets the full disk fails
+// with a clear error (not retried for ever, not a crash), the worker keeps serving, and once the
+// shuffle is removed its room is taken again.
+TEST(ShuffleTest, AFullDiskFailsThePushWithAClearErrorAndTheWorkerKeepsServing) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  TmpfsMount disk(cluster.worker_disk_dir("w1"), "32m");
+  if (!disk.mounted()) {
+    GTEST_SKIP() << "cannot mount a tmpfs (needs root or CAP_SYS_ADMIN): " << disk.error();
+  }
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(
+      {.id = "w1", .memory = "64MiB", .extra_args = {"--shuffle-memory", "48MiB"}}));
+  Client client(ClientFor(cluster));
+  const ShuffleSpec spec{.id = 63, .maps = 1, .partitions = 2, .level = StorageLevel::kDiskOnly};
+  ASSERT_TRUE(client.RegisterShuffle(spec).ok());
+  Result<std::unique_ptr<ShuffleWriter>> writer = client.OpenShuffleWriter(spec.id, 0, 0);
+  ASSERT_TRUE(writer.ok());
+  // More than the disk and the shuffle memory hold together: some write meets the full disk.
+  const std::string mebibyte = RandomBytes(1 << 20, 63);
+  Status pushed;
+  for (int i = 0; i < 160 && pushed.ok(); ++i) pushed = (*writer)->Write(i % 2, Bytes(mebibyte));
+  if (pushed.ok()) pushed = (*writer)->Flush();
+  ASSERT_FALSE(pushed.ok()) << "80 MiB of shuffle went into 32 MiB of disk and 48 MiB of memory";
+  EXPECT_EQ(pushed.code(), StatusCode::kOutOfSpace) << pushed.ToString();
+  EXPECT_NE(pushed.message().find("disk"), std::string::npos) << pushed.ToString();
+  EXPECT_NE(pushed.message().find("w1"), std::string::npos) << pushed.ToString();
+  ASSERT_TRUE(cluster.worker_process("w1").Running()) << cluster.LogTail("w1");
+
+  // Still serving: a block is stored and read back.
+  const std::string block = RandomBytes(4096, 64);
+  ASSERT_EQ(cluster.Bmctl({"put", "rdd_1_0", "-", "--level", "MEMORY_ONLY"}, block).exit_code, 0);
+  CommandResult got = cluster.Bmctl({"get", "rdd_1_0"});
+  ASSERT_EQ(got.exit_code, 0) << got.err;
+  EXPECT_TRUE(got.out == block);
+
+  // The shuffle removed, its files go and a new one fits.
+  ASSERT_TRUE(client.UnregisterShuffle(spec.id).ok());
+  const ShuffleSpec next{.id = 64, .maps = 1, .partitions = 2, .level = StorageLevel::kDiskOnly};
+  ASSERT_TRUE(client.RegisterShuffle(next).ok());
+  Status rerun;
+  ASSERT_TRUE(WaitFor([&] { return (rerun = RunMap(client, next, 0, 0, 4 << 20)).ok(); }, 10s))
+      << rerun.ToString() << cluster.LogTail("w1");
+  for (uint32_t partition = 0; partition < next.partitions; ++partition) {
+    Result<std::map<uint32_t, std::string>> read = ReadPartition(client, next.id, partition);
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    EXPECT_TRUE(read->at(0) == OutputOf(0, partition, 0, 4 << 20)) << "bytes differ";
   }
 }
 

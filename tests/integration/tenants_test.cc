@@ -287,12 +287,37 @@ TEST_F(TenantTest, AnotherTenantCannotTouchAShuffle) {
                              request.initReadShuffle().setShuffleId(spec.id);
                            }),
                "bob", "shuffle_30");
+  // A forward is a worker's to send: not even the owner may push one straight to a replica.
+  Status forwarded = RawToWorker("alice", worker, [&](proto::Request::Builder request) {
+    proto::PushShuffle::Builder push = request.initPushShuffle();
+    push.setShuffleId(spec.id);
+    push.setForwarded(true);
+    push.initPieces(0);
+  });
+  EXPECT_EQ(forwarded.code(), StatusCode::kPermissionDenied) << forwarded.ToString();
+  EXPECT_NE(forwarded.message().find("only workers forward"), std::string::npos)
+      << forwarded.ToString();
   // Alice still reads her output.
   Result<std::unique_ptr<ShuffleReader>> hers = alice.OpenShuffleReader(spec.id, 1);
   ASSERT_TRUE(hers.ok());
   Result<std::vector<std::byte>> read = (*hers)->ReadAll();
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(read->data()), read->size()), text);
+
+  // Two copies with keys on: each primary forwards to its replica with its worker key.
+  const ShuffleSpec twice{
+      .id = 31, .maps = 1, .partitions = 2, .level = StorageLevel::kMemoryAndDisk2};
+  ASSERT_TRUE(alice.RegisterShuffle(twice).ok());
+  Result<std::unique_ptr<ShuffleWriter>> both = alice.OpenShuffleWriter(twice.id, 0, 0);
+  ASSERT_TRUE(both.ok());
+  ASSERT_TRUE((*both)->Write(0, bytes).ok());
+  Status committed = (*both)->Commit();
+  ASSERT_TRUE(committed.ok()) << committed.ToString();
+  Result<std::unique_ptr<ShuffleReader>> copies = alice.OpenShuffleReader(twice.id, 0);
+  ASSERT_TRUE(copies.ok());
+  Result<std::vector<std::byte>> again = (*copies)->ReadAll();
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(again->data()), again->size()), text);
 }
 
 TEST_F(TenantTest, AdminSeesAllAndKeysWithoutTenantWorkAsBefore) {

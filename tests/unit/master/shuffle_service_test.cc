@@ -224,6 +224,48 @@ TEST_F(ShuffleServiceTest, ALostWorkersPartitionsMoveToTheOthers) {
   EXPECT_FALSE(effects.commands.empty());
 }
 
+// The primary of each _2 stream forwards pushes to its replica: its assignment names them, and
+// when a worker is lost every primary whose replica changed (a survivor promoted, or one whose
+// replica moved) is told its new replica.
+TEST_F(ShuffleServiceTest, PrimariesAreToldTheirReplicasAlsoAfterAWorkerIsLost) {
+  auto workers = Workers({{"a", "h1"}, {"b", "h2"}, {"c", "h3"}});
+  auto shuffle =
+      service_.Register(Shape(1, 1, 6, StorageLevel::kMemoryOnly2), "", workers, effects_);
+  ASSERT_TRUE(shuffle.ok());
+  // Every command's forwards are exactly the streams it is the primary of, each to its replica.
+  auto expect_forwards_match = [&](const std::vector<ShuffleCommand>& commands) {
+    const ShufflePlacement& placement = service_.shuffles().at(1).placement;
+    for (const ShuffleCommand& command : commands) {
+      std::vector<std::pair<uint32_t, std::string>> expected;
+      for (uint32_t p = 0; p < 6; ++p) {
+        if (placement.workers[placement.primaries[p]] != command.worker_id) continue;
+        expected.emplace_back(p, placement.workers[placement.replicas[p]]);
+      }
+      EXPECT_EQ(command.forwards, expected) << command.worker_id;
+    }
+  };
+  ASSERT_EQ(effects_.commands.size(), 3u);
+  expect_forwards_match(effects_.commands);
+  size_t forwarded = 0;
+  for (const ShuffleCommand& command : effects_.commands) forwarded += command.forwards.size();
+  EXPECT_EQ(forwarded, 6u);
+
+  ShuffleEffects effects;
+  service_.WorkerLost("b", Workers({{"a", "h1"}, {"c", "h3"}}), effects);
+  expect_forwards_match(effects.commands);
+  // Both survivors hold partitions whose copy on b moved: both are told.
+  std::set<std::string> told;
+  for (const ShuffleCommand& command : effects.commands) told.insert(command.worker_id);
+  EXPECT_EQ(told, (std::set<std::string>{"a", "c"}));
+}
+
+// One copy: nothing to forward.
+TEST_F(ShuffleServiceTest, OneCopyShufflesForwardNothing) {
+  auto workers = Workers({{"a", "h1"}, {"b", "h2"}});
+  ASSERT_TRUE(service_.Register(Shape(1, 1, 4), "", workers, effects_).ok());
+  for (const ShuffleCommand& command : effects_.commands) EXPECT_TRUE(command.forwards.empty());
+}
+
 TEST_F(ShuffleServiceTest, UnregisterTellsEveryWorkerAndForgets) {
   auto workers = Workers({{"a", "h1"}, {"b", "h2"}});
   ASSERT_TRUE(

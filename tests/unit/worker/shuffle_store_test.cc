@@ -19,10 +19,15 @@ std::span<const std::byte> Bytes(const std::string& text) {
 
 // A piece borrows its bytes (Push copies them): kept here, past the temporaries the tests
 // write pieces from.
-ShuffleStore::Piece PieceOf(uint32_t partition, uint32_t sequence, const std::string& text) {
+ShuffleStore::Piece PieceOf(uint32_t partition, uint32_t sequence, const std::string& text,
+                            uint32_t first_sequence = 0) {
   static std::deque<std::string> kept;
   std::span<const std::byte> bytes = Bytes(kept.emplace_back(text));
-  return {partition, sequence, DigestOf(bytes), bytes};
+  return {.partition = partition,
+          .sequence = sequence,
+          .first_sequence = first_sequence,
+          .digest = DigestOf(bytes),
+          .bytes = bytes};
 }
 
 std::string Text(const ShuffleStore::StoredPiece& piece) {
@@ -109,6 +114,29 @@ TEST_F(ShuffleStoreTest, APushAfterAGapIsRefusedWholeAndNothingOfItIsKept) {
   EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.message(), HasSubstr("push in order"));
   EXPECT_TRUE(ReadAll(store_, 2, {{0, 0}}).empty());
+}
+
+// A worker that took a partition over from a lost one is sent the map's pieces from the first
+// the lost one had not acknowledged: it starts there, under the writer's sequences (which a
+// reader matches across copies), and still refuses a gap after it.
+TEST_F(ShuffleStoreTest, AWorkerTakingOverAStreamStartsAtTheFirstSequenceItIsSent) {
+  std::vector<ShuffleStore::Piece> taken = {PieceOf(0, 5, "p5", 5), PieceOf(0, 6, "p6", 5)};
+  ASSERT_TRUE(store_.Push(1, 0, 0, taken, "").ok());
+  Result<ShuffleStore::Page> page = store_.Read(1, 0, {{0, 0}}, 0, 1 << 20);
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_EQ(page->pieces.size(), 2u);
+  EXPECT_EQ(page->pieces[0].sequence, 5u);
+  EXPECT_EQ(page->pieces[1].sequence, 6u);
+  // Held now: the first sequence no longer moves where it goes on, and pushes stay in order.
+  std::vector<ShuffleStore::Piece> again = {PieceOf(0, 6, "p6", 5), PieceOf(0, 7, "p7", 5)};
+  ASSERT_TRUE(store_.Push(1, 0, 0, again, "").ok());
+  std::vector<ShuffleStore::Piece> gap = {PieceOf(0, 9, "p9", 5)};
+  EXPECT_EQ(store_.Push(1, 0, 0, gap, "").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadAll(store_, 0, {{0, 0}}), (std::vector<std::string>{"p5", "p6", "p7"}));
+  // A piece after the first it is told of went missing on the way: refused, not taken as the
+  // start.
+  std::vector<ShuffleStore::Piece> late = {PieceOf(0, 3, "m3", 2)};
+  EXPECT_EQ(store_.Push(1, 1, 0, late, "").code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(ShuffleStoreTest, RefusesWhatIsNotItsToHold) {
