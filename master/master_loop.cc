@@ -37,7 +37,6 @@ MasterServer::Loop::Loop(zmq::context_t& context, MasterOptions options, const C
       control_(std::move(control)),
       registry_(clock),
       journal_(std::move(journal)),
-      lost_blocks_(options_.lost_blocks_kept),
       links_(context, options_.keys, kMaxMessagesPerWake),
       replication_(clock_, request_ids_, kMaxCopiesInFlight, kCopyTimeout),
       role_(options_.leadership != nullptr ? Role::kStandby : Role::kLeader),
@@ -59,7 +58,7 @@ Status MasterServer::Loop::RestoreFromJournal() {
                       }));
   for (const auto& [id, version] : snapshot.retired) index_.RetireVersion(id, version);
   RestoreTenants(snapshot);
-  JournalLost(lost_blocks_.Restore(std::move(snapshot.lost)));
+  CarryOut(losses_.Restore(std::move(snapshot.lost)));
   for (const JournaledLease& lease : snapshot.leases) {
     leases_.Restore(
         {lease.block, lease.token, lease.holder, std::chrono::milliseconds(lease.length_ms)});
@@ -91,7 +90,7 @@ Status MasterServer::Loop::RestoreFromJournal() {
       "restored from the master journal {}: {} workers (unconfirmed until they register again), "
       "{} block locations, {} RDD descriptions, {} lost blocks, {} shuffles in {} ms",
       journal_->dir(), registry_.size(), snapshot.location_count, rdd_descriptions_.size(),
-      lost_blocks_.size(), shuffles_.size(), ToMillis(clock_.Now() - start));
+      losses_.records().size(), shuffles_.size(), ToMillis(clock_.Now() - start));
   return Status::Ok();
 }
 
@@ -205,7 +204,7 @@ void MasterServer::Loop::ServeStatus() {
       .now = clock_.Now(),
       .role = StatusRole(),
       .tenants = [this] { return TenantUsages(std::nullopt); },
-      .lost = &lost_blocks_,
+      .lost = &losses_.records(),
       .shuffles = &shuffles_,
   });
 }
@@ -328,7 +327,7 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
     case proto::Request::REMOVE_BLOCKS: {
       BM_ASSIGN_OR_RETURN(std::vector<BlockId> ids,
                           DecodeBlockIds(request.getRemoveBlocks().getBlockIds()));
-      ClearLostIds(ids);
+      CarryOut(losses_.Removed(ids));
       StartRemove(client, request.getId(), std::move(ids));
       return Answer::kLater;
     }
@@ -337,7 +336,7 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
       if (rdd_descriptions_.erase(rdd_id) > 0 && journal_) {
         Journaled(journal_->RecordRddForgotten(rdd_id));
       }
-      ClearLostRdd(rdd_id);
+      CarryOut(losses_.RddRemoved(rdd_id));
       StartRemove(client, request.getId(), index_.RddBlockIds(rdd_id));
       return Answer::kLater;
     }
@@ -393,6 +392,18 @@ void MasterServer::Loop::CarryOut(const ShuffleEffects& effects) {
   if (journal_) Journaled(journal_->RecordShuffles(effects));
   for (const ShuffleCommand& command : effects.commands) {
     WarnIfUnsent(command.worker_id, SendShuffleCommand(links_, command));
+  }
+}
+
+void MasterServer::Loop::CarryOut(const LossEffects& effects) {
+  JournalRemovals(effects.removed);
+  if (journal_) {
+    for (const LostBlocks::Changes& changes : effects.lost)
+      Journaled(journal_->RecordLost(changes));
+  }
+  if (effects.check_copies) {
+    replication_.MarkAllForCheck();
+    next_heartbeat_check_ = clock_.Now();  // plan the copies at the next turn of the loop
   }
 }
 

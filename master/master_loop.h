@@ -43,7 +43,7 @@
 #include "master/journal_feed.h"
 #include "master/journal_follower.h"
 #include "master/key_limits.h"
-#include "master/lost_blocks.h"
+#include "master/loss_tracker.h"
 #include "master/master_server.h"
 #include "master/master_status.h"
 #include "master/parked_requests.h"
@@ -57,18 +57,6 @@
 #include "master/worker_request_ids.h"
 
 namespace bm {
-
-// A copy a worker reported lost (RegisterWorker / ReportBlocks lostCopies, or lostBlocks from a
-// worker that sends no causes), and why.
-struct WorkerLoss {
-  BlockId id;
-  LostCause cause = LostCause::kStorageError;
-  std::string detail;
-  uint64_t version = 0;  // 0 = unknown
-};
-// Reads `copies`, or `names` (cause unknown) when a worker sent no copies.
-Result<std::vector<WorkerLoss>> DecodeLosses(capnp::List<capnp::Text>::Reader names,
-                                             capnp::List<proto::LostCopy>::Reader copies);
 
 // Messages read from one socket before the loop looks at the others again.
 inline constexpr int kMaxMessagesPerWake = 256;
@@ -117,6 +105,7 @@ class MasterServer::Loop {
   // Carries out what a component's event came to: journals its records (before the answer
   // goes), then sends its worker commands.
   void CarryOut(const ShuffleEffects& effects);
+  void CarryOut(const LossEffects& effects);
 
   // ---- workers (master_loop_workers.cc) ----
   Status HandleRegister(proto::RegisterWorker::Reader request,
@@ -140,35 +129,6 @@ class MasterServer::Loop {
     std::vector<GoneBlock> gone;  // blocks whose last location a removal dropped
   };
   Applied ApplyChanges(const std::string& worker_id, const std::vector<BlockChange>& changes);
-  // ---- lost blocks (master_loop_lost.cc) ----
-  // A worker's lost copies (RegisterWorker / ReportBlocks): logged, and copies planned at the
-  // next turn of the loop. A loss whose block went with this message's removals (`gone_now`),
-  // or goes now (its removal is still to come), is recorded lost with the worker's cause; one
-  // the master recorded lost already for a cause of its own is refined.
-  void LossesReported(const std::string& worker_id, const std::vector<WorkerLoss>& losses,
-                      const std::vector<GoneBlock>& gone_now);
-  void LogLosses(const std::string& worker_id, const std::vector<WorkerLoss>& losses);
-  // The last copies of these blocks, on `worker_id`, are lost; `why` names the cause of each.
-  void RecordLost(const std::string& worker_id, std::vector<GoneBlock> gone,
-                  const std::function<WorkerLoss(const BlockId&)>& why);
-  void JournalLost(const LostBlocks::Changes& changes);
-  // Blocks stored again (copies recorded; removals skipped) and blocks removed are no longer
-  // lost.
-  void ClearLost(const std::vector<BlockChange>& recorded);
-  void ClearLostIds(const std::vector<BlockId>& ids);
-  void ClearLostRdd(uint64_t rdd_id);
-  // A worker registered, and `gone` are the blocks whose last copy was listed on it and that
-  // its full report does not hold (so far: `follow_ups` more blocks of it come in its next
-  // reports). On its first registration since it started, those are lost: with the cause it
-  // gave (`losses`), else as workerRestarted. Other losses refine records already kept.
-  void BlocksMissingAfterRegistration(const std::string& worker_id, std::vector<GoneBlock> gone,
-                                      const std::vector<BlockId>& recorded,
-                                      const std::vector<WorkerLoss>& losses, bool started_now,
-                                      uint64_t follow_ups);
-  // The follow-up reports of a restarted worker's full report: what they hold was not lost.
-  void FollowUpsReported(const std::string& worker_id, const std::vector<BlockChange>& changes);
-  // Records what a restarted worker's full report did not hold.
-  void JudgeRestart(const std::string& worker_id);
   // Copies beyond their block's level (a worker came back after its blocks were copied
   // elsewhere): removes the extra ones, keeping memory copies and copies on distinct racks and
   // hosts first.
@@ -304,23 +264,16 @@ class MasterServer::Loop {
   BlockIndex index_;
   std::map<uint64_t, RddDescription> rdd_descriptions_;
   std::unique_ptr<MasterJournal> journal_;
-  LostBlocks lost_blocks_;  // blocks whose last copy was lost
-  // Restarted workers whose full report is still arriving: the blocks it has not listed yet.
-  struct PendingRestart {
-    std::unordered_map<BlockId, GoneBlock> missing;
-    std::unordered_map<BlockId, WorkerLoss> losses;  // the causes the worker gave
-    uint64_t follow_ups = 0;                         // updates of the full report still to come
-  };
-  std::unordered_map<std::string, PendingRestart> pending_restarts_;
-  MasterCounters counters_;  // for status pages and metrics
+  LossTracker losses_{index_, options_.lost_blocks_kept};  // blocks whose last copy was lost
+  MasterCounters counters_;                                // for status pages and metrics
 
   std::unique_ptr<KeyLimits> key_limits_;
 
   WorkerLinks links_;
   WorkerRequestIds request_ids_;  // of every command sent on links_
   ParkedRequests parked_;         // answered later: removals, waiting acquireCompute requests
-  ClientQueries queries_{clock_, options_.keys.enabled(), index_,      registry_,
-                         links_, rdd_descriptions_,       lost_blocks_};
+  ClientQueries queries_{clock_, options_.keys.enabled(), index_,           registry_,
+                         links_, rdd_descriptions_,       losses_.records()};
   RemovalCoordinator removals_{clock_, request_ids_};
   ComputeLeases leases_{clock_};  // waiters are tickets of parked_
   TimePoint next_heartbeat_check_{};
