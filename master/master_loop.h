@@ -1,10 +1,13 @@
 #pragma once
 
 // The master's event loop (MasterServer::Loop): internal to master/, shared by the files that
-// define its parts. master_loop.cc runs it and routes requests; master_loop_workers.cc handles
-// what workers send (registration, heartbeats, block reports, replies to commands) and keeps
-// their copies (drops, re-replication, drains); master_loop_clients.cc handles removals, RDD
-// registration and compute leases. The state is owned by components (one .h/.cc each):
+// define its parts. The loop owns the sockets and the order of events; each concern is a
+// component that owns its state and answers an event with its effects (a reply, journal
+// records, worker commands), which the loop carries out (CarryOut). master_loop.cc runs the
+// loop, routes requests and carries out effects; master_loop_workers.cc handles what workers
+// send (registration, heartbeats, block reports, replies to commands) and keeps their copies
+// (drops, re-replication, drains); master_loop_clients.cc handles removals, RDD registration
+// and compute leases. The components (one .h/.cc each):
 //   RequestSocket       the ROUTER requests arrive on and replies leave by
 //   KeyLimits           connections and registrations per key
 //   WorkerRegistry, BlockIndex, MasterJournal   the metadata and its journal
@@ -13,15 +16,20 @@
 //   RemovalCoordinator  removals waiting for workers
 //   ComputeLeases       who computes a missing block; ParkedRequests: whom to answer later
 //   ReplicationDriver   re-replication and drains (ReplicationPlanner decides)
-//   ShuffleService      shuffles: placement, committed map attempts (the first component in
-//                       the router's shape: an event in, its effects out, which CarryOut does;
-//                       its requests are read and answered by master/shuffle_requests.h)
+//   In the router's shape (an event in, its effects out):
+//   ShuffleService      shuffles: placement, committed map attempts (ShuffleEffects; its
+//                       requests are read and answered by master/shuffle_requests.h)
+//   LossTracker         blocks whose last copy was lost, restarted workers' pending reports
+//                       (LossEffects)
+//   TenantService       dataset owners, shares, quotas; admits tenant keys' requests
+//                       (TenantEffects)
+//   StandbyService      the role in an election, the journal feed and follower, parked
+//                       fetches and held acknowledgements (StandbyReply: what to send)
 
 #include <capnp/message.h>
 
 #include <atomic>
 #include <chrono>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -40,8 +48,6 @@
 #include "master/client_queries.h"
 #include "master/compute_leases.h"
 #include "master/journal.h"
-#include "master/journal_feed.h"
-#include "master/journal_follower.h"
 #include "master/key_limits.h"
 #include "master/loss_tracker.h"
 #include "master/master_server.h"
@@ -51,7 +57,8 @@
 #include "master/replication_driver.h"
 #include "master/request_socket.h"
 #include "master/shuffle_service.h"
-#include "master/tenant_registry.h"
+#include "master/standby_service.h"
+#include "master/tenant_service.h"
 #include "master/worker_links.h"
 #include "master/worker_registry.h"
 #include "master/worker_request_ids.h"
@@ -60,9 +67,6 @@ namespace bm {
 
 // Messages read from one socket before the loop looks at the others again.
 inline constexpr int kMaxMessagesPerWake = 256;
-// How long a put admitted against its tenant's quota may take to be reported before its
-// reservation lapses (a put abandoned midway).
-inline constexpr Duration kQuotaReservationLifetime = std::chrono::seconds(60);
 
 // The event loop: the master's sockets and all its state, each piece owned by the component
 // named for it. The loop decodes requests, routes them to the components, and sends what they
@@ -82,7 +86,7 @@ class MasterServer::Loop {
   Status RestoreFromJournal();
   void Run(const std::atomic<bool>& stop_requested);
   // Whether Run() returned because this master lost the lead.
-  bool demoted() const { return demoted_; }
+  bool demoted() const { return standby_.demoted(); }
 
  private:
   // Whether a handler answered its request (the reply it built is sent) or parked it, to be
@@ -106,6 +110,9 @@ class MasterServer::Loop {
   // goes), then sends its worker commands.
   void CarryOut(const ShuffleEffects& effects);
   void CarryOut(const LossEffects& effects);
+  void CarryOut(const TenantEffects& effects);
+  // Runs a tenant request, carrying out its effects whether it succeeded or not.
+  Status WithTenantEffects(const std::function<Status(TenantEffects&)>& request);
 
   // ---- workers (master_loop_workers.cc) ----
   Status HandleRegister(proto::RegisterWorker::Reader request,
@@ -183,73 +190,19 @@ class MasterServer::Loop {
   // grant is acknowledged only once the standbys know of it).
   void JournalLeases();
 
-  // ---- tenants and quotas (master_loop_tenants.cc) ----
-  // Whether the index holds blocks of the dataset (common/tenant.h).
-  bool DatasetHasBlocks(const std::string& dataset) const;
-  // Ok for a peer the tenant rules do not restrict; else whether its tenant may do `op` on the
-  // dataset, kPermissionDenied naming both if not. kWrite claims a dataset nobody owns.
-  Status CheckTenant(const std::optional<PeerIdentity>& peer, const std::string& dataset,
-                     DatasetOp op);
-  Status CheckTenantBlocks(const std::optional<PeerIdentity>& peer, std::span<const BlockId> ids,
-                           DatasetOp op);
-  // A restricted peer's request, by its kind's entry in the table (master_request_kinds.h):
-  // Ok, or kPermissionDenied when its tenant may not do what the request does to the datasets
-  // it names (a kind the table lacks, or another role's, is refused).
-  Status AdmitTenant(proto::Request::Reader request, const PeerIdentity& peer);
-  // Which datasets lists show the peer (null: all).
-  ClientQueries::Visible VisibleTo(const std::optional<PeerIdentity>& peer) const;
-  // Sends a dataset's record (with its owner's memory quota) to every worker.
-  void TellWorkers(const std::string& dataset, DatasetAccess access);
-  // A claim recorded a new owner: journaled.
-  void DatasetRecorded(const std::string& dataset, const DatasetAccess& access);
-  // A worker asks on behalf of a put or a read (checkAccess): claims, admits against quotas.
-  Status HandleCheckAccess(proto::CheckAccess::Reader request, proto::Reply::Builder reply);
-  Status HandleShareDataset(proto::ShareDataset::Reader request,
-                            const std::optional<PeerIdentity>& peer, proto::Reply::Builder reply);
-  Status HandleSetQuota(proto::SetQuota::Reader request, proto::Reply::Builder reply);
-  void HandleListTenants(const std::optional<PeerIdentity>& peer, proto::Reply::Builder reply);
-  // Every tenant with datasets or a quota (or only `only`), by name.
-  std::vector<TenantUsage> TenantUsages(const std::optional<std::string>& only);
-  // Bytes of every copy of the tenant's datasets' blocks, by tier.
-  TierBytes StoredBytes(const std::string& tenant) const;
-  // Loads the tenant records of the journal.
-  void RestoreTenants(const JournalSnapshot& snapshot);
-
-  // ---- standby masters (master_loop_ha.cc) ----
-  enum class Role { kLeader, kStandby };
+  // ---- standby masters (StandbyService decides; the loop loads the journal and sends) ----
   // Follows the election: a standby that was elected leads; a leader that lost the lead
-  // stops (demoted_) and the process starts over as a standby.
+  // stops (demoted()) and the process starts over as a standby.
   void FollowLeadership();
-  // Loads the journal the standby kept, becomes the leader of `epoch` and feeds its standbys.
+  // Loads the journal the standby kept, becomes the leader of `epoch` and tells the workers.
   void Promote(uint64_t epoch);
-  // This master's role, for status pages and metrics.
-  MasterRole StatusRole() const;
   // Where clients and workers reach this master.
   std::string AdvertisedAddress() const;
-  // What a standby answers to requests meant for the leader.
-  void AnswerNotLeader(proto::Reply::Builder reply) const;
-  void AnswerMasterInfo(proto::Reply::Builder reply) const;
-  // A standby's fetch: answered now with records (or a snapshot), or parked until records come
-  // or its wait ends.
-  Result<Answer> HandleFetchJournal(proto::FetchJournal::Reader request,
-                                    const zmq::message_t& client, uint64_t request_id,
-                                    proto::Reply::Builder reply);
-  // Answers a fetch with what the feed has from its position, or with the page of a snapshot
-  // after key `snapshot_after` (non-empty: the standby is receiving one); false when there is
-  // nothing new (and it did not answer).
-  bool AnswerFetch(const zmq::message_t& client, uint64_t request_id, const std::string& standby,
-                   uint64_t epoch, uint64_t from, bool even_if_empty,
-                   std::string_view snapshot_after = {});
-  // Answers the parked fetches that have records to take, or whose wait is over; drops silent
-  // standbys; sends the acknowledgements every in-sync standby now holds.
-  void ServeStandbys();
-  // The journal sequence every standby that may take over holds; asks the election to publish
-  // the feed's in-sync standbys when they changed.
-  uint64_t ConfirmedJournalSequence();
-  // Sends an acknowledgement now, or holds it until every in-sync standby holds the journal
-  // records it depends on (those before `depends_on`).
+  // Sends an acknowledgement now, or has the standby service hold it until every in-sync
+  // standby holds the journal records it depends on (those before `depends_on`).
   void SendAcknowledgement(const zmq::message_t& client, capnp::MallocMessageBuilder& message,
                            uint64_t depends_on);
+  void Send(std::vector<StandbyReply> replies);
 
   const MasterOptions options_;
   const Clock& clock_;
@@ -281,8 +234,8 @@ class MasterServer::Loop {
                                                          IncomingMessage& reply) {
     HandleWorkerReply(worker_id, reply);
   };
-  std::unordered_map<BlockId, uint64_t> journaled_leases_;     // block -> token, as journaled
-  TenantRegistry tenants_{clock_, kQuotaReservationLifetime};  // owners, shares, quotas
+  std::unordered_map<BlockId, uint64_t> journaled_leases_;  // block -> token, as journaled
+  TenantService tenants_{clock_, index_};                   // owners, shares, quotas
   ShuffleService shuffles_{clock_, ShuffleService::Limits{.ttl = options_.shuffle_ttl}};
 
   ReplicationDriver replication_;  // re-replication and drains
@@ -293,32 +246,8 @@ class MasterServer::Loop {
   };
   std::unordered_map<uint64_t, VerifyRequest> verify_requests_;
 
-  // Standby masters: the role, the journal feed a leader serves its standbys from, the
-  // follower a standby keeps its journal with, the fetches waiting for records, and the
-  // acknowledgements waiting for the standbys.
-  Role role_ = Role::kLeader;
-  bool demoted_ = false;
-  uint64_t epoch_ = 0;  // this leader's (0: no election)
-  uint64_t elections_won_ = 0;
-  std::unique_ptr<JournalFeed> feed_;
-  std::unique_ptr<JournalFollower> follower_;
-  struct ParkedFetch {
-    zmq::message_t client;
-    uint64_t request_id = 0;
-    std::string standby;
-    uint64_t epoch = 0;
-    uint64_t from = 0;
-    TimePoint deadline{};
-  };
-  std::vector<ParkedFetch> parked_fetches_;
-  struct HeldReply {
-    uint64_t depends_on = 0;
-    zmq::message_t client;
-    std::unique_ptr<capnp::MallocMessageBuilder> message;
-  };
-  std::deque<HeldReply> held_replies_;          // in the order they were made
-  std::vector<std::string> requested_in_sync_;  // the last set asked to be published
-  zmq::context_t& context_;
+  // Standby masters: the role, the journal feed, the follower, parked fetches, held replies.
+  StandbyService standby_;
 };
 
 }  // namespace bm

@@ -117,7 +117,7 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
   proto::RegisterReply::Builder registered = reply.initRegistered();
   registered.setHeartbeatIntervalMs(
       static_cast<uint32_t>(std::min<uint64_t>(ToMillis(interval), UINT32_MAX)));
-  registered.setEpoch(epoch_);
+  registered.setEpoch(standby_.epoch());
   return Status::Ok();
 }
 
