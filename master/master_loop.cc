@@ -478,8 +478,9 @@ Status MasterServer::Loop::WithTenantEffects(const std::function<Status(TenantEf
 void MasterServer::Loop::CarryOut(const LossEffects& effects) {
   JournalRemovals(effects.removed);
   if (journal_) {
-    for (const LostBlocks::Changes& changes : effects.lost)
+    for (const LostBlocks::Changes& changes : effects.lost) {
       Journaled(journal_->RecordLost(changes));
+    }
   }
   if (effects.check_copies) {
     replication_.MarkAllForCheck();
