@@ -187,7 +187,7 @@ class BlockIndex {
   // One summary per RDD with at least one cached block, sorted by RDD id.
   std::vector<RddSummary> RddSummaries() const;
   // The sizes of all copies of one RDD's blocks, by tier: a running total, so a tenant's
-  // admission (master_loop_tenants.cc) costs a lookup per RDD, not a pass over its blocks.
+  // admission (TenantService) costs a lookup per RDD, not a pass over its blocks.
   TierBytes RddBytes(uint64_t rdd_id) const;
   // Ids of the RDDs with cached blocks, in no particular order (one visit per RDD, not block).
   std::vector<uint64_t> RddIds() const;

@@ -37,11 +37,9 @@ MasterServer::Loop::Loop(zmq::context_t& context, MasterOptions options, const C
       control_(std::move(control)),
       registry_(clock),
       journal_(std::move(journal)),
-      lost_blocks_(options_.lost_blocks_kept),
       links_(context, options_.keys, kMaxMessagesPerWake),
       replication_(clock_, request_ids_, kMaxCopiesInFlight, kCopyTimeout),
-      role_(options_.leadership != nullptr ? Role::kStandby : Role::kLeader),
-      context_(context) {}
+      standby_(clock_, context, options_, journal_.get()) {}
 
 Status MasterServer::Loop::StartKeyLimits(zmq::context_t& context) {
   BM_ASSIGN_OR_RETURN(
@@ -58,8 +56,8 @@ Status MasterServer::Loop::RestoreFromJournal() {
                         index_.Apply(worker_id, change);
                       }));
   for (const auto& [id, version] : snapshot.retired) index_.RetireVersion(id, version);
-  RestoreTenants(snapshot);
-  JournalLost(lost_blocks_.Restore(std::move(snapshot.lost)));
+  tenants_.Restore(snapshot.datasets, snapshot.quotas);
+  CarryOut(losses_.Restore(std::move(snapshot.lost)));
   for (const JournaledLease& lease : snapshot.leases) {
     leases_.Restore(
         {lease.block, lease.token, lease.holder, std::chrono::milliseconds(lease.length_ms)});
@@ -91,7 +89,7 @@ Status MasterServer::Loop::RestoreFromJournal() {
       "restored from the master journal {}: {} workers (unconfirmed until they register again), "
       "{} block locations, {} RDD descriptions, {} lost blocks, {} shuffles in {} ms",
       journal_->dir(), registry_.size(), snapshot.location_count, rdd_descriptions_.size(),
-      lost_blocks_.size(), shuffles_.size(), ToMillis(clock_.Now() - start));
+      losses_.records().size(), shuffles_.size(), ToMillis(clock_.Now() - start));
   return Status::Ok();
 }
 
@@ -117,7 +115,7 @@ void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
   links_.UnsettleAll();
   key_limits_->DrainClosed();
   if (options_.leadership != nullptr) FollowLeadership();
-  while (!stop_requested.load() && !demoted_) {
+  while (!stop_requested.load() && !standby_.demoted()) {
     fds.clear();
     fds.push_back({requests_.fd(), POLLIN, 0});
     fds.push_back({control_.get(zmq::sockopt::fd), POLLIN, 0});
@@ -135,7 +133,7 @@ void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
     if (fds[1].revents != 0) DrainControl();
     if (options_.leadership != nullptr) {
       FollowLeadership();
-      if (demoted_) break;
+      if (standby_.demoted()) break;
     }
     // DrainClosed() drains the monitor's socket, so its fd is settled after this.
     if (fds[2].revents != 0) key_limits_->DrainClosed();
@@ -144,12 +142,12 @@ void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
     links_.DrainReady(std::span<const pollfd>(fds).subspan(first_worker_fd), handle_reply_);
     // Always: replies were sent on it last time round.
     requests_.Drain([this](const zmq::message_t& client) { HandleClientMessage(client); });
-    if (feed_) ServeStandbys();
+    Send(standby_.Serve());
     CheckHeartbeats();
     AnswerRemovals(removals_.Expire());
     if (leases_.lease_count() > 0) AnswerWaiters(leases_.Expire());
     if (std::optional<TimePoint> expiry = shuffles_.NextExpiry();
-        expiry && *expiry <= clock_.Now() && role_ == Role::kLeader) {
+        expiry && *expiry <= clock_.Now() && standby_.leading()) {
       ShuffleEffects effects;
       for (uint64_t id : shuffles_.Expire(effects)) {
         spdlog::info("shuffle {} was not used for {} s: removing it", id,
@@ -163,8 +161,7 @@ void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
   for (uint64_t ticket : leases_.TakeAllWaiters()) FailParked(ticket, stopping);
   // Acknowledgements the standbys never confirmed are not sent: the caller retries with the
   // next leader, which has the records or not.
-  held_replies_.clear();
-  if (follower_) follower_->Stop();
+  standby_.Stop();
 }
 
 std::chrono::milliseconds MasterServer::Loop::NextTimeout() const {
@@ -180,10 +177,7 @@ std::chrono::milliseconds MasterServer::Loop::NextTimeout() const {
     // The election pokes the loop when it changes; this bounds the wait if a poke is lost.
     wake = std::min(wake, clock_.Now() + kLeadershipCheckInterval);
   }
-  for (const ParkedFetch& fetch : parked_fetches_) wake = std::min(wake, fetch.deadline);
-  if (feed_) {
-    if (std::optional<TimePoint> expiry = feed_->NextExpiry()) wake = std::min(wake, *expiry);
-  }
+  if (std::optional<TimePoint> standbys = standby_.NextWake()) wake = std::min(wake, *standbys);
   const Duration left = std::max<Duration>(wake - clock_.Now(), Duration::zero());
   return std::chrono::ceil<std::chrono::milliseconds>(left);
 }
@@ -203,9 +197,9 @@ void MasterServer::Loop::ServeStatus() {
       .leases_held = leases_.lease_count(),
       .journaled = journal_ != nullptr,
       .now = clock_.Now(),
-      .role = StatusRole(),
-      .tenants = [this] { return TenantUsages(std::nullopt); },
-      .lost = &lost_blocks_,
+      .role = standby_.StatusRole(AdvertisedAddress()),
+      .tenants = [this] { return tenants_.Usages(std::nullopt); },
+      .lost = &losses_.records(),
       .shuffles = &shuffles_,
   });
 }
@@ -230,7 +224,7 @@ void MasterServer::Loop::HandleClientMessage(const zmq::message_t& client) {
   Answer answer = Answer::kNow;
   MasterOp op = MasterOp::kOther;
   const TimePoint start = clock_.Now();
-  const uint64_t journal_before = feed_ ? feed_->next_sequence() : 0;
+  const uint64_t journal_before = standby_.journal_head();
   // The builder zeroes what it used of the scratch segment again when it is destroyed.
   capnp::MallocMessageBuilder reply_message(requests_.reply_segment());
   proto::Reply::Builder reply = reply_message.initRoot<proto::Reply>();
@@ -252,9 +246,9 @@ void MasterServer::Loop::HandleClientMessage(const zmq::message_t& client) {
   }
   if (answer == Answer::kLater) return;
   reply.setId(request_id);
-  if (feed_ && feed_->next_sequence() > journal_before) {
+  if (standby_.journal_head() > journal_before) {
     // It acknowledges what it journaled: not before the standbys hold it.
-    SendAcknowledgement(client, reply_message, feed_->next_sequence());
+    SendAcknowledgement(client, reply_message, standby_.journal_head());
     return;
   }
   requests_.Send(client, reply_message);
@@ -266,15 +260,18 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
   const bool secure = options_.keys.enabled();
   BM_RETURN_IF_ERROR(AuthorizeMasterRequest(secure, peer, request.which()));
   if (request.which() == proto::Request::MASTER_INFO) {
-    AnswerMasterInfo(reply);
+    standby_.AnswerMasterInfo(AdvertisedAddress(), reply);
     return Answer::kNow;
   }
-  if (role_ == Role::kStandby) {
-    AnswerNotLeader(reply);
+  if (!standby_.leading()) {
+    standby_.AnswerNotLeader(reply);
     return Answer::kNow;
   }
   // A client key's request is checked against the tenant rules by its kind, before any handler.
-  if (IsTenantRestricted(peer)) BM_RETURN_IF_ERROR(AdmitTenant(request, *peer));
+  if (IsTenantRestricted(peer)) {
+    BM_RETURN_IF_ERROR(WithTenantEffects(
+        [&](TenantEffects& effects) { return tenants_.Admit(request, *peer, effects); }));
+  }
   if (IsShuffleRequest(request.which())) {
     ShuffleEffects effects;
     BM_RETURN_IF_ERROR(AnswerShuffleRequest(
@@ -282,7 +279,7 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
         ShuffleRequestContext{.registry = registry_,
                               .links = links_,
                               .tenant = IsTenantRestricted(peer) ? TenantOf(*peer) : std::string(),
-                              .visible = VisibleTo(peer),
+                              .visible = tenants_.VisibleTo(peer),
                               .now = clock_.Now()},
         reply, effects));
     CarryOut(effects);
@@ -317,18 +314,19 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
       queries_.ListWorkers(reply);
       return Answer::kNow;
     case proto::Request::LIST_BLOCKS:
-      BM_RETURN_IF_ERROR(queries_.ListBlocks(request.getListBlocks(), reply, VisibleTo(peer)));
+      BM_RETURN_IF_ERROR(
+          queries_.ListBlocks(request.getListBlocks(), reply, tenants_.VisibleTo(peer)));
       return Answer::kNow;
     case proto::Request::LIST_RDDS:
-      queries_.ListRdds(reply, VisibleTo(peer));
+      queries_.ListRdds(reply, tenants_.VisibleTo(peer));
       return Answer::kNow;
     case proto::Request::LIST_RDD_PAGE:
-      queries_.ListRddPage(request.getListRddPage(), reply, VisibleTo(peer));
+      queries_.ListRddPage(request.getListRddPage(), reply, tenants_.VisibleTo(peer));
       return Answer::kNow;
     case proto::Request::REMOVE_BLOCKS: {
       BM_ASSIGN_OR_RETURN(std::vector<BlockId> ids,
                           DecodeBlockIds(request.getRemoveBlocks().getBlockIds()));
-      ClearLostIds(ids);
+      CarryOut(losses_.Removed(ids));
       StartRemove(client, request.getId(), std::move(ids));
       return Answer::kLater;
     }
@@ -337,7 +335,7 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
       if (rdd_descriptions_.erase(rdd_id) > 0 && journal_) {
         Journaled(journal_->RecordRddForgotten(rdd_id));
       }
-      ClearLostRdd(rdd_id);
+      CarryOut(losses_.RddRemoved(rdd_id));
       StartRemove(client, request.getId(), index_.RddBlockIds(rdd_id));
       return Answer::kLater;
     }
@@ -347,16 +345,22 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
     case proto::Request::ACQUIRE_COMPUTE:
       return HandleAcquireCompute(request.getAcquireCompute(), client, request.getId(), reply);
     case proto::Request::CHECK_ACCESS:
-      BM_RETURN_IF_ERROR(HandleCheckAccess(request.getCheckAccess(), reply));
+      BM_RETURN_IF_ERROR(WithTenantEffects([&](TenantEffects& effects) {
+        return tenants_.CheckAccess(request.getCheckAccess(), reply, effects);
+      }));
       return Answer::kNow;
     case proto::Request::SHARE_DATASET:
-      BM_RETURN_IF_ERROR(HandleShareDataset(request.getShareDataset(), peer, reply));
+      BM_RETURN_IF_ERROR(WithTenantEffects([&](TenantEffects& effects) {
+        return tenants_.ShareDataset(request.getShareDataset(), peer, reply, effects);
+      }));
       return Answer::kNow;
     case proto::Request::SET_QUOTA:
-      BM_RETURN_IF_ERROR(HandleSetQuota(request.getSetQuota(), reply));
+      BM_RETURN_IF_ERROR(WithTenantEffects([&](TenantEffects& effects) {
+        return tenants_.SetQuota(request.getSetQuota(), reply, effects);
+      }));
       return Answer::kNow;
     case proto::Request::LIST_TENANTS:
-      HandleListTenants(peer, reply);
+      tenants_.ListTenants(peer, reply);
       return Answer::kNow;
     case proto::Request::RENEW_COMPUTE:
       BM_RETURN_IF_ERROR(HandleRenewCompute(request.getRenewCompute(), reply));
@@ -370,8 +374,14 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
     case proto::Request::PING:
       reply.setOk();
       return Answer::kNow;
-    case proto::Request::FETCH_JOURNAL:
-      return HandleFetchJournal(request.getFetchJournal(), client, request.getId(), reply);
+    case proto::Request::FETCH_JOURNAL: {
+      // Answered with its payload (now, or later when records come), never by the reply here.
+      std::vector<StandbyReply> answered;
+      BM_RETURN_IF_ERROR(
+          standby_.FetchJournal(request.getFetchJournal(), client, request.getId(), answered));
+      Send(std::move(answered));
+      return Answer::kLater;
+    }
     default:
       return InvalidArgumentError("unsupported request");
   }
@@ -381,7 +391,7 @@ void MasterServer::Loop::AnswerParked(uint64_t ticket, capnp::MallocMessageBuild
   ParkedRequests::Parked parked = parked_.Take(ticket);
   message.getRoot<proto::Reply>().setId(parked.request_id);
   // A parked answer (a removal's, a lease's) may depend on anything journaled so far.
-  SendAcknowledgement(parked.client, message, feed_ ? feed_->next_sequence() : 0);
+  SendAcknowledgement(parked.client, message, standby_.journal_head());
 }
 
 void MasterServer::Loop::FailParked(uint64_t ticket, const Status& status) {
@@ -389,10 +399,92 @@ void MasterServer::Loop::FailParked(uint64_t ticket, const Status& status) {
   requests_.SendError(parked.client, parked.request_id, status);
 }
 
+void MasterServer::Loop::FollowLeadership() {
+  if (std::optional<uint64_t> elected = standby_.Follow()) Promote(*elected);
+}
+
+void MasterServer::Loop::Promote(uint64_t epoch) {
+  const TimePoint start = clock_.Now();
+  standby_.StopFollowing(epoch);
+  if (Status restored = RestoreFromJournal(); !restored.ok()) {
+    // The journal cannot be read: leading from it would serve nothing, or wrong locations.
+    spdlog::error("elected leader of epoch {} but cannot load the journal: {}; stepping down",
+                  epoch, restored.ToString());
+    standby_.StepDown();
+    return;
+  }
+  standby_.Lead(epoch);
+  links_.set_epoch(epoch);
+  // The workers learn of the new leader now, not when they find the old one silent.
+  size_t told = 0;
+  for (const WorkerRecord& worker : registry_.List()) {
+    capnp::MallocMessageBuilder message;
+    message.initRoot<proto::Request>().setLeaderElected(AdvertisedAddress());
+    if (links_.Send(worker.id, message).ok()) ++told;
+  }
+  spdlog::info("leading as epoch {} ({} ms after the election; {} workers told)", epoch,
+               ToMillis(clock_.Now() - start), told);
+}
+
+std::string MasterServer::Loop::AdvertisedAddress() const {
+  return options_.advertised_address.empty() ? requests_.endpoint() : options_.advertised_address;
+}
+
+void MasterServer::Loop::SendAcknowledgement(const zmq::message_t& client,
+                                             capnp::MallocMessageBuilder& message,
+                                             uint64_t depends_on) {
+  if (!standby_.Hold(client, message, depends_on)) requests_.Send(client, message);
+}
+
+void MasterServer::Loop::Send(std::vector<StandbyReply> replies) {
+  for (StandbyReply& reply : replies) {
+    requests_.Send(reply.client, *reply.message, std::move(reply.frames));
+  }
+}
+
 void MasterServer::Loop::CarryOut(const ShuffleEffects& effects) {
   if (journal_) Journaled(journal_->RecordShuffles(effects));
   for (const ShuffleCommand& command : effects.commands) {
     WarnIfUnsent(command.worker_id, SendShuffleCommand(links_, registry_, command));
+  }
+}
+
+void MasterServer::Loop::CarryOut(const TenantEffects& effects) {
+  if (journal_) {
+    for (const DatasetRecord& record : effects.recorded) {
+      Journaled(journal_->RecordDataset(record.dataset, record.access));
+    }
+    for (const auto& [tenant, quota] : effects.quotas) {
+      Journaled(journal_->RecordQuota(tenant, quota));
+    }
+  }
+  for (const DatasetRecord& record : effects.to_workers) {
+    for (const WorkerRecord& worker : registry_.List()) {
+      capnp::MallocMessageBuilder message;
+      FillDatasetAccess(record.dataset, record.access,
+                        message.initRoot<proto::Request>().initDatasetAccess());
+      WarnIfUnsent(worker.id, links_.Send(worker.id, message));
+    }
+  }
+}
+
+Status MasterServer::Loop::WithTenantEffects(const std::function<Status(TenantEffects&)>& request) {
+  TenantEffects effects;
+  Status status = request(effects);
+  CarryOut(effects);
+  return status;
+}
+
+void MasterServer::Loop::CarryOut(const LossEffects& effects) {
+  JournalRemovals(effects.removed);
+  if (journal_) {
+    for (const LostBlocks::Changes& changes : effects.lost) {
+      Journaled(journal_->RecordLost(changes));
+    }
+  }
+  if (effects.check_copies) {
+    replication_.MarkAllForCheck();
+    next_heartbeat_check_ = clock_.Now();  // plan the copies at the next turn of the loop
   }
 }
 

@@ -1,10 +1,13 @@
 #pragma once
 
 // The master's event loop (MasterServer::Loop): internal to master/, shared by the files that
-// define its parts. master_loop.cc runs it and routes requests; master_loop_workers.cc handles
-// what workers send (registration, heartbeats, block reports, replies to commands) and keeps
-// their copies (drops, re-replication, drains); master_loop_clients.cc handles removals, RDD
-// registration and compute leases. The state is owned by components (one .h/.cc each):
+// define its parts. The loop owns the sockets and the order of events; each concern is a
+// component that owns its state and answers an event with its effects (a reply, journal
+// records, worker commands), which the loop carries out (CarryOut). master_loop.cc runs the
+// loop, routes requests and carries out effects; master_loop_workers.cc handles what workers
+// send (registration, heartbeats, block reports, replies to commands) and keeps their copies
+// (drops, re-replication, drains); master_loop_clients.cc handles removals, RDD registration
+// and compute leases. The components (one .h/.cc each):
 //   RequestSocket       the ROUTER requests arrive on and replies leave by
 //   KeyLimits           connections and registrations per key
 //   WorkerRegistry, BlockIndex, MasterJournal   the metadata and its journal
@@ -13,15 +16,20 @@
 //   RemovalCoordinator  removals waiting for workers
 //   ComputeLeases       who computes a missing block; ParkedRequests: whom to answer later
 //   ReplicationDriver   re-replication and drains (ReplicationPlanner decides)
-//   ShuffleService      shuffles: placement, committed map attempts (the first component in
-//                       the router's shape: an event in, its effects out, which CarryOut does;
-//                       its requests are read and answered by master/shuffle_requests.h)
+//   In the router's shape (an event in, its effects out):
+//   ShuffleService      shuffles: placement, committed map attempts (ShuffleEffects; its
+//                       requests are read and answered by master/shuffle_requests.h)
+//   LossTracker         blocks whose last copy was lost, restarted workers' pending reports
+//                       (LossEffects)
+//   TenantService       dataset owners, shares, quotas; admits tenant keys' requests
+//                       (TenantEffects)
+//   StandbyService      the role in an election, the journal feed and follower, parked
+//                       fetches and held acknowledgements (StandbyReply: what to send)
 
 #include <capnp/message.h>
 
 #include <atomic>
 #include <chrono>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -40,10 +48,8 @@
 #include "master/client_queries.h"
 #include "master/compute_leases.h"
 #include "master/journal.h"
-#include "master/journal_feed.h"
-#include "master/journal_follower.h"
 #include "master/key_limits.h"
-#include "master/lost_blocks.h"
+#include "master/loss_tracker.h"
 #include "master/master_server.h"
 #include "master/master_status.h"
 #include "master/parked_requests.h"
@@ -51,30 +57,16 @@
 #include "master/replication_driver.h"
 #include "master/request_socket.h"
 #include "master/shuffle_service.h"
-#include "master/tenant_registry.h"
+#include "master/standby_service.h"
+#include "master/tenant_service.h"
 #include "master/worker_links.h"
 #include "master/worker_registry.h"
 #include "master/worker_request_ids.h"
 
 namespace bm {
 
-// A copy a worker reported lost (RegisterWorker / ReportBlocks lostCopies, or lostBlocks from a
-// worker that sends no causes), and why.
-struct WorkerLoss {
-  BlockId id;
-  LostCause cause = LostCause::kStorageError;
-  std::string detail;
-  uint64_t version = 0;  // 0 = unknown
-};
-// Reads `copies`, or `names` (cause unknown) when a worker sent no copies.
-Result<std::vector<WorkerLoss>> DecodeLosses(capnp::List<capnp::Text>::Reader names,
-                                             capnp::List<proto::LostCopy>::Reader copies);
-
 // Messages read from one socket before the loop looks at the others again.
 inline constexpr int kMaxMessagesPerWake = 256;
-// How long a put admitted against its tenant's quota may take to be reported before its
-// reservation lapses (a put abandoned midway).
-inline constexpr Duration kQuotaReservationLifetime = std::chrono::seconds(60);
 
 // The event loop: the master's sockets and all its state, each piece owned by the component
 // named for it. The loop decodes requests, routes them to the components, and sends what they
@@ -94,7 +86,7 @@ class MasterServer::Loop {
   Status RestoreFromJournal();
   void Run(const std::atomic<bool>& stop_requested);
   // Whether Run() returned because this master lost the lead.
-  bool demoted() const { return demoted_; }
+  bool demoted() const { return standby_.demoted(); }
 
  private:
   // Whether a handler answered its request (the reply it built is sent) or parked it, to be
@@ -117,6 +109,10 @@ class MasterServer::Loop {
   // Carries out what a component's event came to: journals its records (before the answer
   // goes), then sends its worker commands.
   void CarryOut(const ShuffleEffects& effects);
+  void CarryOut(const LossEffects& effects);
+  void CarryOut(const TenantEffects& effects);
+  // Runs a tenant request, carrying out its effects whether it succeeded or not.
+  Status WithTenantEffects(const std::function<Status(TenantEffects&)>& request);
 
   // ---- workers (master_loop_workers.cc) ----
   Status HandleRegister(proto::RegisterWorker::Reader request,
@@ -140,35 +136,6 @@ class MasterServer::Loop {
     std::vector<GoneBlock> gone;  // blocks whose last location a removal dropped
   };
   Applied ApplyChanges(const std::string& worker_id, const std::vector<BlockChange>& changes);
-  // ---- lost blocks (master_loop_lost.cc) ----
-  // A worker's lost copies (RegisterWorker / ReportBlocks): logged, and copies planned at the
-  // next turn of the loop. A loss whose block went with this message's removals (`gone_now`),
-  // or goes now (its removal is still to come), is recorded lost with the worker's cause; one
-  // the master recorded lost already for a cause of its own is refined.
-  void LossesReported(const std::string& worker_id, const std::vector<WorkerLoss>& losses,
-                      const std::vector<GoneBlock>& gone_now);
-  void LogLosses(const std::string& worker_id, const std::vector<WorkerLoss>& losses);
-  // The last copies of these blocks, on `worker_id`, are lost; `why` names the cause of each.
-  void RecordLost(const std::string& worker_id, std::vector<GoneBlock> gone,
-                  const std::function<WorkerLoss(const BlockId&)>& why);
-  void JournalLost(const LostBlocks::Changes& changes);
-  // Blocks stored again (copies recorded; removals skipped) and blocks removed are no longer
-  // lost.
-  void ClearLost(const std::vector<BlockChange>& recorded);
-  void ClearLostIds(const std::vector<BlockId>& ids);
-  void ClearLostRdd(uint64_t rdd_id);
-  // A worker registered, and `gone` are the blocks whose last copy was listed on it and that
-  // its full report does not hold (so far: `follow_ups` more blocks of it come in its next
-  // reports). On its first registration since it started, those are lost: with the cause it
-  // gave (`losses`), else as workerRestarted. Other losses refine records already kept.
-  void BlocksMissingAfterRegistration(const std::string& worker_id, std::vector<GoneBlock> gone,
-                                      const std::vector<BlockId>& recorded,
-                                      const std::vector<WorkerLoss>& losses, bool started_now,
-                                      uint64_t follow_ups);
-  // The follow-up reports of a restarted worker's full report: what they hold was not lost.
-  void FollowUpsReported(const std::string& worker_id, const std::vector<BlockChange>& changes);
-  // Records what a restarted worker's full report did not hold.
-  void JudgeRestart(const std::string& worker_id);
   // Copies beyond their block's level (a worker came back after its blocks were copied
   // elsewhere): removes the extra ones, keeping memory copies and copies on distinct racks and
   // hosts first.
@@ -223,73 +190,19 @@ class MasterServer::Loop {
   // grant is acknowledged only once the standbys know of it).
   void JournalLeases();
 
-  // ---- tenants and quotas (master_loop_tenants.cc) ----
-  // Whether the index holds blocks of the dataset (common/tenant.h).
-  bool DatasetHasBlocks(const std::string& dataset) const;
-  // Ok for a peer the tenant rules do not restrict; else whether its tenant may do `op` on the
-  // dataset, kPermissionDenied naming both if not. kWrite claims a dataset nobody owns.
-  Status CheckTenant(const std::optional<PeerIdentity>& peer, const std::string& dataset,
-                     DatasetOp op);
-  Status CheckTenantBlocks(const std::optional<PeerIdentity>& peer, std::span<const BlockId> ids,
-                           DatasetOp op);
-  // A restricted peer's request, by its kind's entry in the table (master_request_kinds.h):
-  // Ok, or kPermissionDenied when its tenant may not do what the request does to the datasets
-  // it names (a kind the table lacks, or another role's, is refused).
-  Status AdmitTenant(proto::Request::Reader request, const PeerIdentity& peer);
-  // Which datasets lists show the peer (null: all).
-  ClientQueries::Visible VisibleTo(const std::optional<PeerIdentity>& peer) const;
-  // Sends a dataset's record (with its owner's memory quota) to every worker.
-  void TellWorkers(const std::string& dataset, DatasetAccess access);
-  // A claim recorded a new owner: journaled.
-  void DatasetRecorded(const std::string& dataset, const DatasetAccess& access);
-  // A worker asks on behalf of a put or a read (checkAccess): claims, admits against quotas.
-  Status HandleCheckAccess(proto::CheckAccess::Reader request, proto::Reply::Builder reply);
-  Status HandleShareDataset(proto::ShareDataset::Reader request,
-                            const std::optional<PeerIdentity>& peer, proto::Reply::Builder reply);
-  Status HandleSetQuota(proto::SetQuota::Reader request, proto::Reply::Builder reply);
-  void HandleListTenants(const std::optional<PeerIdentity>& peer, proto::Reply::Builder reply);
-  // Every tenant with datasets or a quota (or only `only`), by name.
-  std::vector<TenantUsage> TenantUsages(const std::optional<std::string>& only);
-  // Bytes of every copy of the tenant's datasets' blocks, by tier.
-  TierBytes StoredBytes(const std::string& tenant) const;
-  // Loads the tenant records of the journal.
-  void RestoreTenants(const JournalSnapshot& snapshot);
-
-  // ---- standby masters (master_loop_ha.cc) ----
-  enum class Role { kLeader, kStandby };
+  // ---- standby masters (StandbyService decides; the loop loads the journal and sends) ----
   // Follows the election: a standby that was elected leads; a leader that lost the lead
-  // stops (demoted_) and the process starts over as a standby.
+  // stops (demoted()) and the process starts over as a standby.
   void FollowLeadership();
-  // Loads the journal the standby kept, becomes the leader of `epoch` and feeds its standbys.
+  // Loads the journal the standby kept, becomes the leader of `epoch` and tells the workers.
   void Promote(uint64_t epoch);
-  // This master's role, for status pages and metrics.
-  MasterRole StatusRole() const;
   // Where clients and workers reach this master.
   std::string AdvertisedAddress() const;
-  // What a standby answers to requests meant for the leader.
-  void AnswerNotLeader(proto::Reply::Builder reply) const;
-  void AnswerMasterInfo(proto::Reply::Builder reply) const;
-  // A standby's fetch: answered now with records (or a snapshot), or parked until records come
-  // or its wait ends.
-  Result<Answer> HandleFetchJournal(proto::FetchJournal::Reader request,
-                                    const zmq::message_t& client, uint64_t request_id,
-                                    proto::Reply::Builder reply);
-  // Answers a fetch with what the feed has from its position, or with the page of a snapshot
-  // after key `snapshot_after` (non-empty: the standby is receiving one); false when there is
-  // nothing new (and it did not answer).
-  bool AnswerFetch(const zmq::message_t& client, uint64_t request_id, const std::string& standby,
-                   uint64_t epoch, uint64_t from, bool even_if_empty,
-                   std::string_view snapshot_after = {});
-  // Answers the parked fetches that have records to take, or whose wait is over; drops silent
-  // standbys; sends the acknowledgements every in-sync standby now holds.
-  void ServeStandbys();
-  // The journal sequence every standby that may take over holds; asks the election to publish
-  // the feed's in-sync standbys when they changed.
-  uint64_t ConfirmedJournalSequence();
-  // Sends an acknowledgement now, or holds it until every in-sync standby holds the journal
-  // records it depends on (those before `depends_on`).
+  // Sends an acknowledgement now, or has the standby service hold it until every in-sync
+  // standby holds the journal records it depends on (those before `depends_on`).
   void SendAcknowledgement(const zmq::message_t& client, capnp::MallocMessageBuilder& message,
                            uint64_t depends_on);
+  void Send(std::vector<StandbyReply> replies);
 
   const MasterOptions options_;
   const Clock& clock_;
@@ -304,23 +217,16 @@ class MasterServer::Loop {
   BlockIndex index_;
   std::map<uint64_t, RddDescription> rdd_descriptions_;
   std::unique_ptr<MasterJournal> journal_;
-  LostBlocks lost_blocks_;  // blocks whose last copy was lost
-  // Restarted workers whose full report is still arriving: the blocks it has not listed yet.
-  struct PendingRestart {
-    std::unordered_map<BlockId, GoneBlock> missing;
-    std::unordered_map<BlockId, WorkerLoss> losses;  // the causes the worker gave
-    uint64_t follow_ups = 0;                         // updates of the full report still to come
-  };
-  std::unordered_map<std::string, PendingRestart> pending_restarts_;
-  MasterCounters counters_;  // for status pages and metrics
+  LossTracker losses_{index_, options_.lost_blocks_kept};  // blocks whose last copy was lost
+  MasterCounters counters_;                                // for status pages and metrics
 
   std::unique_ptr<KeyLimits> key_limits_;
 
   WorkerLinks links_;
   WorkerRequestIds request_ids_;  // of every command sent on links_
   ParkedRequests parked_;         // answered later: removals, waiting acquireCompute requests
-  ClientQueries queries_{clock_, options_.keys.enabled(), index_,      registry_,
-                         links_, rdd_descriptions_,       lost_blocks_};
+  ClientQueries queries_{clock_, options_.keys.enabled(), index_,           registry_,
+                         links_, rdd_descriptions_,       losses_.records()};
   RemovalCoordinator removals_{clock_, request_ids_};
   ComputeLeases leases_{clock_};  // waiters are tickets of parked_
   TimePoint next_heartbeat_check_{};
@@ -328,8 +234,8 @@ class MasterServer::Loop {
                                                          IncomingMessage& reply) {
     HandleWorkerReply(worker_id, reply);
   };
-  std::unordered_map<BlockId, uint64_t> journaled_leases_;     // block -> token, as journaled
-  TenantRegistry tenants_{clock_, kQuotaReservationLifetime};  // owners, shares, quotas
+  std::unordered_map<BlockId, uint64_t> journaled_leases_;  // block -> token, as journaled
+  TenantService tenants_{clock_, index_};                   // owners, shares, quotas
   ShuffleService shuffles_{clock_, ShuffleService::Limits{.ttl = options_.shuffle_ttl}};
 
   ReplicationDriver replication_;  // re-replication and drains
@@ -340,32 +246,8 @@ class MasterServer::Loop {
   };
   std::unordered_map<uint64_t, VerifyRequest> verify_requests_;
 
-  // Standby masters: the role, the journal feed a leader serves its standbys from, the
-  // follower a standby keeps its journal with, the fetches waiting for records, and the
-  // acknowledgements waiting for the standbys.
-  Role role_ = Role::kLeader;
-  bool demoted_ = false;
-  uint64_t epoch_ = 0;  // this leader's (0: no election)
-  uint64_t elections_won_ = 0;
-  std::unique_ptr<JournalFeed> feed_;
-  std::unique_ptr<JournalFollower> follower_;
-  struct ParkedFetch {
-    zmq::message_t client;
-    uint64_t request_id = 0;
-    std::string standby;
-    uint64_t epoch = 0;
-    uint64_t from = 0;
-    TimePoint deadline{};
-  };
-  std::vector<ParkedFetch> parked_fetches_;
-  struct HeldReply {
-    uint64_t depends_on = 0;
-    zmq::message_t client;
-    std::unique_ptr<capnp::MallocMessageBuilder> message;
-  };
-  std::deque<HeldReply> held_replies_;          // in the order they were made
-  std::vector<std::string> requested_in_sync_;  // the last set asked to be published
-  zmq::context_t& context_;
+  // Standby masters: the role, the journal feed, the follower, parked fetches, held replies.
+  StandbyService standby_;
 };
 
 }  // namespace bm

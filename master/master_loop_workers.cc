@@ -99,9 +99,9 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
   recorded_ids.reserve(recorded.size());
   for (const BlockChange& change : recorded) recorded_ids.push_back(change.id);
   TrimExtraCopies(recorded_ids);
-  ClearLost(recorded);
-  BlocksMissingAfterRegistration(id, std::move(gone), recorded_ids, losses, request.getStartedNow(),
-                                 request.getFollowUpBlocks());
+  CarryOut(losses_.Stored(recorded));
+  CarryOut(losses_.WorkerRegistered(id, std::move(gone), recorded_ids, losses,
+                                    request.getStartedNow(), request.getFollowUpBlocks()));
   ShuffleEffects told;
   std::vector<uint64_t> held_shuffles;
   for (uint64_t shuffle : request.getShuffles()) held_shuffles.push_back(shuffle);
@@ -117,7 +117,7 @@ Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
   proto::RegisterReply::Builder registered = reply.initRegistered();
   registered.setHeartbeatIntervalMs(
       static_cast<uint32_t>(std::min<uint64_t>(ToMillis(interval), UINT32_MAX)));
-  registered.setEpoch(epoch_);
+  registered.setEpoch(standby_.epoch());
   return Status::Ok();
 }
 
@@ -151,16 +151,15 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::HandleReportBlocks(
   BM_RETURN_IF_ERROR(registry_.Touch(id, FromProto(request.getStats())));
   auto [recorded, replaced, refused, gone] = ApplyChanges(id, changes);
   BlocksStored(recorded);
-  ClearLost(recorded);
-  FollowUpsReported(id, changes);
+  CarryOut(losses_.Stored(recorded));
+  CarryOut(losses_.FollowUpsReported(id, changes));
   // Copies landing from re-replication may meet a copy that came back meanwhile.
   std::vector<BlockId> copies;
   for (const BlockChange& change : recorded) {
     if (!change.removed && !change.fresh) copies.push_back(change.id);
   }
   TrimExtraCopies(copies);
-  LogLosses(id, losses);
-  LossesReported(id, losses, gone);
+  CarryOut(losses_.LossesReported(id, losses, gone));
   if (!refused.empty()) {
     // The worker fails the puts of the refused blocks (their removal is under way). A report
     // cannot both refuse and replace: a refused change replaced nothing, and other changes'
@@ -288,7 +287,7 @@ void MasterServer::Loop::Journaled(const Status& written) {
 size_t MasterServer::Loop::ForgetWorker(const std::string& worker_id,
                                         std::vector<GoneBlock>* gone) {
   const size_t locations = index_.RemoveWorker(worker_id, gone);
-  pending_restarts_.erase(worker_id);
+  losses_.WorkerForgotten(worker_id);
   replication_.WorkerGone(worker_id, locations);
   links_.Remove(worker_id);
   registry_.Remove(worker_id);
@@ -388,9 +387,7 @@ void MasterServer::Loop::CheckHeartbeats() {
                  ToMillis(options_.heartbeat_timeout), locations);
     const std::string detail =
         "no heartbeat for over " + std::to_string(ToMillis(options_.heartbeat_timeout)) + " ms";
-    RecordLost(id, std::move(gone), [&](const BlockId& block) {
-      return WorkerLoss{block, LostCause::kWorkerDropped, detail};
-    });
+    CarryOut(losses_.WorkerDropped(id, std::move(gone), detail));
   }
   MaintainReplication();
 }

@@ -1,16 +1,10 @@
-// The master's loop, part 4: standby masters (PROTOCOL.md, "Standby masters"). A master in an
-// election starts as a standby: it answers requests meant for the leader with notLeader, and
-// its JournalFollower keeps its journal a copy of the leader's. Elected, it loads that journal
-// and leads, feeding its own standbys (JournalFeed) and holding each acknowledgement until
-// every in-sync standby holds what it acknowledges. A leader that loses the lead stops at once.
+#include "master/standby_service.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <utility>
 
-#include "common/protocol.h"
-#include "master/master_loop.h"
 #include "master/request_decoding.h"
 
 namespace bm {
@@ -41,9 +35,33 @@ std::vector<zmq::message_t> BatchFrames(const Batches& batches, BytesOf bytes_of
   return frames;
 }
 
+// A reply to `client` with a fresh message (its root a Reply with `request_id`).
+StandbyReply NewReply(const zmq::message_t& client, uint64_t request_id) {
+  StandbyReply reply{zmq::message_t(client.data(), client.size()),
+                     std::make_unique<capnp::MallocMessageBuilder>(),
+                     {}};
+  reply.message->initRoot<proto::Reply>().setId(request_id);
+  return reply;
+}
+
+StandbyReply ErrorReply(const zmq::message_t& client, uint64_t request_id, const Status& status) {
+  StandbyReply reply = NewReply(client, request_id);
+  SetError(reply.message->getRoot<proto::Reply>().initError(), status);
+  return reply;
+}
+
 }  // namespace
 
-void MasterServer::Loop::FollowLeadership() {
+StandbyService::StandbyService(const Clock& clock, zmq::context_t& context,
+                               const MasterOptions& options, MasterJournal* journal)
+    : clock_(clock),
+      context_(context),
+      options_(options),
+      journal_(journal),
+      role_(options.leadership != nullptr ? Role::kStandby : Role::kLeader) {}
+
+std::optional<uint64_t> StandbyService::Follow() {
+  if (options_.leadership == nullptr) return std::nullopt;
   const LeadershipView view = options_.leadership->Current();
   if (role_ == Role::kLeader) {
     if (!view.leader || view.epoch != epoch_) {
@@ -56,12 +74,9 @@ void MasterServer::Loop::FollowLeadership() {
                                         : "the leader is now " + view.leader_address);
       demoted_ = true;
     }
-    return;
+    return std::nullopt;
   }
-  if (view.leader) {
-    Promote(view.epoch);
-    return;
-  }
+  if (view.leader) return view.epoch;
   if (!follower_ && journal_) {
     follower_ = JournalFollower::Start(
         context_,
@@ -69,43 +84,31 @@ void MasterServer::Loop::FollowLeadership() {
                                  .security = {options_.keys, options_.keys.public_key}},
         *journal_, *options_.leadership);
   }
+  return std::nullopt;
 }
 
-void MasterServer::Loop::Promote(uint64_t epoch) {
-  const TimePoint start = clock_.Now();
+void StandbyService::StopFollowing(uint64_t epoch) {
   if (follower_) {
     follower_->Stop();  // hands the journal back to this thread
     spdlog::info("elected leader of epoch {}: the journal holds the leader's records up to {}:{}",
                  epoch, follower_->epoch(), follower_->sequence());
     follower_.reset();
   }
-  if (Status restored = RestoreFromJournal(); !restored.ok()) {
-    // The journal cannot be read: leading from it would serve nothing, or wrong locations.
-    spdlog::error("elected leader of epoch {} but cannot load the journal: {}; stepping down",
-                  epoch, restored.ToString());
-    demoted_ = true;
-    return;
-  }
+}
+
+void StandbyService::Lead(uint64_t epoch) {
   role_ = Role::kLeader;
   epoch_ = epoch;
   ++elections_won_;
-  links_.set_epoch(epoch);
+  // The standbys are fed what the journal writes (a master in an election keeps one).
+  if (journal_ == nullptr) return;
   feed_ = std::make_unique<JournalFeed>(
       clock_, epoch, JournalFeed::Options{.standby_timeout = options_.standby_timeout});
   journal_->set_write_observer(
       [feed = feed_.get()](std::string_view batch) { feed->Append(batch); });
-  // The workers learn of the new leader now, not when they find the old one silent.
-  size_t told = 0;
-  for (const WorkerRecord& worker : registry_.List()) {
-    capnp::MallocMessageBuilder message;
-    message.initRoot<proto::Request>().setLeaderElected(AdvertisedAddress());
-    if (links_.Send(worker.id, message).ok()) ++told;
-  }
-  spdlog::info("leading as epoch {} ({} ms after the election; {} workers told)", epoch,
-               ToMillis(clock_.Now() - start), told);
 }
 
-MasterRole MasterServer::Loop::StatusRole() const {
+MasterRole StandbyService::StatusRole(const std::string& advertised) const {
   MasterRole role;
   if (options_.leadership == nullptr) return role;
   role.elected = true;
@@ -113,7 +116,7 @@ MasterRole MasterServer::Loop::StatusRole() const {
   role.elections_won = elections_won_;
   if (role.leader) {
     role.epoch = epoch_;
-    role.leader_address = AdvertisedAddress();
+    role.leader_address = advertised;
     role.standbys_in_sync = feed_ ? feed_->in_sync_count() : 0;
   } else {
     const LeadershipView view = options_.leadership->Current();
@@ -123,11 +126,7 @@ MasterRole MasterServer::Loop::StatusRole() const {
   return role;
 }
 
-std::string MasterServer::Loop::AdvertisedAddress() const {
-  return options_.advertised_address.empty() ? requests_.endpoint() : options_.advertised_address;
-}
-
-void MasterServer::Loop::AnswerNotLeader(proto::Reply::Builder reply) const {
+void StandbyService::AnswerNotLeader(proto::Reply::Builder reply) const {
   const LeadershipView view = options_.leadership->Current();
   proto::NotLeader::Builder not_leader = reply.initNotLeader();
   not_leader.setLeaderAddress(view.leader ? std::string() : view.leader_address);
@@ -135,14 +134,15 @@ void MasterServer::Loop::AnswerNotLeader(proto::Reply::Builder reply) const {
   not_leader.setEpoch(view.epoch);
 }
 
-void MasterServer::Loop::AnswerMasterInfo(proto::Reply::Builder reply) const {
+void StandbyService::AnswerMasterInfo(const std::string& advertised,
+                                      proto::Reply::Builder reply) const {
   proto::MasterInfo::Builder info = reply.initMaster();
   info.setId(options_.master_id);
-  info.setAddress(AdvertisedAddress());
+  info.setAddress(advertised);
   info.setLeader(role_ == Role::kLeader);
   if (role_ == Role::kLeader) {
     info.setEpoch(epoch_);
-    info.setLeaderAddress(AdvertisedAddress());
+    info.setLeaderAddress(advertised);
     info.setJournalSequence(feed_ ? feed_->next_sequence() : 0);
     info.setInSync(true);
     return;
@@ -156,36 +156,40 @@ void MasterServer::Loop::AnswerMasterInfo(proto::Reply::Builder reply) const {
   }
 }
 
-Result<MasterServer::Loop::Answer> MasterServer::Loop::HandleFetchJournal(
-    proto::FetchJournal::Reader request, const zmq::message_t& client, uint64_t request_id,
-    proto::Reply::Builder reply) {
+Status StandbyService::FetchJournal(proto::FetchJournal::Reader request,
+                                    const zmq::message_t& client, uint64_t request_id,
+                                    std::vector<StandbyReply>& replies) {
   if (!feed_) return UnavailableError("this master leads without a journal to feed standbys");
   const std::string standby = request.getStandbyId();
   if (standby.empty()) return InvalidArgumentError("fetchJournal without a standby id");
-  (void)reply;
   const capnp::Data::Reader snapshot_after = request.getSnapshotAfter();
   if (snapshot_after.size() > 0) {  // the next page of a snapshot: at once, never parked
-    AnswerFetch(client, request_id, standby, request.getEpoch(), request.getFromSequence(),
-                /*even_if_empty=*/true,
-                std::string_view(reinterpret_cast<const char*>(snapshot_after.begin()),
-                                 snapshot_after.size()));
-    return Answer::kLater;
+    replies.push_back(
+        *AnswerFetch(client, request_id, standby, request.getEpoch(), request.getFromSequence(),
+                     /*even_if_empty=*/true,
+                     std::string_view(reinterpret_cast<const char*>(snapshot_after.begin()),
+                                      snapshot_after.size())));
+    return Status::Ok();
   }
-  if (AnswerFetch(client, request_id, standby, request.getEpoch(), request.getFromSequence(),
-                  /*even_if_empty=*/request.getWaitMs() == 0)) {
-    return Answer::kLater;  // answered, with its payload
+  if (std::optional<StandbyReply> answer =
+          AnswerFetch(client, request_id, standby, request.getEpoch(), request.getFromSequence(),
+                      /*even_if_empty=*/request.getWaitMs() == 0)) {
+    replies.push_back(std::move(*answer));  // with its payload
+    return Status::Ok();
   }
   const auto wait = std::min<std::chrono::milliseconds>(
       std::chrono::milliseconds(request.getWaitMs()), kMaxFetchWait);
   parked_fetches_.push_back(ParkedFetch{zmq::message_t(client.data(), client.size()), request_id,
                                         standby, request.getEpoch(), request.getFromSequence(),
                                         clock_.Now() + wait});
-  return Answer::kLater;
+  return Status::Ok();
 }
 
-bool MasterServer::Loop::AnswerFetch(const zmq::message_t& client, uint64_t request_id,
-                                     const std::string& standby, uint64_t epoch, uint64_t from,
-                                     bool even_if_empty, std::string_view snapshot_after) {
+std::optional<StandbyReply> StandbyService::AnswerFetch(const zmq::message_t& client,
+                                                        uint64_t request_id,
+                                                        const std::string& standby, uint64_t epoch,
+                                                        uint64_t from, bool even_if_empty,
+                                                        std::string_view snapshot_after) {
   JournalFeed::Fetched fetched;
   std::string_view page_after;  // where a snapshot page starts: empty for its first
   if (!snapshot_after.empty() && feed_->ContinueSnapshot(standby, epoch, from)) {
@@ -197,11 +201,9 @@ bool MasterServer::Loop::AnswerFetch(const zmq::message_t& client, uint64_t requ
     // another epoch's): Fetch says whether a snapshot starts over.
     fetched = feed_->Fetch(standby, epoch, from, kFetchBytes);
   }
-  if (!fetched.snapshot && fetched.batches.empty() && !even_if_empty) return false;
-  capnp::MallocMessageBuilder message;
-  proto::Reply::Builder reply = message.initRoot<proto::Reply>();
-  reply.setId(request_id);
-  proto::JournalBatches::Builder answer = reply.initJournal();
+  if (!fetched.snapshot && fetched.batches.empty() && !even_if_empty) return std::nullopt;
+  StandbyReply reply = NewReply(client, request_id);
+  proto::JournalBatches::Builder answer = reply.message->getRoot<proto::Reply>().initJournal();
   answer.setEpoch(feed_->epoch());
   answer.setFirstSequence(fetched.first);
   answer.setSnapshot(fetched.snapshot);
@@ -210,10 +212,7 @@ bool MasterServer::Loop::AnswerFetch(const zmq::message_t& client, uint64_t requ
   if (fetched.snapshot) {
     Result<MasterJournal::SnapshotPage> page = journal_->ReadSnapshotPage(
         page_after, options_.snapshot_batch_bytes, options_.snapshot_page_batches);
-    if (!page.ok()) {
-      requests_.SendError(client, request_id, page.status());
-      return true;
-    }
+    if (!page.ok()) return ErrorReply(client, request_id, page.status());
     if (page_after.empty()) {
       spdlog::info(
           "standby {} is not in this epoch's recent records: sending it the journal as of "
@@ -234,23 +233,24 @@ bool MasterServer::Loop::AnswerFetch(const zmq::message_t& client, uint64_t requ
         answer.initBatchBytes(fetched.batches.size()));
   }
   if (frames.size() > kMaxPayloadFrames) {
-    requests_.SendError(client, request_id,
-                        UnavailableError("the journal is too large to send a standby in one "
-                                         "message (" +
-                                         std::to_string(frames.size()) + " frames)"));
-    return true;
+    return ErrorReply(client, request_id,
+                      UnavailableError("the journal is too large to send a standby in one "
+                                       "message (" +
+                                       std::to_string(frames.size()) + " frames)"));
   }
-  requests_.Send(client, message, std::move(frames));
-  return true;
+  reply.frames = std::move(frames);
+  return reply;
 }
 
-void MasterServer::Loop::ServeStandbys() {
+std::vector<StandbyReply> StandbyService::Serve() {
+  std::vector<StandbyReply> replies;
+  if (!feed_) return replies;
   const TimePoint now = clock_.Now();
   for (auto it = parked_fetches_.begin(); it != parked_fetches_.end();) {
     const bool due = now >= it->deadline;
     if (feed_->HasRecordsFrom(it->from) || due) {
-      AnswerFetch(it->client, it->request_id, it->standby, it->epoch, it->from,
-                  /*even_if_empty=*/true);
+      replies.push_back(*AnswerFetch(it->client, it->request_id, it->standby, it->epoch, it->from,
+                                     /*even_if_empty=*/true));
       it = parked_fetches_.erase(it);
     } else {
       ++it;
@@ -264,12 +264,13 @@ void MasterServer::Loop::ServeStandbys() {
   }
   const uint64_t confirmed = ConfirmedJournalSequence();
   while (!held_replies_.empty() && held_replies_.front().depends_on <= confirmed) {
-    requests_.Send(held_replies_.front().client, *held_replies_.front().message);
+    replies.push_back(std::move(held_replies_.front().reply));
     held_replies_.pop_front();
   }
+  return replies;
 }
 
-uint64_t MasterServer::Loop::ConfirmedJournalSequence() {
+uint64_t StandbyService::ConfirmedJournalSequence() {
   const LeadershipView view = options_.leadership->Current();
   if (!view.in_sync_published) return feed_->ConfirmedSequence();
   // ZooKeeper's list follows the feed's: a standby joins it once in sync, and leaves it (after
@@ -282,19 +283,34 @@ uint64_t MasterServer::Loop::ConfirmedJournalSequence() {
   return feed_->ConfirmedSequence(&*view.in_sync_published);
 }
 
-void MasterServer::Loop::SendAcknowledgement(const zmq::message_t& client,
-                                             capnp::MallocMessageBuilder& message,
-                                             uint64_t depends_on) {
+bool StandbyService::Hold(const zmq::message_t& client, capnp::MallocMessageBuilder& message,
+                          uint64_t depends_on) {
   if (!feed_ || (held_replies_.empty() && ConfirmedJournalSequence() >= depends_on)) {
-    requests_.Send(client, message);
-    return;
+    return false;
   }
   // Copied out of the builder (which may live in the loop's scratch segment), in order behind
   // the ones held already.
   auto owned = std::make_unique<capnp::MallocMessageBuilder>();
   owned->setRoot(message.getRoot<proto::Reply>().asReader());
   held_replies_.push_back(
-      HeldReply{depends_on, zmq::message_t(client.data(), client.size()), std::move(owned)});
+      HeldReply{depends_on,
+                StandbyReply{zmq::message_t(client.data(), client.size()), std::move(owned), {}}});
+  return true;
+}
+
+std::optional<TimePoint> StandbyService::NextWake() const {
+  std::optional<TimePoint> wake;
+  auto earliest = [&](TimePoint at) { wake = wake ? std::min(*wake, at) : at; };
+  for (const ParkedFetch& fetch : parked_fetches_) earliest(fetch.deadline);
+  if (feed_) {
+    if (std::optional<TimePoint> expiry = feed_->NextExpiry()) earliest(*expiry);
+  }
+  return wake;
+}
+
+void StandbyService::Stop() {
+  held_replies_.clear();
+  if (follower_) follower_->Stop();
 }
 
 }  // namespace bm
