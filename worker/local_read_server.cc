@@ -13,6 +13,7 @@
 
 #include "common/access_policy.h"
 #include "common/protocol.h"
+#include "common/sealed_region.h"
 #include "common/tenant.h"
 #include "schema/local_reads.capnp.h"
 #include "worker/tenant_gate.h"
@@ -28,6 +29,13 @@ constexpr int kPacketsPerWakeup = 64;
 constexpr size_t kTicketBytes = 16;
 // Replies one reader may leave unread in its outbox before it is disconnected.
 constexpr size_t kMaxQueuedReplies = 256;
+// Room in one packet for a shuffle page's piece headers (and file offsets) and, for pieces in
+// memory, their bytes; each listed piece takes kHeaderBytes of it.
+constexpr uint64_t kShufflePacketRoom = kMaxLocalPacketBytes - 16 * 1024;
+constexpr uint64_t kHeaderBytes = 48;
+// A memory page copied into a region (its first piece did not fit a packet) holds at most this
+// much past that piece.
+constexpr uint64_t kMaxRegionPageBytes = 1 << 20;
 
 std::string RandomTicket() {
   std::string ticket(kTicketBytes, '\0');
@@ -247,6 +255,10 @@ Status LocalReadServer::ServePacket(uint64_t session_id, Session& session,
         if (!session.greeted) return PermissionDeniedError("a get before a valid ticket");
         GetMany(session_id, session, request_id, request.getGetMany(), request.getTrailer());
         return Status::Ok();
+      case proto::LocalRequest::READ_SHUFFLE:
+        if (!session.greeted) return PermissionDeniedError("a read before a valid ticket");
+        ReadShuffle(session_id, session, request_id, request.getReadShuffle());
+        return Status::Ok();
       case proto::LocalRequest::RELEASE: {
         auto pin = session.pins.find(request.getRelease());
         if (pin != session.pins.end()) {
@@ -401,6 +413,115 @@ void LocalReadServer::GetMany(uint64_t session_id, const Session& session, uint6
   if (Send(session_id, reply, -1, &bytes_after)) {
     counters_.block_reads_local += served;
     counters_.local_read_bytes += bytes;
+  }
+}
+
+void LocalReadServer::ReadShuffle(uint64_t session_id, const Session& session, uint64_t request_id,
+                                  proto::ReadShuffle::Reader read) {
+  if (Status allowed =
+          AuthorizeWorkerRequest(options_.secure, session.peer, proto::Request::READ_SHUFFLE);
+      !allowed.ok()) {
+    ++counters_.local_reads_refused;
+    SendError(session_id, request_id, allowed);
+    return;
+  }
+  // The shuffle's owner is checked as over TCP: a shuffle is a dataset its tenant owns.
+  if (Status allowed = CheckTenant(session, BlockId::Shuffle(read.getShuffleId(), 0, 0));
+      !allowed.ok()) {
+    SendError(session_id, request_id, allowed);
+    return;
+  }
+  if (options_.shuffles == nullptr) {
+    SendError(session_id, request_id, UnavailableError("this worker serves no shuffles here"));
+    return;
+  }
+  options_.shuffles->ReadForLocal(read, kShufflePacketRoom,
+                                  [this, session_id, request_id](Result<OpenedShufflePage> opened) {
+                                    if (!opened.ok()) {
+                                      SendError(session_id, request_id, opened.status());
+                                      return;
+                                    }
+                                    SendShufflePage(session_id, request_id, std::move(*opened));
+                                  });
+}
+
+void LocalReadServer::SendShufflePage(uint64_t session_id, uint64_t request_id,
+                                      OpenedShufflePage opened) {
+  using Bytes = proto::LocalShufflePage::PageBytes;
+  constexpr uint64_t kPacketRoom = kShufflePacketRoom;
+  const ShuffleStore::Page& page = opened.page;
+  const bool in_file = opened.file.valid();
+  // The pieces that fit: their headers always, their bytes too when they travel in the trailer.
+  // A page cut short continues where the reader asks next.
+  size_t included = 0;
+  uint64_t room = kPacketRoom;
+  for (const ShuffleStore::StoredPiece& piece : page.pieces) {
+    const uint64_t needs = kHeaderBytes + (in_file ? 0 : piece.length);
+    if (needs > room) break;
+    room -= needs;
+    ++included;
+  }
+  // A first piece too big for a packet goes with the rest of the page in a sealed region: one
+  // copy, as a TCP reply would make into its socket.
+  std::shared_ptr<const SealedRegion> region;
+  if (!in_file && included == 0 && !page.pieces.empty()) {
+    uint64_t total = 0;
+    for (const ShuffleStore::StoredPiece& piece : page.pieces) {
+      if (included > 0 && (kHeaderBytes * (included + 1) > kPacketRoom ||
+                           total + piece.length > kMaxRegionPageBytes)) {
+        break;
+      }
+      total += piece.length;
+      ++included;
+    }
+    Result<std::shared_ptr<const SealedRegion>> made =
+        SealedRegion::Create("bm-shuffle-page", total, [&](std::span<std::byte> out) {
+          size_t at = 0;
+          for (size_t i = 0; i < included; ++i) {
+            std::memcpy(out.data() + at, page.pieces[i].bytes.data(), page.pieces[i].length);
+            at += page.pieces[i].length;
+          }
+          return Status::Ok();
+        });
+    if (!made.ok()) {
+      SendError(session_id, request_id, made.status());
+      return;
+    }
+    region = std::move(*made);
+  }
+  const std::span<const ShuffleStore::StoredPiece> sent(page.pieces.data(), included);
+  capnp::MallocMessageBuilder reply;
+  proto::LocalReply::Builder root = reply.initRoot<proto::LocalReply>();
+  root.setId(request_id);
+  proto::LocalShufflePage::Builder out = root.initShufflePage();
+  const bool whole_page = included == page.pieces.size();
+  out.setNextCursor(whole_page ? page.next_cursor : page.pieces[included].cursor);
+  out.setEnd(whole_page && page.end);
+  out.setBytes(in_file ? Bytes::FILE : region ? Bytes::REGION : Bytes::TRAILER);
+  auto listed = out.initPieces(static_cast<unsigned>(sent.size()));
+  auto offsets = out.initFileOffsets(in_file ? static_cast<unsigned>(sent.size()) : 0);
+  uint64_t bytes = 0;
+  for (unsigned i = 0; i < sent.size(); ++i) {
+    listed[i].setMap(sent[i].map);
+    listed[i].setSequence(sent[i].sequence);
+    listed[i].setLength(sent[i].length);
+    listed[i].setDigest(sent[i].digest);
+    if (in_file) offsets.set(i, sent[i].file_offset);
+    bytes += sent[i].length;
+  }
+  Trailer bytes_after;
+  if (!in_file && !region) {
+    for (ShuffleStore::PieceRun& run : ShuffleStore::RunsOf(sent, kPacketRoom)) {
+      if (run.bytes != nullptr) bytes_after.chunks.push_back(std::move(run.bytes));
+    }
+    bytes_after.bytes = bytes;
+  }
+  const int fd = in_file ? opened.file.get() : region ? region->read_only_fd() : -1;
+  if (Send(session_id, reply, fd, &bytes_after)) {
+    ++(in_file  ? counters_.shuffle_local_pages_file
+       : region ? counters_.shuffle_local_pages_region
+                : counters_.shuffle_local_pages_trailer);
+    counters_.shuffle_bytes_read += bytes;
   }
 }
 

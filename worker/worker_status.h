@@ -73,6 +73,11 @@ struct WorkerCounters {
   uint64_t shuffle_bytes_pushed = 0;
   uint64_t shuffle_bytes_read = 0;
   uint64_t shuffle_bytes_flushed = 0;  // written to partition files
+  // Pages sent over the local-read socket (their bytes count in shuffle_bytes_read), by where
+  // their bytes were: in the reply's trailer, a sealed region, the partition file.
+  uint64_t shuffle_local_pages_trailer = 0;
+  uint64_t shuffle_local_pages_region = 0;
+  uint64_t shuffle_local_pages_file = 0;
 
   void RecordRequest(WorkerOp op, const Status& status, Duration elapsed);
 };
