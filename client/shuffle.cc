@@ -1,6 +1,7 @@
 #include "client/shuffle.h"
 
 #include <capnp/message.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstring>
@@ -14,6 +15,8 @@
 
 #include "client/client.h"
 #include "client/client_impl.h"
+#include "client/local_reads.h"
+#include "client/local_shuffle_reads.h"
 #include "client/master_client.h"
 #include "client/peer_calls.h"
 #include "client/worker_channels.h"
@@ -26,6 +29,10 @@ namespace bm {
 namespace {
 
 std::string Named(uint64_t shuffle_id) { return "shuffle " + std::to_string(shuffle_id); }
+
+// What a same-host reader asks of a partition file per page: mapped whole, so bigger pages cost
+// fewer round trips.
+constexpr uint32_t kLocalFilePageBytes = 4 << 20;
 
 ShuffleLayout DecodeLayout(proto::ShuffleAssignment::Reader in) {
   ShuffleLayout layout;
@@ -684,8 +691,13 @@ uint64_t ShuffleWriter::pushes() const { return impl_->pushes(); }
 
 class ShuffleReader::Impl {
  public:
-  Impl(MasterClient& master, WorkerChannels& channels, uint64_t shuffle_id, uint32_t partition)
-      : master_(master), channels_(channels), shuffle_id_(shuffle_id), partition_(partition) {}
+  Impl(MasterClient& master, WorkerChannels& channels, LocalReads& local_reads, uint64_t shuffle_id,
+       uint32_t partition)
+      : master_(master),
+        channels_(channels),
+        local_reads_(local_reads),
+        shuffle_id_(shuffle_id),
+        partition_(partition) {}
 
   Status ForEach(const Visit& visit) {
     missing_.clear();
@@ -771,7 +783,8 @@ class ShuffleReader::Impl {
   };
 
   // Reads `stream` from workers[copy], delivering each map's pieces in sequence order after the
-  // ones delivered already, up to as many as the map committed there.
+  // ones delivered already, up to as many as the map committed there: through the worker's
+  // local-read socket when it is on this host, else (or where that path cannot serve) over TCP.
   Status ReadCopy(const ShuffleLayout& layout, uint32_t copy, uint32_t stream,
                   std::map<uint32_t, Expected>& expected, const Visit& visit) {
     const ShuffleWorker& worker = layout.workers[copy];
@@ -779,21 +792,18 @@ class ShuffleReader::Impl {
       return UnavailableError("worker " + worker.worker_id + " is not registered");
     }
     channels_.Trust(worker.address, worker.public_key);
+    ShuffleStreamAsk ask{
+        .shuffle_id = shuffle_id_, .stream = stream, .max_bytes = 0, .commits = {}};
+    for (const auto& [map, want] : expected) ask.commits.emplace_back(map, want.attempt);
+    auto deliver = [&](const ShufflePieceHeader& piece, std::span<const std::byte> bytes) {
+      return Deliver(worker, piece, bytes, expected, visit);
+    };
+    if (std::optional<Status> local = ReadCopyLocally(worker, ask, deliver)) return *local;
+    ask.max_bytes = static_cast<uint32_t>(kMaxPieceBytes);
     BM_ASSIGN_OR_RETURN(RpcChannel * channel, channels_.Channel(worker.address));
-    auto ask = [&](uint64_t cursor) -> Result<uint64_t> {
+    auto ask_for = [&](uint64_t cursor) -> Result<uint64_t> {
       capnp::MallocMessageBuilder message;
-      proto::ReadShuffle::Builder read = message.initRoot<proto::Request>().initReadShuffle();
-      read.setShuffleId(shuffle_id_);
-      read.setPartition(stream);
-      read.setCursor(cursor);
-      read.setMaxBytes(static_cast<uint32_t>(kMaxPieceBytes));
-      auto commits = read.initCommits(expected.size());
-      size_t i = 0;
-      for (const auto& [map, want] : expected) {
-        commits[i].setMap(map);
-        commits[i].setAttempt(want.attempt);
-        ++i;
-      }
+      ask.Fill(message.initRoot<proto::Request>().initReadShuffle(), cursor);
       return channel->Send(message);
     };
     // Read-ahead: the next page is asked for as soon as a reply says where it starts, so the
@@ -807,7 +817,7 @@ class ShuffleReader::Impl {
         if (id) channel.Abandon(*id);
       }
     } abandon{*channel, ahead};
-    BM_ASSIGN_OR_RETURN(uint64_t asked, ask(0));
+    BM_ASSIGN_OR_RETURN(uint64_t asked, ask_for(0));
     ahead = asked;
     std::vector<std::byte> gathered;
     for (;;) {
@@ -815,12 +825,12 @@ class ShuffleReader::Impl {
       BM_ASSIGN_OR_RETURN(IncomingMessage reply,
                           AwaitPeer(*channel, channels_.timeout(), worker.worker_id, awaited));
       bool end = false;
-      BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
+      Status read = ReadGuarded([&]() -> Status {
         proto::Reply::Reader r = reply.reply();
         if (!r.isShufflePieces()) return UnexpectedReply(worker.worker_id, "shufflePieces");
         proto::ShufflePieces::Reader pieces = r.getShufflePieces();
         if (!pieces.getEnd()) {
-          BM_ASSIGN_OR_RETURN(uint64_t next, ask(pieces.getNextCursor()));
+          BM_ASSIGN_OR_RETURN(uint64_t next, ask_for(pieces.getNextCursor()));
           ahead = next;
         }
         std::vector<zmq::message_t>& payload = reply.payload();
@@ -860,34 +870,76 @@ class ShuffleReader::Impl {
             }
             bytes = gathered;
           }
-          if (DigestOf(bytes) != piece.getDigest()) {
-            return DataLossError("a piece of map " + std::to_string(piece.getMap()) + " from " +
-                                 worker.worker_id + " does not match its digest");
-          }
-          auto want = expected.find(piece.getMap());
-          if (want == expected.end()) continue;                        // not asked for: never used
-          if (piece.getSequence() < want->second.delivered) continue;  // had it from a copy
-          // Past what the map committed here: a copy took a piece the other refused as full,
-          // and the writer sent it to the next stream.
-          if (want->second.delivered >= want->second.pieces) continue;
-          if (piece.getSequence() > want->second.delivered) {
-            // An earlier piece of the map is gone from this copy: the rest of it is not used.
-            continue;
-          }
-          visit_error_ = visit(piece.getMap(), bytes);
-          if (!visit_error_.ok()) return Status::Ok();
-          ++want->second.delivered;
-          bytes_read_ += bytes.size();
+          BM_RETURN_IF_ERROR(
+              deliver({piece.getMap(), piece.getSequence(), piece.getDigest()}, bytes));
         }
         end = pieces.getEnd();
         return Status::Ok();
-      }));
-      if (!visit_error_.ok() || end) return Status::Ok();
+      });
+      if (!visit_error_.ok()) return Status::Ok();  // the caller's own error: ForEach returns it
+      BM_RETURN_IF_ERROR(read);
+      if (end) return Status::Ok();
     }
+  }
+
+  // The stream through the local-read socket of `worker` when it is on this host: the copy's
+  // outcome, or nullopt when it is to be read over TCP (not on this host, local reads off, or
+  // the local path could not serve it: its pieces delivered so far stay delivered).
+  std::optional<Status> ReadCopyLocally(const ShuffleWorker& worker, const ShuffleStreamAsk& ask,
+                                        const ShufflePieceSink& deliver) {
+    Result<std::shared_ptr<LocalReadConnection>> connection = local_reads_.For(worker.address);
+    // The worker did not answer at all: reading it over TCP would wait as long again.
+    if (!connection.ok()) return connection.status();
+    if (*connection == nullptr) return std::nullopt;
+    ShuffleStreamAsk local = ask;
+    local.max_bytes = kLocalFilePageBytes;  // the worker cuts pages in memory to one packet
+    const Status read = ReadShuffleStreamLocally(**connection, local, deliver);
+    if (!visit_error_.ok() || read.ok()) return Status::Ok();
+    if ((*connection)->broken()) {
+      local_reads_.Failed(worker.address);
+      // No answer on the socket: the worker is stopped or gone.
+      if (read.code() == StatusCode::kUnavailable) return read;
+    }
+    // The worker's own answers stand (not held there, not allowed, a damaged piece), as over
+    // TCP; anything else (a tenant record the worker must first ask the master for) is read
+    // over TCP.
+    const StatusCode code = read.code();
+    if (code == StatusCode::kNotFound || code == StatusCode::kPermissionDenied ||
+        code == StatusCode::kDataLoss) {
+      return read;
+    }
+    spdlog::debug("local read of partition stream {} of {} from {} failed ({}); reading over TCP",
+                  ask.stream, Named(shuffle_id_), worker.worker_id, read.ToString());
+    return std::nullopt;
+  }
+
+  // Checks one piece and hands it to the caller's visit when it is the next of its map here;
+  // stops the read (visit_error_ set) when the visit fails.
+  Status Deliver(const ShuffleWorker& worker, const ShufflePieceHeader& piece,
+                 std::span<const std::byte> bytes, std::map<uint32_t, Expected>& expected,
+                 const Visit& visit) {
+    if (DigestOf(bytes) != piece.digest) {
+      return DataLossError("a piece of map " + std::to_string(piece.map) + " from " +
+                           worker.worker_id + " does not match its digest");
+    }
+    auto want = expected.find(piece.map);
+    if (want == expected.end()) return Status::Ok();                   // not asked for: never used
+    if (piece.sequence < want->second.delivered) return Status::Ok();  // had it from a copy
+    // Past what the map committed here: a copy took a piece the other refused as full, and the
+    // writer sent it to the next stream.
+    if (want->second.delivered >= want->second.pieces) return Status::Ok();
+    // An earlier piece of the map is gone from this copy: the rest of it is not used.
+    if (piece.sequence > want->second.delivered) return Status::Ok();
+    visit_error_ = visit(piece.map, bytes);
+    if (!visit_error_.ok()) return AbortedError("the visit stopped the read");
+    ++want->second.delivered;
+    bytes_read_ += bytes.size();
+    return Status::Ok();
   }
 
   MasterClient& master_;
   WorkerChannels& channels_;
+  LocalReads& local_reads_;
   const uint64_t shuffle_id_;
   const uint32_t partition_;
   std::vector<uint32_t> missing_;
@@ -954,7 +1006,7 @@ Result<std::unique_ptr<ShuffleWriter>> Client::OpenShuffleWriter(
 Result<std::unique_ptr<ShuffleReader>> Client::OpenShuffleReader(uint64_t shuffle_id,
                                                                  uint32_t partition) {
   return std::make_unique<ShuffleReader>(std::make_unique<ShuffleReader::Impl>(
-      impl_->master(), impl_->worker_channels(), shuffle_id, partition));
+      impl_->master(), impl_->worker_channels(), impl_->local_reads(), shuffle_id, partition));
 }
 
 Status Client::UnregisterShuffle(uint64_t shuffle_id) {
