@@ -676,9 +676,9 @@ ServedShufflePages ServedBy(LocalCluster& cluster, const std::string& worker) {
                      .value_or(0)};
 }
 
-// Every way a page's bytes take through the socket in one partition: small pieces in memory (the
-// reply's trailer), pieces too big for a packet (a sealed region), and pieces let go from memory
-// to their partition file (the file's descriptor, mapped). Nothing is read over TCP.
+// Every way a page's bytes take through the socket: pieces in memory, a page's worth in a sealed
+// region or a small partition's in the reply's trailer, and pieces let go from memory to their
+// partition file (the file's descriptor, mapped). Nothing is read over TCP.
 TEST(ShuffleTest, ReaderOnTheWorkersHostReadsThroughTheLocalSocket) {
   LocalCluster cluster;
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
@@ -705,10 +705,19 @@ TEST(ShuffleTest, ReaderOnTheWorkersHostReadsThroughTheLocalSocket) {
           << "map " << map << " partition " << partition;
     }
   }
-  const ServedShufflePages served = ServedBy(cluster, "w1");
-  EXPECT_GT(served.trailer, 0u);
+  ServedShufflePages served = ServedBy(cluster, "w1");
   EXPECT_GT(served.region, 0u);
   EXPECT_GT(served.file, 0u);
+  // A partition whose pieces fit one packet comes in the trailer.
+  const ShuffleSpec small{.id = 64, .maps = 1, .partitions = 1};
+  ASSERT_TRUE(client.RegisterShuffle(small).ok());
+  const ShuffleWriterOptions small_pieces{.max_piece_bytes = 4096, .batch_bytes = 64 << 10};
+  ASSERT_TRUE(RunMap(client, small, 0, 0, 20000, true, small_pieces).ok());
+  Result<std::map<uint32_t, std::string>> read = ReadPartition(client, small.id, 0);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(read->at(0) == OutputOf(0, 0, 0, 20000));
+  served = ServedBy(cluster, "w1");
+  EXPECT_GT(served.trailer, 0u);
   EXPECT_EQ(served.tcp, 0u);
 }
 
