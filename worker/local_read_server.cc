@@ -30,14 +30,12 @@ constexpr size_t kTicketBytes = 16;
 // Replies one reader may leave unread in its outbox before it is disconnected.
 constexpr size_t kMaxQueuedReplies = 256;
 // Room in one packet for a shuffle page's piece headers (and file offsets) and, for pieces in
-// memory that travel in the trailer, their bytes; each listed piece takes kHeaderBytes of it.
+// memory, their bytes; each listed piece takes kHeaderBytes of it.
 constexpr uint64_t kShufflePacketRoom = kMaxLocalPacketBytes - 16 * 1024;
 constexpr uint64_t kHeaderBytes = 48;
-// A page of pieces in memory holds at most this much (more for a bigger first piece). Beyond a
-// packet's room it is copied into a sealed region: one copy on the worker's loop (a memory copy
-// of at most this size, never a disk) and none on the reader's side, in one round trip, where
-// packets would take one round trip each (measured: bench/README.md, workload 15).
-constexpr uint64_t kMaxMemoryPageBytes = 1 << 20;
+// A memory page copied into a region (its first piece did not fit a packet) holds at most this
+// much past that piece.
+constexpr uint64_t kMaxRegionPageBytes = 1 << 20;
 
 std::string RandomTicket() {
   std::string ticket(kTicketBytes, '\0');
@@ -437,7 +435,7 @@ void LocalReadServer::ReadShuffle(uint64_t session_id, const Session& session, u
     SendError(session_id, request_id, UnavailableError("this worker serves no shuffles here"));
     return;
   }
-  options_.shuffles->ReadForLocal(read, kMaxMemoryPageBytes,
+  options_.shuffles->ReadForLocal(read, kShufflePacketRoom,
                                   [this, session_id, request_id](Result<OpenedShufflePage> opened) {
                                     if (!opened.ok()) {
                                       SendError(session_id, request_id, opened.status());
@@ -463,14 +461,14 @@ void LocalReadServer::SendShufflePage(uint64_t session_id, uint64_t request_id,
     room -= needs;
     ++included;
   }
-  // Pieces in memory that do not fit one packet go in a sealed region.
+  // A first piece too big for a packet goes with the rest of the page in a sealed region: one
+  // copy, as a TCP reply would make into its socket.
   std::shared_ptr<const SealedRegion> region;
-  if (!in_file && included < page.pieces.size()) {
-    included = 0;
+  if (!in_file && included == 0 && !page.pieces.empty()) {
     uint64_t total = 0;
     for (const ShuffleStore::StoredPiece& piece : page.pieces) {
       if (included > 0 && (kHeaderBytes * (included + 1) > kPacketRoom ||
-                           total + piece.length > kMaxMemoryPageBytes)) {
+                           total + piece.length > kMaxRegionPageBytes)) {
         break;
       }
       total += piece.length;

@@ -62,11 +62,12 @@ struct LocalReadServerOptions {
 // there, and each get is authorized as a getBlock over TCP would be: nothing can be read here
 // that could not be read there, and nothing can be written (the regions are sealed).
 //
-// Shuffle pages (readShuffle) are authorized as over TCP. Pieces in memory travel in the reply's
-// trailer (sent from the store's chunks by the kernel) when they fit one packet, else copied
-// once into a sealed region the reader maps; pieces written to a partition file as the file's
-// descriptor for the reader to map (no copy at all). Nothing of a shuffle is pinned: written
-// records never change, and a mapped file or region outlives its shuffle's removal.
+// Shuffle pages (readShuffle) are authorized as over TCP and travel without a copy into a
+// region where they can: pieces in memory in the reply's trailer (sent from the store's chunks
+// by the kernel), pieces written to a partition file as the file's descriptor for the reader to
+// map. Only a page whose first piece is too big for a packet is copied into a sealed region.
+// Nothing of a shuffle is pinned: written records never change, and a mapped file or region
+// outlives its shuffle's removal.
 //
 // Pins: every region handed out stays pinned (never evicted, counted in the memory budget even
 // once removed) until the reader sends release, its connection closes (a reader that dies
