@@ -153,8 +153,9 @@ Result<uint64_t> LocalReadConnection::Ask(capnp::MessageBuilder& request) {
 Result<LocalPacket> LocalReadConnection::AwaitReply(uint64_t id) {
   asked_.erase(id);  // from here on Receive hands its reply over rather than keeping it
   if (auto arrived = arrived_.find(id); arrived != arrived_.end()) {
-    LocalPacket packet = std::move(arrived->second);
-    arrived_.erase(arrived);
+    LocalPacket packet = std::move(arrived->second.front());
+    arrived->second.pop_front();
+    if (arrived->second.empty()) arrived_.erase(arrived);
     return packet;
   }
   if (broken_) return UnavailableError("the local-read connection failed");
@@ -190,7 +191,7 @@ Result<LocalPacket> LocalReadConnection::Receive(std::chrono::milliseconds extra
     if (packet.ok() && !asked_.empty()) {
       // A reply to a request asked ahead (Ask): kept for its AwaitReply.
       if (const uint64_t id = ReplyId(*packet); asked_.contains(id)) {
-        arrived_.emplace(id, std::move(*packet));
+        arrived_[id].push_back(std::move(*packet));
         continue;
       }
     }

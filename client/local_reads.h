@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -74,7 +75,8 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
   // take the reply: one that comes while a get waits is kept for it, so a caller may ask ahead
   // and read blocks before it awaits. The client's thread's, as Get is.
   Result<uint64_t> Ask(capnp::MessageBuilder& request);
-  // The reply to Ask's request `id`. kUnavailable when the connection failed (broken() then).
+  // The reply to Ask's request `id` (called again for each further reply a request has, before
+  // any other request is awaited). kUnavailable when the connection failed (broken() then).
   Result<LocalPacket> AwaitReply(uint64_t id);
   bool broken() const { return broken_; }
   // The regions this connection keeps mapped (for the reaper, and to close them).
@@ -116,8 +118,9 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
   // The client's thread's:
   uint64_t next_id_ = 1;
   bool broken_ = false;
-  std::set<uint64_t> asked_;                 // Ask's requests not yet awaited
-  std::map<uint64_t, LocalPacket> arrived_;  // their replies that came while a get waited
+  std::set<uint64_t> asked_;  // Ask's requests not yet awaited
+  // Their replies (a request may have several) that came while a get waited, in order.
+  std::map<uint64_t, std::deque<LocalPacket>> arrived_;
 };
 
 // The connections of one Client to the workers on its host, found by asking each worker it

@@ -78,7 +78,8 @@ struct ReceivedPage {
   std::vector<std::pair<ShufflePieceHeader, std::span<const std::byte>>> pieces;
   uint64_t next_cursor = 0;
   bool end = false;
-  ChunkPtr holder;  // the packet's trailer, the mapped region or the mapped file range
+  bool more = false;  // more packets of the page follow
+  ChunkPtr holder;    // the packet's trailer, the mapped region or the mapped file range
 };
 
 // The pieces' bytes back to back in `bytes` (the trailer or a region).
@@ -138,6 +139,7 @@ Result<ReceivedPage> ParsePage(LocalPacket& packet) {
     ReceivedPage page;
     page.next_cursor = found.getNextCursor();
     page.end = found.getEnd();
+    page.more = found.getMore();
     capnp::List<proto::ReadPiece>::Reader listed = found.getPieces();
     page.pieces.reserve(listed.size());
     switch (found.getBytes()) {
@@ -204,13 +206,21 @@ Status ReadShuffleStreamLocally(LocalReadConnection& connection, const ShuffleSt
   BM_ASSIGN_OR_RETURN(ahead, ask_for(0));
   for (;;) {
     const uint64_t awaited = std::exchange(ahead, 0);
-    BM_ASSIGN_OR_RETURN(LocalPacket packet, connection.AwaitReply(awaited));
-    BM_ASSIGN_OR_RETURN(ReceivedPage page, ParsePage(packet));
-    if (!page.end) {
-      BM_ASSIGN_OR_RETURN(ahead, ask_for(page.next_cursor));
+    // A page of pieces in memory may come as several packets, all sent at once.
+    std::vector<ReceivedPage> parts;
+    do {
+      BM_ASSIGN_OR_RETURN(LocalPacket packet, connection.AwaitReply(awaited));
+      BM_ASSIGN_OR_RETURN(ReceivedPage part, ParsePage(packet));
+      parts.push_back(std::move(part));
+    } while (parts.back().more);
+    const ReceivedPage& last = parts.back();
+    if (!last.end) {
+      BM_ASSIGN_OR_RETURN(ahead, ask_for(last.next_cursor));
     }
-    for (const auto& [piece, bytes] : page.pieces) BM_RETURN_IF_ERROR(sink(piece, bytes));
-    if (page.end) return Status::Ok();
+    for (const ReceivedPage& part : parts) {
+      for (const auto& [piece, bytes] : part.pieces) BM_RETURN_IF_ERROR(sink(piece, bytes));
+    }
+    if (last.end) return Status::Ok();
   }
 }
 

@@ -80,6 +80,9 @@ struct LocalShufflePage {
   bytes @3 :PageBytes;
   # With `file`: where each piece's bytes start in the file, in the order of `pieces`.
   fileOffsets @4 :List(UInt64);
+  # More packets of this page follow at once, under the same request id (pieces in memory past
+  # one packet's room); nextCursor and end are the last packet's.
+  more @5 :Bool;
 
   enum PageBytes {
     trailer @0;   # back to back in the packet's trailer (pieces in the worker's memory)

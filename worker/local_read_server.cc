@@ -33,9 +33,9 @@ constexpr size_t kMaxQueuedReplies = 256;
 // memory, their bytes; each listed piece takes kHeaderBytes of it.
 constexpr uint64_t kShufflePacketRoom = kMaxLocalPacketBytes - 16 * 1024;
 constexpr uint64_t kHeaderBytes = 48;
-// A memory page copied into a region (its first piece did not fit a packet) holds at most this
-// much past that piece.
-constexpr uint64_t kMaxRegionPageBytes = 1 << 20;
+// A page of pieces in memory holds at most this much, sent as packets back to back (one round
+// trip for the page rather than one per packet: about 60 us each on a loaded host).
+constexpr uint64_t kMaxMemoryPageBytes = 1 << 20;
 
 std::string RandomTicket() {
   std::string ticket(kTicketBytes, '\0');
@@ -435,7 +435,7 @@ void LocalReadServer::ReadShuffle(uint64_t session_id, const Session& session, u
     SendError(session_id, request_id, UnavailableError("this worker serves no shuffles here"));
     return;
   }
-  options_.shuffles->ReadForLocal(read, kShufflePacketRoom,
+  options_.shuffles->ReadForLocal(read, kMaxMemoryPageBytes,
                                   [this, session_id, request_id](Result<OpenedShufflePage> opened) {
                                     if (!opened.ok()) {
                                       SendError(session_id, request_id, opened.status());
@@ -448,57 +448,74 @@ void LocalReadServer::ReadShuffle(uint64_t session_id, const Session& session, u
 void LocalReadServer::SendShufflePage(uint64_t session_id, uint64_t request_id,
                                       OpenedShufflePage opened) {
   using Bytes = proto::LocalShufflePage::PageBytes;
-  constexpr uint64_t kPacketRoom = kShufflePacketRoom;
   const ShuffleStore::Page& page = opened.page;
+  const std::vector<ShuffleStore::StoredPiece>& pieces = page.pieces;
   const bool in_file = opened.file.valid();
-  // The pieces that fit: their headers always, their bytes too when they travel in the trailer.
-  // A page cut short continues where the reader asks next.
-  size_t included = 0;
-  uint64_t room = kPacketRoom;
-  for (const ShuffleStore::StoredPiece& piece : page.pieces) {
-    const uint64_t needs = kHeaderBytes + (in_file ? 0 : piece.length);
-    if (needs > room) break;
-    room -= needs;
-    ++included;
-  }
-  // A first piece too big for a packet goes with the rest of the page in a sealed region: one
-  // copy, as a TCP reply would make into its socket.
-  std::shared_ptr<const SealedRegion> region;
-  if (!in_file && included == 0 && !page.pieces.empty()) {
-    uint64_t total = 0;
-    for (const ShuffleStore::StoredPiece& piece : page.pieces) {
-      if (included > 0 && (kHeaderBytes * (included + 1) > kPacketRoom ||
-                           total + piece.length > kMaxRegionPageBytes)) {
-        break;
-      }
-      total += piece.length;
-      ++included;
+  // The pieces from `begin` that fit one packet: their headers always, their bytes too when
+  // they travel in its trailer.
+  auto fitting = [&](size_t begin) {
+    size_t end = begin;
+    for (uint64_t room = kShufflePacketRoom; end < pieces.size(); ++end) {
+      const uint64_t needs = kHeaderBytes + (in_file ? 0 : pieces[end].length);
+      if (needs > room) break;
+      room -= needs;
     }
-    Result<std::shared_ptr<const SealedRegion>> made =
-        SealedRegion::Create("bm-shuffle-page", total, [&](std::span<std::byte> out) {
-          size_t at = 0;
-          for (size_t i = 0; i < included; ++i) {
-            std::memcpy(out.data() + at, page.pieces[i].bytes.data(), page.pieces[i].length);
-            at += page.pieces[i].length;
-          }
+    return end;
+  };
+  if (in_file) {
+    // A page cut short continues where the reader asks next.
+    SendShufflePart(session_id, request_id, page, {0, fitting(0)}, Bytes::FILE, opened.file.get());
+    return;
+  }
+  if (!pieces.empty() && fitting(0) == 0) {
+    // A first piece too big for a packet goes in a sealed region: one copy, as a TCP reply
+    // would make into its socket.
+    Result<std::shared_ptr<const SealedRegion>> region =
+        SealedRegion::Create("bm-shuffle-piece", pieces[0].length, [&](std::span<std::byte> out) {
+          std::memcpy(out.data(), pieces[0].bytes.data(), pieces[0].length);
           return Status::Ok();
         });
-    if (!made.ok()) {
-      SendError(session_id, request_id, made.status());
+    if (!region.ok()) {
+      SendError(session_id, request_id, region.status());
       return;
     }
-    region = std::move(*made);
+    SendShufflePart(session_id, request_id, page, {0, 1}, Bytes::REGION, (*region)->read_only_fd());
+    return;
   }
-  const std::span<const ShuffleStore::StoredPiece> sent(page.pieces.data(), included);
+  // The rest in packets sent back to back, each a trailer of the store's chunks (no copy here):
+  // one round trip for the page. A piece too big for a packet ends the page early.
+  size_t begin = 0;
+  do {
+    const size_t end = fitting(begin);
+    const bool more = end > begin && end < pieces.size() && fitting(end) > end;
+    if (!SendShufflePart(session_id, request_id, page, {begin, end}, Bytes::TRAILER, -1, more)) {
+      return;
+    }
+    if (!more) return;
+    begin = end;
+  } while (true);
+}
+
+bool LocalReadServer::SendShufflePart(uint64_t session_id, uint64_t request_id,
+                                      const ShuffleStore::Page& page,
+                                      std::pair<size_t, size_t> range,
+                                      proto::LocalShufflePage::PageBytes where, int fd, bool more) {
+  using Bytes = proto::LocalShufflePage::PageBytes;
+  const auto [begin, end] = range;
+  const std::span<const ShuffleStore::StoredPiece> sent(page.pieces.data() + begin, end - begin);
   capnp::MallocMessageBuilder reply;
   proto::LocalReply::Builder root = reply.initRoot<proto::LocalReply>();
   root.setId(request_id);
   proto::LocalShufflePage::Builder out = root.initShufflePage();
-  const bool whole_page = included == page.pieces.size();
-  out.setNextCursor(whole_page ? page.next_cursor : page.pieces[included].cursor);
-  out.setEnd(whole_page && page.end);
-  out.setBytes(in_file ? Bytes::FILE : region ? Bytes::REGION : Bytes::TRAILER);
+  const bool whole_page = end == page.pieces.size();
+  if (!more) {
+    out.setNextCursor(whole_page ? page.next_cursor : page.pieces[end].cursor);
+    out.setEnd(whole_page && page.end);
+  }
+  out.setMore(more);
+  out.setBytes(where);
   auto listed = out.initPieces(static_cast<unsigned>(sent.size()));
+  const bool in_file = where == Bytes::FILE;
   auto offsets = out.initFileOffsets(in_file ? static_cast<unsigned>(sent.size()) : 0);
   uint64_t bytes = 0;
   for (unsigned i = 0; i < sent.size(); ++i) {
@@ -510,19 +527,18 @@ void LocalReadServer::SendShufflePage(uint64_t session_id, uint64_t request_id,
     bytes += sent[i].length;
   }
   Trailer bytes_after;
-  if (!in_file && !region) {
-    for (ShuffleStore::PieceRun& run : ShuffleStore::RunsOf(sent, kPacketRoom)) {
+  if (where == Bytes::TRAILER) {
+    for (ShuffleStore::PieceRun& run : ShuffleStore::RunsOf(sent, kShufflePacketRoom)) {
       if (run.bytes != nullptr) bytes_after.chunks.push_back(std::move(run.bytes));
     }
     bytes_after.bytes = bytes;
   }
-  const int fd = in_file ? opened.file.get() : region ? region->read_only_fd() : -1;
-  if (Send(session_id, reply, fd, &bytes_after)) {
-    ++(in_file  ? counters_.shuffle_local_pages_file
-       : region ? counters_.shuffle_local_pages_region
-                : counters_.shuffle_local_pages_trailer);
-    counters_.shuffle_bytes_read += bytes;
-  }
+  if (!Send(session_id, reply, fd, &bytes_after)) return false;
+  ++(in_file   ? counters_.shuffle_local_pages_file
+     : fd >= 0 ? counters_.shuffle_local_pages_region
+               : counters_.shuffle_local_pages_trailer);
+  counters_.shuffle_bytes_read += bytes;
+  return true;
 }
 
 void LocalReadServer::SendInline(uint64_t session_id, uint64_t request_id, Result<BlockRead> read,

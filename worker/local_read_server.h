@@ -15,6 +15,7 @@
 #include "common/curve_keys.h"
 #include "common/local_socket.h"
 #include "common/status.h"
+#include "schema/local_reads.capnp.h"
 #include "worker/block_manager.h"
 #include "worker/shuffle_handler.h"
 #include "worker/worker_status.h"
@@ -63,9 +64,10 @@ struct LocalReadServerOptions {
 // that could not be read there, and nothing can be written (the regions are sealed).
 //
 // Shuffle pages (readShuffle) are authorized as over TCP and travel without a copy into a
-// region where they can: pieces in memory in the reply's trailer (sent from the store's chunks
-// by the kernel), pieces written to a partition file as the file's descriptor for the reader to
-// map. Only a page whose first piece is too big for a packet is copied into a sealed region.
+// region where they can: pieces in memory in the trailers of packets sent back to back (from
+// the store's chunks, by the kernel), pieces written to a partition file as the file's
+// descriptor for the reader to map. Only a piece too big for a packet is copied into a sealed
+// region.
 // Nothing of a shuffle is pinned: written records never change, and a mapped file or region
 // outlives its shuffle's removal.
 //
@@ -155,6 +157,12 @@ class LocalReadServer {
   void ReadShuffle(uint64_t session_id, const Session& session, uint64_t request_id,
                    proto::ReadShuffle::Reader read);
   void SendShufflePage(uint64_t session_id, uint64_t request_id, OpenedShufflePage opened);
+  // One packet of a page: the pieces [range.first, range.second), their bytes `where`, `fd`
+  // (the region or file) attached if >= 0; `more`: packets of the page follow. False when the
+  // session is gone.
+  bool SendShufflePart(uint64_t session_id, uint64_t request_id, const ShuffleStore::Page& page,
+                       std::pair<size_t, size_t> range, proto::LocalShufflePage::PageBytes where,
+                       int fd, bool more = false);
   // Sends a small block's bytes inline (in the trailer when `trailer`).
   void SendInline(uint64_t session_id, uint64_t request_id, Result<BlockRead> read, bool trailer);
   // Sends a shared block (pinning it) to the session, or releases it when the session is gone.
