@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 
 #include "bench/tasks.h"
 #include "client/client.h"
@@ -22,6 +23,7 @@ double Since(std::chrono::steady_clock::time_point start) {
 
 ClientOptions OptionsOf(const Json& task) {
   ClientOptions options{task.at("master").get<std::string>(), std::chrono::milliseconds(30000)};
+  options.local_reads = task.value("local_reads", true);
   return options;
 }
 
@@ -169,6 +171,17 @@ Result<Json> BlockmgrShuffleTask(const Json& task) {
   }));
   const double read_seconds = Since(read_start);
   const double end_to_end = Since(start);
+  // The same partitions read again over TCP, as by reducers on other hosts (the workers here
+  // are all on the reducers' host, so the reads above went through their local sockets).
+  std::optional<double> tcp_read_seconds;
+  if (!blocks && task.value("compare_tcp", false)) {
+    Json over_tcp = task;
+    over_tcp["local_reads"] = false;
+    const auto tcp_start = std::chrono::steady_clock::now();
+    BM_RETURN_IF_ERROR(RunInProcesses(
+        processes, [&](int process) { return ReduceWithReaders(over_tcp, process, processes); }));
+    tcp_read_seconds = Since(tcp_start);
+  }
   {
     Client client(OptionsOf(task));
     if (blocks) {
@@ -183,9 +196,11 @@ Result<Json> BlockmgrShuffleTask(const Json& task) {
       BM_RETURN_IF_ERROR(client.UnregisterShuffle(id));
     }
   }
-  return Json{{"end_to_end_seconds", end_to_end},
+  Json result{{"end_to_end_seconds", end_to_end},
               {"write_seconds", write_seconds},
               {"read_seconds", read_seconds}};
+  if (tcp_read_seconds) result["tcp_read_seconds"] = *tcp_read_seconds;
+  return result;
 }
 
 }  // namespace bm::bench

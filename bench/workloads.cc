@@ -1402,7 +1402,8 @@ void Shuffles(Runner& runner) {
                             {"size", shape.size},
                             {"mode", mode},
                             {"level", level},
-                            {"processes", processes}});
+                            {"processes", processes},
+                            {"compare_tcp", mode == "push" && level == "MEMORY_ONLY"}});
     };
     std::vector<Result<Json>> results = Interleaved(
         runner.config(),
@@ -1435,6 +1436,12 @@ void Shuffles(Runner& runner) {
     runner.Add(w + ", push-merged, reads alone", "ms", ms(0, "read_seconds", "push-merged reads"),
                "redis, best shape", ms(3, "read_seconds", "redis reads"), std::nullopt,
                Better::kLower, "informative");
+    runner.Add(w + ", push-merged reads, same host: local socket / TCP", "ms",
+               ms(0, "read_seconds", "push-merged reads"), "over TCP",
+               ms(0, "tcp_read_seconds", "push-merged reads over TCP"), std::nullopt,
+               Better::kLower,
+               "informative: the same partitions read by the same reducers, through the "
+               "workers' local-read sockets, then over TCP");
     runner.Add(w + ", separate blocks, reads alone", "ms", ms(2, "read_seconds", "block reads"),
                "push-merged", ms(0, "read_seconds", "push-merged reads"), std::nullopt,
                Better::kLower, "informative");

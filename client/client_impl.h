@@ -98,6 +98,8 @@ class Client::Impl : private MultiGet::Reads {
   MasterClient& master() { return master_; }
   // The channels to workers, for the shuffle writers and readers (client/shuffle.cc).
   WorkerChannels& worker_channels() { return workers_; }
+  // The connections to workers on this host, for the shuffle readers too.
+  LocalReads& local_reads() { return local_reads_; }
   // Shuffle layouts a writer opened lately, by shuffle id, so the map tasks of one process ask
   // the master once (kept for worker_list_ttl, as the worker list is: a dropped worker's
   // partitions move).

@@ -138,6 +138,48 @@ std::vector<Result<LocalBlockRead>> LocalReadConnection::GetMany(const std::vect
   return out;
 }
 
+Result<uint64_t> LocalReadConnection::Ask(capnp::MessageBuilder& request) {
+  if (broken_) return UnavailableError("the local-read connection failed");
+  const uint64_t id = next_id_++;
+  request.getRoot<proto::LocalRequest>().setId(id);
+  if (Status sent = SendRequest(request); !sent.ok()) {
+    broken_ = true;
+    return sent;
+  }
+  asked_.insert(id);
+  return id;
+}
+
+Result<LocalPacket> LocalReadConnection::AwaitReply(uint64_t id) {
+  asked_.erase(id);  // from here on Receive hands its reply over rather than keeping it
+  if (auto arrived = arrived_.find(id); arrived != arrived_.end()) {
+    LocalPacket packet = std::move(arrived->second.front());
+    arrived->second.pop_front();
+    if (arrived->second.empty()) arrived_.erase(arrived);
+    return packet;
+  }
+  if (broken_) return UnavailableError("the local-read connection failed");
+  Result<LocalPacket> packet = Receive();
+  if (!packet.ok()) {
+    broken_ = true;
+    return UnavailableError("local reads: no reply: " + packet.status().message());
+  }
+  if (ReplyId(*packet) != id) {
+    broken_ = true;
+    return UnavailableError("local reads: a reply to another request");
+  }
+  return packet;
+}
+
+uint64_t LocalReadConnection::ReplyId(const LocalPacket& packet) {
+  try {
+    capnp::FlatArrayMessageReader message(packet.words);
+    return message.getRoot<proto::LocalReply>().getId();
+  } catch (const kj::Exception&) {
+    return 0;  // malformed: whoever receives it says so
+  }
+}
+
 Result<LocalPacket> LocalReadConnection::Receive(std::chrono::milliseconds extra) {
   // A worker's answer may take long (a disk block read into a region), but a halted worker's
   // never comes: look at it between slices of the wait (the socket's receive timeout, so a
@@ -146,6 +188,13 @@ Result<LocalPacket> LocalReadConnection::Receive(std::chrono::milliseconds extra
   int halted_checks = 0;
   while (true) {
     Result<LocalPacket> packet = ReceivePacketWaiting(socket_.get());
+    if (packet.ok() && !asked_.empty()) {
+      // A reply to a request asked ahead (Ask): kept for its AwaitReply.
+      if (const uint64_t id = ReplyId(*packet); asked_.contains(id)) {
+        arrived_[id].push_back(std::move(*packet));
+        continue;
+      }
+    }
     if (packet.ok() || packet.status().code() != StatusCode::kNotFound) return packet;
     if (std::chrono::steady_clock::now() >= deadline) {
       return NotFoundError("no answer within " + std::to_string(timeout_.count()) + " ms");

@@ -6,9 +6,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -69,6 +71,13 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
   // Small blocks, in one request and one reply (getMany): each id's block with its bytes
   // inline, or why it was not served this way (kNotFound; kUnavailable: read it alone).
   std::vector<Result<LocalBlockRead>> GetSmall(const std::vector<BlockId>& ids);
+  // Sends `request` (a LocalRequest; this sets its id, which it returns) for AwaitReply to
+  // take the reply: one that comes while a get waits is kept for it, so a caller may ask ahead
+  // and read blocks before it awaits. The client's thread's, as Get is.
+  Result<uint64_t> Ask(capnp::MessageBuilder& request);
+  // The reply to Ask's request `id` (called again for each further reply a request has, before
+  // any other request is awaited). kUnavailable when the connection failed (broken() then).
+  Result<LocalPacket> AwaitReply(uint64_t id);
   bool broken() const { return broken_; }
   // The regions this connection keeps mapped (for the reaper, and to close them).
   const std::shared_ptr<MappedBlocks>& mapped() const { return mapped_; }
@@ -92,6 +101,8 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
   // halted (stopped or gone), as a TCP heartbeat would tell.
   Result<LocalPacket> Receive(std::chrono::milliseconds extra = {});
   Status SendRequest(capnp::MessageBuilder& message);
+  // The id a reply names (0 when malformed).
+  static uint64_t ReplyId(const LocalPacket& packet);
   // Receives the reply to one of the `pending` requests (by id; replies may come in any
   // order) and sets `answered` to its id; 0 when none came (then broken()).
   Result<LocalBlockRead> ReceiveBlock(std::map<uint64_t, Pending>& pending, uint64_t* answered,
@@ -104,8 +115,12 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
   const std::shared_ptr<MappedBlocks> mapped_;
   // Sends come from the client's thread (requests) and from any thread (releases).
   Mutex send_mutex_;
-  uint64_t next_id_ = 1;  // the client's thread's
-  bool broken_ = false;   // the client's thread's
+  // The client's thread's:
+  uint64_t next_id_ = 1;
+  bool broken_ = false;
+  std::set<uint64_t> asked_;  // Ask's requests not yet awaited
+  // Their replies (a request may have several) that came while a get waited, in order.
+  std::map<uint64_t, std::deque<LocalPacket>> arrived_;
 };
 
 // The connections of one Client to the workers on its host, found by asking each worker it

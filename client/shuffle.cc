@@ -1,6 +1,7 @@
 #include "client/shuffle.h"
 
 #include <capnp/message.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "client/client_impl.h"
 #include "client/master_client.h"
 #include "client/peer_calls.h"
+#include "client/shuffle_calls.h"
 #include "client/worker_channels.h"
 #include "common/chunk.h"
 #include "common/digest.h"
@@ -24,8 +26,6 @@
 
 namespace bm {
 namespace {
-
-std::string Named(uint64_t shuffle_id) { return "shuffle " + std::to_string(shuffle_id); }
 
 ShuffleLayout DecodeLayout(proto::ShuffleAssignment::Reader in) {
   ShuffleLayout layout;
@@ -79,7 +79,8 @@ Status CheckLayout(const ShuffleLayout& layout) {
   if (layout.primaries.size() != partitions || !in_range(layout.primaries) || !splits_ok ||
       (!layout.replicas.empty() &&
        (layout.replicas.size() != partitions || !in_range(layout.replicas)))) {
-    return InternalError("the master's layout of " + Named(layout.spec.id) + " is inconsistent");
+    return InternalError("the master's layout of " + ShuffleName(layout.spec.id) +
+                         " is inconsistent");
   }
   return Status::Ok();
 }
@@ -97,28 +98,6 @@ Result<ShuffleLayout> CallForLayout(MasterClient& master, capnp::MallocMessageBu
   return layout;
 }
 
-Result<ShuffleLayout> GetLayout(MasterClient& master, uint64_t shuffle_id,
-                                std::optional<uint32_t> commits_of_partition) {
-  capnp::MallocMessageBuilder message;
-  proto::GetShuffle::Builder get = message.initRoot<proto::Request>().initGetShuffle();
-  get.setShuffleId(shuffle_id);
-  if (commits_of_partition) {
-    get.setWithCommits(true);
-    get.setPartition(*commits_of_partition);
-  }
-  return CallForLayout(master, message);
-}
-
-// "3, 7, 9", or the first 16 and how many in all.
-std::string MapList(const std::vector<uint32_t>& maps) {
-  std::string text;
-  for (size_t i = 0; i < maps.size() && i < 16; ++i) {
-    text += (i == 0 ? "" : ", ") + std::to_string(maps[i]);
-  }
-  if (maps.size() > 16) text += ", ... (" + std::to_string(maps.size()) + " maps)";
-  return text;
-}
-
 // How often a writer whose worker does not answer asks the master whether its streams moved.
 constexpr std::chrono::seconds kLookForMovedStreams{1};
 
@@ -129,6 +108,30 @@ bool Retryable(const Status& status) {
 }
 
 }  // namespace
+
+std::string ShuffleName(uint64_t shuffle_id) { return "shuffle " + std::to_string(shuffle_id); }
+
+Result<ShuffleLayout> GetShuffleLayout(MasterClient& master, uint64_t shuffle_id,
+
+                                       std::optional<uint32_t> commits_of_partition) {
+  capnp::MallocMessageBuilder message;
+  proto::GetShuffle::Builder get = message.initRoot<proto::Request>().initGetShuffle();
+  get.setShuffleId(shuffle_id);
+  if (commits_of_partition) {
+    get.setWithCommits(true);
+    get.setPartition(*commits_of_partition);
+  }
+  return CallForLayout(master, message);
+}
+
+std::string ShuffleMapList(const std::vector<uint32_t>& maps) {
+  std::string text;
+  for (size_t i = 0; i < maps.size() && i < 16; ++i) {
+    text += (i == 0 ? "" : ", ") + std::to_string(maps[i]);
+  }
+  if (maps.size() > 16) text += ", ... (" + std::to_string(maps.size()) + " maps)";
+  return text;
+}
 
 std::vector<ShuffleLayout::Stream> ShuffleLayout::StreamsOf(uint32_t partition) const {
   std::vector<Stream> streams;
@@ -167,7 +170,7 @@ class ShuffleWriter::Impl {
   Status Write(uint32_t partition, std::span<const std::byte> bytes) {
     BM_RETURN_IF_ERROR(failed_);
     if (partition >= layout_.spec.partitions) {
-      return InvalidArgumentError(Named(layout_.spec.id) + " has partitions 0.." +
+      return InvalidArgumentError(ShuffleName(layout_.spec.id) + " has partitions 0.." +
                                   std::to_string(layout_.spec.partitions - 1) +
                                   "; there is no partition " + std::to_string(partition));
     }
@@ -352,7 +355,8 @@ class ShuffleWriter::Impl {
   // the new holder starts at the first of them), and it keeps only the pieces of streams it
   // still holds. Returns whether anything moved.
   Result<bool> FollowMovedStreams(size_t target) {
-    BM_ASSIGN_OR_RETURN(ShuffleLayout fresh, GetLayout(master_, layout_.spec.id, std::nullopt));
+    BM_ASSIGN_OR_RETURN(ShuffleLayout fresh,
+                        GetShuffleLayout(master_, layout_.spec.id, std::nullopt));
     if (fresh.workers.size() < layout_.workers.size()) return false;
     layout_.workers = std::move(fresh.workers);
     while (targets_.size() < layout_.workers.size()) targets_.emplace_back();
@@ -416,7 +420,7 @@ class ShuffleWriter::Impl {
   Result<RpcChannel*> ChannelOf(size_t target) {
     const ShuffleWorker& worker = layout_.workers[target];
     if (worker.address.empty()) {
-      return UnavailableError("worker " + worker.worker_id + " of " + Named(layout_.spec.id) +
+      return UnavailableError("worker " + worker.worker_id + " of " + ShuffleName(layout_.spec.id) +
                               " is not registered with the master");
     }
     channels_.Trust(worker.address, worker.public_key);
@@ -557,8 +561,8 @@ class ShuffleWriter::Impl {
       Result<ShuffleLayout> layout = CallForLayout(master_, message);
       if (!layout.ok()) return Fail(layout.status());
       if (layout->workers.size() < layout_.workers.size()) {
-        return Fail(
-            InternalError("the master's layout of " + Named(layout_.spec.id) + " lost workers"));
+        return Fail(InternalError("the master's layout of " + ShuffleName(layout_.spec.id) +
+                                  " lost workers"));
       }
       // Workers are only ever added to a placement: the indexes held here stay valid.
       layout_.workers = std::move(layout->workers);
@@ -568,7 +572,7 @@ class ShuffleWriter::Impl {
     const std::optional<uint32_t> next = NextStream(partition, stream);
     if (!next) {
       return Fail(InternalError("the master did not split stream " + std::to_string(stream) +
-                                " of " + Named(layout_.spec.id)));
+                                " of " + ShuffleName(layout_.spec.id)));
     }
     current_[partition] = *next;
     return Status::Ok();
@@ -635,8 +639,8 @@ class ShuffleWriter::Impl {
 
   Status Fail(Status status) {
     failed_ = Status(status.code(), "map " + std::to_string(map_) + " attempt " +
-                                        std::to_string(attempt_) + " of " + Named(layout_.spec.id) +
-                                        ": " + status.message());
+                                        std::to_string(attempt_) + " of " +
+                                        ShuffleName(layout_.spec.id) + ": " + status.message());
     return failed_;
   }
 
@@ -680,236 +684,6 @@ Status ShuffleWriter::Commit() { return impl_->Commit(); }
 uint64_t ShuffleWriter::bytes_written() const { return impl_->bytes_written(); }
 uint64_t ShuffleWriter::pushes() const { return impl_->pushes(); }
 
-// ---- the reader ----
-
-class ShuffleReader::Impl {
- public:
-  Impl(MasterClient& master, WorkerChannels& channels, uint64_t shuffle_id, uint32_t partition)
-      : master_(master), channels_(channels), shuffle_id_(shuffle_id), partition_(partition) {}
-
-  Status ForEach(const Visit& visit) {
-    missing_.clear();
-    visit_error_ = Status::Ok();
-    BM_ASSIGN_OR_RETURN(ShuffleLayout layout, GetLayout(master_, shuffle_id_, partition_));
-    // A partition is whole only with every map's output: a map without a committed attempt
-    // (not run yet, or its output was lost) is as missing as a lost piece.
-    std::set<uint32_t> committed;
-    for (const ShuffleLayout::Commit& commit : layout.commits) committed.insert(commit.map);
-    for (uint32_t map = 0; map < layout.spec.maps; ++map) {
-      if (!committed.contains(map)) missing_.push_back(map);
-    }
-    if (!missing_.empty()) {
-      return DataLossError("partition " + std::to_string(partition_) + " of " + Named(shuffle_id_) +
-                           " has no committed output of maps " + MapList(missing_) +
-                           " (not run yet, or their output was lost): run them");
-    }
-    // The partition's streams in order (more than one once it split), each read whole before
-    // the next: from its primary, then from its replica for what the primary lacked.
-    std::set<uint32_t> lost;
-    std::vector<std::string> problems;
-    for (const ShuffleLayout::Stream& stream : layout.StreamsOf(partition_)) {
-      // What each committed map wrote into this stream, and how much of it was delivered
-      // (pieces come in sequence order per map, from either copy).
-      std::map<uint32_t, Expected> expected;
-      for (const ShuffleLayout::Commit& commit : layout.commits) {
-        uint32_t pieces = 0;
-        if (commit.streams.empty()) {
-          if (stream.stream == partition_) pieces = commit.pieces;
-        } else {
-          for (const ShuffleLayout::StreamPieces& in : commit.streams) {
-            if (in.stream == stream.stream) pieces = in.pieces;
-          }
-        }
-        expected[commit.map] = Expected{commit.attempt, pieces};
-      }
-      std::vector<uint32_t> copies{stream.primary};
-      if (stream.replica) copies.push_back(*stream.replica);
-      bool whole = false;
-      for (uint32_t copy : copies) {
-        Status read = ReadCopy(layout, copy, stream.stream, expected, visit);
-        if (!visit_error_.ok()) return visit_error_;  // the caller's own: not a copy's fault
-        if (!read.ok()) problems.push_back(read.ToString());
-        whole = std::all_of(expected.begin(), expected.end(), [](const auto& entry) {
-          return entry.second.delivered == entry.second.pieces;
-        });
-        if (whole) break;
-      }
-      if (whole) continue;
-      for (const auto& [map, want] : expected) {
-        if (want.delivered != want.pieces) lost.insert(map);
-      }
-    }
-    if (lost.empty()) return Status::Ok();
-    missing_.assign(lost.begin(), lost.end());
-    // The master drops those maps' commits, so they can run again and commit (best effort: a
-    // reader that cannot tell it still fails with the maps named).
-    capnp::MallocMessageBuilder message;
-    proto::ReportShuffleLoss::Builder loss =
-        message.initRoot<proto::Request>().initReportShuffleLoss();
-    loss.setShuffleId(shuffle_id_);
-    loss.setPartition(partition_);
-    auto maps = loss.initMaps(missing_.size());
-    for (size_t i = 0; i < missing_.size(); ++i) maps.set(i, missing_[i]);
-    const Status reported = master_.CallForOk(message);
-    std::string why;
-    for (const std::string& problem : problems) why += "; " + problem;
-    if (!reported.ok()) why += "; the master was not told: " + reported.ToString();
-    return DataLossError("partition " + std::to_string(partition_) + " of " + Named(shuffle_id_) +
-                         " lacks the output of maps " + MapList(missing_) +
-                         " on every copy: run them again" + why);
-  }
-
-  const std::vector<uint32_t>& missing_maps() const { return missing_; }
-  uint64_t bytes_read() const { return bytes_read_; }
-  uint32_t partition() const { return partition_; }
-
- private:
-  struct Expected {
-    uint32_t attempt;
-    uint32_t pieces;
-    uint32_t delivered = 0;
-  };
-
-  // Reads `stream` from workers[copy], delivering each map's pieces in sequence order after the
-  // ones delivered already, up to as many as the map committed there.
-  Status ReadCopy(const ShuffleLayout& layout, uint32_t copy, uint32_t stream,
-                  std::map<uint32_t, Expected>& expected, const Visit& visit) {
-    const ShuffleWorker& worker = layout.workers[copy];
-    if (worker.address.empty()) {
-      return UnavailableError("worker " + worker.worker_id + " is not registered");
-    }
-    channels_.Trust(worker.address, worker.public_key);
-    BM_ASSIGN_OR_RETURN(RpcChannel * channel, channels_.Channel(worker.address));
-    auto ask = [&](uint64_t cursor) -> Result<uint64_t> {
-      capnp::MallocMessageBuilder message;
-      proto::ReadShuffle::Builder read = message.initRoot<proto::Request>().initReadShuffle();
-      read.setShuffleId(shuffle_id_);
-      read.setPartition(stream);
-      read.setCursor(cursor);
-      read.setMaxBytes(static_cast<uint32_t>(kMaxPieceBytes));
-      auto commits = read.initCommits(expected.size());
-      size_t i = 0;
-      for (const auto& [map, want] : expected) {
-        commits[i].setMap(map);
-        commits[i].setAttempt(want.attempt);
-        ++i;
-      }
-      return channel->Send(message);
-    };
-    // Read-ahead: the next page is asked for as soon as a reply says where it starts, so the
-    // worker reads and sends it while this one is checked and visited. A page asked for and
-    // not awaited (an error, the caller stopping) is abandoned.
-    std::optional<uint64_t> ahead;
-    struct AbandonAhead {
-      RpcChannel& channel;
-      std::optional<uint64_t>& id;
-      ~AbandonAhead() {
-        if (id) channel.Abandon(*id);
-      }
-    } abandon{*channel, ahead};
-    BM_ASSIGN_OR_RETURN(uint64_t asked, ask(0));
-    ahead = asked;
-    std::vector<std::byte> gathered;
-    for (;;) {
-      const uint64_t awaited = *std::exchange(ahead, std::nullopt);
-      BM_ASSIGN_OR_RETURN(IncomingMessage reply,
-                          AwaitPeer(*channel, channels_.timeout(), worker.worker_id, awaited));
-      bool end = false;
-      BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
-        proto::Reply::Reader r = reply.reply();
-        if (!r.isShufflePieces()) return UnexpectedReply(worker.worker_id, "shufflePieces");
-        proto::ShufflePieces::Reader pieces = r.getShufflePieces();
-        if (!pieces.getEnd()) {
-          BM_ASSIGN_OR_RETURN(uint64_t next, ask(pieces.getNextCursor()));
-          ahead = next;
-        }
-        std::vector<zmq::message_t>& payload = reply.payload();
-        size_t frame = 0;
-        size_t offset = 0;
-        for (proto::ReadPiece::Reader piece : pieces.getPieces()) {
-          const size_t length = piece.getLength();
-          std::span<const std::byte> bytes;
-          while (length > 0 && frame < payload.size() && offset == payload[frame].size()) {
-            ++frame;
-            offset = 0;
-          }
-          if (length > 0 && frame == payload.size()) {
-            return DataLossError("a reply from " + worker.worker_id + " is short of its pieces");
-          }
-          if (length == 0) {
-          } else if (payload[frame].size() - offset >= length) {
-            bytes = {static_cast<const std::byte*>(payload[frame].data()) + offset, length};
-            offset += length;
-          } else {
-            gathered.resize(length);
-            size_t filled = 0;
-            while (filled < length) {
-              if (frame == payload.size()) {
-                return DataLossError("a reply from " + worker.worker_id +
-                                     " is short of its pieces");
-              }
-              const size_t take = std::min(length - filled, payload[frame].size() - offset);
-              std::memcpy(gathered.data() + filled,
-                          static_cast<const std::byte*>(payload[frame].data()) + offset, take);
-              filled += take;
-              offset += take;
-              if (offset == payload[frame].size()) {
-                ++frame;
-                offset = 0;
-              }
-            }
-            bytes = gathered;
-          }
-          if (DigestOf(bytes) != piece.getDigest()) {
-            return DataLossError("a piece of map " + std::to_string(piece.getMap()) + " from " +
-                                 worker.worker_id + " does not match its digest");
-          }
-          auto want = expected.find(piece.getMap());
-          if (want == expected.end()) continue;                        // not asked for: never used
-          if (piece.getSequence() < want->second.delivered) continue;  // had it from a copy
-          // Past what the map committed here: a copy took a piece the other refused as full,
-          // and the writer sent it to the next stream.
-          if (want->second.delivered >= want->second.pieces) continue;
-          if (piece.getSequence() > want->second.delivered) {
-            // An earlier piece of the map is gone from this copy: the rest of it is not used.
-            continue;
-          }
-          visit_error_ = visit(piece.getMap(), bytes);
-          if (!visit_error_.ok()) return Status::Ok();
-          ++want->second.delivered;
-          bytes_read_ += bytes.size();
-        }
-        end = pieces.getEnd();
-        return Status::Ok();
-      }));
-      if (!visit_error_.ok() || end) return Status::Ok();
-    }
-  }
-
-  MasterClient& master_;
-  WorkerChannels& channels_;
-  const uint64_t shuffle_id_;
-  const uint32_t partition_;
-  std::vector<uint32_t> missing_;
-  Status visit_error_;  // what the caller's visit returned, when not Ok
-  uint64_t bytes_read_ = 0;
-};
-
-ShuffleReader::ShuffleReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-ShuffleReader::~ShuffleReader() = default;
-Status ShuffleReader::ForEach(const Visit& visit) { return impl_->ForEach(visit); }
-Result<std::vector<std::byte>> ShuffleReader::ReadAll() {
-  std::vector<std::byte> all;
-  BM_RETURN_IF_ERROR(ForEach([&](uint32_t, std::span<const std::byte> bytes) {
-    all.insert(all.end(), bytes.begin(), bytes.end());
-    return Status::Ok();
-  }));
-  return all;
-}
-const std::vector<uint32_t>& ShuffleReader::missing_maps() const { return impl_->missing_maps(); }
-uint64_t ShuffleReader::bytes_read() const { return impl_->bytes_read(); }
-uint32_t ShuffleReader::partition() const { return impl_->partition(); }
-
 // ---- the Client's shuffle calls ----
 
 Result<ShuffleLayout> Client::RegisterShuffle(const ShuffleSpec& spec) {
@@ -924,7 +698,7 @@ Result<ShuffleLayout> Client::RegisterShuffle(const ShuffleSpec& spec) {
 
 Result<ShuffleLayout> Client::ShuffleLayoutOf(uint64_t shuffle_id,
                                               std::optional<uint32_t> partition) {
-  return GetLayout(impl_->master(), shuffle_id, partition);
+  return GetShuffleLayout(impl_->master(), shuffle_id, partition);
 }
 
 Result<std::unique_ptr<ShuffleWriter>> Client::OpenShuffleWriter(
@@ -934,7 +708,7 @@ Result<std::unique_ptr<ShuffleWriter>> Client::OpenShuffleWriter(
   auto found = kept.find(shuffle_id);
   if (found == kept.end() || now - found->second.fetched > impl_->options().worker_list_ttl) {
     BM_ASSIGN_OR_RETURN(ShuffleLayout fetched,
-                        GetLayout(impl_->master(), shuffle_id, std::nullopt));
+                        GetShuffleLayout(impl_->master(), shuffle_id, std::nullopt));
     found =
         kept.insert_or_assign(shuffle_id,
                               Client::Impl::KeptLayout{
@@ -943,18 +717,12 @@ Result<std::unique_ptr<ShuffleWriter>> Client::OpenShuffleWriter(
   }
   const ShuffleLayout& layout = *found->second.layout;
   if (map >= layout.spec.maps) {
-    return InvalidArgumentError(Named(shuffle_id) + " has maps 0.." +
+    return InvalidArgumentError(ShuffleName(shuffle_id) + " has maps 0.." +
                                 std::to_string(layout.spec.maps - 1) + "; there is no map " +
                                 std::to_string(map));
   }
   return std::make_unique<ShuffleWriter>(std::make_unique<ShuffleWriter::Impl>(
       impl_->master(), impl_->worker_channels(), layout, map, attempt, options));
-}
-
-Result<std::unique_ptr<ShuffleReader>> Client::OpenShuffleReader(uint64_t shuffle_id,
-                                                                 uint32_t partition) {
-  return std::make_unique<ShuffleReader>(std::make_unique<ShuffleReader::Impl>(
-      impl_->master(), impl_->worker_channels(), shuffle_id, partition));
 }
 
 Status Client::UnregisterShuffle(uint64_t shuffle_id) {

@@ -34,6 +34,9 @@ struct LocalRequest {
     # each block's bytes inline. An id not served this way (not stored here: notFound; bigger
     # than 64 KiB, on disk, or past the reply's room: unavailable) is read alone.
     getMany @4 :List(Text);
+    # A page of a shuffle stream, asked for as readShuffle over TCP is (PROTOCOL.md
+    # "Shuffles"), authorized as it is: answered with `shufflePage`, or an error.
+    readShuffle @7 :Messages.ReadShuffle;
   }
 }
 
@@ -66,6 +69,30 @@ struct LocalBlock {
   trailerOffset @10 :UInt64;
 }
 
+# A page of a shuffle stream: the pieces as ShufflePieces lists them, their bytes where `bytes`
+# says. Nothing is pinned: memory pieces travel as copies (trailer, region) and written records
+# never change, so a mapping stays valid and unchanged after the shuffle is removed (an unlinked
+# file's pages live while mapped).
+struct LocalShufflePage {
+  pieces @0 :List(Messages.ReadPiece);
+  nextCursor @1 :UInt64;
+  end @2 :Bool;
+  bytes @3 :PageBytes;
+  # With `file`: where each piece's bytes start in the file, in the order of `pieces`.
+  fileOffsets @4 :List(UInt64);
+  # More packets of this page follow at once, under the same request id (pieces in memory past
+  # one packet's room); nextCursor and end are the last packet's.
+  more @5 :Bool;
+
+  enum PageBytes {
+    trailer @0;   # back to back in the packet's trailer (pieces in the worker's memory)
+    region @1;    # back to back in a sealed memfd, the packet's descriptor (a page too big
+                  # for a packet)
+    file @2;      # in the partition file, the packet's descriptor (opened read-only), at
+                  # fileOffsets
+  }
+}
+
 struct LocalReply {
   id @0 :UInt64;
   union {
@@ -73,5 +100,6 @@ struct LocalReply {
     ok @2 :Void;
     block @3 :LocalBlock;
     blocks @4 :List(LocalEntry);   # answers getMany
+    shufflePage @5 :LocalShufflePage;   # answers readShuffle
   }
 }

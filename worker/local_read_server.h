@@ -15,7 +15,9 @@
 #include "common/curve_keys.h"
 #include "common/local_socket.h"
 #include "common/status.h"
+#include "schema/local_reads.capnp.h"
 #include "worker/block_manager.h"
+#include "worker/shuffle_handler.h"
 #include "worker/worker_status.h"
 
 namespace capnp {
@@ -46,6 +48,9 @@ struct LocalReadServerOptions {
   // A client key's get of a dataset the gate holds no record of yet is answered kAborted, which
   // the reader answers by reading over TCP (where the worker asks the master).
   const TenantGate* tenants = nullptr;
+  // Borrowed, may be null (then readShuffle is refused as unavailable, and read over TCP): the
+  // shuffle partitions the worker holds.
+  ShuffleHandler* shuffles = nullptr;
 };
 
 // Serves same-host reads on a Unix domain socket (schema/local_reads.capnp): readers on the
@@ -57,6 +62,14 @@ struct LocalReadServerOptions {
 // worker issued over its TCP port (openLocalReads), so it acts as the key (and role) that asked
 // there, and each get is authorized as a getBlock over TCP would be: nothing can be read here
 // that could not be read there, and nothing can be written (the regions are sealed).
+//
+// Shuffle pages (readShuffle) are authorized as over TCP and travel without a copy into a
+// region where they can: pieces in memory in the trailers of packets sent back to back (from
+// the store's chunks, by the kernel), pieces written to a partition file as the file's
+// descriptor for the reader to map. Only a piece too big for a packet is copied into a sealed
+// region.
+// Nothing of a shuffle is pinned: written records never change, and a mapped file or region
+// outlives its shuffle's removal.
 //
 // Pins: every region handed out stays pinned (never evicted, counted in the memory budget even
 // once removed) until the reader sends release, its connection closes (a reader that dies
@@ -140,6 +153,16 @@ class LocalReadServer {
   // Small memory blocks inline, one reply for all (schema: getMany).
   void GetMany(uint64_t session_id, const Session& session, uint64_t request_id,
                capnp::List<capnp::Text>::Reader ids, bool trailer);
+  // A page of a shuffle stream (schema: readShuffle), answered when the page is ready.
+  void ReadShuffle(uint64_t session_id, const Session& session, uint64_t request_id,
+                   proto::ReadShuffle::Reader read);
+  void SendShufflePage(uint64_t session_id, uint64_t request_id, OpenedShufflePage opened);
+  // One packet of a page: the pieces [range.first, range.second), their bytes `where`, `fd`
+  // (the region or file) attached if >= 0; `more`: packets of the page follow. False when the
+  // session is gone.
+  bool SendShufflePart(uint64_t session_id, uint64_t request_id, const ShuffleStore::Page& page,
+                       std::pair<size_t, size_t> range, proto::LocalShufflePage::PageBytes where,
+                       int fd, bool more = false);
   // Sends a small block's bytes inline (in the trailer when `trailer`).
   void SendInline(uint64_t session_id, uint64_t request_id, Result<BlockRead> read, bool trailer);
   // Sends a shared block (pinning it) to the session, or releases it when the session is gone.

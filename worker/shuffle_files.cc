@@ -137,14 +137,21 @@ Status ShuffleFiles::Append(uint32_t disk, uint64_t shuffle_id, uint32_t partiti
   return Status::Ok();
 }
 
-Result<ChunkPtr> ShuffleFiles::Read(uint32_t disk, uint64_t shuffle_id, uint32_t partition,
-                                    uint64_t offset, uint64_t length) const {
+Result<OwnedFd> ShuffleFiles::OpenForReading(uint32_t disk, uint64_t shuffle_id,
+                                             uint32_t partition) const {
   const std::string path = PartitionPath(disk, shuffle_id, partition);
   OwnedFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (file.get() < 0) {
     if (errno == ENOENT) return NotFoundError("partition file " + path + " is gone");
     return IoError("cannot open", path, errno);
   }
+  return file;
+}
+
+Result<ChunkPtr> ShuffleFiles::Read(uint32_t disk, uint64_t shuffle_id, uint32_t partition,
+                                    uint64_t offset, uint64_t length) const {
+  const std::string path = PartitionPath(disk, shuffle_id, partition);
+  BM_ASSIGN_OR_RETURN(OwnedFd file, OpenForReading(disk, shuffle_id, partition));
   std::vector<std::byte> bytes(length);
   size_t done = 0;
   while (done < length) {

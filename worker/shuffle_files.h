@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/chunk.h"
+#include "common/local_socket.h"  // OwnedFd
 #include "common/status.h"
 
 namespace bm {
@@ -69,6 +70,9 @@ class ShuffleFiles {
   Status Append(uint32_t disk, uint64_t shuffle_id, uint32_t partition, uint32_t maps,
                 const std::string& owner, uint64_t offset,
                 std::span<const ShuffleRecord> records) const;
+  // The partition's file opened read-only (for a reader on this host to map: written records
+  // never change). kNotFound when it is gone.
+  Result<OwnedFd> OpenForReading(uint32_t disk, uint64_t shuffle_id, uint32_t partition) const;
   // The bytes [offset, offset + length) of the partition's file, in one chunk.
   Result<ChunkPtr> Read(uint32_t disk, uint64_t shuffle_id, uint32_t partition, uint64_t offset,
                         uint64_t length) const;

@@ -401,23 +401,56 @@ size_t ShuffleHandler::RunForwardCompletions() {
   return forwarder_ ? forwarder_->RunCompletions() : 0;
 }
 
+Result<ShuffleStore::Page> ShuffleHandler::PageOf(proto::ReadShuffle::Reader read,
+                                                  uint64_t max_memory_bytes) const {
+  std::unordered_map<uint32_t, uint32_t> attempts;
+  attempts.reserve(read.getCommits().size());
+  for (proto::MapCommit::Reader commit : read.getCommits()) {
+    attempts[commit.getMap()] = commit.getAttempt();
+  }
+  const uint64_t max_bytes = std::clamp<uint64_t>(read.getMaxBytes(), kMinPageBytes, kMaxPageBytes);
+  return store_.Read(read.getShuffleId(), read.getPartition(), attempts, read.getCursor(),
+                     max_bytes, max_memory_bytes);
+}
+
+void ShuffleHandler::ReadForLocal(proto::ReadShuffle::Reader read, uint64_t max_memory_bytes,
+                                  const LocalPageDone& done) {
+  Result<ShuffleStore::Page> page = PageOf(read, max_memory_bytes);
+  if (!page.ok() || !page->file) {
+    if (!page.ok()) {
+      done(page.status());
+    } else {
+      done(OpenedShufflePage{std::move(*page), OwnedFd()});
+    }
+    return;
+  }
+  // Opened on the job thread, behind the writes queued there: an open looks its path up on the
+  // disk, which the loop never waits on.
+  auto opened = std::make_shared<OpenedShufflePage>(OpenedShufflePage{std::move(*page), OwnedFd()});
+  jobs_->Submit([files = files_, opened, shuffle_id = read.getShuffleId(),
+                 partition = read.getPartition(), done]() -> JobThread::Completion {
+    Result<OwnedFd> file = files->OpenForReading(opened->page.file->disk, shuffle_id, partition);
+    Status status = file.status();
+    if (file.ok()) opened->file = std::move(*file);
+    return [opened, status = std::move(status), done] {
+      if (!status.ok()) {
+        done(status);
+        return;
+      }
+      done(std::move(*opened));
+    };
+  });
+}
+
 Status ShuffleHandler::HandleRead(IncomingMessage& message, uint64_t id) {
   ShuffleStore::Page page;
   uint64_t shuffle_id = 0;
   uint32_t partition = 0;
   BM_RETURN_IF_ERROR(ReadGuarded([&]() -> Status {
     proto::ReadShuffle::Reader read = message.request().getReadShuffle();
-    std::unordered_map<uint32_t, uint32_t> attempts;
-    attempts.reserve(read.getCommits().size());
-    for (proto::MapCommit::Reader commit : read.getCommits()) {
-      attempts[commit.getMap()] = commit.getAttempt();
-    }
-    const uint64_t max_bytes =
-        std::clamp<uint64_t>(read.getMaxBytes(), kMinPageBytes, kMaxPageBytes);
     shuffle_id = read.getShuffleId();
     partition = read.getPartition();
-    BM_ASSIGN_OR_RETURN(page,
-                        store_.Read(shuffle_id, partition, attempts, read.getCursor(), max_bytes));
+    BM_ASSIGN_OR_RETURN(page, PageOf(read));
     return Status::Ok();
   }));
   if (!page.file) {
@@ -469,34 +502,16 @@ void ShuffleHandler::SendPage(const zmq::message_t& peer, uint64_t id,
   proto::Reply::Builder reply = reply_message.initRoot<proto::Reply>();
   reply.setId(id);
   std::vector<zmq::message_t> payload;
-  // The pieces' bytes go as frames that borrow the store's chunks (no copy): adjacent pieces
-  // of one chunk share a frame. A page that would need more frames than a message may carry
-  // ends early; the reader asks again from there.
+  // The pieces' bytes go as frames that borrow the store's chunks (no copy). A page that would
+  // need more frames than a message may carry ends early; the reader asks again from there.
   size_t included = 0;
-  const ShuffleStore::StoredPiece* run_start = nullptr;
-  size_t run_bytes = 0;
-  auto flush_run = [&] {
-    if (run_start == nullptr || run_bytes == 0) return;
-    const size_t offset =
-        static_cast<size_t>(run_start->bytes.data() - run_start->chunk->bytes().data());
-    payload.push_back(MessageFromChunk(SliceChunk(run_start->chunk, offset, run_bytes)));
-  };
-  for (const ShuffleStore::StoredPiece& piece : page.pieces) {
-    const bool continues = run_start != nullptr && piece.chunk == run_start->chunk &&
-                           run_start->bytes.data() + run_bytes == piece.bytes.data() &&
-                           run_bytes + piece.bytes.size() <= kMaxPayloadFrameBytes;
-    if (!continues) {
-      if (run_start != nullptr && run_bytes > 0 && payload.size() + 1 >= kMaxPayloadFrames) {
-        break;  // this piece would need a frame past the last one
-      }
-      flush_run();
-      run_start = &piece;
-      run_bytes = 0;
+  for (ShuffleStore::PieceRun& run : ShuffleStore::RunsOf(page.pieces, kMaxPayloadFrameBytes)) {
+    if (run.bytes != nullptr) {
+      if (payload.size() == kMaxPayloadFrames) break;
+      payload.push_back(MessageFromChunk(std::move(run.bytes)));
     }
-    run_bytes += piece.bytes.size();
-    ++included;
+    included += run.pieces;
   }
-  flush_run();
   proto::ShufflePieces::Builder out = reply.initShufflePieces();
   const bool whole_page = included == page.pieces.size();
   out.setNextCursor(whole_page ? page.next_cursor : page.pieces[included].cursor);

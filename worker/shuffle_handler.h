@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,6 +20,14 @@
 #include "worker/worker_status.h"
 
 namespace bm {
+
+// A page of a shuffle stream for a reader on this host (LocalReadServer): `file` is the
+// partition file opened read-only when the page's pieces lie there (Page::file), for the reader
+// to map; otherwise the pieces' bytes lie in the store's chunks the page holds.
+struct OpenedShufflePage {
+  ShuffleStore::Page page;
+  OwnedFd file;
+};
 
 // Serves the shuffle requests a worker answers (PROTOCOL.md, "Shuffles"): the master's
 // shuffleAssigned and removeShuffle, mappers' pushShuffle and reducers' readShuffle, by
@@ -60,6 +69,14 @@ class ShuffleHandler {
   Status HandlePush(IncomingMessage& message, uint64_t id);
   Status HandleRead(IncomingMessage& message, uint64_t id);
 
+  // A page as HandleRead reads it, for the local-read socket (readShuffle there): `done` runs on
+  // the loop, at once for pieces in memory or an error, from a completion once a partition file
+  // is open. The caller authorizes the read, and catches the reader's kj exceptions.
+  // Of pieces in memory, a page holds at most `max_memory_bytes` (what one packet carries).
+  using LocalPageDone = std::function<void(Result<OpenedShufflePage>)>;
+  void ReadForLocal(proto::ReadShuffle::Reader read, uint64_t max_memory_bytes,
+                    const LocalPageDone& done);
+
   // Hands the partitions due to the job thread (all with pieces in memory, with `all`).
   void FlushDue(bool all = false);
   // Readable (eventfd) while completions wait; -1 without disks.
@@ -75,6 +92,9 @@ class ShuffleHandler {
   const ShuffleStore& store() const { return store_; }
 
  private:
+  // The page a readShuffle asks for (commits, cursor, bounded page size).
+  Result<ShuffleStore::Page> PageOf(proto::ReadShuffle::Reader read,
+                                    uint64_t max_memory_bytes = UINT64_MAX) const;
   // Frames the page's pieces (which borrow their chunks) into a shufflePieces reply.
   void SendPage(const zmq::message_t& peer, uint64_t id, const ShuffleStore::Page& page);
   // Answers a push the store took: ok, or shufflePushed naming the `full` streams.

@@ -396,8 +396,8 @@ std::optional<TimePoint> ShuffleStore::NextFlush() const {
 
 Result<ShuffleStore::Page> ShuffleStore::Read(
     uint64_t shuffle_id, uint32_t partition_id,
-    const std::unordered_map<uint32_t, uint32_t>& attempts, uint64_t cursor,
-    uint64_t max_bytes) const {
+    const std::unordered_map<uint32_t, uint32_t>& attempts, uint64_t cursor, uint64_t max_bytes,
+    uint64_t max_memory_bytes) const {
   auto known = shuffles_.find(shuffle_id);
   if (known == shuffles_.end()) {
     return NotFoundError(Named(shuffle_id) + " has no partitions on worker " + worker_id_);
@@ -411,6 +411,7 @@ Result<ShuffleStore::Page> ShuffleStore::Read(
   if (cursor < partition.flushed && !InMemory(partition, cursor)) {
     return ReadFile(partition, attempts, cursor, max_bytes);
   }
+  max_bytes = std::min(max_bytes, max_memory_bytes);
   const std::vector<Entry>& entries = partition.entries;
   Page page;
   uint64_t bytes = 0;
@@ -433,6 +434,38 @@ Result<ShuffleStore::Page> ShuffleStore::Read(
   page.next_cursor = at;
   page.end = at == entries.size();
   return page;
+}
+
+std::vector<ShuffleStore::PieceRun> ShuffleStore::RunsOf(std::span<const StoredPiece> pieces,
+                                                         size_t max_run_bytes) {
+  std::vector<PieceRun> runs;
+  const StoredPiece* start = nullptr;  // the first piece of the last run with bytes
+  size_t run_bytes = 0;
+  auto close = [&] {
+    if (start == nullptr) return;
+    const size_t offset = static_cast<size_t>(start->bytes.data() - start->chunk->bytes().data());
+    runs.back().bytes = SliceChunk(start->chunk, offset, run_bytes);
+  };
+  for (const StoredPiece& piece : pieces) {
+    if (piece.bytes.empty()) {
+      if (runs.empty()) runs.emplace_back();
+      ++runs.back().pieces;
+      continue;
+    }
+    const bool continues = start != nullptr && piece.chunk == start->chunk &&
+                           start->bytes.data() + run_bytes == piece.bytes.data() &&
+                           run_bytes + piece.bytes.size() <= max_run_bytes;
+    if (!continues) {
+      close();
+      runs.emplace_back();
+      start = &piece;
+      run_bytes = 0;
+    }
+    run_bytes += piece.bytes.size();
+    ++runs.back().pieces;
+  }
+  close();
+  return runs;
 }
 
 Result<ShuffleStore::Page> ShuffleStore::ReadFile(

@@ -91,6 +91,11 @@ class ShuffleStore {
     bool end = false;
     std::optional<FileRange> file;  // set: every piece is read from this range of the file
   };
+  // Pieces of a page whose bytes lie back to back in one chunk, sent as one slice of it.
+  struct PieceRun {
+    ChunkPtr bytes;  // null for pieces with no bytes
+    size_t pieces = 0;
+  };
   // What a partition holds, for status pages.
   struct PartitionStats {
     uint64_t pieces = 0;
@@ -149,12 +154,17 @@ class ShuffleStore {
   Status Push(uint64_t shuffle_id, uint32_t map, uint32_t attempt, std::span<const Piece> pieces,
               const std::string& tenant, std::vector<uint32_t>* full = nullptr);
 
+  // The in-memory `pieces`' bytes as slices of their chunks (no copy), in order: adjacent
+  // pieces of one chunk share a slice of at most `max_run_bytes` (a longer piece has its own).
+  static std::vector<PieceRun> RunsOf(std::span<const StoredPiece> pieces, size_t max_run_bytes);
+
   // The pieces of `partition` from `cursor` on whose (map, attempt) is in `attempts` (map ->
   // its committed attempt), about `max_bytes` of them (at least one when there is one), all in
-  // memory or all in the file. kNotFound when the shuffle or partition is not held here.
+  // memory or all in the file; of pieces in memory, at most `max_memory_bytes` (a page sent in
+  // one packet). kNotFound when the shuffle or partition is not held here.
   Result<Page> Read(uint64_t shuffle_id, uint32_t partition,
                     const std::unordered_map<uint32_t, uint32_t>& attempts, uint64_t cursor,
-                    uint64_t max_bytes) const;
+                    uint64_t max_bytes, uint64_t max_memory_bytes = UINT64_MAX) const;
 
   // The partitions due to be written (all that have pieces waiting, with `all`), as batches;
   // none while memory only. A partition has one batch in flight at a time.

@@ -187,7 +187,8 @@ Status WorkerServer::Bind() {
         LocalReadServer::Create({.socket_path = options_.local_socket_path,
                                  .secure = keys_.enabled(),
                                  .pin_lifetime = options_.local_pin_lifetime,
-                                 .tenants = tenants_.get()},
+                                 .tenants = tenants_.get(),
+                                 .shuffles = shuffles_.get()},
                                 *blocks_, counters_, clock_);
     if (local.ok()) {
       local_read_server_ = std::move(local).value();

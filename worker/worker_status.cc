@@ -171,6 +171,17 @@ std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
   out.Single("blockmgr_worker_shuffle_read_bytes_total", Type::kCounter,
              "Bytes of shuffle pieces sent to readers.",
              number(snapshot.counters.shuffle_bytes_read));
+  out.Family("blockmgr_worker_shuffle_local_pages_total", Type::kCounter,
+             "Pages of shuffle pieces sent to readers on this host over the local-read socket "
+             "(their bytes count in blockmgr_worker_shuffle_read_bytes_total too), by where "
+             "the bytes were: the reply's trailer (pieces in memory), a sealed region (a page too "
+             "big for a packet), the partition file (mapped by the reader).");
+  out.Sample("blockmgr_worker_shuffle_local_pages_total", {{"bytes", "trailer"}},
+             number(snapshot.counters.shuffle_local_pages_trailer));
+  out.Sample("blockmgr_worker_shuffle_local_pages_total", {{"bytes", "region"}},
+             number(snapshot.counters.shuffle_local_pages_region));
+  out.Sample("blockmgr_worker_shuffle_local_pages_total", {{"bytes", "file"}},
+             number(snapshot.counters.shuffle_local_pages_file));
   out.Family("blockmgr_worker_refused_total", Type::kCounter,
              "Requests refused by a limit per key: connections one key may hold open, uploads "
              "one key may have in progress.");

@@ -74,6 +74,11 @@ struct WorkerCounters {
   uint64_t shuffle_bytes_read = 0;
   uint64_t shuffle_bytes_flushed = 0;    // written to partition files
   uint64_t shuffle_bytes_forwarded = 0;  // sent on to replicas, as the primary of _2 streams
+  // Pages sent over the local-read socket (their bytes count in shuffle_bytes_read), by where
+  // their bytes were: in the reply's trailer, a sealed region, the partition file.
+  uint64_t shuffle_local_pages_trailer = 0;
+  uint64_t shuffle_local_pages_region = 0;
+  uint64_t shuffle_local_pages_file = 0;
 
   void RecordRequest(WorkerOp op, const Status& status, Duration elapsed);
 };

@@ -87,9 +87,12 @@ Status AwaitWorkerForgets(RpcChannel& worker, uint64_t shuffle_id) {
   return read;
 }
 
-ClientOptions ClientFor(const LocalCluster& cluster) {
+// A client on the workers' host: it reads partitions through their local-read sockets unless
+// `local_reads` is off (then over TCP, as from another host).
+ClientOptions ClientFor(const LocalCluster& cluster, bool local_reads = true) {
   ClientOptions options = cluster.ClientOptionsFor();
   options.request_timeout = 3000ms;
+  options.local_reads = local_reads;
   return options;
 }
 
@@ -139,11 +142,15 @@ TEST(ShuffleTest, PiecesAcrossFrameBoundariesArriveWhole) {
     Status ran = RunMap(client, spec, map, 0, 5000000, true, options);
     ASSERT_TRUE(ran.ok()) << ran.ToString();
   }
-  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
-    Result<std::map<uint32_t, std::string>> read = ReadPartition(client, spec.id, partition);
-    ASSERT_TRUE(read.ok()) << read.status().ToString();
-    for (uint32_t map = 0; map < spec.maps; ++map) {
-      EXPECT_TRUE(read->at(map) == OutputOf(map, partition, 0, 5000000)) << map;
+  // Over TCP (frames) and through the local socket (pages too big for a packet: regions).
+  Client over_tcp(ClientFor(cluster, /*local_reads=*/false));
+  for (Client* reader : {&over_tcp, &client}) {
+    for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+      Result<std::map<uint32_t, std::string>> read = ReadPartition(*reader, spec.id, partition);
+      ASSERT_TRUE(read.ok()) << read.status().ToString();
+      for (uint32_t map = 0; map < spec.maps; ++map) {
+        EXPECT_TRUE(read->at(map) == OutputOf(map, partition, 0, 5000000)) << map;
+      }
     }
   }
 }
@@ -509,7 +516,7 @@ TEST(ShuffleTest, AReaderAsksForTheNextPageWhileItVisitsThisOne) {
   ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
   ASSERT_NO_FATAL_FAILURE(
       cluster.StartWorker({.id = "w1", .extra_args = {"--http", "127.0.0.1:0"}}));
-  Client client(ClientFor(cluster));
+  Client client(ClientFor(cluster, /*local_reads=*/false));  // counts TCP reads
   const ShuffleSpec spec{.id = 41, .maps = 1, .partitions = 1};
   ASSERT_TRUE(client.RegisterShuffle(spec).ok());
   const size_t size = 3 * kMaxPieceBytes;  // pages of at most kMaxPieceBytes: several
@@ -794,6 +801,161 @@ TEST(ShuffleTest, TwoGiBPushedThroughAWorkerWithLittleMemoryArriveWholeWithinIts
   EXPECT_LE(peak_kib, uint64_t{256} << 10)
       << "the worker's resident memory peaked at " << peak_kib / 1024 << " MiB";
 #endif
+}
+
+// What a reader on the workers' host has been served, from w1's /metrics: pages through the
+// local-read socket by where their bytes were, and readShuffle requests answered over TCP.
+struct ServedShufflePages {
+  uint64_t trailer = 0;
+  uint64_t region = 0;
+  uint64_t file = 0;
+  uint64_t tcp = 0;
+  uint64_t local() const { return trailer + region + file; }
+};
+ServedShufflePages ServedBy(LocalCluster& cluster, const std::string& worker) {
+  auto local = [&](const std::string& bytes) {
+    return WorkerMetric(cluster, worker,
+                        "blockmgr_worker_shuffle_local_pages_total{bytes=\"" + bytes + "\"}")
+        .value_or(0);
+  };
+  return {.trailer = local("trailer"),
+          .region = local("region"),
+          .file = local("file"),
+          .tcp = WorkerMetric(cluster, worker,
+                              "blockmgr_worker_requests_total{op=\"shuffle_read\",result=\"ok\"}")
+                     .value_or(0)};
+}
+
+// Every way a page's bytes take through the socket: pieces in memory, a page's worth in a sealed
+// region or a small partition's in the reply's trailer, and pieces let go from memory to their
+// partition file (the file's descriptor, mapped). Nothing is read over TCP.
+TEST(ShuffleTest, ReaderOnTheWorkersHostReadsThroughTheLocalSocket) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(
+      {.id = "w1", .extra_args = {"--http", "127.0.0.1:0", "--shuffle-memory", "2MiB"}}));
+  Client client(ClientFor(cluster));
+  const ShuffleSpec spec{.id = 61, .maps = 4, .partitions = 2};
+  ASSERT_TRUE(client.RegisterShuffle(spec).ok());
+  // 1.5 MiB per map and partition in pieces of 192 KiB: 9 MiB through 2 MiB of shuffle memory,
+  // so the first maps' pieces are in their files only when read; then a map of 4 KiB pieces.
+  auto size_of = [](uint32_t map) -> size_t { return map < 3 ? 1536 << 10 : 20000; };
+  for (uint32_t map = 0; map < spec.maps; ++map) {
+    const ShuffleWriterOptions options{.max_piece_bytes = map < 3 ? 192u << 10 : 4096u,
+                                       .batch_bytes = 256 << 10};
+    Status ran = RunMap(client, spec, map, 0, size_of(map), true, options);
+    ASSERT_TRUE(ran.ok()) << "map " << map << ": " << ran.ToString();
+  }
+  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+    Result<std::map<uint32_t, std::string>> read = ReadPartition(client, spec.id, partition);
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    ASSERT_EQ(read->size(), spec.maps);
+    for (uint32_t map = 0; map < spec.maps; ++map) {
+      EXPECT_TRUE(read->at(map) == OutputOf(map, partition, 0, size_of(map)))
+          << "map " << map << " partition " << partition;
+    }
+  }
+  ServedShufflePages served = ServedBy(cluster, "w1");
+  EXPECT_GT(served.region, 0u);
+  EXPECT_GT(served.file, 0u);
+  // A partition whose pieces fit one packet comes in the trailer.
+  const ShuffleSpec small{.id = 64, .maps = 1, .partitions = 1};
+  ASSERT_TRUE(client.RegisterShuffle(small).ok());
+  const ShuffleWriterOptions small_pieces{.max_piece_bytes = 4096, .batch_bytes = 64 << 10};
+  ASSERT_TRUE(RunMap(client, small, 0, 0, 20000, true, small_pieces).ok());
+  Result<std::map<uint32_t, std::string>> read = ReadPartition(client, small.id, 0);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(read->at(0) == OutputOf(0, 0, 0, 20000));
+  served = ServedBy(cluster, "w1");
+  EXPECT_GT(served.trailer, 0u);
+  EXPECT_EQ(served.tcp, 0u);
+}
+
+// The same partitions over TCP where the local path is off: on the client's side, or on the
+// worker's (--no-local-reads: it offers no socket).
+TEST(ShuffleTest, AReaderReadsOverTcpWhereLocalReadsAreOff) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(
+      {.id = "w1", .extra_args = {"--http", "127.0.0.1:0", "--no-local-reads"}}));
+  ASSERT_NO_FATAL_FAILURE(
+      cluster.StartWorker({.id = "w2", .extra_args = {"--http", "127.0.0.1:0"}}));
+  Client client(ClientFor(cluster));
+  const ShuffleSpec spec{.id = 62, .maps = 3, .partitions = 6};
+  Result<ShuffleLayout> layout = client.RegisterShuffle(spec);
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  for (uint32_t map = 0; map < spec.maps; ++map) {
+    ASSERT_TRUE(RunMap(client, spec, map, 0, 100000).ok());
+  }
+  auto read_everything = [&](Client& reader) {
+    for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+      Result<std::map<uint32_t, std::string>> read = ReadPartition(reader, spec.id, partition);
+      ASSERT_TRUE(read.ok()) << read.status().ToString();
+      for (uint32_t map = 0; map < spec.maps; ++map) {
+        EXPECT_TRUE(read->at(map) == OutputOf(map, partition, 0, 100000)) << map;
+      }
+    }
+  };
+  ASSERT_NO_FATAL_FAILURE(read_everything(client));
+  const ServedShufflePages w1 = ServedBy(cluster, "w1");
+  const ServedShufflePages w2 = ServedBy(cluster, "w2");
+  EXPECT_EQ(w1.local(), 0u);
+  EXPECT_GT(w1.tcp, 0u);
+  EXPECT_GT(w2.local(), 0u);
+  EXPECT_EQ(w2.tcp, 0u);
+
+  Client over_tcp(ClientFor(cluster, /*local_reads=*/false));
+  ASSERT_NO_FATAL_FAILURE(read_everything(over_tcp));
+  EXPECT_EQ(ServedBy(cluster, "w2").local(), w2.local());
+  EXPECT_GT(ServedBy(cluster, "w2").tcp, 0u);
+}
+
+// A reader holds a page mapped from a partition file while the shuffle is removed and its files
+// unlinked: its bytes stay as they were, the read then fails cleanly, and the worker serves on.
+TEST(ShuffleTest, AShuffleRemovedWhileItsReaderHoldsAMappingCrashesNothing) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.StartMaster());
+  ASSERT_NO_FATAL_FAILURE(cluster.StartWorker(
+      {.id = "w1", .extra_args = {"--http", "127.0.0.1:0", "--shuffle-memory", "1MiB"}}));
+  Client client(ClientFor(cluster));
+  const ShuffleSpec spec{.id = 63, .maps = 1, .partitions = 1};
+  ASSERT_TRUE(client.RegisterShuffle(spec).ok());
+  const size_t size = 12 << 20;  // through 1 MiB of memory: its start is in the file only
+  const ShuffleWriterOptions options{.max_piece_bytes = 64 << 10, .batch_bytes = 256 << 10};
+  ASSERT_TRUE(RunMap(client, spec, 0, 0, size, true, options).ok());
+  const std::string expected = OutputOf(0, 0, 0, size);
+  const std::filesystem::path dir =
+      std::filesystem::path(cluster.worker_disk_dir("w1")) / "shuffle" / "63";
+  ASSERT_TRUE(std::filesystem::exists(dir));
+
+  Result<std::unique_ptr<ShuffleReader>> reader = client.OpenShuffleReader(spec.id, 0);
+  ASSERT_TRUE(reader.ok());
+  std::span<const std::byte> held;  // the first piece, in the mapping of the first page
+  bool removed = false;
+  size_t visited = 0;
+  Status read = (*reader)->ForEach([&](uint32_t, std::span<const std::byte> bytes) {
+    if (held.empty()) {
+      held = bytes;
+      EXPECT_TRUE(client.UnregisterShuffle(spec.id).ok());
+      removed = WaitFor([&] { return !std::filesystem::exists(dir); }, 20s);
+      // Unlinked, and still mapped: the same bytes.
+      EXPECT_TRUE(Text(held) == expected.substr(0, held.size()));
+    }
+    EXPECT_TRUE(Text(bytes) == expected.substr(visited, bytes.size())) << "at " << visited;
+    visited += bytes.size();
+    return Status::Ok();
+  });
+  EXPECT_TRUE(removed) << dir << " is still there";
+  EXPECT_FALSE(read.ok()) << "read " << visited << " bytes of a removed shuffle";
+  EXPECT_GT(visited, 0u);
+  EXPECT_LT(visited, size);
+  EXPECT_GT(ServedBy(cluster, "w1").file, 0u);
+  // The worker serves on: the shuffle again, written and read whole.
+  ASSERT_TRUE(client.RegisterShuffle(spec).ok());
+  ASSERT_TRUE(RunMap(client, spec, 0, 1, 100000).ok());
+  Result<std::map<uint32_t, std::string>> again = ReadPartition(client, spec.id, 0);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->at(0) == OutputOf(0, 0, 1, 100000));
 }
 
 }  // namespace

@@ -76,6 +76,42 @@ TEST_F(ShuffleStoreTest, ReadsOnlyTheCommittedAttemptsInArrivalOrder) {
   EXPECT_EQ(ReadAll(store_, 2, {{0, 0}}), (std::vector<std::string>{"x"}));
 }
 
+TEST_F(ShuffleStoreTest, AdjacentPiecesOfOneChunkGoAsOneSliceUpToTheRunCap) {
+  std::vector<ShuffleStore::Piece> pieces = {PieceOf(0, 0, "aaaa"), PieceOf(0, 1, "bbbb"),
+                                             PieceOf(0, 2, "cccc")};
+  ASSERT_TRUE(store_.Push(1, 0, 0, pieces, "").ok());
+  Result<ShuffleStore::Page> page = store_.Read(1, 0, {{0, 0}}, 0, 1 << 20);
+  ASSERT_TRUE(page.ok());
+  auto text = [](const ShuffleStore::PieceRun& run) {
+    return std::string(reinterpret_cast<const char*>(run.bytes->bytes().data()), run.bytes->size());
+  };
+  std::vector<ShuffleStore::PieceRun> whole = ShuffleStore::RunsOf(page->pieces, 1 << 20);
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(whole[0].pieces, 3u);
+  EXPECT_EQ(text(whole[0]), "aaaabbbbcccc");
+  std::vector<ShuffleStore::PieceRun> capped = ShuffleStore::RunsOf(page->pieces, 8);
+  ASSERT_EQ(capped.size(), 2u);
+  EXPECT_EQ(capped[0].pieces, 2u);
+  EXPECT_EQ(text(capped[0]), "aaaabbbb");
+  EXPECT_EQ(capped[1].pieces, 1u);
+  EXPECT_EQ(text(capped[1]), "cccc");
+}
+
+TEST_F(ShuffleStoreTest, AShufflePageForOnePacketHoldsAtMostItsBytesOfPiecesInMemory) {
+  std::vector<ShuffleStore::Piece> pieces = {PieceOf(0, 0, "aaaa"), PieceOf(0, 1, "bbbb"),
+                                             PieceOf(0, 2, "cccc")};
+  ASSERT_TRUE(store_.Push(1, 0, 0, pieces, "").ok());
+  Result<ShuffleStore::Page> page = store_.Read(1, 0, {{0, 0}}, 0, 1 << 20, /*max_memory=*/8);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->pieces.size(), 2u);
+  EXPECT_EQ(page->next_cursor, 2u);
+  EXPECT_FALSE(page->end);
+  // A first piece bigger than the bound still comes, alone.
+  Result<ShuffleStore::Page> alone = store_.Read(1, 0, {{0, 0}}, 0, 1 << 20, /*max_memory=*/1);
+  ASSERT_TRUE(alone.ok());
+  EXPECT_EQ(alone->pieces.size(), 1u);
+}
+
 TEST_F(ShuffleStoreTest, APieceIsKeptOnceWhenPushedAgain) {
   std::vector<ShuffleStore::Piece> pieces = {PieceOf(0, 0, "a0"), PieceOf(0, 1, "a1")};
   ASSERT_TRUE(store_.Push(1, 0, 0, pieces, "").ok());
