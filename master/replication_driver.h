@@ -61,10 +61,6 @@ class ReplicationDriver {
   // them for the loop to journal and remove from their workers.
   std::vector<RetiredCopy> TrimExtraCopies(BlockIndex& index, const WorkerRegistry& registry,
                                            const std::vector<BlockId>& ids) const;
-  std::vector<IndexedLocation> ExtraCopies(const BlockInfo& info,
-                                           const WorkerRegistry& registry) const {
-    return planner_.ExtraCopies(info, registry);
-  }
   size_t under_replicated() const { return planner_.under_replicated(); }
   size_t in_flight() const { return planner_.in_flight(); }
 
