@@ -5,13 +5,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <map>
 #include <utility>
 
 #include "common/access_policy.h"
 #include "common/tenant.h"
 #include "common/zap_handler.h"
+#include "master/block_reports.h"
 #include "master/request_decoding.h"
 #include "master/shuffle_requests.h"
+#include "master/worker_commands.h"
+#include "master/worker_requests.h"
 
 namespace bm {
 namespace {
@@ -23,6 +27,11 @@ constexpr Duration kCopyTimeout = std::chrono::seconds(120);
 constexpr Duration kMinCheckInterval = std::chrono::milliseconds(10);
 constexpr Duration kMaxCheckInterval = std::chrono::seconds(1);
 constexpr Duration kLeadershipCheckInterval = std::chrono::milliseconds(100);
+// How long the acknowledgement of a report whose fresh put replaced copies on other workers
+// waits for those workers to confirm they removed them. Below the worker's wait for the
+// acknowledgement (2 s), so that the put returns after the old copies are gone whenever their
+// workers answer at all.
+constexpr Duration kReplaceWait = std::chrono::milliseconds(1500);
 
 }  // namespace
 
@@ -58,11 +67,7 @@ Status MasterServer::Loop::RestoreFromJournal() {
   for (const auto& [id, version] : snapshot.retired) index_.RetireVersion(id, version);
   tenants_.Restore(snapshot.datasets, snapshot.quotas);
   CarryOut(losses_.Restore(std::move(snapshot.lost)));
-  for (const JournaledLease& lease : snapshot.leases) {
-    leases_.Restore(
-        {lease.block, lease.token, lease.holder, std::chrono::milliseconds(lease.length_ms)});
-    journaled_leases_.emplace(lease.block, lease.token);
-  }
+  leases_.Restore(snapshot.leases);
   for (JournaledWorker& worker : snapshot.workers) {
     // Connected now, so removes fan out to it before it registers again. With keys on, the
     // key it authenticated with last time is vouched for to clients, and trusted by the link,
@@ -81,14 +86,11 @@ Status MasterServer::Loop::RestoreFromJournal() {
   }
   for (const JournaledShuffle& shuffle : snapshot.shuffles) shuffles_.Restore(shuffle);
   for (const JournaledMapCommit& commit : snapshot.map_commits) shuffles_.RestoreCommit(commit);
-  for (JournaledRdd& rdd : snapshot.rdds) {
-    rdd_descriptions_.insert_or_assign(
-        rdd.rdd_id, RddDescription{std::move(rdd.name), rdd.level, rdd.total_partitions});
-  }
+  rdds_.Restore(std::move(snapshot.rdds));
   spdlog::info(
       "restored from the master journal {}: {} workers (unconfirmed until they register again), "
       "{} block locations, {} RDD descriptions, {} lost blocks, {} shuffles in {} ms",
-      journal_->dir(), registry_.size(), snapshot.location_count, rdd_descriptions_.size(),
+      journal_->dir(), registry_.size(), snapshot.location_count, rdds_.size(),
       losses_.records().size(), shuffles_.size(), ToMillis(clock_.Now() - start));
   return Status::Ok();
 }
@@ -145,7 +147,9 @@ void MasterServer::Loop::Run(const std::atomic<bool>& stop_requested) {
     Send(standby_.Serve());
     CheckHeartbeats();
     AnswerRemovals(removals_.Expire());
-    if (leases_.lease_count() > 0) AnswerWaiters(leases_.Expire());
+    LeaseEffects expired;
+    leases_.Expire(expired);
+    CarryOut(std::move(expired));
     if (std::optional<TimePoint> expiry = shuffles_.NextExpiry();
         expiry && *expiry <= clock_.Now() && standby_.leading()) {
       ShuffleEffects effects;
@@ -190,7 +194,7 @@ void MasterServer::Loop::ServeStatus() {
   options_.status_hook->Serve(MasterView{
       .index = index_,
       .registry = registry_,
-      .rdds = rdd_descriptions_,
+      .rdds = rdds_.descriptions(),
       .counters = counters_,
       .under_replicated = replication_.under_replicated(),
       .copies_in_flight = replication_.in_flight(),
@@ -332,18 +336,22 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
     }
     case proto::Request::REMOVE_RDD: {
       const uint64_t rdd_id = request.getRemoveRdd().getRddId();
-      if (rdd_descriptions_.erase(rdd_id) > 0 && journal_) {
+      if (rdds_.Forget(rdd_id) && journal_) {
         Journaled(journal_->RecordRddForgotten(rdd_id));
       }
       CarryOut(losses_.RddRemoved(rdd_id));
       StartRemove(client, request.getId(), index_.RddBlockIds(rdd_id));
       return Answer::kLater;
     }
-    case proto::Request::REGISTER_RDD:
-      BM_RETURN_IF_ERROR(HandleRegisterRdd(request.getRegisterRdd(), reply));
+    case proto::Request::REGISTER_RDD: {
+      BM_ASSIGN_OR_RETURN(std::optional<JournaledRdd> added,
+                          rdds_.Register(request.getRegisterRdd()));
+      if (added && journal_) Journaled(journal_->RecordRdd(*added));
+      reply.setOk();
       return Answer::kNow;
+    }
     case proto::Request::ACQUIRE_COMPUTE:
-      return HandleAcquireCompute(request.getAcquireCompute(), client, request.getId(), reply);
+      return AcquireCompute(request.getAcquireCompute(), client, request.getId(), reply);
     case proto::Request::CHECK_ACCESS:
       BM_RETURN_IF_ERROR(WithTenantEffects([&](TenantEffects& effects) {
         return tenants_.CheckAccess(request.getCheckAccess(), reply, effects);
@@ -363,11 +371,14 @@ Result<MasterServer::Loop::Answer> MasterServer::Loop::Dispatch(
       tenants_.ListTenants(peer, reply);
       return Answer::kNow;
     case proto::Request::RENEW_COMPUTE:
-      BM_RETURN_IF_ERROR(HandleRenewCompute(request.getRenewCompute(), reply));
+      BM_RETURN_IF_ERROR(leases_.Renew(request.getRenewCompute(), reply));
       return Answer::kNow;
-    case proto::Request::RELEASE_COMPUTE:
-      BM_RETURN_IF_ERROR(HandleReleaseCompute(request.getReleaseCompute(), reply));
+    case proto::Request::RELEASE_COMPUTE: {
+      LeaseEffects effects;
+      BM_RETURN_IF_ERROR(leases_.Release(request.getReleaseCompute(), reply, effects));
+      CarryOut(std::move(effects));
       return Answer::kNow;
+    }
     case proto::Request::DECOMMISSION_WORKER:
       BM_RETURN_IF_ERROR(HandleDecommission(request.getDecommissionWorker(), reply));
       return Answer::kNow;
@@ -485,6 +496,405 @@ void MasterServer::Loop::CarryOut(const LossEffects& effects) {
   if (effects.check_copies) {
     replication_.MarkAllForCheck();
     next_heartbeat_check_ = clock_.Now();  // plan the copies at the next turn of the loop
+  }
+}
+
+// ---- workers ----
+
+Status MasterServer::Loop::HandleRegister(proto::RegisterWorker::Reader request,
+                                          const std::optional<PeerIdentity>& peer,
+                                          proto::Reply::Builder reply) {
+  BM_ASSIGN_OR_RETURN(WorkerRegistration worker, DecodeRegistration(request));
+  const std::string& id = worker.id;
+  const std::string public_key = peer ? peer->public_key : std::string();
+  BM_ASSIGN_OR_RETURN(zmq::socket_t link, links_.Connect(worker.address, public_key));
+
+  const bool known = registry_.Contains(id);
+  std::vector<GoneBlock> gone;  // blocks whose only copy was listed on it
+  if (known) ForgetWorker(id, &gone);
+  registry_.Register(id, worker.address, worker.stats, worker.labels);
+  links_.Add(id, std::move(link), public_key);
+  AppliedBlocks applied = ApplyRegistration(index_, id, worker.blocks);
+  for (const MismatchedCopy& copy : applied.mismatched) DigestMismatch(id, copy);
+  // The journal's registration record replaces the old locations in the same batch.
+  if (journal_) {
+    Journaled(journal_->RecordRegistration(JournaledWorker{.id = id,
+                                                           .address = worker.address,
+                                                           .host = worker.labels.host,
+                                                           .rack = worker.labels.rack,
+                                                           .public_key = public_key},
+                                           applied.recorded));
+  }
+  JournalRemovals(applied.replaced);
+  std::vector<RetiredCopy>& to_remove = applied.stale;
+  to_remove.insert(to_remove.end(), applied.replaced.begin(), applied.replaced.end());
+  RemoveCopies(to_remove);
+  const std::vector<BlockChange>& recorded = applied.recorded;
+  LeaseEffects stored;
+  leases_.Stored(recorded, stored);
+  CarryOut(std::move(stored));
+  std::vector<BlockId> recorded_ids;
+  recorded_ids.reserve(recorded.size());
+  for (const BlockChange& change : recorded) recorded_ids.push_back(change.id);
+  TrimExtraCopies(recorded_ids);
+  CarryOut(losses_.Stored(recorded));
+  CarryOut(losses_.WorkerRegistered(id, std::move(gone), recorded_ids, worker.losses,
+                                    worker.started_now, worker.follow_ups));
+  ShuffleEffects told;
+  shuffles_.WorkerRegistered(id, worker.shuffles, told);
+  CarryOut(told);
+  ++counters_.workers_registered;
+  counters_.RecordWorkerEvent(id, known ? "re-registered" : "registered");
+  spdlog::info("worker {} {} at {} holding {} blocks ({} workers, {} blocks known)", id,
+               known ? "re-registered" : "registered", worker.address, recorded.size(),
+               registry_.size(), index_.block_count());
+  EncodeRegistered(options_.heartbeat_timeout, standby_.epoch(), reply.initRegistered());
+  return Status::Ok();
+}
+
+Status MasterServer::Loop::HandleHeartbeat(proto::Heartbeat::Reader request,
+                                           proto::Reply::Builder reply) {
+  capnp::Text::Reader id = request.getWorkerId();
+  BM_RETURN_IF_ERROR(
+      registry_.Touch(std::string_view(id.cStr(), id.size()), FromProto(request.getStats())));
+  reply.setOk();
+  return Status::Ok();
+}
+
+Result<MasterServer::Loop::Answer> MasterServer::Loop::HandleReportBlocks(
+    proto::ReportBlocks::Reader request, const zmq::message_t& client, uint64_t request_id,
+    proto::Reply::Builder reply) {
+  capnp::Text::Reader id_text = request.getWorkerId();
+  const std::string id(id_text.cStr(), id_text.size());
+  std::vector<BlockChange> changes;
+  changes.reserve(request.getUpdates().size());
+  for (proto::BlockUpdate::Reader update : request.getUpdates()) {
+    BM_ASSIGN_OR_RETURN(
+        BlockChange change,
+        DecodeBlockStatus(update.getStatus(), update.getRemoved(), update.getFresh()));
+    change.lease = update.getLeaseToken();
+    changes.push_back(change);
+    // The block's bytes count from this report on (as stored, or not at all if refused).
+    if (update.getReservation() != 0) tenants_.EndReservation(update.getReservation(), id);
+  }
+  BM_ASSIGN_OR_RETURN(std::vector<WorkerLoss> losses,
+                      DecodeLosses(request.getLostBlocks(), request.getLostCopies()));
+  BM_RETURN_IF_ERROR(registry_.Touch(id, FromProto(request.getStats())));
+  const AppliedBlocks applied = ApplyChanges(id, changes);
+  const std::vector<BlockChange>& recorded = applied.recorded;
+  const std::vector<RetiredCopy>& replaced = applied.replaced;
+  const std::vector<BlockChange>& refused = applied.refused;
+  LeaseEffects stored;
+  leases_.Stored(recorded, stored);
+  CarryOut(std::move(stored));
+  CarryOut(losses_.Stored(recorded));
+  CarryOut(losses_.FollowUpsReported(id, changes));
+  // Copies landing from re-replication may meet a copy that came back meanwhile.
+  std::vector<BlockId> copies;
+  for (const BlockChange& change : recorded) {
+    if (!change.removed && !change.fresh) copies.push_back(change.id);
+  }
+  TrimExtraCopies(copies);
+  CarryOut(losses_.LossesReported(id, losses, applied.gone));
+  if (!refused.empty()) {
+    // The worker fails the puts of the refused blocks (their removal is under way). A report
+    // cannot both refuse and replace: a refused change replaced nothing, and other changes'
+    // replaced copies are removed without waiting, as for a report that was not fresh.
+    auto list = reply.initReportRefused(static_cast<unsigned>(refused.size()));
+    for (size_t i = 0; i < refused.size(); ++i) {
+      list[static_cast<unsigned>(i)].setBlockId(refused[i].id.ToString());
+      list[static_cast<unsigned>(i)].setVersion(refused[i].version);
+    }
+    if (!replaced.empty()) RemoveCopies(replaced);
+    return Answer::kNow;
+  }
+  if (replaced.empty()) {
+    reply.setOk();
+    return Answer::kNow;
+  }
+  // A put replaced copies on other workers: the report is acknowledged (and so the put
+  // answered) once they confirm the old copies are gone, so that no reader who knows where
+  // the old copies were can read one after the put returned (PROTOCOL.md).
+  const uint64_t ticket = parked_.Park(client, request_id);
+  RemovalCoordinator::Started started = removals_.AwaitRemoval(
+      ticket, replaced, std::min<Duration>(kReplaceWait, options_.remove_timeout));
+  if (started.reply) AnswerRemoval(*started.reply);
+  SendRemovals(started.commands);
+  return Answer::kLater;
+}
+
+AppliedBlocks MasterServer::Loop::ApplyChanges(const std::string& worker_id,
+                                               const std::vector<BlockChange>& changes) {
+  AppliedBlocks applied = ApplyReport(
+      index_, worker_id, changes,
+      [this](const BlockId& block, uint64_t lease) { return leases_.Holds(block, lease); });
+  for (const MismatchedCopy& copy : applied.mismatched) DigestMismatch(worker_id, copy);
+  if (journal_ && !applied.journaled.empty()) {
+    Journaled(journal_->RecordChanges(worker_id, applied.journaled));
+  }
+  JournalRemovals(applied.replaced);
+  RemoveCopies(applied.stale);
+  return applied;
+}
+
+void MasterServer::Loop::JournalRemovals(const std::vector<RetiredCopy>& copies) {
+  if (!journal_ || copies.empty()) return;
+  std::map<std::string, std::vector<BlockChange>> by_worker;
+  for (const RetiredCopy& copy : copies) {
+    BlockChange removal{copy.id};
+    removal.removed = true;
+    removal.version = copy.version;
+    by_worker[copy.worker_id].push_back(removal);
+  }
+  for (const auto& [worker_id, removals] : by_worker) {
+    Journaled(journal_->RecordChanges(worker_id, removals));
+  }
+}
+
+void MasterServer::Loop::TrimExtraCopies(const std::vector<BlockId>& ids) {
+  std::vector<RetiredCopy> extra = replication_.TrimExtraCopies(index_, registry_, ids);
+  if (extra.empty()) return;
+  JournalRemovals(extra);
+  RemoveCopies(extra);
+}
+
+size_t MasterServer::Loop::DropWorker(const std::string& worker_id, std::vector<GoneBlock>* gone) {
+  const size_t locations = ForgetWorker(worker_id, gone);
+  // Its shuffle partitions move to the live workers (a re-registering worker keeps its own).
+  ShuffleEffects moved;
+  shuffles_.WorkerLost(worker_id, ShuffleCandidates(registry_), moved);
+  CarryOut(moved);
+  if (journal_) Journaled(journal_->RecordWorkerDropped(worker_id));
+  return locations;
+}
+
+void MasterServer::Loop::Journaled(const Status& written) {
+  ++counters_.journal_writes;
+  if (written.ok()) return;
+  ++counters_.journal_failures;
+  spdlog::error("{} ({} journal write failures so far; serving from memory)", written.ToString(),
+                counters_.journal_failures);
+}
+
+size_t MasterServer::Loop::ForgetWorker(const std::string& worker_id,
+                                        std::vector<GoneBlock>* gone) {
+  const size_t locations = index_.RemoveWorker(worker_id, gone);
+  losses_.WorkerForgotten(worker_id);
+  replication_.WorkerGone(worker_id, locations);
+  links_.Remove(worker_id);
+  registry_.Remove(worker_id);
+  AnswerRemovals(removals_.WorkerGone(worker_id));
+  return locations;
+}
+
+void MasterServer::Loop::HandleWorkerReply(const std::string& worker_id, IncomingMessage& message) {
+  registry_.HeardFrom(worker_id);
+  Result<WorkerReply> decoded = DecodeWorkerReply(message);
+  if (!decoded.ok()) {
+    spdlog::warn("bad reply from worker {}: {}", worker_id, decoded.status().ToString());
+    return;
+  }
+  WorkerReply& answer = *decoded;
+  if (answer.unawaited()) return;
+  if (verifications_.Answered(worker_id, answer)) return;
+  if (replication_.CopyAnswered(answer.id)) return;
+  if (!answer.removed && answer.failure.ok()) {
+    answer.failure = InvalidArgumentError("unexpected reply to removeBlocks");
+  }
+  RemovalCoordinator::Answered answered = removals_.WorkerAnswered(
+      worker_id, answer.id, answer.removed ? Status::Ok() : answer.failure);
+  // A removal of a replaced version can be answered after the worker reported the new
+  // version it stores now (the answer and the report travel on different sockets): the index
+  // ignores it, and so must the journal, whose record would delete the new copy's location.
+  std::vector<BlockChange> journaled;
+  for (const BlockChange& removal : answered.removed) {
+    if (!index_.Apply(worker_id, removal).removal_ignored) journaled.push_back(removal);
+  }
+  if (journal_ && !journaled.empty()) Journaled(journal_->RecordChanges(worker_id, journaled));
+  if (answered.reply) AnswerRemoval(*answered.reply);
+}
+
+void MasterServer::Loop::CheckHeartbeats() {
+  const TimePoint now = clock_.Now();
+  if (now < next_heartbeat_check_) return;
+  next_heartbeat_check_ = now + check_interval_;
+  if (!registry_.Expired(options_.heartbeat_timeout).empty()) {
+    // Before calling anyone dead: take what is already waiting (heartbeats queued behind other
+    // messages, replies on the links), bounded so a flood cannot hold the loop here.
+    constexpr int kPasses = 16;
+    links_.UnsettleAll();
+    requests_.Unsettle();
+    for (int pass = 0; pass < kPasses && (links_.unsettled() || requests_.unsettled()); ++pass) {
+      links_.DrainUnsettled(handle_reply_);
+      requests_.Drain([this](const zmq::message_t& client) { HandleClientMessage(client); });
+    }
+  }
+  for (const std::string& id : registry_.Expired(options_.heartbeat_timeout)) {
+    const size_t blocks_before = index_.block_count();
+    std::vector<GoneBlock> gone;
+    const size_t locations = DropWorker(id, &gone);
+    ++counters_.workers_dropped;
+    counters_.blocks_lost += blocks_before - index_.block_count();
+    counters_.RecordWorkerEvent(id, "dropped (no heartbeat)");
+    spdlog::warn("dropped worker {}: no heartbeat for over {} ms; {} block locations lost", id,
+                 ToMillis(options_.heartbeat_timeout), locations);
+    const std::string detail =
+        "no heartbeat for over " + std::to_string(ToMillis(options_.heartbeat_timeout)) + " ms";
+    CarryOut(losses_.WorkerDropped(id, std::move(gone), detail));
+  }
+  MaintainReplication();
+}
+
+Status MasterServer::Loop::HandleDecommission(proto::DecommissionWorker::Reader request,
+                                              proto::Reply::Builder reply) {
+  capnp::Text::Reader id_text = request.getWorkerId();
+  const std::string id(id_text.cStr(), id_text.size());
+  BM_RETURN_IF_ERROR(registry_.Decommission(id));
+  WarnIfUnsent(id, SendDecommission(links_, id));
+  spdlog::info("decommissioning worker {}: copying its {} blocks elsewhere", id,
+               index_.LocationCount(id));
+  replication_.MarkAllForCheck();
+  next_heartbeat_check_ = clock_.Now();  // start copying at the next turn of the loop
+  reply.setOk();
+  return Status::Ok();
+}
+
+void MasterServer::Loop::MaintainReplication() {
+  for (const ReplicationDriver::Copy& copy : replication_.Plan(index_, registry_)) {
+    std::vector<std::string> target_keys;
+    target_keys.reserve(copy.command.targets.size());
+    for (const WorkerRecord& target : copy.command.targets) {
+      target_keys.push_back(links_.Key(target.id));
+    }
+    ++counters_.copies_started;
+    WarnIfUnsent(copy.command.source,
+                 SendReplicateBlock(links_, copy.request_id, copy.command, target_keys));
+  }
+  for (const std::string& id : replication_.DrainedWorkers(index_, registry_)) {
+    WarnIfUnsent(id, SendShutdown(links_, id));
+    const size_t locations = DropWorker(id);
+    counters_.RecordWorkerEvent(id, "decommissioned");
+    spdlog::info("decommissioned worker {}: every one of its {} blocks has its copies elsewhere",
+                 id, locations);
+  }
+}
+
+void MasterServer::Loop::DigestMismatch(const std::string& worker_id, const MismatchedCopy& copy) {
+  const BlockChange& change = copy.change;
+  ++counters_.digest_mismatch_reports;
+  spdlog::warn(
+      "worker {} reported {} (version {:016x}) with digest {:016x}, but the version's "
+      "digest is {:016x}: not listing that copy; asking the worker to verify it",
+      worker_id, change.id.ToString(), change.version, change.digest, copy.expected_digest);
+  const uint64_t request_id = verifications_.Start(worker_id, change.id);
+  WarnIfUnsent(worker_id, SendVerifyBlock(links_, worker_id, request_id, change.id));
+  // The index dropped any location the worker had for the block: so does the journal.
+  JournalRemovals({RetiredCopy{worker_id, change.id, change.version}});
+}
+
+void MasterServer::Loop::WarnIfUnsent(const std::string& worker_id, const Status& sent) {
+  if (sent.ok() || sent.code() == StatusCode::kNotFound) return;
+  spdlog::warn("cannot send to worker {}: {}", worker_id, sent.ToString());
+}
+
+// ---- removals ----
+
+void MasterServer::Loop::StartRemove(const zmq::message_t& client, uint64_t request_id,
+                                     std::vector<BlockId> ids) {
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  // A copy of a removed version that comes back later (its worker was away) is refused, also
+  // after a master restart (the journal remembers the retired versions).
+  if (journal_) {
+    std::vector<std::pair<BlockId, uint64_t>> retired;
+    for (const BlockId& id : ids) {
+      std::optional<uint64_t> version = index_.VersionOf(id);
+      if (version && *version != 0) retired.emplace_back(id, *version);
+    }
+    Journaled(journal_->RecordRetired(retired));
+  }
+  index_.RetireVersions(ids);
+  const uint64_t ticket = parked_.Park(client, request_id);
+  RemovalCoordinator::Started started =
+      removals_.RemoveBlocks(ticket, ids.size(), index_.Holders(ids), options_.remove_timeout);
+  for (const RemovalCoordinator::Command& command : started.commands) {
+    BM_CHECK(links_.Contains(command.worker_id));  // every location is on a linked worker
+  }
+  if (started.reply) AnswerRemoval(*started.reply);
+  SendRemovals(started.commands);
+}
+
+void MasterServer::Loop::RemoveCopies(const std::vector<RetiredCopy>& copies) {
+  // A dropped worker removes its copies when it registers again.
+  SendRemovals(removals_.RemoveCopies(copies));
+}
+
+void MasterServer::Loop::SendRemovals(const std::vector<RemovalCoordinator::Command>& commands) {
+  for (const RemovalCoordinator::Command& command : commands) {
+    Status sent = SendRemoveBlocks(links_, command);
+    if (sent.ok()) continue;
+    if (sent.code() != StatusCode::kNotFound) {
+      spdlog::warn("cannot send removeBlocks to worker {}: {}", command.worker_id, sent.ToString());
+    }
+    if (std::optional<RemovalCoordinator::Reply> reply = removals_.Unsent(command.request_id)) {
+      AnswerRemoval(*reply);
+    }
+  }
+}
+
+void MasterServer::Loop::AnswerRemoval(const RemovalCoordinator::Reply& answer) {
+  capnp::MallocMessageBuilder message;
+  proto::Reply::Builder reply = message.initRoot<proto::Reply>();
+  switch (answer.kind) {
+    case RemovalCoordinator::Reply::Kind::kRemoved:
+      reply.setRemoved(answer.removed);
+      break;
+    case RemovalCoordinator::Reply::Kind::kAcknowledged:
+      reply.setOk();
+      break;
+  }
+  AnswerParked(answer.caller, message);
+}
+
+void MasterServer::Loop::AnswerRemovals(const std::vector<RemovalCoordinator::Reply>& replies) {
+  for (const RemovalCoordinator::Reply& reply : replies) AnswerRemoval(reply);
+}
+
+Result<MasterServer::Loop::Answer> MasterServer::Loop::AcquireCompute(
+    proto::AcquireCompute::Reader request, const zmq::message_t& client, uint64_t request_id,
+    proto::Reply::Builder reply) {
+  // Parked in case it waits; taken back when it is answered now or refused.
+  const uint64_t waiter = parked_.Park(client, request_id);
+  LeaseEffects effects;
+  Result<ComputeLeaseService::Acquired> acquired = leases_.Acquire(request, waiter, reply, effects);
+  if (!acquired.ok() || *acquired != ComputeLeaseService::Acquired::kWaiting) {
+    parked_.Take(waiter);
+  }
+  CarryOut(std::move(effects));
+  BM_RETURN_IF_ERROR(acquired.status());
+  switch (*acquired) {
+    case ComputeLeaseService::Acquired::kStored:
+      return Answer::kNow;
+    case ComputeLeaseService::Acquired::kGranted:
+      ++counters_.lease_grants;
+      return Answer::kNow;
+    case ComputeLeaseService::Acquired::kWaiting:
+      // Answered by the effects of a store, a release, or the leases' expiry.
+      ++counters_.lease_waits;
+      return Answer::kLater;
+  }
+  return Answer::kLater;
+}
+
+void MasterServer::Loop::CarryOut(LeaseEffects effects) {
+  if (journal_ && effects.journal_changed()) {
+    Journaled(journal_->RecordLeases(effects.held, effects.ended));
+  }
+  for (const ComputeLeases::Answer& answer : effects.answers) {
+    if (answer.kind == ComputeLeases::Answer::Kind::kGranted) ++counters_.lease_grants;
+    capnp::MallocMessageBuilder message;
+    leases_.Encode(answer, message.initRoot<proto::Reply>().initCompute());
+    AnswerParked(answer.waiter, message);
   }
 }
 

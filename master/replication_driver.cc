@@ -37,4 +37,26 @@ void ReplicationDriver::WorkerGone(const std::string& worker_id, size_t location
   std::erase_if(copies_, [&](const auto& entry) { return entry.second.source == worker_id; });
 }
 
+std::vector<RetiredCopy> ReplicationDriver::TrimExtraCopies(BlockIndex& index,
+                                                            const WorkerRegistry& registry,
+                                                            const std::vector<BlockId>& ids) const {
+  std::vector<RetiredCopy> extra;
+  for (const BlockId& id : ids) {
+    std::optional<BlockInfo> info = index.Find(id);
+    if (!info || info->locations.size() <= 1) continue;
+    std::vector<IndexedLocation> copies = planner_.ExtraCopies(*info, registry);
+    if (copies.empty()) continue;
+    const uint64_t version = index.VersionOf(id).value_or(0);
+    for (const IndexedLocation& copy : copies) {
+      BlockChange removal{id};
+      removal.removed = true;
+      removal.version = version;
+      index.Apply(copy.worker_id, removal);
+      extra.push_back(RetiredCopy{copy.worker_id, id, version});
+    }
+  }
+  if (!extra.empty()) spdlog::info("removing {} copies beyond their blocks' levels", extra.size());
+  return extra;
+}
+
 }  // namespace bm

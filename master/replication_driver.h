@@ -17,7 +17,8 @@ namespace bm {
 // Runs the ReplicationPlanner for the master's loop: gives each copy the planner asks for a
 // request id, remembers the replicateBlock commands in flight until their source answers (or
 // is dropped), and logs how many blocks are short of copies when that changes. The planner
-// decides, the driver keeps the books, the loop sends (as for RemovalCoordinator).
+// decides, the driver keeps the books, the loop sends (as for RemovalCoordinator). It also
+// trims copies beyond their block's level.
 //
 // Not thread-safe: owned by the master's loop. The clock and the request ids are borrowed and
 // must outlive it.
@@ -53,10 +54,13 @@ class ReplicationDriver {
                                           const WorkerRegistry& registry) const {
     return planner_.DrainedWorkers(index, registry);
   }
-  std::vector<IndexedLocation> ExtraCopies(const BlockInfo& info,
-                                           const WorkerRegistry& registry) const {
-    return planner_.ExtraCopies(info, registry);
-  }
+
+  // Copies beyond their block's level (a worker came back after its blocks were copied
+  // elsewhere): drops the extra copies of these blocks from the index, keeping memory copies
+  // and copies on distinct racks and hosts first (ReplicationPlanner::ExtraCopies), and returns
+  // them for the loop to journal and remove from their workers.
+  std::vector<RetiredCopy> TrimExtraCopies(BlockIndex& index, const WorkerRegistry& registry,
+                                           const std::vector<BlockId>& ids) const;
   size_t under_replicated() const { return planner_.under_replicated(); }
   size_t in_flight() const { return planner_.in_flight(); }
 

@@ -68,5 +68,19 @@ TEST_F(ReplicationDriverTest, DroppedSourceForgetsTheCopiesItWasMaking) {
   EXPECT_FALSE(driver_.CopyAnswered(copies[0].request_id));
 }
 
+TEST_F(ReplicationDriverTest, TrimDropsCopiesBeyondTheLevelFromTheIndexOnce) {
+  // kBlock wants two copies; a third lands on w3 (its worker came back after a re-copy).
+  BlockChange third{kBlock, false, StorageLevel::kMemoryAndDisk2, Tier::kMemory, 1000};
+  third.version = 5;
+  index_.Apply("w3", third);
+  std::vector<RetiredCopy> extra = driver_.TrimExtraCopies(index_, registry_, {kBlock, kBlock});
+  ASSERT_EQ(extra.size(), 1u);
+  EXPECT_EQ(extra[0].id, kBlock);
+  EXPECT_EQ(extra[0].version, index_.VersionOf(kBlock).value_or(0));
+  EXPECT_EQ(index_.Find(kBlock)->locations.size(), 2u);
+  // At its level now: nothing more to trim.
+  EXPECT_TRUE(driver_.TrimExtraCopies(index_, registry_, {kBlock}).empty());
+}
+
 }  // namespace
 }  // namespace bm
