@@ -38,8 +38,9 @@ std::vector<zmq::message_t> FramesOf(const std::vector<ChunkPtr>& payload) {
   return frames;
 }
 
-Status Send(WorkerChannels& channels, const ShuffleReplica& replica,
-            const ShuffleForward& forward) {
+// Sends one forward; its answer is awaited by id.
+Result<uint64_t> Send(WorkerChannels& channels, const ShuffleReplica& replica,
+                      const ShuffleForward& forward) {
   channels.Trust(replica.address, replica.public_key);
   BM_ASSIGN_OR_RETURN(RpcChannel * channel, channels.Channel(replica.address));
   capnp::MallocMessageBuilder message;
@@ -57,7 +58,7 @@ Status Send(WorkerChannels& channels, const ShuffleReplica& replica,
     pieces[i].setLength(piece.length);
     pieces[i].setDigest(piece.digest);
   }
-  return channel->Call(message, FramesOf(forward.payload)).status();
+  return channel->Send(message, FramesOf(forward.payload));
 }
 
 }  // namespace
@@ -90,16 +91,42 @@ ShuffleForwarder::~ShuffleForwarder() {
 }
 
 void ShuffleForwarder::Submit(const ShuffleReplica& replica, ShuffleForward forward, Done done) {
-  std::unique_ptr<Lane>& lane = lanes_[replica.address];
-  if (lane == nullptr) lane = std::make_unique<Lane>(context_, keys_, timeout_, wake_fd_);
-  auto shared = std::make_shared<ShuffleForward>(std::move(forward));
-  lane->thread->Submit([channels = &lane->channels, replica, shared, stopping = stopping_,
-                        done = std::move(done)]() mutable -> JobThread::Completion {
-    if (stopping->load()) return nullptr;
-    Status held = Send(*channels, replica, *shared);
-    shared.reset();  // the push's frames are released here, off the loop
-    return [done = std::move(done), held = std::move(held)] { done(held); };
-  });
+  queued_[replica.address].push_back({replica, std::move(forward), std::move(done)});
+}
+
+void ShuffleForwarder::SendQueued() {
+  for (auto& [address, queued] : queued_) {
+    if (queued.empty()) continue;
+    std::unique_ptr<Lane>& lane = lanes_[address];
+    if (lane == nullptr) lane = std::make_unique<Lane>(context_, keys_, timeout_, wake_fd_);
+    auto batch = std::make_shared<std::vector<Queued>>(std::move(queued));
+    queued.clear();
+    lane->thread->Submit([channels = &lane->channels, batch,
+                          stopping = stopping_]() mutable -> JobThread::Completion {
+      if (stopping->load()) return nullptr;
+      // All sent, then all awaited: the replica takes one while the next travels.
+      std::vector<Result<uint64_t>> sent;
+      sent.reserve(batch->size());
+      for (const Queued& one : *batch) sent.push_back(Send(*channels, one.replica, one.forward));
+      std::vector<Status> held;
+      held.reserve(batch->size());
+      for (size_t i = 0; i < batch->size(); ++i) {
+        if (!sent[i].ok()) {
+          held.push_back(sent[i].status());
+          continue;
+        }
+        Result<RpcChannel*> channel = channels->Channel((*batch)[i].replica.address);
+        held.push_back(channel.ok() ? (*channel)->Await(*sent[i]).status() : channel.status());
+      }
+      std::vector<Done> dones;
+      dones.reserve(batch->size());
+      for (Queued& one : *batch) dones.push_back(std::move(one.done));
+      batch.reset();  // the pushes' frames are released here, off the loop
+      return [dones = std::move(dones), held = std::move(held)] {
+        for (size_t i = 0; i < dones.size(); ++i) dones[i](held[i]);
+      };
+    });
+  }
 }
 
 size_t ShuffleForwarder::RunCompletions() {

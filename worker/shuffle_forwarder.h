@@ -49,13 +49,15 @@ struct ShuffleForward {
 
 // Sends the forwards of a worker's _2 shuffle streams to their replicas (PROTOCOL.md,
 // "Shuffles": the primary acknowledges a push once its replica holds it, Kafka's acks=all).
-// One lane per replica address: a thread that sends the lane's forwards in order and waits
-// for each answer, so the loop never waits on a peer, and a slow or dead replica holds up only
-// the pushes bound for it. Each answer comes back to the loop as a completion (RunCompletions,
-// once wake_fd() is readable) calling the forward's `done` with the replica's verdict.
+// One lane per replica address: a thread that sends the lane's forwards in order, so the loop
+// never waits on a peer, and a slow or dead replica holds up only the pushes bound for it. The
+// forwards submitted in one turn of the loop go together: all sent, then their answers awaited,
+// so a replica has several in flight (one at a time cost a round trip each). Each answer comes
+// back to the loop as a completion (RunCompletions, once wake_fd() is readable) calling the
+// forward's `done` with the replica's verdict.
 //
-// Owns its lanes; borrows the ZeroMQ context, which must outlive it. Submit, RunCompletions
-// and wake_fd are for the loop's thread.
+// Owns its lanes; borrows the ZeroMQ context, which must outlive it. Submit, SendQueued,
+// RunCompletions and wake_fd are for the loop's thread.
 class ShuffleForwarder {
  public:
   using Done = std::function<void(const Status& held)>;
@@ -69,12 +71,19 @@ class ShuffleForwarder {
   ShuffleForwarder(const ShuffleForwarder&) = delete;
   ShuffleForwarder& operator=(const ShuffleForwarder&) = delete;
 
+  // Queues a forward; SendQueued() hands the queued ones to their lanes.
   void Submit(const ShuffleReplica& replica, ShuffleForward forward, Done done);
+  void SendQueued();
   size_t RunCompletions();
   int wake_fd() const { return wake_fd_; }
 
  private:
   struct Lane;
+  struct Queued {
+    ShuffleReplica replica;
+    ShuffleForward forward;
+    Done done;
+  };
 
   zmq::context_t& context_;
   const CurveKeys keys_;
@@ -83,6 +92,7 @@ class ShuffleForwarder {
   // Set first in the destructor: lanes skip what is still queued.
   std::shared_ptr<std::atomic<bool>> stopping_;
   std::map<std::string, std::unique_ptr<Lane>> lanes_;  // by replica address
+  std::map<std::string, std::vector<Queued>> queued_;   // by replica address
 };
 
 }  // namespace bm

@@ -88,6 +88,10 @@ class ShuffleHandler {
   int forward_fd() const { return forwarder_ ? forwarder_->wake_fd() : -1; }
   // Answers the pushes whose forwards all came back; returns how many forwards came back.
   size_t RunForwardCompletions();
+  // Sends the forwards of the pushes handled since the last call, together (once a turn).
+  void SendForwards() {
+    if (forwarder_) forwarder_->SendQueued();
+  }
 
   const ShuffleStore& store() const { return store_; }
 

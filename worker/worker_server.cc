@@ -287,6 +287,7 @@ void WorkerServer::Run() {
     if (fds[kShuffleForwards].revents != 0) shuffles_->RunForwardCompletions();
     shuffles_->FlushDue();
     if (fds[kClients].revents != 0 || replies_->unsettled()) HandleClientMessages();
+    shuffles_->SendForwards();  // the turn's pushes' forwards, together
     if (local_read_server_) {
       if (fds[kLocalReads].revents != 0) local_read_server_->Serve();
       local_read_server_->Expire();
