@@ -89,6 +89,29 @@ Status AwaitWorkerForgets(RpcChannel& worker, uint64_t shuffle_id) {
 
 // A client on the workers' host: it reads partitions through their local-read sockets unless
 // `local_reads` is off (then over TCP, as from another host).
+// Map 0 attempt 0 writes half of each partition's OutputOf(..., size) and flushes; then the
+// primary of partition 0 (`victim`) is killed, and the map writes the rest and commits, which
+// must succeed.
+void CommitWithPrimaryKilledMidMap(LocalCluster& cluster, Client& client, const ShuffleSpec& spec,
+                                   const ShuffleLayout& layout, size_t size,
+                                   const ShuffleWriterOptions& options, std::string& victim) {
+  Result<std::unique_ptr<ShuffleWriter>> writer = client.OpenShuffleWriter(spec.id, 0, 0, options);
+  ASSERT_TRUE(writer.ok());
+  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+    const std::string output = OutputOf(0, partition, 0, size);
+    ASSERT_TRUE((*writer)->Write(partition, Bytes(output.substr(0, size / 2))).ok());
+  }
+  ASSERT_TRUE((*writer)->Flush().ok());
+  victim = layout.workers[layout.primaries[0]].worker_id;
+  cluster.SignalWorker(victim, SIGKILL);
+  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
+    const std::string output = OutputOf(0, partition, 0, size);
+    ASSERT_TRUE((*writer)->Write(partition, Bytes(output.substr(size / 2))).ok());
+  }
+  Status committed = (*writer)->Commit();
+  ASSERT_TRUE(committed.ok()) << committed.ToString();
+}
+
 ClientOptions ClientFor(const LocalCluster& cluster, bool local_reads = true) {
   ClientOptions options = cluster.ClientOptionsFor();
   options.request_timeout = 3000ms;
@@ -590,24 +613,11 @@ TEST(ShuffleTest, AWriterWhoseWorkerIsKilledFollowsItsStreamsToTheirNewWorkers) 
   Result<ShuffleLayout> layout = client.RegisterShuffle(spec);
   ASSERT_TRUE(layout.ok()) << layout.status().ToString();
   const size_t size = 400000;
-  Result<std::unique_ptr<ShuffleWriter>> writer = client.OpenShuffleWriter(spec.id, 0, 0);
-  ASSERT_TRUE(writer.ok());
-  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
-    const std::string output = OutputOf(0, partition, 0, size);
-    ASSERT_TRUE((*writer)->Write(partition, Bytes(output.substr(0, size / 2))).ok());
-  }
-  ASSERT_TRUE((*writer)->Flush().ok());
-  // A holder of partition 0 dies mid-map: the rest of the map's pieces cannot reach it.
-  const std::string victim = layout->workers[layout->primaries[0]].worker_id;
-  cluster.SignalWorker(victim, SIGKILL);
-  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
-    const std::string output = OutputOf(0, partition, 0, size);
-    ASSERT_TRUE((*writer)->Write(partition, Bytes(output.substr(size / 2))).ok());
-  }
-  // Answered, not left waiting: once the master drops the worker its streams move and the
-  // writer follows them.
-  Status committed = (*writer)->Commit();
-  ASSERT_TRUE(committed.ok()) << committed.ToString();
+  // A holder of partition 0 dies mid-map. Answered, not left waiting: once the master drops
+  // the worker its streams move and the writer follows them.
+  std::string victim;
+  ASSERT_NO_FATAL_FAILURE(
+      CommitWithPrimaryKilledMidMap(cluster, client, spec, *layout, size, {}, victim));
   ASSERT_TRUE(RunMap(client, spec, 1, 0, size).ok());
   Result<ShuffleLayout> after = client.ShuffleLayoutOf(spec.id);
   ASSERT_TRUE(after.ok());
@@ -641,21 +651,9 @@ TEST(ShuffleTest, PiecesSentToAStreamsNewWorkerKeepTheirPlaceInTheMapsOutput) {
   const size_t size = 400000;
   ShuffleWriterOptions options;
   options.max_piece_bytes = 64 << 10;  // several pieces on each side of the kill
-  Result<std::unique_ptr<ShuffleWriter>> writer = client.OpenShuffleWriter(spec.id, 0, 0, options);
-  ASSERT_TRUE(writer.ok());
-  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
-    const std::string output = OutputOf(0, partition, 0, size);
-    ASSERT_TRUE((*writer)->Write(partition, Bytes(output.substr(0, size / 2))).ok());
-  }
-  ASSERT_TRUE((*writer)->Flush().ok());
-  const std::string victim = layout->workers[layout->primaries[0]].worker_id;
-  cluster.SignalWorker(victim, SIGKILL);
-  for (uint32_t partition = 0; partition < spec.partitions; ++partition) {
-    const std::string output = OutputOf(0, partition, 0, size);
-    ASSERT_TRUE((*writer)->Write(partition, Bytes(output.substr(size / 2))).ok());
-  }
-  Status committed = (*writer)->Commit();
-  ASSERT_TRUE(committed.ok()) << committed.ToString();
+  std::string victim;
+  ASSERT_NO_FATAL_FAILURE(
+      CommitWithPrimaryKilledMidMap(cluster, client, spec, *layout, size, options, victim));
   Result<ShuffleLayout> after = client.ShuffleLayoutOf(spec.id);
   ASSERT_TRUE(after.ok());
   ASSERT_NE(after->workers[after->primaries[0]].worker_id, victim);
