@@ -304,7 +304,8 @@ Status ShuffleHandler::HandlePush(IncomingMessage& message, uint64_t id) {
     awaited_.emplace(ticket, AwaitedPush{.peer = SharePeer(*message.routing_id()),
                                          .id = id,
                                          .full = std::move(full),
-                                         .forwards = forwards});
+                                         .forwards = forwards,
+                                         .failed = Status::Ok()});
   }
   FlushDue();
   return Status::Ok();
