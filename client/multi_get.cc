@@ -58,7 +58,7 @@ std::vector<Result<BlockData>> MultiGet::Read(const std::vector<BlockId>& ids, R
   SendBatches(by_worker, call);
   // The others are looked up in chunks that grow, and each chunk's reads are sent as soon as
   // its locations are known: the workers serve one chunk while the master answers the next
-  // (one lookup of all 10,000 ids of workload 7 at once leaves the workers idle for 6-10 ms).
+  // (one lookup of all 10,000 ids of workload 7 at once left the workers idle meanwhile).
   constexpr size_t kFirstLookupChunk = 256;
   constexpr size_t kMaxLookupChunk = 4096;
   for (size_t first = 0, chunk = kFirstLookupChunk; first < unknown.size();
@@ -105,9 +105,9 @@ std::vector<Result<BlockData>> MultiGet::Read(const std::vector<BlockId>& ids, R
 namespace {
 
 // Expected bytes one getBlocks of GetMany asks for: 256 blocks of 4 KiB (the packed reply is
-// one 1 MiB frame). A cap of 64 ids costs four requests and replies for the same bytes (worker
-// CPU per 10,000 4 KiB blocks 20 ms against 17-18.5 ms), and a 1 MiB reply is still small
-// enough to be on its way while the worker packs the next.
+// one 1 MiB frame). A cap of 64 ids costs four requests and replies for the same bytes (more
+// worker CPU, measured in bench workload 7), and a 1 MiB reply is still small enough to be on
+// its way while the worker packs the next.
 constexpr uint64_t kGetBlocksBatchBytes = 1 << 20;
 
 }  // namespace

@@ -12,7 +12,7 @@ namespace bm {
 namespace {
 
 // Ranges a read keeps asked for beyond the one it is checking. None: measured side by side on
-// two cores (bench workload 11), asking one or two ranges ahead made 64 MiB memory gets 12-17%
+// two cores (bench workload 11), asking one or two ranges ahead made 64 MiB memory gets
 // slower, not faster: the client and the worker already keep both cores busy, and ranges
 // ahead only add bytes queued in memory. The window stays in the code (it handles ranges cut
 // short) for machines with cores to spare.

@@ -133,9 +133,9 @@ struct RddSummary {
 // Memory: the index is sized for millions of blocks. Workers are interned to small slot
 // numbers, a block's first location is stored inline (more copies go to a small heap array),
 // and RDD blocks are keyed by partition under their RDD in a flat table (U64HashMap), so one
-// RDD block costs about 74 bytes at 10M blocks (bench workload 5) and a lookup about one cache
-// miss; another block costs about 100. Queries that list or summarise sort or scan on demand
-// rather than keeping extra per-block indexes.
+// RDD block costs well under 100 bytes at 10M blocks (bench workload 5 measures it) and a lookup
+// about one cache miss; other blocks cost a little more. Queries that list or summarise sort or
+// scan on demand rather than keeping extra per-block indexes.
 //
 // Not thread-safe: owned by the master's event loop.
 class BlockIndex {

@@ -20,7 +20,7 @@ namespace bm::disk {
 
 // Deletes the chunk files of removed and replaced block versions on a thread of its own, so the
 // storage thread does not wait for them: freeing a large file's extents takes the file system
-// a while (26 ms for 64 MiB here, where ext4 discards them synchronously), and a removal of an
+// a while (tens of ms for 64 MiB where ext4 discards them synchronously), and a removal of an
 // RDD of many large blocks held every get and put of the disk behind it (RocksDB deletes its
 // obsolete files off the write path too, through its DeleteScheduler). A file is queued only
 // once its meta is gone, so nothing reads it any more; one not deleted before a crash is swept

@@ -25,8 +25,8 @@ namespace bm::disk {
 // what Append() returned for is in the kernel's page cache and survives a kill of the process.
 // Every kRangeSyncBytes written, the kernel is asked to start writing them out
 // (sync_file_range(SYNC_FILE_RANGE_WRITE), without waiting: RocksDB's bytes_per_sync): a 64 MiB
-// block then measured 3.3x faster than left to the kernel's own writeback, whose dirty-page
-// throttling stalled the writer (bench/README.md).
+// block then measured several times faster than left to the kernel's own writeback, whose
+// dirty-page throttling stalled the writer (bench/notes/2026-12-04-disk-write-path.md).
 class ChunkFileWriter {
  public:
   explicit ChunkFileWriter(std::unique_ptr<rocksdb::FSWritableFile> file, std::string path);

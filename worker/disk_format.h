@@ -25,7 +25,7 @@ namespace bm::disk {
 // Generations only grow, so keys are written in nearly increasing order (as RocksDB's fillseq
 // writes them): flushed table files barely overlap and RocksDB moves them down the levels
 // without rewriting them. With keys led by the block id, every flush overlapped every other
-// and compaction rewrote each byte again (measured: 800 MiB compacted per 680 MiB put).
+// and compaction rewrote each byte again (more bytes compacted than put; bench/notes).
 // A version of a block of DiskStoreOptions::chunk_file_min_bytes or more keeps its bytes in a
 // chunk file beside the database instead (chunk_files.h): it has the meta record only, with
 // Meta::in_file set (format 5), and "chunk i" is bytes [i * chunk_bytes, ...) of that file.

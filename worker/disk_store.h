@@ -34,9 +34,9 @@ class ChunkFileWriter;
 }  // namespace disk
 
 // How chunk values are laid out in RocksDB. Measured side by side (bm-bench row "4s", RocksDB
-// 7.8, 1 MiB chunks, in-process): plain values were read 3.5-4.5x faster than blob files
-// (~2.5 GB/s against ~0.6 GB/s) and written about as fast (~140 MB/s both), so kPlain is the
-// default; kBlobFiles stays selectable so the two can be measured again. Either format reads a
+// 7.8, 1 MiB chunks, in-process; bench/notes): plain values were read several times faster than
+// blob files and written about as fast, so kPlain is the default; kBlobFiles stays selectable
+// so the two can be measured again. Either format reads a
 // database written in the other (RocksDB reads existing blob files whatever the setting).
 enum class DiskValueFormat { kPlain, kBlobFiles };
 
@@ -68,9 +68,9 @@ struct DiskStoreOptions {
   // out of RocksDB's write-ahead log (see DiskStore); smaller ones in RocksDB records.
   // UINT64_MAX: every block in RocksDB, as stores were written before chunk files.
   uint64_t chunk_file_min_bytes = kDefaultChunkFileMinBytes;
-  // Measured in-process (bench/README.md, "Disk write path"): a file per block wrote 64 KiB and
-  // 1 MiB blocks 1.5-2.5x faster than RocksDB's log when the disk kept up, 4 KiB blocks 2x
-  // slower; bound by this machine's disk, 1 MiB puts ran at 0.9x, and gets at 1.3-1.7x.
+  // Measured in-process (bench/notes/2026-12-04-disk-write-path.md): a file per block wrote
+  // blocks of 64 KiB and more faster than RocksDB's log, and 4 KiB blocks slower; its gets
+  // were faster at every size measured.
   static constexpr uint64_t kDefaultChunkFileMinBytes = 64 * 1024;
 };
 
@@ -89,13 +89,13 @@ struct DiskStoreOptions {
 // and Open() takes the version back from the trailer (TakeBackFromChunkFiles), into the index
 // and the database. Files written before trailers hold the bytes only; they read the same, but
 // cannot be taken back. Those bytes skip RocksDB's write-ahead log, whose
-// software CRC32C was ~15% of a disk put's CPU. Durability is the log's, unchanged: neither is
-// fsynced, so an acknowledged block survives a kill of the process (its bytes and meta are in
-// the kernel's page cache), not a crash of the machine. A file found missing or shorter than
-// its block at open costs that block (reported lost, counted corrupt). Reads of a file version
-// pread(2) into chunks of their own; Read and ReadGeneration hash every unit they return
-// against the stored digests (as RocksDB's checksum checked table blocks), ReadForCheckingReader
-// leaves that to the reader.
+// software CRC32C (Debian's RocksDB) was a large share of a disk put's CPU. Durability is the
+// log's, unchanged: neither is fsynced, so an acknowledged block survives a kill of the process
+// (its bytes and meta are in the kernel's page cache), not a crash of the machine. A file found
+// missing or shorter than its block at open costs that block (reported lost, counted corrupt).
+// Reads of a file version pread(2) into chunks of their own; Read and ReadGeneration hash every
+// unit they return against the stored digests (as RocksDB's checksum checked table blocks),
+// ReadForCheckingReader leaves that to the reader.
 //
 // Space: a write claims its declared size when it begins and is refused (kOutOfSpace) unless it
 // fits both the byte limit (if any) and the filesystem's free space less a headroom kept for

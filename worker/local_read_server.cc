@@ -34,7 +34,7 @@ constexpr size_t kMaxQueuedReplies = 256;
 constexpr uint64_t kShufflePacketRoom = kMaxLocalPacketBytes - 16 * 1024;
 constexpr uint64_t kHeaderBytes = 48;
 // A page of pieces in memory holds at most this much, sent as packets back to back (one round
-// trip for the page rather than one per packet: about 60 us each on a loaded host).
+// trip for the page rather than one per packet, each a wake-up of the worker's loop).
 constexpr uint64_t kMaxMemoryPageBytes = 1 << 20;
 
 std::string RandomTicket() {

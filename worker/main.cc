@@ -435,7 +435,7 @@ int Run(const Flags& f, const Sizes& sizes) {
               static_cast<int64_t>(f.disk_check_timeout_seconds * 1000))});
 
   // With keys, each connection's frames are sealed and opened on the I/O thread serving it
-  // (bench/NOTES.md, "Workload 9: what bounds CURVE"): one thread caps all clients together at one
+  // (bench/notes, "Workload 9: what bounds CURVE"): one thread caps all clients together at one
   // core's cipher rate; more spread the connections over cores.
   zmq::context_t context(f.io_threads);
   // The ZAP handler binds before the worker's socket (see bm-master).

@@ -31,7 +31,7 @@ struct DiskTierStats {
 //
 // The thread runs at the process's priority: a put whose bytes wait for spills (see
 // BlockManager::TakesBytes) waits on it, so a lower one would invert priorities on a busy
-// machine (measured: pieces waiting over 5 s for a niced storage thread under load).
+// machine (seen: pieces waiting seconds for a niced storage thread under load).
 //
 // Ownership and threads: owns the store, which only the storage thread touches once the
 // StorageThread exists. A job must touch nothing but the store and what it captured by value

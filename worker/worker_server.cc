@@ -229,8 +229,8 @@ void WorkerServer::Run() {
       link_->CollectChanges();
     }
 
-    // The loop sleeps in ::poll on the sockets' ZMQ_FDs (see DrainSocket: measured ~12 poll
-    // calls per 4 KiB get with zmq::poll, on a VM where a system call costs microseconds), and
+    // The loop sleeps in ::poll on the sockets' ZMQ_FDs (see DrainSocket: zmq::poll made about a
+    // dozen poll calls per 4 KiB get, on a VM where a system call costs microseconds), and
     // only once every socket is settled; else it polls with a zero timeout and drains again.
     // One slot per source, named.
     enum Slot {
