@@ -29,7 +29,7 @@ ClientOptions OptionsFor(const Json& task) {
   // A cluster with keys: the client's secret certificate and the master's public one.
   options.key_file = task.value("key", std::string());
   options.master_key_file = task.value("master_key", std::string());
-  // "local_reads": true maps blocks of a worker on this host (docs/MANUAL.md "Same-host reads").
+  // "local_reads": true maps blocks of a worker on this host (docs/storage.md "Same-host reads").
   // Off unless asked: the workloads that compare blockmgr with network peers measure its TCP path,
   // and workload 13 measures both side by side.
   options.local_reads = task.value("local_reads", false);

@@ -1,5 +1,5 @@
 // Workload 14's client: get-or-compute over partitions whose compute costs are skewed, read in
-// a Zipf-like order, on a cluster whose memory holds half of them (docs/MANUAL.md "Eviction").
+// a Zipf-like order, on a cluster whose memory holds half of them (docs/eviction.md "Eviction").
 
 #include <algorithm>
 #include <chrono>

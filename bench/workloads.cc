@@ -1202,7 +1202,7 @@ void Failover(Runner& runner) {
 
 // ---- workload 13: same-host reads ----
 
-// docs/MANUAL.md "Same-host reads": gets from a worker on the client's host through its shared
+// docs/storage.md "Same-host reads": gets from a worker on the client's host through its shared
 // memory (the blocks mapped, every cache line then read), side by side with the same gets over TCP
 // (local reads off), memcpy of the same bytes, Redis over loopback, and the Python client.
 void SameHostReads(Runner& runner, BlockmgrCluster& cluster) {
@@ -1297,8 +1297,8 @@ void SameHostReads(Runner& runner, BlockmgrCluster& cluster) {
 
 // ---- workload 14: recompute time under cost-aware eviction ----
 
-// docs/MANUAL.md "Eviction": get-or-compute over 256 partitions of 64 KiB, 10% of which take 50x as
-// long to compute as the rest (1 ms, slept), read in a Zipf-like order (s = 0.9, popularity
+// docs/eviction.md "Eviction": get-or-compute over 256 partitions of 64 KiB, 10% of which take 50x
+// as long to compute as the rest (1 ms, slept), read in a Zipf-like order (s = 0.9, popularity
 // independent of cost), on a worker whose memory holds half of them. Two single-worker
 // clusters, one evicting by cost and one by recency, run the very same access sequence, taking
 // turns; the figure is the total time spent recomputing after a warm-up of the same number of

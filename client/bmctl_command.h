@@ -15,7 +15,7 @@
 namespace bm {
 
 // bmctl's exit codes: 0 success; 1 operational failure (one line on stderr); 2 usage error;
-// 3 a put refused because its tenant's quota is exceeded (docs/MANUAL.md "Tenants, shares and
+// 3 a put refused because its tenant's quota is exceeded (docs/security.md "Tenants, shares and
 // quotas").
 constexpr int kExitSuccess = 0;
 constexpr int kExitFailure = 1;

@@ -1,5 +1,5 @@
 // bmctl tenants, share, unshare and quota: who owns what, and how much each tenant may keep
-// (docs/MANUAL.md "Tenants, shares and quotas").
+// (docs/security.md "Tenants, shares and quotas").
 
 #include <iostream>
 #include <memory>

@@ -76,13 +76,13 @@ struct ClientOptions {
   // for every put.
   std::chrono::milliseconds worker_list_ttl{1000};
 
-  // CURVE keys (docs/MANUAL.md "Security"): this client's secret certificate (NAME.key_secret) and
-  // the master's public one (MASTER.key). Both empty: plaintext, for a cluster run with
+  // CURVE keys (docs/security.md "Security"): this client's secret certificate (NAME.key_secret)
+  // and the master's public one (MASTER.key). Both empty: plaintext, for a cluster run with
   // --insecure. Workers' keys come from the master, which vouches for them.
   std::string key_file{};
   std::string master_key_file{};
 
-  // Same-host reads (docs/MANUAL.md "Same-host reads"): a block held by a worker on this host is
+  // Same-host reads (docs/storage.md "Same-host reads"): a block held by a worker on this host is
   // mapped from shared memory instead of copied through TCP. The first read from each worker
   // asks it once for its host identity and local socket; workers elsewhere (or with local
   // reads off) are read over TCP as before, and so is any block the local path cannot serve.
@@ -288,7 +288,7 @@ class Client {
   // new blocks, its blocks are copied elsewhere, then it exits and the master stops listing
   // it. kNotFound for an unknown worker.
   Status Decommission(const std::string& worker_id);
-  // Tenants (docs/MANUAL.md "Tenants, shares and quotas"). Shares a dataset ("42", "rdd_42", or a
+  // Tenants (docs/security.md "Tenants, shares and quotas"). Shares a dataset ("42", "rdd_42", or a
   // non-RDD block id) read-only with another tenant, or stops: its owner's key or an admin's.
   Status Share(const std::string& dataset, const std::string& tenant, bool unshare = false);
   // A tenant's byte quotas across the cluster, every copy counted (0: no limit on that tier),

@@ -138,7 +138,7 @@ Result<std::vector<std::byte>> Client::Impl::ComputeAndStore(const BlockId& id, 
   ++counters_.computes;
   uint64_t lease = token;  // the lease the result is stored under
   // The wall time of the computation travels with the put: the worker's cost-aware eviction
-  // keeps what is expensive to recompute (docs/MANUAL.md "Eviction").
+  // keeps what is expensive to recompute (docs/eviction.md "Eviction").
   const auto compute_started = std::chrono::steady_clock::now();
   Result<std::vector<std::byte>> computed = compute();
   const auto compute_cost = std::chrono::duration_cast<std::chrono::microseconds>(

@@ -1,6 +1,6 @@
 #pragma once
 
-// The client's side of same-host reads (docs/MANUAL.md "Same-host reads";
+// The client's side of same-host reads (docs/storage.md "Same-host reads";
 // schema/local_reads.capnp): a block held by a worker on this host is received as a sealed shared
 // region and mapped, instead of being copied through TCP. Internal to the client library.
 

@@ -1,6 +1,6 @@
 #pragma once
 
-// A shuffle stream read through the local-read socket of a worker on this host (docs/MANUAL.md
+// A shuffle stream read through the local-read socket of a worker on this host (docs/storage.md
 // "Same-host reads", schema/local_reads.capnp readShuffle): the pages the worker would send
 // over TCP, their pieces' bytes in the reply's trailer or in a region or partition file this
 // side maps. Internal to the client library.

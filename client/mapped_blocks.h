@@ -1,6 +1,6 @@
 #pragma once
 
-// The regions one local-read connection holds mapped (docs/MANUAL.md "Same-host reads"), by block.
+// The regions one local-read connection holds mapped (docs/storage.md "Same-host reads"), by block.
 // Internal to the client library.
 //
 // Every caller reading the same version at once shares one mapping, and a mapping is kept for

@@ -53,7 +53,7 @@ struct WorkerInfo {
   std::string rack;  // placement label; empty when the worker declared none
   WorkerState state = WorkerState::kActive;
   std::string public_key{};  // CURVE key (Z85) the master vouches for; empty with keys off
-  // Of memory_used: bytes readers on the worker's host keep mapped (docs/MANUAL.md "Same-host
+  // Of memory_used: bytes readers on the worker's host keep mapped (docs/storage.md "Same-host
   // reads").
   uint64_t memory_pinned = 0;
   // Each of its disks, in the order of its --disk-dir flags (empty from an older worker).
@@ -130,7 +130,7 @@ struct RddInfo {
   std::vector<std::string> workers;  // ids of the workers holding at least one of its blocks
 };
 
-// A tenant's bytes and quotas (docs/MANUAL.md "Tenants, shares and quotas"): every copy counted.
+// A tenant's bytes and quotas (docs/security.md "Tenants, shares and quotas"): every copy counted.
 struct TenantInfo {
   std::string tenant;
   uint64_t memory_bytes = 0;
@@ -168,7 +168,7 @@ struct PutOptions {
   // master refuses the block, and the put fails (kAborted), when that lease is no longer held.
   uint64_t compute_lease = 0;
   // What the block took to compute (0 = not stated). The worker keeps it with a memory copy and,
-  // with the cost-aware eviction policy (docs/MANUAL.md "Eviction"), evicts blocks that are cheap
+  // with the cost-aware eviction policy (docs/eviction.md "Eviction"), evicts blocks that are cheap
   // to recompute per byte before expensive ones. GetOrCompute sets it to the wall time its compute
   // function took.
   std::chrono::microseconds compute_cost{0};

@@ -1,6 +1,6 @@
 #pragma once
 
-// Which key role may make which request (docs/MANUAL.md "Security"), in one place for the master
+// Which key role may make which request (docs/security.md "Security"), in one place for the master
 // and the workers. With keys off (an --insecure cluster) every sender is anonymous and everything
 // is allowed, as before keys existed.
 //

@@ -18,7 +18,7 @@
 
 namespace bm {
 
-// What a key may do (see docs/MANUAL.md "Security"). Stored as the certificate's metadata "role".
+// What a key may do (see docs/security.md "Security"). Stored as the certificate's metadata "role".
 enum class KeyRole { kMaster, kWorker, kClient, kAdmin };
 
 const char* KeyRoleName(KeyRole role);

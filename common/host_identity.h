@@ -4,7 +4,7 @@
 
 namespace bm {
 
-// What tells two processes they share a host for same-host reads (docs/MANUAL.md "Same-host
+// What tells two processes they share a host for same-host reads (docs/storage.md "Same-host
 // reads"): the kernel's boot id and the network namespace's inode, e.g.
 // "3f2a...-e1/net:4026531840". Two processes with the same identity run on one kernel and
 // see the same network, so a Unix socket path one names is the other's too. The network

@@ -19,7 +19,7 @@ Status CheckListenSecurity(const std::string& listen, bool has_key, bool insecur
   return InvalidArgumentError(
       "refusing to listen on " + listen +
       " without keys: anyone who can reach it could join, read or delete blocks. Give --key "
-      "and --allow (see README, Security; `bmctl keygen` makes keys), or --insecure on a "
+      "and --allow (see docs/security.md; `bmctl keygen` makes keys), or --insecure on a "
       "trusted network");
 }
 

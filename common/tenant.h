@@ -1,7 +1,7 @@
 #pragma once
 
-// Tenants (docs/MANUAL.md "Tenants, shares and quotas"): who owns a dataset, and what a key may do
-// with the datasets it does not own. In one place for the master and the workers.
+// Tenants (docs/security.md "Tenants, shares and quotas"): who owns a dataset, and what a key may
+// do with the datasets it does not own. In one place for the master and the workers.
 //
 // A client key belongs to the tenant its allow-list names (NAME.tenant beside NAME.key holds
 // the tenant's name), or to the default tenant when none is named. A tenant owns the datasets

@@ -46,7 +46,7 @@ struct WorkerStats {
   uint64_t block_count = 0;
   // The disk store is read-only after a storage error (a full disk): no disk block fits.
   bool disk_read_only = false;
-  // Of memory_used: bytes readers on the worker's host keep mapped (docs/MANUAL.md "Same-host
+  // Of memory_used: bytes readers on the worker's host keep mapped (docs/storage.md "Same-host
   // reads").
   uint64_t memory_pinned = 0;
   // Each disk, in the order of the worker's --disk-dir flags; disk_used and disk_capacity above

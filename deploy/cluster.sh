@@ -14,7 +14,7 @@
 # `start` prints the master address and writes it to RUN_DIR/master.addr. The cluster runs with
 # CURVE keys made in RUN_DIR/keys (kept across restarts); `. RUN_DIR/env` sets BLOCKMGR_KEY and
 # BLOCKMGR_MASTER_KEY so bmctl uses the admin key. --insecure runs without keys.
-# With --masters M (2 or more; docs/MANUAL.md "Standby masters") it also starts a ZooKeeper on
+# With --masters M (2 or more; docs/standby-masters.md) it also starts a ZooKeeper on
 # 127.0.0.1:P+90 (RUN_DIR/zookeeper: zoo.cfg with 250 ms ticks, and its data, kept across
 # restarts so the epoch keeps growing) and M masters elected through it, master m on
 # 127.0.0.1:P+100*(m-1) with its journal in RUN_DIR/state-m<m> (and pages on H+100*(m-1));
@@ -127,7 +127,7 @@ start_zookeeper() {
   stop_all >/dev/null; exit 1
 }
 
-# Masters elected through ZooKeeper (docs/MANUAL.md "Standby masters"), sharing the master key. The
+# Masters elected through ZooKeeper (docs/standby-masters.md), sharing the master key. The
 # first leads: the others start once it does.
 start_elected_masters() {
   start_zookeeper

@@ -15,7 +15,7 @@ namespace bm {
 
 class ZapHandler;
 
-// The master's limits per key (keys on; docs/MANUAL.md "Security"): the connections one key may
+// The master's limits per key (keys on; docs/security.md "Security"): the connections one key may
 // hold open at once, counted from their handshake (HandshakeConnectionLimit, the ZAP handler's
 // gate), and the registrations one key may make a minute. A monitor of the master's socket
 // reports the connections accepted and closed.

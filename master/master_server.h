@@ -29,13 +29,13 @@ struct MasterOptions {
   // journal. On start the master reloads it: workers come back unconfirmed, with their
   // locations, until they register again.
   std::string state_dir{};
-  // CURVE (docs/MANUAL.md "Security"): the master's keypair. Empty: plaintext. The ZAP handler that
-  // decides which keys get in is started by the caller, on the same context, before Create().
+  // CURVE (docs/security.md "Security"): the master's keypair. Empty: plaintext. The ZAP handler
+  // that decides which keys get in is started by the caller, on the same context, before Create().
   CurveKeys keys{};
   // Borrowed, may be null: the ZAP handler of `keys`, which asks the master's connection
   // limit (HandshakeConnectionLimit) about every handshake. Must outlive the server.
   ZapHandler* zap = nullptr;
-  // Limits per key (keys on; docs/MANUAL.md "Security"), 0 = none. Connections one key may hold
+  // Limits per key (keys on; docs/security.md "Security"), 0 = none. Connections one key may hold
   // open at once, counted from their handshake ...
   size_t max_connections_per_key = 4096;
   // ... and registrations one key may make within a minute (a worker registers once when it

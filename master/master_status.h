@@ -93,7 +93,8 @@ struct MasterCounters {
 
 // Read-only access to the loop's state for status queries, valid during one
 // MasterStatusHook::Serve call only.
-// Where this master stands among several (standby masters; docs/MANUAL.md "Standby masters").
+// Where this master stands among several (standby masters; docs/standby-masters.md "Standby
+// masters").
 struct MasterRole {
   bool elected = false;  // it runs in an election (--zookeeper)
   bool leader = true;    // it leads (always, without an election)

@@ -18,7 +18,7 @@ namespace bm {
 // A tenant's byte quotas across the cluster, every copy counted; 0 on a tier: no limit there.
 using TenantQuota = TierBytes;
 
-// The master's tenant state (docs/MANUAL.md "Tenants, shares and quotas", PROTOCOL.md "Tenants"):
+// The master's tenant state (docs/security.md "Tenants, shares and quotas", PROTOCOL.md "Tenants"):
 // who owns each dataset and with whom it is shared, each tenant's quotas, and the bytes admitted
 // against them by puts still on their way (reservations).
 //

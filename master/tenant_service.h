@@ -42,8 +42,8 @@ struct TenantEffects {
 void FillDatasetAccess(const std::string& dataset, const DatasetAccess& access,
                        proto::DatasetAccessRecord::Builder out);
 
-// Tenants (dataset owners and shares) and their quotas, as the master serves them (docs/
-// MANUAL.md "Tenants, shares and quotas"; PROTOCOL.md "Tenants"). The rules are
+// Tenants (dataset owners and shares) and their quotas, as the master serves them
+// (docs/security.md "Tenants, shares and quotas"; PROTOCOL.md "Tenants"). The rules are
 // common/tenant.h's and the records TenantRegistry's; this checks requests against them and
 // answers the tenant requests. Workers check the requests that reach them directly.
 //

@@ -29,7 +29,7 @@
 
 namespace bm {
 
-// A whole block in a sealed shared region, for a reader on this host (docs/MANUAL.md "Same-host
+// A whole block in a sealed shared region, for a reader on this host (docs/storage.md "Same-host
 // reads"), and what keeps it counted against the memory budget until the reader lets go.
 struct SharedBlock {
   std::shared_ptr<const SealedRegion> region;
@@ -200,7 +200,7 @@ class BlockManager {
   // when `only_version` is not 0 and the block held is another version.
   Status Remove(const BlockId& id, uint64_t only_version = 0);
 
-  // --- Same-host reads (docs/MANUAL.md "Same-host reads"; worker/local_read_server.h).
+  // --- Same-host reads (docs/storage.md "Same-host reads"; worker/local_read_server.h).
   // The whole block as a sealed region, pinned for one reader until ReleaseShared. A memory
   // block is moved into a region on its first such read (copied on a JobThread of its own, its
   // digests checked); the region then replaces its chunks, so its bytes are held once and TCP

@@ -1,5 +1,5 @@
 // BlockManager's side of same-host reads: blocks handed to readers on this host as sealed
-// shared regions (docs/MANUAL.md "Same-host reads").
+// shared regions (docs/storage.md "Same-host reads").
 
 #include <spdlog/spdlog.h>
 

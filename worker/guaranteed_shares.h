@@ -17,8 +17,8 @@ class EvictionGuard {
   virtual bool MayEvict(const BlockId& victim, const BlockId& for_block) const = 0;
 };
 
-// Tenants' guaranteed shares of memory (docs/MANUAL.md "Tenants, shares and quotas"): a tenant with
-// a memory quota is guaranteed what its quota admits, so another tenant's put never evicts (or
+// Tenants' guaranteed shares of memory (docs/security.md "Tenants, shares and quotas"): a tenant
+// with a memory quota is guaranteed what its quota admits, so another tenant's put never evicts (or
 // spills) its blocks. The master admits a tenant's puts only within its quota, so such a tenant
 // is always at or under its quota, and any eviction for someone else would take it further
 // below. A tenant evicts its own blocks freely, and a tenant without a memory quota has no

@@ -29,7 +29,7 @@ namespace bm {
 class TenantGate;
 
 struct LocalReadServerOptions {
-  // Where the socket is made (the worker's disk directory; docs/MANUAL.md "Same-host reads").
+  // Where the socket is made (the worker's disk directory; docs/storage.md "Same-host reads").
   std::string socket_path;
   // Keys on: a connection acts only as the key whose ticket it presented, authorized as that
   // key's getBlock would be over TCP.

@@ -84,7 +84,7 @@ class MemoryStore {
   // the size differs.
   Status ReplaceBytes(const BlockId& id, BlockData data);
 
-  // --- Pins: blocks a reader on this host has mapped (docs/MANUAL.md "Same-host reads").
+  // --- Pins: blocks a reader on this host has mapped (docs/storage.md "Same-host reads").
   // Pins the stored version of `id` for one more reader and returns its generation: eviction
   // skips it while pinned. Removing it (a removal, an overwrite) takes it out of the index at
   // once, but its bytes stay counted in used() until its last pin is released, because the

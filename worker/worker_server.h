@@ -55,7 +55,7 @@ struct WorkerServerOptions {
   // Borrowed, may be null: the ZAP handler the caller started, told which keys are at their
   // connection limit. Must outlive the server.
   ZapHandler* zap = nullptr;
-  // CURVE (docs/MANUAL.md "Security"): this worker's secret certificate and the master's public
+  // CURVE (docs/security.md "Security"): this worker's secret certificate and the master's public
   // one. Both empty: plaintext. The certificate's worker id is the worker's id (worker_id, if
   // given, must match it). The ZAP handler deciding which keys get in is started by the
   // caller, on the same context, before Create().
@@ -69,7 +69,7 @@ struct WorkerServerOptions {
   // Failed disks the worker serves on with; when more have failed it stops, and exit_code()
   // says so. nullopt: serve while one disk works.
   std::optional<size_t> failed_disks_tolerated;
-  // Same-host reads (docs/MANUAL.md "Same-host reads"): the Unix socket readers on this host map
+  // Same-host reads (docs/storage.md "Same-host reads"): the Unix socket readers on this host map
   // blocks through; empty: off. If it cannot be made, the worker serves over TCP only.
   std::string local_socket_path{};
   // How long a reader's pin lasts at most (LocalReadServerOptions::pin_lifetime).

@@ -58,7 +58,7 @@ struct WorkerCounters {
   // were intact here (the bytes went bad between this worker and the reader).
   uint64_t checksum_failures_memory = 0;
   uint64_t checksum_failures_read_transit = 0;
-  // Whole-block reads by origin (docs/MANUAL.md "Same-host reads"): by readers on this host (over
+  // Whole-block reads by origin (docs/storage.md "Same-host reads"): by readers on this host (over
   // the local-read socket, or over TCP from one of this host's own addresses), and by others.
   uint64_t block_reads_local = 0;
   uint64_t block_reads_remote = 0;

@@ -499,7 +499,7 @@ Stores ``data`` (bytes, bytearray, memoryview, a NumPy array: any C-contiguous b
 without a copy) as block ``id`` at ``level``, replacing an earlier block of that id. Returns a
 PutResult once every copy is stored. ``worker`` places it on that worker; ``replication``
 overrides the level's copy count. ``compute_cost``: seconds the block took to compute, which a
-worker evicting by cost weighs (docs/MANUAL.md "Eviction"; ``get_or_compute`` measures it itself).
+worker evicting by cost weighs (docs/eviction.md "Eviction"; ``get_or_compute`` measures it itself).
 )doc")
       .def("get", &PyClient::Get, py::arg("id"), R"doc(
 Block ``id`` as a read-only :class:`blockmgr.Buffer` (``numpy.frombuffer`` and ``memoryview``

@@ -1,6 +1,6 @@
 // Cost-aware eviction against real processes: the compute time get-or-compute measures travels
 // with its put to the worker, whose memory tier then keeps the expensive block that LRU would
-// have dropped (docs/MANUAL.md "Eviction").
+// have dropped (docs/eviction.md "Eviction").
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
-// Standby masters with a real ZooKeeper (docs/MANUAL.md "Standby masters"): two bm-master processes
-// elected through ZooKeeper, three workers and clients given both masters' addresses. The
+// Standby masters with a real ZooKeeper (docs/standby-masters.md "Standby masters"): two bm-master
+// processes elected through ZooKeeper, three workers and clients given both masters' addresses. The
 // leader is killed (-9) or paused past its session; the standby takes over with the leader's
 // metadata, and clients and workers follow it.
 

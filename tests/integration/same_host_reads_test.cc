@@ -1,6 +1,6 @@
-// Same-host reads (docs/MANUAL.md "Same-host reads"): a client on a worker's host maps the worker's
-// sealed region of a block instead of receiving it over TCP. What the mapping promises (its
-// bytes never change, the memory comes back when it goes, it cannot be written), what pins it
+// Same-host reads (docs/storage.md "Same-host reads"): a client on a worker's host maps the
+// worker's sealed region of a block instead of receiving it over TCP. What the mapping promises
+// (its bytes never change, the memory comes back when it goes, it cannot be written), what pins it
 // (removal, overwrite and eviction wait for it; a reader's death or the pin lifetime releases
 // it), and who may open the socket at all.
 

@@ -1,6 +1,6 @@
-// Tenants, shares and quotas (docs/MANUAL.md "Tenants, shares and quotas") against real bm-master,
-// bm-worker and bmctl processes with CURVE keys: alice and bob are client keys of two tenants,
-// `client` a client key without a tenant (the default tenant), `admin` an admin key.
+// Tenants, shares and quotas (docs/security.md "Tenants, shares and quotas") against real
+// bm-master, bm-worker and bmctl processes with CURVE keys: alice and bob are client keys of two
+// tenants, `client` a client key without a tenant (the default tenant), `admin` an admin key.
 
 #include <capnp/message.h>
 #include <gtest/gtest.h>
