@@ -17,6 +17,7 @@
 #include "common/logging.h"
 #include "common/node_security.h"
 #include "common/server_config.h"
+#include "common/server_startup.h"
 #include "common/shutdown_signals.h"
 #include "common/zookeeper_session.h"
 #include "master/leader_election.h"
@@ -225,16 +226,15 @@ int main(int argc, char** argv) {
   }
 
   if (bm::Status s = bm::CheckListenSecurity(f.listen, !f.key_file.empty(), f.insecure); !s.ok()) {
-    std::fprintf(stderr, "bm-master: %s\n", s.message().c_str());
-    return 2;
+    return bm::StartFailed("bm-master", s, bm::kUsageExit);
   }
 
   // At start, not every second thereafter: a port past 65535 would wrap to another port
   // (another cluster's ZooKeeper), and a chroot ZooKeeper refuses fails every request.
   if (!f.zookeeper.empty()) {
     if (bm::Status s = bm::ParseZooKeeperAddress(f.zookeeper).status(); !s.ok()) {
-      std::fprintf(stderr, "bm-master: --zookeeper: %s\n", s.message().c_str());
-      return 2;
+      return bm::StartFailed("bm-master", bm::Status(s.code(), "--zookeeper: " + s.message()),
+                             bm::kUsageExit);
     }
   }
 
@@ -245,39 +245,19 @@ int main(int argc, char** argv) {
   context.set(zmq::ctxopt::max_sockets, 65536);
   // The ZAP handler binds before the master's socket, so no handshake is ever let through
   // without it (libzmq 4.3 lets any key in when no handler is bound).
-  bm::SecureNode secure;
-  if (!f.key_file.empty()) {
-    bm::Result<bm::SecureNode> started =
-        bm::StartSecureNode(context, f.key_file, bm::KeyRole::kMaster, f.allow_dir, "");
-    if (!started.ok()) {
-      std::fprintf(stderr, "bm-master: %s\n", started.status().message().c_str());
-      return 1;
-    }
-    secure = std::move(started).value();
-    shutdown_signals.CallOnReload([zap = secure.zap.get()] { zap->RequestReload(); });
-  }
+  bm::Result<bm::SecureNode> keys = bm::StartServerKeys(context, f.key_file, bm::KeyRole::kMaster,
+                                                        f.allow_dir, "", shutdown_signals);
+  if (!keys.ok()) return bm::StartFailed("bm-master", keys.status(), bm::kStartExit);
+  bm::SecureNode secure = std::move(keys).value();
   bm::SteadyClock clock;
   // HTTP first, so that /healthz answers (and /readyz says "not yet") while a large journal
   // loads.
-  std::unique_ptr<bm::MasterStatusService> status;
   bm::HttpServer http_server;
-  if (!f.http.empty()) {
-    bm::Result<std::unique_ptr<bm::MasterStatusService>> created =
-        bm::MasterStatusService::Create();
-    if (!created.ok()) {
-      std::fprintf(stderr, "bm-master: %s\n", created.status().message().c_str());
-      return 1;
-    }
-    status = std::move(created).value();
-    bm::AddMasterStatusRoutes(http_server, *status);
-    if (bm::Status started = http_server.Start(f.http); !started.ok()) {
-      std::fprintf(stderr, "bm-master: --http: %s\n", started.message().c_str());
-      return started.code() == bm::StatusCode::kInvalidArgument ? 2 : 1;
-    }
-    spdlog::info("http on {} (port {})", f.http, http_server.port());
-  }
+  bm::Result<std::unique_ptr<bm::MasterStatusService>> status =
+      bm::StartStatusPages<bm::MasterStatusService>(http_server, f.http, bm::AddMasterStatusRoutes);
+  if (!status.ok()) return bm::StartFailed("bm-master", status.status());
   bm::MasterOptions options;
-  options.status_hook = status.get();
+  options.status_hook = status->get();
   options.listen = f.listen;
   options.state_dir = f.state_dir;
   options.keys = secure.keys;
@@ -310,8 +290,7 @@ int main(int argc, char** argv) {
   bm::Result<std::unique_ptr<bm::MasterServer>> server =
       bm::MasterServer::Create(context, options, clock);
   if (!server.ok()) {
-    std::fprintf(stderr, "bm-master: %s\n", server.status().message().c_str());
-    return 1;
+    return bm::StartFailed("bm-master", server.status(), bm::kStartExit);
   }
   if (!f.zookeeper.empty()) {
     if (bm::Status started = election.Start(f, **server); !started.ok()) {

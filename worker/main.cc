@@ -20,6 +20,7 @@
 #include "common/master_addresses.h"
 #include "common/node_security.h"
 #include "common/server_config.h"
+#include "common/server_startup.h"
 #include "common/shutdown_signals.h"
 #include "common/zookeeper_session.h"
 #include "worker/address.h"
@@ -33,8 +34,8 @@
 
 namespace {
 
-constexpr int kUsageError = 2;
-constexpr int kStartError = 1;
+constexpr int kUsageError = bm::kUsageExit;
+constexpr int kStartError = bm::kStartExit;
 
 int Usage(const std::string& message) {
   std::fprintf(stderr, "bm-worker: %s\n", message.c_str());
@@ -439,47 +440,22 @@ int Run(const Flags& f, const Sizes& sizes) {
   // core's cipher rate; more spread the connections over cores.
   zmq::context_t context(f.io_threads);
   // The ZAP handler binds before the worker's socket (see bm-master).
-  bm::SecureNode secure;
-  if (!f.key_file.empty()) {
-    bm::Result<bm::Certificate> master_cert = bm::LoadCertificate(f.master_key_file);
-    if (!master_cert.ok()) {
-      std::fprintf(stderr, "bm-worker: %s\n", master_cert.status().message().c_str());
-      return kStartError;
-    }
-    bm::Result<bm::SecureNode> started = bm::StartSecureNode(
-        context, f.key_file, bm::KeyRole::kWorker, f.allow_dir, master_cert->public_key);
-    if (!started.ok()) {
-      std::fprintf(stderr, "bm-worker: %s\n", started.status().message().c_str());
-      return kStartError;
-    }
-    secure = std::move(started).value();
-    shutdown_signals.CallOnReload([zap = secure.zap.get()] { zap->RequestReload(); });
-  }
+  bm::Result<bm::SecureNode> keys = bm::StartServerKeys(
+      context, f.key_file, bm::KeyRole::kWorker, f.allow_dir, f.master_key_file, shutdown_signals);
+  if (!keys.ok()) return bm::StartFailed("bm-worker", keys.status(), kStartError);
+  bm::SecureNode secure = std::move(keys).value();
   bm::SteadyClock clock;
-  std::unique_ptr<bm::WorkerStatusService> status;
   bm::HttpServer http_server;
-  if (!f.http.empty()) {
-    bm::Result<std::unique_ptr<bm::WorkerStatusService>> service =
-        bm::WorkerStatusService::Create();
-    if (!service.ok()) {
-      std::fprintf(stderr, "bm-worker: %s\n", service.status().message().c_str());
-      return kStartError;
-    }
-    status = std::move(service).value();
-    bm::AddWorkerStatusRoutes(http_server, *status);
-    if (bm::Status started = http_server.Start(f.http); !started.ok()) {
-      std::fprintf(stderr, "bm-worker: --http: %s\n", started.message().c_str());
-      return started.code() == bm::StatusCode::kInvalidArgument ? kUsageError : kStartError;
-    }
-    spdlog::info("http on {} (port {})", f.http, http_server.port());
-  }
+  bm::Result<std::unique_ptr<bm::WorkerStatusService>> status =
+      bm::StartStatusPages<bm::WorkerStatusService>(http_server, f.http, bm::AddWorkerStatusRoutes);
+  if (!status.ok()) return bm::StartFailed("bm-worker", status.status());
   bm::WorkerServerOptions options;
   options.key_file = f.key_file;
   options.zap = secure.zap.get();
   options.max_connections_per_key = f.max_connections_per_key;
   options.max_uploads_per_key = f.max_uploads_per_key;
   options.master_key_file = f.master_key_file;
-  options.status_hook = status.get();
+  options.status_hook = status->get();
   options.enable_fault_injection = f.enable_fault_injection;
   options.listen_address = f.listen;
   options.advertise_address = f.advertise;
@@ -514,8 +490,7 @@ int Run(const Flags& f, const Sizes& sizes) {
   bm::Result<std::unique_ptr<bm::WorkerServer>> created =
       bm::WorkerServer::Create(context, options, std::move(blocks), clock);
   if (!created.ok()) {
-    std::fprintf(stderr, "bm-worker: %s\n", created.status().message().c_str());
-    return kStartError;
+    return bm::StartFailed("bm-worker", created.status(), kStartError);
   }
   std::unique_ptr<bm::WorkerServer> server = std::move(created).value();
   spdlog::info("worker {} listening on {}, memory {} (eviction: {}), disk {}, {}",
