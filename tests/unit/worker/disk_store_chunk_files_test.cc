@@ -20,6 +20,7 @@
 #include "common/protocol.h"
 #include "tests/support/files.h"
 #include "tests/support/temp_dir.h"
+#include "tests/unit/worker/disk_store_helpers.h"
 #include "worker/disk_store.h"
 
 namespace bm {
@@ -32,34 +33,16 @@ std::vector<std::byte> RandomBytes(size_t size, uint64_t seed) {
   return testing::RandomByteVector(size, seed);
 }
 
+using testing::ReadAll;
+using testing::WriteBlock;
+
 // `chunk_file_min_bytes` UINT64_MAX writes as stores were written before chunk files.
 std::unique_ptr<DiskStore> OpenStore(
     const std::string& dir,
     uint64_t chunk_file_min_bytes = DiskStoreOptions::kDefaultChunkFileMinBytes) {
   DiskStoreOptions options;
   options.chunk_file_min_bytes = chunk_file_min_bytes;
-  Result<std::unique_ptr<DiskStore>> store = DiskStore::Open(dir, std::move(options));
-  EXPECT_TRUE(store.ok()) << store.status().ToString();
-  return store.ok() ? std::move(store).value() : nullptr;
-}
-
-Status WriteBlock(DiskStore& store, const BlockId& id, const std::vector<std::byte>& bytes,
-                  size_t piece = 300 * kKiB) {
-  BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer,
-                      store.BeginWrite(id, StorageLevel::kDiskOnly, bytes.size()));
-  std::span<const std::byte> rest(bytes);
-  while (!rest.empty()) {
-    size_t n = std::min(piece, rest.size());
-    BM_RETURN_IF_ERROR(writer->Append(rest.first(n)));
-    rest = rest.subspan(n);
-  }
-  return writer->Commit();
-}
-
-std::vector<std::byte> ReadAll(DiskStore& store, const BlockId& id) {
-  Result<DiskRead> read = store.Read(id, 0, UINT64_MAX);
-  EXPECT_TRUE(read.ok()) << read.status().ToString();
-  return read.ok() ? Concat(read->chunks) : std::vector<std::byte>{};
+  return testing::OpenDiskStore(dir, std::move(options));
 }
 
 class ChunkFilesTest : public ::testing::Test {

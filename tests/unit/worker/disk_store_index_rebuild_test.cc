@@ -20,6 +20,7 @@
 #include "common/protocol.h"
 #include "tests/support/files.h"
 #include "tests/support/temp_dir.h"
+#include "tests/unit/worker/disk_store_helpers.h"
 #include "worker/disk_store.h"
 
 namespace bm {
@@ -33,11 +34,9 @@ std::vector<std::byte> RandomBytes(size_t size, uint64_t seed) {
   return testing::RandomByteVector(size, seed);
 }
 
+// Each block in one append, as these tests' table files expect.
 Status WriteBlock(DiskStore& store, const BlockId& id, const std::vector<std::byte>& bytes) {
-  BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer,
-                      store.BeginWrite(id, StorageLevel::kDiskOnly, bytes.size()));
-  BM_RETURN_IF_ERROR(writer->Append(bytes));
-  return writer->Commit();
+  return testing::WriteBlock(store, id, bytes, std::max<size_t>(bytes.size(), 1));
 }
 
 // Flushes the closed store's write-ahead log into a table file and returns the largest one.
@@ -101,11 +100,7 @@ void DamageTable(const std::string& table, Damage damage, const std::string& mar
   }
 }
 
-std::unique_ptr<DiskStore> OpenStore(const std::string& dir) {
-  Result<std::unique_ptr<DiskStore>> store = DiskStore::Open(dir, DiskStoreOptions());
-  EXPECT_TRUE(store.ok()) << store.status().ToString();
-  return store.ok() ? std::move(store).value() : nullptr;
-}
+std::unique_ptr<DiskStore> OpenStore(const std::string& dir) { return testing::OpenDiskStore(dir); }
 
 class IndexRebuildTest : public ::testing::Test {
  protected:

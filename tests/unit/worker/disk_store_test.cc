@@ -24,6 +24,7 @@
 #include "common/protocol.h"
 #include "tests/support/files.h"
 #include "tests/support/temp_dir.h"
+#include "tests/unit/worker/disk_store_helpers.h"
 
 namespace bm {
 namespace {
@@ -34,11 +35,9 @@ std::vector<std::byte> RandomBytes(size_t size, uint64_t seed) {
   return testing::RandomByteVector(size, seed);
 }
 
-std::vector<std::byte> Concat(const std::vector<ChunkPtr>& chunks) {
-  BlockData data;
-  for (const ChunkPtr& chunk : chunks) data.Append(chunk);
-  return data.Flatten();
-}
+using testing::Concat;
+using testing::ReadAll;
+using testing::WriteBlock;
 
 // With every block's bytes in RocksDB records (chunk files off): these tests look at the
 // RocksDB layout, which small blocks and stores written before chunk files keep. Chunk files
@@ -47,29 +46,7 @@ std::unique_ptr<DiskStore> OpenStore(const std::string& dir, uint64_t limit = 0)
   DiskStoreOptions options;
   options.limit_bytes = limit;
   options.chunk_file_min_bytes = UINT64_MAX;
-  Result<std::unique_ptr<DiskStore>> store = DiskStore::Open(dir, std::move(options));
-  EXPECT_TRUE(store.ok()) << store.status().ToString();
-  return store.ok() ? std::move(store).value() : nullptr;
-}
-
-// Writes `bytes` through a DiskWriter in appends of `piece` bytes.
-Status WriteBlock(DiskStore& store, const BlockId& id, const std::vector<std::byte>& bytes,
-                  size_t piece = 300 * kKiB) {
-  BM_ASSIGN_OR_RETURN(std::unique_ptr<DiskWriter> writer,
-                      store.BeginWrite(id, StorageLevel::kDiskOnly, bytes.size()));
-  std::span<const std::byte> rest(bytes);
-  while (!rest.empty()) {
-    size_t n = std::min(piece, rest.size());
-    BM_RETURN_IF_ERROR(writer->Append(rest.first(n)));
-    rest = rest.subspan(n);
-  }
-  return writer->Commit();
-}
-
-std::vector<std::byte> ReadAll(DiskStore& store, const BlockId& id) {
-  Result<DiskRead> read = store.Read(id, 0, UINT64_MAX);
-  EXPECT_TRUE(read.ok()) << read.status().ToString();
-  return read.ok() ? Concat(read->chunks) : std::vector<std::byte>{};
+  return testing::OpenDiskStore(dir, std::move(options));
 }
 
 // Keys in a closed store's database that start with `prefix`, read with RocksDB directly.
