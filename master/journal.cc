@@ -272,224 +272,268 @@ Status MasterJournal::CheckFormat() {
   return Status::Ok();
 }
 
-Result<JournalSnapshot> MasterJournal::Load(const LocationSink& on_location) {
-  JournalSnapshot snapshot;
-  const auto corrupt = [&](std::string_view key, const std::string& what) {
-    return InternalError("the master journal " + dir_ + " is corrupt: " + what + " at key '" +
-                         Printable(key) + "'");
-  };
-  rocksdb::ReadOptions read_options;
-  read_options.fill_cache = false;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read_options));
+namespace {
 
-  for (it->Seek(kWorkerPrefix); it->Valid() && it->key().starts_with(kWorkerPrefix); it->Next()) {
-    const std::string_view key = it->key().ToStringView();
-    JournaledWorker worker;
-    worker.id = std::string(key.substr(kWorkerPrefix.size()));
-    const bool ok = ReadValue<journal::JournalWorker>(it->value().ToStringView(),
-                                                      [&](journal::JournalWorker::Reader reader) {
-                                                        worker.address = reader.getAddress();
-                                                        worker.host = reader.getHost();
-                                                        worker.rack = reader.getRack();
-                                                        worker.public_key = reader.getPublicKey();
-                                                      });
-    if (!ok || worker.id.empty() || worker.address.empty() ||
-        (!worker.public_key.empty() && !IsZ85Key(worker.public_key))) {
-      return corrupt(key, "a bad worker record");
-    }
-    snapshot.workers.push_back(std::move(worker));
+// Reads the records under one key prefix in key order, for Load. `read(key, value)` takes each
+// into the snapshot; an error it returns says what was bad, and Each names the key and the
+// journal around it.
+class RecordScan {
+ public:
+  RecordScan(rocksdb::DB& db, const std::string& dir) : dir_(dir) {
+    rocksdb::ReadOptions options;
+    options.fill_cache = false;  // read once, at start-up
+    it_.reset(db.NewIterator(options));
   }
-  BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading workers from the master journal " + dir_));
 
-  for (it->Seek(kRddPrefix); it->Valid() && it->key().starts_with(kRddPrefix); it->Next()) {
-    const std::string_view key = it->key().ToStringView();
-    if (key.size() != kRddPrefix.size() + 8) return corrupt(key, "a bad RDD key");
-    JournaledRdd rdd;
-    rdd.rdd_id = GetBigEndian(key.substr(kRddPrefix.size()));
-    bool level_ok = true;
-    const bool ok = ReadValue<journal::JournalRdd>(
-        it->value().ToStringView(), [&](journal::JournalRdd::Reader reader) {
-          rdd.name = reader.getName();
-          level_ok = static_cast<int>(reader.getLevel()) < kLevelCount;
-          rdd.level = FromProto(reader.getLevel());
-          rdd.total_partitions = reader.getTotalPartitions();
-        });
-    if (!ok || !level_ok) return corrupt(key, "a bad RDD description");
-    snapshot.rdds.push_back(std::move(rdd));
-  }
-  BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading RDDs from the master journal " + dir_));
-
-  bool first_retired = true;
-  for (it->Seek(kRetiredPrefix); it->Valid() && it->key().starts_with(kRetiredPrefix); it->Next()) {
-    const std::string_view key = it->key().ToStringView();
-    const std::string_view value = it->value().ToStringView();
-    if (key.size() != kRetiredPrefix.size() + 8 || value.size() <= 8) {
-      return corrupt(key, "a bad retired version");
-    }
-    Result<BlockId> id = BlockId::Parse(value.substr(8));
-    if (!id.ok()) return corrupt(key, "a bad block id in a retired version");
-    const uint64_t seq = GetBigEndian(key.substr(kRetiredPrefix.size()));
-    if (first_retired) first_retired_seq_ = seq;
-    first_retired = false;
-    next_retired_seq_ = seq + 1;
-    snapshot.retired.emplace_back(*id, GetBigEndian(value.substr(0, 8)));
-  }
-  BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading retired versions from the journal " + dir_));
-
-  for (it->Seek(kLeasePrefix); it->Valid() && it->key().starts_with(kLeasePrefix); it->Next()) {
-    const std::string_view key = it->key().ToStringView();
-    const std::string_view value = it->value().ToStringView();
-    Result<BlockId> id = BlockId::Parse(key.substr(kLeasePrefix.size()));
-    if (!id.ok() || value.size() < 16) return corrupt(key, "a bad compute lease");
-    snapshot.leases.push_back(JournaledLease{
-        *id, GetBigEndian(value), std::string(value.substr(16)), GetBigEndian(value.substr(8))});
-  }
-  BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading leases from the master journal " + dir_));
-
-  for (it->Seek(kDatasetPrefix); it->Valid() && it->key().starts_with(kDatasetPrefix); it->Next()) {
-    const std::string_view key = it->key().ToStringView();
-    DatasetAccess access;
-    const bool ok = ReadValue<journal::JournalDataset>(
-        it->value().ToStringView(), [&](journal::JournalDataset::Reader reader) {
-          access.owner = reader.getOwner();
-          for (capnp::Text::Reader name : reader.getReaders()) {
-            access.readers.emplace_back(name.cStr(), name.size());
-          }
-          access.generation = reader.getGeneration();
-        });
-    if (!ok || !IsValidTenantName(access.owner)) return corrupt(key, "a bad dataset record");
-    snapshot.datasets.emplace_back(std::string(key.substr(kDatasetPrefix.size())),
-                                   std::move(access));
-  }
-  BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading datasets from the master journal " + dir_));
-
-  for (it->Seek(kQuotaPrefix); it->Valid() && it->key().starts_with(kQuotaPrefix); it->Next()) {
-    const std::string_view key = it->key().ToStringView();
-    TenantQuota quota;
-    const bool ok = ReadValue<journal::JournalQuota>(it->value().ToStringView(),
-                                                     [&](journal::JournalQuota::Reader reader) {
-                                                       quota.memory = reader.getMemoryBytes();
-                                                       quota.disk = reader.getDiskBytes();
-                                                     });
-    if (!ok) return corrupt(key, "a bad quota record");
-    snapshot.quotas.emplace_back(std::string(key.substr(kQuotaPrefix.size())), quota);
-  }
-  BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading quotas from the master journal " + dir_));
-
-  for (it->Seek(kLostPrefix); it->Valid() && it->key().starts_with(kLostPrefix); it->Next()) {
-    const std::string_view key = it->key().ToStringView();
-    Result<BlockId> id = BlockId::Parse(key.substr(kLostPrefix.size()));
-    if (!id.ok()) return corrupt(key, "a bad block id in a lost block");
-    LostRecord record{.id = *id, .detail = {}, .worker_id = {}};
-    bool level_ok = true;
-    const bool ok = ReadValue<journal::JournalLost>(
-        it->value().ToStringView(), [&](journal::JournalLost::Reader reader) {
-          record.order = reader.getOrder();
-          record.version = reader.getVersion();
-          record.size = reader.getSize();
-          level_ok = static_cast<int>(reader.getLevel()) < kLevelCount;
-          record.level = FromProto(reader.getLevel());
-          record.lost_at_ms = reader.getLostAtMs();
-          record.cause = FromProto(reader.getCause());
-          record.detail = reader.getDetail();
-          record.worker_id = reader.getWorkerId();
-        });
-    if (!ok || !level_ok) return corrupt(key, "a bad lost block");
-    snapshot.lost.push_back(std::move(record));
-  }
-  BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading lost blocks from the journal " + dir_));
-
-  for (it->Seek(kShufflePrefix); it->Valid() && it->key().starts_with(kShufflePrefix); it->Next()) {
-    const std::string_view key = it->key().ToStringView();
-    const std::string_view value = it->value().ToStringView();
-    if (key.size() == kShufflePrefix.size() + 8) {
-      JournaledShuffle shuffle;
-      shuffle.shape.id = GetBigEndian(key.substr(kShufflePrefix.size()));
-      bool level_ok = true;
-      const bool ok =
-          ReadValue<journal::JournalShuffle>(value, [&](journal::JournalShuffle::Reader reader) {
-            shuffle.shape.maps = reader.getMaps();
-            shuffle.shape.partitions = reader.getPartitions();
-            level_ok = static_cast<int>(reader.getLevel()) < kLevelCount;
-            shuffle.shape.level = FromProto(reader.getLevel());
-            for (capnp::Text::Reader worker : reader.getWorkers()) {
-              shuffle.placement.workers.emplace_back(worker.cStr(), worker.size());
-            }
-            for (uint32_t index : reader.getPrimaries()) {
-              shuffle.placement.primaries.push_back(index);
-            }
-            for (uint32_t index : reader.getReplicas()) shuffle.placement.replicas.push_back(index);
-            for (proto::ShuffleSplit::Reader split : reader.getSplits()) {
-              shuffle.placement.splits.push_back({.stream = split.getStream(),
-                                                  .partition = split.getPartition(),
-                                                  .primary = split.getPrimary(),
-                                                  .replica = split.getReplica()});
-            }
-            shuffle.owner = reader.getOwner();
-          });
-      const size_t workers = shuffle.placement.workers.size();
-      const auto in_range = [&](const std::vector<uint32_t>& indexes) {
-        return std::all_of(indexes.begin(), indexes.end(),
-                           [&](uint32_t index) { return index < workers; });
-      };
-      if (!ok || !level_ok || shuffle.placement.primaries.size() != shuffle.shape.partitions ||
-          (!shuffle.placement.replicas.empty() &&
-           shuffle.placement.replicas.size() != shuffle.shape.partitions) ||
-          !in_range(shuffle.placement.primaries) || !in_range(shuffle.placement.replicas) ||
-          !std::all_of(shuffle.placement.splits.begin(), shuffle.placement.splits.end(),
-                       [&](const ShuffleSplitPlacement& split) {
-                         return split.primary < workers && split.replica < workers &&
-                                split.partition < shuffle.shape.partitions &&
-                                split.stream >= shuffle.shape.partitions;
-                       })) {
-        return corrupt(key, "a bad shuffle record");
+  template <typename Read>
+  Status Each(std::string_view prefix, std::string_view what, Read&& read) {
+    for (it_->Seek(prefix); it_->Valid() && it_->key().starts_with(prefix); it_->Next()) {
+      const std::string_view key = it_->key().ToStringView();
+      if (Status taken = read(key, it_->value().ToStringView()); !taken.ok()) {
+        return InternalError("the master journal " + dir_ + " is corrupt: " + taken.message() +
+                             " at key '" + Printable(key) + "'");
       }
-      snapshot.shuffles.push_back(std::move(shuffle));
-    } else if (key.size() == kShufflePrefix.size() + 16) {
-      JournaledMapCommit commit;
-      commit.shuffle_id = GetBigEndian(key.substr(kShufflePrefix.size()));
-      commit.map = static_cast<uint32_t>(GetBigEndian(key.substr(kShufflePrefix.size() + 8)));
-      const bool ok = ReadValue<
-          journal::JournalMapCommit>(value, [&](journal::JournalMapCommit::Reader reader) {
-        commit.attempt = reader.getAttempt();
-        for (proto::PartitionPieces::Reader pieces : reader.getPieces()) {
+    }
+    return FromRocks(it_->status(),
+                     "reading " + std::string(what) + " from the master journal " + dir_);
+  }
+
+ private:
+  const std::string& dir_;
+  std::unique_ptr<rocksdb::Iterator> it_;
+};
+
+Status Bad(std::string_view what) { return InternalError(std::string(what)); }
+
+Result<JournaledWorker> DecodeWorker(std::string_view key, std::string_view value) {
+  JournaledWorker worker;
+  worker.id = std::string(key.substr(kWorkerPrefix.size()));
+  const bool ok = ReadValue<journal::JournalWorker>(value, [&](journal::JournalWorker::Reader r) {
+    worker.address = r.getAddress();
+    worker.host = r.getHost();
+    worker.rack = r.getRack();
+    worker.public_key = r.getPublicKey();
+  });
+  if (!ok || worker.id.empty() || worker.address.empty() ||
+      (!worker.public_key.empty() && !IsZ85Key(worker.public_key))) {
+    return Bad("a bad worker record");
+  }
+  return worker;
+}
+
+Result<JournaledRdd> DecodeRdd(std::string_view key, std::string_view value) {
+  if (key.size() != kRddPrefix.size() + 8) return Bad("a bad RDD key");
+  JournaledRdd rdd;
+  rdd.rdd_id = GetBigEndian(key.substr(kRddPrefix.size()));
+  bool level_ok = true;
+  const bool ok = ReadValue<journal::JournalRdd>(value, [&](journal::JournalRdd::Reader r) {
+    rdd.name = r.getName();
+    level_ok = static_cast<int>(r.getLevel()) < kLevelCount;
+    rdd.level = FromProto(r.getLevel());
+    rdd.total_partitions = r.getTotalPartitions();
+  });
+  if (!ok || !level_ok) return Bad("a bad RDD description");
+  return rdd;
+}
+
+// A retired version: its record's sequence number and the version.
+struct RetiredRecord {
+  uint64_t seq;
+  std::pair<BlockId, uint64_t> version;
+};
+
+Result<RetiredRecord> DecodeRetired(std::string_view key, std::string_view value) {
+  if (key.size() != kRetiredPrefix.size() + 8 || value.size() <= 8) {
+    return Bad("a bad retired version");
+  }
+  Result<BlockId> id = BlockId::Parse(value.substr(8));
+  if (!id.ok()) return Bad("a bad block id in a retired version");
+  return RetiredRecord{GetBigEndian(key.substr(kRetiredPrefix.size())),
+                       {*id, GetBigEndian(value.substr(0, 8))}};
+}
+
+Result<JournaledLease> DecodeLease(std::string_view key, std::string_view value) {
+  Result<BlockId> id = BlockId::Parse(key.substr(kLeasePrefix.size()));
+  if (!id.ok() || value.size() < 16) return Bad("a bad compute lease");
+  return JournaledLease{*id, GetBigEndian(value), std::string(value.substr(16)),
+                        GetBigEndian(value.substr(8))};
+}
+
+Result<std::pair<std::string, DatasetAccess>> DecodeDataset(std::string_view key,
+                                                            std::string_view value) {
+  DatasetAccess access;
+  const bool ok = ReadValue<journal::JournalDataset>(value, [&](journal::JournalDataset::Reader r) {
+    access.owner = r.getOwner();
+    for (capnp::Text::Reader name : r.getReaders()) {
+      access.readers.emplace_back(name.cStr(), name.size());
+    }
+    access.generation = r.getGeneration();
+  });
+  if (!ok || !IsValidTenantName(access.owner)) return Bad("a bad dataset record");
+  return std::make_pair(std::string(key.substr(kDatasetPrefix.size())), std::move(access));
+}
+
+Result<std::pair<std::string, TenantQuota>> DecodeQuota(std::string_view key,
+                                                        std::string_view value) {
+  TenantQuota quota;
+  const bool ok = ReadValue<journal::JournalQuota>(value, [&](journal::JournalQuota::Reader r) {
+    quota.memory = r.getMemoryBytes();
+    quota.disk = r.getDiskBytes();
+  });
+  if (!ok) return Bad("a bad quota record");
+  return std::make_pair(std::string(key.substr(kQuotaPrefix.size())), quota);
+}
+
+Result<LostRecord> DecodeLost(std::string_view key, std::string_view value) {
+  Result<BlockId> id = BlockId::Parse(key.substr(kLostPrefix.size()));
+  if (!id.ok()) return Bad("a bad block id in a lost block");
+  LostRecord record{.id = *id, .detail = {}, .worker_id = {}};
+  bool level_ok = true;
+  const bool ok = ReadValue<journal::JournalLost>(value, [&](journal::JournalLost::Reader r) {
+    record.order = r.getOrder();
+    record.version = r.getVersion();
+    record.size = r.getSize();
+    level_ok = static_cast<int>(r.getLevel()) < kLevelCount;
+    record.level = FromProto(r.getLevel());
+    record.lost_at_ms = r.getLostAtMs();
+    record.cause = FromProto(r.getCause());
+    record.detail = r.getDetail();
+    record.worker_id = r.getWorkerId();
+  });
+  if (!ok || !level_ok) return Bad("a bad lost block");
+  return record;
+}
+
+// A shuffle's record: its shape and placement, every index within its workers, one primary
+// (and, with replicas, one replica) per partition, splits continuing real partitions.
+Result<JournaledShuffle> DecodeShuffle(std::string_view key, std::string_view value) {
+  JournaledShuffle shuffle;
+  shuffle.shape.id = GetBigEndian(key.substr(kShufflePrefix.size()));
+  bool level_ok = true;
+  const bool ok = ReadValue<journal::JournalShuffle>(value, [&](journal::JournalShuffle::Reader r) {
+    shuffle.shape.maps = r.getMaps();
+    shuffle.shape.partitions = r.getPartitions();
+    level_ok = static_cast<int>(r.getLevel()) < kLevelCount;
+    shuffle.shape.level = FromProto(r.getLevel());
+    for (capnp::Text::Reader worker : r.getWorkers()) {
+      shuffle.placement.workers.emplace_back(worker.cStr(), worker.size());
+    }
+    for (uint32_t index : r.getPrimaries()) shuffle.placement.primaries.push_back(index);
+    for (uint32_t index : r.getReplicas()) shuffle.placement.replicas.push_back(index);
+    for (proto::ShuffleSplit::Reader split : r.getSplits()) {
+      shuffle.placement.splits.push_back({.stream = split.getStream(),
+                                          .partition = split.getPartition(),
+                                          .primary = split.getPrimary(),
+                                          .replica = split.getReplica()});
+    }
+    shuffle.owner = r.getOwner();
+  });
+  const ShufflePlacement& placement = shuffle.placement;
+  const size_t workers = placement.workers.size();
+  const uint32_t partitions = shuffle.shape.partitions;
+  const auto in_range = [&](const std::vector<uint32_t>& indexes) {
+    return std::all_of(indexes.begin(), indexes.end(),
+                       [&](uint32_t index) { return index < workers; });
+  };
+  const auto split_ok = [&](const ShuffleSplitPlacement& split) {
+    return split.primary < workers && split.replica < workers && split.partition < partitions &&
+           split.stream >= partitions;
+  };
+  if (!ok || !level_ok || placement.primaries.size() != partitions ||
+      (!placement.replicas.empty() && placement.replicas.size() != partitions) ||
+      !in_range(placement.primaries) || !in_range(placement.replicas) ||
+      !std::all_of(placement.splits.begin(), placement.splits.end(), split_ok)) {
+    return Bad("a bad shuffle record");
+  }
+  return shuffle;
+}
+
+Result<JournaledMapCommit> DecodeMapCommit(std::string_view key, std::string_view value) {
+  JournaledMapCommit commit;
+  commit.shuffle_id = GetBigEndian(key.substr(kShufflePrefix.size()));
+  commit.map = static_cast<uint32_t>(GetBigEndian(key.substr(kShufflePrefix.size() + 8)));
+  const bool ok =
+      ReadValue<journal::JournalMapCommit>(value, [&](journal::JournalMapCommit::Reader r) {
+        commit.attempt = r.getAttempt();
+        for (proto::PartitionPieces::Reader pieces : r.getPieces()) {
           commit.pieces.push_back({pieces.getPartition(), pieces.getPieces(), pieces.getBytes()});
         }
       });
-      if (!ok) return corrupt(key, "a bad map commit");
-      snapshot.map_commits.push_back(std::move(commit));
-    } else {
-      return corrupt(key, "a bad shuffle key");
-    }
-  }
-  BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading shuffles from the journal " + dir_));
+  if (!ok) return Bad("a bad map commit");
+  return commit;
+}
 
+// Appends what `decode` makes of a record to `into`.
+template <typename T, typename Decode>
+auto AppendTo(std::vector<T>& into, Decode decode) {
+  return [&into, decode](std::string_view key, std::string_view value) -> Status {
+    BM_ASSIGN_OR_RETURN(T record, decode(key, value));
+    into.push_back(std::move(record));
+    return Status::Ok();
+  };
+}
+
+}  // namespace
+
+Result<JournalSnapshot> MasterJournal::Load(const LocationSink& on_location) {
+  JournalSnapshot snapshot;
+  RecordScan scan(*db_, dir_);
+  BM_RETURN_IF_ERROR(scan.Each(kWorkerPrefix, "workers", AppendTo(snapshot.workers, DecodeWorker)));
+  BM_RETURN_IF_ERROR(scan.Each(kRddPrefix, "RDDs", AppendTo(snapshot.rdds, DecodeRdd)));
+  bool first_retired = true;
+  BM_RETURN_IF_ERROR(scan.Each(kRetiredPrefix, "retired versions",
+                               [&](std::string_view key, std::string_view value) -> Status {
+                                 BM_ASSIGN_OR_RETURN(RetiredRecord retired,
+                                                     DecodeRetired(key, value));
+                                 if (first_retired) first_retired_seq_ = retired.seq;
+                                 first_retired = false;
+                                 next_retired_seq_ = retired.seq + 1;
+                                 snapshot.retired.push_back(std::move(retired.version));
+                                 return Status::Ok();
+                               }));
+  BM_RETURN_IF_ERROR(scan.Each(kLeasePrefix, "leases", AppendTo(snapshot.leases, DecodeLease)));
+  BM_RETURN_IF_ERROR(
+      scan.Each(kDatasetPrefix, "datasets", AppendTo(snapshot.datasets, DecodeDataset)));
+  BM_RETURN_IF_ERROR(scan.Each(kQuotaPrefix, "quotas", AppendTo(snapshot.quotas, DecodeQuota)));
+  BM_RETURN_IF_ERROR(scan.Each(kLostPrefix, "lost blocks", AppendTo(snapshot.lost, DecodeLost)));
+  // A shuffle's record has its id as key; its maps' commits follow it, keyed by id and map.
+  BM_RETURN_IF_ERROR(scan.Each(
+      kShufflePrefix, "shuffles", [&](std::string_view key, std::string_view value) -> Status {
+        if (key.size() == kShufflePrefix.size() + 8) {
+          return AppendTo(snapshot.shuffles, DecodeShuffle)(key, value);
+        }
+        if (key.size() == kShufflePrefix.size() + 16) {
+          return AppendTo(snapshot.map_commits, DecodeMapCommit)(key, value);
+        }
+        return Bad("a bad shuffle key");
+      }));
+
+  // Locations last, streamed: only those of workers with a record (they come grouped by worker).
   std::unordered_set<std::string_view> known_workers;
   for (const JournaledWorker& worker : snapshot.workers) known_workers.insert(worker.id);
-  std::optional<std::string> worker_id;  // of the previous location: they come grouped
+  std::optional<std::string> worker_id;  // of the previous location
   bool worker_known = false;
   uint64_t skipped = 0;
-  for (it->Seek(kLocationPrefix); it->Valid() && it->key().starts_with(kLocationPrefix);
-       it->Next()) {
-    const std::string_view key = it->key().ToStringView();
-    auto split = SplitLocationKey(key);
-    if (!split) return corrupt(key, "a bad location key");
-    Result<BlockId> id = BlockId::Parse(split->second);
-    if (!id.ok()) return corrupt(key, "a bad block id in a location key");
-    std::optional<BlockChange> change = DecodeLocation(*id, it->value().ToStringView());
-    if (!change) return corrupt(key, "a bad location value");
-    if (split->first != worker_id) {
-      worker_id = std::move(split->first);
-      worker_known = known_workers.contains(*worker_id);
-    }
-    if (!worker_known) {
-      ++skipped;
-      continue;
-    }
-    on_location(*worker_id, *change);
-    ++snapshot.location_count;
-  }
-  BM_RETURN_IF_ERROR(FromRocks(it->status(), "reading locations from the master journal " + dir_));
+  BM_RETURN_IF_ERROR(scan.Each(kLocationPrefix, "locations",
+                               [&](std::string_view key, std::string_view value) -> Status {
+                                 auto split = SplitLocationKey(key);
+                                 if (!split) return Bad("a bad location key");
+                                 Result<BlockId> id = BlockId::Parse(split->second);
+                                 if (!id.ok()) return Bad("a bad block id in a location key");
+                                 std::optional<BlockChange> change = DecodeLocation(*id, value);
+                                 if (!change) return Bad("a bad location value");
+                                 if (split->first != worker_id) {
+                                   worker_id = std::move(split->first);
+                                   worker_known = known_workers.contains(*worker_id);
+                                 }
+                                 if (!worker_known) {
+                                   ++skipped;
+                                   return Status::Ok();
+                                 }
+                                 on_location(*worker_id, *change);
+                                 ++snapshot.location_count;
+                                 return Status::Ok();
+                               }));
   if (skipped > 0) {
     spdlog::warn("master journal {}: skipped {} locations of workers with no record", dir_,
                  skipped);
