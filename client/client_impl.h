@@ -158,6 +158,33 @@ class Client::Impl : private MultiGet::Reads {
                              const std::function<void(uint64_t)>& expect_size = {},
                              std::optional<std::vector<BlockLocation>> known = std::nullopt,
                              ReadReport* report = nullptr);
+  // What one ReadBlock remembers from pass to pass over its locations.
+  struct BlockReadMemory {
+    // Workers that did not answer: not waited for again when the master, which has not
+    // noticed yet, lists them again.
+    std::vector<std::string> unreachable;
+    // Copies that failed their checksum on their worker (kDataLoss). Such a copy is never
+    // served: the next is read instead, and the worker, which dropped the bad one, reports it
+    // so the master restores the replication level. With no good copy left the read fails
+    // with kDataLoss rather than "not found".
+    int corrupt_copies = 0;
+  };
+  // How one pass over a block's locations ended: finished (read whole, or failed for good),
+  // or another pass is due: over the master's locations (those remembered were stale), or
+  // from the start because the block was replaced while it was read.
+  struct ReadPassEnd {
+    enum class Next { kFinished, kAskMaster, kRestart } next;
+    Result<uint64_t> result = 0;  // kFinished's
+  };
+  // The locations to try, this host's workers first: `known` (consumed), else the cache's
+  // (`from_cache` set), else the master's (remembered in the cache).
+  Result<std::vector<BlockLocation>> LocationsToRead(
+      const BlockId& id, std::optional<std::vector<BlockLocation>>& known, bool& from_cache);
+  // One pass of ReadBlock: each location in turn until a copy is read whole.
+  ReadPassEnd ReadPass(const BlockId& id, const std::vector<BlockLocation>& locations,
+                       bool from_cache, const ByteSink& sink, const std::function<void()>& reset,
+                       const std::function<void(uint64_t)>& expect_size, ReadReport* report,
+                       BlockReadMemory& memory);
   // The whole block from a worker on this host through shared memory; nullopt when `location`
   // is not such a worker or the local path failed (then the caller reads over TCP).
   std::optional<Result<LocalBlockRead>> ReadLocally(const BlockLocation& location,

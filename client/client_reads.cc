@@ -198,128 +198,146 @@ Result<uint64_t> Client::Impl::ReadBlock(const BlockId& id, const ByteSink& sink
                                          const std::function<void(uint64_t)>& expect_size,
                                          std::optional<std::vector<BlockLocation>> known,
                                          ReadReport* report) {
-  const std::string block = id.ToString();
-  int restarts = 0;
   ByteSink counting_sink = [this, &sink](std::span<const std::byte> bytes) {
     counters_.bytes_fetched += bytes.size();
     return sink(bytes);
   };
-  // Workers that did not answer during this call are not waited for a second time when the
-  // master, which has not noticed yet, lists them again.
-  std::vector<std::string> unreachable;
-  // Copies that failed their checksum on their worker (kDataLoss) during this call. Such a copy
-  // is never served: the next copy is read instead, and the worker, which dropped the bad one,
-  // reports it so the master restores the replication level. When no good copy is left the
-  // read fails with kDataLoss rather than "not found".
-  int corrupt_copies = 0;
+  BlockReadMemory memory;
+  int restarts = 0;
   while (true) {
-    std::vector<BlockLocation> locations;
     bool from_cache = false;
-    if (known) {
-      locations = std::move(*known);
-      known.reset();
-    } else if (const std::vector<BlockLocation>* cached = location_cache_.Find(id)) {
-      locations = *cached;
-      from_cache = true;
-    } else {
-      BM_ASSIGN_OR_RETURN(std::vector<BlockLocations> found, Locations({id}));
-      if (found.size() != 1) return InternalError("master sent no entry for " + block);
-      // Its last copy was lost: not "not found", which a block never stored is.
-      if (found[0].lost) return DataLossError(LostBlockMessage(*found[0].lost));
-      locations = std::move(found[0].locations);
-    }
-    if (locations.empty()) {
-      return NotFoundError("block " + block + " is not stored on any live worker");
-    }
-    if (!from_cache) location_cache_.Remember(id, locations);
-    // This host's workers first; otherwise the master's order (memory copies before disk).
-    std::stable_partition(locations.begin(), locations.end(),
-                          [this](const BlockLocation& l) { return IsLocalAddress(l.address); });
-    bool emitted = false;
-    bool all_not_found = true;
-    bool replaced = false;
-    bool stale_digest = false;
-    Status last;
-    for (const BlockLocation& location : locations) {
-      if (emitted) {
-        if (!reset) return last;
-        reset();
-        emitted = false;
-      }
-      if (std::find(unreachable.begin(), unreachable.end(), location.address) !=
-          unreachable.end()) {
-        last = UnavailableError("worker " + location.worker_id + " did not answer");
-        all_not_found = false;
+    BM_ASSIGN_OR_RETURN(std::vector<BlockLocation> locations,
+                        LocationsToRead(id, known, from_cache));
+    ReadPassEnd end =
+        ReadPass(id, locations, from_cache, counting_sink, reset, expect_size, report, memory);
+    switch (end.next) {
+      case ReadPassEnd::Next::kFinished:
+        return std::move(end.result);
+      case ReadPassEnd::Next::kAskMaster:
         continue;
-      }
-      if (expect_size) expect_size(location.size);
-      using Fault = RangeReader::Outcome::Fault;
-      CopyRead copy = ReadCopy(location, id, counting_sink, reset, from_cache);
-      RangeReader::Outcome& read = copy.outcome;
-      emitted = read.emitted;
-      if (read.size.ok()) {
-        if (report != nullptr) report->local = IsLocalAddress(location.address);
-        return read.size;
-      }
-      last = read.size.status();
-      if (read.fault == Fault::kWrongBlockDigest && from_cache) {
-        // The remembered digest may be an older version's: ask the master before calling the
-        // copy corrupt.
-        stale_digest = true;
-        break;
-      }
-      if (read.fault == Fault::kSink) return last;
-      if (report != nullptr) report->failed_workers.push_back(location.worker_id);
-      if (copy.corrupted_in_transit) {
-        all_not_found = false;  // a good copy, behind a bad link: not data loss
+      case ReadPassEnd::Next::kRestart:
+        if (++restarts > kMaxReadRestarts) {
+          return AbortedError("block " + id.ToString() + " was replaced while being read " +
+                              std::to_string(restarts) + " times in a row; gave up");
+        }
         continue;
-      }
-      if (last.code() == StatusCode::kAborted) {
-        replaced = true;
-        break;
-      }
-      if (last.code() == StatusCode::kDataLoss) {
-        // The worker found its copy bad (and dropped it: the master restores a copy from a good
-        // one), or could not say.
-        ++corrupt_copies;
-        continue;
-      }
-      if (last.code() != StatusCode::kUnavailable && last.code() != StatusCode::kNotFound) {
-        return last;
-      }
-      if (last.code() == StatusCode::kUnavailable) {
-        all_not_found = false;
-        unreachable.push_back(location.address);
-      }
-    }
-    if (emitted && !reset) return last;
-    if (emitted) reset();
-    if (stale_digest) {
-      location_cache_.Forget(id);
-      continue;
-    }
-    if (!replaced) {
-      location_cache_.Forget(id);
-      // Remembered locations that are stale (moved, removed, or their worker failed): ask the
-      // master, which is not a restart.
-      if (from_cache) continue;
-      if (corrupt_copies > 0 && all_not_found) {
-        return DataLossError("block " + block + " is corrupt on every copy (" +
-                             std::to_string(corrupt_copies) +
-                             " found corrupt); last error: " + last.message());
-      }
-      if (all_not_found) {
-        return NotFoundError("block " + block + " is not stored on any live worker");
-      }
-      return UnavailableError("cannot read block " + block + " from any of its " +
-                              std::to_string(locations.size()) +
-                              " locations; last error: " + last.message());
-    }
-    if (++restarts > kMaxReadRestarts) {
-      return AbortedError("block " + block + " was replaced while being read " +
-                          std::to_string(restarts) + " times in a row; gave up");
     }
   }
+}
+
+Result<std::vector<BlockLocation>> Client::Impl::LocationsToRead(
+    const BlockId& id, std::optional<std::vector<BlockLocation>>& known, bool& from_cache) {
+  std::vector<BlockLocation> locations;
+  from_cache = false;
+  if (known) {
+    locations = std::move(*known);
+    known.reset();
+  } else if (const std::vector<BlockLocation>* cached = location_cache_.Find(id)) {
+    locations = *cached;
+    from_cache = true;
+  } else {
+    BM_ASSIGN_OR_RETURN(std::vector<BlockLocations> found, Locations({id}));
+    if (found.size() != 1) return InternalError("master sent no entry for " + id.ToString());
+    // Its last copy was lost: not "not found", which a block never stored is.
+    if (found[0].lost) return DataLossError(LostBlockMessage(*found[0].lost));
+    locations = std::move(found[0].locations);
+  }
+  if (locations.empty()) {
+    return NotFoundError("block " + id.ToString() + " is not stored on any live worker");
+  }
+  if (!from_cache) location_cache_.Remember(id, locations);
+  // This host's workers first; otherwise the master's order (memory copies before disk).
+  std::stable_partition(locations.begin(), locations.end(),
+                        [this](const BlockLocation& l) { return IsLocalAddress(l.address); });
+  return locations;
+}
+
+Client::Impl::ReadPassEnd Client::Impl::ReadPass(const BlockId& id,
+                                                 const std::vector<BlockLocation>& locations,
+                                                 bool from_cache, const ByteSink& sink,
+                                                 const std::function<void()>& reset,
+                                                 const std::function<void(uint64_t)>& expect_size,
+                                                 ReadReport* report, BlockReadMemory& memory) {
+  using Next = ReadPassEnd::Next;
+  const auto finished = [](Result<uint64_t> result) {
+    return ReadPassEnd{Next::kFinished, std::move(result)};
+  };
+  bool emitted = false;       // the sink holds bytes of a copy that failed
+  bool all_not_found = true;  // every copy tried said "not here"
+  bool replaced = false;      // a copy was replaced while it was read
+  bool stale_digest = false;  // a remembered digest did not match: perhaps an older version's
+  Status last;
+  for (const BlockLocation& location : locations) {
+    if (emitted) {
+      if (!reset) return finished(last);
+      reset();
+      emitted = false;
+    }
+    if (std::find(memory.unreachable.begin(), memory.unreachable.end(), location.address) !=
+        memory.unreachable.end()) {
+      last = UnavailableError("worker " + location.worker_id + " did not answer");
+      all_not_found = false;
+      continue;
+    }
+    if (expect_size) expect_size(location.size);
+    using Fault = RangeReader::Outcome::Fault;
+    CopyRead copy = ReadCopy(location, id, sink, reset, from_cache);
+    RangeReader::Outcome& read = copy.outcome;
+    emitted = read.emitted;
+    if (read.size.ok()) {
+      if (report != nullptr) report->local = IsLocalAddress(location.address);
+      return finished(read.size);
+    }
+    last = read.size.status();
+    if (read.fault == Fault::kWrongBlockDigest && from_cache) {
+      // The remembered digest may be an older version's: ask the master before calling the
+      // copy corrupt.
+      stale_digest = true;
+      break;
+    }
+    if (read.fault == Fault::kSink) return finished(last);
+    if (report != nullptr) report->failed_workers.push_back(location.worker_id);
+    if (copy.corrupted_in_transit) {
+      all_not_found = false;  // a good copy, behind a bad link: not data loss
+      continue;
+    }
+    if (last.code() == StatusCode::kAborted) {
+      replaced = true;
+      break;
+    }
+    if (last.code() == StatusCode::kDataLoss) {
+      // The worker found its copy bad (and dropped it: the master restores a copy from a good
+      // one), or could not say.
+      ++memory.corrupt_copies;
+      continue;
+    }
+    if (last.code() != StatusCode::kUnavailable && last.code() != StatusCode::kNotFound) {
+      return finished(last);
+    }
+    if (last.code() == StatusCode::kUnavailable) {
+      all_not_found = false;
+      memory.unreachable.push_back(location.address);
+    }
+  }
+  if (emitted && !reset) return finished(last);
+  if (emitted) reset();
+  if (replaced) return {Next::kRestart};
+  location_cache_.Forget(id);
+  // A remembered digest or remembered locations that are stale (moved, removed, or their
+  // worker failed): ask the master, which is not a restart.
+  if (stale_digest || from_cache) return {Next::kAskMaster};
+  const std::string block = id.ToString();
+  if (memory.corrupt_copies > 0 && all_not_found) {
+    return finished(DataLossError("block " + block + " is corrupt on every copy (" +
+                                  std::to_string(memory.corrupt_copies) +
+                                  " found corrupt); last error: " + last.message()));
+  }
+  if (all_not_found) {
+    return finished(NotFoundError("block " + block + " is not stored on any live worker"));
+  }
+  return finished(UnavailableError("cannot read block " + block + " from any of its " +
+                                   std::to_string(locations.size()) +
+                                   " locations; last error: " + last.message()));
 }
 
 std::optional<Result<LocalBlockRead>> Client::Impl::ReadLocally(const BlockLocation& location,
