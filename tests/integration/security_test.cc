@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -703,17 +704,21 @@ TEST_F(SecurityTest, TenThousandFakeRegistrationsExhaustDescriptorsOnlyWithoutKe
   const pid_t master = cluster_.master_process().pid();
   const int before = OpenDescriptors(master);
   ASSERT_GT(before, 0);
+  // The most the master held during the storm: fake workers it drops (their heartbeats never
+  // come) close theirs meanwhile, the sooner the slower the storm runs (under a sanitizer).
+  int peak = before;
   const auto grown = [&] {
     const int now = OpenDescriptors(master);
-    return now < 0 || now > before + 5000;
+    if (now < 0) return true;  // the master ran out of them, or died of it
+    peak = std::max(peak, now);
+    return now > before + 5000;
   };
   RegistrationStorm(
       context_, cluster_.master_endpoint(), {}, 10000,
       [](int i) { return "fake-" + std::to_string(i); }, "tcp://127.0.0.1:9", grown);
-  const int after = OpenDescriptors(master);
-  std::printf("[ attack ] master descriptors %d -> %d\n", before, after);
-  // The storm stops once 5000 are open; fake workers the master has dropped since close theirs.
-  EXPECT_TRUE(after < 0 || after > before + 4000) << "descriptors: " << before << " -> " << after;
+  std::printf("[ attack ] master descriptors %d -> at most %d\n", before, peak);
+  // Thousands, where with keys the same storm leaves fewer than 50 (the next test).
+  EXPECT_GT(peak, before + 2000) << "descriptors: " << before << " -> at most " << peak;
 }
 
 TEST_F(SecurityTest, MasterSurvivesTenThousandRegistrationAttemptsWithKeys) {
