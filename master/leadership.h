@@ -15,12 +15,12 @@ struct LeadershipView {
   bool leader = false;
   // The newest epoch known: the leader's (this master's own when it leads); 0 = none yet.
   uint64_t epoch = 0;
-  std::string leader_id;       // empty while no leader is known
-  std::string leader_address;  // its client address, e.g. tcp://10.0.0.5:7700
+  std::string leader_id{};       // empty while no leader is known
+  std::string leader_address{};  // its client address, e.g. tcp://10.0.0.5:7700
   // Leader: the standbys ZooKeeper lists as in sync in this epoch (only they may lead next),
   // as last published. nullopt: the election keeps no such list (then acknowledgements wait
   // only for the standbys the leader itself counts in sync).
-  std::optional<std::vector<std::string>> in_sync_published;
+  std::optional<std::vector<std::string>> in_sync_published{};
 };
 
 // Thread-safe: Current() may be called from any thread, and the election calls the observer it

@@ -33,9 +33,9 @@ struct WorkerLabels {
 struct WorkerRecord {
   std::string id;
   std::string address;  // the worker's data port
-  WorkerStats stats;
-  TimePoint last_seen;  // last registration, heartbeat or block report; restore time if none
-  WorkerLabels labels;
+  WorkerStats stats{};
+  TimePoint last_seen{};  // last registration, heartbeat or block report; restore time if none
+  WorkerLabels labels{};
   WorkerState state = WorkerState::kActive;
 };
 

@@ -16,15 +16,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// A field of /proc/PID/status in KiB ("VmHWM", "VmRSS"); 0 if unreadable.
-uint64_t ProcStatusKiB(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(field + ":", 0) == 0) return std::stoull(line.substr(field.size() + 1));
-  }
-  return 0;
-}
-
 #ifdef BM_SANITIZER_BUILD
 constexpr uint64_t kBlocks = 100'000;  // the same paths at a scale the sanitizers finish
 #else

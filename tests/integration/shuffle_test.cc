@@ -438,15 +438,6 @@ bool EverythingPushedIsOnDisk(LocalCluster& cluster, const std::string& worker) 
   return pieces && pushed && flushed && *pieces > 0 && *flushed == *pushed + 32 * *pieces;
 }
 
-// A field of /proc/PID/status in KiB ("VmHWM"); 0 if unreadable.
-uint64_t ProcStatusKiB(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(field + ":", 0) == 0) return std::stoull(line.substr(field.size() + 1));
-  }
-  return 0;
-}
-
 // _2: the writer pushes each piece once, to the partition's primary, which forwards it to the
 // replica (Kafka's acks=all, Celeborn's primary-to-replica push): every byte leaves the writer
 // once, is forwarded once, and is held twice.

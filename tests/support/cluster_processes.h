@@ -18,7 +18,7 @@ namespace bm::testing {
 struct WorkerSpec {
   std::string id;
   std::string memory = "64MiB";
-  std::string disk_limit;  // empty = no limit
+  std::string disk_limit{};  // empty = no limit
   // More bm-worker arguments, e.g. {"--rack", "r1"}.
   std::vector<std::string> extra_args{};
   // The port to listen on; 0: a free one.

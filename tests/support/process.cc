@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -269,6 +270,14 @@ CommandResult RunCommand(const std::string& binary, const std::vector<std::strin
       RunCommand(Command{.binary = binary, .args = args, .input = input, .timeout = timeout});
   if (!result.ok()) throw std::runtime_error(result.status().message());
   return std::move(result).value();
+}
+
+uint64_t ProcStatusKiB(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(field + ":", 0) == 0) return std::stoull(line.substr(field.size() + 1));
+  }
+  return 0;
 }
 
 }  // namespace bm::testing

@@ -26,6 +26,8 @@ int FreeLoopbackPort();
 std::string LoopbackEndpoint(int port);
 // Whether something accepts TCP connections on 127.0.0.1:port.
 bool PortAcceptsConnections(int port);
+// A field of /proc/PID/status in KiB ("VmHWM", "VmRSS"); 0 if unreadable.
+uint64_t ProcStatusKiB(pid_t pid, const std::string& field);
 
 // Polls `condition` every 10 ms until it holds or `timeout` passes. Returns whether it held.
 // This is how tests await state in other processes instead of sleeping.

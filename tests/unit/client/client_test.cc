@@ -266,7 +266,9 @@ TEST_F(ClientTest, PutStreamsUnitAlignedPiecesOfAtMost16MiBInFramesOf1MiB) {
     }
     EXPECT_LE(bytes, kMaxPieceBytes);
     // Whole digest units, so the worker checks and keeps the units' digests as they came.
-    if (!piece.last) EXPECT_EQ(bytes % kDigestUnitBytes, 0u);
+    if (!piece.last) {
+      EXPECT_EQ(bytes % kDigestUnitBytes, 0u);
+    }
     expected_offset += bytes;
   }
   EXPECT_TRUE(log.bytes == data);
