@@ -606,29 +606,29 @@ TEST_F(JournalFollowerTest, ANotLeaderAnswerIsAskedAgainAndLeavesCaughtUpAsItWas
   EXPECT_TRUE(follower_->caught_up());
 }
 
-TEST_F(JournalFollowerTest, AnAnswerOtherThanJournalClearsCaughtUpAndIsAskedAgain) {
+// An answer of another kind (`ok`) and an error alike: the follower is no longer caught up
+// and asks again from where it stands.
+class JournalFollowerOddAnswerTest : public JournalFollowerTest,
+                                     public ::testing::WithParamInterface<Answer::Kind> {};
+
+TEST_P(JournalFollowerOddAnswerTest, ClearsCaughtUpAndIsAskedAgain) {
   PlaceAt({3, 0});
   election_.Set(FollowingAt(leader_.endpoint()));
   leader_.Queue(NothingNew(3, 0, /*head=*/0));
   StartFollower();
   Fetch(2);
   ASSERT_TRUE(follower_->caught_up());
-  leader_.Queue(OfKind(Answer::Kind::kOk));
+  leader_.Queue(OfKind(GetParam()));
   EXPECT_EQ(Fetch(3).from, 0u);
   EXPECT_FALSE(follower_->caught_up());
 }
 
-TEST_F(JournalFollowerTest, AnErrorAnswerClearsCaughtUpAndIsAskedAgain) {
-  PlaceAt({3, 0});
-  election_.Set(FollowingAt(leader_.endpoint()));
-  leader_.Queue(NothingNew(3, 0, /*head=*/0));
-  StartFollower();
-  Fetch(2);
-  ASSERT_TRUE(follower_->caught_up());
-  leader_.Queue(OfKind(Answer::Kind::kError));
-  EXPECT_EQ(Fetch(3).from, 0u);
-  EXPECT_FALSE(follower_->caught_up());
-}
+INSTANTIATE_TEST_SUITE_P(OkAndError, JournalFollowerOddAnswerTest,
+                         ::testing::Values(Answer::Kind::kOk, Answer::Kind::kError),
+                         [](const ::testing::TestParamInfo<Answer::Kind>& info) {
+                           return info.param == Answer::Kind::kOk ? std::string("AnOkAnswer")
+                                                                  : std::string("AnErrorAnswer");
+                         });
 
 TEST_F(JournalFollowerTest, ALeaderThatDoesNotAnswerIsGivenUpAfterWaitAndSlackThenAskedAgain) {
   PlaceAt({3, 0});
