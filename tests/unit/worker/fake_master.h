@@ -22,8 +22,6 @@
 
 namespace bm::testing {
 
-using std::chrono::milliseconds;
-
 constexpr auto kFakeMasterAwait = std::chrono::seconds(10);
 
 // What the fake master saw of one request from the worker.
@@ -74,7 +72,7 @@ class FakeMaster {
     silent_ = silent;
   }
   // The heartbeat interval its registration replies ask for (from the next registration on).
-  void SetHeartbeatInterval(milliseconds interval) {
+  void SetHeartbeatInterval(std::chrono::milliseconds interval) {
     std::lock_guard lock(mu_);
     heartbeat_ms_ = static_cast<uint32_t>(interval.count());
   }
@@ -114,7 +112,7 @@ class FakeMaster {
   void Loop() {
     while (!stop_) {
       zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, milliseconds(5));
+      zmq::poll(&item, 1, std::chrono::milliseconds(5));
       {
         std::lock_guard lock(mu_);
         if (release_held_) {
