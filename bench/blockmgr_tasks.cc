@@ -1,4 +1,4 @@
-// Client-side measurements of blockmgr through the real client library (client/client.h).
+// Client-side measurements of blockmgr through the real client library (blockmgr/client.h).
 
 #include <sys/resource.h>
 #include <sys/statvfs.h>
@@ -14,8 +14,8 @@
 
 #include "bench/proc_info.h"
 #include "bench/tasks.h"
-#include "client/client.h"
-#include "common/transport.h"
+#include "blockmgr/client.h"
+#include "common/net/transport.h"
 
 namespace bm::bench {
 namespace {

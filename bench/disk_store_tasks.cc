@@ -12,7 +12,7 @@
 #include <filesystem>
 
 #include "bench/tasks.h"
-#include "worker/disk_store.h"
+#include "worker/disk/disk_store.h"
 
 namespace bm::bench {
 namespace {

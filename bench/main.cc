@@ -15,9 +15,9 @@
 #include "bench/status_scraper.h"
 #include "bench/tasks.h"
 #include "bench/workloads.h"
-#include "common/allocator.h"
-#include "common/byte_size.h"
-#include "common/logging.h"
+#include "common/core/allocator.h"
+#include "common/core/byte_size.h"
+#include "common/core/logging.h"
 
 namespace {
 

@@ -7,9 +7,9 @@
 
 #include "bench/proc_info.h"
 #include "bench/tasks.h"
-#include "client/client.h"
-#include "common/protocol.h"
-#include "common/transport.h"
+#include "blockmgr/client.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
 #include "tests/support/process.h"
 
 namespace bm::bench {

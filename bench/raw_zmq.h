@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/status.h"
+#include "blockmgr/status.h"
 
 namespace bm::bench {
 

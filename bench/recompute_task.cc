@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "bench/tasks.h"
-#include "client/client.h"
+#include "blockmgr/client.h"
 
 namespace bm::bench {
 namespace {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "client/client.h"
-#include "common/status.h"
+#include "blockmgr/client.h"
+#include "blockmgr/status.h"
 #include "tests/support/cluster_processes.h"
 #include "tests/support/process.h"
 

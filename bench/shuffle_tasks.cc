@@ -11,8 +11,8 @@
 #include <optional>
 
 #include "bench/tasks.h"
-#include "client/client.h"
-#include "common/block_id.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/client.h"
 
 namespace bm::bench {
 namespace {

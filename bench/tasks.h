@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "bench/timing.h"
-#include "common/status.h"
+#include "blockmgr/status.h"
 
 namespace bm::bench {
 

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "common/status.h"
+#include "blockmgr/status.h"
 
 namespace bm::bench {
 

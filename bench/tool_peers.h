@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "bench/servers.h"
-#include "common/status.h"
+#include "blockmgr/status.h"
 
 namespace bm::bench {
 

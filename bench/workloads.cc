@@ -14,9 +14,9 @@
 
 #include "bench/proc_info.h"
 #include "bench/tool_peers.h"
-#include "common/byte_size.h"
-#include "common/curve_keys.h"
-#include "common/protocol.h"
+#include "common/core/byte_size.h"
+#include "common/core/protocol.h"
+#include "common/security/curve_keys.h"
 #include "tests/support/standby_cluster.h"
 #include "tests/support/zookeeper_server.h"
 

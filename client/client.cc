@@ -13,22 +13,22 @@
 #include <unordered_set>
 #include <zmq.hpp>
 
-#include "client/block_upload.h"
+#include "blockmgr/chunk.h"
 #include "client/client_impl.h"
 #include "client/client_keys.h"
 #include "client/copy_verification.h"
 #include "client/lent_bytes.h"
 #include "client/local_hosts.h"
-#include "client/peer_calls.h"
-#include "client/piece_source.h"
 #include "client/reply_decoding.h"
-#include "common/byte_size.h"
-#include "common/chunk.h"
-#include "common/leader_directory.h"
-#include "common/protocol.h"
-#include "common/replica_spread.h"
-#include "common/tenant.h"
-#include "common/transport.h"
+#include "common/core/byte_size.h"
+#include "common/core/protocol.h"
+#include "common/core/replica_spread.h"
+#include "common/net/transport.h"
+#include "common/security/tenant.h"
+#include "common/zookeeper/leader_directory.h"
+#include "transfer/block_upload.h"
+#include "transfer/peer_calls.h"
+#include "transfer/piece_source.h"
 
 namespace bm {
 namespace {
@@ -326,7 +326,7 @@ Result<PutResult> Client::Impl::PutOnce(const BlockId& id, PieceSource& source, 
         continue;
       }
       last = put.status();
-      // A tenant's quota refuses the put on every worker alike (common/tenant.h).
+      // A tenant's quota refuses the put on every worker alike (common/security/tenant.h).
       const bool worker_refused =
           last.code() == StatusCode::kUnavailable ||
           (last.code() == StatusCode::kOutOfSpace && !IsQuotaExceeded(last));

@@ -1,7 +1,7 @@
 #pragma once
 
 // Client's state and the calls behind its public methods. Internal: not installed, so the
-// public header (client/client.h) stays free of ZeroMQ, Cap'n Proto and the client's caches.
+// public header (blockmgr/client.h) stays free of ZeroMQ, Cap'n Proto and the client's caches.
 
 #include <chrono>
 #include <cstddef>
@@ -16,22 +16,22 @@
 #include <string>
 #include <vector>
 
-#include "client/client.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/chunk.h"
+#include "blockmgr/client.h"
+#include "blockmgr/status.h"
+#include "blockmgr/storage_level.h"
+#include "blockmgr/tier.h"
+#include "blockmgr/types.h"
 #include "client/client_keys.h"
 #include "client/local_reads.h"
 #include "client/location_cache.h"
 #include "client/master_client.h"
 #include "client/multi_get.h"
 #include "client/placement.h"
-#include "client/range_reader.h"
-#include "client/types.h"
-#include "client/worker_channels.h"
-#include "common/block_id.h"
-#include "common/chunk.h"
-#include "common/curve_keys.h"
-#include "common/status.h"
-#include "common/storage_level.h"
-#include "common/tier.h"
+#include "common/security/curve_keys.h"
+#include "transfer/range_reader.h"
+#include "transfer/worker_channels.h"
 
 namespace zmq {
 class context_t;
@@ -58,7 +58,7 @@ class Client::Impl : private MultiGet::Reads {
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
-  // The public calls, documented in client/client.h.
+  // The public calls, documented in blockmgr/client.h.
   Result<PutResult> Put(const BlockId& id, std::span<const std::byte> data, StorageLevel level,
                         const PutOptions& options);
   Result<PutResult> PutChunks(const BlockId& id, const BlockData& data, StorageLevel level,

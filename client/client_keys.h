@@ -2,9 +2,9 @@
 
 #include <string>
 
-#include "client/client.h"
-#include "common/curve_keys.h"
-#include "common/status.h"
+#include "blockmgr/client.h"
+#include "blockmgr/status.h"
+#include "common/security/curve_keys.h"
 
 namespace bm {
 

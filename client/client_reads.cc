@@ -11,10 +11,10 @@
 
 #include "client/client_impl.h"
 #include "client/copy_verification.h"
-#include "client/peer_calls.h"
-#include "client/range_reader.h"
-#include "common/allocator.h"
-#include "common/digest.h"
+#include "common/core/allocator.h"
+#include "common/core/digest.h"
+#include "transfer/peer_calls.h"
+#include "transfer/range_reader.h"
 
 namespace bm {
 namespace {
@@ -27,8 +27,8 @@ constexpr int kMaxTransitRereads = 2;
 
 // Sizes a get's buffer for the whole block up front, so the bytes are copied once, not again on
 // each growth. A big block's buffer, which glibc maps afresh (above its mmap threshold as the
-// binaries set it, common/allocator.h), is backed by huge pages where the kernel can, so filling
-// it does not pay a page fault per 4 KiB (most of a 64 MiB get's time on a VM otherwise).
+// binaries set it, common/core/allocator.h), is backed by huge pages where the kernel can, so
+// filling it does not pay a page fault per 4 KiB (most of a 64 MiB get's time on a VM otherwise).
 void ReserveBlockBuffer(std::vector<std::byte>& data, uint64_t size) {
   constexpr uint64_t kHugePageAdviceBytes = 32 << 20;
   data.reserve(size);

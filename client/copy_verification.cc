@@ -1,9 +1,9 @@
 #include "client/copy_verification.h"
 
-#include "client/peer_calls.h"
-#include "client/worker_channels.h"
-#include "common/protocol.h"
-#include "common/transport.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
+#include "transfer/peer_calls.h"
+#include "transfer/worker_channels.h"
 
 namespace bm {
 

@@ -1,8 +1,8 @@
 #pragma once
 
-#include "client/types.h"
-#include "common/block_id.h"
-#include "common/status.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/status.h"
+#include "blockmgr/types.h"
 
 namespace bm {
 

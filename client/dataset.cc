@@ -1,4 +1,4 @@
-#include "client/dataset.h"
+#include "blockmgr/dataset.h"
 
 #include <algorithm>
 #include <atomic>
@@ -6,9 +6,9 @@
 #include <utility>
 #include <zmq.hpp>
 
+#include "blockmgr/block_id.h"
 #include "client/placement.h"
-#include "common/block_id.h"
-#include "common/mutex.h"
+#include "common/core/mutex.h"
 
 namespace bm {
 

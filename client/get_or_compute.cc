@@ -10,8 +10,8 @@
 #include "client/client_impl.h"
 #include "client/lease_renewer.h"
 #include "client/reply_decoding.h"
-#include "common/protocol.h"
-#include "common/transport.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
 
 namespace bm {
 namespace {

@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "client/master_client.h"
-#include "common/protocol.h"
-#include "common/transport.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
 
 namespace bm {
 

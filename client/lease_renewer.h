@@ -8,8 +8,8 @@
 #include <string>
 #include <thread>
 
-#include "common/block_id.h"
-#include "common/mutex.h"
+#include "blockmgr/block_id.h"
+#include "common/core/mutex.h"
 
 namespace bm {
 

@@ -5,8 +5,8 @@
 #include <memory>
 #include <span>
 
-#include "common/chunk.h"
-#include "common/mutex.h"
+#include "blockmgr/chunk.h"
+#include "common/core/mutex.h"
 
 namespace bm {
 

@@ -9,14 +9,14 @@
 #include <map>
 #include <optional>
 
-#include "client/peer_calls.h"
-#include "client/worker_channels.h"
-#include "common/digest.h"
-#include "common/host_identity.h"
-#include "common/protocol.h"
-#include "common/sealed_region.h"
-#include "common/transport.h"
+#include "common/core/digest.h"
+#include "common/core/protocol.h"
+#include "common/net/host_identity.h"
+#include "common/net/sealed_region.h"
+#include "common/net/transport.h"
 #include "schema/local_reads.capnp.h"
+#include "transfer/peer_calls.h"
+#include "transfer/worker_channels.h"
 
 namespace bm {
 namespace {

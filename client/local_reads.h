@@ -15,15 +15,15 @@
 #include <unordered_map>
 #include <vector>
 
+#include "blockmgr/block_id.h"
+#include "blockmgr/chunk.h"
+#include "blockmgr/status.h"
+#include "blockmgr/storage_level.h"
+#include "blockmgr/tier.h"
 #include "client/mapped_blocks.h"
-#include "common/block_id.h"
-#include "common/chunk.h"
-#include "common/clock.h"
-#include "common/local_socket.h"
-#include "common/mutex.h"
-#include "common/status.h"
-#include "common/storage_level.h"
-#include "common/tier.h"
+#include "common/core/clock.h"
+#include "common/core/mutex.h"
+#include "common/net/local_socket.h"
 
 namespace capnp {
 class MessageBuilder;
@@ -125,7 +125,7 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
 
 // The connections of one Client to the workers on its host, found by asking each worker it
 // reads from once (openLocalReads: the worker's host identity, socket and a ticket) and
-// comparing the host identity with its own (common/host_identity.h). Not thread-safe: the
+// comparing the host identity with its own (common/net/host_identity.h). Not thread-safe: the
 // Client's.
 class LocalReads {
  public:

@@ -12,11 +12,11 @@
 #include <memory>
 #include <string>
 
+#include "blockmgr/chunk.h"
 #include "client/local_reads.h"
-#include "common/chunk.h"
-#include "common/local_socket.h"
-#include "common/protocol.h"
-#include "common/sealed_region.h"
+#include "common/core/protocol.h"
+#include "common/net/local_socket.h"
+#include "common/net/sealed_region.h"
 #include "schema/local_reads.capnp.h"
 
 namespace bm {

@@ -8,8 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "client/types.h"
-#include "common/block_id.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/types.h"
 
 namespace bm {
 

@@ -25,12 +25,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/chunk.h"
-#include "common/mutex.h"
-#include "common/sealed_region.h"
-#include "common/storage_level.h"
-#include "common/tier.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/chunk.h"
+#include "blockmgr/storage_level.h"
+#include "blockmgr/tier.h"
+#include "common/core/mutex.h"
+#include "common/net/sealed_region.h"
 
 namespace bm {
 

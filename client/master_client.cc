@@ -6,12 +6,12 @@
 #include <thread>
 #include <utility>
 
-#include "client/peer_calls.h"
 #include "client/reply_decoding.h"
-#include "common/leader_directory.h"
-#include "common/protocol.h"
-#include "common/transport.h"
-#include "common/utc_time.h"
+#include "common/core/protocol.h"
+#include "common/core/utc_time.h"
+#include "common/net/transport.h"
+#include "common/zookeeper/leader_directory.h"
+#include "transfer/peer_calls.h"
 
 namespace bm {
 namespace {

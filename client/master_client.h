@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "client/types.h"
-#include "common/block_id.h"
-#include "common/curve_keys.h"
-#include "common/master_addresses.h"
-#include "common/status.h"
-#include "common/storage_level.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/status.h"
+#include "blockmgr/storage_level.h"
+#include "blockmgr/types.h"
+#include "common/net/master_addresses.h"
+#include "common/security/curve_keys.h"
 
 namespace capnp {
 class MallocMessageBuilder;
@@ -38,7 +38,7 @@ class MasterClient {
  public:
   // `security` is the channel's keys, or why they could not be read (then every call fails
   // with that). `timeout` is each reply's, before any slack a call adds.
-  // `address` is one master's, or several comma-separated (common/master_addresses.h): a
+  // `address` is one master's, or several comma-separated (common/net/master_addresses.h): a
   // call then goes to the leader, following standbys' notLeader answers and moving on from a
   // master that does not answer, for up to `leader_wait`.
   // `directory`, when given (--zookeeper), names the leader as ZooKeeper knows it: calls go
@@ -63,7 +63,7 @@ class MasterClient {
   // Call for requests whose answer is a bare `ok`.
   Status CallForOk(capnp::MallocMessageBuilder& request);
 
-  // The calls of the same names in client/client.h.
+  // The calls of the same names in blockmgr/client.h.
   Result<std::vector<BlockLocations>> Locations(const std::vector<BlockId>& ids);
   // The blocks whose last copy was lost, as the master keeps them (oldest first).
   Result<std::vector<LostBlockInfo>> LostBlocks();

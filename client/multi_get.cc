@@ -7,11 +7,11 @@
 #include <zmq.hpp>
 
 #include "client/location_cache.h"
-#include "client/peer_calls.h"
-#include "client/worker_channels.h"
-#include "common/digest.h"
-#include "common/protocol.h"
-#include "common/transport.h"
+#include "common/core/digest.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
+#include "transfer/peer_calls.h"
+#include "transfer/worker_channels.h"
 
 namespace bm {
 

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "client/types.h"
-#include "common/block_id.h"
-#include "common/chunk.h"
-#include "common/status.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/chunk.h"
+#include "blockmgr/status.h"
+#include "blockmgr/types.h"
 
 namespace zmq {
 class socket_t;

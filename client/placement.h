@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "client/types.h"
-#include "common/storage_level.h"
-#include "common/tier.h"
+#include "blockmgr/storage_level.h"
+#include "blockmgr/tier.h"
+#include "blockmgr/types.h"
 
 namespace bm {
 

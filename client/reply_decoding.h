@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "client/types.h"
-#include "common/protocol.h"
+#include "blockmgr/types.h"
+#include "common/core/protocol.h"
 
 namespace bm::reply_decoding {
 

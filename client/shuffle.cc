@@ -1,4 +1,4 @@
-#include "client/shuffle.h"
+#include "blockmgr/shuffle.h"
 
 #include <capnp/message.h>
 #include <spdlog/spdlog.h>
@@ -13,16 +13,16 @@
 #include <unordered_map>
 #include <utility>
 
-#include "client/client.h"
+#include "blockmgr/chunk.h"
+#include "blockmgr/client.h"
 #include "client/client_impl.h"
 #include "client/master_client.h"
-#include "client/peer_calls.h"
 #include "client/shuffle_calls.h"
-#include "client/worker_channels.h"
-#include "common/chunk.h"
-#include "common/digest.h"
-#include "common/protocol.h"
-#include "common/transport.h"
+#include "common/core/digest.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
+#include "transfer/peer_calls.h"
+#include "transfer/worker_channels.h"
 
 namespace bm {
 namespace {

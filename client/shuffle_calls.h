@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "client/shuffle.h"
-#include "common/status.h"
+#include "blockmgr/shuffle.h"
+#include "blockmgr/status.h"
 
 namespace bm {
 

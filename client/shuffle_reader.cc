@@ -1,4 +1,4 @@
-// The reader of a shuffle partition (client/shuffle.h): its streams from each copy, through
+// The reader of a shuffle partition (blockmgr/shuffle.h): its streams from each copy, through
 // the local-read socket of a worker on this host or over TCP.
 
 #include <capnp/message.h>
@@ -11,18 +11,18 @@
 #include <set>
 #include <utility>
 
-#include "client/client.h"
+#include "blockmgr/client.h"
+#include "blockmgr/shuffle.h"
 #include "client/client_impl.h"
 #include "client/local_reads.h"
 #include "client/local_shuffle_reads.h"
 #include "client/master_client.h"
-#include "client/peer_calls.h"
-#include "client/shuffle.h"
 #include "client/shuffle_calls.h"
-#include "client/worker_channels.h"
-#include "common/digest.h"
-#include "common/protocol.h"
-#include "common/transport.h"
+#include "common/core/digest.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
+#include "transfer/peer_calls.h"
+#include "transfer/worker_channels.h"
 
 namespace bm {
 namespace {

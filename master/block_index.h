@@ -11,10 +11,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/status.h"
-#include "common/storage_level.h"
-#include "common/tier.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/status.h"
+#include "blockmgr/storage_level.h"
+#include "blockmgr/tier.h"
 #include "master/u64_hash_map.h"
 #include "master/version_history.h"
 

@@ -4,7 +4,7 @@
 #include <iterator>
 #include <string>
 
-#include "common/tenant.h"
+#include "common/security/tenant.h"
 #include "master/request_decoding.h"
 
 namespace bm {

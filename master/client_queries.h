@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/clock.h"
-#include "common/protocol.h"
-#include "common/status.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/status.h"
+#include "common/core/clock.h"
+#include "common/core/protocol.h"
 #include "master/block_index.h"
 #include "master/lost_blocks.h"
 #include "master/master_status.h"
@@ -41,7 +41,7 @@ class ClientQueries {
         rdd_descriptions_(rdd_descriptions),
         lost_(lost) {}
 
-  // Which datasets (common/tenant.h) a list shows to the asker; null: all of them.
+  // Which datasets (common/security/tenant.h) a list shows to the asker; null: all of them.
   using Visible = std::function<bool(const std::string& dataset)>;
 
   Status GetLocations(proto::GetLocations::Reader request, proto::Reply::Builder reply);

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/storage_level.h"
-#include "common/tier.h"
-#include "common/worker_stats.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/storage_level.h"
+#include "blockmgr/tier.h"
+#include "common/core/worker_stats.h"
 #include "master/lost_blocks.h"
 #include "master/master_status.h"
 #include "master/worker_registry.h"

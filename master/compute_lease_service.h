@@ -5,10 +5,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/clock.h"
-#include "common/protocol.h"
-#include "common/status.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/status.h"
+#include "common/core/clock.h"
+#include "common/core/protocol.h"
 #include "master/block_index.h"
 #include "master/client_queries.h"
 #include "master/compute_leases.h"

@@ -7,9 +7,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/clock.h"
-#include "common/status.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/status.h"
+#include "common/core/clock.h"
 
 namespace bm {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "common/block_id.h"
+#include "blockmgr/block_id.h"
 #include "master/worker_request_ids.h"
 #include "master/worker_requests.h"
 

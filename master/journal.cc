@@ -15,9 +15,9 @@
 #include <system_error>
 #include <unordered_set>
 
-#include "common/big_endian.h"
-#include "common/curve_keys.h"
-#include "common/protocol.h"
+#include "common/core/big_endian.h"
+#include "common/core/protocol.h"
+#include "common/security/curve_keys.h"
 #include "master/shuffle_requests.h"  // EncodeSplits
 #include "schema/journal.capnp.h"
 

@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.h"
-#include "common/storage_level.h"
-#include "common/tenant.h"
+#include "blockmgr/status.h"
+#include "blockmgr/storage_level.h"
+#include "common/security/tenant.h"
 #include "master/block_index.h"
 #include "master/lost_blocks.h"
 #include "master/shuffle_service.h"

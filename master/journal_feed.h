@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/clock.h"
+#include "common/core/clock.h"
 
 namespace bm {
 

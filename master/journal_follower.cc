@@ -8,7 +8,7 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/transport.h"
+#include "common/net/transport.h"
 
 namespace bm {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <thread>
 
-#include "common/curve_keys.h"
+#include "common/security/curve_keys.h"
 #include "master/journal.h"
 #include "master/leadership.h"
 

@@ -4,11 +4,11 @@
 #include <string>
 #include <zmq.hpp>
 
-#include "common/clock.h"
-#include "common/handshake_connection_limit.h"
-#include "common/peer_monitor.h"
-#include "common/status.h"
-#include "common/transport.h"
+#include "blockmgr/status.h"
+#include "common/core/clock.h"
+#include "common/net/handshake_connection_limit.h"
+#include "common/net/peer_monitor.h"
+#include "common/net/transport.h"
 #include "master/registration_limit.h"
 
 namespace bm {

@@ -8,10 +8,10 @@
 #include <thread>
 #include <vector>
 
-#include "common/leader_record.h"
-#include "common/mutex.h"
-#include "common/status.h"
-#include "common/zookeeper_session.h"
+#include "blockmgr/status.h"
+#include "common/core/mutex.h"
+#include "common/zookeeper/leader_record.h"
+#include "common/zookeeper/zookeeper_session.h"
 
 namespace bm {
 

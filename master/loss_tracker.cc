@@ -8,7 +8,7 @@
 #include <unordered_set>
 #include <utility>
 
-#include "common/protocol.h"
+#include "common/core/protocol.h"
 
 namespace bm {
 namespace {

@@ -8,8 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/lost_cause.h"
-#include "common/status.h"
+#include "blockmgr/status.h"
+#include "common/core/lost_cause.h"
 #include "master/block_index.h"
 #include "master/lost_blocks.h"
 #include "schema/messages.capnp.h"

@@ -8,9 +8,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/lost_cause.h"
-#include "common/storage_level.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/storage_level.h"
+#include "common/core/lost_cause.h"
 
 namespace bm {
 

@@ -8,9 +8,9 @@
 #include <map>
 #include <utility>
 
-#include "common/access_policy.h"
-#include "common/tenant.h"
-#include "common/zap_handler.h"
+#include "common/security/access_policy.h"
+#include "common/security/tenant.h"
+#include "common/security/zap_handler.h"
 #include "master/block_reports.h"
 #include "master/request_decoding.h"
 #include "master/shuffle_requests.h"

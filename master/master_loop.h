@@ -41,10 +41,10 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/clock.h"
-#include "common/protocol.h"
-#include "common/status.h"
-#include "common/transport.h"
+#include "blockmgr/status.h"
+#include "common/core/clock.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
 #include "master/block_index.h"
 #include "master/block_reports.h"
 #include "master/client_queries.h"

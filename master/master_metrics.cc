@@ -3,7 +3,7 @@
 #include <array>
 #include <string>
 
-#include "common/metrics.h"
+#include "common/core/metrics.h"
 
 namespace bm {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
-#include "common/protocol.h"
+#include "common/core/protocol.h"
 #include "master/request_decoding.h"
 
 namespace bm {

@@ -1,17 +1,18 @@
 #pragma once
 
 // What the master does with each kind of request (schema/messages.capnp, the Request union)
-// when a tenant-restricted key (a client key, common/tenant.h) sends it, in one table that
+// when a tenant-restricted key (a client key, common/security/tenant.h) sends it, in one table that
 // MasterServer::Loop::Dispatch looks every such request up in before any handler runs
 // (TenantService::Admit). A kind the table lacks is refused to those keys, so a
 // kind added to the schema cannot reach a handler around the tenant rules
 // (tests/unit/master/master_request_kinds_test.cc walks the union and fails for a kind missing
-// here). Which key role may send a kind at all is common/access_policy.h's, checked before this.
+// here). Which key role may send a kind at all is common/security/access_policy.h's, checked before
+// this.
 
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/status.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/status.h"
 #include "schema/messages.capnp.h"
 
 namespace bm {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "common/transport.h"
+#include "common/net/transport.h"
 #include "master/journal.h"
 #include "master/master_loop.h"
 

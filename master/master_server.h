@@ -6,9 +6,9 @@
 #include <string>
 #include <zmq.hpp>
 
-#include "common/clock.h"
-#include "common/curve_keys.h"
-#include "common/status.h"
+#include "blockmgr/status.h"
+#include "common/core/clock.h"
+#include "common/security/curve_keys.h"
 #include "master/leadership.h"
 
 namespace bm {

@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/metrics.h"
-#include "common/storage_level.h"
+#include "blockmgr/storage_level.h"
+#include "common/core/clock.h"
+#include "common/core/metrics.h"
 
 namespace bm {
 

@@ -6,7 +6,7 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/status.h"
+#include "blockmgr/status.h"
 
 namespace bm {
 

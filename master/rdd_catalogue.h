@@ -6,8 +6,8 @@
 #include <optional>
 #include <vector>
 
-#include "common/protocol.h"
-#include "common/status.h"
+#include "blockmgr/status.h"
+#include "common/core/protocol.h"
 #include "master/journal.h"
 #include "master/master_status.h"
 

@@ -14,10 +14,10 @@
 #include <string>
 #include <unordered_map>
 
-#include "common/clock.h"
-#include "common/curve_keys.h"
-#include "common/refusal_log.h"
-#include "common/status.h"
+#include "blockmgr/status.h"
+#include "common/core/clock.h"
+#include "common/core/refusal_log.h"
+#include "common/security/curve_keys.h"
 
 namespace bm {
 

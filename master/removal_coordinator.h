@@ -9,9 +9,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/clock.h"
-#include "common/status.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/status.h"
+#include "common/core/clock.h"
 #include "master/block_index.h"
 #include "master/worker_request_ids.h"
 

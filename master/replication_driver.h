@@ -5,8 +5,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/clock.h"
+#include "blockmgr/block_id.h"
+#include "common/core/clock.h"
 #include "master/block_index.h"
 #include "master/replication_planner.h"
 #include "master/worker_registry.h"

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "common/replica_spread.h"
+#include "common/core/replica_spread.h"
 
 namespace bm {
 namespace {

@@ -6,9 +6,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/clock.h"
-#include "common/storage_level.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/storage_level.h"
+#include "common/core/clock.h"
 #include "master/block_index.h"
 #include "master/worker_registry.h"
 

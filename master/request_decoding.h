@@ -8,10 +8,10 @@
 #include <string_view>
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/clock.h"
-#include "common/protocol.h"
-#include "common/status.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/status.h"
+#include "common/core/clock.h"
+#include "common/core/protocol.h"
 #include "master/block_index.h"
 #include "master/master_status.h"
 #include "master/worker_registry.h"

@@ -6,13 +6,13 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/status.h"
-#include "common/transport.h"
+#include "blockmgr/status.h"
+#include "common/net/transport.h"
 
 namespace bm {
 
 // The master's ROUTER socket, on which clients and workers send requests and get their
-// replies, with the state its drains keep: whether it is settled (common/socket_drain.h: it
+// replies, with the state its drains keep: whether it is settled (common/net/socket_drain.h: it
 // may hold messages its ZMQ_FD will not signal when it was sent on since its last drain, or
 // that drain stopped early), and the first segment every reply is built in.
 //

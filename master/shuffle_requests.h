@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/protocol.h"
-#include "common/status.h"
+#include "blockmgr/status.h"
+#include "common/core/clock.h"
+#include "common/core/protocol.h"
 #include "master/shuffle_service.h"
 #include "master/worker_links.h"
 #include "master/worker_registry.h"

@@ -135,7 +135,7 @@ ShufflePlacement ShuffleService::Place(const ShuffleShape& shape,
     placement.primaries.push_back(index(primary));
     if (!replicated) continue;
     // Another rack, else another host, else another worker: the least loaded of the
-    // farthest there are (HDFS's order, common/replica_spread.h).
+    // farthest there are (HDFS's order, common/core/replica_spread.h).
     std::vector<size_t> farthest;
     int best_distance = 0;
     for (size_t candidate : order) {

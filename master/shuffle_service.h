@@ -8,9 +8,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/status.h"
-#include "common/storage_level.h"
+#include "blockmgr/status.h"
+#include "blockmgr/storage_level.h"
+#include "common/core/clock.h"
 
 namespace bm {
 

@@ -11,9 +11,9 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/clock.h"
-#include "common/protocol.h"
-#include "common/status.h"
+#include "blockmgr/status.h"
+#include "common/core/clock.h"
+#include "common/core/protocol.h"
 #include "master/journal.h"
 #include "master/journal_feed.h"
 #include "master/journal_follower.h"

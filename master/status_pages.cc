@@ -4,8 +4,8 @@
 #include <chrono>
 #include <ctime>
 
-#include "common/byte_size.h"
-#include "common/utc_time.h"
+#include "common/core/byte_size.h"
+#include "common/core/utc_time.h"
 
 namespace bm {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "common/metrics.h"
+#include "common/core/metrics.h"
 #include "master/master_metrics.h"
 #include "master/status_json.h"
 #include "master/status_pages.h"

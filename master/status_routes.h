@@ -1,6 +1,6 @@
 #pragma once
 
-#include "common/http_server.h"
+#include "common/http/http_server.h"
 #include "master/status_service.h"
 
 namespace bm {

@@ -4,9 +4,9 @@
 #include <functional>
 #include <memory>
 
-#include "common/loop_queries.h"
-#include "common/mutex.h"
-#include "common/status.h"
+#include "blockmgr/status.h"
+#include "common/core/loop_queries.h"
+#include "common/core/mutex.h"
 #include "master/cluster_snapshot.h"
 #include "master/master_status.h"
 

@@ -7,11 +7,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/status.h"
-#include "common/storage_level.h"
-#include "common/tenant.h"
-#include "common/tier.h"
+#include "blockmgr/status.h"
+#include "blockmgr/storage_level.h"
+#include "blockmgr/tier.h"
+#include "common/core/clock.h"
+#include "common/security/tenant.h"
 
 namespace bm {
 

@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "common/byte_size.h"
+#include "common/core/byte_size.h"
 #include "master/master_request_kinds.h"
 
 namespace bm {

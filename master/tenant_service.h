@@ -6,10 +6,10 @@
 #include <utility>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/protocol.h"
-#include "common/status.h"
-#include "common/tenant.h"
+#include "blockmgr/status.h"
+#include "common/core/clock.h"
+#include "common/core/protocol.h"
+#include "common/security/tenant.h"
 #include "master/block_index.h"
 #include "master/client_queries.h"
 #include "master/master_status.h"
@@ -44,8 +44,8 @@ void FillDatasetAccess(const std::string& dataset, const DatasetAccess& access,
 
 // Tenants (dataset owners and shares) and their quotas, as the master serves them
 // (docs/security.md "Tenants, shares and quotas"; PROTOCOL.md "Tenants"). The rules are
-// common/tenant.h's and the records TenantRegistry's; this checks requests against them and
-// answers the tenant requests. Workers check the requests that reach them directly.
+// common/security/tenant.h's and the records TenantRegistry's; this checks requests against them
+// and answers the tenant requests. Workers check the requests that reach them directly.
 //
 // A component of the master's loop: it owns the registry, borrows the loop's BlockIndex (what a
 // tenant stores, whether a dataset has blocks), answers each event with its reply and its
@@ -85,7 +85,7 @@ class TenantService {
                std::span<const std::pair<std::string, TenantQuota>> quotas);
 
  private:
-  // Whether the index holds blocks of the dataset (common/tenant.h).
+  // Whether the index holds blocks of the dataset (common/security/tenant.h).
   bool HasBlocks(const std::string& dataset) const;
   // Ok for a peer the tenant rules do not restrict; else whether its tenant may do `op` on the
   // dataset, kPermissionDenied naming both if not. kWrite claims a dataset nobody owns.

@@ -6,7 +6,7 @@
 #include <optional>
 #include <utility>
 
-#include "common/status.h"
+#include "blockmgr/status.h"
 
 namespace bm {
 

@@ -6,7 +6,7 @@
 #include <deque>
 #include <unordered_map>
 
-#include "common/block_id.h"
+#include "blockmgr/block_id.h"
 
 namespace bm {
 

@@ -2,7 +2,7 @@
 
 #include <capnp/message.h>
 
-#include "common/protocol.h"
+#include "common/core/protocol.h"
 
 namespace bm {
 

@@ -5,8 +5,8 @@
 #include <string_view>
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/status.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/status.h"
 #include "master/removal_coordinator.h"
 #include "master/replication_planner.h"
 #include "master/worker_links.h"

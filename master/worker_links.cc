@@ -4,7 +4,7 @@
 
 #include <utility>
 
-#include "common/socket_drain.h"
+#include "common/net/socket_drain.h"
 
 namespace bm {
 

@@ -12,9 +12,9 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/curve_keys.h"
-#include "common/status.h"
-#include "common/transport.h"
+#include "blockmgr/status.h"
+#include "common/net/transport.h"
+#include "common/security/curve_keys.h"
 
 namespace bm {
 
@@ -37,7 +37,7 @@ class WorkerSender {
 // worker) until the worker is forgotten (Remove). Sends never block: a worker too slow to take
 // a command loses it.
 //
-// The loop sleeps in ::poll on the links' ZMQ_FDs (common/socket_drain.h): a link sent on
+// The loop sleeps in ::poll on the links' ZMQ_FDs (common/net/socket_drain.h): a link sent on
 // since it was last drained, or not drained to the end, is "unsettled" and must be drained
 // again before the loop sleeps.
 //

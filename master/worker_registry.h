@@ -7,10 +7,10 @@
 #include <string_view>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/status.h"
-#include "common/worker_state.h"
-#include "common/worker_stats.h"
+#include "blockmgr/status.h"
+#include "blockmgr/worker_state.h"
+#include "common/core/clock.h"
+#include "common/core/worker_stats.h"
 
 namespace bm {
 
@@ -20,7 +20,7 @@ namespace bm {
 //   active / unconfirmed --(silent past the heartbeat timeout)--> removed
 // An unconfirmed worker's locations are served, but its heartbeats and reports are refused as
 // unknown, so that it registers again with a full report that replaces them. A drained worker is
-// kDecommissioning (common/worker_state.h); a registry never holds kUnknown.
+// kDecommissioning (blockmgr/worker_state.h); a registry never holds kUnknown.
 // How many WorkerState values there are (for tables indexed by state).
 inline constexpr size_t kWorkerStateCount = static_cast<size_t>(WorkerState::kUnknown) + 1;
 

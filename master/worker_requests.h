@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/protocol.h"
-#include "common/status.h"
-#include "common/transport.h"
+#include "blockmgr/status.h"
+#include "common/core/clock.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
 #include "master/block_index.h"
 #include "master/loss_tracker.h"
 #include "master/worker_registry.h"

@@ -2,7 +2,7 @@
 # Every message blockmgr sends. A message on the wire is one ZeroMQ multipart message:
 #   [routing id, added/removed by ROUTER sockets] [header: one Request or Reply] [payload frames...]
 # Block bytes never travel inside a header; they follow it as payload frames of at most
-# kMaxPayloadFrameBytes each (see common/protocol.h), so they can be sent and kept zero-copy.
+# kMaxPayloadFrameBytes each (see common/core/protocol.h), so they can be sent and kept zero-copy.
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("bm::proto");
@@ -51,7 +51,7 @@ struct BlockStatus {
   # by the copies that put made (and by copies made from them later). 0 = unknown (a block
   # stored before versions existed). See PROTOCOL.md, "One version per block id".
   version @4 :UInt64;
-  # The block's digest: BlockDigestOf its stored unit digests (common/digest.h), the same on
+  # The block's digest: BlockDigestOf its stored unit digests (common/core/digest.h), the same on
   # every copy of one version. 0 = unknown (stored before digests existed, or from an old
   # worker). See PROTOCOL.md, "Integrity".
   digest @5 :UInt64;
@@ -138,7 +138,7 @@ struct RegisterWorker {
   shuffles @11 :List(UInt64);
 }
 
-# Why the last copy of a block was lost (common/lost_cause.h). Append only.
+# Why the last copy of a block was lost (common/core/lost_cause.h). Append only.
 enum LostCause {
   storageError @0;     # the store failed to keep it (I/O or RocksDB error); also "unknown"
   workerDropped @1;    # its worker stopped heartbeating and was dropped
@@ -503,7 +503,7 @@ struct PutBlock {
   # when `digested` is set (an old client sends no digest).
   pieceDigest @9 :UInt64;
   digested @10 :Bool;
-  # XXH3-64 of each digest unit (1 MiB aligned to block offsets, common/digest.h) this piece
+  # XXH3-64 of each digest unit (1 MiB aligned to block offsets, common/core/digest.h) this piece
   # holds, in order; then the piece starts on a unit boundary and ends on one or at the block's
   # end. The worker hashes the bytes once, compares (a mismatch: dataLoss, as for pieceDigest)
   # and stores these as the block's digests. Empty: the worker uses pieceDigest and digests the
@@ -888,7 +888,7 @@ struct Request {
 
 # A worker's answer to openLocalReads: where its local-read socket is and a ticket that lets
 # the connection on it act as the key that asked (schema/local_reads.capnp, Hello). A client
-# uses the socket only when hostId is its own host's identity (common/host_identity.h).
+# uses the socket only when hostId is its own host's identity (common/net/host_identity.h).
 struct LocalReadsOffer {
   hostId @0 :Text;
   socketPath @1 :Text;   # empty: local reads are off on this worker

@@ -3,7 +3,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/status.h"
+#include "blockmgr/status.h"
 
 namespace bm {
 

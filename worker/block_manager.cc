@@ -6,8 +6,8 @@
 #include <chrono>
 #include <utility>
 
-#include "common/byte_size.h"
-#include "common/digest.h"
+#include "common/core/byte_size.h"
+#include "common/core/digest.h"
 
 namespace bm {
 

@@ -10,13 +10,13 @@
 #include <unordered_set>
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/chunk.h"
-#include "common/sealed_region.h"
-#include "common/status.h"
-#include "common/storage_level.h"
-#include "common/tier.h"
-#include "common/worker_stats.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/chunk.h"
+#include "blockmgr/status.h"
+#include "blockmgr/storage_level.h"
+#include "blockmgr/tier.h"
+#include "common/core/worker_stats.h"
+#include "common/net/sealed_region.h"
 #include "worker/block_read.h"
 #include "worker/block_status.h"
 #include "worker/block_store.h"

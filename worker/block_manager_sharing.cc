@@ -5,8 +5,8 @@
 
 #include <cstring>
 
-#include "common/digest.h"
-#include "common/protocol.h"
+#include "common/core/digest.h"
+#include "common/core/protocol.h"
 #include "worker/block_manager.h"
 
 namespace bm {

@@ -3,9 +3,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/chunk.h"
-#include "common/storage_level.h"
-#include "common/tier.h"
+#include "blockmgr/chunk.h"
+#include "blockmgr/storage_level.h"
+#include "blockmgr/tier.h"
 
 namespace bm {
 

@@ -2,9 +2,9 @@
 
 #include <cstdint>
 
-#include "common/block_id.h"
-#include "common/storage_level.h"
-#include "common/tier.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/storage_level.h"
+#include "blockmgr/tier.h"
 
 namespace bm {
 
@@ -16,7 +16,7 @@ struct BlockStatus {
   uint64_t size;
   // Which put wrote it (the master's version token, schema BlockStatus.version); 0 = unknown.
   uint64_t version = 0;
-  // The block's digest (BlockDigestOf its unit digests, common/digest.h), computed once when
+  // The block's digest (BlockDigestOf its unit digests, common/core/digest.h), computed once when
   // the block was stored or loaded; 0 = stored without digests.
   uint64_t digest = 0;
 };

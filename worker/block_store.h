@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/chunk.h"
-#include "common/lost_cause.h"
-#include "common/status.h"
-#include "common/storage_level.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/chunk.h"
+#include "blockmgr/status.h"
+#include "blockmgr/storage_level.h"
+#include "common/core/lost_cause.h"
 #include "worker/block_status.h"
 
 namespace bm {
@@ -42,7 +42,7 @@ struct DiskRead {
   StorageLevel level;
   std::vector<ChunkPtr> chunks;  // the requested range, in order
   // The stored digests of the digest units the range overlaps, the first being unit
-  // offset / kDigestUnitBytes (common/digest.h); empty for a block stored without digests.
+  // offset / kDigestUnitBytes (common/core/digest.h); empty for a block stored without digests.
   std::vector<uint64_t> unit_digests;
 };
 

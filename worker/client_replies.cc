@@ -2,8 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/protocol.h"
-#include "common/transport.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
 
 namespace bm {
 

@@ -6,8 +6,8 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/status.h"
-#include "common/tier.h"
+#include "blockmgr/status.h"
+#include "blockmgr/tier.h"
 #include "worker/worker_status.h"
 
 namespace bm {

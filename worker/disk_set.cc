@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <utility>
 
-#include "common/byte_size.h"
+#include "common/core/byte_size.h"
 
 namespace bm {
 

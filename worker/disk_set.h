@@ -10,12 +10,12 @@
 #include <string_view>
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/clock.h"
-#include "common/status.h"
-#include "common/worker_stats.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/status.h"
+#include "common/core/clock.h"
+#include "common/core/worker_stats.h"
 #include "worker/block_store.h"
-#include "worker/disk_directory.h"
+#include "worker/disk/disk_directory.h"
 #include "worker/scrubber.h"
 #include "worker/storage_thread.h"
 

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/status.h"
+#include "blockmgr/status.h"
 
 namespace bm {
 

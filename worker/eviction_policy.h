@@ -9,8 +9,8 @@
 #include <tuple>
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/status.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/status.h"
 
 namespace bm {
 

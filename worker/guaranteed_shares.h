@@ -4,8 +4,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "common/block_id.h"
-#include "common/tenant.h"
+#include "blockmgr/block_id.h"
+#include "common/security/tenant.h"
 
 namespace bm {
 

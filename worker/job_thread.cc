@@ -3,7 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "common/status.h"
+#include "blockmgr/status.h"
 
 namespace bm {
 

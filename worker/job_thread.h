@@ -5,7 +5,7 @@
 #include <functional>
 #include <thread>
 
-#include "common/mutex.h"
+#include "common/core/mutex.h"
 
 namespace bm {
 

@@ -11,10 +11,10 @@
 #include <cerrno>
 #include <cstring>
 
-#include "common/access_policy.h"
-#include "common/protocol.h"
-#include "common/sealed_region.h"
-#include "common/tenant.h"
+#include "common/core/protocol.h"
+#include "common/net/sealed_region.h"
+#include "common/security/access_policy.h"
+#include "common/security/tenant.h"
 #include "schema/local_reads.capnp.h"
 #include "worker/tenant_gate.h"
 

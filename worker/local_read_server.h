@@ -11,10 +11,10 @@
 #include <string>
 #include <unordered_map>
 
-#include "common/clock.h"
-#include "common/curve_keys.h"
-#include "common/local_socket.h"
-#include "common/status.h"
+#include "blockmgr/status.h"
+#include "common/core/clock.h"
+#include "common/net/local_socket.h"
+#include "common/security/curve_keys.h"
 #include "schema/local_reads.capnp.h"
 #include "worker/block_manager.h"
 #include "worker/shuffle_handler.h"

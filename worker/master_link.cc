@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <atomic>
 
-#include "common/handshake_refusal.h"
-#include "common/protocol.h"
-#include "common/socket_drain.h"
+#include "common/core/protocol.h"
+#include "common/net/handshake_refusal.h"
+#include "common/net/socket_drain.h"
 #include "worker/wire.h"
 
 namespace bm {

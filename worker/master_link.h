@@ -10,14 +10,14 @@
 #include <string>
 #include <zmq.hpp>
 
-#include "common/clock.h"
-#include "common/curve_keys.h"
-#include "common/master_addresses.h"
-#include "common/metrics.h"
-#include "common/peer_monitor.h"
-#include "common/status.h"
-#include "common/tenant.h"
-#include "common/transport.h"
+#include "blockmgr/status.h"
+#include "common/core/clock.h"
+#include "common/core/metrics.h"
+#include "common/net/master_addresses.h"
+#include "common/net/peer_monitor.h"
+#include "common/net/transport.h"
+#include "common/security/curve_keys.h"
+#include "common/security/tenant.h"
 #include "worker/block_manager.h"
 #include "worker/block_status.h"
 

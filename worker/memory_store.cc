@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "common/byte_size.h"
+#include "common/core/byte_size.h"
 
 namespace bm {
 namespace {

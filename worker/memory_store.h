@@ -7,10 +7,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/chunk.h"
-#include "common/status.h"
-#include "common/storage_level.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/chunk.h"
+#include "blockmgr/status.h"
+#include "blockmgr/storage_level.h"
 #include "worker/block_status.h"
 #include "worker/eviction_policy.h"
 #include "worker/guaranteed_shares.h"
@@ -24,8 +24,8 @@ struct MemoryBlock {
   BlockData data;
   uint64_t generation;   // unique per stored version of a block on this worker
   uint64_t version = 0;  // which put wrote it, cluster-wide (BlockStatus::version)
-  // Digests of its units (common/digest.h), computed from the bytes as they arrived, checked by
-  // readers and before a spill to disk.
+  // Digests of its units (common/core/digest.h), computed from the bytes as they arrived, checked
+  // by readers and before a spill to disk.
   std::vector<uint64_t> unit_digests{};
   // BlockDigestOf(unit_digests), kept so reports do not hash them again; 0 = no digests.
   uint64_t block_digest = 0;

@@ -4,8 +4,8 @@
 #include <span>
 #include <string>
 
-#include "common/digest.h"
-#include "common/protocol.h"
+#include "common/core/digest.h"
+#include "common/core/protocol.h"
 
 namespace bm {
 

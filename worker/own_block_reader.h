@@ -4,9 +4,9 @@
 #include <optional>
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/chunk.h"
-#include "common/status.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/chunk.h"
+#include "blockmgr/status.h"
 #include "worker/own_block_reads.h"
 
 namespace bm {

@@ -7,9 +7,9 @@
 #include <memory>
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/mutex.h"
-#include "common/status.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/status.h"
+#include "common/core/mutex.h"
 #include "worker/block_read.h"
 
 namespace bm {

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "common/digest.h"
-#include "common/protocol.h"
+#include "common/core/digest.h"
+#include "common/core/protocol.h"
 #include "worker/wire.h"
 
 namespace bm {

@@ -12,11 +12,11 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/clock.h"
-#include "common/refusal_log.h"
-#include "common/status.h"
-#include "common/tier.h"
-#include "common/transport.h"
+#include "blockmgr/status.h"
+#include "blockmgr/tier.h"
+#include "common/core/clock.h"
+#include "common/core/refusal_log.h"
+#include "common/net/transport.h"
 #include "worker/block_manager.h"
 #include "worker/client_replies.h"
 #include "worker/master_link.h"

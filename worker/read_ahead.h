@@ -7,8 +7,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/status.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/status.h"
 #include "worker/block_read.h"
 
 namespace bm {

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "common/digest.h"
-#include "common/protocol.h"
-#include "common/transport.h"
+#include "common/core/digest.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
 
 namespace bm {
 

@@ -5,9 +5,9 @@
 #include <chrono>
 #include <utility>
 
-#include "client/block_copier.h"
-#include "client/piece_source.h"
-#include "client/worker_channels.h"
+#include "transfer/block_copier.h"
+#include "transfer/piece_source.h"
+#include "transfer/worker_channels.h"
 #include "worker/own_block_reader.h"
 
 namespace bm {

@@ -7,12 +7,12 @@
 #include <thread>
 #include <vector>
 
-#include "client/types.h"
-#include "common/block_id.h"
-#include "common/curve_keys.h"
-#include "common/mutex.h"
-#include "common/status.h"
-#include "common/storage_level.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/status.h"
+#include "blockmgr/storage_level.h"
+#include "blockmgr/types.h"
+#include "common/core/mutex.h"
+#include "common/security/curve_keys.h"
 #include "worker/own_block_reads.h"
 
 namespace zmq {

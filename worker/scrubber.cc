@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "common/digest.h"
+#include "common/core/digest.h"
 
 namespace bm {
 namespace {

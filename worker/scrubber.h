@@ -4,8 +4,8 @@
 #include <optional>
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/clock.h"
+#include "blockmgr/block_id.h"
+#include "common/core/clock.h"
 #include "worker/block_store.h"
 
 namespace bm {

@@ -14,8 +14,8 @@
 #include <memory>
 #include <sstream>
 
-#include "common/digest.h"
-#include "common/local_socket.h"  // OwnedFd
+#include "common/core/digest.h"
+#include "common/net/local_socket.h"  // OwnedFd
 
 namespace bm {
 namespace {

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "common/chunk.h"
-#include "common/local_socket.h"  // OwnedFd
-#include "common/status.h"
+#include "blockmgr/chunk.h"
+#include "blockmgr/status.h"
+#include "common/net/local_socket.h"  // OwnedFd
 
 namespace bm {
 

@@ -6,9 +6,9 @@
 #include <cstring>
 #include <utility>
 
-#include "client/worker_channels.h"
-#include "common/protocol.h"
-#include "common/transport.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
+#include "transfer/worker_channels.h"
 #include "worker/job_thread.h"
 
 namespace bm {

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "common/chunk.h"
-#include "common/curve_keys.h"
-#include "common/status.h"
+#include "blockmgr/chunk.h"
+#include "blockmgr/status.h"
+#include "common/security/curve_keys.h"
 
 namespace zmq {
 class context_t;

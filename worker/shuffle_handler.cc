@@ -8,8 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/protocol.h"
-#include "common/tenant.h"
+#include "common/core/protocol.h"
+#include "common/security/tenant.h"
 #include "worker/wire.h"
 
 namespace bm {

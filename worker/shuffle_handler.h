@@ -9,9 +9,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/status.h"
-#include "common/transport.h"
+#include "blockmgr/status.h"
+#include "common/core/clock.h"
+#include "common/net/transport.h"
 #include "worker/client_replies.h"
 #include "worker/job_thread.h"
 #include "worker/shuffle_files.h"

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <utility>
 
-#include "common/digest.h"
+#include "common/core/digest.h"
 
 namespace bm {
 namespace {

@@ -12,9 +12,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/chunk.h"
-#include "common/clock.h"
-#include "common/status.h"
+#include "blockmgr/chunk.h"
+#include "blockmgr/status.h"
+#include "common/core/clock.h"
 #include "worker/shuffle_files.h"
 
 namespace bm {

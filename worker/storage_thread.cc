@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "common/status.h"
+#include "blockmgr/status.h"
 
 namespace bm {
 

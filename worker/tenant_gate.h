@@ -8,17 +8,17 @@
 #include <utility>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/status.h"
-#include "common/tenant.h"
-#include "common/transport.h"
+#include "blockmgr/status.h"
+#include "common/core/clock.h"
+#include "common/net/transport.h"
+#include "common/security/tenant.h"
 #include "worker/guaranteed_shares.h"
 #include "worker/master_link.h"
 
 namespace bm {
 
-// The worker's half of the tenant rules (common/tenant.h; PROTOCOL.md "Tenants"): the bytes
-// are here, so a client key's get, put and contains are checked here too, not only at the
+// The worker's half of the tenant rules (common/security/tenant.h; PROTOCOL.md "Tenants"): the
+// bytes are here, so a client key's get, put and contains are checked here too, not only at the
 // master. Only the master knows who owns a dataset and with whom it is shared:
 //
 //   - A read of a dataset this worker holds no record of is parked while the worker asks the

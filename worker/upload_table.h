@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "common/block_id.h"
-#include "common/clock.h"
-#include "common/storage_level.h"
+#include "blockmgr/block_id.h"
+#include "blockmgr/storage_level.h"
+#include "common/core/clock.h"
 #include "worker/block_manager.h"
 
 namespace bm {

@@ -1,6 +1,6 @@
 #include "worker/wire.h"
 
-#include "common/protocol.h"
+#include "common/core/protocol.h"
 
 namespace bm {
 

@@ -4,7 +4,7 @@
 #include <iterator>
 #include <string>
 
-#include "common/protocol.h"
+#include "common/core/protocol.h"
 
 namespace bm {
 namespace {

@@ -9,13 +9,13 @@
 #include <cerrno>
 #include <cstring>
 
-#include "common/access_policy.h"
-#include "common/digest.h"
-#include "common/host_identity.h"
-#include "common/master_addresses.h"
-#include "common/protocol.h"
-#include "common/socket_drain.h"
-#include "common/tenant.h"
+#include "common/core/digest.h"
+#include "common/core/protocol.h"
+#include "common/net/host_identity.h"
+#include "common/net/master_addresses.h"
+#include "common/net/socket_drain.h"
+#include "common/security/access_policy.h"
+#include "common/security/tenant.h"
 #include "worker/address.h"
 #include "worker/read_replies.h"
 #include "worker/wire.h"

@@ -10,12 +10,12 @@
 #include <string>
 #include <zmq.hpp>
 
-#include "common/clock.h"
-#include "common/connection_limit.h"
-#include "common/peer_monitor.h"
-#include "common/status.h"
-#include "common/tier.h"
-#include "common/transport.h"
+#include "blockmgr/status.h"
+#include "blockmgr/tier.h"
+#include "common/core/clock.h"
+#include "common/net/peer_monitor.h"
+#include "common/net/transport.h"
+#include "common/security/connection_limit.h"
 #include "worker/block_manager.h"
 #include "worker/client_replies.h"
 #include "worker/epoch_fence.h"

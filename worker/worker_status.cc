@@ -1,6 +1,6 @@
 #include "worker/worker_status.h"
 
-#include "common/http_server.h"
+#include "common/http/http_server.h"
 #include "worker/block_manager.h"
 
 namespace bm {

@@ -5,10 +5,10 @@
 #include <string>
 #include <string_view>
 
-#include "common/loop_queries.h"
-#include "common/metrics.h"
-#include "common/status.h"
-#include "common/worker_stats.h"
+#include "blockmgr/status.h"
+#include "common/core/loop_queries.h"
+#include "common/core/metrics.h"
+#include "common/core/worker_stats.h"
 
 namespace bm {
 

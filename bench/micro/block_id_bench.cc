@@ -1,4 +1,4 @@
-// Micro-benchmarks of block id parsing and printing (common/block_id.h).
+// Micro-benchmarks of block id parsing and printing (blockmgr/block_id.h).
 
 #include <benchmark/benchmark.h>
 
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "common/block_id.h"
+#include "blockmgr/block_id.h"
 
 namespace bm {
 namespace {

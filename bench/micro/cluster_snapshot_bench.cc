@@ -6,7 +6,7 @@
 #include <map>
 #include <memory>
 
-#include "common/clock.h"
+#include "common/core/clock.h"
 #include "master/block_index.h"
 #include "master/cluster_snapshot.h"
 #include "master/worker_registry.h"

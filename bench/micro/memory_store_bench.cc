@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "common/chunk.h"
+#include "blockmgr/chunk.h"
 #include "worker/memory_store.h"
 
 namespace bm {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "blockmgr/status.h"
 #include "examples/wordcount/prng.h"
 
 namespace bm::wordcount {

@@ -7,12 +7,12 @@
 #include <iostream>
 #include <string>
 
-#include "client/bmctl_args.h"
-#include "client/client.h"
-#include "common/allocator.h"
-#include "common/byte_size.h"
-#include "common/storage_level.h"
-#include "common/zookeeper_session.h"
+#include "blockmgr/client.h"
+#include "blockmgr/storage_level.h"
+#include "common/core/allocator.h"
+#include "common/core/byte_size.h"
+#include "common/net/master_addresses.h"
+#include "common/zookeeper/zookeeper_session.h"
 #include "examples/wordcount/corpus_generator.h"
 #include "examples/wordcount/wordcount_job.h"
 
@@ -144,7 +144,7 @@ int Main(int argc, char** argv) {
     if (master.empty() && options.zookeeper.empty()) {
       return InvalidArgumentError("--master or --zookeeper is required");
     }
-    if (!master.empty()) BM_RETURN_IF_ERROR(ValidateMasterAddress(master));
+    if (!master.empty()) BM_RETURN_IF_ERROR(MasterAddresses::ValidateConnectable(master));
     if (Status s = options.zookeeper.empty() ? Status::Ok()
                                              : ParseZooKeeperAddress(options.zookeeper).status();
         !s.ok()) {

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/status.h"
+#include "blockmgr/status.h"
 
 namespace bm::wordcount {
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <random>
 
-#include "client/dataset.h"
+#include "blockmgr/dataset.h"
 #include "examples/wordcount/text_splits.h"
 
 namespace bm::wordcount {

@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <string>
 
-#include "client/types.h"
-#include "common/status.h"
-#include "common/storage_level.h"
+#include "blockmgr/status.h"
+#include "blockmgr/storage_level.h"
+#include "blockmgr/types.h"
 #include "examples/wordcount/word_counts.h"
 
 namespace bm::wordcount {

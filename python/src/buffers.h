@@ -3,7 +3,7 @@
 // The two ends of zero-copy block transfer between Python and the client:
 //   * BlockBuffer: a received block, owned by a Python object that exposes it as a read-only
 //     buffer (memoryview, numpy.frombuffer, bytes() read it in place);
-//   * BorrowBytes: a Python object's buffer lent to a put as a chunk (common/chunk.h), sent by
+//   * BorrowBytes: a Python object's buffer lent to a put as a chunk (blockmgr/chunk.h), sent by
 //     ZeroMQ straight from the Python object's memory.
 
 #include <pybind11/pybind11.h>
@@ -11,8 +11,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "blockmgr/chunk.h"
 #include "byte_region.h"
-#include "common/chunk.h"
 
 namespace bm::python {
 

@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-#include "common/mutex.h"
+#include "common/core/mutex.h"
 
 namespace bm::python {
 

@@ -39,7 +39,7 @@ PyObject* Subclass(py::module_& module, const char* name, const char* doc,
   return NewException(module, name, bases.ptr(), doc);
 }
 
-// By the code's name rather than its enumerator, so codes added to common/status.h later
+// By the code's name rather than its enumerator, so codes added to blockmgr/status.h later
 // (e.g. "permission denied") map without a change here.
 PyObject* ClassFor(std::string_view code_name) {
   if (code_name == "not found") return classes.not_found;

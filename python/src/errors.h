@@ -5,7 +5,7 @@
 
 #include <pybind11/pybind11.h>
 
-#include "common/status.h"
+#include "blockmgr/status.h"
 
 namespace bm::python {
 

@@ -3,7 +3,7 @@
 #include <pybind11/pybind11.h>
 
 #include "buffers.h"
-#include "common/allocator.h"
+#include "common/core/allocator.h"
 #include "errors.h"
 #include "py_client.h"
 

@@ -9,9 +9,9 @@
 #include <optional>
 #include <thread>
 
+#include "blockmgr/client.h"
 #include "buffers.h"
-#include "client/client.h"
-#include "common/mutex.h"
+#include "common/core/mutex.h"
 #include "errors.h"
 
 namespace bm::python {
@@ -338,7 +338,7 @@ std::unique_ptr<PyClient> NewClient(std::string master, double timeout, double c
   return std::make_unique<PyClient>(std::move(options));
 }
 
-// A map attempt's writer (client/shuffle.h) on a PyClient, whose lock every call takes. The
+// A map attempt's writer (blockmgr/shuffle.h) on a PyClient, whose lock every call takes. The
 // Python object keeps its client alive; once the client is closed, calls raise.
 class PyShuffleWriter {
  public:

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "client/client.h"
+#include "blockmgr/client.h"
 #include "tests/support/local_cluster.h"
 
 namespace bm::testing {

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "client/client.h"
+#include "blockmgr/client.h"
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
 

@@ -5,7 +5,7 @@
 
 #include <sstream>
 
-#include "client/client.h"
+#include "blockmgr/client.h"
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
 

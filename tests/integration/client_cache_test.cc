@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "client/client.h"
+#include "blockmgr/client.h"
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
 

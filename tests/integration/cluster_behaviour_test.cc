@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/transport.h"
+#include "common/net/transport.h"
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
 

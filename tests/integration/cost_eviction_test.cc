@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "client/client.h"
+#include "blockmgr/client.h"
 #include "tests/support/local_cluster.h"
 
 namespace bm::testing {

@@ -1,6 +1,6 @@
 // kill -9 of a worker under DISK_ONLY puts: every put the worker acknowledged reads back
 // byte-exact after it restarts, whatever the moment of the kill, and a put cut short by the
-// kill leaves no partial block (the disk store's chunk files, worker/chunk_files.h, and its
+// kill leaves no partial block (the disk store's chunk files, worker/disk/chunk_files.h, and its
 // RocksDB records for small blocks).
 
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "client/client.h"
+#include "blockmgr/client.h"
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/process.h"

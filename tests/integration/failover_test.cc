@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "client/client.h"
+#include "blockmgr/client.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 #include "tests/support/standby_cluster.h"

@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "client/client.h"
+#include "blockmgr/client.h"
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/process.h"

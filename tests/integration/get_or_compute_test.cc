@@ -11,8 +11,8 @@
 #include <future>
 #include <thread>
 
-#include "client/client.h"
-#include "client/dataset.h"
+#include "blockmgr/client.h"
+#include "blockmgr/dataset.h"
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
 

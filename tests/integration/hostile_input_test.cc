@@ -10,7 +10,7 @@
 #include <cstring>
 #include <random>
 
-#include "common/transport.h"
+#include "common/net/transport.h"
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
 

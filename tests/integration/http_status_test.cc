@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "client/client.h"
+#include "blockmgr/client.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/process.h"
 

@@ -1,5 +1,5 @@
 // bm-worker restarts itself once at start-up with glibc's malloc asking for transparent huge
-// pages for its heaps (common/allocator.h RestartWithHugePageHeaps): a worker filling its
+// pages for its heaps (common/core/allocator.h RestartWithHugePageHeaps): a worker filling its
 // memory tier otherwise pays a page fault per 4 KiB of every block it receives.
 
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string>
 
-#include "client/client.h"
+#include "blockmgr/client.h"
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
 

@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "client/client.h"
-#include "common/digest.h"
-#include "common/protocol.h"
-#include "common/transport.h"
+#include "blockmgr/client.h"
+#include "common/core/digest.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/process.h"

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "client/client.h"
+#include "blockmgr/client.h"
 #include "tests/support/local_cluster.h"
 
 namespace bm::testing {

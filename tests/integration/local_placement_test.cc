@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "client/client.h"
-#include "client/dataset.h"
+#include "blockmgr/client.h"
+#include "blockmgr/dataset.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/process.h"
 

@@ -24,11 +24,11 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "client/client.h"
+#include "blockmgr/client.h"
 #include "client/local_reads.h"
-#include "common/local_socket.h"
-#include "common/protocol.h"
-#include "common/transport.h"
+#include "common/core/protocol.h"
+#include "common/net/local_socket.h"
+#include "common/net/transport.h"
 #include "schema/local_reads.capnp.h"
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"

@@ -20,11 +20,11 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "client/client.h"
-#include "common/curve_keys.h"
-#include "common/peer_monitor.h"
-#include "common/protocol.h"
-#include "common/transport.h"
+#include "blockmgr/client.h"
+#include "common/core/protocol.h"
+#include "common/net/peer_monitor.h"
+#include "common/net/transport.h"
+#include "common/security/curve_keys.h"
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/process.h"

@@ -17,10 +17,10 @@
 #include <thread>
 #include <vector>
 
-#include "client/client.h"
-#include "common/digest.h"
-#include "common/protocol.h"
-#include "common/transport.h"
+#include "blockmgr/client.h"
+#include "common/core/digest.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/tmpfs_mount.h"

@@ -14,11 +14,11 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "client/client.h"
-#include "common/curve_keys.h"
-#include "common/protocol.h"
-#include "common/tenant.h"
-#include "common/transport.h"
+#include "blockmgr/client.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
+#include "common/security/curve_keys.h"
+#include "common/security/tenant.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/process.h"
 #include "tests/support/request_kinds.h"

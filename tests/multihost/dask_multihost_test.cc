@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "client/client.h"
+#include "blockmgr/client.h"
 #include "tests/multihost/host_network.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"

@@ -10,10 +10,10 @@
 #include <set>
 #include <zmq.hpp>
 
-#include "client/client.h"
-#include "common/curve_keys.h"
-#include "common/protocol.h"
-#include "common/transport.h"
+#include "blockmgr/client.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
+#include "common/security/curve_keys.h"
 #include "tests/multihost/host_network.h"
 #include "tests/support/cluster_keys.h"
 #include "tests/support/files.h"

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "client/client.h"
-#include "common/curve_keys.h"
+#include "blockmgr/client.h"
+#include "common/security/curve_keys.h"
 #include "tests/multihost/host_network.h"
 #include "tests/support/cluster_keys.h"
 #include "tests/support/files.h"

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "common/curve_keys.h"
+#include "common/security/curve_keys.h"
 #include "tests/packaging/packaging_support.h"
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"

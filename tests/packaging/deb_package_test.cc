@@ -9,7 +9,7 @@
 #include <regex>
 #include <sstream>
 
-#include "client/client.h"
+#include "blockmgr/client.h"
 #include "tests/packaging/packaging_support.h"
 #include "tests/support/files.h"
 #include "tests/support/temp_dir.h"

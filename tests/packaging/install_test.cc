@@ -11,7 +11,7 @@
 #include <regex>
 #include <sstream>
 
-#include "client/client.h"
+#include "blockmgr/client.h"
 #include "tests/packaging/packaging_support.h"
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
@@ -100,7 +100,7 @@ TEST_F(InstallTest, ConsumerProjectBuildsAgainstThePrefixAndCachesAPartition) {
   cluster.StartMaster();
   cluster.StartWorkers(1);
   if (std::string(BM_CONSUMER_FLAGS).find("thread") != std::string::npos) {
-    // ThreadSanitizer reads the suppressions for libzmq's own threads (common/transport.cc)
+    // ThreadSanitizer reads the suppressions for libzmq's own threads (common/net/transport.cc)
     // from the executable only: the consumer is handed the same list through TSAN_OPTIONS.
     const std::string suppressions = dir_.Sub("tsan.supp");
     std::ofstream(suppressions) << "called_from_lib:libzmq.so\ncalled_from_lib:libsodium.so\n";

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "client/client.h"
+#include "blockmgr/client.h"
 #include "tests/packaging/packaging_support.h"
 #include "tests/support/files.h"
 #include "tests/support/temp_dir.h"

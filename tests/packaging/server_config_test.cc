@@ -5,7 +5,7 @@
 
 #include <fstream>
 
-#include "client/client.h"
+#include "blockmgr/client.h"
 #include "tests/packaging/packaging_support.h"
 #include "tests/support/temp_dir.h"
 

@@ -1,6 +1,6 @@
 #include "tests/support/cluster_keys.h"
 
-#include "common/curve_keys.h"
+#include "common/security/curve_keys.h"
 
 namespace bm::testing {
 

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/protocol.h"
-#include "common/transport.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
 #include "tests/support/cluster_keys.h"
 
 namespace bm::testing {

@@ -8,9 +8,9 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "client/client.h"
-#include "common/curve_keys.h"
-#include "common/status.h"
+#include "blockmgr/client.h"
+#include "blockmgr/status.h"
+#include "common/security/curve_keys.h"
 #include "tests/support/process.h"
 
 namespace bm::testing {

@@ -3,8 +3,8 @@
 #include <capnp/message.h>
 #include <gtest/gtest.h>
 
-#include "common/protocol.h"
-#include "common/transport.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
 
 namespace bm::testing {
 

@@ -7,7 +7,7 @@
 #include <tuple>
 #include <vector>
 
-#include "common/protocol.h"
+#include "common/core/protocol.h"
 #include "tests/support/cluster_processes.h"
 #include "tests/support/process.h"
 #include "tests/support/tcp_proxy.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/block_id.h"
+#include "blockmgr/block_id.h"
 #include "schema/messages.capnp.h"
 
 namespace bm::testing {

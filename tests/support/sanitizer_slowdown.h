@@ -7,7 +7,7 @@
 //
 // The factors are coarse: ThreadSanitizer slows such code 5-15x, AddressSanitizer about 2-3x.
 
-#include "common/tsan.h"
+#include "common/core/tsan.h"
 
 namespace bm::testing {
 

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "client/client.h"
-#include "common/status.h"
+#include "blockmgr/client.h"
+#include "blockmgr/status.h"
 #include "tests/support/process.h"
 #include "tests/support/zookeeper_server.h"
 

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "common/status.h"
+#include "blockmgr/status.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 

@@ -17,8 +17,8 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "common/protocol.h"
-#include "common/transport.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
 
 namespace {
 

@@ -20,7 +20,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "client/client.h"
+#include "blockmgr/client.h"
 #include "tests/support/files.h"
 
 int main(int argc, char** argv) {

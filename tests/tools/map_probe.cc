@@ -16,7 +16,7 @@
 #include <iostream>
 #include <optional>
 
-#include "client/client.h"
+#include "blockmgr/client.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"one same-host read, held"};

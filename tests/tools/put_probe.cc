@@ -17,7 +17,7 @@
 #include <iostream>
 #include <optional>
 
-#include "client/client.h"
+#include "blockmgr/client.h"
 #include "tests/support/files.h"
 
 int main(int argc, char** argv) {

@@ -4,7 +4,7 @@
 Reads the build's compile_commands.json (CMAKE_EXPORT_COMPILE_COMMANDS), and compiles each
 source of common/ master/ worker/ client/ python/src/ once more with clang++ -fsyntax-only
 -Wthread-safety -Werror=thread-safety (no code is generated, so this costs a fraction of a
-build). State guarded by a bm::Mutex (common/mutex.h) is then checked: every read or write of a
+build). State guarded by a bm::Mutex (common/core/mutex.h) is then checked: every read or write of a
 BM_GUARDED_BY member with its mutex held, every BM_REQUIRES function called with it held.
 
 A source is checked again only when it, a header it includes or its command changed since its

@@ -1,4 +1,4 @@
-#include "common/leader_directory.h"
+#include "common/zookeeper/leader_directory.h"
 
 #include <gtest/gtest.h>
 

@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "common/leader_directory.h"
-#include "common/zookeeper_session.h"
+#include "common/zookeeper/leader_directory.h"
+#include "common/zookeeper/zookeeper_session.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"

@@ -1,8 +1,8 @@
-#include "common/leader_record.h"
+#include "common/zookeeper/leader_record.h"
 
 #include <gtest/gtest.h>
 
-#include "common/zookeeper_session.h"
+#include "common/zookeeper/zookeeper_session.h"
 
 namespace bm {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "common/zookeeper_session.h"
+#include "common/zookeeper/zookeeper_session.h"
 
 namespace bm {
 namespace {

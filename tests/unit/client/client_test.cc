@@ -1,7 +1,7 @@
 // Client against in-process fake servers (ROUTER sockets on inproc:// endpoints), to check the
 // protocol side of puts and gets: pieces, ranges, generations, fail-over. Real processes are
 // exercised by the integration tests.
-#include "client/client.h"
+#include "blockmgr/client.h"
 
 #include <gtest/gtest.h>
 
@@ -14,11 +14,11 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "common/byte_size.h"
-#include "common/digest.h"
-#include "common/protocol.h"
-#include "common/transport.h"
-#include "tests/unit/client/fake_server.h"
+#include "common/core/byte_size.h"
+#include "common/core/digest.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
+#include "tests/support/fake_server.h"
 
 namespace bm {
 namespace {

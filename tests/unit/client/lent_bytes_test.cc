@@ -10,7 +10,7 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/transport.h"
+#include "common/net/transport.h"
 
 namespace bm {
 namespace {

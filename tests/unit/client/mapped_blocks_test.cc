@@ -8,7 +8,7 @@
 #include <memory>
 #include <set>
 
-#include "common/sealed_region.h"
+#include "common/net/sealed_region.h"
 #include "tests/support/process.h"
 
 namespace bm {

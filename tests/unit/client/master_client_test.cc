@@ -20,9 +20,9 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/leader_directory.h"
-#include "common/protocol.h"
-#include "common/transport.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
+#include "common/zookeeper/leader_directory.h"
 
 namespace bm {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/byte_size.h"
+#include "common/core/byte_size.h"
 
 namespace bm {
 namespace {

@@ -1,4 +1,4 @@
-#include "common/access_policy.h"
+#include "common/security/access_policy.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "common/allocator.h"
+#include "common/core/allocator.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>

@@ -1,4 +1,4 @@
-#include "common/block_id.h"
+#include "blockmgr/block_id.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "common/byte_size.h"
+#include "common/core/byte_size.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "common/connection_limit.h"
+#include "common/security/connection_limit.h"
 
 #include <gtest/gtest.h>
 

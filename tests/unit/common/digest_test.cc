@@ -1,4 +1,4 @@
-#include "common/digest.h"
+#include "common/core/digest.h"
 
 #include <gtest/gtest.h>
 #include <xxhash.h>

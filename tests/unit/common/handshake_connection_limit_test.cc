@@ -1,4 +1,4 @@
-#include "common/handshake_connection_limit.h"
+#include "common/net/handshake_connection_limit.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "common/http_request_parser.h"
+#include "common/http/http_request_parser.h"
 
 #include <gtest/gtest.h>
 

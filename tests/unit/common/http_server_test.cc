@@ -1,4 +1,4 @@
-#include "common/http_server.h"
+#include "common/http/http_server.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

@@ -1,10 +1,10 @@
-#include "common/log_rate_limiter.h"
+#include "common/core/log_rate_limiter.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 
-#include "common/clock.h"
+#include "common/core/clock.h"
 
 namespace bm {
 namespace {

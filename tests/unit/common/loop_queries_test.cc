@@ -1,4 +1,4 @@
-#include "common/loop_queries.h"
+#include "common/core/loop_queries.h"
 
 #include <gtest/gtest.h>
 #include <poll.h>

@@ -1,4 +1,4 @@
-#include "common/master_addresses.h"
+#include "common/net/master_addresses.h"
 
 #include <gtest/gtest.h>
 
@@ -32,5 +32,18 @@ TEST(MasterAddressesTest, AnEmptyEntryIsAClearError) {
   EXPECT_FALSE(one->several());
 }
 
+TEST(MasterAddressesTest, OnlyConnectableAddressesAreValid) {
+  for (const char* good : {"tcp://127.0.0.1:7700", "tcp://master.example:1", "tcp://[::1]:7700",
+                           "ipc:///tmp/bm.sock", "inproc://master", "tcp://a:7700,tcp://b:7701"}) {
+    EXPECT_TRUE(MasterAddresses::ValidateConnectable(good).ok()) << good;
+  }
+  for (const char* bad :
+       {"", "127.0.0.1:7700", "tcp://127.0.0.1", "tcp://:7700", "tcp://host:0", "tcp://host:65536",
+        "tcp://host:*", "http://h:1", "ipc://", "tcp://a:7700,", "tcp://a:7700,tcp://b"}) {
+    EXPECT_FALSE(MasterAddresses::ValidateConnectable(bad).ok()) << bad;
+  }
+}
+
 }  // namespace
+
 }  // namespace bm

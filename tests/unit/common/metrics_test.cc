@@ -1,4 +1,4 @@
-#include "common/metrics.h"
+#include "common/core/metrics.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,10 +1,10 @@
-#include "common/range_verifier.h"
+#include "common/core/range_verifier.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "common/digest.h"
+#include "common/core/digest.h"
 #include "tests/support/files.h"
 
 namespace bm {

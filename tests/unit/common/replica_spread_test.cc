@@ -1,4 +1,4 @@
-#include "common/replica_spread.h"
+#include "common/core/replica_spread.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

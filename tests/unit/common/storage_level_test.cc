@@ -1,4 +1,4 @@
-#include "common/storage_level.h"
+#include "blockmgr/storage_level.h"
 
 #include <gtest/gtest.h>
 

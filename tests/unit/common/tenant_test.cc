@@ -1,11 +1,11 @@
-#include "common/tenant.h"
+#include "common/security/tenant.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
 
-#include "common/access_policy.h"
+#include "common/security/access_policy.h"
 #include "tests/support/temp_dir.h"
 
 namespace bm {

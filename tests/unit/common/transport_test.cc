@@ -1,10 +1,10 @@
-#include "common/transport.h"
+#include "common/net/transport.h"
 
 #include <gtest/gtest.h>
 
 #include <thread>
 
-#include "common/protocol.h"
+#include "common/core/protocol.h"
 
 namespace bm {
 namespace {

@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "common/protocol.h"
-#include "common/worker_stats.h"
+#include "common/core/protocol.h"
+#include "common/core/worker_stats.h"
 
 namespace bm {
 namespace {

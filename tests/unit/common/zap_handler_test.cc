@@ -1,4 +1,4 @@
-#include "common/zap_handler.h"
+#include "common/security/zap_handler.h"
 
 #include <capnp/message.h>
 #include <gtest/gtest.h>
@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "common/curve_keys.h"
-#include "common/transport.h"
+#include "common/net/transport.h"
+#include "common/security/curve_keys.h"
 #include "tests/support/temp_dir.h"
 
 namespace bm {

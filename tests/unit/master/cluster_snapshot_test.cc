@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "common/clock.h"
+#include "common/core/clock.h"
 #include "master/block_index.h"
 #include "master/worker_registry.h"
 

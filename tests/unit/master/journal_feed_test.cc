@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "common/clock.h"
+#include "common/core/clock.h"
 
 namespace bm {
 namespace {

@@ -24,8 +24,8 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/protocol.h"
-#include "common/transport.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
 #include "master/journal.h"
 #include "master/leadership.h"
 #include "tests/support/temp_dir.h"

@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "common/protocol.h"
-#include "common/transport.h"
+#include "common/core/protocol.h"
+#include "common/net/transport.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 

@@ -3,7 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "common/clock.h"
+#include "common/core/clock.h"
 
 namespace bm {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "common/protocol.h"
+#include "common/core/protocol.h"
 
 namespace bm {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <optional>
 
-#include "common/status.h"
+#include "blockmgr/status.h"
 #include "worker/block_manager.h"
 
 namespace bm::testing {

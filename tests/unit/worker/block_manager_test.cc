@@ -11,15 +11,15 @@
 #include <thread>
 #include <vector>
 
-#include "common/byte_size.h"
-#include "common/digest.h"
-#include "common/protocol.h"
+#include "common/core/byte_size.h"
+#include "common/core/digest.h"
+#include "common/core/protocol.h"
 #include "tests/support/files.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/worker/block_manager_sync.h"
 #include "tests/unit/worker/fault_injecting_store.h"
 #include "tests/unit/worker/in_memory_store.h"
-#include "worker/disk_store.h"
+#include "worker/disk/disk_store.h"
 
 namespace bm {
 namespace {

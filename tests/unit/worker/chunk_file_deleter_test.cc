@@ -1,4 +1,4 @@
-#include "worker/chunk_file_deleter.h"
+#include "worker/disk/chunk_file_deleter.h"
 
 #include <gtest/gtest.h>
 #include <rocksdb/file_system.h>

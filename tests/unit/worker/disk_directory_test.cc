@@ -1,4 +1,4 @@
-#include "worker/disk_directory.h"
+#include "worker/disk/disk_directory.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

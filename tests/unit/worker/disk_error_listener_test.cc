@@ -1,4 +1,4 @@
-#include "worker/disk_error_listener.h"
+#include "worker/disk/disk_error_listener.h"
 
 #include <gtest/gtest.h>
 

@@ -1,11 +1,11 @@
-#include "worker/disk_format.h"
+#include "worker/disk/disk_format.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "common/big_endian.h"
-#include "common/protocol.h"
+#include "common/core/big_endian.h"
+#include "common/core/protocol.h"
 
 namespace bm::disk {
 namespace {

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/byte_size.h"
+#include "common/core/byte_size.h"
 #include "tests/support/files.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/worker/block_manager_sync.h"

@@ -1,4 +1,4 @@
-// The disk store's chunk files (DiskStoreOptions::chunk_file_min_bytes, worker/chunk_files.h):
+// The disk store's chunk files (DiskStoreOptions::chunk_file_min_bytes, worker/disk/chunk_files.h):
 // blocks whose bytes live in a file of their own beside RocksDB, which keeps only their meta.
 
 #include <gmock/gmock.h>
@@ -15,13 +15,13 @@
 #include <span>
 #include <vector>
 
-#include "common/byte_size.h"
-#include "common/digest.h"
-#include "common/protocol.h"
+#include "common/core/byte_size.h"
+#include "common/core/digest.h"
+#include "common/core/protocol.h"
 #include "tests/support/files.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/worker/disk_store_helpers.h"
-#include "worker/disk_store.h"
+#include "worker/disk/disk_store.h"
 
 namespace bm {
 namespace {

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "common/byte_size.h"
+#include "common/core/byte_size.h"
 #include "tests/support/files.h"
-#include "worker/disk_store.h"
+#include "worker/disk/disk_store.h"
 
 namespace bm::testing {
 

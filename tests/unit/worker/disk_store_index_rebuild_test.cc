@@ -1,6 +1,6 @@
 // A disk store whose index (RocksDB's table files) is damaged takes the blocks whose bytes are in
-// chunk files back from the files' trailers (worker/chunk_files.h, disk_format.h), and names the
-// damaged table file for the blocks it cannot take back.
+// chunk files back from the files' trailers (worker/disk/chunk_files.h, disk_format.h), and names
+// the damaged table file for the blocks it cannot take back.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
-#include "common/byte_size.h"
-#include "common/protocol.h"
+#include "common/core/byte_size.h"
+#include "common/core/protocol.h"
 #include "tests/support/files.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/worker/disk_store_helpers.h"
-#include "worker/disk_store.h"
+#include "worker/disk/disk_store.h"
 
 namespace bm {
 namespace {

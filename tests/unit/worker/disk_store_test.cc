@@ -1,4 +1,4 @@
-#include "worker/disk_store.h"
+#include "worker/disk/disk_store.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -19,9 +19,9 @@
 #include <string_view>
 #include <vector>
 
-#include "common/byte_size.h"
-#include "common/digest.h"
-#include "common/protocol.h"
+#include "common/core/byte_size.h"
+#include "common/core/digest.h"
+#include "common/core/protocol.h"
 #include "tests/support/files.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/worker/disk_store_helpers.h"

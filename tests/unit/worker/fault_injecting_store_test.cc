@@ -7,7 +7,7 @@
 #include <chrono>
 #include <thread>
 
-#include "common/byte_size.h"
+#include "common/core/byte_size.h"
 #include "tests/support/files.h"
 #include "tests/unit/worker/in_memory_store.h"
 

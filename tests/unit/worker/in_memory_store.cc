@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "common/digest.h"
+#include "common/core/digest.h"
 
 namespace bm::testing {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/digest.h"
+#include "common/core/digest.h"
 #include "tests/support/files.h"
 
 namespace bm {

@@ -1,4 +1,4 @@
-#include "worker/journal_check.h"
+#include "worker/disk/journal_check.h"
 
 #include <gtest/gtest.h>
 

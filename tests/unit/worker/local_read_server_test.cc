@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "common/byte_size.h"
-#include "common/local_socket.h"
-#include "common/protocol.h"
+#include "common/core/byte_size.h"
+#include "common/core/protocol.h"
+#include "common/net/local_socket.h"
 #include "schema/local_reads.capnp.h"
 #include "tests/support/files.h"
 #include "tests/support/temp_dir.h"

@@ -5,7 +5,7 @@
 #include <optional>
 #include <thread>
 
-#include "common/protocol.h"
+#include "common/core/protocol.h"
 #include "tests/support/files.h"
 #include "tests/unit/worker/reads_loop.h"
 

@@ -5,12 +5,12 @@
 #include <mutex>
 #include <vector>
 
-#include "common/byte_size.h"
-#include "common/protocol.h"
+#include "common/core/byte_size.h"
+#include "common/core/protocol.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/worker/block_manager_sync.h"
 #include "worker/block_manager.h"
-#include "worker/disk_store.h"
+#include "worker/disk/disk_store.h"
 #include "worker/memory_store.h"
 #include "worker/own_block_reads.h"
 

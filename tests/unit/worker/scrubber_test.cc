@@ -8,11 +8,11 @@
 #include <fstream>
 #include <set>
 
-#include "common/byte_size.h"
-#include "common/protocol.h"
+#include "common/core/byte_size.h"
+#include "common/core/protocol.h"
 #include "tests/support/files.h"
 #include "tests/support/temp_dir.h"
-#include "worker/disk_store.h"
+#include "worker/disk/disk_store.h"
 
 namespace bm {
 namespace {

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "common/digest.h"
+#include "common/core/digest.h"
 #include "tests/support/temp_dir.h"
 
 namespace bm {

@@ -6,7 +6,7 @@
 #include <deque>
 #include <string>
 
-#include "common/digest.h"
+#include "common/core/digest.h"
 
 namespace bm {
 namespace {

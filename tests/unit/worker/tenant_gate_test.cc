@@ -11,7 +11,7 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/protocol.h"
+#include "common/core/protocol.h"
 #include "tests/unit/worker/in_memory_store.h"
 #include "worker/memory_store.h"
 

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/access_policy.h"
+#include "common/security/access_policy.h"
 #include "tests/support/request_kinds.h"
 
 namespace bm {

@@ -18,16 +18,16 @@
 #include <set>
 #include <thread>
 
-#include "common/byte_size.h"
-#include "common/digest.h"
-#include "common/protocol.h"
+#include "common/core/byte_size.h"
+#include "common/core/digest.h"
+#include "common/core/protocol.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 #include "tests/support/request_kinds.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/worker/fake_master.h"
 #include "tests/unit/worker/fault_injecting_store.h"
-#include "worker/disk_store.h"
+#include "worker/disk/disk_store.h"
 #include "worker/memory_store.h"
 #include "worker/worker_request_kinds.h"
 
