@@ -399,7 +399,9 @@ void LeaderElection::PublishInSync(std::vector<std::string> standbys) {
     if (standbys == wanted_in_sync_) return;
     wanted_in_sync_ = std::move(standbys);
   }
-  events_.Push(ZooKeeperEvent{.kind = ZooKeeperEvent::Kind::kOther}, /*session_serial=*/0);
+  ZooKeeperEvent wake_up;
+  wake_up.kind = ZooKeeperEvent::Kind::kOther;
+  events_.Push(std::move(wake_up), /*session_serial=*/0);
 }
 
 void LeaderElection::WriteInSyncIfChanged() {

@@ -25,7 +25,9 @@ TEST(MasterAddressesTest, AnEmptyEntryIsAClearError) {
   for (const char* bad : {"", "tcp://a:1,", ",tcp://a:1", "tcp://a:1,,tcp://b:2"}) {
     Result<MasterAddresses> masters = MasterAddresses::Parse(bad);
     EXPECT_FALSE(masters.ok()) << bad;
-    if (!masters.ok()) EXPECT_EQ(masters.status().code(), StatusCode::kInvalidArgument);
+    if (!masters.ok()) {
+      EXPECT_EQ(masters.status().code(), StatusCode::kInvalidArgument);
+    }
   }
   Result<MasterAddresses> one = MasterAddresses::Parse("tcp://a:1");
   ASSERT_TRUE(one.ok());
