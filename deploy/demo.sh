@@ -4,10 +4,11 @@
 # run reads every partition from the cache). Pass --keep to leave the cluster running.
 # BUILD_DIR chooses the build directory (default ./build), as for deploy/build.sh.
 #
-# It builds only what it runs, not the tests and benchmarks, which tests/run.sh builds: the
-# servers and bmctl first, then bm-wordcount once the first blocks are stored. It prints how
-# long each phase took (installing packages, building, the demo's steps) and when the first
-# block was stored.
+# It installs only the packages building the servers needs (install-deps.sh --servers) and
+# builds only what it runs, not the tests and benchmarks, which tests/run.sh installs and
+# builds: the servers and bmctl first, then bm-wordcount once the first blocks are stored. It
+# prints how long each phase took (installing packages, building, the demo's steps) and when
+# the first block was stored.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 keep=0
@@ -25,7 +26,7 @@ end_phase() {
   phase_started=$SECONDS
 }
 
-"$root/deploy/install-deps.sh"
+"$root/deploy/install-deps.sh" --servers
 end_phase packages
 "$root/deploy/build.sh" --target bm-master --target bm-worker --target bmctl
 end_phase build
