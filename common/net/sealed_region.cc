@@ -13,7 +13,7 @@ namespace {
 
 constexpr int kSeals = F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW;
 
-std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+std::string RegionErrno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
 }  // namespace
 
@@ -21,7 +21,7 @@ Result<std::shared_ptr<const SealedRegion>> SealedRegion::Create(
     const std::string& name, uint64_t size,
     const std::function<Status(std::span<std::byte>)>& fill) {
   const int fd = memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) return UnavailableError(Errno("memfd_create"));
+  if (fd < 0) return UnavailableError(RegionErrno("memfd_create"));
   // Closes the writable descriptor on every path: only the read-only one is kept.
   struct Closer {
     int fd;
@@ -29,27 +29,27 @@ Result<std::shared_ptr<const SealedRegion>> SealedRegion::Create(
   } closer{fd};
   if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
     return OutOfSpaceError(
-        Errno("sizing a shared-memory region of " + std::to_string(size) + " bytes"));
+        RegionErrno("sizing a shared-memory region of " + std::to_string(size) + " bytes"));
   }
   if (size > 0) {
     void* writable = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (writable == MAP_FAILED) return OutOfSpaceError(Errno("mapping a new region"));
+    if (writable == MAP_FAILED) return OutOfSpaceError(RegionErrno("mapping a new region"));
     Status filled = fill({static_cast<std::byte*>(writable), size});
     // F_SEAL_WRITE is refused while a writable shared mapping exists.
     munmap(writable, size);
     BM_RETURN_IF_ERROR(filled);
   }
   if (fcntl(fd, F_ADD_SEALS, kSeals | F_SEAL_SEAL) != 0) {
-    return InternalError(Errno("sealing a region"));
+    return InternalError(RegionErrno("sealing a region"));
   }
   std::shared_ptr<SealedRegion> region(new SealedRegion());
   region->size_ = size;
   const std::string self = "/proc/self/fd/" + std::to_string(fd);
   region->read_only_fd_ = open(self.c_str(), O_RDONLY | O_CLOEXEC);
-  if (region->read_only_fd_ < 0) return InternalError(Errno("reopening a region read-only"));
+  if (region->read_only_fd_ < 0) return InternalError(RegionErrno("reopening a region read-only"));
   if (size > 0) {
     void* mapped = mmap(nullptr, size, PROT_READ, MAP_SHARED, region->read_only_fd_, 0);
-    if (mapped == MAP_FAILED) return OutOfSpaceError(Errno("mapping a sealed region"));
+    if (mapped == MAP_FAILED) return OutOfSpaceError(RegionErrno("mapping a sealed region"));
     region->data_ = static_cast<std::byte*>(mapped);
   }
   return std::shared_ptr<const SealedRegion>(std::move(region));
@@ -71,7 +71,7 @@ Result<std::shared_ptr<const MappedRegion>> MappedRegion::Map(int fd, uint64_t s
     return DataLossError("the worker sent a region that is not sealed against writes");
   }
   struct stat info {};
-  if (fstat(fd, &info) != 0) return InternalError(Errno("fstat of a received region"));
+  if (fstat(fd, &info) != 0) return InternalError(RegionErrno("fstat of a received region"));
   if (static_cast<uint64_t>(info.st_size) != size) {
     return DataLossError("the worker sent a region of " + std::to_string(info.st_size) +
                          " bytes for a block of " + std::to_string(size));
@@ -79,7 +79,7 @@ Result<std::shared_ptr<const MappedRegion>> MappedRegion::Map(int fd, uint64_t s
   std::byte* data = nullptr;
   if (size > 0) {
     void* mapped = mmap(nullptr, size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
-    if (mapped == MAP_FAILED) return UnavailableError(Errno("mapping a received region"));
+    if (mapped == MAP_FAILED) return UnavailableError(RegionErrno("mapping a received region"));
     data = static_cast<std::byte*>(mapped);
   }
   return std::shared_ptr<const MappedRegion>(new MappedRegion(data, size, std::move(on_unmapped)));
