@@ -61,10 +61,10 @@ class ReadAheadTable {
     uint64_t offset;
     uint64_t length;
     uint64_t bytes;
-    bool wanted = true;                       // false once forgotten: never handed to a new request
-    std::optional<Result<BlockRead>> result;  // set when ready
-    Done waiter;                              // the request waiting for it, if any
-    uint64_t ready_pass = 0;                  // Age() passes when it became ready
+    bool wanted = true;  // false once forgotten: never handed to a new request
+    std::optional<Result<BlockRead>> result{};  // set when ready
+    Done waiter{};                              // the request waiting for it, if any
+    uint64_t ready_pass = 0;                    // Age() passes when it became ready
   };
   using Entries = std::list<Entry>;  // oldest first
 
