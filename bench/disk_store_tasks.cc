@@ -2,7 +2,7 @@
 // blob files for the same 1 MiB blocks (issue 5: "measure chunked plain values against blob
 // files and keep the faster"; issue 30: keep large blocks out of the write-ahead log). No
 // network, so the figures are the store's own. And the filesystem's own pace for a block:
-// write(2) + fdatasync(2) of its bytes to a new file.
+// write(2) (+ fdatasync(2)) of its bytes to a file.
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -74,16 +74,23 @@ Result<Json> DiskStoreFormatsTask(const Json& task) {
               {"blob_get_bytes_per_s", blob["get_bytes_per_s"]}};
 }
 
-// write(2) of `size` bytes to a new file and fdatasync(2), then the file deleted: the
-// filesystem's pace for one block made durable, the ceiling of any store on it.
+// write(2) of `size` bytes to a file and, with "sync", fdatasync(2): the filesystem's pace for
+// one block made durable, the ceiling of any store on it. With "new_files" every block is a
+// file of its own, never one written before: on this VM every freshly written page is slow
+// (bench/notes/2026-12-04-recompute-and-disk-puts.md), which bounds any writer of new bytes, so
+// that is the bound a DISK_ONLY put of new blocks meets. The files are deleted at the end.
 Result<Json> FileWriteSyncTask(const Json& task) {
   const std::string dir = task.at("dir").get<std::string>();
   const uint64_t size = task.value("size", uint64_t{64} << 20);
+  const bool sync = task.value("sync", true);
+  const bool new_files = task.value("new_files", false);
+  std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::vector<std::byte> data = PatternBytes(size);
-  int next = 0;
+  uint64_t next = 0;
   BM_ASSIGN_OR_RETURN(Timed writes, RunTimed(DurationOf(task), [&]() -> Status {
-                        const std::string path = dir + "/block-" + std::to_string(next++ % 4);
+                        const uint64_t name = new_files ? next++ : next++ % 4;
+                        const std::string path = dir + "/block-" + std::to_string(name);
                         const int fd =
                             ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
                         if (fd < 0) return InternalError(path + ": " + std::strerror(errno));
@@ -96,9 +103,10 @@ Result<Json> FileWriteSyncTask(const Json& task) {
                           }
                           done += static_cast<size_t>(n);
                         }
-                        const bool synced = ::fdatasync(fd) == 0;
-                        ::close(fd);
+                        const bool synced = !sync || ::fdatasync(fd) == 0;
+                        const bool closed = ::close(fd) == 0;
                         if (!synced) return InternalError("fdatasync " + path);
+                        if (!closed) return InternalError("close " + path);
                         return Status::Ok();
                       }));
   std::filesystem::remove_all(dir);

@@ -50,6 +50,8 @@ Result<Json> BlockmgrRecomputeTask(const Json& task);
 Result<Json> BlockmgrBigBlockTask(const Json& task);
 // The worker's disk store in this process ("dir", "size"): plain values against blob files.
 Result<Json> DiskStoreFormatsTask(const Json& task);
+// Plain files ("dir", "size", "sync", "new_files"): write(2) of a block's bytes to a file,
+// fdatasync(2) when "sync", each to a file of its own when "new_files" (else 4 names reused).
 Result<Json> FileWriteSyncTask(const Json& task);
 // bm-master ("master", "master_pid", "counts", "batch"): a fake worker reports blocks.
 Result<Json> MasterLoadTask(const Json& task);

@@ -626,7 +626,17 @@ void DiskBlocks(Runner& runner, BlockmgrCluster& cluster) {
                                    {"size", large},
                                    {"min_ops", 4}});
            },
-           transfer_on(spread, "", size, 100000, 40)}));
+           transfer_on(spread, "", size, 100000, 40),
+           [&] {
+             // What a writer of new 1 MiB files gets from the worker's filesystem (issue 45):
+             // write and close, no sync (a put's promise is a process kill, not a power cut).
+             return runner.Client({{"task", "file_write_sync"},
+                                   {"dir", runner.config().env.work_dir + "/file-write-new"},
+                                   {"size", size},
+                                   {"sync", false},
+                                   {"new_files", true},
+                                   {"min_ops", 20}});
+           }}));
   const Result<Json>& bm = results[0];
   const Result<Json>& formats = results[1];
   const Result<Json>& db = results[2];
@@ -635,11 +645,17 @@ void DiskBlocks(Runner& runner, BlockmgrCluster& cluster) {
   const Result<Json>& zmq_large = results[5];
   const Result<Json>& file_sync = results[8];
   const Result<Json>& three = results[9];
+  const Result<Json>& new_files = results[10];
   const std::optional<double> fill = runner.Figure(db, "fillseq", kMB, "db_bench");
   const std::optional<double> read = runner.Figure(db, "readrandom", kMB, "db_bench");
   const std::optional<double> get = runner.Figure(bm, "get_bytes_per_s", kMB, "disk get");
   runner.Add("4. 1 MiB DISK_ONLY put", "MB/s",
              runner.Figure(bm, "put_bytes_per_s", kMB, "disk put"), "db_bench fillseq", fill, 1.0);
+  runner.Add("4. 1 MiB DISK_ONLY put", "MB/s",
+             runner.Figure(bm, "put_bytes_per_s", kMB, "disk put"), "new 1 MiB files, write+close",
+             runner.Figure(new_files, "write_bytes_per_s", kMB, "new files"), 0.9, Better::kHigher,
+             "the machine's bound for new bytes: every put writes a new block, every peer write a "
+             "new file on the same filesystem");
   runner.Add("4. 64 MiB DISK_ONLY put", "MB/s",
              runner.Figure(bm_large, "put_bytes_per_s", kMB, "disk put 64 MiB"),
              "write+fdatasync 64 MiB", runner.Figure(file_sync, "write_bytes_per_s", kMB, "file"),
