@@ -28,7 +28,11 @@ end_phase() {
 
 "$root/deploy/install-deps.sh" --servers
 end_phase packages
-"$root/deploy/build.sh" --target bm-master --target bm-worker --target bmctl
+# A first build compiles the libraries in unity batches (CMakeLists.txt, BM_UNITY_BUILD): about
+# half the compile time of a fresh clone. A folder configured before keeps its own choice.
+unity=()
+[ -f "${BUILD_DIR:-$root/build}/CMakeCache.txt" ] || unity=(-DBM_UNITY_BUILD=ON)
+"$root/deploy/build.sh" --target bm-master --target bm-worker --target bmctl "${unity[@]}"
 end_phase build
 
 bin="${BUILD_DIR:-$root/build}/bin"

@@ -14,7 +14,7 @@ namespace {
 
 constexpr size_t kMaxDatasetNameBytes = 256;
 
-Result<std::string> DecodeDataset(capnp::Text::Reader text) {
+Result<std::string> DatasetFromRequest(capnp::Text::Reader text) {
   if (text.size() > kMaxDatasetNameBytes) return InvalidArgumentError("dataset name too long");
   return ParseDataset(std::string_view(text.cStr(), text.size()));
 }
@@ -141,7 +141,7 @@ ClientQueries::Visible TenantService::VisibleTo(const std::optional<PeerIdentity
 
 Status TenantService::CheckAccess(proto::CheckAccess::Reader request, proto::Reply::Builder reply,
                                   TenantEffects& effects) {
-  BM_ASSIGN_OR_RETURN(std::string dataset, DecodeDataset(request.getDataset()));
+  BM_ASSIGN_OR_RETURN(std::string dataset, DatasetFromRequest(request.getDataset()));
   BM_ASSIGN_OR_RETURN(std::string tenant, DecodeTenant(request.getTenant()));
   const bool has_blocks = HasBlocks(dataset);
   DatasetAccess access = request.getClaim() ? Claim(dataset, tenant, has_blocks, effects).access
@@ -174,7 +174,7 @@ Status TenantService::CheckAccess(proto::CheckAccess::Reader request, proto::Rep
 Status TenantService::ShareDataset(proto::ShareDataset::Reader request,
                                    const std::optional<PeerIdentity>& peer,
                                    proto::Reply::Builder reply, TenantEffects& effects) {
-  BM_ASSIGN_OR_RETURN(std::string dataset, DecodeDataset(request.getDataset()));
+  BM_ASSIGN_OR_RETURN(std::string dataset, DatasetFromRequest(request.getDataset()));
   BM_ASSIGN_OR_RETURN(std::string reader, DecodeTenant(request.getTenant()));
   if (IsTenantRestricted(peer)) {
     const std::string tenant = TenantOf(*peer);
