@@ -10,7 +10,8 @@ namespace bm::testing {
 
 // Relays TCP connections from a free loopback port to `target_port` and records every byte
 // that passes, both ways, so a test can look at what travels on the wire. One thread owns the
-// sockets; Captured() may be called from any thread.
+// sockets; Captured() may be called from any thread. The two directions of a connection pass
+// independently, as on a real link: a receiver slow to read holds back only its own direction.
 class TcpProxy {
  public:
   explicit TcpProxy(int target_port);
@@ -35,6 +36,7 @@ class TcpProxy {
   void LimitRate(uint64_t bytes_per_second);
 
  private:
+  struct Link;
   void Run();
 
   int target_port_;
