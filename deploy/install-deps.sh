@@ -12,7 +12,7 @@ set -euo pipefail
 # Compilers, CMake, and the libraries the servers and the client link. GoogleTest too: the
 # build configures its tests whenever it is asked to build anything.
 servers=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config ninja-build
   libzmq3-dev cppzmq-dev libsodium-dev
   capnproto libcapnp-dev
   librocksdb-dev
