@@ -9,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <latch>
+#include <memory>
 #include <thread>
 #include <zmq.hpp>
 
@@ -99,10 +101,48 @@ uint64_t MaxRssBytes() {
 
 }  // namespace
 
+// `putters` threads at once, each a Client of its own putting `size`-byte blocks over its own
+// `ids` keys, puts only: {"put_bytes_per_s" (all of them together), "put_ops"}. What
+// concurrent writers get from a master, e.g. how far acknowledgements held for a standby are
+// answered together.
+Result<Json> ConcurrentPuts(const Json& task, int putters, uint64_t size, int ids,
+                            StorageLevel level) {
+  const std::vector<std::byte> data = PatternBytes(size);
+  const Duration duration = DurationOf(task);
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < putters; ++i) clients.push_back(std::make_unique<Client>(OptionsFor(task)));
+  std::latch start(putters);
+  std::vector<Result<Timed>> timed(putters, InternalError("not run"));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < putters; ++i) {
+    threads.emplace_back([&, i] {
+      Client& client = *clients[i];
+      int next = 0;
+      start.arrive_and_wait();
+      timed[i] = RunTimed(duration, [&] {
+        return client.Put(KeyBlock(task, i * ids + next++ % ids), data, level).status();
+      });
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  uint64_t ops = 0;
+  double seconds = 0;
+  for (const Result<Timed>& one : timed) {
+    if (!one.ok()) return one.status();
+    ops += one->ops;
+    seconds = std::max(seconds, one->seconds);
+  }
+  return Json{{"put_bytes_per_s", seconds > 0 ? static_cast<double>(ops * size) / seconds : 0},
+              {"put_ops", ops}};
+}
+
 Result<Json> BlockmgrTransferTask(const Json& task) {
   const uint64_t size = task.at("size").get<uint64_t>();
   const int ids = task.value("ids", 4);
   BM_ASSIGN_OR_RETURN(StorageLevel level, LevelOf(task));
+  if (const int putters = task.value("putters", 1); putters > 1) {
+    return ConcurrentPuts(task, putters, size, ids, level);
+  }
   Client client(OptionsFor(task));
   const std::vector<std::byte> data = PatternBytes(size);
   // "put_api": "chunks" sends the bytes from a chunk made once (Client::PutChunks, no copy).

@@ -25,7 +25,8 @@ Result<Json> RunClientTask(const Json& task);
 
 // ---- the tasks (one per peer and shape of traffic) ----
 
-// blockmgr ("master", "size", "level", "ids"): puts then gets blocks of `size`.
+// blockmgr ("master", "size", "level", "ids"): puts then gets blocks of `size`. With
+// "putters" > 1: puts only, from that many clients at once (threads), `ids` keys each.
 Result<Json> BlockmgrTransferTask(const Json& task);
 // blockmgr ("master", "size", "ids", "threads"): gets of small blocks, `threads` clients at once.
 Result<Json> BlockmgrSmallGetsTask(const Json& task);

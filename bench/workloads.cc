@@ -1151,24 +1151,41 @@ void Failover(Runner& runner) {
   const Json lookups{{"task", "bm_lookups"}, {"ids", 64}, {"rdd", 12}, {"min_ops", 100}};
   const Json puts{{"task", "bm_transfer"},  {"size", 1u << 20}, {"ids", 64}, {"rdd", 13},
                   {"level", "MEMORY_ONLY"}, {"min_ops", 20}};
-  std::vector<Result<Json>> results =
-      Interleaved(runner.config(),
-                  {!alone.ok() ? Failed(alone.status())
-                               : [&] { return task(lookups, (*alone)->master_endpoint()); },
-                   !started.ok() ? Failed(started) : [&] { return task(lookups, pair.Masters()); },
-                   !alone.ok() ? Failed(alone.status())
-                               : [&] { return task(puts, (*alone)->master_endpoint()); },
-                   !started.ok() ? Failed(started) : [&] { return task(puts, pair.Masters()); }});
+  // Eight putters at once: the acknowledgements held for the standby are released together,
+  // one standby round trip for all the reports that came meanwhile (issue 45).
+  Json concurrent_puts = puts;
+  concurrent_puts["putters"] = 8;
+  concurrent_puts["ids"] = 8;
+  concurrent_puts["rdd"] = 15;
+  std::vector<Result<Json>> results = Interleaved(
+      runner.config(),
+      {!alone.ok() ? Failed(alone.status())
+                   : [&] { return task(lookups, (*alone)->master_endpoint()); },
+       !started.ok() ? Failed(started) : [&] { return task(lookups, pair.Masters()); },
+       !alone.ok() ? Failed(alone.status())
+                   : [&] { return task(puts, (*alone)->master_endpoint()); },
+       !started.ok() ? Failed(started) : [&] { return task(puts, pair.Masters()); },
+       !alone.ok() ? Failed(alone.status())
+                   : [&] { return task(concurrent_puts, (*alone)->master_endpoint()); },
+       !started.ok() ? Failed(started) : [&] { return task(concurrent_puts, pair.Masters()); }});
   const std::string w = "12. failover";
   runner.Add(w + ", lookups, single, 1 client: two masters under ZooKeeper", "lookups/s",
              runner.Figure(results[1], "lookups_per_s", 1, "two masters' lookups"),
              "one master alone", runner.Figure(results[0], "lookups_per_s", 1, "one master's"),
              0.95);
-  runner.Add(w + ", 1 MiB put, memory: two masters under ZooKeeper", "GB/s",
+  runner.Add(w + ", 1 MiB put, memory, 8 putters: two masters under ZooKeeper", "GB/s",
+             runner.Figure(results[5], "put_bytes_per_s", kGB, "two masters' 8 putters"),
+             "one master alone",
+             runner.Figure(results[4], "put_bytes_per_s", kGB, "one master's 8 putters"), 0.95,
+             Better::kHigher,
+             "8 clients at once, 8 ids each; the reports that arrive while the standby fetches "
+             "are acknowledged together once it holds them");
+  runner.Add(w + ", 1 MiB put, memory, 1 putter: two masters under ZooKeeper", "GB/s",
              runner.Figure(results[3], "put_bytes_per_s", kGB, "two masters' puts"),
              "one master alone", runner.Figure(results[2], "put_bytes_per_s", kGB, "one master's"),
-             0.95, Better::kHigher,
-             "each put's block report is acknowledged once the in-sync standby holds it");
+             std::nullopt, Better::kHigher,
+             "informative (issue 45: report it): each put's block report is acknowledged once "
+             "the in-sync standby holds it, one standby round trip per put");
   if (!started.ok()) return;
 
   // Failovers, one a round: kill -9 the leader, time the first lookup answered through the new
