@@ -89,6 +89,19 @@ write_users() {
   echo 'hosts: files dns' >"$rootfs/etc/nsswitch.conf"
 }
 
+# Builds the context CTX with CONTAINERFILE as TAG, and removes the image TAG named before if
+# nothing else names or runs it: rebuilding leaves no untagged image behind.
+podman_build() {
+  local containerfile="$1" tag="$2" ctx="$3" before after
+  before=$(podman image inspect --format '{{.Id}}' "$tag" 2>/dev/null || true)
+  podman build --quiet -f "$containerfile" -t "$tag" \
+    --label "org.opencontainers.image.version=$version" "$ctx" >/dev/null
+  after=$(podman image inspect --format '{{.Id}}' "$tag")
+  if [ -n "$before" ] && [ "$before" != "$after" ]; then
+    podman rmi "$before" >/dev/null 2>&1 || true  # still named or used elsewhere: kept
+  fi
+}
+
 build_blockmgr() {
   local ctx="$stage/blockmgr" rootfs="$stage/blockmgr/rootfs" b
   mkdir -p "$rootfs/usr/bin" "$ctx/state/master" "$ctx/state/worker"
@@ -105,8 +118,7 @@ build_blockmgr() {
   ln -s /usr/bin/chown "$rootfs/bin/chown"
   write_users "$rootfs" blockmgr 999
   write_package_list "$rootfs" "$rootfs/usr/share/blockmgr/packages.txt"
-  podman build --quiet -f "$root/deploy/image/Containerfile" -t "$tag" \
-    --label "org.opencontainers.image.version=$version" "$ctx" >/dev/null
+  podman_build "$root/deploy/image/Containerfile" "$tag" "$ctx"
 }
 
 build_zookeeper() {
@@ -146,8 +158,7 @@ PY
   echo "$java_home/lib/modules" >>"$rootfs/.sources"
   write_users "$rootfs" zookeeper 1000
   write_package_list "$rootfs" "$rootfs/usr/share/blockmgr/packages.txt"
-  podman build --quiet -f "$root/deploy/image/Containerfile.zookeeper" -t "$zookeeper_tag" \
-    --label "org.opencontainers.image.version=$version" "$ctx" >/dev/null
+  podman_build "$root/deploy/image/Containerfile.zookeeper" "$zookeeper_tag" "$ctx"
 }
 
 size() { podman image inspect --format '{{.Size}}' "$1" | awk '{ printf "%.0f MB", $1 / 1e6 }'; }
