@@ -9,8 +9,8 @@
 # a build from the smaller set configures; the test command installs the rest.
 set -euo pipefail
 
-# Compilers, CMake, and the libraries the servers and the client link. GoogleTest too: the
-# build configures its tests whenever it is asked to build anything.
+# Compilers, CMake and Ninja (the demo's build), and the libraries the servers and the client
+# link. GoogleTest too: the build configures its tests whenever it is asked to build anything.
 servers=(
   build-essential cmake pkg-config ninja-build
   libzmq3-dev cppzmq-dev libsodium-dev
