@@ -54,7 +54,9 @@ TcpProxy::~TcpProxy() {
 
 std::string TcpProxy::Captured() const {
   std::lock_guard lock(mutex_);
-  return captured_;
+  std::string joined;
+  for (const std::string& read : captured_) joined += read;
+  return joined;
 }
 
 void TcpProxy::CorruptOnce(std::string pattern) {
@@ -178,7 +180,7 @@ void TcpProxy::Run() {
           relayed_since_limit += static_cast<uint64_t>(n);
         }
         std::lock_guard lock(mutex_);
-        captured_.append(buffer.data(), static_cast<size_t>(n));
+        captured_.emplace_back(buffer.data(), static_cast<size_t>(n));
         if (side == corrupt_side_ && !corrupt_pattern_.empty()) {
           const std::string_view relayed(buffer.data(), static_cast<size_t>(n));
           const size_t at = relayed.find(corrupt_pattern_);
