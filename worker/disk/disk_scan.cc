@@ -194,18 +194,21 @@ class Scanner {
       }
       const uint64_t generation = GetBigEndian(key.substr(kVersionPrefix.size()));
       scan_.max_generation = std::max(scan_.max_generation, generation);
-      std::optional<std::pair<BlockId, Meta>> version;
+      bool remembered = false;
       if (key.size() == meta_key_size) {
-        version = DecodeVersionMeta(it->value().ToStringView());
-        if (!version.has_value() || version->second.generation != generation) {
+        // Used only where it holds a value: GCC's -Wmaybe-uninitialized misreads an optional
+        // assigned, reset and read across branches once inlined (a unity build showed it).
+        if (const std::optional<std::pair<BlockId, Meta>> version =
+                DecodeVersionMeta(it->value().ToStringView());
+            version.has_value() && version->second.generation == generation) {
+          Remember(version->first, version->second);
+          remembered = true;
+        } else {
           spdlog::warn("disk store: dropping version {} with an unreadable metadata record",
                        generation);
-          version.reset();
         }
       }
-      if (version.has_value()) {
-        Remember(version->first, version->second);
-      } else {
+      if (!remembered) {
         scan_.garbage.DeleteRange(VersionKey(generation), VersionEnd(generation));
         ++orphan_generations_;
       }
