@@ -140,8 +140,8 @@ Result<Json> BlockmgrTransferTask(const Json& task) {
   const uint64_t size = task.at("size").get<uint64_t>();
   const int ids = task.value("ids", 4);
   BM_ASSIGN_OR_RETURN(StorageLevel level, LevelOf(task));
-  if (const int putters = task.value("putters", 1); putters > 1) {
-    return ConcurrentPuts(task, putters, size, ids, level);
+  if (task.contains("putters")) {
+    return ConcurrentPuts(task, task.at("putters").get<int>(), size, ids, level);
   }
   Client client(OptionsFor(task));
   const std::vector<std::byte> data = PatternBytes(size);

@@ -19,6 +19,8 @@ constexpr char kFakeWorkerId[] = "bench-fake-worker";
 // A thousand partitions per RDD, as a large cached dataset would have.
 constexpr uint64_t kPartitionsPerRdd = 1000;
 constexpr uint64_t kReportedBlockSize = 1 << 20;
+// About the size of a one-id getLocations reply (its Cap'n Proto message): the raw peer's.
+constexpr uint64_t kLookupReplyBytes = 120;
 
 BlockId NthBlock(uint64_t n) { return BlockId::Rdd(n / kPartitionsPerRdd, n % kPartitionsPerRdd); }
 
@@ -86,7 +88,7 @@ int64_t WallMillis(WallClock::time_point t) {
 }
 
 // One of several concurrent lookup clients (`"mode": "lookups"`, run in a process of its own
-// by ConcurrentLookups): connects, waits for the common start time so that all clients'
+// by ConcurrentClients): connects, waits for the common start time so that all clients'
 // measurements overlap, then looks up random blocks one request at a time.
 Result<Json> LookupClientTask(const Json& task) {
   zmq::context_t context;
@@ -95,10 +97,7 @@ Result<Json> LookupClientTask(const Json& task) {
   options.request_timeout = std::chrono::seconds(60);
   Client client(options, context);
   BM_RETURN_IF_ERROR(client.PingMaster());
-  const WallClock::time_point start_at{
-      std::chrono::milliseconds(task.at("start_at_ms").get<int64_t>())};
-  const int64_t late_ms = WallMillis(WallClock::now()) - WallMillis(start_at);
-  std::this_thread::sleep_until(start_at);
+  const int64_t late_ms = WaitForCommonStart(task.at("start_at_ms").get<int64_t>());
   const double cpu_before = ProcessCpuSeconds(getpid());
   const auto wall_before = std::chrono::steady_clock::now();
   BM_ASSIGN_OR_RETURN(const double rate,
@@ -107,36 +106,28 @@ Result<Json> LookupClientTask(const Json& task) {
                                      task.at("seed").get<uint64_t>()));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_before).count();
-  const double cpu_us_per_lookup =
+  const double cpu_us_per_op =
       (ProcessCpuSeconds(getpid()) - cpu_before) * 1e6 / std::max(1.0, rate * seconds);
-  return Json{{"lookups_per_s", rate},
-              {"late_ms", std::max<int64_t>(0, late_ms)},
-              {"cpu_us_per_lookup", cpu_us_per_lookup}};
+  return Json{{"ops_per_s", rate}, {"late_ms", late_ms}, {"cpu_us_per_op", cpu_us_per_op}};
 }
 
-// The master's capacity for single-id lookups: `clients` processes (as the bench's other
-// clients are), each one getLocations of one id at a time, measured over the same window.
-// Returns the sum of their rates, and how late the last one started (> 0 means its window
-// did not fully overlap the others').
-Result<Json> ConcurrentLookups(const Json& task, uint64_t registered, int clients) {
+// A server's capacity for one-at-a-time requests: `clients` processes (as the bench's other
+// clients are) each running `child` (a client task taking "seed" and "start_at_ms", answering
+// {"ops_per_s", "late_ms", "cpu_us_per_op"}), measured over the same window. Returns the sum of
+// their rates, how late the last one started (> 0 means its window did not fully overlap the
+// others'), and the CPU per request of the server (`server_pid`) and of each client.
+Result<Json> ConcurrentClients(const Json& task, Json child, pid_t server_pid, int clients) {
   // Process start-up on a loaded 2-core machine takes a while; all start together after it.
   const int64_t start_at_ms = WallMillis(WallClock::now()) + 1000 + 100 * clients;
   const std::string binary = OwnBinaryDir() + "/bm-bench";
   const std::string log = task.value("log", std::string("/dev/null"));
   std::vector<Result<testing::CommandResult>> runs(clients, InternalError("not run"));
   std::vector<std::thread> threads;
-  const pid_t master_pid = task.at("master_pid").get<pid_t>();
-  double master_cpu_before = 0;
+  child["start_at_ms"] = start_at_ms;
+  child["seconds"] = task.value("seconds", 1.0);
+  child["min_ops"] = task.value("min_ops", uint64_t{3});
   for (int i = 0; i < clients; ++i) {
-    Json child{{"task", "master_load"},
-               {"mode", "lookups"},
-               {"master", task.at("master")},
-               {"registered", registered},
-               {"ids_per_request", 1},
-               {"seed", 1000 + i},
-               {"start_at_ms", start_at_ms},
-               {"seconds", task.value("seconds", 1.0)},
-               {"min_ops", task.value("min_ops", uint64_t{3})}};
+    child["seed"] = 1000 + i;
     threads.emplace_back([&runs, i, binary, log, child] {
       runs[i] = testing::RunCommand(testing::Command{.binary = binary,
                                                      .args = {"--client", child.dump()},
@@ -144,15 +135,15 @@ Result<Json> ConcurrentLookups(const Json& task, uint64_t registered, int client
                                                      .timeout = std::chrono::minutes(5)});
     });
   }
-  // The master's CPU from the clients' common start to the last one's end (their measuring
-  // windows, give or take the clients' own start-up and exit).
+  // The server's CPU from the clients' common start to the last one's end (their measuring
+  // windows, give or take the clients' own exit).
   std::this_thread::sleep_until(WallClock::time_point{std::chrono::milliseconds(start_at_ms)});
-  master_cpu_before = ProcessCpuSeconds(master_pid);
+  const double server_cpu_before = ProcessCpuSeconds(server_pid);
   const auto window_start = std::chrono::steady_clock::now();
   for (std::thread& thread : threads) thread.join();
   const double window =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start).count();
-  const double master_cpu = ProcessCpuSeconds(master_pid) - master_cpu_before;
+  const double server_cpu = ProcessCpuSeconds(server_pid) - server_cpu_before;
   double total = 0;
   double client_cpu_us = 0;
   int64_t late_ms = 0;
@@ -160,20 +151,20 @@ Result<Json> ConcurrentLookups(const Json& task, uint64_t registered, int client
     if (!runs[i].ok()) return runs[i].status();
     Json result = Json::parse(runs[i]->out, nullptr, /*allow_exceptions=*/false);
     if (runs[i]->exit_code != 0 || result.is_discarded() || !result.value("ok", false)) {
-      return InternalError("lookup client " + std::to_string(i) + " failed (exit " +
-                           std::to_string(runs[i]->exit_code) +
+      return InternalError("client " + std::to_string(i) + " (" + child.value("task", "") +
+                           ") failed (exit " + std::to_string(runs[i]->exit_code) +
                            "): " + (result.is_object() ? result.value("error", "") : "") +
                            " (see " + log + ")");
     }
-    total += result.at("lookups_per_s").get<double>();
-    client_cpu_us += result.at("cpu_us_per_lookup").get<double>() / clients;
+    total += result.at("ops_per_s").get<double>();
+    client_cpu_us += result.at("cpu_us_per_op").get<double>() / clients;
     late_ms = std::max(late_ms, result.at("late_ms").get<int64_t>());
   }
-  // Master CPU per lookup: an upper bound (the window is a little longer than the lookups').
-  return Json{{"lookups_per_s", total},
+  // Server CPU per request: an upper bound (the window is a little longer than the requests').
+  return Json{{"ops_per_s", total},
               {"late_ms", late_ms},
-              {"master_cpu_us_per_lookup", master_cpu * 1e6 / std::max(1.0, total * window)},
-              {"client_cpu_us_per_lookup", client_cpu_us}};
+              {"server_cpu_us_per_op", server_cpu * 1e6 / std::max(1.0, total * window)},
+              {"client_cpu_us_per_op", client_cpu_us}};
 }
 
 }  // namespace
@@ -230,12 +221,29 @@ Result<Json> MasterLoadTask(const Json& task) {
     BM_ASSIGN_OR_RETURN(at["lookups_single_per_s"],
                         MeasureLookups(client, registered, 1, duration));
     for (int clients : concurrent) {
-      BM_ASSIGN_OR_RETURN(Json many, ConcurrentLookups(task, registered, clients));
+      const Json lookup_client{{"task", "master_load"},
+                               {"mode", "lookups"},
+                               {"master", master},
+                               {"registered", registered},
+                               {"ids_per_request", 1}};
+      BM_ASSIGN_OR_RETURN(Json many, ConcurrentClients(task, lookup_client, master_pid, clients));
       const std::string key = "lookups_single_" + std::to_string(clients) + "_clients";
-      at[key + "_per_s"] = many["lookups_per_s"];
+      at[key + "_per_s"] = many["ops_per_s"];
       at[key + "_late_ms"] = many["late_ms"];
-      at[key + "_master_cpu_us"] = many["master_cpu_us_per_lookup"];
-      at[key + "_client_cpu_us"] = many["client_cpu_us_per_lookup"];
+      at[key + "_master_cpu_us"] = many["server_cpu_us_per_op"];
+      at[key + "_client_cpu_us"] = many["client_cpu_us_per_op"];
+      // The transport's floor, right after: the same clients' round trips of a lookup's size
+      // to a bare ZeroMQ ROUTER that answers each at once (bench/raw_zmq.h).
+      if (task.contains("raw_endpoint")) {
+        const Json raw_client{{"task", "zmq_round_trips"},
+                              {"endpoint", task.at("raw_endpoint")},
+                              {"size", kLookupReplyBytes}};
+        BM_ASSIGN_OR_RETURN(Json raw, ConcurrentClients(task, raw_client,
+                                                        task.at("raw_pid").get<pid_t>(), clients));
+        at[key + "_raw_per_s"] = raw["ops_per_s"];
+        at[key + "_raw_server_cpu_us"] = raw["server_cpu_us_per_op"];
+        at[key + "_raw_client_cpu_us"] = raw["client_cpu_us_per_op"];
+      }
     }
     BM_ASSIGN_OR_RETURN(at["lookups_batched_per_s"],
                         MeasureLookups(client, registered, 100, duration));

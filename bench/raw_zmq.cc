@@ -1,9 +1,12 @@
 #include "bench/raw_zmq.h"
 
+#include <unistd.h>
+
 #include <cstring>
 #include <vector>
 #include <zmq.hpp>
 
+#include "bench/proc_info.h"
 #include "bench/tasks.h"
 
 namespace bm::bench {
@@ -112,11 +115,23 @@ Result<Json> ZmqRoundTripsTask(const Json& task) {
   zmq::socket_t dealer(context, zmq::socket_type::dealer);
   dealer.set(zmq::sockopt::linger, 0);
   dealer.connect(task.at("endpoint").get<std::string>());
+  // One of several concurrent clients (ConcurrentClients): the connection is made and the
+  // first round trip done before the common start, as a lookup client pings first.
+  int64_t late_ms = 0;
+  if (task.contains("start_at_ms")) {
+    dealer.send(OpFrame('G', size), zmq::send_flags::none);
+    BM_RETURN_IF_ERROR(ReceiveBytes(dealer, size));
+    late_ms = WaitForCommonStart(task.at("start_at_ms").get<int64_t>());
+  }
+  const double cpu_before = ProcessCpuSeconds(getpid());
   BM_ASSIGN_OR_RETURN(Timed trips, RunTimed(DurationOf(task), [&]() -> Status {
                         dealer.send(OpFrame('G', size), zmq::send_flags::none);
                         return ReceiveBytes(dealer, size);
                       }));
-  return Json{{"ops_per_s", trips.per_second()}};
+  const double ops = std::max<double>(1.0, static_cast<double>(trips.ops));
+  return Json{{"ops_per_s", trips.per_second()},
+              {"late_ms", late_ms},
+              {"cpu_us_per_op", (ProcessCpuSeconds(getpid()) - cpu_before) * 1e6 / ops}};
 }
 
 }  // namespace bm::bench

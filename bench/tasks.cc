@@ -1,10 +1,12 @@
 #include "bench/tasks.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <numeric>
 #include <string>
+#include <thread>
 
 namespace bm::bench {
 
@@ -42,6 +44,15 @@ Result<Json> RunClientTask(const Json& task) {
   } catch (const Json::exception& e) {
     return InvalidArgumentError("task " + name + ": bad parameters: " + e.what());
   }
+}
+
+int64_t WaitForCommonStart(int64_t start_at_ms) {
+  using WallClock = std::chrono::system_clock;
+  const WallClock::time_point start_at{std::chrono::milliseconds(start_at_ms)};
+  const int64_t late_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(WallClock::now() - start_at).count();
+  std::this_thread::sleep_until(start_at);
+  return std::max<int64_t>(0, late_ms);
 }
 
 Duration DurationOf(const Json& task) {

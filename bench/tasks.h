@@ -23,10 +23,15 @@ using Json = nlohmann::json;
 // Runs the task named by task["task"]. kInvalidArgument for an unknown task.
 Result<Json> RunClientTask(const Json& task);
 
+// For one of several client processes started together: sleeps until the wall-clock time
+// `start_at_ms` (milliseconds since the epoch), so that their measurements overlap. Returns how
+// many milliseconds late this process reached it (0 when on time).
+int64_t WaitForCommonStart(int64_t start_at_ms);
+
 // ---- the tasks (one per peer and shape of traffic) ----
 
 // blockmgr ("master", "size", "level", "ids"): puts then gets blocks of `size`. With
-// "putters" > 1: puts only, from that many clients at once (threads), `ids` keys each.
+// "putters": puts only, from that many clients at once (threads; 1 for one), `ids` keys each.
 Result<Json> BlockmgrTransferTask(const Json& task);
 // blockmgr ("master", "size", "ids", "threads"): gets of small blocks, `threads` clients at once.
 Result<Json> BlockmgrSmallGetsTask(const Json& task);
@@ -68,6 +73,8 @@ Result<Json> MemcachedTransferTask(const Json& task);
 // Raw ZeroMQ ("endpoint", "size"): the bytes in 1 MiB zero-copy frames, each way.
 Result<Json> ZmqTransferTask(const Json& task);
 // Raw ZeroMQ ("endpoint", "size"): request/reply round trips carrying `size` bytes back.
+// {"ops_per_s", "cpu_us_per_op"}; with "start_at_ms", one round trip first, then the
+// measurement from that common start ({"late_ms"}).
 Result<Json> ZmqRoundTripsTask(const Json& task);
 // memcpy ("size") between two buffers already touched: the machine's copy bandwidth.
 Result<Json> MemcpyTask(const Json& task);
