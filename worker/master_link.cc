@@ -109,6 +109,7 @@ void MasterLink::ResetSocket() {
       ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
           ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
   if (monitor.ok()) monitor_ = std::move(monitor).value();
+  monitor_unsettled_ = true;
   socket_->connect(masters_.current());
   unsettled_ = true;
 }
@@ -495,7 +496,12 @@ Duration MasterLink::ReplyTimeout(RequestKind kind) const {
   return std::max(options_.request_timeout, heartbeat_interval_ * options_.missed_heartbeats);
 }
 
-void MasterLink::ReadHandshakes() {
+int MasterLink::monitor_fd() const {
+  return monitor_ ? monitor_->socket().get(zmq::sockopt::fd) : -1;
+}
+
+void MasterLink::OnMonitorReadable() {
+  monitor_unsettled_ = false;  // TakeEvents() drains the monitor's socket
   if (!monitor_) return;
   for (const PeerMonitor::Event& event : monitor_->TakeEvents()) {
     if (event.kind == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
@@ -521,7 +527,6 @@ void MasterLink::ReadHandshakes() {
 }
 
 void MasterLink::OnTimer() {
-  ReadHandshakes();
   const TimePoint now = clock_.Now();
   for (const auto& [id, request] : outstanding_) {
     if (now - request.sent_at >= ReplyTimeout(request.kind)) {

@@ -86,6 +86,16 @@ class MasterLink {
   // replaced) since OnReadable() last drained it, or that drain stopped early. An event loop
   // sleeping on the fd must call OnReadable() first (see WorkerServer::Run).
   bool unsettled() const { return unsettled_; }
+  // The descriptor of the socket monitor's handshake events (-1 without a monitor), for the
+  // owner's poll; it is replaced with the socket, so fetch it anew for every poll. The monitor
+  // is read when this signals (or monitor_unsettled()), not on every pass of the loop: each
+  // read that finds nothing costs a getpid(2) and a poll(2) inside libzmq, which was a third of
+  // the worker's system calls per same-host 4 KiB get.
+  int monitor_fd() const;
+  // True when the monitor is new since OnMonitorReadable() last drained it.
+  bool monitor_unsettled() const { return monitor_unsettled_; }
+  // Reads the monitor's handshake events: logs a refusal once, keeps it for /readyz.
+  void OnMonitorReadable();
 
   // Moves the BlockManager's new changes into the report queue and sends a report if one can
   // go now. Returns the number of the latest change ever queued (0 if none yet): once
@@ -183,8 +193,6 @@ class MasterLink {
   // The master is unreachable: drop the socket with whatever it still queues and register
   // again after the back-off.
   void MasterLost(const std::string& why);
-  // Reads the socket monitor's handshake events: logs a refusal once, keeps it for /readyz.
-  void ReadHandshakes();
   // A standby answered: register with `leader` (empty: unknown yet) instead.
   void FollowLeader(const std::string& leader);
   // Moves on from the current master: to the leader ZooKeeper names, or the next listed.
@@ -206,6 +214,7 @@ class MasterLink {
   LatencyHistogram heartbeat_delays_;
   Duration worst_heartbeat_delay_{};
   bool unsettled_ = true;
+  bool monitor_unsettled_ = true;
   std::vector<std::pair<BlockId, uint64_t>> refused_;  // see TakeRefused()
   std::vector<AccessAnswer> access_answers_;           // see TakeAccessAnswers()
   uint64_t registrations_ = 0;

@@ -236,6 +236,7 @@ void WorkerServer::Run() {
     enum Slot {
       kClients,
       kMaster,
+      kMasterMonitor,
       kWake,
       kPeerMonitor,
       kStatusHook,
@@ -250,6 +251,7 @@ void WorkerServer::Run() {
     auto watch = [&](Slot slot, int fd) { fds[slot] = {fd, POLLIN, 0}; };
     watch(kClients, router_->get(zmq::sockopt::fd));
     watch(kMaster, link_->socket().get(zmq::sockopt::fd));
+    watch(kMasterMonitor, link_->monitor_fd());
     watch(kWake, wake_fd_);
     watch(kPeerMonitor, peer_monitor_->socket().get(zmq::sockopt::fd));
     // poll ignores a negative fd: no hook, no status queries.
@@ -259,7 +261,8 @@ void WorkerServer::Run() {
     watch(kRegionCompletions, blocks_->region_completion_fd());
     watch(kShuffleCompletions, shuffles_->completion_fd());
     watch(kShuffleForwards, shuffles_->forward_fd());
-    const bool unsettled = replies_->unsettled() || link_->unsettled() || peer_monitor_unsettled_;
+    const bool unsettled = replies_->unsettled() || link_->unsettled() ||
+                           link_->monitor_unsettled() || peer_monitor_unsettled_;
     const int timeout = unsettled ? 0 : static_cast<int>(PollTimeout(clock_.Now()).count());
     if (::poll(fds, kSlots, timeout) < 0) {
       if (errno == EINTR) continue;
@@ -292,6 +295,8 @@ void WorkerServer::Run() {
       if (fds[kLocalReads].revents != 0) local_read_server_->Serve();
       local_read_server_->Expire();
     }
+    // The monitor first: OnReadable() may replace the socket and its monitor.
+    if (fds[kMasterMonitor].revents != 0 || link_->monitor_unsettled()) link_->OnMonitorReadable();
     // Checks the current socket's readiness itself (the one polled may have been replaced).
     if (fds[kMaster].revents != 0 || link_->unsettled()) {
       link_->OnReadable();
