@@ -784,6 +784,8 @@ void ShuffleFetch(Runner& runner, BlockmgrCluster& cluster) {
 const std::vector<int> kLookupClients = {4, 8};
 // The concurrent row the issue's single-lookup target (a master throughput figure) is read on.
 constexpr int kTargetLookupClients = 8;
+// Issue 45's goal for that row (issue 17's was 20k/s).
+constexpr double kTargetLookupsPerSecond = 40000;
 
 void MasterLoad(Runner& runner) {
   Progress("5: master lookups, reports and memory");
@@ -849,7 +851,7 @@ void MasterLoad(Runner& runner) {
                 FormatNumber(client_cpu) + " us";
       }
       runner.Add(w + " lookups, single, " + std::to_string(clients) + " clients" + at, "lookups/s",
-                 get((key + "_per_s").c_str()), "target", 20000.0,
+                 get((key + "_per_s").c_str()), "target", kTargetLookupsPerSecond,
                  clients == kTargetLookupClients ? std::optional(1.0) : std::nullopt,
                  Better::kHigher, note);
       if (clients != kTargetLookupClients) continue;
