@@ -243,6 +243,7 @@ Result<Json> MasterLoadTask(const Json& task) {
         at[key + "_raw_per_s"] = raw["ops_per_s"];
         at[key + "_raw_server_cpu_us"] = raw["server_cpu_us_per_op"];
         at[key + "_raw_client_cpu_us"] = raw["client_cpu_us_per_op"];
+        at[key + "_raw_reply_bytes"] = kLookupReplyBytes;
       }
     }
     BM_ASSIGN_OR_RETURN(at["lookups_batched_per_s"],

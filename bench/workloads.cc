@@ -861,6 +861,7 @@ void MasterLoad(Runner& runner) {
       const std::optional<double> raw_cpu = get((key + "_raw_server_cpu_us").c_str());
       const std::optional<double> raw_client_cpu = get((key + "_raw_client_cpu_us").c_str());
       const std::optional<double> raw_rate = get((key + "_raw_per_s").c_str());
+      const std::optional<double> raw_bytes = get((key + "_raw_reply_bytes").c_str());
       runner.Add(w + " CPU per single lookup, " + std::to_string(clients) + " clients" + at, "us",
                  master_cpu, "target", 10.0, 1.0, Better::kLower,
                  "from /proc, over the clients' common window");
@@ -868,9 +869,9 @@ void MasterLoad(Runner& runner) {
                  master_cpu, "raw ZeroMQ server's CPU per round trip", raw_cpu, std::nullopt,
                  Better::kLower,
                  "diagnostic: the same " + std::to_string(clients) +
-                     " client processes, one 120-byte request/reply at a time to a bare ROUTER, "
-                     "right after the lookups; "
-                     "its rate " +
+                     " client processes, one request at a time to a bare ROUTER answering " +
+                     FormatNumber(raw_bytes) +
+                     " bytes (a lookup's reply), right after the lookups; its rate " +
                      FormatNumber(raw_rate) + "/s, each client's CPU " +
                      FormatNumber(raw_client_cpu) + " us a round trip");
     }
