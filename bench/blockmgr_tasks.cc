@@ -99,8 +99,6 @@ uint64_t MaxRssBytes() {
   return static_cast<uint64_t>(usage.ru_maxrss) * 1024;
 }
 
-}  // namespace
-
 // `putters` threads at once, each a Client of its own putting `size`-byte blocks over its own
 // `ids` keys, puts only: {"put_bytes_per_s" (all of them together), "put_ops"}. What
 // concurrent writers get from a master, e.g. how far acknowledgements held for a standby are
@@ -135,6 +133,8 @@ Result<Json> ConcurrentPuts(const Json& task, int putters, uint64_t size, int id
   return Json{{"put_bytes_per_s", seconds > 0 ? static_cast<double>(ops * size) / seconds : 0},
               {"put_ops", ops}};
 }
+
+}  // namespace
 
 Result<Json> BlockmgrTransferTask(const Json& task) {
   const uint64_t size = task.at("size").get<uint64_t>();
