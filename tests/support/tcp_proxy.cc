@@ -111,8 +111,11 @@ void TcpProxy::Run() {
       }
       const double seconds = std::chrono::duration<double>(now - limited_since).count();
       const double allowed = seconds * static_cast<double>(rate) - relayed_since_limit;
+      // Relayed in reads of at least a quantum (or a buffer, for slower rates' sake a ms of
+      // the rate): reads of what a few microseconds allow would spin this thread on a core.
+      const double quantum = std::min<double>(buffer.size(), std::max(1024.0, rate / 1000.0));
       towards_target_budget =
-          allowed <= 0 ? 0 : std::min(buffer.size(), static_cast<size_t>(allowed));
+          allowed < quantum ? 0 : std::min(buffer.size(), static_cast<size_t>(allowed));
     }
     std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}};
     for (const Link& link : links) {
