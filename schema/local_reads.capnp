@@ -21,6 +21,8 @@ struct LocalRequest {
   # packet's trailer (LocalBlock.inTrailer), rather than inside it: the worker then sends them
   # from where they are stored, copied by the kernel alone.
   trailer @6 :Bool;
+  # With hello: the reader would take the worker's small-block arena (LocalReply.arenaBytes).
+  arena @8 :Bool;
   union {
     # First message of a connection: the ticket openLocalReads handed out over TCP, which
     # gives this connection the key and role that asked for it. Answered ok or an error (then
@@ -95,6 +97,12 @@ struct LocalShufflePage {
 
 struct LocalReply {
   id @0 :UInt64;
+  # In the answer to a hello that asked for it (LocalRequest.arena): the packet's descriptor is
+  # the small-block arena of the connection's key (common/net/block_arena.h), a file of this
+  # many bytes sealed against resizing and new writable mappings, opened read-only. The reader
+  # maps it and finds small memory blocks there without asking; a block not there it asks for
+  # as before. 0: no arena (off, or not for this key).
+  arenaBytes @6 :UInt64;
   union {
     error @1 :Messages.Error;
     ok @2 :Void;

@@ -728,6 +728,8 @@ void BlockManager::CorruptStoredByte(const BlockId& id, Tier tier, uint64_t offs
       done(flipped.status());
       return;
     }
+    // Copies made of the intact bytes (the small-block arena) go: readers meet the rot.
+    if (block_changed_) block_changed_(id);
     // An evicted block waiting for its spill: the spill already holds the bytes it writes.
     if (spilling != nullptr) {
       spilling->data = std::move(flipped).value();
@@ -849,15 +851,18 @@ void BlockManager::CollectLost(std::vector<LostBlock> blocks, bool report_remove
 
 std::vector<BlockStatusChange> BlockManager::TakeChanges() { return std::exchange(changes_, {}); }
 
-// Every change to a block passes here: the ranges read ahead of its old version are forgotten.
+// Every change to a block passes here: the ranges read ahead of its old version are forgotten,
+// and the listener hears of it.
 void BlockManager::RecordStored(const BlockStatus& status, bool fresh, uint64_t lease,
                                 uint64_t reservation) {
   read_ahead_.Forget(status.id);
+  if (block_changed_) block_changed_(status.id);
   changes_.push_back({status, /*removed=*/false, fresh, lease, reservation});
 }
 
 void BlockManager::RecordRemoved(const BlockStatus& status) {
   read_ahead_.Forget(status.id);
+  if (block_changed_) block_changed_(status.id);
   changes_.push_back({status, true});
 }
 

@@ -218,6 +218,12 @@ class BlockManager {
   bool ReadAgainShared(const BlockId& id, const SharedBlock::Pin& pin);
   // Bytes readers keep mapped (MemoryStore::pinned_bytes).
   uint64_t pinned_bytes() const { return memory_->pinned_bytes(); }
+  // Called on the loop with the id of every block stored, replaced, moved between tiers,
+  // removed, lost or corrupted (tests), before any read can see the change: for copies kept
+  // elsewhere (the small-block arena of same-host reads) to go. One listener; empty: none.
+  void set_block_changed(std::function<void(const BlockId&)> listener) {
+    block_changed_ = std::move(listener);
+  }
 
   // Test-only fault injection (the worker's corruptBlock): flips the byte at `offset` of the
   // copy held on `tier`, leaving its digests, so readers and verifyBlock find it corrupt as
@@ -385,6 +391,7 @@ class BlockManager {
 
   // Generations of memory blocks being copied into shared regions (ShareInMemory).
   std::unordered_set<uint64_t> sharing_;
+  std::function<void(const BlockId&)> block_changed_;
 
   // Destroyed before everything above, so no job outlives what its completion would touch.
   std::unique_ptr<JobThread> region_copier_ = std::make_unique<JobThread>();

@@ -122,9 +122,13 @@ LocalReadServer::LocalReadServer(LocalReadServerOptions options, BlockManager& b
       clock_(clock),
       listener_(std::move(listener)),
       epoll_(std::move(epoll)),
-      own_uid_(geteuid()) {}
+      own_uid_(geteuid()),
+      arenas_(options_.arenas) {
+  blocks_.set_block_changed([this](const BlockId& id) { arenas_.Forget(id); });
+}
 
 LocalReadServer::~LocalReadServer() {
+  blocks_.set_block_changed({});
   while (!sessions_.empty()) Close(sessions_.begin()->first);
   unlink(options_.socket_path.c_str());
 }
@@ -240,7 +244,7 @@ Status LocalReadServer::ServePacket(uint64_t session_id, Session& session,
       case proto::LocalRequest::HELLO: {
         auto ticket = request.getHello();
         return Hello(session_id, session, request_id,
-                     std::as_bytes(std::span(ticket.begin(), ticket.size())));
+                     std::as_bytes(std::span(ticket.begin(), ticket.size())), request.getArena());
       }
       case proto::LocalRequest::GET: {
         if (!session.greeted) return PermissionDeniedError("a get before a valid ticket");
@@ -277,7 +281,7 @@ Status LocalReadServer::ServePacket(uint64_t session_id, Session& session,
 }
 
 Status LocalReadServer::Hello(uint64_t session_id, Session& session, uint64_t request_id,
-                              std::span<const std::byte> ticket) {
+                              std::span<const std::byte> ticket, bool wants_arena) {
   const std::string key(reinterpret_cast<const char*>(ticket.data()), ticket.size());
   auto found = tickets_.find(key);
   if (session.greeted || found == tickets_.end() || found->second.expires < clock_.Now()) {
@@ -290,8 +294,33 @@ Status LocalReadServer::Hello(uint64_t session_id, Session& session, uint64_t re
   proto::LocalReply::Builder root = reply.initRoot<proto::LocalReply>();
   root.setId(request_id);
   root.setOk();
-  Send(session_id, reply);
+  int arena_fd = -1;
+  if (wants_arena &&
+      AuthorizeWorkerRequest(options_.secure, session.peer, proto::Request::GET_BLOCK).ok()) {
+    // Every reader that may read any block shares one arena; a tenant's readers share theirs.
+    std::string scope =
+        IsTenantRestricted(session.peer) ? "tenant " + TenantOf(*session.peer) : "all";
+    if (const BlockArenaWriter* arena = arenas_.For(scope)) {
+      session.arena_scope = std::move(scope);
+      root.setArenaBytes(arena->file_bytes());
+      arena_fd = arena->read_only_fd();
+    }
+  }
+  Send(session_id, reply, arena_fd);
   return Status::Ok();
+}
+
+void LocalReadServer::OfferToArena(const Session& session, const BlockId& id,
+                                   const BlockRead& read) {
+  if (!session.arena_scope) return;
+  // A restricted reader's get passed CheckTenant, so the dataset's record is known here; only
+  // its own datasets' blocks go into its tenant's arena (a dataset shared with it stays out:
+  // an unshare could not take back what its readers hold mapped).
+  if (options_.tenants != nullptr && IsTenantRestricted(session.peer)) {
+    const std::optional<std::string> owner = options_.tenants->OwnerOf(DatasetOf(id));
+    if (!owner || *owner != TenantOf(*session.peer)) return;
+  }
+  arenas_.Offer(*session.arena_scope, id, read);
 }
 
 Status LocalReadServer::Get(uint64_t session_id, Session& session, uint64_t request_id,
@@ -335,6 +364,7 @@ Status LocalReadServer::Get(uint64_t session_id, Session& session, uint64_t requ
   }
   if (status->size <= kMaxInlineBlockBytes) {
     if (std::optional<BlockRead> read = blocks_.ReadInMemory(id)) {
+      OfferToArena(session, id, *read);
       SendInline(session_id, request_id, std::move(*read), trailer);
     } else {
       blocks_.Read(id, 0, status->size,
@@ -406,6 +436,7 @@ void LocalReadServer::GetMany(uint64_t session_id, const Session& session, uint6
       SetError(entries[i].initError(), UnavailableError("read " + id->ToString() + " alone"));
       continue;
     }
+    OfferToArena(session, *id, *read);
     FillInlineBlock(entries[i].initBlock(), *read, trailer ? &bytes_after : nullptr);
     bytes += read->total_size;
     ++served;
@@ -659,6 +690,7 @@ void LocalReadServer::ReleasePin(const Pin& pin) {
 }
 
 void LocalReadServer::Expire() {
+  arenas_.KeepAlive();
   const TimePoint now = clock_.Now();
   std::erase_if(tickets_, [now](const auto& ticket) { return ticket.second.expires < now; });
   for (auto& [id, session] : sessions_) {

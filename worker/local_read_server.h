@@ -18,6 +18,7 @@
 #include "schema/local_reads.capnp.h"
 #include "worker/block_manager.h"
 #include "worker/shuffle_handler.h"
+#include "worker/small_block_arenas.h"
 #include "worker/worker_status.h"
 
 namespace capnp {
@@ -51,6 +52,8 @@ struct LocalReadServerOptions {
   // Borrowed, may be null (then readShuffle is refused as unavailable, and read over TCP): the
   // shuffle partitions the worker holds.
   ShuffleHandler* shuffles = nullptr;
+  // The small-block arenas handed to readers that ask for one (hello's `arena`).
+  SmallBlockArenaOptions arenas{};
 };
 
 // Serves same-host reads on a Unix domain socket (schema/local_reads.capnp): readers on the
@@ -70,6 +73,11 @@ struct LocalReadServerOptions {
 // region.
 // Nothing of a shuffle is pinned: written records never change, and a mapped file or region
 // outlives its shuffle's removal.
+//
+// Small blocks: a reader may also take, with its hello, the small-block arena of its key's
+// scope (worker/small_block_arenas.h), a file it maps read-only once; the small memory blocks
+// it and its scope's other readers get are copied in, and found there next time without a
+// round trip. A block leaves every arena as soon as it changes (BlockManager's block_changed).
 //
 // Pins: every region handed out stays pinned (never evicted, counted in the memory budget even
 // once removed) until the reader sends release, its connection closes (a reader that dies
@@ -99,12 +107,16 @@ class LocalReadServer {
   std::string IssueTicket(const std::optional<PeerIdentity>& peer);
   // Accepts connections and serves the requests that arrived; drops closed connections.
   void Serve();
-  // Drops pins older than pin_lifetime and tickets past theirs.
+  // Drops pins older than pin_lifetime and tickets past theirs, and keeps the small-block
+  // arenas alive (SmallBlockArenas::KeepAlive). Called on every pass of the loop.
   void Expire();
   // When Expire() has work next; nullopt when nothing is pinned or issued.
   std::optional<TimePoint> NextDeadline() const;
 
   size_t readers() const { return sessions_.size(); }
+  // Blocks held in the small-block arenas, and the arenas.
+  size_t arena_blocks() const { return arenas_.blocks(); }
+  size_t arenas() const { return arenas_.arenas(); }
   size_t pins() const { return pin_count_; }
   uint64_t pins_expired() const { return pins_expired_; }
 
@@ -123,6 +135,8 @@ class LocalReadServer {
     std::deque<Queued> outbox;
     std::optional<PeerIdentity> peer;
     bool greeted = false;  // presented a valid ticket
+    // The scope of the small-block arena the reader took, if it took one.
+    std::optional<std::string> arena_scope;
     std::map<uint64_t, Pin> pins;
   };
   struct Ticket {
@@ -142,8 +156,12 @@ class LocalReadServer {
   // Serves the packets queued on one connection; false when it must be closed.
   bool ServeSession(uint64_t session_id);
   Status ServePacket(uint64_t session_id, Session& session, const LocalPacket& packet);
+  // `wants_arena`: the reader would take its scope's small-block arena.
   Status Hello(uint64_t session_id, Session& session, uint64_t request_id,
-               std::span<const std::byte> ticket);
+               std::span<const std::byte> ticket, bool wants_arena);
+  // A whole memory block the session got inline: into its arena, if it has one and its scope
+  // may hold the block (a tenant's arena holds only the tenant's own datasets' blocks).
+  void OfferToArena(const Session& session, const BlockId& id, const BlockRead& read);
   // `mapped`: a pin the reader offers to read again (LocalRequest.mapped), 0 for none.
   // `trailer`: small blocks' bytes go in the reply's trailer (LocalRequest.trailer).
   Status Get(uint64_t session_id, Session& session, uint64_t request_id, const BlockId& id,
@@ -193,6 +211,7 @@ class LocalReadServer {
   uint64_t next_pin_id_ = 1;
   size_t pin_count_ = 0;
   uint64_t pins_expired_ = 0;
+  SmallBlockArenas arenas_;
 };
 
 }  // namespace bm

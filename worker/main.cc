@@ -76,6 +76,7 @@ struct Flags {
   bool no_local_reads = false;
   std::string local_socket;
   int pin_lifetime_seconds = 600;
+  uint64_t local_arena_mb = 64;
   // The default: bench workload 14 (recompute) measured cost-aware eviction's total recompute
   // time well under LRU's on skewed costs (bench/README.md).
   std::string eviction = "cost";
@@ -203,6 +204,12 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "Seconds a block mapped by a reader on this host stays pinned (never evicted, "
                  "counted in --memory) when the reader does not release it")
       ->check(CLI::Range(1, 86400 * 7))
+      ->capture_default_str();
+  app.add_option("--local-arena-mb", f.local_arena_mb,
+                 "MiB of each small-block arena: copies of blocks up to 64 KiB that readers on "
+                 "this host find without asking the worker (one arena per tenant with such "
+                 "readers, at most 16; outside --memory); 0: none")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 20))
       ->capture_default_str();
   app.add_option("--eviction", f.eviction,
                  "Which memory blocks go first when room is needed: cost (GreedyDual-Size-"
@@ -477,6 +484,7 @@ int Run(const Flags& f, const Sizes& sizes) {
       std::chrono::milliseconds(static_cast<int64_t>(f.disk_check_interval_seconds * 1000)));
   options.failed_disks_tolerated = FailedDisksToleratedFlag(f);
   options.local_pin_lifetime = std::chrono::seconds(f.pin_lifetime_seconds);
+  options.local_arena_bytes = f.local_arena_mb << 20;
   options.master.master_address = masters;
   if (directory) {
     options.master.zookeeper_leader = [directory]() -> std::optional<std::string> {

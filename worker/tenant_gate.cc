@@ -37,6 +37,12 @@ Status TenantGate::CheckKnown(const PeerIdentity& peer, const std::string& datas
   return CheckDatasetAccess(TenantOf(peer), dataset, record->access, op);
 }
 
+std::optional<std::string> TenantGate::OwnerOf(const std::string& dataset) const {
+  const Record* record = Find(dataset);
+  if (record == nullptr || !record->access.owned()) return std::nullopt;
+  return record->access.owner;
+}
+
 TenantGate::Admission TenantGate::Park(uint64_t ask, IncomingMessage& message) {
   asks_.at(ask).waiting.push_back(std::move(message));
   ++parked_count_;

@@ -70,6 +70,9 @@ class TenantGate {
   // the answer is kAborted: nothing known yet).
   Status CheckKnown(const PeerIdentity& peer, const std::string& dataset, DatasetOp op) const;
 
+  // The tenant owning `dataset`, from the records held only; nullopt when none is known.
+  std::optional<std::string> OwnerOf(const std::string& dataset) const;
+
   // The master's datasetAccess: a newer record replaces the one held.
   void Update(const std::string& dataset, const DatasetAccess& access);
   // Drops every record (the worker registered again).

@@ -188,7 +188,8 @@ Status WorkerServer::Bind() {
                                  .secure = keys_.enabled(),
                                  .pin_lifetime = options_.local_pin_lifetime,
                                  .tenants = tenants_.get(),
-                                 .shuffles = shuffles_.get()},
+                                 .shuffles = shuffles_.get(),
+                                 .arenas = {.bytes = options_.local_arena_bytes}},
                                 *blocks_, counters_, clock_);
     if (local.ok()) {
       local_read_server_ = std::move(local).value();

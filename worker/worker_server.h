@@ -74,6 +74,9 @@ struct WorkerServerOptions {
   std::string local_socket_path{};
   // How long a reader's pin lasts at most (LocalReadServerOptions::pin_lifetime).
   Duration local_pin_lifetime = std::chrono::minutes(10);
+  // Ring bytes of each small-block arena of same-host reads (worker/small_block_arenas.h);
+  // 0: none.
+  uint64_t local_arena_bytes = 64ull << 20;
   // Memory for the shuffle partitions this worker holds (ShuffleStore::Limits).
   uint64_t shuffle_memory = uint64_t{256} << 20;
   // The disk directories shuffle partitions are written to (ShuffleFiles), and read back from
