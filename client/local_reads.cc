@@ -32,7 +32,7 @@ constexpr size_t kPipelineDepth = 16;
 
 Result<std::shared_ptr<LocalReadConnection>> LocalReadConnection::Open(
     const std::string& path, const std::string& ticket, std::chrono::milliseconds timeout,
-    IdleMappingLimits idle, std::weak_ptr<IdleMappingReaper> reaper) {
+    IdleMappingLimits idle, std::weak_ptr<IdleMappingReaper> reaper, bool arena) {
   BM_ASSIGN_OR_RETURN(OwnedFd socket, ConnectLocal(path));
   // Waits are cut into slices, between which the worker's liveness is looked at (Receive).
   BM_RETURN_IF_ERROR(SetReceiveTimeout(socket.get(), kLivenessSlice));
@@ -44,6 +44,7 @@ Result<std::shared_ptr<LocalReadConnection>> LocalReadConnection::Open(
   capnp::MallocMessageBuilder hello;
   proto::LocalRequest::Builder request = hello.initRoot<proto::LocalRequest>();
   request.setId(0);
+  request.setArena(arena);
   request.setHello(
       capnp::Data::Reader(reinterpret_cast<const kj::byte*>(ticket.data()), ticket.size()));
   BM_RETURN_IF_ERROR(connection->SendRequest(hello));
@@ -55,6 +56,17 @@ Result<std::shared_ptr<LocalReadConnection>> LocalReadConnection::Open(
     proto::LocalReply::Reader reply = message.getRoot<proto::LocalReply>();
     if (reply.isError()) return StatusFromError(reply.getError());
     if (!reply.isOk()) return UnavailableError("local reads: unexpected answer to hello");
+    if (const uint64_t arena_bytes = reply.getArenaBytes(); arena && arena_bytes > 0) {
+      Result<std::unique_ptr<BlockArenaReader>> mapped =
+          BlockArenaReader::Map(std::move(packet->fd), arena_bytes);
+      // Without it every get asks the worker, as before.
+      if (mapped.ok()) {
+        connection->arena_ = std::move(mapped).value();
+      } else {
+        spdlog::warn("local reads: the worker's small-block arena is not used: {}",
+                     mapped.status().ToString());
+      }
+    }
   } catch (const kj::Exception& e) {
     return UnavailableError(std::string("local reads: malformed answer: ") +
                             e.getDescription().cStr());
@@ -96,8 +108,23 @@ Result<uint64_t> LocalReadConnection::SendGet(const BlockId& id,
   return request_id;
 }
 
+std::optional<LocalBlockRead> LocalReadConnection::FromArena(const BlockId& id) const {
+  if (arena_ == nullptr || broken_) return std::nullopt;
+  std::optional<ArenaBlock> found = arena_->Find(id);
+  if (!found) return std::nullopt;
+  LocalBlockRead read;
+  read.data.Append(std::move(found->bytes));
+  read.tier = found->facts.tier;
+  read.level = found->facts.level;
+  read.version = found->facts.version;
+  read.generation = found->facts.generation;
+  read.unit_digests = {found->facts.digest};
+  return read;
+}
+
 Result<LocalBlockRead> LocalReadConnection::Get(const BlockId& id,
                                                 std::chrono::milliseconds extra) {
+  if (std::optional<LocalBlockRead> copied = FromArena(id)) return std::move(*copied);
   if (broken_) return UnavailableError("the local-read connection failed");
   std::map<uint64_t, Pending> pending;
   BM_RETURN_IF_ERROR(SendGet(id, pending).status());
@@ -107,17 +134,25 @@ Result<LocalBlockRead> LocalReadConnection::Get(const BlockId& id,
 
 std::vector<Result<LocalBlockRead>> LocalReadConnection::GetMany(const std::vector<BlockId>& ids) {
   std::vector<std::optional<Result<LocalBlockRead>>> results(ids.size());
+  std::vector<size_t> asked;  // the indexes of the blocks not in the arena
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (std::optional<LocalBlockRead> copied = FromArena(ids[i])) {
+      results[i] = std::move(*copied);
+    } else {
+      asked.push_back(i);
+    }
+  }
   // Replies come as their blocks are ready (a disk read or a copy into a region takes longer
   // than a block already shared), matched to their requests by id.
   std::map<uint64_t, Pending> pending;
   std::map<uint64_t, size_t> index_of;
   size_t sent = 0;
   size_t received = 0;
-  while (received < ids.size() && !broken_) {
-    while (sent < ids.size() && pending.size() < kPipelineDepth) {
-      Result<uint64_t> id = SendGet(ids[sent], pending);
+  while (received < asked.size() && !broken_) {
+    while (sent < asked.size() && pending.size() < kPipelineDepth) {
+      Result<uint64_t> id = SendGet(ids[asked[sent]], pending);
       if (!id.ok()) break;
-      index_of.emplace(*id, sent);
+      index_of.emplace(*id, asked[sent]);
       ++sent;
     }
     if (broken_) break;
@@ -249,6 +284,28 @@ Result<LocalBlockRead> InlineBlock(proto::LocalBlock::Reader found, const BlockI
 }  // namespace
 
 std::vector<Result<LocalBlockRead>> LocalReadConnection::GetSmall(const std::vector<BlockId>& ids) {
+  std::vector<std::optional<Result<LocalBlockRead>>> found(ids.size());
+  std::vector<BlockId> asked;
+  std::vector<size_t> asked_at;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (std::optional<LocalBlockRead> copied = FromArena(ids[i])) {
+      found[i] = std::move(*copied);
+    } else {
+      asked.push_back(ids[i]);
+      asked_at.push_back(i);
+    }
+  }
+  if (!asked.empty()) {
+    std::vector<Result<LocalBlockRead>> replies = AskSmall(asked);
+    for (size_t j = 0; j < asked.size(); ++j) found[asked_at[j]] = std::move(replies[j]);
+  }
+  std::vector<Result<LocalBlockRead>> results;
+  results.reserve(ids.size());
+  for (std::optional<Result<LocalBlockRead>>& result : found) results.push_back(std::move(*result));
+  return results;
+}
+
+std::vector<Result<LocalBlockRead>> LocalReadConnection::AskSmall(const std::vector<BlockId>& ids) {
   std::vector<Result<LocalBlockRead>> results;
   auto fail_all = [&](const Status& status) {
     results.assign(ids.size(), Result<LocalBlockRead>(status));
@@ -390,11 +447,12 @@ Result<LocalBlockRead> LocalReadConnection::ReceiveBlock(std::map<uint64_t, Pend
 }
 
 LocalReads::LocalReads(bool enabled, WorkerChannels& workers, std::chrono::milliseconds timeout,
-                       IdleMappingLimits idle_limits)
+                       IdleMappingLimits idle_limits, bool arenas)
     : enabled_(enabled),
       workers_(workers),
       timeout_(timeout),
       idle_limits_(idle_limits),
+      arenas_(arenas),
       host_id_(HostIdentity()) {}
 
 Result<std::shared_ptr<LocalReadConnection>> LocalReads::For(const std::string& address) {
@@ -483,7 +541,7 @@ Result<std::shared_ptr<LocalReadConnection>> LocalReads::Connect(const std::stri
     return NotFoundError(path.empty() ? "local reads are off there" : "on another host");
   }
   if (!reaper_) reaper_ = std::make_shared<IdleMappingReaper>();
-  return LocalReadConnection::Open(path, ticket, timeout_, idle_limits_, reaper_);
+  return LocalReadConnection::Open(path, ticket, timeout_, idle_limits_, reaper_, arenas_);
 }
 
 }  // namespace bm

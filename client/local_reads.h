@@ -23,6 +23,7 @@
 #include "client/mapped_blocks.h"
 #include "common/core/clock.h"
 #include "common/core/mutex.h"
+#include "common/net/block_arena.h"
 #include "common/net/local_socket.h"
 
 namespace capnp {
@@ -57,19 +58,24 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
   // Idle mappings are kept within `idle` and dropped by `reaper` (mapped_blocks.h). Each
   // mapped region keeps the connection open, so whoever opens one calls mapped()->Close() when
   // done with it (LocalReads does), or its idle mappings and the connection are never freed.
+  // `arena`: take the worker's small-block arena (LocalReply.arenaBytes), through which small
+  // memory blocks are then read without asking the worker.
   static Result<std::shared_ptr<LocalReadConnection>> Open(
       const std::string& path, const std::string& ticket, std::chrono::milliseconds timeout,
-      IdleMappingLimits idle = {}, std::weak_ptr<IdleMappingReaper> reaper = {});
+      IdleMappingLimits idle = {}, std::weak_ptr<IdleMappingReaper> reaper = {},
+      bool arena = false);
 
-  // The whole block. The worker's errors come back as they are (kNotFound: not stored there).
+  // The whole block: from the worker's small-block arena when it holds it, else asked for. The
+  // worker's errors come back as they are (kNotFound: not stored there).
   // kUnavailable when the connection failed (broken() from then on). `extra`: how much longer
   // than the timeout to wait (a big block the worker first copies into a region).
   Result<LocalBlockRead> Get(const BlockId& id, std::chrono::milliseconds extra = {});
   // Several whole blocks, their requests all sent before the first reply is read (pipelined):
   // one result per id, in order.
   std::vector<Result<LocalBlockRead>> GetMany(const std::vector<BlockId>& ids);
-  // Small blocks, in one request and one reply (getMany): each id's block with its bytes
-  // inline, or why it was not served this way (kNotFound; kUnavailable: read it alone).
+  // Small blocks, those in the arena copied from it and the rest in one request and one reply
+  // (getMany): each id's block with its bytes inline, or why it was not served this way
+  // (kNotFound; kUnavailable: read it alone).
   std::vector<Result<LocalBlockRead>> GetSmall(const std::vector<BlockId>& ids);
   // Sends `request` (a LocalRequest; this sets its id, which it returns) for AwaitReply to
   // take the reply: one that comes while a get waits is kept for it, so a caller may ask ahead
@@ -79,6 +85,7 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
   // any other request is awaited). kUnavailable when the connection failed (broken() then).
   Result<LocalPacket> AwaitReply(uint64_t id);
   bool broken() const { return broken_; }
+  bool has_arena() const { return arena_ != nullptr; }
   // The regions this connection keeps mapped (for the reaper, and to close them).
   const std::shared_ptr<MappedBlocks>& mapped() const { return mapped_; }
 
@@ -108,11 +115,17 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
   Result<LocalBlockRead> ReceiveBlock(std::map<uint64_t, Pending>& pending, uint64_t* answered,
                                       std::chrono::milliseconds extra = {});
   void Release(uint64_t pin);
+  // GetSmall of blocks not in the arena: one getMany request.
+  std::vector<Result<LocalBlockRead>> AskSmall(const std::vector<BlockId>& ids);
+  // `id` from the arena, when there is one and it holds the block.
+  std::optional<LocalBlockRead> FromArena(const BlockId& id) const;
 
   const OwnedFd socket_;
   const std::chrono::milliseconds timeout_;
   const pid_t worker_pid_;  // 0: not visible from here
   const std::shared_ptr<MappedBlocks> mapped_;
+  // Set by Open, then only read (Find is thread-safe).
+  std::unique_ptr<BlockArenaReader> arena_;
   // Sends come from the client's thread (requests) and from any thread (releases).
   Mutex send_mutex_;
   // The client's thread's:
@@ -129,8 +142,9 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
 // Client's.
 class LocalReads {
  public:
+  // `arenas`: connections take their workers' small-block arenas (ClientOptions::local_arena).
   LocalReads(bool enabled, WorkerChannels& workers, std::chrono::milliseconds timeout,
-             IdleMappingLimits idle_limits = {});
+             IdleMappingLimits idle_limits = {}, bool arenas = false);
   // Drops the idle mappings (regions callers still hold stay mapped until they let go).
   ~LocalReads();
   LocalReads(const LocalReads&) = delete;
@@ -164,6 +178,7 @@ class LocalReads {
   WorkerChannels& workers_;
   const std::chrono::milliseconds timeout_;
   const IdleMappingLimits idle_limits_;
+  const bool arenas_;
   const std::string host_id_;
   std::shared_ptr<IdleMappingReaper> reaper_;  // made with the first connection
   std::unordered_map<std::string, Worker> by_address_;

@@ -93,6 +93,11 @@ struct ClientOptions {
   // mappings the same way). 0 bytes: unmapped as soon as the last caller lets go.
   uint64_t idle_mapping_bytes = 256ull << 20;
   std::chrono::milliseconds idle_mapping_lifetime{10'000};
+  // With same-host reads: take each local worker's small-block arena, a shared file mapped
+  // read-only in which the worker keeps copies of small memory blocks (up to 64 KiB) that
+  // readers of this key's tenant got before. Such a block is then copied out of it, checked
+  // against its digest, with no round trip to the worker. false: every get asks the worker.
+  bool local_arena = true;
 };
 
 // Computes a block's bytes when no worker has it (see Client::GetOrCompute).

@@ -29,6 +29,7 @@
 #include "common/core/protocol.h"
 #include "common/net/local_socket.h"
 #include "common/net/transport.h"
+#include "common/security/curve_keys.h"
 #include "schema/local_reads.capnp.h"
 #include "tests/support/files.h"
 #include "tests/support/local_cluster.h"
@@ -508,6 +509,112 @@ TEST_F(SameHostReadsTest, SmallBlocksComeAfterTheReplyOrInsideItAsTheReaderAsks)
   EXPECT_TRUE(*again == bytes);
 }
 
+// The small-block arena (common/net/block_arena.h): a small memory block a reader got once is
+// copied out of the worker's arena from then on, with no request to the worker, until the block
+// changes.
+double LocalReads(int http_port) {
+  return Metric(http_port, "blockmgr_worker_block_reads_total{origin=\"local\"}");
+}
+
+TEST_F(SameHostReadsTest, ASmallBlockGotOnceIsCopiedOutOfTheArenaUntilItChanges) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker("64MiB"));
+  Client client(cluster_.ClientOptionsFor());
+  Client writer(cluster_.ClientOptionsFor());
+  const std::vector<std::byte> first = RandomByteVector(4096, 1);
+  ASSERT_NO_FATAL_FAILURE(Put(writer, "rdd_1_0", first));
+  for (int i = 0; i < 5; ++i) {
+    Result<std::vector<std::byte>> read = client.Get(BlockId::Rdd(1, 0));
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    EXPECT_TRUE(*read == first);
+  }
+  // The first get asked the worker; the other four found the block in the arena.
+  EXPECT_EQ(LocalReads(http_), 1);
+  EXPECT_NE(ReadFile("/proc/self/maps").find("/memfd:blockmgr-arena"), std::string::npos);
+
+  // Overwritten by another client: the next get asks the worker and has the new bytes.
+  const std::vector<std::byte> second = RandomByteVector(5000, 2);
+  ASSERT_NO_FATAL_FAILURE(Put(writer, "rdd_1_0", second));
+  for (int i = 0; i < 3; ++i) {
+    Result<std::vector<std::byte>> read = client.Get(BlockId::Rdd(1, 0));
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    EXPECT_TRUE(*read == second);
+  }
+  EXPECT_EQ(LocalReads(http_), 2);
+
+  // Removed by another client: gone for this reader too.
+  ASSERT_TRUE(writer.Remove({BlockId::Rdd(1, 0)}).ok());
+  EXPECT_EQ(client.Get(BlockId::Rdd(1, 0)).status().code(), StatusCode::kNotFound);
+
+  // Many at once (GetManyChunks): those in the arena are copied, the rest asked for in one
+  // request, each right.
+  std::vector<BlockId> ids;
+  std::vector<std::vector<std::byte>> stored;
+  for (int i = 0; i < 8; ++i) {
+    ids.push_back(BlockId::Rdd(2, i));
+    stored.push_back(RandomByteVector(100 + 1000 * i, 10 + i));
+    ASSERT_NO_FATAL_FAILURE(Put(writer, ids.back().ToString(), stored.back()));
+  }
+  std::vector<Result<BlockData>> got = client.GetManyChunks(ids);  // locations learned (TCP)
+  ASSERT_TRUE(client.Get(ids[3]).ok());
+  ASSERT_TRUE(client.Get(ids[3]).ok());
+  const double before = LocalReads(http_);
+  got = client.GetManyChunks(ids);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_TRUE(got[i].ok()) << ids[i].ToString() << ": " << got[i].status().ToString();
+    EXPECT_TRUE(Bytes(*got[i]) == stored[i]) << ids[i].ToString();
+  }
+  EXPECT_EQ(LocalReads(http_), before + 7);  // rdd_2_3 came from the arena
+  got = client.GetManyChunks(ids);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_TRUE(got[i].ok()) << ids[i].ToString() << ": " << got[i].status().ToString();
+    EXPECT_TRUE(Bytes(*got[i]) == stored[i]) << ids[i].ToString();
+  }
+  EXPECT_EQ(LocalReads(http_), before + 7);  // all from the arena
+
+  // A client that takes no arena asks every time.
+  ClientOptions no_arena = cluster_.ClientOptionsFor();
+  no_arena.local_arena = false;
+  Client asking(no_arena);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(asking.Get(ids[0]).ok());
+  EXPECT_EQ(LocalReads(http_), before + 9);
+}
+
+TEST_F(SameHostReadsTest, AnEvictedSmallBlockLeavesTheArena) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker("4MiB"));
+  Client client(cluster_.ClientOptionsFor());
+  const std::vector<std::byte> small = RandomByteVector(8000, 3);
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_1_0", small, StorageLevel::kMemoryAndDisk));
+  ASSERT_TRUE(client.Get(BlockId::Rdd(1, 0)).ok());
+  ASSERT_TRUE(client.Get(BlockId::Rdd(1, 0)).ok());
+  EXPECT_EQ(LocalReads(http_), 1);
+  // Memory filled past the budget: the block is spilled to disk, and read from there.
+  for (int i = 0; i < 6; ++i) {  // of RDDs of their own: a put evicts no block of its RDD
+    ASSERT_NO_FATAL_FAILURE(
+        Put(client, "rdd_" + std::to_string(20 + i) + "_0", RandomByteVector(kMiB, i)));
+  }
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        Result<std::vector<BlockLocations>> where = client.Locations({BlockId::Rdd(1, 0)});
+        return where.ok() && where->size() == 1 && (*where)[0].locations.size() == 1 &&
+               (*where)[0].locations[0].tier == Tier::kDisk;
+      },
+      seconds(10)));
+  Result<std::vector<std::byte>> read = client.Get(BlockId::Rdd(1, 0));
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(*read == small);
+  EXPECT_EQ(LocalReads(http_), 2);
+}
+
+TEST_F(SameHostReadsTest, WithTheArenaOffEveryGetAsksTheWorker) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker("64MiB", {"--local-arena-mb", "0"}));
+  Client client(cluster_.ClientOptionsFor());
+  const std::vector<std::byte> bytes = RandomByteVector(4096, 4);
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_1_0", bytes));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(client.Get(BlockId::Rdd(1, 0)).ok());
+  EXPECT_EQ(LocalReads(http_), 3);
+  EXPECT_EQ(ReadFile("/proc/self/maps").find("/memfd:blockmgr-arena"), std::string::npos);
+}
+
 class SameHostReadsWithKeysTest : public SameHostReadsTest {};
 
 TEST_F(SameHostReadsWithKeysTest, OnlyAKeyThatMayReadGetsATicketAndOnlyATicketOpensTheSocket) {
@@ -571,6 +678,45 @@ TEST_F(SameHostReadsWithKeysTest, OnlyAKeyThatMayReadGetsATicketAndOnlyATicketOp
   EXPECT_EQ(ReceivePacket(raw->get(), milliseconds(5000)).status().code(), StatusCode::kUnavailable)
       << "the connection stayed open";
   EXPECT_GE(Metric(http_, "blockmgr_worker_local_reads_refused_total"), 3);
+}
+
+// A tenant's readers share an arena that holds only the tenant's own datasets' blocks: a
+// dataset shared with it is read through the socket every time, so an unshare leaves nothing
+// of it behind in the tenant's readers' mappings.
+TEST_F(SameHostReadsWithKeysTest, ATenantsArenaHoldsOnlyItsOwnDatasetsBlocks) {
+  ASSERT_NO_FATAL_FAILURE(cluster_.UseKeys({"w1"}));
+  for (auto [name, tenant] : {std::pair{"alice", "alice"}, {"bob", "bob"}}) {
+    ASSERT_TRUE(GenerateCertificate(cluster_.keys_dir(), name, KeyRole::kClient).ok());
+    std::ofstream(cluster_.keys_dir() + "/" + name + ".tenant") << tenant << "\n";
+  }
+  ASSERT_NO_FATAL_FAILURE(StartWorker("64MiB"));
+  Client alice(cluster_.ClientOptionsFor("alice"));
+  Client bob(cluster_.ClientOptionsFor("bob"));
+  const std::vector<std::byte> alices = RandomByteVector(4096, 5);
+  const std::vector<std::byte> bobs = RandomByteVector(4096, 6);
+  ASSERT_NO_FATAL_FAILURE(Put(alice, "rdd_7_0", alices));
+  ASSERT_NO_FATAL_FAILURE(Put(bob, "rdd_8_0", bobs));
+  const CommandResult shared = cluster_.BmctlAs("alice", {"share", "7", "bob"});
+  ASSERT_EQ(shared.exit_code, 0) << shared.err;
+
+  for (int i = 0; i < 3; ++i) {
+    Result<std::vector<std::byte>> read = alice.Get(BlockId::Rdd(7, 0));
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    EXPECT_TRUE(*read == alices);
+  }
+  EXPECT_EQ(LocalReads(http_), 1);  // then from alice's arena
+  for (int i = 0; i < 3; ++i) {
+    Result<std::vector<std::byte>> read = bob.Get(BlockId::Rdd(7, 0));
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    EXPECT_TRUE(*read == alices);
+  }
+  EXPECT_EQ(LocalReads(http_), 4);  // alice's block is not in bob's arena
+  for (int i = 0; i < 3; ++i) {
+    Result<std::vector<std::byte>> read = bob.Get(BlockId::Rdd(8, 0));
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    EXPECT_TRUE(*read == bobs);
+  }
+  EXPECT_EQ(LocalReads(http_), 5);  // bob's own, from bob's arena
 }
 
 }  // namespace
