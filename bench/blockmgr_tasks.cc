@@ -38,6 +38,8 @@ ClientOptions OptionsFor(const Json& task) {
   // "idle_mapping_bytes": 0 unmaps a mapped block as soon as it is let go, so every get maps it
   // anew (the client otherwise keeps it mapped for the next get of the same version).
   options.idle_mapping_bytes = task.value("idle_mapping_bytes", options.idle_mapping_bytes);
+  // "local_arena": false asks the worker for every small block (no small-block arena).
+  options.local_arena = task.value("local_arena", options.local_arena);
   return options;
 }
 

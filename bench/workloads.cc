@@ -1368,6 +1368,15 @@ void SameHostReads(Runner& runner, BlockmgrCluster& cluster) {
        [&] {
          return runner.Client(
              With(With(With(big, "local_reads", true), "idle_mapping_bytes", 0), "rdd", 137));
+       },
+       [&] {
+         return runner.Client(
+             With(With(With(small, "threads", 1), "local_arena", false), "rdd", 138));
+       },
+       [&] {
+         return runner.Client(
+             With(With(With(With(small, "threads", 16), "mode", "get_many"), "local_arena", false),
+                  "rdd", 139));
        }});
   auto figure = [&](size_t i, const std::string& key, double unit, const std::string& what) {
     return runner.Figure(results[i], key, unit, what);
@@ -1394,11 +1403,22 @@ void SameHostReads(Runner& runner, BlockmgrCluster& cluster) {
   runner.Add("13c. same-host 4 KiB get, one at a time", "ops/s",
              figure(6, "ops_per_s", 1, "4 KiB local gets"), "redis GET",
              figure(8, "ops_per_s", 1, "redis 4 KiB GET"), 1.2, Better::kHigher,
-             "blocks up to 64 KiB come inline in the local socket's reply (no mapping)");
+             "blocks up to 64 KiB are copied out of the worker's small-block arena, mapped once "
+             "(docs/storage.md \"Same-host reads\"); the first get of each asks the worker");
+  runner.Add("13c. same-host 4 KiB get, one at a time, arena off", "ops/s",
+             figure(12, "ops_per_s", 1, "4 KiB local gets, no arena"), "redis GET",
+             figure(8, "ops_per_s", 1, "redis 4 KiB GET"), std::nullopt, Better::kHigher,
+             "informative: every get asks the worker through the local socket, its bytes "
+             "inline in the reply (ClientOptions::local_arena = false)");
   runner.Add("13d. same-host 4 KiB get, 16 in flight", "ops/s",
              figure(7, "ops_per_s", 1, "4 KiB local GetManyChunks x16"), "redis GET -P 16",
              figure(9, "ops_per_s", 1, "redis 4 KiB GET -P 16"), 1.2, Better::kHigher,
-             "Client::GetManyChunks of 16 ids: their requests pipelined on the local socket");
+             "Client::GetManyChunks of 16 ids, copied out of the small-block arena");
+  runner.Add("13d. same-host 4 KiB get, 16 in flight, arena off", "ops/s",
+             figure(13, "ops_per_s", 1, "4 KiB local GetManyChunks x16, no arena"),
+             "redis GET -P 16", figure(9, "ops_per_s", 1, "redis 4 KiB GET -P 16"), std::nullopt,
+             Better::kHigher,
+             "informative: the 16 ids asked for in one getMany request on the local socket");
   runner.Add("13e. same-host 64 MiB get from Python, memory", "GB/s",
              figure(10, "get_bytes_per_s", kGB, "Python 64 MiB local get"), "C++ same-host get",
              big_local, 0.9, Better::kHigher,
