@@ -324,6 +324,7 @@ void WorkerServer::Run() {
           .local_readers = local_read_server_ ? local_read_server_->readers() : 0,
           .local_pins = local_read_server_ ? local_read_server_->pins() : 0,
           .local_pins_expired = local_read_server_ ? local_read_server_->pins_expired() : 0,
+          .local_arena_blocks = local_read_server_ ? local_read_server_->arena_blocks() : 0,
       });
     }
   }

@@ -93,6 +93,7 @@ WorkerSnapshot BuildWorkerSnapshot(const WorkerView& view) {
   snapshot.local_readers = view.local_readers;
   snapshot.local_pins = view.local_pins;
   snapshot.local_pins_expired = view.local_pins_expired;
+  snapshot.local_arena_blocks = view.local_arena_blocks;
   snapshot.counters = view.counters;
   return snapshot;
 }
@@ -235,6 +236,10 @@ std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
   out.Single("blockmgr_worker_pins_expired_total", Type::kCounter,
              "Pins dropped because their reader kept them past the pin lifetime.",
              number(snapshot.local_pins_expired));
+  out.Single("blockmgr_worker_local_arena_blocks", Type::kGauge,
+             "Small blocks copied into the small-block arenas, which readers on this host read "
+             "without asking the worker.",
+             number(snapshot.local_arena_blocks));
 
   out.Family("blockmgr_worker_requests_total", Type::kCounter,
              "Requests the worker handled, by operation and result (gets and puts included).");

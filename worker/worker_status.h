@@ -98,6 +98,7 @@ struct WorkerView {
   size_t local_readers = 0;
   size_t local_pins = 0;
   uint64_t local_pins_expired = 0;
+  size_t local_arena_blocks = 0;  // copies held in the small-block arenas
 };
 
 // The worker's state at one moment, for /metrics and /readyz. Small and immutable.
@@ -127,6 +128,7 @@ struct WorkerSnapshot {
   uint64_t local_readers = 0;
   uint64_t local_pins = 0;
   uint64_t local_pins_expired = 0;
+  uint64_t local_arena_blocks = 0;
   WorkerCounters counters;
 };
 

@@ -529,6 +529,7 @@ TEST_F(SameHostReadsTest, ASmallBlockGotOnceIsCopiedOutOfTheArenaUntilItChanges)
   }
   // The first get asked the worker; the other four found the block in the arena.
   EXPECT_EQ(LocalReads(http_), 1);
+  EXPECT_EQ(Metric(http_, "blockmgr_worker_local_arena_blocks"), 1);
   EXPECT_NE(ReadFile("/proc/self/maps").find("/memfd:blockmgr-arena"), std::string::npos);
 
   // Overwritten by another client: the next get asks the worker and has the new bytes.
@@ -544,6 +545,7 @@ TEST_F(SameHostReadsTest, ASmallBlockGotOnceIsCopiedOutOfTheArenaUntilItChanges)
   // Removed by another client: gone for this reader too.
   ASSERT_TRUE(writer.Remove({BlockId::Rdd(1, 0)}).ok());
   EXPECT_EQ(client.Get(BlockId::Rdd(1, 0)).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(Metric(http_, "blockmgr_worker_local_arena_blocks"), 0);
 
   // Many at once (GetManyChunks): those in the arena are copied, the rest asked for in one
   // request, each right.
@@ -603,6 +605,34 @@ TEST_F(SameHostReadsTest, AnEvictedSmallBlockLeavesTheArena) {
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   EXPECT_TRUE(*read == small);
   EXPECT_EQ(LocalReads(http_), 2);
+}
+
+// A stopped worker stops keeping its arena alive: within 3 s its readers ask the socket again,
+// and find the worker halted, rather than reading on from an arena nobody keeps current.
+TEST_F(SameHostReadsTest, AStoppedWorkersArenaIsNoLongerRead) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker("64MiB"));
+  Client client(cluster_.ClientOptionsFor());
+  const std::vector<std::byte> bytes = RandomByteVector(4096, 9);
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_1_0", bytes));
+  ASSERT_TRUE(client.Get(BlockId::Rdd(1, 0)).ok());
+  ASSERT_TRUE(client.Get(BlockId::Rdd(1, 0)).ok());
+  ASSERT_EQ(LocalReads(http_), 1);  // the second from the arena
+  cluster_.SignalWorker("w1", SIGSTOP);
+  const auto stopped = std::chrono::steady_clock::now();
+  EXPECT_TRUE(WaitFor([&] { return !client.Get(BlockId::Rdd(1, 0)).ok(); }, seconds(30)));
+  // Read from the arena for its last 3 s at most (and as long again for the socket and TCP to
+  // give up on the halted worker).
+  EXPECT_GE(std::chrono::steady_clock::now() - stopped, seconds(2));
+  cluster_.SignalWorker("w1", SIGCONT);
+  Result<std::vector<std::byte>> again = UnavailableError("not read yet");
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        again = client.Get(BlockId::Rdd(1, 0));
+        return again.ok();
+      },
+      seconds(30)));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(*again == bytes);
 }
 
 TEST_F(SameHostReadsTest, WithTheArenaOffEveryGetAsksTheWorker) {
