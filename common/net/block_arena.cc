@@ -121,13 +121,13 @@ Result<std::unique_ptr<BlockArenaWriter>> BlockArenaWriter::Create(const std::st
   // No reader has the file yet (the descriptor passes through a socket, which orders these
   // writes before any reader's loads).
   ArenaHeader header{.magic = arena_layout::kMagic,
-                .layout_version = arena_layout::kLayoutVersion,
-                .slot_count = static_cast<uint32_t>(arena->slot_count_),
-                .data_offset = data_offset,
-                .data_bytes = data_bytes,
-                .max_block_bytes = max_block_bytes,
-                .alive_until_ns = 0,
-                .reserved = {}};
+                     .layout_version = arena_layout::kLayoutVersion,
+                     .slot_count = static_cast<uint32_t>(arena->slot_count_),
+                     .data_offset = data_offset,
+                     .data_bytes = data_bytes,
+                     .max_block_bytes = max_block_bytes,
+                     .alive_until_ns = 0,
+                     .reserved = {}};
   std::memcpy(arena->base_, &header, sizeof(header));
   // The writable mapping above stays the only one: from here on nobody can map the file
   // writable, write(2) to it or change its size.
@@ -259,7 +259,8 @@ Result<std::unique_ptr<BlockArenaReader>> BlockArenaReader::Map(OwnedFd fd,
   }
   struct stat info {};
   if (fstat(fd.get(), &info) != 0) return InternalError(ArenaErrno("fstat of an arena"));
-  if (static_cast<uint64_t>(info.st_size) != expected_bytes || expected_bytes < sizeof(ArenaHeader)) {
+  if (static_cast<uint64_t>(info.st_size) != expected_bytes ||
+      expected_bytes < sizeof(ArenaHeader)) {
     return DataLossError("the worker sent an arena of " + std::to_string(info.st_size) +
                          " bytes, announced as " + std::to_string(expected_bytes));
   }
