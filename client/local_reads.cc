@@ -27,6 +27,10 @@ constexpr auto kRetryAfterFailure = std::chrono::seconds(5);
 constexpr std::chrono::milliseconds kLivenessSlice{200};
 // Gets one GetMany keeps in flight on a connection.
 constexpr size_t kPipelineDepth = 16;
+// Reads from a worker's small-block arena are reported to it this many at a time, or at the
+// first read this long after the oldest unreported one (ReportArenaReads).
+constexpr size_t kArenaReadsPerReport = 256;
+constexpr auto kArenaReportInterval = std::chrono::seconds(1);
 
 }  // namespace
 
@@ -108,10 +112,13 @@ Result<uint64_t> LocalReadConnection::SendGet(const BlockId& id,
   return request_id;
 }
 
-std::optional<LocalBlockRead> LocalReadConnection::FromArena(const BlockId& id) const {
+std::optional<LocalBlockRead> LocalReadConnection::FromArena(const BlockId& id) {
   if (arena_ == nullptr || broken_) return std::nullopt;
   std::optional<ArenaBlock> found = arena_->Find(id);
   if (!found) return std::nullopt;
+  if (arena_reads_.empty()) arena_reads_since_ = std::chrono::steady_clock::now();
+  arena_reads_.push_back(id.ToString());
+  ReportArenaReads();
   LocalBlockRead read;
   read.data.Append(std::move(found->bytes));
   read.tier = found->facts.tier;
@@ -120,6 +127,20 @@ std::optional<LocalBlockRead> LocalReadConnection::FromArena(const BlockId& id) 
   read.generation = found->facts.generation;
   read.unit_digests = {found->facts.digest};
   return read;
+}
+
+void LocalReadConnection::ReportArenaReads() {
+  if (arena_reads_.size() < kArenaReadsPerReport &&
+      std::chrono::steady_clock::now() - arena_reads_since_ < kArenaReportInterval) {
+    return;
+  }
+  capnp::MallocMessageBuilder report;
+  proto::LocalRequest::Builder request = report.initRoot<proto::LocalRequest>();
+  auto ids = request.initArenaReads(static_cast<unsigned>(arena_reads_.size()));
+  for (unsigned i = 0; i < arena_reads_.size(); ++i) ids.set(i, arena_reads_[i]);
+  arena_reads_.clear();
+  // Not answered; a connection that broke says so at its next request.
+  (void)SendRequest(report);
 }
 
 Result<LocalBlockRead> LocalReadConnection::Get(const BlockId& id,

@@ -117,8 +117,12 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
   void Release(uint64_t pin);
   // GetSmall of blocks not in the arena: one getMany request.
   std::vector<Result<LocalBlockRead>> AskSmall(const std::vector<BlockId>& ids);
-  // `id` from the arena, when there is one and it holds the block.
-  std::optional<LocalBlockRead> FromArena(const BlockId& id) const;
+  // `id` from the arena, when there is one and it holds the block. Each such read is reported
+  // to the worker (ReportArenaReads), so it counts for the block's recency there.
+  std::optional<LocalBlockRead> FromArena(const BlockId& id);
+  // Sends the arena reads not yet reported (arenaReads), every kArenaReadsPerReport of them, or
+  // at the first read a second after the oldest: one packet, not answered.
+  void ReportArenaReads();
 
   const OwnedFd socket_;
   const std::chrono::milliseconds timeout_;
@@ -126,6 +130,9 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
   const std::shared_ptr<MappedBlocks> mapped_;
   // Set by Open, then only read (Find is thread-safe).
   std::unique_ptr<BlockArenaReader> arena_;
+  // The client's thread's: arena reads not reported yet, and when the first of them was.
+  std::vector<std::string> arena_reads_;
+  std::chrono::steady_clock::time_point arena_reads_since_{};
   // Sends come from the client's thread (requests) and from any thread (releases).
   Mutex send_mutex_;
   // The client's thread's:

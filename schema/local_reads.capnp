@@ -39,6 +39,10 @@ struct LocalRequest {
     # A page of a shuffle stream, asked for as readShuffle over TCP is (PROTOCOL.md
     # "Shuffles"), authorized as it is: answered with `shufflePage`, or an error.
     readShuffle @7 :Messages.ReadShuffle;
+    # Blocks this reader copied out of its small-block arena (LocalReply.arenaBytes) since its
+    # last report, in order, repeats included: each counts as a read of the block where it is
+    # held (its recency, for eviction) and in the worker's metrics. Not answered.
+    arenaReads @9 :List(Text);
   }
 }
 

@@ -186,6 +186,9 @@ class BlockManager {
   // which go to the disk tier). A multi-get of small blocks pays one probe per block this way
   // instead of two (Find, then Read): their cache misses showed in its profile.
   std::optional<BlockRead> ReadInMemory(const BlockId& id);
+  // A read of the memory block `id` served from a copy elsewhere (a small-block arena): counts
+  // for its recency as a read here would. False when it is not in memory.
+  bool TouchInMemory(const BlockId& id) { return memory_->Get(id) != nullptr; }
   // MemoryStore::Prefetch, before ReadInMemory of many blocks.
   void PrefetchInMemory(std::span<const BlockId> ids) const { memory_->Prefetch(ids); }
   // See MemoryStore::set_eviction_guard.

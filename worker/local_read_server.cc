@@ -263,6 +263,10 @@ Status LocalReadServer::ServePacket(uint64_t session_id, Session& session,
         if (!session.greeted) return PermissionDeniedError("a read before a valid ticket");
         ReadShuffle(session_id, session, request_id, request.getReadShuffle());
         return Status::Ok();
+      case proto::LocalRequest::ARENA_READS:
+        if (!session.greeted) return PermissionDeniedError("a report before a valid ticket");
+        ArenaReads(session, request.getArenaReads());
+        return Status::Ok();
       case proto::LocalRequest::RELEASE: {
         auto pin = session.pins.find(request.getRelease());
         if (pin != session.pins.end()) {
@@ -308,6 +312,17 @@ Status LocalReadServer::Hello(uint64_t session_id, Session& session, uint64_t re
   }
   Send(session_id, reply, arena_fd);
   return Status::Ok();
+}
+
+void LocalReadServer::ArenaReads(const Session& session, capnp::List<capnp::Text>::Reader ids) {
+  if (!session.arena_scope) return;
+  for (capnp::Text::Reader text : ids) {
+    Result<BlockId> id = ParseWireBlockId(text);
+    // Only what this reader's arena holds: nothing else can have been read from it.
+    if (!id.ok() || !arenas_.Holds(*session.arena_scope, *id)) continue;
+    blocks_.TouchInMemory(*id);
+    ++counters_.local_arena_reads;
+  }
 }
 
 void LocalReadServer::OfferToArena(const Session& session, const BlockId& id,

@@ -159,6 +159,8 @@ class LocalReadServer {
   // `wants_arena`: the reader would take its scope's small-block arena.
   Status Hello(uint64_t session_id, Session& session, uint64_t request_id,
                std::span<const std::byte> ticket, bool wants_arena);
+  // The reader's report of the gets it served from its arena (schema: arenaReads).
+  void ArenaReads(const Session& session, capnp::List<capnp::Text>::Reader ids);
   // A whole memory block the session got inline: into its arena, if it has one and its scope
   // may hold the block (a tenant's arena holds only the tenant's own datasets' blocks).
   void OfferToArena(const Session& session, const BlockId& id, const BlockRead& read);

@@ -43,6 +43,11 @@ void SmallBlockArenas::Offer(const std::string& scope, const BlockId& id, const 
                      read.chunks, read.total_size);
 }
 
+bool SmallBlockArenas::Holds(const std::string& scope, const BlockId& id) const {
+  const auto arena = by_scope_.find(scope);
+  return arena != by_scope_.end() && arena->second->Contains(id);
+}
+
 void SmallBlockArenas::Forget(const BlockId& id) {
   for (auto& [scope, arena] : by_scope_) arena->Erase(id);
 }

@@ -43,6 +43,8 @@ class SmallBlockArenas {
   // A whole block a reader of `scope` just got: copied into the scope's arena when it is a
   // memory block of at most max_block_bytes with one unit digest.
   void Offer(const std::string& scope, const BlockId& id, const BlockRead& read);
+  // Whether the arena of `scope` holds `id`.
+  bool Holds(const std::string& scope, const BlockId& id) const;
   // `id` changed: out of every arena.
   void Forget(const BlockId& id);
   // Called on every pass of the loop: tells readers, every quarter second, that the arenas

@@ -222,6 +222,10 @@ std::string WorkerMetricsText(const WorkerSnapshot& snapshot) {
   out.Single("blockmgr_worker_local_read_bytes_total", Type::kCounter,
              "Block bytes handed to readers on this host through shared memory (or inline).",
              number(snapshot.counters.local_read_bytes));
+  out.Single("blockmgr_worker_local_arena_reads_total", Type::kCounter,
+             "Gets readers on this host served from a small-block arena, without asking (as "
+             "they reported them).",
+             number(snapshot.counters.local_arena_reads));
   out.Single("blockmgr_worker_local_reads_refused_total", Type::kCounter,
              "Local-read connections and requests refused (another uid, no valid ticket, a key "
              "that may not read, a malformed request).",

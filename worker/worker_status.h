@@ -67,6 +67,8 @@ struct WorkerCounters {
   // Local-read connections and requests refused (another uid, no valid ticket, a role that
   // may not read, a malformed request).
   uint64_t local_reads_refused = 0;
+  // Gets readers on this host served themselves from a small-block arena, as they reported.
+  uint64_t local_arena_reads = 0;
   // Shuffles (README "Shuffles"): pieces and bytes pushed and kept (repeats not counted), and
   // bytes sent to readers.
   uint64_t shuffle_pieces_pushed = 0;

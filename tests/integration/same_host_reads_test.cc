@@ -607,6 +607,29 @@ TEST_F(SameHostReadsTest, AnEvictedSmallBlockLeavesTheArena) {
   EXPECT_EQ(LocalReads(http_), 2);
 }
 
+// Gets served from the arena never reach the worker, but the reader reports them: they count
+// for the block's recency, so a block read often from the arena is not evicted before one
+// nobody read since.
+TEST_F(SameHostReadsTest, ArenaReadsCountForTheBlocksRecency) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker("4MiB", {"--eviction", "lru"}));
+  Client client(cluster_.ClientOptionsFor());
+  constexpr uint64_t kSmall = 64 << 10;
+  const std::vector<std::byte> read_often = RandomByteVector(kSmall, 1);
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_1_0", read_often));
+  ASSERT_TRUE(client.Get(BlockId::Rdd(1, 0)).ok());  // through the socket: into the arena
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_2_0", RandomByteVector(kSmall, 2)));
+  // 256 reads from the arena: one report, after which rdd_1_0 is the most recently used.
+  for (int i = 0; i < 256; ++i) ASSERT_TRUE(client.Get(BlockId::Rdd(1, 0)).ok());
+  EXPECT_EQ(LocalReads(http_), 1);
+  ASSERT_TRUE(AwaitMetric(http_, "blockmgr_worker_local_arena_reads_total", 256));
+  // The budget filled to the byte, then one more small block: one block must go, the least
+  // recently used, which is rdd_2_0 (put after rdd_1_0's socket read, before its arena reads).
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_3_0", RandomByteVector(4 * kMiB - 2 * kSmall, 3)));
+  ASSERT_NO_FATAL_FAILURE(Put(client, "rdd_4_0", RandomByteVector(kSmall, 4)));
+  EXPECT_TRUE(cluster_.WorkerHolds("w1", "rdd_1_0"));
+  EXPECT_FALSE(cluster_.WorkerHolds("w1", "rdd_2_0"));
+}
+
 // A stopped worker stops keeping its arena alive: within 3 s its readers ask the socket again,
 // and find the worker halted, rather than reading on from an arena nobody keeps current.
 TEST_F(SameHostReadsTest, AStoppedWorkersArenaIsNoLongerRead) {
