@@ -18,36 +18,37 @@ namespace {
 using arena_layout::ArenaHeader;
 using arena_layout::ArenaSlot;
 
-constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE;
+constexpr int kArenaSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE;
 // Tries at one slot while the writer keeps changing it, before the reader asks the worker.
-constexpr int kTriesPerSlot = 4;
+constexpr int kArenaTriesPerSlot = 4;
 
 std::string ArenaErrno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
-constexpr uint64_t RoundUp8(uint64_t n) { return (n + 7) & ~uint64_t{7}; }
+constexpr uint64_t RoundUpToWord(uint64_t n) { return (n + 7) & ~uint64_t{7}; }
 
-uint64_t Load(const uint64_t& word, std::memory_order order = std::memory_order_relaxed) {
+uint64_t LoadWord(const uint64_t& word, std::memory_order order = std::memory_order_relaxed) {
   return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(word)).load(order);
 }
-void Store(uint64_t& word, uint64_t value, std::memory_order order = std::memory_order_relaxed) {
+void StoreWord(uint64_t& word, uint64_t value,
+               std::memory_order order = std::memory_order_relaxed) {
   std::atomic_ref<uint64_t>(word).store(value, order);
 }
 
-uint64_t Shape(uint64_t size, uint64_t id_bytes, Tier tier, StorageLevel level) {
+uint64_t ArenaShape(uint64_t size, uint64_t id_bytes, Tier tier, StorageLevel level) {
   return size | (id_bytes << 32) | (uint64_t{static_cast<uint8_t>(tier)} << 48) |
          (uint64_t{static_cast<uint8_t>(level)} << 56);
 }
 
-uint64_t IdHash(std::string_view id) {
+uint64_t ArenaIdHash(std::string_view id) {
   // Never 0, which marks an empty slot's hash.
   return DigestOf(std::as_bytes(std::span(id.data(), id.size()))) | 1;
 }
 
 // Writes bytes into 8-byte words of the ring, each stored as a relaxed atomic (the last one
 // padded with zeros).
-class WordWriter {
+class ArenaWordWriter {
  public:
-  explicit WordWriter(uint64_t* words) : words_(words) {}
+  explicit ArenaWordWriter(uint64_t* words) : words_(words) {}
   void Write(std::span<const std::byte> bytes) {
     while (!bytes.empty()) {
       const size_t take = std::min(bytes.size(), sizeof(uint64_t) - filled_);
@@ -64,7 +65,7 @@ class WordWriter {
 
  private:
   void Flush() {
-    Store(*words_++, pending_);
+    StoreWord(*words_++, pending_);
     pending_ = 0;
     filled_ = 0;
   }
@@ -74,14 +75,14 @@ class WordWriter {
 };
 
 // Copies `size` bytes out of ring words, each loaded as a relaxed atomic.
-void ReadWords(const uint64_t* words, std::byte* out, uint64_t size) {
+void ReadArenaWords(const uint64_t* words, std::byte* out, uint64_t size) {
   uint64_t word;
   for (; size >= sizeof(word); size -= sizeof(word), out += sizeof(word)) {
-    word = Load(*words++);
+    word = LoadWord(*words++);
     std::memcpy(out, &word, sizeof(word));
   }
   if (size > 0) {
-    word = Load(*words);
+    word = LoadWord(*words);
     std::memcpy(out, &word, size);
   }
 }
@@ -93,7 +94,7 @@ void ReadWords(const uint64_t* words, std::byte* out, uint64_t size) {
 Result<std::unique_ptr<BlockArenaWriter>> BlockArenaWriter::Create(const std::string& name,
                                                                    uint64_t data_bytes,
                                                                    uint64_t max_block_bytes) {
-  data_bytes = RoundUp8(data_bytes);
+  data_bytes = RoundUpToWord(data_bytes);
   if (data_bytes == 0 || max_block_bytes == 0 || max_block_bytes > UINT32_MAX) {
     return InvalidArgumentError("an arena needs room and a block size limit below 4 GiB");
   }
@@ -131,7 +132,7 @@ Result<std::unique_ptr<BlockArenaWriter>> BlockArenaWriter::Create(const std::st
   std::memcpy(arena->base_, &header, sizeof(header));
   // The writable mapping above stays the only one: from here on nobody can map the file
   // writable, write(2) to it or change its size.
-  if (fcntl(fd, F_ADD_SEALS, kSeals | F_SEAL_SEAL) != 0) {
+  if (fcntl(fd, F_ADD_SEALS, kArenaSeals | F_SEAL_SEAL) != 0) {
     return InternalError(ArenaErrno("sealing an arena"));
   }
   arena->KeepAlive(std::chrono::steady_clock::now() + std::chrono::seconds(3));
@@ -153,12 +154,12 @@ ArenaSlot& BlockArenaWriter::SlotAt(size_t index) const {
 
 void BlockArenaWriter::EmptySlot(size_t index) {
   ArenaSlot& slot = SlotAt(index);
-  const uint64_t sequence = Load(slot.sequence);
-  Store(slot.sequence, sequence + 1);
+  const uint64_t sequence = LoadWord(slot.sequence);
+  StoreWord(slot.sequence, sequence + 1);
   std::atomic_thread_fence(std::memory_order_release);
-  Store(slot.shape, 0);
-  Store(slot.id_hash, 0);
-  Store(slot.sequence, sequence + 2, std::memory_order_release);
+  StoreWord(slot.shape, 0);
+  StoreWord(slot.id_hash, 0);
+  StoreWord(slot.sequence, sequence + 2, std::memory_order_release);
   const BlockId* id = slot_ids_[index];
   const auto entry = by_id_.find(*id);
   records_.erase(entry->second.record_offset);
@@ -198,22 +199,23 @@ bool BlockArenaWriter::Put(const BlockId& id, const ArenaBlockFacts& facts,
     return false;
   }
   // The record: version, generation and digest, the bytes (padded to 8), then the id.
-  const uint64_t record_bytes = 3 * sizeof(uint64_t) + RoundUp8(size) + RoundUp8(name.size());
+  const uint64_t record_bytes =
+      3 * sizeof(uint64_t) + RoundUpToWord(size) + RoundUpToWord(name.size());
   if (record_bytes > data_bytes_) return false;
   if (head_ + record_bytes > data_bytes_) head_ = 0;
   EvictRange(head_, record_bytes);
-  const uint64_t hash = IdHash(name);
+  const uint64_t hash = ArenaIdHash(name);
   const size_t index = ChooseSlot(hash);
   ArenaSlot& slot = SlotAt(index);
 
-  const uint64_t sequence = Load(slot.sequence);
-  Store(slot.sequence, sequence + 1);
+  const uint64_t sequence = LoadWord(slot.sequence);
+  StoreWord(slot.sequence, sequence + 1);
   std::atomic_thread_fence(std::memory_order_release);
   auto* words = reinterpret_cast<uint64_t*>(base_ + data_offset_ + head_);
-  Store(words[0], facts.version);
-  Store(words[1], facts.generation);
-  Store(words[2], facts.digest);
-  WordWriter bytes(words + 3);
+  StoreWord(words[0], facts.version);
+  StoreWord(words[1], facts.generation);
+  StoreWord(words[2], facts.digest);
+  ArenaWordWriter bytes(words + 3);
   uint64_t written = 0;
   for (const ChunkPtr& chunk : chunks) {
     const std::span<const std::byte> part =
@@ -222,13 +224,13 @@ bool BlockArenaWriter::Put(const BlockId& id, const ArenaBlockFacts& facts,
     written += part.size();
   }
   bytes.Finish();
-  WordWriter id_words(words + 3 + RoundUp8(size) / sizeof(uint64_t));
+  ArenaWordWriter id_words(words + 3 + RoundUpToWord(size) / sizeof(uint64_t));
   id_words.Write(std::as_bytes(std::span(name.data(), name.size())));
   id_words.Finish();
-  Store(slot.id_hash, hash);
-  Store(slot.record_offset, head_);
-  Store(slot.shape, Shape(size, name.size(), facts.tier, facts.level));
-  Store(slot.sequence, sequence + 2, std::memory_order_release);
+  StoreWord(slot.id_hash, hash);
+  StoreWord(slot.record_offset, head_);
+  StoreWord(slot.shape, ArenaShape(size, name.size(), facts.tier, facts.level));
+  StoreWord(slot.sequence, sequence + 2, std::memory_order_release);
 
   const auto [entry, added] = by_id_.emplace(id, Entry{index, head_, record_bytes});
   slot_ids_[index] = &entry->first;
@@ -240,8 +242,8 @@ bool BlockArenaWriter::Put(const BlockId& id, const ArenaBlockFacts& facts,
 
 void BlockArenaWriter::KeepAlive(std::chrono::steady_clock::time_point until) {
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(until.time_since_epoch());
-  Store(reinterpret_cast<ArenaHeader*>(base_)->alive_until_ns, static_cast<uint64_t>(ns.count()),
-        std::memory_order_release);
+  StoreWord(reinterpret_cast<ArenaHeader*>(base_)->alive_until_ns,
+            static_cast<uint64_t>(ns.count()), std::memory_order_release);
 }
 
 void BlockArenaWriter::Erase(const BlockId& id) {
@@ -254,7 +256,7 @@ void BlockArenaWriter::Erase(const BlockId& id) {
 Result<std::unique_ptr<BlockArenaReader>> BlockArenaReader::Map(OwnedFd fd,
                                                                 uint64_t expected_bytes) {
   const int seals = fcntl(fd.get(), F_GET_SEALS);
-  if (seals < 0 || (seals & kSeals) != kSeals) {
+  if (seals < 0 || (seals & kArenaSeals) != kArenaSeals) {
     return DataLossError("the worker sent an arena that could still be resized or written");
   }
   struct stat info {};
@@ -293,20 +295,21 @@ BlockArenaReader::~BlockArenaReader() {
 BlockArenaReader::Attempt BlockArenaReader::TryRead(size_t index, uint64_t hash,
                                                     std::string_view id, ArenaBlock& out) const {
   const ArenaSlot& slot = reinterpret_cast<const ArenaSlot*>(base_ + sizeof(ArenaHeader))[index];
-  const uint64_t sequence = Load(slot.sequence, std::memory_order_acquire);
+  const uint64_t sequence = LoadWord(slot.sequence, std::memory_order_acquire);
   if (sequence % 2 != 0) return Attempt::kRetry;
   // Whether what was read so far is what the slot held throughout.
   const auto unchanged = [&] {
     std::atomic_thread_fence(std::memory_order_acquire);
-    return Load(slot.sequence) == sequence;
+    return LoadWord(slot.sequence) == sequence;
   };
-  const uint64_t shape = Load(slot.shape);
-  if (shape == 0 || Load(slot.id_hash) != hash) return Attempt::kMiss;
+  const uint64_t shape = LoadWord(slot.shape);
+  if (shape == 0 || LoadWord(slot.id_hash) != hash) return Attempt::kMiss;
   const uint64_t size = shape & 0xffffffffu;
   const uint64_t id_bytes = (shape >> 32) & 0xffffu;
   if (id_bytes != id.size()) return Attempt::kMiss;
-  const uint64_t offset = Load(slot.record_offset);
-  const uint64_t record_bytes = 3 * sizeof(uint64_t) + RoundUp8(size) + RoundUp8(id_bytes);
+  const uint64_t offset = LoadWord(slot.record_offset);
+  const uint64_t record_bytes =
+      3 * sizeof(uint64_t) + RoundUpToWord(size) + RoundUpToWord(id_bytes);
   if (size > max_block_bytes_ || offset % 8 != 0 || offset > data_bytes_ ||
       record_bytes > data_bytes_ - offset) {
     // Torn (the writer is at it) or not an arena's: nothing here to read.
@@ -314,18 +317,18 @@ BlockArenaReader::Attempt BlockArenaReader::TryRead(size_t index, uint64_t hash,
   }
   const auto* words = reinterpret_cast<const uint64_t*>(base_ + data_offset_ + offset);
   char name[arena_layout::kMaxIdBytes];
-  ReadWords(words + 3 + RoundUp8(size) / sizeof(uint64_t), reinterpret_cast<std::byte*>(name),
-            id_bytes);
+  ReadArenaWords(words + 3 + RoundUpToWord(size) / sizeof(uint64_t),
+                 reinterpret_cast<std::byte*>(name), id_bytes);
   if (std::memcmp(name, id.data(), id_bytes) != 0) {
     return unchanged() ? Attempt::kMiss : Attempt::kRetry;
   }
   std::vector<std::byte> bytes(size);
-  ReadWords(words + 3, bytes.data(), size);
-  ArenaBlockFacts facts{.version = Load(words[0]),
-                        .generation = Load(words[1]),
+  ReadArenaWords(words + 3, bytes.data(), size);
+  ArenaBlockFacts facts{.version = LoadWord(words[0]),
+                        .generation = LoadWord(words[1]),
                         .tier = static_cast<Tier>((shape >> 48) & 0xffu),
                         .level = static_cast<StorageLevel>(shape >> 56),
-                        .digest = Load(words[2])};
+                        .digest = LoadWord(words[2])};
   if (!unchanged()) return Attempt::kRetry;
   // The sequence held still, so these are the bytes the writer put there; the digest says
   // they are the block's (a reader never returns bytes it cannot vouch for).
@@ -338,17 +341,17 @@ BlockArenaReader::Attempt BlockArenaReader::TryRead(size_t index, uint64_t hash,
 std::optional<ArenaBlock> BlockArenaReader::Find(const BlockId& id) const {
   const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::steady_clock::now().time_since_epoch());
-  if (Load(reinterpret_cast<const ArenaHeader*>(base_)->alive_until_ns, std::memory_order_acquire) <
-      static_cast<uint64_t>(now.count())) {
+  if (LoadWord(reinterpret_cast<const ArenaHeader*>(base_)->alive_until_ns,
+               std::memory_order_acquire) < static_cast<uint64_t>(now.count())) {
     return std::nullopt;
   }
   const std::string name = id.ToString();
   if (name.size() > arena_layout::kMaxIdBytes) return std::nullopt;
-  const uint64_t hash = IdHash(name);
+  const uint64_t hash = ArenaIdHash(name);
   ArenaBlock found;
   for (size_t i = 0; i < arena_layout::kProbe; ++i) {
     const size_t index = (hash + i) & (slot_count_ - 1);
-    for (int tries = 0; tries < kTriesPerSlot; ++tries) {
+    for (int tries = 0; tries < kArenaTriesPerSlot; ++tries) {
       const Attempt attempt = TryRead(index, hash, name, found);
       if (attempt == Attempt::kFound) return found;
       if (attempt == Attempt::kMiss) break;
