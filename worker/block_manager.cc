@@ -330,6 +330,12 @@ Status BlockManager::DiskUploadError(DiskNo disk, const Status& error) const {
                           " could not take this upload: " + error.message());
 }
 
+Status BlockManager::DiskReadError(DiskNo disk, const BlockId& id, const Status& error) const {
+  if (error.code() != StatusCode::kInternal) return error;
+  return UnavailableError("the disk " + disks_->path(disk) + " could not read block " +
+                          id.ToString() + ": " + error.message());
+}
+
 void BlockManager::CommitPut(UploadId upload_id, Callback<Result<Tier>> done) {
   auto found = uploads_.find(upload_id);
   if (found == uploads_.end()) {
@@ -542,9 +548,12 @@ void BlockManager::Read(const BlockId& id, uint64_t offset, uint64_t max_length,
     disks_->Submit(disk,
                    [this, disk, id, offset, max_length, done = std::move(done)](
                        BlockStore& store) mutable -> StorageThread::Completion {
-                     return [this, disk, result = ReadFromDisk(store, id, offset, max_length),
+                     return [this, disk, id, result = ReadFromDisk(store, id, offset, max_length),
                              done = std::move(done)]() mutable {
-                       if (!result.ok()) disks_->NoteError(disk, result.status());
+                       if (!result.ok()) {
+                         disks_->NoteError(disk, result.status());
+                         result = DiskReadError(disk, id, result.status());
+                       }
                        done(std::move(result));
                      };
                    });
@@ -557,10 +566,14 @@ void BlockManager::Read(const BlockId& id, uint64_t offset, uint64_t max_length,
       read_ahead_.Start(id, next, max_length, std::min(max_length, size - next));
   if (!ticket) return;
   disks_->Submit(disk,
-                 [this, id, next, max_length,
+                 [this, disk, id, next, max_length,
                   ticket = *ticket](BlockStore& store) -> StorageThread::Completion {
-                   return [this, ticket,
+                   return [this, disk, id, ticket,
                            result = ReadFromDisk(store, id, next, max_length)]() mutable {
+                     if (!result.ok()) {
+                       disks_->NoteError(disk, result.status());
+                       result = DiskReadError(disk, id, result.status());
+                     }
                      read_ahead_.Complete(ticket, std::move(result));
                    };
                  });

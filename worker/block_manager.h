@@ -341,6 +341,10 @@ class BlockManager {
   // disk, as when the disk has failed, since the check it triggers (DiskSet::NoteError) may not
   // have failed it yet: the client puts the block elsewhere. Refusals pass unchanged.
   Status DiskUploadError(DiskNo disk, const Status& error) const;
+  // The same for a read: an error of the disk itself is kUnavailable naming the disk (the
+  // reader reads another copy), before and after the check fails the disk alike. A copy found
+  // corrupt (kDataLoss) and the rest pass unchanged.
+  Status DiskReadError(DiskNo disk, const BlockId& id, const Status& error) const;
   // The memory commit, once any disk copy it replaces is gone.
   void FinishMemoryCommit(Upload& upload, Callback<Result<Tier>> done);
   // `digest`: the committed block's digest (BlockStatus::digest).
