@@ -139,8 +139,14 @@ void LocalReadConnection::ReportArenaReads() {
   auto ids = request.initArenaReads(static_cast<unsigned>(arena_reads_.size()));
   for (unsigned i = 0; i < arena_reads_.size(); ++i) ids.set(i, arena_reads_[i]);
   arena_reads_.clear();
-  // Not answered; a connection that broke says so at its next request.
-  (void)SendRequest(report);
+  std::vector<uint32_t> table;
+  std::vector<std::span<const std::byte>> parts;
+  MessageParts(report, table, parts);
+  MutexLock lock(send_mutex_);
+  // Not answered, and never waited for: a report the socket has no room for (a worker that
+  // stopped reading) is dropped, as the hint it is; a connection that broke says so at its
+  // next request.
+  (void)SendPacket(socket_.get(), parts, -1, /*wait=*/false);
 }
 
 Result<LocalBlockRead> LocalReadConnection::Get(const BlockId& id,
