@@ -78,12 +78,12 @@ Result<std::shared_ptr<LocalReadConnection>> LocalReadConnection::Open(
   return connection;
 }
 
-Status LocalReadConnection::SendRequest(capnp::MessageBuilder& message) {
+Status LocalReadConnection::SendRequest(capnp::MessageBuilder& message, bool wait) {
   std::vector<uint32_t> table;
   std::vector<std::span<const std::byte>> parts;
   MessageParts(message, table, parts);
   MutexLock lock(send_mutex_);
-  return SendPacket(socket_.get(), parts, -1, /*wait=*/true);
+  return SendPacket(socket_.get(), parts, -1, wait);
 }
 
 void LocalReadConnection::Release(uint64_t pin) {
@@ -139,14 +139,10 @@ void LocalReadConnection::ReportArenaReads() {
   auto ids = request.initArenaReads(static_cast<unsigned>(arena_reads_.size()));
   for (unsigned i = 0; i < arena_reads_.size(); ++i) ids.set(i, arena_reads_[i]);
   arena_reads_.clear();
-  std::vector<uint32_t> table;
-  std::vector<std::span<const std::byte>> parts;
-  MessageParts(report, table, parts);
-  MutexLock lock(send_mutex_);
   // Not answered, and never waited for: a report the socket has no room for (a worker that
   // stopped reading) is dropped, as the hint it is; a connection that broke says so at its
   // next request.
-  (void)SendPacket(socket_.get(), parts, -1, /*wait=*/false);
+  (void)SendRequest(report, /*wait=*/false);
 }
 
 Result<LocalBlockRead> LocalReadConnection::Get(const BlockId& id,

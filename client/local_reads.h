@@ -107,7 +107,9 @@ class LocalReadConnection : public std::enable_shared_from_this<LocalReadConnect
   // The next packet, within the timeout; kUnavailable sooner when the worker process is seen
   // halted (stopped or gone), as a TCP heartbeat would tell.
   Result<LocalPacket> Receive(std::chrono::milliseconds extra = {});
-  Status SendRequest(capnp::MessageBuilder& message);
+  // `wait`: for room on the socket; without it a request the socket cannot take now is not
+  // sent (kOutOfSpace).
+  Status SendRequest(capnp::MessageBuilder& message, bool wait = true);
   // The id a reply names (0 when malformed).
   static uint64_t ReplyId(const LocalPacket& packet);
   // Receives the reply to one of the `pending` requests (by id; replies may come in any

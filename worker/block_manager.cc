@@ -330,7 +330,8 @@ Status BlockManager::DiskUploadError(DiskNo disk, const Status& error) const {
                           " could not take this upload: " + error.message());
 }
 
-Status BlockManager::DiskReadError(DiskNo disk, const BlockId& id, const Status& error) const {
+Status BlockManager::NoteDiskReadError(DiskNo disk, const BlockId& id, const Status& error) {
+  disks_->NoteError(disk, error);
   if (error.code() != StatusCode::kInternal) return error;
   return UnavailableError("the disk " + disks_->path(disk) + " could not read block " +
                           id.ToString() + ": " + error.message());
@@ -550,10 +551,7 @@ void BlockManager::Read(const BlockId& id, uint64_t offset, uint64_t max_length,
                        BlockStore& store) mutable -> StorageThread::Completion {
                      return [this, disk, id, result = ReadFromDisk(store, id, offset, max_length),
                              done = std::move(done)]() mutable {
-                       if (!result.ok()) {
-                         disks_->NoteError(disk, result.status());
-                         result = DiskReadError(disk, id, result.status());
-                       }
+                       if (!result.ok()) result = NoteDiskReadError(disk, id, result.status());
                        done(std::move(result));
                      };
                    });
@@ -570,10 +568,7 @@ void BlockManager::Read(const BlockId& id, uint64_t offset, uint64_t max_length,
                   ticket = *ticket](BlockStore& store) -> StorageThread::Completion {
                    return [this, disk, id, ticket,
                            result = ReadFromDisk(store, id, next, max_length)]() mutable {
-                     if (!result.ok()) {
-                       disks_->NoteError(disk, result.status());
-                       result = DiskReadError(disk, id, result.status());
-                     }
+                     if (!result.ok()) result = NoteDiskReadError(disk, id, result.status());
                      read_ahead_.Complete(ticket, std::move(result));
                    };
                  });

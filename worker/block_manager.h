@@ -341,10 +341,11 @@ class BlockManager {
   // disk, as when the disk has failed, since the check it triggers (DiskSet::NoteError) may not
   // have failed it yet: the client puts the block elsewhere. Refusals pass unchanged.
   Status DiskUploadError(DiskNo disk, const Status& error) const;
-  // The same for a read: an error of the disk itself is kUnavailable naming the disk (the
-  // reader reads another copy), before and after the check fails the disk alike. A copy found
-  // corrupt (kDataLoss) and the rest pass unchanged.
-  Status DiskReadError(DiskNo disk, const BlockId& id, const Status& error) const;
+  // A read's failure: noted with the disk's check (DiskSet::NoteError), and returned as the
+  // reader is to hear it: an error of the disk itself as kUnavailable naming the disk (the
+  // reader reads another copy), before and after the check fails the disk alike; a copy found
+  // corrupt (kDataLoss) and the rest unchanged.
+  Status NoteDiskReadError(DiskNo disk, const BlockId& id, const Status& error);
   // The memory commit, once any disk copy it replaces is gone.
   void FinishMemoryCommit(Upload& upload, Callback<Result<Tier>> done);
   // `digest`: the committed block's digest (BlockStatus::digest).
